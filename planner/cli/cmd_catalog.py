@@ -1,0 +1,127 @@
+"""`planner catalog`, `planner check-instance`, `planner schema`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from planner.cli.output import echo_json, table
+
+
+@click.group("catalog")
+def catalog() -> None:
+    """List the hardware and model profiles in models/."""
+
+
+@catalog.command("devices")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output with sources.")
+def catalog_devices(as_json: bool) -> None:
+    """Devices: memory, bandwidth, dense FLOP/s, power, prices, completeness."""
+    from planner.catalog import load_catalog
+
+    cat = load_catalog()
+    if as_json:
+        echo_json(
+            {
+                "devices": [
+                    {**d.model_dump(mode="json"), "complete": d.complete, "missing": d.missing_for_serving(), "file": str(cat.device_files[d.id].name)}
+                    for d in cat.devices.values()
+                ]
+            }
+        )
+        return
+    rows = []
+    for d in sorted(cat.devices.values(), key=lambda d: (d.kind, d.id)):
+        rows.append(
+            [
+                d.id,
+                d.kind,
+                d.memory_gb,
+                d.memory_bandwidth_gb_per_s,
+                d.peak_tflops_dense.get("bf16"),
+                d.peak_tflops_dense.get("fp8"),
+                d.peak_tflops_dense.get("fp4"),
+                d.busy_power_w,
+                d.rental_usd_per_hour,
+                d.purchase_usd,
+                d.confidence,
+                "yes" if d.complete else "no: " + ", ".join(d.missing_for_serving()),
+            ]
+        )
+    click.echo(
+        table(
+            ["id", "kind", "mem_GB", "BW_GB/s", "bf16_TFLOPs", "fp8_TFLOPs", "fp4_TFLOPs", "busy_W", "rent_$/h", "buy_$", "confidence", "complete"],
+            rows,
+        )
+    )
+    click.echo("\nDense FLOP/s (no 2:4 sparsity). Sources per figure: planner catalog devices --json")
+
+
+@catalog.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def catalog_models(as_json: bool) -> None:
+    """Models: computed total/active parameters against published totals, KV bytes per token."""
+    from planner.catalog import load_catalog
+
+    cat = load_catalog()
+    out = []
+    for m in cat.models.values():
+        total = m.params_total()
+        active = m.params_active()
+        out.append(
+            {
+                **m.model_dump(mode="json"),
+                "kind": m.kind,
+                "params_total_computed": total,
+                "params_active_computed": active,
+                "params_total_error_pct": 100.0 * (total / (m.published_params_total_b * 1e9) - 1.0),
+                "params_active_error_pct": (100.0 * (active / (m.published_params_active_b * 1e9) - 1.0)) if m.published_params_active_b else None,
+                "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16"),
+                "file": cat.model_files[m.id].name,
+            }
+        )
+    if as_json:
+        echo_json({"models": out})
+        return
+    rows = [
+        [
+            o["id"],
+            o["kind"],
+            o["params_total_computed"] / 1e9,
+            o["published_params_total_b"],
+            o["params_total_error_pct"],
+            o["params_active_computed"] / 1e9,
+            o["kv_bytes_per_token_bf16"] / 1024,
+        ]
+        for o in sorted(out, key=lambda o: o["params_total_computed"])
+    ]
+    click.echo(table(["id", "kind", "params_B(computed)", "params_B(published)", "error_%", "active_B", "KV_KiB/token(bf16)"], rows))
+
+
+@click.command("check-instance")
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
+def check_instance(instance: str) -> None:
+    """Validate an instance file and every reference in it (no solving)."""
+    from planner.instance import load_instance
+
+    resolved = load_instance(instance)
+    inst = resolved.instance
+    click.echo(f"{instance}: valid — {len(inst.services)} service(s), {len(resolved.devices)} candidate device(s), {len(inst.scenarios)} scenario(s)")
+
+
+@click.command("schema")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to a file instead of stdout.")
+def schema(output: str | None) -> None:
+    """Print the JSON Schema of the instance format (reference it from YAML files)."""
+    from planner.schema.instance import Instance
+
+    text = json.dumps(Instance.model_json_schema(), indent=2)
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    else:
+        click.echo(text)
+
+
+COMMANDS = [catalog, check_instance, schema]

@@ -1,0 +1,123 @@
+"""Loading an instance: validate the file, apply overrides, resolve references against the catalog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.catalog import Catalog, apply_device_overrides, load_catalog
+from planner.errors import InputError, ProblemCollector
+from planner.overrides import apply_overrides
+from planner.schema.hardware import DeviceProfile
+from planner.schema.instance import Instance
+from planner.schema.llm import LLMProfile
+from planner.validation import read_mapping, validate_mapping
+
+
+@dataclass(frozen=True)
+class ResolvedInstance:
+    """An instance whose references all resolve: models, devices (overrides applied), files."""
+
+    instance: Instance
+    path: Path
+    raw: dict[str, Any]
+    """The validated mapping (after overrides), for re-applying further overrides."""
+    catalog: Catalog
+    devices: dict[str, DeviceProfile]
+    """Candidate devices and CPU servers by id, with instance overrides applied."""
+    models: dict[str, LLMProfile]
+    """Models used by the services, by id."""
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def resolve_path(self, relative: str) -> Path:
+        p = Path(relative)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def with_overrides(self, overrides: dict[str, Any]) -> ResolvedInstance:
+        return resolve_instance(apply_overrides(self.raw, overrides, source=str(self.path)), self.path, self.catalog)
+
+
+def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, scenario: str | None = None) -> ResolvedInstance:
+    """Read, validate and resolve an instance file; every problem is reported at once."""
+    p = Path(path)
+    data = read_mapping(p)
+    catalog = load_catalog()
+    if scenario is not None:
+        scenarios = data.get("scenarios") or {}
+        if scenario not in scenarios:
+            raise InputError(f"scenario {scenario!r} is not defined (defined: {', '.join(scenarios) or 'none'})", file=str(p))
+        data = apply_overrides(data, scenarios[scenario], source=f"{p} (scenario {scenario})")
+    if overrides:
+        data = apply_overrides(data, overrides, source=str(p))
+    return resolve_instance(data, p, catalog)
+
+
+def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> ResolvedInstance:
+    file = str(path)
+    instance = validate_mapping(Instance, data, file)
+    problems = ProblemCollector(file=file)
+    models: dict[str, LLMProfile] = {}
+    for name, svc in instance.services.items():
+        where = f"services.{name}"
+        model = catalog.models.get(svc.model)
+        if model is None:
+            problems.add(f"{where}.model", f"unknown model {svc.model!r}", f"use one of: {', '.join(sorted(catalog.models))}")
+        else:
+            models[svc.model] = model
+            if svc.weight_precision not in model.supported_weight_precisions:
+                problems.add(f"{where}.weight_precision", f"{svc.model} is not published at {svc.weight_precision}", f"use one of: {', '.join(model.supported_weight_precisions)}")
+            if svc.kv_precision_resolved not in model.supported_kv_precisions:
+                problems.add(f"{where}.kv_precision", f"KV precision {svc.kv_precision_resolved} not supported for {svc.model}", f"use one of: {', '.join(model.supported_kv_precisions)}")
+        for key in ("trace", "profile"):
+            rel = getattr(svc.traffic, key)
+            if rel is not None:
+                target = Path(rel) if Path(rel).is_absolute() else path.parent / rel
+                if not target.is_file():
+                    problems.add(f"{where}.traffic.{key}", f"file {rel!r} does not exist (looked in {target})", "give a path relative to the instance file")
+        for tool, stats in svc.tools.items():
+            if stats.latency.p50_ms <= 0 and stats.calls_per_request > 0:
+                problems.add(f"{where}.tools.{tool}.latency.p50_ms", "a tool that is called must have a positive latency", "give measured latencies in ms")
+    devices: dict[str, DeviceProfile] = {}
+    sel = instance.catalog
+    for key, ids in (("devices", sel.devices), ("cpu_servers", sel.cpu_servers)):
+        for i, dev_id in enumerate(ids):
+            where = f"catalog.{key}[{i}]"
+            dev = catalog.devices.get(dev_id)
+            if dev is None:
+                problems.add(where, f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
+                continue
+            if key == "devices" and dev.kind == "cpu":
+                problems.add(where, f"{dev_id} is a CPU server", "list it under catalog.cpu_servers")
+                continue
+            if key == "cpu_servers" and dev.kind != "cpu":
+                problems.add(where, f"{dev_id} is not a CPU server", "list it under catalog.devices")
+                continue
+            if dev_id in sel.device_overrides:
+                try:
+                    dev = apply_device_overrides(dev, sel.device_overrides[dev_id], file, f"catalog.device_overrides.{dev_id}")
+                except InputError as exc:
+                    problems.extend(exc.problems)
+                    continue
+            missing = dev.missing_for_serving()
+            if missing:
+                problems.add(where, f"profile {dev_id} is incomplete: missing {', '.join(missing)}", f"supply them under catalog.device_overrides.{dev_id}")
+            if sel.pricing == "rent" and dev.rental_usd_per_hour is None and not missing:
+                problems.add(where, f"{dev_id} has no rental price but catalog.pricing is 'rent'", f"set catalog.device_overrides.{dev_id}.rental_usd_per_hour or use pricing: buy")
+            if sel.pricing == "buy" and dev.purchase_usd is None and not missing:
+                problems.add(where, f"{dev_id} has no purchase price but catalog.pricing is 'buy'", f"set catalog.device_overrides.{dev_id}.purchase_usd or use pricing: rent")
+            devices[dev_id] = dev
+    for dev_id in sel.device_overrides:
+        if dev_id not in sel.devices and dev_id not in sel.cpu_servers:
+            problems.add(f"catalog.device_overrides.{dev_id}", "overrides a device that is not a candidate", "add it to catalog.devices or remove the override")
+    for name, overrides in instance.scenarios.items():
+        try:
+            trial = apply_overrides({k: v for k, v in data.items() if k != "scenarios"}, overrides, source=file)
+            validate_mapping(Instance, trial, file, prefix=f"scenarios.{name}")
+        except InputError as exc:
+            problems.extend(exc.problems)
+    problems.raise_if_any()
+    return ResolvedInstance(instance=instance, path=path, raw=data, catalog=catalog, devices=devices, models=models)

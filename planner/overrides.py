@@ -1,0 +1,79 @@
+"""Dot-path overrides on instance data: ``services.chat.traffic.rate_multiplier=1.5``.
+
+Overrides are applied to the raw mapping, then the whole instance is validated again, so a
+bad path or value gets the same file/field/fix error as a bad file.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import BaseModel
+
+from planner.errors import InputError, Problem
+
+
+def _valid_keys_at(model: Any, parts: list[str]) -> list[str] | None:
+    """Field names allowed after walking ``parts`` through the schema (None if unknown)."""
+    from planner.validation import _inner_model
+
+    current = model
+    for part in parts:
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return None
+            current = _inner_model(field.annotation) or field.annotation
+        # dict keys (service names, device ids) pass through to the dict's value model
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return sorted(current.model_fields)
+    return None
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], *, source: str = "") -> dict[str, Any]:
+    """Return a deep copy of ``data`` with each dot-path set to its value.
+
+    Intermediate mappings must exist except for the last key, which may be new (it is
+    validated against the schema afterwards). Lists are indexed by position: ``lengths.0.weight``.
+    """
+    out = copy.deepcopy(data)
+    problems: list[Problem] = []
+    for path, value in overrides.items():
+        parts = path.split(".")
+        node: Any = out
+        ok = True
+        for i, part in enumerate(parts[:-1]):
+            if isinstance(node, dict):
+                if part not in node or node[part] is None:
+                    # allow creating optional sections (e.g. options.solver)
+                    node[part] = {}
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                problems.append(Problem(source, path, f"cannot descend into {'.'.join(parts[: i + 1])!r}", "check the path against `planner schema`"))
+                ok = False
+                break
+        if not ok:
+            continue
+        last = parts[-1]
+        if isinstance(node, dict):
+            node[last] = value
+        elif isinstance(node, list) and last.isdigit() and int(last) < len(node):
+            node[int(last)] = value
+        else:
+            problems.append(Problem(source, path, "path does not name a field", "check the path against `planner schema`"))
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def parse_value(text: str) -> Any:
+    """Parse a command-line value as YAML (numbers, booleans, lists), falling back to the string."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text

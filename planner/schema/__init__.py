@@ -1,0 +1,1 @@
+"""Pydantic schemas: hardware, LLM, workload, instance (and the capacity-table contract)."""

@@ -1,0 +1,120 @@
+"""The capacity-table contract: the only input the optimiser reads (DESIGN §2, §6).
+
+Three tidy DataFrames, built by :mod:`planner.capacity` from the workload and the
+performance model, or supplied by a user from measurements:
+
+``demand`` — one row per (service, bucket)::
+
+    service, bucket                 str   keys
+    weight                          float share of the service's requests in the bucket
+    rate_mean_per_s                 float mean arrival rate of the bucket, requests/s
+    rate_peak_per_s                 float peak arrival rate of the bucket (service peak x weight)
+    input_tokens_mean               float mean input tokens per request
+    output_tokens_mean              float mean output tokens per request
+    input_tokens_rep                float conservative representative used for latency
+    output_tokens_rep               float
+    interarrival_cv                 float burstiness of the service's arrivals
+    ttft_quantile, ttft_target_ms   float the service's TTFT SLO
+    tpot_quantile, tpot_target_ms   float the service's TPOT SLO
+
+``points`` — one row per (service, bucket, role, config) operating point::
+
+    service, bucket, role, config   keys; role in {prefill, decode, unified}; config = f"{device}/tp{tp}"
+    device, tp                      str, int
+    feasible                        bool  memory fit and SLO met at this operating point
+    reason                          str   why not feasible ('' when feasible)
+    bound                           str   compute | memory_bandwidth | memory_capacity | communication
+    instance_seconds_per_request    float busy instance-time one request consumes (1 / per-instance throughput)
+    max_batch                       int   largest concurrent batch (decode/unified), 1 for prefill
+    kv_bytes_per_request            float peak KV footprint of one request (decode/unified)
+    kv_transfer_bytes_per_request   float KV bytes sent prefill -> decode (prefill role; 0 otherwise)
+    energy_j_per_request            float busy energy of all tp devices for one request, J
+    ttft_ms                         float predicted TTFT without queueing (prefill/unified)
+    tpot_ms                         float predicted TPOT at the operating point (decode/unified)
+    service_time_cv                 float variability of per-request service time (queueing)
+    source                          str   'roofline', 'calibrated:<engine>' or 'measured:<file>'
+
+``configs`` — one row per config (device, tp) that appears in ``points``::
+
+    config, device, tp, kind        keys; kind in {gpu, accelerator, cpu}
+    equipment_usd_per_device_hour   float rental, or amortised purchase (annuity at cost of capital)
+    busy_power_w, idle_power_w      float per device
+    host_power_w                    float host share per device
+    ops_usd_per_device_month        float profile operations + instance per-device operations
+    license_usd_per_device_month    float
+    procurement_limit               float max devices of this type (inf = unlimited)
+    nic_bw_gb_per_s                 float per device, for KV transfer
+
+Scalars (``CostParams``) carry the instance-wide prices the objective needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+DEMAND_COLUMNS: tuple[str, ...] = (
+    "service", "bucket", "weight", "rate_mean_per_s", "rate_peak_per_s",
+    "input_tokens_mean", "output_tokens_mean", "input_tokens_rep", "output_tokens_rep",
+    "interarrival_cv", "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
+)
+POINT_COLUMNS: tuple[str, ...] = (
+    "service", "bucket", "role", "config", "device", "tp", "feasible", "reason", "bound",
+    "instance_seconds_per_request", "max_batch", "kv_bytes_per_request",
+    "kv_transfer_bytes_per_request", "energy_j_per_request", "ttft_ms", "tpot_ms",
+    "service_time_cv", "source",
+)
+CONFIG_COLUMNS: tuple[str, ...] = (
+    "config", "device", "tp", "kind", "equipment_usd_per_device_hour", "busy_power_w",
+    "idle_power_w", "host_power_w", "ops_usd_per_device_month", "license_usd_per_device_month",
+    "procurement_limit", "nic_bw_gb_per_s",
+)
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """Instance-wide prices used by the objective (copied from ``Instance.costs``)."""
+
+    electricity_usd_per_kwh: float
+    pue: float
+    hours_per_month: float
+    ops_usd_per_pool_month: float
+    ops_usd_per_device_type_month: float
+    nic_usd_per_device_month: float
+    transfer_usd_per_gb: float
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """What the performance model says about one (service, bucket, role, config)."""
+
+    feasible: bool
+    reason: str
+    bound: str
+    instance_seconds_per_request: float
+    max_batch: int
+    kv_bytes_per_request: float
+    kv_transfer_bytes_per_request: float
+    energy_j_per_request: float
+    ttft_ms: float
+    tpot_ms: float
+    service_time_cv: float = 0.0
+    source: str = "roofline"
+    detail: dict[str, float] = field(default_factory=dict)
+    """Components for traceability (prefill_ms, transfer_ms, step_ms, ...)."""
+
+
+@dataclass(frozen=True)
+class CapacityTables:
+    demand: pd.DataFrame
+    points: pd.DataFrame
+    configs: pd.DataFrame
+    costs: CostParams
+    meta: dict[str, object] = field(default_factory=dict)
+
+    def check_columns(self) -> None:
+        for name, frame, cols in (("demand", self.demand, DEMAND_COLUMNS), ("points", self.points, POINT_COLUMNS), ("configs", self.configs, CONFIG_COLUMNS)):
+            missing = [c for c in cols if c not in frame.columns]
+            if missing:
+                raise ValueError(f"capacity table {name!r} lacks columns: {', '.join(missing)}")

@@ -1,0 +1,211 @@
+"""The planning instance: services, candidate hardware, costs, options, scenarios.
+
+An instance is one YAML file (see ``instances/``); ``planner schema`` prints its JSON Schema.
+Paths inside it (traces, profiles, measurement files) are relative to the instance file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from planner.schema.common import (
+    Architecture,
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    Precision,
+    Pricing,
+    Quantile,
+    StrictModel,
+)
+from planner.schema.workload import ToolStats
+
+PeakWindow = Literal["1s", "60s", "600s"]
+
+
+class LatencyTarget(StrictModel):
+    """A latency SLO: the ``quantile`` of the latency must not exceed ``target_ms``."""
+
+    quantile: Quantile = 0.99
+    """Quantile level in (0, 1), e.g. 0.99 for p99."""
+    target_ms: PosFloat
+    """Target, milliseconds."""
+
+
+class SLO(StrictModel):
+    """Latency targets of a service."""
+
+    ttft: LatencyTarget
+    """Time to first token (queueing + prefill + KV transfer + first decode step)."""
+    tpot: LatencyTarget
+    """Time per output token after the first."""
+
+
+class ManualBucket(StrictModel):
+    """A length bucket given by hand (traffic without a log)."""
+
+    input_tokens: PosInt
+    output_tokens: PosInt
+    weight: Fraction
+    cached_prefix_share: Fraction = 0.0
+
+
+class Traffic(StrictModel):
+    """Where a service's traffic comes from: a request log, a workload profile, or a rate.
+
+    Exactly one of ``trace``, ``profile`` or ``rate_per_s`` (with ``lengths``) is given.
+    """
+
+    trace: str | None = None
+    """Request log, characterised at load (path relative to the instance file)."""
+    format: str | None = None
+    """Log format (``azure``, ``mooncake``, ``lengths``, ``tracelab``, ``servegen``, ``generic``); auto-detected if absent."""
+    columns: dict[str, str] = {}
+    """Column mapping for the generic reader: time, input, output, service, session."""
+    service_column_value: str | None = None
+    """When the log holds several services: the value of the service column to keep."""
+    profile: str | None = None
+    """A workload profile YAML written by ``planner characterize`` (relative path)."""
+    rate_per_s: PosFloat | None = None
+    """Mean request rate, requests/s (traffic without a log)."""
+    peak_rate_per_s: PosFloat | None = None
+    """Peak request rate to plan for; defaults to the log's peak over ``peak_window``."""
+    peak_window: PeakWindow = "60s"
+    """Window over which the log's peak rate is taken."""
+    interarrival_cv: NonNegFloat | None = None
+    """Burstiness override (coefficient of variation of inter-arrival times)."""
+    lengths: list[ManualBucket] | None = None
+    """Length buckets for traffic given by rate."""
+    buckets: PosInt = 4
+    """Number of length buckets when characterising a log."""
+    rate_multiplier: PosFloat = 1.0
+    """Scales mean and peak rate (growth scenarios)."""
+    input_length_multiplier: PosFloat = 1.0
+    """Scales input lengths (length-mix scenarios)."""
+    output_length_multiplier: PosFloat = 1.0
+    """Scales output lengths (length-mix scenarios)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Traffic:
+        given = [k for k in ("trace", "profile", "rate_per_s") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'trace' (a request log), 'profile' (a workload profile) "
+                f"or 'rate_per_s' (with 'lengths'); got {given or 'none'}"
+            )
+        if self.rate_per_s is not None and not self.lengths:
+            raise ValueError("'rate_per_s' needs 'lengths' (a list of {input_tokens, output_tokens, weight})")
+        if self.lengths:
+            total = sum(b.weight for b in self.lengths)
+            if abs(total - 1.0) > 1e-6:
+                raise ValueError(f"'lengths' weights sum to {total:.4f}; they must sum to 1")
+        return self
+
+
+class Service(StrictModel):
+    """One served model with its SLOs, traffic and (for agents) tool profile."""
+
+    model: str
+    """LLM profile id (``planner catalog models``)."""
+    weight_precision: Precision = "bf16"
+    kv_precision: Precision | None = None
+    """KV-cache precision; defaults to the weight precision (fp4 weights keep fp8 KV)."""
+    engine: str = "default"
+    """Serving engine whose calibration to use (``trtllm``, ``vllm``, ``sglang`` or ``default``)."""
+    slo: SLO
+    traffic: Traffic
+    tools: dict[str, ToolStats] = {}
+    """Tool classes the agent calls between LLM calls (agentic services)."""
+    tools_from_trace: bool = False
+    """Take the tool profile from the trace (TraceLab agent logs) instead of ``tools``."""
+
+    @property
+    def kv_precision_resolved(self) -> str:
+        if self.kv_precision is not None:
+            return self.kv_precision
+        return "fp8" if self.weight_precision == "fp4" else self.weight_precision
+
+
+class CatalogSelection(StrictModel):
+    """Which hardware profiles are candidates, and how they are paid for."""
+
+    devices: list[str] = Field(min_length=1)
+    """Candidate device ids for LLM pools (``planner catalog devices``)."""
+    cpu_servers: list[str] = []
+    """Candidate CPU server ids for the tool/orchestration pool."""
+    tp_degrees: list[PosInt] = [1, 2, 4, 8]
+    """Tensor-parallel degrees to consider."""
+    pricing: Pricing = "rent"
+    """``rent`` (per device-hour) or ``buy`` (amortised purchase)."""
+    device_overrides: dict[str, dict[str, Any]] = {}
+    """Per device id: profile fields to override or supply (e.g. a negotiated rental price)."""
+
+
+class NetworkCosts(StrictModel):
+    """Network for KV transfer between prefill and decode pools and for cross-node TP."""
+
+    nic_usd_per_device_month: NonNegFloat
+    """Scale-out NIC/port/optics share per device that sends or receives KV, USD/month."""
+    transfer_usd_per_gb: NonNegFloat = 0.0
+    """Cost per GB of KV moved between pools (0 inside one fabric)."""
+    kv_link_gb_per_s: PosFloat | None = None
+    """KV transfer bandwidth per device; defaults to the device's ``nic_bw_gb_per_s``."""
+
+
+class Costs(StrictModel):
+    """Prices of power, network and operations; device prices come from the profiles."""
+
+    electricity_usd_per_kwh: PosFloat
+    pue: float = Field(ge=1.0, le=3.0)
+    """Power usage effectiveness of the facility (1.0 = no overhead)."""
+    hours_per_month: PosFloat = 730.0
+    ops_usd_per_pool_month: NonNegFloat
+    """Fixed operations per distinct pool (scheduler, observability, on-call), USD/month."""
+    ops_usd_per_device_type_month: NonNegFloat
+    """Fixed cost per distinct device type (toolchain, compiler, spares, support), USD/month."""
+    ops_usd_per_device_month: NonNegFloat = 0.0
+    """Added to every device's own ``operations_usd_per_month``."""
+    network: NetworkCosts
+    amortization_years: PosFloat | None = None
+    """Overrides every profile's amortisation period when buying."""
+    cost_of_capital_rate: Fraction | None = None
+    """Overrides every profile's cost of capital when buying."""
+
+
+class SolverOptions(StrictModel):
+    time_limit_s: PosFloat = 60.0
+    mip_gap: NonNegFloat = 1e-4
+    """Relative MIP gap at which HiGHS stops."""
+    threads: PosInt = 1
+
+
+class Options(StrictModel):
+    architectures: list[Architecture] = ["shared", "disaggregated"]
+    """Architectures to solve and compare."""
+    redundancy: NonNegInt = 0
+    """Instances each pool can lose and still carry peak load (N+k)."""
+    budget_usd_per_month: PosFloat | None = None
+    max_utilization: Fraction | None = None
+    """Cap on pool utilisation at peak; by default it comes from the queueing model."""
+    shared_single_device_type: bool = True
+    """Shared architecture: one device type for the whole pool."""
+    verify: bool = True
+    """Check tail latency after solving and tighten caps where a quantile is missed."""
+    solver: SolverOptions = SolverOptions()
+
+
+class Instance(StrictModel):
+    """A planning instance."""
+
+    name: str
+    description: str = ""
+    services: dict[str, Service] = Field(min_length=1)
+    catalog: CatalogSelection
+    costs: Costs
+    options: Options = Options()
+    scenarios: dict[str, dict[str, Any]] = {}
+    """Named scenarios: each a mapping of dot-path overrides, e.g. ``services.chat.traffic.rate_multiplier: 1.5``."""

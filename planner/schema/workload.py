@@ -1,0 +1,129 @@
+"""Workload profiles: what a request log says about a service, in the form the planner uses.
+
+Produced by :mod:`planner.workload` (``planner characterize``) or written by hand; an
+instance can include one (``traffic.profile``) or point at a log (``traffic.trace``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, StrictModel
+
+
+class TokenStats(StrictModel):
+    """Distribution summary of a token count (quantiles, not just means)."""
+
+    mean: NonNegFloat
+    p50: NonNegFloat
+    p90: NonNegFloat
+    p99: NonNegFloat
+    max: NonNegFloat
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TokenStats:
+        if not (self.p50 <= self.p90 <= self.p99 <= self.max):
+            raise ValueError("quantiles must be ordered: p50 <= p90 <= p99 <= max")
+        return self
+
+
+class LengthBucket(StrictModel):
+    """A bin of (input, output) lengths with its share of requests.
+
+    ``input_tokens`` / ``output_tokens`` are the *representatives* the performance model
+    uses: conservative values (a high quantile inside the bin) so the bin's latency holds
+    for its tail. ``*_mean`` are the means inside the bin, used for throughput and cost.
+    """
+
+    name: str
+    weight: Fraction
+    """Share of the service's requests in this bucket (weights sum to 1)."""
+    input_tokens: PosFloat
+    output_tokens: PosFloat
+    input_tokens_mean: PosFloat
+    output_tokens_mean: PosFloat
+    cached_prefix_share: Fraction = 0.0
+    """Share of input tokens whose KV can be reused from an earlier request (prefix cache)."""
+
+
+class ArrivalStats(StrictModel):
+    """Arrival process of one service."""
+
+    requests: NonNegInt
+    duration_s: PosFloat
+    rate_mean_per_s: PosFloat
+    rate_peak_per_s: dict[str, NonNegFloat] = {}
+    """Peak rate over windows, keyed by window (``1s``, ``60s``, ``600s``)."""
+    interarrival_cv: NonNegFloat = 1.0
+    """Coefficient of variation of inter-arrival times (1 = Poisson)."""
+    timestamp_resolution_s: NonNegFloat | None = None
+    """Detected resolution of timestamps (None when the log has none)."""
+    timestamps: Literal["naive", "zoned", "relative", "bucketed", "missing", "synthetic"] = "naive"
+    notes: list[str] = []
+    """Caveats found while characterising (e.g. bucketed timestamps make 1 s peaks unreliable)."""
+
+
+class ToolLatency(StrictModel):
+    """Latency distribution of one tool class, milliseconds."""
+
+    mean_ms: NonNegFloat
+    p50_ms: NonNegFloat
+    p90_ms: NonNegFloat
+    p99_ms: NonNegFloat
+    max_ms: NonNegFloat | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ToolLatency:
+        if not (self.p50_ms <= self.p90_ms <= self.p99_ms):
+            raise ValueError("tool latency quantiles must be ordered: p50_ms <= p90_ms <= p99_ms")
+        if self.max_ms is not None and self.max_ms < self.p99_ms:
+            raise ValueError("max_ms must be >= p99_ms")
+        return self
+
+
+class ToolStats(StrictModel):
+    """One tool class as observed in an agent log (or given by hand)."""
+
+    calls_per_request: NonNegFloat
+    """Calls of this tool per LLM call (request)."""
+    latency: ToolLatency
+    cpu_seconds_per_call: NonNegFloat = 0.0
+    """CPU work per call on the orchestration pool (serialisation, validation, routing)."""
+    error_share: Fraction = 0.0
+    timeout_share: Fraction = 0.0
+    retry_share: Fraction = 0.0
+    calls_observed: NonNegInt = 0
+
+
+class SessionStats(StrictModel):
+    """Agent sessions: several LLM calls separated by tool calls."""
+
+    sessions: NonNegInt
+    rounds_per_session_mean: PosFloat
+    tokens_appended_per_round_mean: NonNegFloat = 0.0
+    """New input tokens per round (beyond the cached prefix)."""
+    cached_prefix_share: Fraction = 0.0
+
+
+class WorkloadProfile(StrictModel):
+    """Characterised workload of one service."""
+
+    service: str = "default"
+    source: str = ""
+    """Which log (path and format) this was computed from, or 'manual'."""
+    arrivals: ArrivalStats
+    input_tokens: TokenStats
+    output_tokens: TokenStats
+    cached_prefix_share: Fraction = 0.0
+    buckets: list[LengthBucket] = Field(min_length=1)
+    tools: dict[str, ToolStats] = {}
+    sessions: SessionStats | None = None
+
+    @model_validator(mode="after")
+    def _weights_sum_to_one(self) -> WorkloadProfile:
+        total = sum(b.weight for b in self.buckets)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"bucket weights sum to {total:.6f}, must sum to 1")
+        return self
