@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from planner.catalog import Catalog, apply_device_overrides, load_catalog
-from planner.errors import InputError, ProblemCollector
+from planner.errors import InputError, Problem, ProblemCollector
 from planner.overrides import apply_overrides
 from planner.schema.hardware import DeviceProfile
 from planner.schema.instance import Instance
 from planner.schema.llm import LLMProfile
-from planner.validation import read_mapping, validate_mapping
+from planner.validation import nonfinite_problems, read_mapping, validate_mapping
 
 
 @dataclass(frozen=True)
@@ -48,18 +48,94 @@ def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, 
     catalog = load_catalog()
     if scenario is not None:
         scenarios = data.get("scenarios") or {}
+        if not isinstance(scenarios, dict):
+            raise InputError(Problem(str(p), "scenarios", "must be a mapping of scenario name to overrides", "see `planner schema`"))
         if scenario not in scenarios:
-            raise InputError(f"scenario {scenario!r} is not defined (defined: {', '.join(scenarios) or 'none'})", file=str(p))
+            raise InputError(f"scenario {scenario!r} is not defined (defined: {', '.join(map(str, scenarios)) or 'none'})", file=str(p))
+        if not isinstance(scenarios[scenario], dict):
+            raise InputError(Problem(str(p), f"scenarios.{scenario}", "must be a mapping of dot-path: value", "e.g. services.chat.traffic.rate_multiplier: 1.5"))
         data = apply_overrides(data, scenarios[scenario], source=f"{p} (scenario {scenario})")
     if overrides:
         data = apply_overrides(data, overrides, source=str(p))
     return resolve_instance(data, p, catalog)
 
 
+def _missing_file_problem(rel: str, base: Path) -> str | None:
+    """Why ``rel`` (relative to ``base``) is not a readable file, or None if it is."""
+    try:
+        target = Path(rel) if Path(rel).is_absolute() else base / rel
+        if target.is_file():
+            return None
+    except (OSError, ValueError) as exc:  # e.g. an embedded NUL byte or a too-long name
+        return f"file {rel!r} cannot be used as a path ({exc})"
+    return f"file {rel!r} does not exist (looked in {target})"
+
+
+def _override_device(device: DeviceProfile, fields: dict[str, Any], file: str, path: str) -> DeviceProfile:
+    """:func:`apply_device_overrides` after checking the shape of the provenance mappings it merges."""
+    bad = [key for key in ("sources", "assumptions") if key in fields and not isinstance(fields[key], dict)]
+    if bad:
+        raise InputError([Problem(file, f"{path}.{key}", f"must be a mapping of field: text, got {type(fields[key]).__name__}", "e.g. rental_usd_per_hour: 'quote from provider X, 2025-06'") for key in bad])
+    return apply_device_overrides(device, fields, file, path)
+
+
+def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) -> list[Problem]:
+    """Reference checks on the raw mapping, for when the schema already failed.
+
+    Lets one run report a misspelt key *and* an unknown model or device or a missing trace
+    together (STYLE §8). Only looks at values of the expected shape; anything else is
+    already a schema problem.
+    """
+    file = str(path)
+    problems = ProblemCollector(file=file)
+    services = data.get("services")
+    if isinstance(services, dict):
+        for name, svc in services.items():
+            if not isinstance(svc, dict):
+                continue
+            model = svc.get("model")
+            if isinstance(model, str) and model not in catalog.models:
+                problems.add(f"services.{name}.model", f"unknown model {model!r}", f"use one of: {', '.join(sorted(catalog.models))}")
+            traffic = svc.get("traffic")
+            if isinstance(traffic, dict):
+                for key in ("trace", "profile"):
+                    rel = traffic.get(key)
+                    if isinstance(rel, str):
+                        why = _missing_file_problem(rel, path.parent)
+                        if why:
+                            problems.add(f"services.{name}.traffic.{key}", why, "give a path relative to the instance file")
+    selection = data.get("catalog")
+    if isinstance(selection, dict):
+        for key in ("devices", "cpu_servers"):
+            ids = selection.get(key)
+            if isinstance(ids, list):
+                for i, dev_id in enumerate(ids):
+                    if isinstance(dev_id, str) and dev_id not in catalog.devices:
+                        problems.add(f"catalog.{key}[{i}]", f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
+        overrides = selection.get("device_overrides")
+        if isinstance(overrides, dict):
+            for dev_id, fields in overrides.items():
+                if isinstance(dev_id, str) and dev_id in catalog.devices and isinstance(fields, dict):
+                    try:
+                        _override_device(catalog.devices[dev_id], fields, file, f"catalog.device_overrides.{dev_id}")
+                    except InputError as exc:
+                        problems.extend(exc.problems)
+    return problems.problems
+
+
 def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> ResolvedInstance:
     file = str(path)
-    instance = validate_mapping(Instance, data, file)
     problems = ProblemCollector(file=file)
+    nonfinite = nonfinite_problems(data, file)
+    try:
+        instance = validate_mapping(Instance, data, file)
+    except InputError as exc:
+        problems.extend(exc.problems)
+        seen = {p.path for p in exc.problems}
+        problems.extend([p for p in nonfinite if p.path not in seen])
+        problems.extend(_raw_reference_problems(data, path, catalog))
+        raise InputError(problems.problems) from exc
+    problems.extend(nonfinite)
     models: dict[str, LLMProfile] = {}
     for name, svc in instance.services.items():
         where = f"services.{name}"
@@ -75,9 +151,9 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
         for key in ("trace", "profile"):
             rel = getattr(svc.traffic, key)
             if rel is not None:
-                target = Path(rel) if Path(rel).is_absolute() else path.parent / rel
-                if not target.is_file():
-                    problems.add(f"{where}.traffic.{key}", f"file {rel!r} does not exist (looked in {target})", "give a path relative to the instance file")
+                why = _missing_file_problem(rel, path.parent)
+                if why:
+                    problems.add(f"{where}.traffic.{key}", why, "give a path relative to the instance file")
         for tool, stats in svc.tools.items():
             if stats.latency.p50_ms <= 0 and stats.calls_per_request > 0:
                 problems.add(f"{where}.tools.{tool}.latency.p50_ms", "a tool that is called must have a positive latency", "give measured latencies in ms")
@@ -98,7 +174,7 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
                 continue
             if dev_id in sel.device_overrides:
                 try:
-                    dev = apply_device_overrides(dev, sel.device_overrides[dev_id], file, f"catalog.device_overrides.{dev_id}")
+                    dev = _override_device(dev, sel.device_overrides[dev_id], file, f"catalog.device_overrides.{dev_id}")
                 except InputError as exc:
                     problems.extend(exc.problems)
                     continue
@@ -116,6 +192,10 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
     for name, overrides in instance.scenarios.items():
         try:
             trial = apply_overrides({k: v for k, v in data.items() if k != "scenarios"}, overrides, source=file)
+        except InputError as exc:  # a path that cannot be applied: name the scenario it is in
+            problems.extend([replace(p, path=f"scenarios.{name}.{p.path}" if p.path else f"scenarios.{name}") for p in exc.problems])
+            continue
+        try:
             validate_mapping(Instance, trial, file, prefix=f"scenarios.{name}")
         except InputError as exc:
             problems.extend(exc.problems)

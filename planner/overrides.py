@@ -37,9 +37,14 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], *, source: 
     Intermediate mappings must exist except for the last key, which may be new (it is
     validated against the schema afterwards). Lists are indexed by position: ``lengths.0.weight``.
     """
+    if not isinstance(overrides, dict):
+        raise InputError(Problem(source, "", f"overrides must be a mapping of dot-path: value, got {type(overrides).__name__}", "e.g. services.chat.traffic.rate_multiplier: 1.5"))
     out = copy.deepcopy(data)
     problems: list[Problem] = []
     for path, value in overrides.items():
+        if not isinstance(path, str) or not path:
+            problems.append(Problem(source, str(path), "an override key must be a dot-path string", "e.g. services.chat.traffic.rate_multiplier"))
+            continue
         parts = path.split(".")
         node: Any = out
         ok = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +29,9 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise InputError(Problem(str(p), "", f"is not valid YAML/JSON: {_one_line(str(exc))}", "fix the syntax at the line shown")) from exc
+        raise InputError(Problem(str(p), "", f"is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {_syntax_message(exc)}", "fix the syntax at the line shown")) from exc
+    except RecursionError as exc:  # absurdly deep nesting
+        raise InputError(Problem(str(p), "", "is nested too deeply to read", "write a flat YAML mapping (see `planner schema`)")) from exc
     if data is None:
         raise InputError(Problem(str(p), "", "is empty", "write the document (see `planner schema`)"))
     if not isinstance(data, dict):
@@ -40,14 +43,58 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _syntax_message(exc: Exception) -> str:
+    """``<problem> at line L, column C`` for YAML/JSON syntax errors (1-based)."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at line {exc.lineno}, column {exc.colno}"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        what = exc.problem or "syntax error"
+        context = f" ({exc.context})" if exc.context else ""
+        return f"{what}{context} at line {mark.line + 1}, column {mark.column + 1}"
+    return _one_line(str(exc))
+
+
+def nonfinite_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
+    """Problems for every ``.inf``/``.nan`` number in ``data`` (YAML accepts them; no field does)."""
+    found: list[Problem] = []
+    seen: set[int] = set()  # YAML anchors can share (or cycle back to) a container: visit each once
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, float) and not math.isfinite(node):
+            found.append(Problem(file, path, f"{node!r} is not a finite number", "give a finite plain number"))
+            return
+        if not isinstance(node, (dict, list)) or id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+
+    walk(data, prefix)
+    return found
+
+
 def loc_to_path(loc: tuple[int | str, ...]) -> str:
     parts: list[str] = []
     for item in loc:
+        if item == "[key]":  # the key itself is invalid: name it as a key, not an index
+            if parts and parts[-1].startswith("["):
+                parts[-1] = "." + parts[-1][1:-1] if len(parts) > 1 else parts[-1][1:-1]
+            continue
         if isinstance(item, int):
             parts.append(f"[{item}]")
         else:
             # skip pydantic's internal tags for unions / function validators
-            if item.startswith("function-") or item in {"literal", "str", "int", "float", "bool", "dict", "list"}:
+            if _is_tag(item):
                 continue
             parts.append(("." if parts else "") + item)
     return "".join(parts)
@@ -75,19 +122,40 @@ def _fix_for(error: dict[str, Any], model: type[BaseModel], loc: tuple[int | str
 
 
 def _valid_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
-    """Walk the model along ``loc`` to list the fields allowed where an unknown key sits."""
+    """Walk the model along ``loc`` to list the fields allowed where an unknown key sits.
+
+    Follows field annotations through ``dict[str, X]`` values (service names, device ids),
+    ``list[X]`` items and ``X | None``, so ``services.chat.<typo>`` lists ``Service``'s fields.
+    """
     current: Any = model
     for item in loc:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(item))
-            if field is None:
-                return []
-            current = _inner_model(field.annotation)
-        elif isinstance(item, (int, str)):
+        if _is_tag(item):
             continue
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return sorted(current.model_fields)
-    return []
+        current = _step(current, item)
+        if current is None:
+            return []
+    inner = _inner_model(current)
+    return sorted(inner.model_fields) if inner is not None else []
+
+
+def _step(annotation: Any, item: int | str) -> Any:
+    """The annotation one ``loc`` item below ``annotation`` (None if it cannot be followed)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        field = annotation.model_fields.get(str(item))
+        return field.annotation if field is not None else None
+    origin = getattr(annotation, "__origin__", None)
+    args: tuple[Any, ...] = getattr(annotation, "__args__", ()) or ()
+    if origin is dict and len(args) == 2:
+        return args[1]
+    if origin is list and args:
+        return args[0]
+    for arg in args:  # a union such as ``X | None``: the first branch the item can follow
+        if arg is type(None):
+            continue
+        found = _step(arg, item)
+        if found is not None:
+            return found
+    return None
 
 
 def _inner_model(annotation: Any) -> Any:
@@ -101,6 +169,14 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
+def _is_tag(item: int | str) -> bool:
+    """Pydantic's internal loc entries for validators and union branches (not user keys)."""
+    return isinstance(item, str) and (item.startswith("function-") or item in _TAGS)
+
+
+_TAGS = {"literal", "str", "int", "float", "bool", "dict", "list"}
+
+
 def problems_from_validation(exc: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> list[Problem]:
     problems = []
     for err in exc.errors():
@@ -109,6 +185,10 @@ def problems_from_validation(exc: ValidationError, model: type[BaseModel], file:
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
         msg = err.get("msg", "invalid value")
+        if loc and loc[-1] == "[key]":
+            msg = f"key {err.get('input')!r} must be a string"
+            problems.append(Problem(file, path, msg, "write the key as text (quote it in YAML)"))
+            continue
         if err.get("type") == "extra_forbidden":
             msg = "unknown field"
         elif err.get("type") == "missing":
@@ -116,8 +196,8 @@ def problems_from_validation(exc: ValidationError, model: type[BaseModel], file:
         else:
             value = err.get("input")
             if not isinstance(value, (dict, list)) and value is not None:
-                msg = f"{msg} (got {value!r})"
-        problems.append(Problem(file, path, msg, _fix_for(err, model, loc)))
+                msg = f"{msg} (got {_short_repr(value)})"
+        problems.append(Problem(file, path, msg, _fix_for(dict(err), model, loc)))
     return problems
 
 

@@ -75,8 +75,9 @@ def catalog_models(as_json: bool) -> None:
                 "kind": m.kind,
                 "params_total_computed": total,
                 "params_active_computed": active,
-                "params_total_error_pct": 100.0 * (total / (m.published_params_total_b * 1e9) - 1.0),
-                "params_active_error_pct": (100.0 * (active / (m.published_params_active_b * 1e9) - 1.0)) if m.published_params_active_b else None,
+                "params_active_published_basis": m.params_active_published_basis(),
+                "params_total_error_pct": m.params_total_error_pct(),
+                "params_active_error_pct": m.params_active_error_pct(),
                 "kv_bytes_per_token_bf16": m.kv_bytes_per_token("bf16"),
                 "file": cat.model_files[m.id].name,
             }
@@ -92,11 +93,16 @@ def catalog_models(as_json: bool) -> None:
             o["published_params_total_b"],
             o["params_total_error_pct"],
             o["params_active_computed"] / 1e9,
+            o["params_active_published_basis"] / 1e9 if o["published_params_active_b"] else None,
+            o["published_params_active_b"],
+            o["params_active_error_pct"],
             o["kv_bytes_per_token_bf16"] / 1024,
         ]
         for o in sorted(out, key=lambda o: o["params_total_computed"])
     ]
-    click.echo(table(["id", "kind", "params_B(computed)", "params_B(published)", "error_%", "active_B", "KV_KiB/token(bf16)"], rows))
+    headers = ["id", "kind", "params_B(computed)", "params_B(published)", "error_%", "active_B", "active_B(publisher's basis)", "active_B(published)", "active_error_%", "KV_KiB/token(bf16)"]
+    click.echo(table(headers, rows))
+    click.echo("\nActive on the publisher's basis: gpt-oss counts active parameters without the input embedding.")
 
 
 @click.command("check-instance")

@@ -2,10 +2,30 @@
 
 A profile lives in ``models/llm/<id>.yaml``. Parameter counts are **computed** from the
 architecture (:meth:`LLMProfile.params_total`, :meth:`LLMProfile.params_active`) and checked
-against the published totals (``published_params_total_b``) by the tests.
+against the published totals (``published_params_total_b``) by the tests
+(``tests/test_catalog_models.py``; the table is in ``models/llm/README.md``).
 
 Symbols (DESIGN §3): layers ``L``, query heads ``H_q``, KV heads ``H_kv``, head dim ``d_h``,
-hidden size ``d``, FFN size ``f``, vocabulary ``V``; experts ``E`` of which ``a`` are active.
+hidden size ``d``, FFN size ``f``, vocabulary ``V``; experts ``E`` of which ``a`` are active,
+expert FFN size ``f_e``; sliding window ``w``.
+
+Parameter count of one decoder layer (gated SwiGLU FFN, RMSNorm, no biases unless stated):
+
+==========================  ===================================================================
+attention (GQA)             ``d·H_q·d_h + 2·d·H_kv·d_h + H_q·d_h·d``
+  + ``attention_bias``      ``H_q·d_h + 2·H_kv·d_h + d`` (q, k, v and output biases; gpt-oss)
+  + ``qk_norm``             ``2·d_h`` (per-head RMSNorm weights on q and k; Qwen3)
+  + ``attention_sinks``     ``H_q`` (one learned sink logit per head; gpt-oss)
+attention (MLA)             ``d·r_q + r_q + r_q·H_q·(d_nope+d_rope)``  (q down, norm, up)
+                            ``+ d·(r_kv+d_rope) + r_kv + r_kv·H_q·(d_nope+d_v) + H_q·d_v·d``
+dense FFN                   ``3·d·f``
+routed expert               ``3·d·f_e`` (+ ``2·f_e + d`` with ``moe.expert_bias``)
+router                      ``d·E`` (+ ``E`` with ``moe.router_bias``: gpt-oss bias,
+                            DeepSeek-V3 ``e_score_correction_bias``)
+norms                       ``2·d`` per layer, ``d`` final
+==========================  ===================================================================
+
+Embeddings ``V·d``, plus an output head ``V·d`` unless tied.
 """
 
 from __future__ import annotations
@@ -16,6 +36,13 @@ from pydantic import model_validator
 
 from planner.schema.common import PRECISION_BYTES, PosFloat, PosInt, Precision, StrictModel
 
+QuantScope = Literal["linear", "experts"]
+
+FP4_BLOCK_SCALE_BYTES_PER_PARAM: float = 1.0 / 32.0
+"""MXFP4 stores one 8-bit (E8M0) scale per block of 32 values: +1/32 byte per parameter
+(4.25 bits per value in all). NVFP4 uses one FP8 scale per 16 values (+1/16 byte); we use the
+MXFP4 figure, the format gpt-oss is published in; the difference is ~6% of fp4 weight bytes."""
+
 
 class MoEConfig(StrictModel):
     """Mixture-of-experts feed-forward layers."""
@@ -25,20 +52,27 @@ class MoEConfig(StrictModel):
     experts_per_token: PosInt
     """Routed experts active per token, ``a``."""
     num_shared_experts: int = 0
-    """Always-active shared experts per MoE layer."""
+    """Always-active shared experts per MoE layer (each of size ``expert_ffn_size``)."""
     expert_ffn_size: PosInt
-    """Intermediate size of one expert (``moe_intermediate_size``)."""
+    """Intermediate size of one expert (``moe_intermediate_size``), ``f_e``."""
     first_dense_layers: int = 0
     """Leading layers that use a dense FFN of size ``ffn_size`` instead of experts."""
+    expert_bias: bool = False
+    """Experts carry biases on their projections (gpt-oss: ``2·f_e + d`` per expert)."""
+    router_bias: bool = False
+    """The router carries one bias per expert (gpt-oss router bias, DeepSeek-V3 score correction)."""
 
 
 class MLAConfig(StrictModel):
     """Multi-head latent attention (DeepSeek-V2/V3): a compressed KV latent is cached."""
 
     kv_lora_rank: PosInt
+    """Rank of the compressed KV latent ``r_kv`` (cached per token and layer)."""
     q_lora_rank: PosInt | None = None
+    """Rank of the compressed query ``r_q`` (None: a full ``d x H_q·d_qk`` query projection)."""
     qk_nope_head_dim: PosInt
     qk_rope_head_dim: PosInt
+    """Decoupled RoPE key dimension (shared by all heads, cached next to the latent)."""
     v_head_dim: PosInt
 
 
@@ -51,6 +85,7 @@ class LLMProfile(StrictModel):
     hf_id: str = ""
     """Hugging Face repository id of the published config."""
     num_layers: PosInt
+    """Decoder layers ``L`` (DeepSeek-V3: the 61 main layers; the MTP module is not served)."""
     hidden_size: PosInt
     num_attention_heads: PosInt
     num_kv_heads: PosInt
@@ -60,20 +95,34 @@ class LLMProfile(StrictModel):
     vocab_size: PosInt
     tie_word_embeddings: bool = False
     attention_bias: bool = False
+    """Biases on the q, k, v and output projections."""
+    qk_norm: bool = False
+    """Per-head RMSNorm on queries and keys (Qwen3): ``2·d_h`` weights per layer."""
+    attention_sinks: bool = False
+    """A learned sink logit per query head and layer (gpt-oss)."""
     moe: MoEConfig | None = None
     mla: MLAConfig | None = None
     sliding_window: PosInt | None = None
     """Window (tokens) of sliding-window attention layers, if any."""
     sliding_window_layers: int = 0
-    """How many layers use the sliding window (their KV is capped at the window)."""
+    """How many layers use the sliding window (their KV and attention are capped at the window)."""
     max_context_tokens: PosInt
     native_weight_precision: Precision = "bf16"
+    """Precision of the published checkpoint's main weights."""
     supported_weight_precisions: list[Precision]
+    """Weight precisions with a published checkpoint (the model owner's or a widely used one)."""
     supported_kv_precisions: list[Precision]
+    quantized_scope: QuantScope = "linear"
+    """Which weights a below-bf16 precision applies to: ``linear`` (every matmul weight inside
+    the decoder layers; embeddings, output head, norms stay bf16) or ``experts`` (only the routed
+    experts, as in gpt-oss's MXFP4 checkpoint; attention, router, embeddings stay bf16)."""
     published_params_total_b: PosFloat
     """Published total parameters, billions (checked against the computed count)."""
     published_params_active_b: PosFloat | None = None
     """Published active parameters per token for MoE models, billions."""
+    published_active_excludes_embedding: bool = False
+    """The publisher's active count leaves out the input embedding table (OpenAI's gpt-oss
+    model card does; Qwen, DeepSeek and Mistral count it)."""
     sources: dict[str, str]
     """Where the architecture figures and published totals come from."""
     notes: str = ""
@@ -84,11 +133,23 @@ class LLMProfile(StrictModel):
             raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
         if self.sliding_window_layers > self.num_layers:
             raise ValueError("sliding_window_layers exceeds num_layers")
+        if self.sliding_window_layers and self.sliding_window is None:
+            raise ValueError("sliding_window_layers > 0 needs sliding_window (tokens)")
+        if self.moe:
+            if self.moe.experts_per_token > self.moe.num_experts:
+                raise ValueError("moe.experts_per_token exceeds moe.num_experts")
+            if self.moe.first_dense_layers > self.num_layers:
+                raise ValueError("moe.first_dense_layers exceeds num_layers")
+        if self.native_weight_precision not in self.supported_weight_precisions:
+            raise ValueError("native_weight_precision must be one of supported_weight_precisions")
+        if self.published_params_active_b is not None and self.published_params_active_b > self.published_params_total_b:
+            raise ValueError("published_params_active_b exceeds published_params_total_b")
         return self
 
     # --- parameter counts -----------------------------------------------------------------
     @property
     def qk_head_dim(self) -> int:
+        """Query/key dimension per head (MLA: ``d_nope + d_rope``)."""
         return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim if self.mla else self.head_dim
 
     @property
@@ -96,10 +157,14 @@ class LLMProfile(StrictModel):
         return self.mla.v_head_dim if self.mla else self.head_dim
 
     def attention_params_per_layer(self) -> int:
+        """Attention parameters of one layer (projections, biases, q/k norms, sinks; see module table)."""
         d, hq, hkv = self.hidden_size, self.num_attention_heads, self.num_kv_heads
         if self.mla:
             m = self.mla
-            q = d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * hq * self.qk_head_dim if m.q_lora_rank else d * hq * self.qk_head_dim
+            if m.q_lora_rank:
+                q = d * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * hq * self.qk_head_dim
+            else:
+                q = d * hq * self.qk_head_dim
             kv = d * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
             kv += m.kv_lora_rank * hq * (m.qk_nope_head_dim + m.v_head_dim)
             o = hq * m.v_head_dim * d
@@ -108,27 +173,34 @@ class LLMProfile(StrictModel):
         params = d * hq * dh + 2 * d * hkv * dh + hq * dh * d
         if self.attention_bias:
             params += hq * dh + 2 * hkv * dh + d
+        if self.qk_norm:
+            params += 2 * dh
+        if self.attention_sinks:
+            params += hq
         return params
 
     def _moe_layers(self) -> int:
         return self.num_layers - self.moe.first_dense_layers if self.moe else 0
 
     def expert_params_per_layer(self) -> int:
-        """Parameters of one routed expert (gated FFN)."""
+        """Parameters of one routed expert (gated FFN ``3·d·f_e``, plus biases if any)."""
         assert self.moe is not None
-        return 3 * self.hidden_size * self.moe.expert_ffn_size
+        d, fe = self.hidden_size, self.moe.expert_ffn_size
+        return 3 * d * fe + ((2 * fe + d) if self.moe.expert_bias else 0)
+
+    def _embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
     def params_non_expert(self) -> int:
         """Everything except routed experts: embeddings, attention, dense FFNs, shared experts, norms, routers."""
         d = self.hidden_size
-        emb = self.vocab_size * d * (1 if self.tie_word_embeddings else 2)
         per_layer = self.attention_params_per_layer() + 2 * d  # two RMSNorms
-        total = emb + d + self.num_layers * per_layer
+        total = self._embedding_params() + d + self.num_layers * per_layer
         dense_ffn = 3 * d * self.ffn_size
         if self.moe:
             total += self.moe.first_dense_layers * dense_ffn
             shared = self.moe.num_shared_experts * self.expert_params_per_layer()
-            router = d * self.moe.num_experts
+            router = d * self.moe.num_experts + (self.moe.num_experts if self.moe.router_bias else 0)
             total += self._moe_layers() * (shared + router)
         else:
             total += self.num_layers * dense_ffn
@@ -145,27 +217,80 @@ class LLMProfile(StrictModel):
         return self.params_non_expert() + self.params_routed_experts()
 
     def params_active(self) -> int:
-        """Computed parameters touched per token ``P_act`` (= ``P`` for dense models)."""
+        """Computed parameters touched per token ``P_act`` (= ``P`` for dense models).
+
+        Counts the input embedding and output head like the published totals do.
+        """
         if not self.moe:
             return self.params_total()
         active_experts = self._moe_layers() * self.moe.experts_per_token * self.expert_params_per_layer()
         return self.params_non_expert() + active_experts
 
     def params_active_matmul(self) -> int:
-        """Active parameters that take part in per-token matmuls (input embedding excluded)."""
+        """Active parameters that take part in per-token matmuls: ``P_act`` minus the input
+        embedding (a table lookup). With tied embeddings the one matrix is the output head, so
+        nothing is subtracted. Norm weights and biases (< 0.01 %) are left in."""
+        if self.tie_word_embeddings:
+            return self.params_active()
         return self.params_active() - self.vocab_size * self.hidden_size
 
+    def params_active_published_basis(self) -> int:
+        """Computed active parameters counted the way the publisher counts them."""
+        if self.published_active_excludes_embedding and not self.tie_word_embeddings:
+            return self.params_active() - self.vocab_size * self.hidden_size
+        return self.params_active()
+
+    def params_total_error_pct(self) -> float:
+        """Computed total against the published total, percent (positive: computed is larger)."""
+        return 100.0 * (self.params_total() / (self.published_params_total_b * 1e9) - 1.0)
+
+    def params_active_error_pct(self) -> float | None:
+        """Computed active (publisher's basis) against the published active count, percent."""
+        if self.published_params_active_b is None:
+            return None
+        return 100.0 * (self.params_active_published_basis() / (self.published_params_active_b * 1e9) - 1.0)
+
     # --- bytes ----------------------------------------------------------------------------
+    def _params_quantizable(self) -> int:
+        """Parameters stored at a below-bf16 weight precision (see ``quantized_scope``)."""
+        if self.quantized_scope == "experts":
+            return self.params_routed_experts()
+        return self.params_total() - self._embedding_params()
+
+    def weight_bytes_routed_experts(self, precision: str) -> float:
+        """Bytes of all routed-expert weights at ``precision`` (0 for dense models)."""
+        return self.params_routed_experts() * self._bytes_per_quantized_param(precision)
+
+    def weight_bytes_non_expert(self, precision: str) -> float:
+        """Bytes of every weight that is not a routed expert (read every decode step)."""
+        return self.weight_bytes(precision) - self.weight_bytes_routed_experts(precision)
+
+    @staticmethod
+    def _bytes_per_quantized_param(precision: str) -> float:
+        b = PRECISION_BYTES[precision]
+        return b + (FP4_BLOCK_SCALE_BYTES_PER_PARAM if precision == "fp4" else 0.0)
+
     def weight_bytes(self, precision: str) -> float:
-        """Weights ``W = P * b_w`` in bytes (every parameter stored at ``precision``)."""
-        return self.params_total() * PRECISION_BYTES[precision]
+        """Weights ``W`` in bytes when served at ``precision``.
+
+        ``bf16``: ``W = 2·P``. Below bf16, only the weights in ``quantized_scope`` take the
+        precision's bytes (fp4 adds its block scales, +1/32 byte per value); the rest stays
+        bf16, as in published fp8/fp4 checkpoints: ``W = b_w·P_q + 2·(P − P_q)``. fp8/int8
+        per-channel or 128x128-block scales add < 0.1 % and are ignored. gpt-oss-120b at fp4
+        gives 65.2 GB against a 60.8 GiB (65.3 GB) published checkpoint.
+        """
+        b = PRECISION_BYTES[precision]
+        if b >= PRECISION_BYTES["bf16"]:
+            return self.params_total() * b
+        quantized = self._params_quantizable()
+        return quantized * self._bytes_per_quantized_param(precision) + (self.params_total() - quantized) * PRECISION_BYTES["bf16"]
 
     def kv_bytes_per_token(self, kv_precision: str) -> float:
-        """KV bytes per token over all full-attention layers plus sliding-window layers.
+        """KV bytes per token over all layers (sliding-window layers included, uncapped).
 
-        Standard attention: ``k = 2 * L * H_kv * d_h * b_kv``; MLA caches a latent:
-        ``L * (kv_lora_rank + rope_dim) * b_kv``. Sliding-window layers count here too;
-        use :meth:`kv_bytes_for_context` for the capped total of a long context.
+        Standard attention: ``k = 2 · L · H_kv · d_h · b_kv``; MLA caches a latent:
+        ``L · (kv_lora_rank + rope_dim) · b_kv``. Use :meth:`kv_bytes_for_context` for the
+        total of one sequence, with sliding-window layers capped at the window.
         """
         b = PRECISION_BYTES[kv_precision]
         if self.mla:
@@ -173,7 +298,7 @@ class LLMProfile(StrictModel):
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * b
 
     def kv_bytes_for_context(self, context_tokens: float, kv_precision: str) -> float:
-        """KV bytes of one sequence of ``context_tokens``, sliding-window layers capped at the window."""
+        """KV bytes of one sequence of ``context_tokens``: ``k/L · (L_full·c + L_sw·min(c, w))``."""
         per_layer_token = self.kv_bytes_per_token(kv_precision) / self.num_layers
         full_layers = self.num_layers - self.sliding_window_layers
         capped = min(context_tokens, self.sliding_window) if self.sliding_window else context_tokens
@@ -181,19 +306,49 @@ class LLMProfile(StrictModel):
 
     # --- FLOPs ----------------------------------------------------------------------------
     def attention_flops_per_pair(self) -> float:
-        """FLOPs of one (query token, key token) pair over all layers: ``2 * L * H_q * (d_qk + d_v)``.
+        """FLOPs of one (query token, key token) pair over all layers: ``2 · L · H_q · (d_qk + d_v)``.
 
-        With ``d_qk = d_v = d_h`` this is the ``4 * L * H_q * d_h`` of DESIGN §3.
+        With ``d_qk = d_v = d_h`` this is the ``4 · L · H_q · d_h`` of DESIGN §3 (QKᵀ and AV,
+        one multiply-add = 2 FLOPs each). MLA counts the un-absorbed (prefill) form.
         """
         return 2.0 * self.num_layers * self.num_attention_heads * (self.qk_head_dim + self.v_head_dim)
+
+    @staticmethod
+    def _causal_pairs(n: float, h: float, window: float | None) -> float:
+        """(query, key) pairs of ``n`` new tokens after ``h`` cached ones, continuous form.
+
+        Full causal attention: ``∫₀ⁿ (h + x) dx = n·(n + 2h)/2``. With a window ``w`` each
+        query sees ``min(h + x, w)`` keys: ``n·w`` if ``h ≥ w``; else the first ``m = w − h``
+        new tokens contribute ``m·h + m²/2`` and the rest ``(n − m)·w``. The continuous form
+        undercounts the exact sum by ``n/2`` pairs (under 0.1 % for n ≥ 1000).
+        """
+        if window is None or h + n <= window:
+            return n * (n + 2.0 * h) / 2.0
+        if h >= window:
+            return n * window
+        m = window - h
+        return m * h + m * m / 2.0 + (n - m) * window
+
+    def attention_flops(self, new_tokens: float, cached_tokens: float = 0.0) -> float:
+        """Attention-score FLOPs (QKᵀ and AV) for ``n`` new tokens after ``h`` cached ones.
+
+        ``per_pair/L · (L_full · pairs(n, h) + L_sw · pairs_w(n, h))``; a decode step of one
+        token at context ``c`` is ``attention_flops(1, c)`` ≈ ``per_pair · c``.
+        """
+        per_layer_pair = self.attention_flops_per_pair() / self.num_layers
+        full_layers = self.num_layers - self.sliding_window_layers
+        pairs = full_layers * self._causal_pairs(new_tokens, cached_tokens, None)
+        if self.sliding_window_layers:
+            pairs += self.sliding_window_layers * self._causal_pairs(new_tokens, cached_tokens, self.sliding_window)
+        return per_layer_pair * pairs
 
     def prefill_flops(self, new_tokens: float, cached_tokens: float = 0.0) -> float:
         """FLOPs to prefill ``n`` new tokens after ``h`` cached ones (causal attention).
 
-        ``2 * P_act * n + (attention per pair) * n * (n + 2h) / 2``.
+        ``2 · P_act,matmul · n + per_pair · n · (n + 2h) / 2`` (DESIGN §3), with sliding-window
+        layers capped at their window (:meth:`attention_flops`).
         """
-        n, h = new_tokens, cached_tokens
-        return 2.0 * self.params_active_matmul() * n + self.attention_flops_per_pair() * n * (n + 2.0 * h) / 2.0
+        return 2.0 * self.params_active_matmul() * new_tokens + self.attention_flops(new_tokens, cached_tokens)
 
     @property
     def kind(self) -> Literal["dense", "moe"]:
