@@ -38,6 +38,13 @@ class PlannerGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:
+            # output piped into e.g. `head` that closed early: not an error of ours
+            import os
+
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback without --debug
             if debug:
                 raise
