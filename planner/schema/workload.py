@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, StrictModel
+from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, Quantile, StrictModel
 
 
 class TokenStats(StrictModel):
@@ -63,6 +63,14 @@ class ArrivalStats(StrictModel):
     timestamps: Literal["naive", "zoned", "relative", "bucketed", "missing", "synthetic"] = "naive"
     notes: list[str] = []
     """Caveats found while characterising (e.g. bucketed timestamps make 1 s peaks unreliable)."""
+    empty_windows: dict[str, NonNegInt] = {}
+    """Windows with no arrival, keyed like ``rate_peak_per_s`` (windows aligned to the first arrival)."""
+    peak_quantile: Quantile | None = None
+    """Quantile level of ``rate_quantile_per_s`` (e.g. 0.99)."""
+    rate_quantile_per_s: dict[str, NonNegFloat] = {}
+    """The ``peak_quantile`` of per-window rates, keyed by window: a less extreme peak to plan for."""
+    unreliable_peak_windows: list[str] = []
+    """Windows whose peak is not trustworthy (timestamps coarser than a tenth of the window)."""
 
 
 class ToolLatency(StrictModel):

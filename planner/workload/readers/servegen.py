@@ -1,0 +1,133 @@
+"""ServeGen per-client aggregates (Alibaba Bailian): a headerless ``*-trace.csv`` and a ``*-dataset.json``.
+
+These are not request logs. The trace CSV has one row per 600 s window:
+``window_start_s, rate_rps, cv, arrival_family, param1, param2`` (family empty when idle).
+The dataset JSON maps a window start (6 h windows) to ``{field: PMF}``, each PMF a string
+holding a Python dict literal ``{token_count: probability}``; a dataset window applies to
+every trace window from its start until the next key.
+
+Length distributions are mixed over dataset windows with weights = requests (rate x 600 s)
+in the trace windows each covers. Multimodal clients give ``text_tokens`` and per-modality
+token counts instead of ``input_tokens``: the input distribution is their convolution,
+assuming the parts independent (said in the notes).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from planner.errors import InputError, Problem
+
+WINDOW_S = 600.0
+INPUT_PARTS = ("text_tokens", "image_tokens", "audio_tokens", "video_tokens")
+
+
+@dataclass
+class ServeGenAggregate:
+    source: str
+    windows: pd.DataFrame
+    """Columns window_start_s, rate_rps, cv, family."""
+    pmfs: dict[str, tuple[np.ndarray, np.ndarray]]
+    """Mixed PMF per field: (values, probabilities)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def sibling_paths(path: Path) -> tuple[Path, Path]:
+    """(trace CSV, dataset JSON) for either file of a pair."""
+    name = path.name
+    for suffix in ("-trace.csv", "-dataset.json"):
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            return path.with_name(stem + "-trace.csv"), path.with_name(stem + "-dataset.json")
+    raise InputError(Problem(file=str(path), path="", message="a ServeGen file is named <client>-trace.csv or <client>-dataset.json", fix="give one of the pair (both must sit side by side)"))
+
+
+def _parse_pmf(text: object, file: str, where: str) -> dict[float, float]:
+    try:
+        obj = ast.literal_eval(text) if isinstance(text, str) else text
+    except (ValueError, SyntaxError):
+        raise InputError(Problem(file=file, path=where, message="PMF is not a dict literal {value: probability}", fix="use the ServeGen dataset file unchanged")) from None
+    if not isinstance(obj, dict):
+        raise InputError(Problem(file=file, path=where, message="PMF is not a mapping", fix="use the ServeGen dataset file unchanged"))
+    return {float(k): float(v) for k, v in obj.items()}
+
+
+def _mix(parts: list[tuple[dict[float, float], float]]) -> tuple[np.ndarray, np.ndarray]:
+    acc: dict[float, float] = {}
+    for pmf, weight in parts:
+        total = sum(pmf.values())
+        if total <= 0 or weight <= 0:
+            continue
+        for v, p in pmf.items():
+            acc[v] = acc.get(v, 0.0) + weight * p / total
+    values = np.array(sorted(acc), dtype=np.float64)
+    probs = np.array([acc[v] for v in values], dtype=np.float64)
+    return values, probs / probs.sum()
+
+
+def _convolve(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Distribution of the sum of two independent integer-valued variables."""
+    da = np.zeros(int(a[0].max()) + 1)
+    np.add.at(da, a[0].astype(np.int64), a[1])
+    db = np.zeros(int(b[0].max()) + 1)
+    np.add.at(db, b[0].astype(np.int64), b[1])
+    c = np.convolve(da, db)
+    nz = np.flatnonzero(c > 0)
+    return nz.astype(np.float64), c[nz] / c[nz].sum()
+
+
+def read_servegen(path: Path) -> ServeGenAggregate:
+    trace_path, dataset_path = sibling_paths(path)
+    for p in (trace_path, dataset_path):
+        if not p.is_file():
+            raise InputError(Problem(file=str(p), path="", message="missing half of a ServeGen pair", fix=f"put {trace_path.name} and {dataset_path.name} side by side"))
+        if p.stat().st_size == 0:
+            raise InputError(Problem(file=str(p), path="", message="the file is empty", fix="use the ServeGen files unchanged"))
+    raw = pd.read_csv(trace_path, header=None, dtype=str, keep_default_na=False)
+    if raw.shape[1] < 3:
+        raise InputError(Problem(file=str(trace_path), path="", message=f"expected 6 headerless columns (window_start_s, rate_rps, cv, family, param1, param2), got {raw.shape[1]}", fix="use the ServeGen trace file unchanged"))
+    start = pd.to_numeric(raw[0], errors="coerce")
+    rate = pd.to_numeric(raw[1], errors="coerce")
+    cv = pd.to_numeric(raw[2], errors="coerce")
+    bad = start.isna() | rate.isna() | cv.isna() | (rate < 0)
+    if bool(bad.any()):
+        lines = (np.flatnonzero(bad.to_numpy()) + 1)[:5]
+        raise InputError(Problem(file=str(trace_path), path="", message=f"{int(bad.sum())} unusable window row(s) at lines {', '.join(map(str, lines))} (window start, rate and CV must be numbers, rate >= 0)", fix="use the ServeGen trace file unchanged"))
+    windows = pd.DataFrame({"window_start_s": start, "rate_rps": rate, "cv": cv, "family": raw[3] if raw.shape[1] > 3 else ""}).sort_values("window_start_s", kind="stable").reset_index(drop=True)
+    try:
+        dataset = json.loads(dataset_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(Problem(file=str(dataset_path), path="", message=f"not JSON: {exc.msg} (line {exc.lineno})", fix="use the ServeGen dataset file unchanged")) from None
+    if not isinstance(dataset, dict) or not dataset:
+        raise InputError(Problem(file=str(dataset_path), path="", message="expected a non-empty mapping {window_start_s: {field: PMF}}", fix="use the ServeGen dataset file unchanged"))
+    keys = sorted(dataset, key=float)
+    starts = np.array([float(k) for k in keys])
+    # requests in the trace windows each dataset window covers
+    cover = np.searchsorted(starts, windows["window_start_s"].to_numpy(), side="right") - 1
+    requests = windows["rate_rps"].to_numpy() * WINDOW_S
+    weight = np.bincount(np.maximum(cover, 0)[cover >= 0], weights=requests[cover >= 0], minlength=len(keys))
+    fields: dict[str, list[tuple[dict[float, float], float]]] = {}
+    for i, key in enumerate(keys):
+        entry = dataset[key]
+        if not isinstance(entry, dict):
+            raise InputError(Problem(file=str(dataset_path), path=key, message="expected {field: PMF}", fix="use the ServeGen dataset file unchanged"))
+        for name, text in entry.items():
+            fields.setdefault(name, []).append((_parse_pmf(text, str(dataset_path), f"{key}.{name}"), float(weight[i])))
+    pmfs = {name: _mix(parts) for name, parts in fields.items()}
+    notes: list[str] = []
+    if "input_tokens" not in pmfs:
+        parts = [pmfs[name] for name in INPUT_PARTS if name in pmfs]
+        if not parts or "output_tokens" not in pmfs:
+            raise InputError(Problem(file=str(dataset_path), path="", message=f"no input_tokens/output_tokens distributions (fields: {', '.join(pmfs)})", fix="use a ServeGen language, reason or multimodal dataset file"))
+        total = parts[0]
+        for part in parts[1:]:
+            total = _convolve(total, part)
+        pmfs["input_tokens"] = total
+        notes.append(f"input tokens = {' + '.join(name for name in INPUT_PARTS if name in pmfs)}, assumed independent (their joint is not published)")
+    return ServeGenAggregate(source=str(path), windows=windows, pmfs=pmfs, notes=notes)

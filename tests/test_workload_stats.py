@@ -1,0 +1,148 @@
+"""Statistics by hand: arrivals, resolution detection, buckets; and a property test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.workload.arrivals import arrival_stats, detect_resolution
+from planner.workload.buckets import length_buckets
+from planner.workload.characterize import characterize_log
+from planner.workload.log import RequestLog, finish_log
+from planner.workload.readers.mooncake import leading_seen_blocks
+
+
+def test_arrival_stats_by_hand() -> None:
+    # arrivals at 0, 0.5, 0.9, 1.2, 61.0 s
+    t = np.array([0.0, 0.5, 0.9, 1.2, 61.0])
+    a = arrival_stats(t, "relative", 0.1, peak_quantile=0.5)
+    assert a is not None
+    assert a.requests == 5 and a.duration_s == 61.0
+    assert a.rate_mean_per_s == pytest.approx(5 / 61)
+    # 1 s windows aligned to the first arrival: [0,1) holds 3, [1,2) holds 1, [61,62) holds 1
+    assert a.rate_peak_per_s["1s"] == 3.0
+    assert a.empty_windows["1s"] == 62 - 3
+    # 60 s windows: [0,60) holds 4, [60,120) holds 1
+    assert a.rate_peak_per_s["60s"] == pytest.approx(4 / 60)
+    assert a.rate_quantile_per_s["60s"] == pytest.approx((4 / 60 + 1 / 60) / 2)
+    gaps = np.diff(t)
+    assert a.interarrival_cv == pytest.approx(gaps.std() / gaps.mean())
+    assert a.notes and "less than one 600s window" in a.notes[0]
+
+
+def test_resolution_detection_bucketed_and_fine() -> None:
+    rng = np.random.default_rng(1)
+    fine = np.sort(rng.uniform(0, 100, 500))
+    res, bucketed = detect_resolution(fine, 1e-6)
+    assert not bucketed and res == 1e-6
+    snapped = np.floor(fine / 3.0) * 3.0
+    res, bucketed = detect_resolution(snapped, 1e-3)
+    assert bucketed and res == pytest.approx(3.0)
+    a = arrival_stats(snapped, "relative", 1e-3)
+    assert a is not None and a.timestamps == "bucketed" and a.unreliable_peak_windows == ["1s"]
+
+
+def test_leading_seen_blocks() -> None:
+    # r0: [1,2,3]; r1: [1,2,9] -> 2 leading seen; r2: [9,1] -> 9 seen (r1), 1 seen -> 2; r3: [5,1] -> 0 (5 new)
+    ids = np.array([1, 2, 3, 1, 2, 9, 9, 1, 5, 1])
+    offsets = np.array([0, 3, 6, 8, 10])
+    assert leading_seen_blocks(offsets, ids).tolist() == [0, 2, 2, 0]
+
+
+def test_buckets_rule_by_hand() -> None:
+    inp = np.arange(1, 101, dtype=float)  # 1..100
+    out = np.full(100, 10.0)
+    out[99] = 1000.0
+    buckets, notes = length_buckets(inp, out, 4, representative_quantile=0.995)
+    assert notes == []
+    assert [b.weight for b in buckets] == [0.25, 0.25, 0.25, 0.25]
+    # edges at input quantiles 25.75, 50.5, 75.25 -> bins 1..25, 26..50, 51..75, 76..100
+    assert [b.name for b in buckets] == ["b0_in1-25", "b1_in26-50", "b2_in51-75", "b3_in76-100"]
+    assert buckets[0].input_tokens == pytest.approx(np.quantile(np.arange(1, 26), 0.995))
+    assert buckets[3].input_tokens_mean == pytest.approx(88.0)
+    # the 1000-token output sits in the last bucket: its representative is pulled up, the mean too
+    assert buckets[3].output_tokens == pytest.approx(np.quantile(out[75:], 0.995))
+    assert buckets[3].output_tokens_mean == pytest.approx((24 * 10 + 1000) / 25)
+    assert buckets[0].output_tokens == 10.0
+
+
+def test_buckets_representatives_cover_the_tail() -> None:
+    rng = np.random.default_rng(7)
+    inp = rng.lognormal(7, 1, 20000)
+    out = rng.lognormal(5, 1, 20000)
+    buckets, _ = length_buckets(inp, out, 4)
+    edges = [float(b.name.split("-")[-1]) for b in buckets]
+    which = np.searchsorted(edges, inp, side="left")
+    exceed = 0
+    for j, b in enumerate(buckets):
+        m = which == j
+        exceed += np.count_nonzero((inp[m] > b.input_tokens) | (out[m] > b.output_tokens))
+    # union bound: at most 2 * (1 - 0.995) = 1 % of requests exceed their representatives
+    assert exceed / len(inp) <= 0.01 + 1e-9
+
+
+def test_buckets_merge_repeated_lengths() -> None:
+    inp = np.array([5.0] * 90 + [7.0] * 10)
+    buckets, notes = length_buckets(inp, np.ones(100), 4)
+    assert len(buckets) == 2 and notes
+    assert sum(b.weight for b in buckets) == pytest.approx(1.0)
+
+
+def _log(t: np.ndarray, i: np.ndarray, o: np.ndarray) -> RequestLog:
+    import pandas as pd
+
+    df = pd.DataFrame({"input_tokens": i.astype(float), "output_tokens": o.astype(float), "arrival_s": t.astype(float)})
+    return finish_log(RequestLog(source="mem", format="generic", frame=df, timestamps="relative", time_quantum_s=1e-3), None, None, "error")
+
+
+rows = st.lists(
+    st.tuples(st.integers(0, 200_000), st.integers(0, 5000), st.integers(1, 2000)),
+    min_size=3,
+    max_size=60,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows, st.randoms(use_true_random=False))
+def test_shuffled_or_duplicated_logs_are_consistent(data: list[tuple[int, int, int]], rnd) -> None:  # type: ignore[no-untyped-def]
+    arr = np.array(data, dtype=float)
+    t, i, o = arr[:, 0] / 1000.0, arr[:, 1], arr[:, 2]
+    if t.max() == t.min():
+        return
+    base = characterize_log(_log(t, i, o))["default"]
+    perm = list(range(len(t)))
+    rnd.shuffle(perm)
+    shuffled = characterize_log(_log(t[perm], i[perm], o[perm]))["default"]
+    # shuffling changes nothing but the note that rows were sorted
+    assert shuffled.input_tokens == base.input_tokens and shuffled.output_tokens == base.output_tokens
+    assert shuffled.arrivals.rate_peak_per_s == base.arrivals.rate_peak_per_s
+    assert shuffled.arrivals.interarrival_cv == pytest.approx(base.arrivals.interarrival_cv)
+    assert [b.weight for b in shuffled.buckets] == [b.weight for b in base.buckets]
+    # every row twice: counts and peaks double, mean rate doubles, means and maxima unchanged,
+    # quantiles stay between the neighbouring order statistics of the original
+    dup = characterize_log(_log(np.repeat(t, 2), np.repeat(i, 2), np.repeat(o, 2)))["default"]
+    assert dup.requests == 2 * base.requests
+    assert dup.arrivals.rate_mean_per_s == pytest.approx(2 * base.arrivals.rate_mean_per_s)
+    for k, v in base.arrivals.rate_peak_per_s.items():
+        assert dup.arrivals.rate_peak_per_s[k] == pytest.approx(2 * v)
+    for name, x in (("input", i), ("output", o)):
+        b, d = getattr(base, f"{name}_tokens"), getattr(dup, f"{name}_tokens")
+        assert d.mean == pytest.approx(b.mean) and d.max == b.max
+        for q, level in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+            lo, hi = np.quantile(x, level, method="lower"), np.quantile(x, level, method="higher")
+            assert lo - 1e-9 <= getattr(d, q) <= hi + 1e-9
+    assert sum(b.weight for b in dup.buckets) == pytest.approx(1.0)
+
+
+def test_unsorted_log_is_sorted_and_said(tmp_path: Path) -> None:
+    p = tmp_path / "u.csv"
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:02.0,10,1\n2023-11-16 18:00:00.0,20,2\n2023-11-16 18:00:01.0,30,3\n")
+    from planner.workload import characterize_path
+
+    c = characterize_path(p)["default"]
+    assert c.arrivals.duration_s == pytest.approx(2.0)
+    assert any("not in order" in n for n in c.notes)
