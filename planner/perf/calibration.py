@@ -1,0 +1,162 @@
+"""Engine calibrations: achieved efficiencies, overheads and scheduler behaviour per engine.
+
+A calibration file ``models/calibration/<name>.yaml`` holds one :class:`EngineCalibration` per
+serving engine (``trtllm``, ``vllm``, ``sglang``) plus ``default`` (pooled over every engine;
+used for an engine the data do not cover), and the provenance of the fit: the data file and
+its sha256, the rows used, the residuals. ``planner calibrate`` writes it
+(:mod:`planner.perf.fit`).
+
+The fitted quantities transfer across devices: they are fractions of a device's datasheet
+peaks (``eta_f``, ``eta_b``) and fixed software costs (``step_overhead_ms``,
+``layer_overhead_us``), never per-device constants. Two scheduler facts are documented engine
+defaults, not fitted:
+
+- ``mixed_prefill``: whether an iteration carries prefill tokens together with the decode
+  batch (TensorRT-LLM in-flight batching and vLLM V1 chunked prefill: yes; SGLang: no unless
+  ``--enable-mixed-chunk``).
+- ``prefill_token_budget``: tokens per iteration (TensorRT-LLM ``max_num_tokens`` 8192, vLLM
+  ``max_num_batched_tokens`` 8192, SGLang ``chunked_prefill_size`` 8192 on 80 GB-class GPUs).
+
+``sync_share``, ``admit_share`` and ``ttft_overhead_ms`` are fitted too.
+``sync_share`` is the share of the other users' prompts a new prompt waits behind in a
+closed loop (0 = arrivals spread evenly, 1 = all users arrive together as one cohort). It is a
+property of the scheduler and the benchmark loop, not of the device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from planner.errors import InputError
+from planner.schema.common import StrictModel
+from planner.validation import problems_from_validation, read_mapping
+
+CALIBRATION_DIR_NAME = "calibration"
+DEFAULT_CALIBRATION = "h100_dense"
+"""Name of the calibration shipped in models/calibration/ and used by default."""
+
+
+class EngineCalibration(StrictModel):
+    """Efficiencies and overheads of one serving engine."""
+
+    eta_f: float = Field(gt=0, le=1)
+    """Achieved fraction of dense peak FLOP/s in matmul-bound work."""
+    eta_b: float = Field(gt=0, le=1)
+    """Achieved fraction of peak memory bandwidth in bandwidth-bound work."""
+    step_overhead_ms: float = Field(ge=0)
+    """Fixed time per engine iteration (scheduler, sampling, launches), ms."""
+    layer_overhead_us: float = Field(ge=0)
+    """Extra time per transformer layer per iteration (small kernels, launches), us."""
+    sync_share: float = Field(ge=0, le=4)
+    """Closed-loop cohort share: a new prompt waits behind ``sync_share x (N-1)/2`` others."""
+    admit_share: float = Field(0.0, ge=0, le=4)
+    """Closed-loop admission wait, as a share of the inter-completion time ``T_cyc / D``."""
+    ttft_overhead_ms: float = Field(0.0, ge=0)
+    """Fixed time added to every TTFT (API server, tokenisation, first scheduling), ms."""
+    mixed_prefill: bool = True
+    """Iterations carry prefill chunks with the decode batch (chunked prefill / in-flight batching)."""
+    prefill_token_budget: int = Field(8192, gt=0)
+    """Tokens (prefill + decode) one iteration may carry."""
+    source: str = ""
+    """Where the values come from (``fit:<file>`` or a published default with its citation)."""
+
+
+class FitRecord(StrictModel):
+    """Provenance of a fitted calibration."""
+
+    data_file: str
+    data_sha256: str
+    rows_used: int
+    rows_skipped: int
+    engines_fitted: list[str]
+    objective: str
+    mape_ttft_pct: dict[str, float]
+    mape_tpot_pct: dict[str, float]
+    notes: str = ""
+
+
+class Calibration(StrictModel):
+    """A set of engine calibrations (one file)."""
+
+    name: str
+    description: str = ""
+    engines: dict[str, EngineCalibration]
+    fit: FitRecord | None = None
+
+    def for_engine(self, engine: str) -> tuple[EngineCalibration, str]:
+        """The engine's calibration, else ``default``; with the ``source`` label for outputs."""
+        if engine in self.engines:
+            return self.engines[engine], f"calibrated:{engine}"
+        if "default" in self.engines:
+            return self.engines["default"], "calibrated:default"
+        return PUBLISHED_DEFAULT, "roofline"
+
+
+PUBLISHED_DEFAULT = EngineCalibration(
+    eta_f=0.6,
+    eta_b=0.8,
+    step_overhead_ms=0.0,
+    layer_overhead_us=0.003,
+    sync_share=0.5,
+    admit_share=0.0,
+    ttft_overhead_ms=0.0,
+    source=(
+        "published defaults: eta_b 0.8 and 3 us constant latency = aiconfigurator "
+        "mem_bw_empirical_scaling_factor / mem_empirical_constant_latency (systems/*.yaml, "
+        "shared/data/hardware/measured_public.csv); eta_f 0.6 = typical large-GEMM share of dense "
+        "peak (assumption); sync_share 0.5 = midway between spread and cohort arrivals (assumption)"
+    ),
+)
+"""Used when no calibration file is found (``source`` = 'roofline')."""
+
+
+def calibration_dir() -> Path:
+    from planner.catalog import models_dir
+
+    return models_dir() / CALIBRATION_DIR_NAME
+
+
+def load_calibration(name_or_path: str | Path | None = None) -> Calibration | None:
+    """Load ``models/calibration/<name>.yaml`` (or a path). ``None`` name -> the shipped
+    default if present, else ``None`` (the published defaults apply)."""
+    if name_or_path is None:
+        path = calibration_dir() / f"{DEFAULT_CALIBRATION}.yaml"
+        if not path.exists():
+            return None
+    else:
+        p = Path(name_or_path)
+        path = p if (p.suffix in {".yaml", ".yml"} or p.exists()) else calibration_dir() / f"{name_or_path}.yaml"
+    return _load(str(path))
+
+
+_CACHE: dict[str, tuple[float, Calibration]] = {}
+
+
+def _load(path: str) -> Calibration:
+    p = Path(path)
+    mtime = p.stat().st_mtime if p.exists() else -1.0
+    hit = _CACHE.get(path)
+    if hit and hit[0] == mtime:
+        return hit[1]
+    data = read_mapping(p)
+    try:
+        cal = Calibration.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc, Calibration, str(p))) from exc
+    _CACHE[path] = (mtime, cal)
+    return cal
+
+
+def save_calibration(cal: Calibration, path: str | Path) -> None:
+    data: dict[str, Any] = cal.model_dump(mode="json", exclude_none=True)
+    header = "# Fitted by `planner calibrate`; see planner/perf/calibration.py for the meaning of each field.\n"
+    Path(path).write_text(header + yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

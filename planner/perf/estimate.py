@@ -1,0 +1,84 @@
+"""One closed-loop estimate (``planner estimate``): TTFT, TPOT, throughput, memory and bound."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from planner.errors import InputError, Problem
+from planner.perf.calibration import Calibration
+from planner.perf.closed_loop import predict_agg
+from planner.perf.points import efficiency_of, engine_calibration
+from planner.perf.roofline import (
+    RESERVE_GB,
+    instance_arrays,
+    iteration_time,
+    kv_bytes,
+    max_batch,
+    memory_per_device_bytes,
+)
+from planner.perf.validate import engine_arrays
+from planner.schema.hardware import DeviceProfile
+from planner.schema.llm import LLMProfile
+
+
+def estimate_closed_loop(
+    model: LLMProfile, device: DeviceProfile, tp: int, *, precision: str, kv_precision: str, isl: int, osl: int,
+    concurrency: int, engine: str = "default", calibration: Calibration | None | Literal["auto"] = "auto",
+    ttft_target_ms: float | None = None, tpot_target_ms: float | None = None,
+) -> dict[str, Any]:
+    """Predict a closed-loop benchmark; raise :class:`InputError` (exit 2) naming the reason when
+    the model cannot run at this tp, or a given SLO target cannot be met even at batch 1."""
+    try:
+        inst = instance_arrays(model, device, tp, precision, kv_precision)
+    except ValueError as exc:
+        raise InputError(Problem("", "device", str(exc), "complete the device profile or pick another device")) from exc
+    cal, source = engine_calibration(engine, calibration)
+    bmax_peak = int(max_batch(inst, isl + osl))
+    if bmax_peak < 1:
+        fits = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= device.devices_per_node and max_batch(instance_arrays(model, device, t, precision, kv_precision), isl + osl) >= 1]
+        weights_gb = model.weight_bytes(precision) / 1e9
+        if not fits:
+            raise InputError(Problem("", "model", f"{model.id} ({weights_gb:.0f} GB at {precision}) plus one {isl + osl}-token sequence does not fit "
+                                     f"{device.id} even at tp {device.devices_per_node} ({device.devices_per_node} x {device.memory_gb} GB)",
+                                     "use a lower precision, a device with more memory, or shorter sequences"))
+        raise InputError(Problem("", "tp", f"{model.id} ({weights_gb:.0f} GB at {precision}) plus one {isl + osl}-token sequence does not fit "
+                                 f"{tp} x {device.id} ({device.memory_gb} GB each)", f"use --tp {fits[0]} or more"))
+    eng = engine_arrays([cal])
+    res = predict_agg(inst, eng, np.array([float(concurrency)]), np.array([float(isl)]), np.array([float(osl)]))
+    ttft = 1e3 * float(res.ttft_s[0])
+    tpot = 1e3 * float(res.tpot_s[0])
+    running = float(res.running[0])
+    ctx = isl + osl / 2.0
+    eff = efficiency_of(cal)
+    step = iteration_time(inst, eff, decode_batch=running, decode_context=ctx)
+    t1 = 1e3 * float(iteration_time(inst, eff, decode_batch=1.0, decode_context=ctx).total_s)
+    if tpot_target_ms is not None and t1 > tpot_target_ms:
+        raise InputError(Problem("", "tpot-ms", f"TPOT target {tpot_target_ms} ms is impossible: one decode step at batch 1 takes {t1:.1f} ms "
+                                 f"on {tp} x {device.id}", "raise the target, use a larger tp, a lower precision or a faster device"))
+    prefill_alone = 1e3 * float(iteration_time(inst, eff, prefill_tokens=float(isl)).total_s) + cal.ttft_overhead_ms
+    if ttft_target_ms is not None and prefill_alone > ttft_target_ms:
+        raise InputError(Problem("", "ttft-ms", f"TTFT target {ttft_target_ms} ms is impossible: the {isl}-token prompt alone takes {prefill_alone:.0f} ms "
+                                 f"on {tp} x {device.id}", "raise the target, use a larger tp or a faster device"))
+    kv_total = running * float(kv_bytes(inst, isl + osl))
+    used = float(memory_per_device_bytes(inst, kv_total)) / 1e9
+    cycle = float(res.cycle_s[0])
+    out_tok_per_s = running * osl / cycle if cycle > 0 else float("nan")
+    bound = "memory_capacity" if concurrency > int(res.max_batch[0]) else str(step.bound()[()])
+    return {
+        "model": model.id, "device": device.id, "tp": tp, "precision": precision, "kv_precision": kv_precision,
+        "isl": isl, "osl": osl, "concurrency": concurrency, "engine": engine, "source": source,
+        "ttft_ms": ttft, "tpot_ms": tpot,
+        "output_tokens_per_s_per_device": out_tok_per_s / tp,
+        "memory_used_gb_per_device": used,
+        "memory_free_gb_per_device": (device.memory_gb or 0.0) - used,
+        "memory_reserve_gb_per_device": RESERVE_GB,
+        "max_batch": bmax_peak,
+        "running_batch": int(running),
+        "bound": bound,
+        "decode_step_ms": 1e3 * float(step.total_s),
+        "decode_step_components_ms": {"compute": 1e3 * float(step.compute_s), "memory": 1e3 * float(step.memory_s),
+                                      "communication": 1e3 * float(step.comm_s), "overhead": 1e3 * float(step.overhead_s)},
+        "prefill_alone_ms": prefill_alone,
+    }

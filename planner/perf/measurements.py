@@ -1,0 +1,193 @@
+"""The measurements CSV (what users hand us) and a converter from the aiconfigurator format.
+
+Format — one row per closed-loop benchmark run (fixed concurrency, fixed lengths)::
+
+    column          type    required  meaning
+    device          str     yes       device id in models/hardware (e.g. h100-sxm)
+    model           str     yes       model id in models/llm (e.g. llama-3.1-70b)
+    engine          str     yes       serving engine: trtllm | vllm | sglang | <other> (other = default calibration)
+    precision       str     yes       weight/activation precision: bf16 | fp8 | fp4 | int8
+    tp              int     yes*      tensor-parallel degree of one replica (agg mode)
+    concurrency     int     yes*      users in the closed loop (requests in flight)
+    isl, osl        int     yes       input / output tokens per request (fixed)
+    ttft_ms         float   yes**     measured mean time to first token (includes closed-loop queueing)
+    tpot_ms         float   yes**     measured mean time per output token after the first
+    kv_precision    str     no        KV-cache precision (default: bf16)
+    mode            str     no        agg (default, one pool) | disagg (separate prefill/decode workers)
+    prefill_tp, prefill_workers       disagg: TP degree and number of prefill workers
+    decode_tp, decode_workers         disagg: TP degree and number of decode workers
+    decode_batch                      disagg: concurrency per decode worker
+    id              str     no        a row label carried to the output
+
+    *  agg rows; disagg rows give the prefill_/decode_ columns instead (concurrency =
+       decode_batch x decode_workers when empty).
+    ** needed by ``calibrate`` and for errors in ``validate-perf``; predictions need neither.
+
+Closed loop: each of ``concurrency`` users sends its next request as soon as the previous one
+finishes, so TTFT includes the queueing inside the loop (:mod:`planner.perf.closed_loop`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputError, Problem
+
+REQUIRED = ("device", "model", "engine", "precision", "isl", "osl")
+OPTIONAL = (
+    "id", "tp", "concurrency", "ttft_ms", "tpot_ms", "kv_precision", "mode", "prefill_tp",
+    "prefill_workers", "decode_tp", "decode_workers", "decode_batch",
+)
+COLUMNS = ("id", "device", "model", "engine", "precision", "kv_precision", "mode", "tp", "concurrency", "isl", "osl",
+           "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms")
+_INT_FIELDS = ("tp", "concurrency", "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch")
+_FLOAT_FIELDS = ("ttft_ms", "tpot_ms")
+PRECISIONS = ("bf16", "fp8", "fp4", "int8")
+
+
+def _num(text: str) -> float | None:
+    text = (text or "").strip()
+    if not text:
+        return None
+    value = float(text)
+    return None if math.isnan(value) else value
+
+
+def read_measurements(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a measurements CSV as dicts (numbers parsed, blanks None). Structural problems
+    (missing columns, unparsable numbers) raise one :class:`InputError` listing them all;
+    rows whose content cannot be predicted are kept and explained by the predictor."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
+    with p.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            hint = " (this looks like the aiconfigurator format: convert it with `planner calibrate --convert-from silicon` or `planner validate-perf --from-format silicon`)" if "model_path" in header else ""
+            raise InputError(Problem(str(p), "header", f"missing column(s): {', '.join(missing)}{hint}",
+                                     f"the measurements CSV needs {', '.join(REQUIRED)} (see planner/perf/measurements.py)"))
+        unknown = [c for c in header if c not in REQUIRED and c not in OPTIONAL]
+        problems: list[Problem] = []
+        if unknown:
+            problems.append(Problem(str(p), "header", f"unknown column(s): {', '.join(unknown)}", f"use only {', '.join(COLUMNS)}"))
+        rows: list[dict[str, Any]] = []
+        for i, raw in enumerate(reader, start=2):
+            row: dict[str, Any] = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+            for f in _INT_FIELDS + _FLOAT_FIELDS:
+                if f not in row:
+                    row[f] = None
+                    continue
+                try:
+                    value = _num(row[f])
+                except ValueError:
+                    problems.append(Problem(str(p), f"line {i}: {f}", f"not a number: {row[f]!r}", "write a plain number or leave it empty"))
+                    continue
+                if value is not None and f in _INT_FIELDS:
+                    if value != int(value) or value < 0:
+                        problems.append(Problem(str(p), f"line {i}: {f}", f"must be a non-negative integer, got {row[f]!r}", "write a whole number"))
+                        continue
+                    value = int(value)
+                row[f] = value
+            row.setdefault("id", "")
+            row["kv_precision"] = row.get("kv_precision") or "bf16"
+            row["mode"] = row.get("mode") or "agg"
+            if row["mode"] == "disagg" and row.get("concurrency") is None and row.get("decode_batch") and row.get("decode_workers"):
+                row["concurrency"] = row["decode_batch"] * row["decode_workers"]
+            rows.append(row)
+        if problems:
+            raise InputError(problems[:50])
+    return rows
+
+
+def write_measurements(rows: list[dict[str, Any]], path: str | Path) -> None:
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(COLUMNS), extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in COLUMNS})
+
+
+# --- converter from aiconfigurator's silicon_*.csv -----------------------------------------
+MODEL_PATH_IDS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+}
+"""Known Hugging Face paths -> our model ids; other paths are matched against the catalog's
+``hf_id`` (ignoring ``-Instruct`` and ``Meta-``), then lower-cased as a last resort."""
+
+
+def model_id_for_path(path: str, hf_ids: dict[str, str] | None = None) -> str:
+    if path in MODEL_PATH_IDS:
+        return MODEL_PATH_IDS[path]
+
+    def norm(s: str) -> str:
+        s = s.split("/")[-1].lower().replace("meta-llama-", "llama-").replace("meta-", "")
+        return re.sub(r"-instruct$", "", s)
+
+    for hf, mid in (hf_ids or {}).items():
+        if hf and norm(hf) == norm(path):
+            return mid
+    return norm(path)
+
+
+def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Rows of an aiconfigurator ``silicon_*.csv`` in our measurements format.
+
+    Mapping: ``system`` h100_sxm -> h100-sxm; ``model_path`` -> model id; ``backend`` -> engine;
+    ``gemm_quant_mode``/``precision`` (empty = bf16, fp8_block = fp8) -> precision; ``batch_size``
+    -> concurrency; ``tp_size`` -> tp; ``silicon_ttft_ms``/``silicon_tpot_ms`` -> ttft_ms/tpot_ms;
+    disagg rows keep their prefill_/decode_ tp, workers and decode batch. KV precision is not
+    recorded in the source: bf16 is assumed (an fp8 KV would shorten long-context decode).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
+    out: list[dict[str, Any]] = []
+    with p.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        need = ("model_path", "system", "backend", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms")
+        missing = [c for c in need if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(Problem(str(p), "header", f"not an aiconfigurator silicon CSV: missing {', '.join(missing)}", "give a silicon_*.csv file"))
+        for raw in reader:
+            quant = (raw.get("gemm_quant_mode") or raw.get("precision") or "bf16").strip().lower()
+            precision = "fp8" if quant.startswith("fp8") else ("fp4" if quant.startswith(("fp4", "nvfp4")) else "bf16")
+
+            def i(name: str, raw: dict[str, str] = raw) -> int | None:
+                v = _num(raw.get(name, ""))
+                return None if v is None else int(v)
+
+            mode = (raw.get("mode") or "agg").strip()
+            row: dict[str, Any] = {
+                "id": raw.get("id", ""),
+                "device": raw["system"].strip().replace("_", "-"),
+                "model": model_id_for_path(raw["model_path"].strip(), hf_ids),
+                "engine": raw["backend"].strip(),
+                "precision": precision,
+                "kv_precision": "bf16",
+                "mode": mode,
+                "tp": i("tp_size"),
+                "concurrency": i("batch_size"),
+                "isl": i("isl"),
+                "osl": i("osl"),
+                "prefill_tp": i("prefill_tp_size"),
+                "prefill_workers": i("prefill_num_workers"),
+                "decode_tp": i("decode_tp_size"),
+                "decode_workers": i("decode_num_workers"),
+                "decode_batch": i("decode_batch_size"),
+                "ttft_ms": _num(raw.get("silicon_ttft_ms", "")),
+                "tpot_ms": _num(raw.get("silicon_tpot_ms", "")),
+            }
+            if mode == "disagg" and row["concurrency"] is None and row["decode_batch"] and row["decode_workers"]:
+                row["concurrency"] = row["decode_batch"] * row["decode_workers"]
+            out.append(row)
+    return out

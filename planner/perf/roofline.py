@@ -1,0 +1,257 @@
+"""Roofline step times, memory fit and tensor-parallel communication (DESIGN §3).
+
+Everything here is vectorised: an :class:`InstanceArrays` holds the constants of one or many
+instances (model x device x tp x precision) as numpy arrays that broadcast together, so the
+closed-loop predictor and the calibration fit evaluate hundreds of configurations per call.
+
+Symbols (per instance of ``tp`` devices holding one replica):
+
+==============  ============================================================================
+``P``           parameters in per-token matmuls (``params_active_matmul``; input embedding out)
+``A``           attention FLOPs per (query, key) pair, ``2 L H_q (d_qk + d_v)`` = ``4 L H_q d_h``
+``W_s``         weight bytes read every step whatever the batch (all but routed experts and the
+                input-embedding table, of which only the batch's rows are read)
+``W_e``         routed-expert weight bytes (MoE; 0 dense); a fraction ``1-(1-a/E)^T`` is read for
+                ``T`` tokens in the step
+``k``           KV bytes per token (all layers); sliding-window layers cap at their window
+``F``, ``BW``   dense peak FLOP/s at the compute precision, peak memory bytes/s (one device)
+``eta_F, eta_B`` achieved fractions of ``F`` and ``BW`` (calibrated, :mod:`planner.perf.calibration`)
+==============  ============================================================================
+
+One engine iteration carries ``B`` decode sequences at context ``c`` plus ``n`` prefill
+tokens of prompts with ``h`` cached tokens before them::
+
+    FLOPs = 2 P (B + n) + A B c + A n (n + 2h) / 2
+    bytes = W_s + W_e (1 - (1 - a/E)^(B+n)) + B kv(c) + kv(n + h)
+    t     = max(FLOPs / (tp F eta_F), bytes / (tp BW eta_B)) + t_comm + t_overhead
+    t_comm = 2 L * allreduce((B + n) d b_act)              (two all-reduces per layer, Megatron TP)
+    allreduce(m) = 2 (tp-1)/tp * m / link + 2 ceil(log2 tp) * lat
+                   (bandwidth term of a ring, latency term of a tree / recursive doubling as NCCL
+                   picks for the small decode messages; 0 when tp = 1)
+    t_overhead = o_step + o_layer * L                       (launch/scheduling, calibrated)
+
+``link`` is the scale-up bandwidth per direction (half the bidirectional figure); a TP group
+larger than ``devices_per_node`` crosses nodes and its ring runs at the NIC bandwidth.
+
+Memory fit per device: ``W/tp + reserve + KV <= M u_mem``. KV is split over ``min(tp, H_kv)``
+devices (heads are replicated when ``tp > H_kv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from planner.schema.common import PRECISION_BYTES
+from planner.schema.hardware import DeviceProfile
+from planner.schema.llm import LLMProfile
+
+ACT_BYTES = 2.0
+"""Activation bytes per element in the all-reduce (bf16 activations in every engine we model)."""
+DEFAULT_LINK_LATENCY_US = 3.0
+"""Latency of one collective step when a profile gives none, us (aiconfigurator's
+``mem_empirical_constant_latency`` 3 us; NVLink steps are a few us)."""
+DEFAULT_NIC_GB_PER_S = 25.0
+"""Per-device NIC bandwidth assumed when a profile gives none (200 Gb/s), GB/s."""
+U_MEM = 0.90
+"""Share of device memory the engine may use (vLLM ``gpu_memory_utilization`` default 0.9)."""
+RESERVE_GB = 3.0
+"""Per-device memory held for activations, CUDA graphs and the runtime, GB (a typical vLLM /
+TensorRT-LLM footprint at 8k-token batches; state-of-the-art engines report 2-5 GB)."""
+
+
+@dataclass(frozen=True)
+class InstanceArrays:
+    """Per-instance constants as broadcastable arrays (see the module docstring for symbols)."""
+
+    tp: np.ndarray
+    layers: np.ndarray
+    hidden: np.ndarray
+    kv_heads: np.ndarray
+    p_matmul: np.ndarray
+    attn_pair_flops: np.ndarray
+    w_shared_bytes: np.ndarray
+    w_expert_bytes: np.ndarray
+    expert_frac: np.ndarray
+    """``a/E`` (0 for dense models)."""
+    kv_full_per_token: np.ndarray
+    """KV bytes per token over full-attention layers."""
+    kv_window_per_token: np.ndarray
+    """KV bytes per token over sliding-window layers."""
+    window_tokens: np.ndarray
+    """Sliding window (inf when none)."""
+    weight_bytes: np.ndarray
+    flops_peak: np.ndarray
+    bw_bytes_per_s: np.ndarray
+    link_bytes_per_s: np.ndarray
+    link_latency_s: np.ndarray
+    memory_bytes: np.ndarray
+
+    def take(self, index: Any) -> InstanceArrays:
+        return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
+
+    @staticmethod
+    def stack(items: list[InstanceArrays]) -> InstanceArrays:
+        return InstanceArrays(**{f.name: np.array([float(getattr(i, f.name)) for i in items]) for f in fields(InstanceArrays)})
+
+
+def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_precision: str, kv_precision: str) -> InstanceArrays:
+    """Constants of one instance (0-d arrays). Raises ``ValueError`` naming a missing device figure."""
+    missing = [f for f in ("memory_gb", "memory_bandwidth_gb_per_s") if getattr(device, f) is None]
+    # matmuls run at the weights' precision when the device has tensor cores for it (W8A8,
+    # W4A4); otherwise peak_flops falls back to the next wider precision (weight-only quant.)
+    flops = device.peak_flops(weight_precision)
+    if flops is None:
+        missing.append("peak_tflops_dense")
+    if missing:
+        raise ValueError(f"device {device.id!r} lacks {', '.join(missing)}")
+    b_w = PRECISION_BYTES[weight_precision]
+    emb_in = model.vocab_size * model.hidden_size * b_w
+    w_total = model.weight_bytes(weight_precision)
+    w_expert = model.params_routed_experts() * b_w
+    # the input-embedding table is not streamed, only the batch's rows (negligible);
+    # a tied table is read in full as the LM head.
+    w_shared = w_total - w_expert - (0.0 if model.tie_word_embeddings else emb_in)
+    frac = model.moe.experts_per_token / model.moe.num_experts if model.moe else 0.0
+    k_all = model.kv_bytes_per_token(kv_precision)
+    per_layer = k_all / model.num_layers
+    k_win = per_layer * model.sliding_window_layers if model.sliding_window else 0.0
+    window = float(model.sliding_window) if model.sliding_window else np.inf
+    if tp <= device.devices_per_node:
+        link = (device.scaleup_bw_gb_per_s_bidir or 0.0) / 2.0 * 1e9
+        if link <= 0:  # no scale-up link: TP runs over PCIe/NIC
+            link = (device.pcie_bw_gb_per_s or device.nic_bw_gb_per_s or DEFAULT_NIC_GB_PER_S) * 1e9
+        lat = (device.scaleup_latency_us if device.scaleup_latency_us is not None else DEFAULT_LINK_LATENCY_US) * 1e-6
+    else:
+        link = (device.nic_bw_gb_per_s or DEFAULT_NIC_GB_PER_S) * 1e9
+        lat = 4.0 * DEFAULT_LINK_LATENCY_US * 1e-6  # a network hop: ~20 us per ring step
+    assert device.memory_gb is not None and device.memory_bandwidth_gb_per_s is not None and flops is not None
+    values = dict(
+        tp=tp, layers=model.num_layers, hidden=model.hidden_size, kv_heads=model.num_kv_heads,
+        p_matmul=model.params_active_matmul(), attn_pair_flops=model.attention_flops_per_pair(),
+        w_shared_bytes=w_shared, w_expert_bytes=w_expert, expert_frac=frac,
+        kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
+        weight_bytes=w_total, flops_peak=flops, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
+        link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device.memory_gb * 1e9,
+    )
+    return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achieved-efficiency factors and overheads of one engine (arrays broadcast per row)."""
+
+    eta_f: Any
+    """Achieved fraction of dense peak FLOP/s."""
+    eta_b: Any
+    """Achieved fraction of peak memory bandwidth."""
+    step_overhead_s: Any
+    """Fixed time per engine iteration (scheduling, sampling, launch), s."""
+    layer_overhead_s: Any
+    """Extra time per layer per iteration (kernel launches, small ops), s."""
+
+
+# --- bytes --------------------------------------------------------------------------------
+def kv_bytes(inst: InstanceArrays, context: Any) -> np.ndarray:
+    """KV bytes of one sequence of ``context`` tokens (sliding-window layers capped)."""
+    c = np.asarray(context, dtype=float)
+    return inst.kv_full_per_token * c + inst.kv_window_per_token * np.minimum(c, inst.window_tokens)
+
+
+def weights_read_bytes(inst: InstanceArrays, tokens: Any) -> np.ndarray:
+    """``W_s + W_e (1 - (1 - a/E)^T)``: weights streamed in an iteration touching ``T`` tokens."""
+    t = np.maximum(np.asarray(tokens, dtype=float), 1.0)
+    touched = np.where(inst.expert_frac > 0, 1.0 - (1.0 - inst.expert_frac) ** t, 0.0)
+    return inst.w_shared_bytes + inst.w_expert_bytes * touched
+
+
+def kv_split(inst: InstanceArrays) -> np.ndarray:
+    """Devices over which KV is split: ``min(tp, H_kv)``."""
+    return np.minimum(inst.tp, inst.kv_heads)
+
+
+# --- communication ------------------------------------------------------------------------
+def allreduce_s(inst: InstanceArrays, message_bytes: Any) -> np.ndarray:
+    """All-reduce of ``message_bytes`` over the TP group (0 for tp = 1); see the module docstring."""
+    tp = inst.tp
+    hops = 2.0 * np.ceil(np.log2(np.maximum(tp, 1.0)))
+    return np.where(tp > 1, 2.0 * (tp - 1.0) / tp * np.asarray(message_bytes) / inst.link_bytes_per_s + hops * inst.link_latency_s, 0.0)
+
+
+def comm_s(inst: InstanceArrays, tokens: Any) -> np.ndarray:
+    """Tensor-parallel communication of one iteration: 2 all-reduces per layer of ``tokens x d``."""
+    return 2.0 * inst.layers * allreduce_s(inst, np.asarray(tokens, dtype=float) * inst.hidden * ACT_BYTES)
+
+
+# --- step time ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepTime:
+    """Components of one iteration's time, seconds (arrays)."""
+
+    total_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    comm_s: np.ndarray
+    overhead_s: np.ndarray
+
+    def bound(self) -> np.ndarray:
+        """Dominant term per element: 'compute', 'memory_bandwidth' or 'communication'."""
+        roof = np.maximum(self.compute_s, self.memory_s)
+        out = np.where(self.compute_s >= self.memory_s, "compute", "memory_bandwidth")
+        return np.where(self.comm_s > roof, "communication", out)
+
+
+def iteration_time(
+    inst: InstanceArrays,
+    eff: Efficiency,
+    decode_batch: Any = 0.0,
+    decode_context: Any = 0.0,
+    prefill_tokens: Any = 0.0,
+    prefill_cached: Any = 0.0,
+) -> StepTime:
+    """Time of one engine iteration: ``decode_batch`` sequences at ``decode_context`` tokens plus
+    ``prefill_tokens`` new prompt tokens after ``prefill_cached`` cached ones (module docstring)."""
+    b = np.asarray(decode_batch, dtype=float)
+    c = np.asarray(decode_context, dtype=float)
+    n = np.asarray(prefill_tokens, dtype=float)
+    h = np.asarray(prefill_cached, dtype=float)
+    tokens = b + n
+    flops = 2.0 * inst.p_matmul * tokens + inst.attn_pair_flops * (b * c + n * (n + 2.0 * h) / 2.0)
+    bytes_ = weights_read_bytes(inst, tokens) + b * kv_bytes(inst, c) + np.where(n > 0, kv_bytes(inst, n + h), 0.0)
+    t_c = flops / (inst.tp * inst.flops_peak * eff.eta_f)
+    t_m = bytes_ / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
+    t_x = comm_s(inst, tokens)
+    t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers, dtype=float)
+    total = np.maximum(t_c, t_m) + t_x + t_o
+    return StepTime(total, t_c, t_m, t_x, np.broadcast_to(t_o, total.shape))
+
+
+def decode_step(inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any) -> StepTime:
+    return iteration_time(inst, eff, decode_batch=batch, decode_context=context)
+
+
+def prefill_time(inst: InstanceArrays, eff: Efficiency, new_tokens: Any, cached_tokens: Any = 0.0) -> StepTime:
+    """One prompt of ``new_tokens`` after ``cached_tokens`` of cached prefix, in one iteration."""
+    return iteration_time(inst, eff, prefill_tokens=new_tokens, prefill_cached=cached_tokens)
+
+
+# --- memory -------------------------------------------------------------------------------
+def kv_capacity_bytes(inst: InstanceArrays, u_mem: float = U_MEM, reserve_gb: float = RESERVE_GB) -> np.ndarray:
+    """KV bytes the whole instance can hold: ``(M u_mem - W/tp - reserve) x min(tp, H_kv)``
+    (negative when the weights do not fit)."""
+    free_per_device = inst.memory_bytes * u_mem - inst.weight_bytes / inst.tp - reserve_gb * 1e9
+    return free_per_device * kv_split(inst)
+
+
+def max_batch(inst: InstanceArrays, peak_context: Any, u_mem: float = U_MEM, reserve_gb: float = RESERVE_GB) -> np.ndarray:
+    """Largest number of sequences of ``peak_context`` tokens whose KV fits (0 if none)."""
+    cap = kv_capacity_bytes(inst, u_mem, reserve_gb)
+    per_seq = kv_bytes(inst, peak_context)
+    return np.where(cap > 0, np.floor(np.maximum(cap, 0.0) / np.maximum(per_seq, 1.0)), 0.0)
+
+
+def memory_per_device_bytes(inst: InstanceArrays, kv_total_bytes: Any, reserve_gb: float = RESERVE_GB) -> np.ndarray:
+    """Memory one device holds: ``W/tp + reserve + KV / min(tp, H_kv)``."""
+    return inst.weight_bytes / inst.tp + reserve_gb * 1e9 + np.asarray(kv_total_bytes) / kv_split(inst)

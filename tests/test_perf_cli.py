@@ -1,0 +1,128 @@
+"""CLI of the performance model: estimate, calibrate, validate-perf, convert-measurements; and the
+regression of validate-perf on the shipped H100 measurements (achieved MAPE as the bound)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "data" / "perf_catalog"
+SILICON = ROOT / "models" / "measured" / "silicon_h100_dense.csv"
+CAL = ROOT / "models" / "calibration" / "h100_dense.yaml"
+ENV = {"PLANNER_MODELS_DIR": str(FIXTURES)}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    res = CliRunner().invoke(main, list(args), env=ENV)
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_estimate_json_fields() -> None:
+    code, out, _ = run("estimate", "--model", "llama-3.1-70b", "--device", "h100-sxm", "--tp", "4", "--isl", "1024", "--osl", "256",
+                       "--concurrency", "32", "--engine", "vllm", "--calibration", str(CAL), "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["source"] == "calibrated:vllm"
+    assert r["ttft_ms"] > 0 and r["tpot_ms"] > 0 and r["max_batch"] >= 32
+    assert r["memory_used_gb_per_device"] + r["memory_free_gb_per_device"] == pytest.approx(80.0)
+    assert r["bound"] in {"compute", "memory_bandwidth", "memory_capacity", "communication"}
+
+
+def test_estimate_text() -> None:
+    code, out, _ = run("estimate", "--model", "llama-3.1-8b", "--device", "h100-sxm", "--tp", "1", "--isl", "512", "--osl", "128", "--concurrency", "8")
+    assert code == 0 and "tpot_ms" in out and "bound" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "nope", "--device", "h100-sxm", "--tp", "1"], "unknown model 'nope'"),
+        (["--model", "llama-3.1-8b", "--device", "nope", "--tp", "1"], "unknown device 'nope'"),
+        (["--model", "llama-3.1-70b", "--device", "h100-sxm", "--tp", "1"], "use --tp 4 or more"),
+        (["--model", "llama-3.1-8b", "--device", "h100-sxm", "--tp", "1", "--tpot-ms", "0.5"], "TPOT target 0.5 ms is impossible"),
+        (["--model", "llama-3.1-8b", "--device", "h100-sxm", "--tp", "1", "--ttft-ms", "1"], "TTFT target 1.0 ms is impossible"),
+    ],
+)
+def test_estimate_errors(args: list[str], needle: str) -> None:
+    code, _, err = run("estimate", *args, "--isl", "1024", "--osl", "128", "--concurrency", "4")
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_estimate_model_too_big_even_at_largest_tp(tmp_path: Path) -> None:
+    code, _, err = run("estimate", "--model", "llama-3.1-70b", "--device", "h100-sxm", "--tp", "1", "--isl", "2000000", "--osl", "128",
+                       "--concurrency", "1", "--precision", "bf16")
+    assert code == 2 and "even at tp 8" in err
+
+
+def test_validate_perf_regression_on_shipped_data() -> None:
+    code, out, _ = run("validate-perf", str(SILICON), "--from-format", "silicon", "--calibration", str(CAL), "--json")
+    assert code == 0
+    r = json.loads(out)
+    rows = r["rows"]
+    assert len(rows) == 584 and [x["id"] for x in rows[:2]] == [
+        "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp2_epnone_1",
+        "qwen_qwen3_32b_qwen_qwen3_32b_h100_sxm_sglang_agg_1024x128_c16_tp4_epnone_2"]
+    assert all(("pred_ttft_ms" in x and "pred_tpot_ms" in x) for x in rows)
+    s = r["summary"]
+    assert s["not_predicted"] == 0
+    # achieved in-sample MAPE with the shipped calibration (see benchmarks/bench_perf_fidelity.py)
+    assert s["mape_tpot_pct"] <= 17.5
+    assert s["mape_ttft_pct"] <= 45.5
+    assert {(g["model"], g["engine"]) for g in s["per_group"]} == {
+        ("llama-3.1-70b", "vllm"), ("llama-3.1-8b", "trtllm"), ("qwen3-32b", "sglang"), ("qwen3-32b", "trtllm"), ("qwen3-32b", "vllm")}
+
+
+def test_validate_perf_keeps_unpredictable_rows_with_a_reason(tmp_path: Path) -> None:
+    csv = tmp_path / "m.csv"
+    csv.write_text(
+        "device,model,engine,precision,tp,concurrency,isl,osl,ttft_ms,tpot_ms\n"
+        "h100-sxm,llama-3.1-8b,vllm,bf16,1,8,1024,128,150,8\n"
+        "h100-sxm,unknown-model,vllm,bf16,1,8,1024,128,150,8\n"
+        "h100-sxm,llama-3.1-70b,vllm,bf16,1,8,1024,128,150,8\n"
+    )
+    code, out, _ = run("validate-perf", str(csv), "--json")
+    assert code == 0
+    rows = json.loads(out)["rows"]
+    assert rows[0]["pred_tpot_ms"] > 0 and "reason" not in rows[0]
+    assert rows[1]["pred_ttft_ms"] is None and "unknown model" in rows[1]["reason"]
+    assert rows[2]["pred_ttft_ms"] is None and "do not fit" in rows[2]["reason"]
+
+
+def test_validate_perf_bad_csv_is_exit_2(tmp_path: Path) -> None:
+    csv = tmp_path / "bad.csv"
+    csv.write_text("device,model\nh100-sxm,x\n")
+    code, _, err = run("validate-perf", str(csv))
+    assert code == 2 and "missing column" in err
+    code, _, err = run("validate-perf", str(SILICON))
+    assert code == 2 and "--from-format silicon" in err
+
+
+def test_calibrate_writes_file_and_data_copy(tmp_path: Path) -> None:
+    out = tmp_path / "cal.yaml"
+    code, stdout, _ = run("calibrate", str(SILICON), "--from-format", "silicon", "--name", "t", "-o", str(out))
+    assert code == 0, stdout
+    assert out.exists() and (tmp_path / "cal.measurements.csv").exists()
+    from planner.perf.calibration import load_calibration
+
+    cal = load_calibration(out)
+    assert cal is not None and cal.fit is not None
+    assert set(cal.engines) == {"default", "trtllm", "vllm", "sglang"}
+    assert cal.fit.rows_used == 584 and len(cal.fit.data_sha256) == 64
+    # the copied rows round-trip through our format
+    code, out2, _ = run("validate-perf", str(tmp_path / "cal.measurements.csv"), "--calibration", str(out), "--json")
+    assert code == 0 and json.loads(out2)["summary"]["predicted"] == 584
+
+
+def test_convert_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "conv.csv"
+    code, _, _ = run("convert-measurements", str(SILICON), "-o", str(out))
+    assert code == 0
+    text = out.read_text().splitlines()
+    assert text[0].startswith("id,device,model,engine,precision")
+    assert ",h100-sxm,qwen3-32b,sglang,bf16," in text[1]

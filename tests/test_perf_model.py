@@ -1,0 +1,147 @@
+"""Performance model: hand computations, invariants, operating points (fixture profiles)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.catalog import load_catalog
+from planner.perf import operating_point
+from planner.perf.calibration import PUBLISHED_DEFAULT
+from planner.perf.points import efficiency_of, engine_calibration
+from planner.perf.roofline import (
+    RESERVE_GB,
+    U_MEM,
+    allreduce_s,
+    instance_arrays,
+    iteration_time,
+    kv_bytes,
+    max_batch,
+    memory_per_device_bytes,
+)
+
+FIXTURES = Path(__file__).parent / "data" / "perf_catalog"
+CAT = load_catalog(FIXTURES)
+L70 = CAT.models["llama-3.1-70b"]
+L8 = CAT.models["llama-3.1-8b"]
+MIX = CAT.models["mixtral-8x7b"]
+H100 = CAT.devices["h100-sxm"]
+EFF = efficiency_of(PUBLISHED_DEFAULT)
+
+
+def test_kv_bytes_per_token_llama70b_by_hand() -> None:
+    # 2 (K and V) x 80 layers x 8 KV heads x 128 head dim x 2 bytes
+    assert L70.kv_bytes_per_token("bf16") == 2 * 80 * 8 * 128 * 2 == 327_680
+    inst = instance_arrays(L70, H100, 4, "bf16", "bf16")
+    assert float(kv_bytes(inst, 1000)) == 327_680_000
+
+
+def test_70b_bf16_does_not_fit_one_80gb_device_but_fits_four() -> None:
+    one = instance_arrays(L70, H100, 1, "bf16", "bf16")
+    assert L70.weight_bytes("bf16") > 80e9
+    assert max_batch(one, 128) == 0
+    four = instance_arrays(L70, H100, 4, "bf16", "bf16")
+    # (80 GB x 0.9 - 141.1 GB / 4 - 3 GB) x 4 devices of KV, / (1024 tokens x 327,680 B)
+    free = (80e9 * U_MEM - L70.weight_bytes("bf16") / 4 - RESERVE_GB * 1e9) * 4
+    assert int(max_batch(four, 1024)) == int(free // (1024 * 327_680))
+    op = operating_point(L70, H100, 1, role="decode", weight_precision="bf16", kv_precision="bf16", input_tokens=1000,
+                         output_tokens=200, ttft_target_ms=None, tpot_target_ms=100)
+    assert not op.feasible and "do not fit" in op.reason and op.bound == "memory_capacity"
+
+
+def test_decode_step_batch1_is_weight_streaming_by_hand() -> None:
+    inst = instance_arrays(L8, H100, 1, "bf16", "bf16")
+    step = iteration_time(inst, EFF, decode_batch=1, decode_context=1)
+    # bytes: every weight but the input embedding table, plus one token's KV
+    streamed = (L8.params_total() - L8.vocab_size * L8.hidden_size) * 2 + 131_072
+    assert float(step.memory_s) == pytest.approx(streamed / (3350e9 * PUBLISHED_DEFAULT.eta_b))
+    assert float(step.comm_s) == 0.0  # tp 1: no all-reduce
+
+
+def test_ring_allreduce_by_hand() -> None:
+    inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    # 2 (tp-1)/tp x 1 MB / 450 GB/s + 2 log2(8) x 3 us (default step latency)
+    expected = 2 * 7 / 8 * 1e6 / 450e9 + 6 * 3e-6
+    assert float(allreduce_s(inst, 1e6)) == pytest.approx(expected)
+
+
+def test_tp_across_nodes_uses_the_nic() -> None:
+    inside = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    across = instance_arrays(L70, H100, 16, "bf16", "bf16")
+    assert float(inside.link_bytes_per_s) == 450e9
+    assert float(across.link_bytes_per_s) == 50e9
+
+
+def test_moe_weights_read_grow_with_batch() -> None:
+    inst = instance_arrays(MIX, H100, 2, "bf16", "bf16")
+    t = [float(iteration_time(inst, EFF, decode_batch=b, decode_context=512).memory_s) for b in (1, 2, 8, 64)]
+    assert t[0] < t[1] < t[2] < t[3]
+    # at batch 1, 2 of 8 experts are read: W_read = W_shared + W_experts x 2/8
+    b_w = 2
+    w_read = (MIX.params_total() - MIX.vocab_size * MIX.hidden_size) * b_w - MIX.params_routed_experts() * b_w * (1 - 2 / 8)
+    one = float(iteration_time(inst, EFF, decode_batch=1, decode_context=0).memory_s)
+    assert one == pytest.approx(w_read / (2 * 3350e9 * PUBLISHED_DEFAULT.eta_b))
+
+
+@settings(max_examples=60, deadline=None)
+@given(b=st.integers(1, 512), db=st.integers(0, 256), c=st.integers(1, 32_000), dc=st.integers(0, 8000), tp=st.sampled_from([1, 2, 4, 8]))
+def test_step_time_non_decreasing_in_batch_and_context(b: int, db: int, c: int, dc: int, tp: int) -> None:
+    inst = instance_arrays(L70, H100, tp, "fp8", "bf16")
+    base = float(iteration_time(inst, EFF, decode_batch=b, decode_context=c).total_s)
+    assert float(iteration_time(inst, EFF, decode_batch=b + db, decode_context=c).total_s) >= base
+    assert float(iteration_time(inst, EFF, decode_batch=b, decode_context=c + dc).total_s) >= base
+
+
+@settings(max_examples=40, deadline=None)
+@given(factor=st.floats(1.0, 4.0), b=st.integers(1, 256), n=st.integers(0, 8192))
+def test_more_bandwidth_never_slower(factor: float, b: int, n: int) -> None:
+    slow = instance_arrays(L8, H100, 2, "bf16", "bf16")
+    fast_dev = H100.model_copy(update={"memory_bandwidth_gb_per_s": 3350 * factor})
+    fast = instance_arrays(L8, fast_dev, 2, "bf16", "bf16")
+    t_slow = float(iteration_time(slow, EFF, decode_batch=b, decode_context=2000, prefill_tokens=n).total_s)
+    t_fast = float(iteration_time(fast, EFF, decode_batch=b, decode_context=2000, prefill_tokens=n).total_s)
+    assert t_fast <= t_slow
+
+
+@settings(max_examples=40, deadline=None)
+@given(kv_gb=st.floats(0.0, 500.0))
+def test_tp_never_increases_per_device_memory(kv_gb: float) -> None:
+    used = [float(memory_per_device_bytes(instance_arrays(L70, H100, tp, "bf16", "bf16"), kv_gb * 1e9)) for tp in (1, 2, 4, 8, 16)]
+    assert all(a >= b for a, b in zip(used, used[1:], strict=False))
+
+
+def test_decode_point_meets_tpot_and_is_largest_batch() -> None:
+    kw = dict(role="decode", weight_precision="bf16", kv_precision="bf16", input_tokens=2000, output_tokens=300, ttft_target_ms=None)
+    op = operating_point(L70, H100, 8, tpot_target_ms=30, **kw)  # type: ignore[arg-type]
+    assert op.feasible and op.tpot_ms <= 30
+    assert op.instance_seconds_per_request == pytest.approx(300 * op.tpot_ms / 1e3 / op.max_batch)
+    assert op.energy_j_per_request == pytest.approx(H100.busy_power_w * 8 * op.instance_seconds_per_request)
+    inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    over = float(iteration_time(inst, efficiency_of(engine_calibration("default")[0]), decode_batch=op.max_batch + 1, decode_context=2150).total_s)
+    assert op.bound == "memory_capacity" or over * 1e3 > 30
+    tight = operating_point(L70, H100, 8, tpot_target_ms=1.0, **kw)  # type: ignore[arg-type]
+    assert not tight.feasible and "batch 1" in tight.reason
+
+
+def test_prefill_point_components_add_up() -> None:
+    op = operating_point(L70, H100, 8, role="prefill", weight_precision="bf16", kv_precision="bf16", input_tokens=4000,
+                         output_tokens=200, ttft_target_ms=5000, tpot_target_ms=None)
+    d = op.detail
+    assert op.feasible and op.kv_transfer_bytes_per_request == 4000 * 327_680
+    assert op.ttft_ms == pytest.approx(d["prefill_ms"] + d["transfer_ms"] + d["first_step_ms"] + d["ttft_overhead_ms"])
+    assert d["transfer_ms"] == pytest.approx(4000 * 327_680 / (8 * 50e9) * 1e3)
+    cached = operating_point(L70, H100, 8, role="prefill", weight_precision="bf16", kv_precision="bf16", input_tokens=4000,
+                             output_tokens=200, cached_prefix_share=0.75, ttft_target_ms=5000, tpot_target_ms=None)
+    assert cached.instance_seconds_per_request < op.instance_seconds_per_request
+
+
+def test_unified_interference_costs_against_pure_decode() -> None:
+    kw = dict(weight_precision="bf16", kv_precision="bf16", input_tokens=4000, output_tokens=200, ttft_target_ms=None, tpot_target_ms=40)
+    dec = operating_point(L70, H100, 8, role="decode", **kw)  # type: ignore[arg-type]
+    uni = operating_point(L70, H100, 8, role="unified", **kw)  # type: ignore[arg-type]
+    assert uni.feasible and uni.tpot_ms <= 40
+    assert uni.max_batch < dec.max_batch  # the prefill chunk takes part of each iteration
+    assert uni.ttft_ms > 0 and uni.detail["ttft_iterations"] >= 1
