@@ -1,0 +1,240 @@
+"""Build the capacity tables (the optimiser's only input) from an instance, or read a measured file.
+
+From an instance (:func:`build_capacity_tables`)
+------------------------------------------------
+- ``demand``: one row per (service, bucket) of the workload profile
+  (:func:`planner.workload.service_profile`): ``rate_mean = λ_mean · w_b``,
+  ``rate_peak = λ_peak(window) · w_b`` (the service's peak over ``traffic.peak_window`` split
+  by bucket weight), bucket means and conservative representatives, SLOs, and
+  ``model = "{model}@{weight_precision}"`` (instances of different groups are different pools).
+- ``points``: :func:`planner.perf.operating_point` for every (service, bucket, role,
+  device, tp) with tp ≤ the device's scale-up domain. Latency uses the bucket
+  representatives; throughput and energy use them too (conservative).
+- ``configs``: prices per device-hour — rental, or purchase as an annuity
+  ``P · r / (1 − (1 + r)^−Y)`` per year (straight line ``P / Y`` at ``r = 0``) over
+  ``12 · hours_per_month`` hours; power, host share, operations (profile + instance
+  per-device operations), licences, procurement limits, NIC bandwidth.
+
+A measured capacity file (:func:`read_measured_capacity`, Mélange-style)
+-------------------------------------------------------------------------
+CSV with one row per (service, bucket, device, tp[, role]): the request rate ONE instance
+sustains while meeting the service's SLO. Columns::
+
+    service, bucket          must match the instance's demand rows (see ``planner solve --json``)
+    device, tp               a candidate device id and tensor-parallel degree
+    role                     optional: unified (default), prefill or decode
+    max_rate_per_s           requests/s one instance sustains within SLO (measured)
+    ttft_ms, tpot_ms         optional: measured latencies at that rate (reported, checked against targets)
+    max_batch                optional (default 1)
+    energy_j_per_request     optional (default: busy power x tp / max_rate_per_s)
+    kv_transfer_bytes_per_request  optional, prefill rows (default 0)
+
+Each row becomes an operating point with ``instance_seconds_per_request = 1 / max_rate_per_s``
+and ``utilization_cap = 1`` — the measured rate already includes queueing at the SLO — and
+replaces the roofline points for the same (service, bucket, role, config).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.errors import InputError, Problem, ProblemCollector
+from planner.instance import ResolvedInstance
+from planner.schema.capacity import (
+    CONFIG_COLUMNS,
+    DEMAND_COLUMNS,
+    POINT_COLUMNS,
+    CapacityTables,
+    CostParams,
+)
+from planner.schema.hardware import DeviceProfile
+
+ROLES = ("prefill", "decode", "unified")
+
+
+def equipment_usd_per_device_hour(dev: DeviceProfile, pricing: str, hours_per_month: float, *,
+                                  years: float | None = None, rate: float | None = None) -> float:
+    """Rental price, or the purchase annuitised at the cost of capital, per device-hour."""
+    if pricing == "rent":
+        assert dev.rental_usd_per_hour is not None
+        return float(dev.rental_usd_per_hour)
+    assert dev.purchase_usd is not None
+    y = years if years is not None else dev.amortization_years
+    r = rate if rate is not None else dev.cost_of_capital_rate
+    per_year = dev.purchase_usd / y if r == 0 else dev.purchase_usd * r / (1.0 - (1.0 + r) ** (-y))
+    return per_year / (12.0 * hours_per_month)
+
+
+def cost_params(resolved: ResolvedInstance) -> CostParams:
+    c = resolved.instance.costs
+    return CostParams(electricity_usd_per_kwh=c.electricity_usd_per_kwh, pue=c.pue, hours_per_month=c.hours_per_month,
+                      ops_usd_per_pool_month=c.ops_usd_per_pool_month, ops_usd_per_device_type_month=c.ops_usd_per_device_type_month,
+                      nic_usd_per_device_month=c.network.nic_usd_per_device_month, transfer_usd_per_gb=c.network.transfer_usd_per_gb)
+
+
+def _configs(resolved: ResolvedInstance) -> pd.DataFrame:
+    inst = resolved.instance
+    c = inst.costs
+    rows = []
+    for dev_id in inst.catalog.devices:
+        dev = resolved.devices[dev_id]
+        eq = equipment_usd_per_device_hour(dev, inst.catalog.pricing, c.hours_per_month, years=c.amortization_years, rate=c.cost_of_capital_rate)
+        for tp in inst.catalog.tp_degrees:
+            if tp > dev.devices_per_node:
+                continue
+            rows.append({
+                "config": f"{dev_id}/tp{tp}", "device": dev_id, "tp": tp, "kind": dev.kind,
+                "equipment_usd_per_device_hour": eq, "busy_power_w": float(dev.busy_power_w or 0.0),
+                "idle_power_w": float(dev.idle_power_w or 0.0), "host_power_w": float(dev.host_power_w),
+                "ops_usd_per_device_month": float(dev.operations_usd_per_month) + float(c.ops_usd_per_device_month),
+                "license_usd_per_device_month": float(dev.software_license_usd_per_month),
+                "procurement_limit": float(dev.procurement_limit) if dev.procurement_limit else math.inf,
+                "nic_bw_gb_per_s": float(dev.nic_bw_gb_per_s or 0.0),
+            })
+    return pd.DataFrame(rows, columns=list(CONFIG_COLUMNS))
+
+
+def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
+    from planner.workload import peak_rate_per_s, service_profile
+
+    rows = []
+    profiles: dict[str, Any] = {}
+    notes: list[str] = []
+    for name, svc in resolved.instance.services.items():
+        prof = service_profile(resolved, name)
+        profiles[name] = prof
+        peak = float(peak_rate_per_s(prof, svc.traffic.peak_window))
+        mean = float(prof.arrivals.rate_mean_per_s)
+        if peak < mean:
+            notes.append(f"{name}: peak over {svc.traffic.peak_window} ({peak:.3g}/s) below the mean ({mean:.3g}/s); planning for the mean")
+            peak = mean
+        notes += [f"{name}: {n}" for n in prof.arrivals.notes]
+        for b in prof.buckets:
+            rows.append({
+                "service": name, "bucket": b.name, "weight": b.weight,
+                "rate_mean_per_s": mean * b.weight, "rate_peak_per_s": peak * b.weight,
+                "input_tokens_mean": b.input_tokens_mean, "output_tokens_mean": b.output_tokens_mean,
+                "input_tokens_rep": b.input_tokens, "output_tokens_rep": b.output_tokens,
+                "interarrival_cv": float(prof.arrivals.interarrival_cv),
+                "ttft_quantile": svc.slo.ttft.quantile, "ttft_target_ms": svc.slo.ttft.target_ms,
+                "tpot_quantile": svc.slo.tpot.quantile, "tpot_target_ms": svc.slo.tpot.target_ms,
+                "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
+            })
+    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, "model", "cached_prefix_share"]), profiles, notes
+
+
+def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
+    """Demand, operating points and configs of an instance (see the module docstring)."""
+    from planner.perf import operating_point
+
+    inst = resolved.instance
+    demand, _profiles, notes = _demand(resolved)
+    configs = _configs(resolved)
+    link = inst.costs.network.kv_link_gb_per_s
+    rows = []
+    cache: dict[tuple[Any, ...], Any] = {}
+    for rec in demand.to_dict("records"):
+        service, bucket = str(rec["service"]), str(rec["bucket"])
+        isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
+        share, ttft_t, tpot_t = float(rec["cached_prefix_share"]), float(rec["ttft_target_ms"]), float(rec["tpot_target_ms"])
+        svc = inst.services[service]
+        model = resolved.models[svc.model]
+        for cfg in configs.to_dict("records"):
+            device, tp, config = str(cfg["device"]), int(cfg["tp"]), str(cfg["config"])
+            dev = resolved.devices[device]
+            for role in ROLES:
+                key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share, ttft_t, tpot_t)
+                if key not in cache:
+                    cache[key] = operating_point(model, dev, tp, role=role, weight_precision=svc.weight_precision,  # type: ignore[arg-type]
+                                                 kv_precision=svc.kv_precision_resolved, input_tokens=isl, output_tokens=osl,
+                                                 cached_prefix_share=share, ttft_target_ms=ttft_t, tpot_target_ms=tpot_t,
+                                                 engine=svc.engine, kv_link_gb_per_s=link)
+                op = cache[key]
+                rows.append({
+                    "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
+                    "instance_seconds_per_request": float(op.instance_seconds_per_request), "max_batch": int(op.max_batch),
+                    "kv_bytes_per_request": float(op.kv_bytes_per_request),
+                    "kv_transfer_bytes_per_request": float(op.kv_transfer_bytes_per_request) if role == "prefill" else 0.0,
+                    "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
+                    "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
+                })
+    points = pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+    return CapacityTables(demand=demand, points=points, configs=configs, costs=cost_params(resolved),
+                          meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)"})
+
+
+MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")
+
+
+def read_measured_capacity(path: str | Path, tables: CapacityTables) -> CapacityTables:
+    """Replace (or add) operating points with a user's measured per-instance capacity (module docstring)."""
+    p = Path(path)
+    file = str(p)
+    if not p.is_file():
+        raise InputError(Problem(file, "", "measured capacity file does not exist", "give the path of a CSV file"))
+    try:
+        df = pd.read_csv(p)
+    except (ValueError, OSError) as exc:
+        raise InputError(Problem(file, "", f"cannot read the CSV: {exc}", "write a CSV with a header row")) from None
+    problems = ProblemCollector(file=file)
+    missing = [c for c in MEASURED_REQUIRED if c not in df.columns]
+    if missing:
+        problems.add("header", f"missing columns: {', '.join(missing)}", f"required: {', '.join(MEASURED_REQUIRED)}")
+        problems.raise_if_any()
+    if "role" not in df.columns:
+        df["role"] = "unified"
+    known = set(zip(tables.demand["service"], tables.demand["bucket"], strict=True))
+    cfg = tables.configs.drop_duplicates("config").set_index("config")
+    dem = tables.demand.set_index(["service", "bucket"])
+    rows = []
+    for i, r in enumerate(df.to_dict("records")):
+        where = f"row {i + 2}"
+        config = f"{r['device']}/tp{int(r['tp'])}"
+        if (r["service"], r["bucket"]) not in known:
+            problems.add(where, f"unknown (service, bucket) ({r['service']}, {r['bucket']})", f"use one of: {', '.join(f'{s}/{b}' for s, b in sorted(known))}")
+            continue
+        if config not in cfg.index:
+            problems.add(where, f"configuration {config} is not a candidate", f"use one of: {', '.join(cfg.index)}")
+            continue
+        if r["role"] not in ROLES:
+            problems.add(where, f"unknown role {r['role']!r}", "use unified, prefill or decode")
+            continue
+        rate = float(r["max_rate_per_s"])
+        if not rate > 0:
+            problems.add(where, "max_rate_per_s must be > 0", "give the measured requests/s of one instance within SLO")
+            continue
+        d = dem.loc[(r["service"], r["bucket"])]
+        ttft = float(r["ttft_ms"]) if "ttft_ms" in df.columns and pd.notna(r.get("ttft_ms")) else 0.0
+        tpot = float(r["tpot_ms"]) if "tpot_ms" in df.columns and pd.notna(r.get("tpot_ms")) else 0.0
+        reasons = []
+        if ttft > float(d["ttft_target_ms"]):
+            reasons.append(f"measured TTFT {ttft:g} ms > target {float(d['ttft_target_ms']):g} ms")
+        if tpot > float(d["tpot_target_ms"]):
+            reasons.append(f"measured TPOT {tpot:g} ms > target {float(d['tpot_target_ms']):g} ms")
+        tp = int(r["tp"])
+        energy = float(r["energy_j_per_request"]) if "energy_j_per_request" in df.columns and pd.notna(r.get("energy_j_per_request")) \
+            else float(cfg.at[config, "busy_power_w"]) * tp / rate  # type: ignore[arg-type]
+        rows.append({
+            "service": r["service"], "bucket": r["bucket"], "role": r["role"], "config": config, "device": r["device"], "tp": tp,
+            "feasible": not reasons, "reason": "; ".join(reasons), "bound": "measured",
+            "instance_seconds_per_request": 1.0 / rate,
+            "max_batch": int(r["max_batch"]) if "max_batch" in df.columns and pd.notna(r.get("max_batch")) else 1,
+            "kv_bytes_per_request": 0.0,
+            "kv_transfer_bytes_per_request": float(r.get("kv_transfer_bytes_per_request", 0.0) or 0.0) if r["role"] == "prefill" else 0.0,
+            "energy_j_per_request": energy, "ttft_ms": ttft, "tpot_ms": tpot, "service_time_cv": 0.0,
+            "source": f"measured:{p.name}", "utilization_cap": 1.0,
+        })
+    problems.raise_if_any()
+    measured = pd.DataFrame(rows)
+    base = tables.points.copy()
+    if "utilization_cap" not in base.columns:
+        base["utilization_cap"] = float("nan")
+    keys = set(zip(measured["service"], measured["bucket"], measured["role"], measured["config"], strict=True))
+    keep = [k not in keys for k in zip(base["service"], base["bucket"], base["role"], base["config"], strict=True)]
+    points = pd.concat([base[keep], measured], ignore_index=True)
+    return CapacityTables(demand=tables.demand, points=points, configs=tables.configs, costs=tables.costs,
+                          meta={**tables.meta, "measured": file})

@@ -1,0 +1,103 @@
+"""`planner solve` (plan an instance) and `planner check` (re-verify a plan file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from planner.cli.output import echo_json
+from planner.errors import InfeasibleError, InputError, Problem, SolverError
+
+
+def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
+    import yaml
+
+    out: dict[str, object] = {}
+    for v in values:
+        if "=" not in v:
+            raise InputError(Problem("", "--set", f"{v!r} is not PATH=VALUE", "write e.g. --set services.chat.traffic.rate_multiplier=1.5"))
+        k, val = v.split("=", 1)
+        out[k.strip()] = yaml.safe_load(val)
+    return out
+
+
+@click.command("solve")
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (verdict, architectures, costs, solver).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write plan.json, costs.csv, pools.csv, report.md here.")
+@click.option("--time-limit", type=float, help="Solver time limit per architecture, seconds (default: options.solver).")
+@click.option("--mip-gap", type=float, help="Relative MIP gap (default: options.solver).")
+@click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
+@click.option("--scenario", help="Apply a named scenario of the instance.")
+@click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable).")
+@click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False), help="Measured capacity CSV (per device/bucket max rate within SLO); see planner.capacity.")
+def solve(instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
+          architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None) -> None:
+    """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
+    from planner.instance import load_instance
+    from planner.optimize.solve import settings_from_instance, solve_instance
+    from planner.report import summary_text, write_outputs
+
+    archs = None
+    if architectures:
+        archs = tuple(a.strip() for a in architectures.split(",") if a.strip())
+        bad = [a for a in archs if a not in ("shared", "disaggregated", "hybrid")]
+        if bad:
+            raise InputError(Problem("", "--architectures", f"unknown architecture(s): {', '.join(bad)}", "use shared, disaggregated, hybrid"))
+    if time_limit is not None and time_limit <= 0:
+        raise InputError(Problem("", "--time-limit", "must be > 0", "give seconds, e.g. --time-limit 10"))
+    if mip_gap is not None and mip_gap < 0:
+        raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
+    overrides = _parse_sets(sets)
+    resolved = load_instance(instance, overrides or None, scenario=scenario)
+    settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
+    outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides)
+    result = outcome.result
+    if out_dir:
+        write_outputs(result, out_dir)
+    if as_json:
+        echo_json(result.model_dump(mode="json"))
+    else:
+        click.echo(summary_text(result))
+        if out_dir:
+            click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv, report.md")
+    if result.verdict.winner is None:
+        from planner.errors import Diagnosis
+
+        diags = [Diagnosis(d.service, d.bucket, d.constraint, f"{arch}: {d.message}" if not d.message.startswith(arch) else d.message, d.fix)
+                 for arch, plan in result.architectures.items() for d in plan.diagnosis]
+        if not diags and any(p.solver.status in ("error", "time_limit") for p in result.architectures.values()):
+            raise SolverError("the solver stopped without a feasible plan for any architecture (raise --time-limit)")
+        raise InfeasibleError(diags, headline=f"no architecture of {resolved.instance.name} has a feasible plan")
+
+
+@click.command("check")
+@click.argument("plan", type=click.Path(dir_okay=False, path_type=str))
+def check(plan: str) -> None:
+    """Re-verify PLAN.json (written by `planner solve --out`) without the solver; exit 1 on a violation."""
+    import json
+
+    from pydantic import ValidationError
+
+    from planner.optimize.check import check_plan
+    from planner.schema.plan import PlanResult
+
+    p = Path(plan)
+    if not p.is_file():
+        raise InputError(Problem(plan, "", "file does not exist", "give the plan.json written by planner solve --out"))
+    try:
+        result = PlanResult.model_validate(json.loads(p.read_text(encoding="utf-8")))
+    except (ValueError, ValidationError) as exc:
+        raise InputError(Problem(plan, "", f"not a plan file: {str(exc).splitlines()[0]}", "give the plan.json written by planner solve --out")) from None
+    problems = check_plan(result)
+    if problems:
+        click.echo(f"{plan}: {len(problems)} violation(s):", err=True)
+        for v in problems:
+            click.echo(f"  - {v}", err=True)
+        raise SystemExit(1)
+    n = sum(1 for a in result.architectures.values() if a.feasible)
+    click.echo(f"{plan}: valid — {n} feasible architecture plan(s) re-verified (routing, masks, load, KV, procurement, budget, costs)")
+
+
+COMMANDS = [solve, check]

@@ -1,0 +1,156 @@
+"""Infeasibility diagnosis: which service, bucket and constraint, and what would make it feasible.
+
+Two stages:
+
+1. **Routability** (before solving): every (service, bucket) needs, in each phase, at least
+   one operating point the architecture may use that is feasible and leaves room for
+   queueing. When none exists the diagnosis compares the targets with the best the table
+   offers: the model does not fit any candidate; the TTFT target is below the fastest
+   prefill of the bucket's representative prompt; the TPOT target is below the fastest
+   decode step.
+2. **Solver infeasible** although every bucket is routable: the budget or procurement limits
+   are too tight. The model is re-solved with the budget (then the procurement limits)
+   relaxed to say how much more would be needed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from planner.optimize.prepare import ARCH_ROLES, Prepared
+from planner.schema.plan import DiagnosisItem
+
+if TYPE_CHECKING:
+    from planner.optimize.model import Built
+    from planner.optimize.solve import SolveSettings
+
+PHASE_ROLES = {"prefill": ("prefill", "unified"), "decode": ("decode", "unified")}
+
+
+def _all_points(prep: Prepared) -> pd.DataFrame:
+    frames = [f for f in (prep.points, prep.infeasible_points) if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else prep.points
+
+
+def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisItem]:
+    allowed = ARCH_ROLES[architecture]
+    usable = prep.points[prep.points["role"].isin(allowed)]
+    have = set(zip(usable["d"], usable["role"], strict=True))
+    everything = _all_points(prep)
+    out: list[DiagnosisItem] = []
+    for _, row in prep.demand.iterrows():
+        d = int(row["d"])
+        svc, bucket = str(row["service"]), str(row["bucket"])
+        for phase in ("prefill", "decode"):
+            roles = [r for r in PHASE_ROLES[phase] if r in allowed]
+            if any((d, r) in have for r in roles):
+                continue
+            cand = everything[(everything["service"] == svc) & (everything["bucket"] == bucket) & everything["role"].isin(roles)]
+            out.append(_explain(svc, bucket, phase, architecture, row, cand))
+            break  # one diagnosis per bucket is enough
+    return out
+
+
+def _explain(svc: str, bucket: str, phase: str, architecture: str, row: Any, cand: pd.DataFrame) -> DiagnosisItem:
+    where = f"{architecture}: {phase} phase"
+    if cand.empty:
+        return DiagnosisItem(service=svc, bucket=bucket, constraint="route",
+                             message=f"{where}: the capacity table has no operating point for this bucket in roles the architecture uses",
+                             fix="add candidate devices / TP degrees, or another architecture")
+    reasons = " ".join(cand["reason"].astype(str)).lower()
+    fits = cand[~cand["reason"].astype(str).str.lower().str.contains("memory|fit|does not fit", regex=True)]
+    if fits.empty and ("memory" in reasons or "fit" in reasons):
+        return DiagnosisItem(service=svc, bucket=bucket, constraint="memory",
+                             message=f"{where}: the model (weights + KV of the representative request, {row['input_tokens_rep']:.0f} in / {row['output_tokens_rep']:.0f} out tokens) does not fit any candidate device at any TP degree",
+                             fix="add devices with more memory, allow larger TP degrees, or use a lower weight/KV precision")
+    ttft_t = float(row["ttft_target_ms"])
+    tpot_t = float(row["tpot_target_ms"])
+    first = fits[fits["role"].isin(["prefill", "unified"]) & fits["ttft_ms"].map(lambda v: math.isfinite(float(v)))]
+    if phase == "prefill" and len(first):
+        best = first.iloc[int(np.argmin(first["ttft_ms"].to_numpy(float)))]
+        if float(best["ttft_ms"]) >= ttft_t:
+            return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_ttft",
+                                 message=(f"{where}: TTFT p{row['ttft_quantile'] * 100:g} target {ttft_t:g} ms is below the fastest prefill of the "
+                                          f"representative prompt ({row['input_tokens_rep']:.0f} tokens): {float(best['ttft_ms']):.0f} ms on {best['role']} {best['config']}"),
+                                 fix=f"raise the TTFT target above {float(best['ttft_ms']):.0f} ms (plus queueing), add faster devices or larger TP degrees")
+    dec = fits[fits["role"].isin(["decode", "unified"]) & fits["tpot_ms"].map(lambda v: math.isfinite(float(v)))]
+    if len(dec):
+        best = dec.iloc[int(np.argmin(dec["tpot_ms"].to_numpy(float)))]
+        if float(best["tpot_ms"]) > tpot_t:
+            return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_tpot",
+                                 message=f"{where}: TPOT target {tpot_t:g} ms is below the fastest decode step ({float(best['tpot_ms']):.1f} ms on {best['role']} {best['config']})",
+                                 fix=f"raise the TPOT target to at least {float(best['tpot_ms']):.1f} ms, or add devices with more memory bandwidth / larger TP")
+    if phase == "prefill" and len(first):
+        best = first.iloc[int(np.argmin(first["ttft_ms"].to_numpy(float)))]
+        return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_ttft",
+                             message=f"{where}: the fastest prefill ({float(best['ttft_ms']):.0f} ms on {best['config']}) leaves no room for queueing within the TTFT target {ttft_t:g} ms at p{row['ttft_quantile'] * 100:g}",
+                             fix="raise the TTFT target or its quantile slack, or add faster devices")
+    uniq = sorted(set(cand["reason"].astype(str)) - {""})
+    return DiagnosisItem(service=svc, bucket=bucket, constraint="route",
+                         message=f"{where}: no feasible operating point ({'; '.join(uniq[:3]) or 'no reason given'})",
+                         fix="relax the SLO, or add candidate devices / TP degrees")
+
+
+def diagnose_solver_infeasible(built: Built, architecture: str, settings: SolveSettings) -> list[DiagnosisItem]:
+    """Every bucket is routable but the MIP is infeasible: find out whether budget or procurement bind."""
+    import pyomo.environ as pe
+
+    from planner.optimize.solve import make_solver
+
+    m = built.model
+    out: list[DiagnosisItem] = []
+    had_budget = m.budget_c.active
+    had_proc = [t for t in m.procurement if m.procurement[t].active]
+
+    def trial() -> Any:
+        solver = make_solver()
+        res = solver.solve(m, time_limit=settings.time_limit_s, rel_gap=1e-3, threads=settings.threads,
+                           load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
+        ok = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
+        if ok:
+            res.solution_loader.load_vars()
+        return ok, res
+
+    try:
+        if had_budget:
+            m.budget_c.deactivate()
+            ok, res = trial()
+            if ok:
+                need = float(res.incumbent_objective)
+                out.append(DiagnosisItem(service="*", bucket="", constraint="budget",
+                                         message=f"{architecture}: the cheapest plan within every other constraint costs {need:,.0f} USD/month, above the budget of {pe.value(m.budget):,.0f}",
+                                         fix=f"raise options.budget_usd_per_month to at least {need:,.0f}, or reduce traffic"))
+                return out
+        if had_proc:
+            for t in had_proc:
+                m.procurement[t].deactivate()
+            ok, _ = trial()
+            if ok:
+                pools = built.prep.pools
+                for t in had_proc:
+                    tps = pools["tp"].to_numpy(int)
+                    devs = pools["device"].to_numpy(str)
+                    used = sum(int(tps[p]) * round(m.n[p].value or 0) for p in range(len(pools)) if devs[p] == t)
+                    limit = built.prep.procurement[t]
+                    if used > limit:
+                        out.append(DiagnosisItem(service="*", bucket="", constraint=f"procurement[{t}]",
+                                                 message=f"{architecture}: the cheapest plan needs {used} {t} devices; the procurement limit is {limit:g}",
+                                                 fix=f"raise the procurement limit of {t} to {used}, add other candidate devices, or reduce traffic"))
+                if not out:
+                    out.append(DiagnosisItem(service="*", bucket="", constraint="procurement",
+                                             message=f"{architecture}: procurement limits together leave too few devices",
+                                             fix="raise procurement limits or add candidate devices"))
+                return out
+    finally:
+        if had_budget:
+            m.budget_c.activate()
+        for t in had_proc:
+            m.procurement[t].activate()
+    out.append(DiagnosisItem(service="*", bucket="", constraint="redundancy/device_types",
+                             message=f"{architecture}: infeasible with every bucket routable and no budget or procurement limit binding",
+                             fix="lower options.redundancy, or allow more device types (options.shared_single_device_type: false)"))
+    return out

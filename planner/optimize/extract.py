@@ -1,0 +1,212 @@
+"""From a solved model to an :class:`ArchitecturePlan`: pools, routing, costs, latency.
+
+Formulas (at the solution; ``λ`` rates, ``x`` shares, ``τ`` instance-seconds per request):
+
+- pool busy instances at peak ``Σ λ_peak τ x`` and at mean ``Σ λ_mean τ x``; utilisation = busy / n;
+- effective cap ``ρ_p = Σ λ_peak τ x / Σ λ_peak τ x / ρ_i`` (load-weighted harmonic mean);
+- tokens per month ``Σ λ_mean (in_mean + out_mean) · 3600 H`` (each request counted once,
+  in its prefill phase or its unified point);
+- $/1M tokens = total / tokens · 1e6; energy per 1k tokens = facility kWh (busy + idle, × PUE) / tokens · 1e3 (Wh);
+- idle-capacity attribution = Σ_p (n_p tp_p − busy device-hours at mean) × (equipment rate + idle power cost rate).
+
+Latency at peak (per pool, :mod:`planner.queueing`): the pool is a G/G/c queue with
+``c = (n − k)·B`` servers (k lost instances, B the load-weighted batch; B = 1 for prefill),
+arrival rate ``λ_p = Σ λ_peak x`` and mean service ``s = ρ_peak c / λ_p`` (so ``λ s = busy``).
+A bucket's TTFT quantile ≈ its operating point's ``ttft_ms`` + the wait quantile of its
+prefill (or unified) pool + the slot-wait quantile of its decode pool; summing quantiles is
+conservative. A service reports its worst routed bucket.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.optimize.model import COST_EXPRESSIONS, Built
+from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
+from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
+
+SHARE_EPS = 1e-7
+
+
+def solution_arrays(built: Built) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    m = built.model
+    x = np.array([m.x[i].value or 0.0 for i in range(len(built.prep.points))], dtype=float)
+    x = np.clip(x, 0.0, 1.0)
+    x[x < SHARE_EPS] = 0.0
+    n = np.array([round(m.n[p].value or 0.0) for p in range(len(built.pool_names))], dtype=int)
+    z = np.array([round(m.z[p].value or 0.0) for p in range(len(built.pool_names))], dtype=int)
+    u = np.array([round(m.u[t].value or 0.0) for t in m.T], dtype=int)
+    return x, n, z, u
+
+
+def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, x: np.ndarray,
+                   pools: pd.DataFrame, n: np.ndarray, *, redundancy: int = 0) -> CostBreakdown:
+    """Recompute every cost term from a plan with plain arithmetic (used by extract and the checker)."""
+    c = tables_costs
+    H = float(c.hours_per_month)
+    cfg = configs.drop_duplicates("config").set_index("config")
+    kwh_price = float(c.electricity_usd_per_kwh) * float(c.pue)
+    tp = pools["tp"].to_numpy(float)
+    dev = n * tp
+    pcfg = pools["config"].tolist()
+    eq = np.array([float(cfg.loc[k, "equipment_usd_per_device_hour"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
+    idle_w = np.array([float(cfg.loc[k, "idle_power_w"]) + float(cfg.loc[k, "host_power_w"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
+    ops = np.array([float(cfg.loc[k, "ops_usd_per_device_month"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
+    lic = np.array([float(cfg.loc[k, "license_usd_per_device_month"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
+    sends = pools["sends_kv"].to_numpy(bool)
+
+    lam_mean = pts["rate_mean_per_s"].to_numpy(float) * x
+    tau = pts["instance_seconds_per_request"].to_numpy(float)
+    ptp = pts["tp"].to_numpy(float)
+    host = pts["config"].map(cfg["host_power_w"]).to_numpy(float)
+    pidle = pts["config"].map(cfg["idle_power_w"]).to_numpy(float)
+    busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * ptp * host
+    equipment = float(np.sum(dev * eq * H))
+    power_busy = float(np.sum(lam_mean * busy_j) * SECONDS_PER_HOUR * H / J_PER_KWH * kwh_price)
+    busy_dev_h = float(np.sum(lam_mean * tau * ptp * (pidle + host))) * H / 1e3
+    power_idle = kwh_price * (float(np.sum(dev * idle_w)) * H / 1e3 - busy_dev_h)
+    nic = float(np.sum(dev[sends])) * float(c.nic_usd_per_device_month)
+    is_pf = (pts["role"].to_numpy(str) == "prefill")
+    transfer = float(np.sum(lam_mean[is_pf] * pts["kv_transfer_bytes_per_request"].to_numpy(float)[is_pf])) / 1e9 * SECONDS_PER_HOUR * H * float(c.transfer_usd_per_gb)
+    present = n > 0
+    ops_pools = float(c.ops_usd_per_pool_month) * int(np.sum(present))
+    types = {pools["device"].iat[p] for p in range(len(pools)) if present[p]}
+    ops_types = float(c.ops_usd_per_device_type_month) * len(types)
+    ops_dev = float(np.sum(dev * ops))
+    licenses = float(np.sum(dev * lic))
+    terms = {
+        "equipment_usd_per_month": equipment, "power_busy_usd_per_month": power_busy,
+        "power_idle_usd_per_month": power_idle, "network_nic_usd_per_month": nic,
+        "network_transfer_usd_per_month": transfer, "ops_pools_usd_per_month": ops_pools,
+        "ops_device_types_usd_per_month": ops_types, "ops_devices_usd_per_month": ops_dev,
+        "licenses_usd_per_month": licenses,
+    }
+    # Idle-capacity attribution: unused device-hours at mean load x (equipment + idle power rate).
+    pool_idx = pd.Series(np.arange(len(pools)), index=pools["pool"].to_numpy())
+    j_of = pts["pool"].map(pool_idx).to_numpy(float) if len(pts) else np.zeros(0)
+    ok = ~np.isnan(j_of)
+    busy_dev = np.bincount(j_of[ok].astype(int), weights=(lam_mean * tau * ptp)[ok], minlength=len(pools)) if len(pools) else np.zeros(0)
+    unused_dev = np.maximum(dev - busy_dev, 0.0)
+    idle_attr = float(np.sum(unused_dev * H * (eq + idle_w / 1e3 * kwh_price)))
+    return CostBreakdown(**terms, total_usd_per_month=float(sum(terms.values())), idle_capacity_usd_per_month=idle_attr)
+
+
+def model_costs(built: Built) -> dict[str, float]:
+    """The cost terms as the solver's expressions evaluate them."""
+    import pyomo.environ as pe
+
+    m = built.model
+    return {term: float(pe.value(getattr(m, name))) for term, name in COST_EXPRESSIONS.items()}
+
+
+def _pool_queue(busy_peak: float, lam: float, n_eff: int, batch: float) -> tuple[int, float]:
+    servers = max(1, int(n_eff * max(batch, 1.0)))
+    service_s = busy_peak / n_eff * servers / lam if lam > 0 and n_eff > 0 else 0.0
+    # busy_peak/n_eff is the utilisation of the surviving instances; s = rho * c / lambda.
+    return servers, service_s
+
+
+def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundancy: int) -> tuple[list[PoolPlan], list[RoutingShare], list[LatencyPrediction]]:
+    from planner.queueing import wait_quantile_s
+
+    prep = built.prep
+    pts = prep.points
+    pools = prep.pools
+    pp = built.point_pool
+    lam_peak = pts["rate_peak_per_s"].to_numpy(float)
+    lam_mean = pts["rate_mean_per_s"].to_numpy(float)
+    tau = pts["instance_seconds_per_request"].to_numpy(float)
+    rho = pts["rho"].to_numpy(float)
+    batch = np.maximum(pts["max_batch"].to_numpy(float), 1.0)
+    kv_coef = pts["kv_peak_coef"].to_numpy(float)
+    n_pool = len(pools)
+    busy_peak = np.bincount(pp, weights=lam_peak * tau * x, minlength=n_pool)
+    busy_mean = np.bincount(pp, weights=lam_mean * tau * x, minlength=n_pool)
+    capped = np.bincount(pp, weights=lam_peak * tau / np.maximum(rho, 1e-12) * x, minlength=n_pool)
+    arr_peak = np.bincount(pp, weights=lam_peak * x, minlength=n_pool)
+    batch_w = np.bincount(pp, weights=lam_peak * tau * x * batch, minlength=n_pool)
+    cv_w = np.bincount(pp, weights=lam_peak * x * pts["service_time_cv"].to_numpy(float), minlength=n_pool)
+    ca_w = np.bincount(pp, weights=lam_peak * x * pts["interarrival_cv"].to_numpy(float), minlength=n_pool)
+    kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool)
+
+    pool_list: list[PoolPlan] = []
+    wait_ms = np.zeros(n_pool)
+    for p in range(n_pool):
+        if n[p] <= 0:
+            continue
+        row = pools.iloc[p]
+        n_eff = max(int(n[p]) - redundancy, 0)
+        b = batch_w[p] / busy_peak[p] if busy_peak[p] > 0 else 1.0
+        if row["role"] == "prefill":
+            b = 1.0
+        if arr_peak[p] > 0 and n_eff > 0:
+            servers, service_s = _pool_queue(busy_peak[p], arr_peak[p], n_eff, b)
+            qs = pts["ttft_quantile"].to_numpy(float)
+            q = float(qs[(pp == p) & (x > 0)].max())
+            cs = cv_w[p] / arr_peak[p]
+            ca = ca_w[p] / arr_peak[p]
+            w = wait_quantile_s(q, arr_peak[p], servers, service_s, cs, ca) if service_s > 0 else 0.0
+            wait_ms[p] = w * 1e3
+        elif arr_peak[p] > 0:
+            wait_ms[p] = math.inf
+        pool_list.append(PoolPlan(
+            name=str(row["pool"]), role=row["role"], device=str(row["device"]), tp=int(row["tp"]),
+            config=str(row["config"]), model=str(row["model"]), instances=int(n[p]), devices=int(n[p] * row["tp"]),
+            redundancy=redundancy, busy_instances_mean=float(busy_mean[p]), busy_instances_peak=float(busy_peak[p]),
+            utilization_mean=float(busy_mean[p] / n[p]), utilization_peak=float(busy_peak[p] / n[p]),
+            utilization_cap=float(busy_peak[p] / capped[p]) if capped[p] > 0 else 0.0,
+            kv_bytes_peak=float(kv_peak[p]),
+            kv_capacity_bytes=float(row["kv_capacity_bytes"]) * max(int(n[p]) - redundancy, 0),
+            sends_kv=bool(row["sends_kv"]),
+        ))
+
+    routing: list[RoutingShare] = []
+    nz = np.nonzero(x > 0)[0]
+    for i in nz:
+        r = pts.iloc[i]
+        routing.append(RoutingShare(service=str(r["service"]), bucket=str(r["bucket"]), role=r["role"], config=str(r["config"]),
+                                    pool=str(r["pool"]), share=float(x[i]), rate_peak_per_s=float(lam_peak[i] * x[i]),
+                                    rate_mean_per_s=float(lam_mean[i] * x[i])))
+
+    # Latency per bucket: worst routed point of each phase.
+    ttft_pt = pts["ttft_ms"].to_numpy(float) + wait_ms[pp]
+    tpot_pt = pts["tpot_ms"].to_numpy(float)
+    roles = pts["role"].to_numpy(str)
+    latency: list[LatencyPrediction] = []
+    for svc, dgrp in prep.demand.groupby("service", sort=False):
+        worst_ttft, worst_tpot = 0.0, 0.0
+        for d in dgrp["d"]:
+            sel = nz[pts["d"].to_numpy(int)[nz] == d]
+            first = [i for i in sel if roles[i] in ("prefill", "unified")]
+            dec = [i for i in sel if roles[i] == "decode"]
+            t_first = max((ttft_pt[i] for i in first), default=0.0)
+            t_dec_wait = max((wait_ms[pp[i]] for i in dec), default=0.0)
+            worst_ttft = max(worst_ttft, t_first + t_dec_wait)
+            worst_tpot = max(worst_tpot, max((tpot_pt[i] for i in sel if roles[i] in ("decode", "unified")), default=0.0))
+        r0 = dgrp.iloc[0]
+        latency.append(LatencyPrediction(
+            service=str(svc), ttft_quantile=float(r0["ttft_quantile"]), ttft_target_ms=float(r0["ttft_target_ms"]),
+            ttft_predicted_ms=float(worst_ttft), tpot_quantile=float(r0["tpot_quantile"]), tpot_target_ms=float(r0["tpot_target_ms"]),
+            tpot_predicted_ms=float(worst_tpot), ttft_met=bool(worst_ttft <= float(r0["ttft_target_ms"]) * (1 + 1e-6)),
+            tpot_met=bool(worst_tpot <= float(r0["tpot_target_ms"]) * (1 + 1e-6)),
+            method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost",
+        ))
+    return pool_list, routing, latency
+
+
+def tokens_per_month(built: Built, x: np.ndarray) -> float:
+    pts = built.prep.points
+    first = pts["role"].isin(["prefill", "unified"]).to_numpy()
+    per_req = (pts["input_tokens_mean"] + pts["output_tokens_mean"]).to_numpy(float)
+    lam = pts["rate_mean_per_s"].to_numpy(float)
+    return float(np.sum((lam * x * per_req)[first])) * SECONDS_PER_HOUR * built.prep.hours
+
+
+def energy_kwh_per_month(built: Built, costs: CostBreakdown) -> float:
+    c = built.prep.tables.costs
+    price = float(c.electricity_usd_per_kwh)
+    return (costs.power_busy_usd_per_month + costs.power_idle_usd_per_month) / price if price > 0 else 0.0

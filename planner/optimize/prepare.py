@@ -1,0 +1,179 @@
+"""From capacity tables to the flat, sparse index sets and coefficients the MIP is built from.
+
+Everything here is plain pandas/numpy over the tidy tables of
+:mod:`planner.schema.capacity`; the pyomo build (:mod:`planner.optimize.model`) then walks
+precomputed arrays and never looks anything up in a DataFrame.
+
+Optional columns the optimiser understands beyond the contract:
+
+- ``demand.model`` — model group of the service (one set of weights per instance, e.g.
+  ``llama-3.1-70b@bf16``). Instances of different groups are different pools. Absent: one group.
+- ``points.kv_capacity_bytes`` — KV bytes one instance can hold (decode/unified). Absent: the
+  KV constraint is implied by ``max_batch`` and is not built.
+- ``points.utilization_cap`` — a utilisation cap supplied with the table (measured files).
+  Absent: computed from the queueing model (:func:`utilization_caps`).
+
+Utilisation caps (DESIGN §6). A pool is a G/G/c queue (:mod:`planner.queueing`). For a point
+``i = (s, b, r, c)``, the waiting-time quantile must fit the latency left over by the
+operating point itself:
+
+- prefill / unified: ``budget_i = ttft_target - ttft_ms_i`` (TTFT without queueing);
+- decode: ``budget_i = tpot_target`` — a new sequence waits at most one token time for a
+  slot (stated assumption: decode admission must not visibly delay the first token).
+
+Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
+with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
+the cap uses the nominal pool the bucket needs on its own, ``n0 = max(1, ceil(lambda_peak * tau))``
+— conservative, since pooling buckets only adds servers. ``rho_i = max_utilization(...)``,
+further bounded by ``options.max_utilization`` when the instance sets one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from planner.schema.capacity import CapacityTables
+
+ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
+ARCH_ROLES: dict[str, frozenset[str]] = {
+    "shared": frozenset({"unified"}),
+    "disaggregated": frozenset({"prefill", "decode"}),
+    "hybrid": frozenset({"prefill", "decode", "unified"}),
+}
+"""Architectures as restrictions of one model: which roles may carry traffic."""
+
+SECONDS_PER_HOUR = 3600.0
+J_PER_KWH = 3.6e6
+
+
+def pool_key(role: str, config: str, model: str) -> str:
+    return f"{role}:{config}:{model}"
+
+
+@dataclass
+class Prepared:
+    """Sparse index sets and coefficients of one capacity table (see module docstring)."""
+
+    tables: CapacityTables
+    demand: pd.DataFrame
+    """Demand rows with an integer index ``d`` and ``model``."""
+    points: pd.DataFrame
+    """Feasible points with ``d`` (demand row), ``pool`` (key), ``rho`` and coefficients."""
+    pools: pd.DataFrame
+    """One row per pool: pool, role, config, device, tp, model, n_max, kv_capacity_bytes, sends_kv."""
+    device_types: list[str]
+    procurement: dict[str, float]
+    caps_method: str
+    infeasible_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Points the table marks infeasible (kept for the diagnosis)."""
+
+    @property
+    def hours(self) -> float:
+        return float(self.tables.costs.hours_per_month)
+
+
+def _model_column(demand: pd.DataFrame) -> pd.Series:
+    if "model" in demand.columns:
+        return demand["model"].astype(str)
+    return pd.Series("default", index=demand.index)
+
+
+def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None) -> tuple[np.ndarray, str]:
+    """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns."""
+    from planner.queueing import max_utilization as q_max_util
+
+    method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(lambda_peak*tau)"
+    rho = np.empty(len(points))
+    role = points["role"].to_numpy(str)
+    tau = points["instance_seconds_per_request"].to_numpy(float)
+    batch = np.maximum(points["max_batch"].to_numpy(float), 1.0)
+    lam = points["rate_peak_per_s"].to_numpy(float)
+    ttft_ms = points["ttft_ms"].to_numpy(float)
+    ttft_t = points["ttft_target_ms"].to_numpy(float)
+    tpot_t = points["tpot_target_ms"].to_numpy(float)
+    ttft_q = points["ttft_quantile"].to_numpy(float)
+    tpot_q = points["tpot_quantile"].to_numpy(float)
+    cs = points["service_time_cv"].to_numpy(float)
+    ca = points["interarrival_cv"].to_numpy(float)
+    given = points["utilization_cap"].to_numpy(float) if "utilization_cap" in points.columns else np.full(len(points), np.nan)
+    cache: dict[tuple[float, ...], float] = {}
+    for i in range(len(points)):
+        if not np.isnan(given[i]):
+            rho[i] = given[i]  # supplied with the table (a measured rate already includes queueing)
+            continue
+        if role[i] == "decode":
+            budget_s, q = tpot_t[i] / 1e3, tpot_q[i]
+        else:
+            budget_s, q = (ttft_t[i] - ttft_ms[i]) / 1e3, ttft_q[i]
+        b = batch[i] if role[i] != "prefill" else 1.0
+        n0 = max(1, math.ceil(lam[i] * tau[i]))
+        servers = int(n0 * b)
+        service_s = tau[i] * b
+        key = (servers, round(service_s, 9), q, round(budget_s, 9), round(cs[i], 6), round(ca[i], 6))
+        if key not in cache:
+            cache[key] = q_max_util(servers, service_s, q, budget_s, service_cv=cs[i], arrival_cv=ca[i]) if service_s > 0 else 0.0
+        rho[i] = cache[key]
+    if not np.all(np.isnan(given)):
+        method += "; caps supplied with the capacity table where given (measured rows: 1.0)"
+    if max_utilization is not None:
+        rho = np.minimum(rho, max_utilization)
+        method += f"; bounded by options.max_utilization = {max_utilization:g}"
+    return rho, method
+
+
+def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> Prepared:
+    """Index the feasible points, attach demand, compute caps and per-pool bounds."""
+    tables.check_columns()
+    demand = tables.demand.reset_index(drop=True).copy()
+    demand["d"] = np.arange(len(demand))
+    demand["model"] = _model_column(demand)
+    keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
+                    "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
+                    "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms"]]
+    pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
+    feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
+    infeasible = pts[~feasible_mask].reset_index(drop=True)
+    pts = pts[feasible_mask].reset_index(drop=True)
+    rho, method = utilization_caps(pts, max_utilization=max_utilization)
+    pts["rho"] = rho
+    pts = pts[pts["rho"] > 0].reset_index(drop=True)
+    pts["pool"] = [pool_key(r, c, m) for r, c, m in zip(pts["role"], pts["config"], pts["model"], strict=True)]
+    # Peak instance-load coefficient per unit share: lambda_peak * tau / rho (instances).
+    pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
+    pts["load_mean_coef"] = pts["rate_mean_per_s"] * pts["instance_seconds_per_request"]
+    # KV residence: a request holds kv_bytes for its decode time out_mean * TPOT.
+    pts["kv_hold_s"] = np.where(pts["role"] == "prefill", 0.0, pts["output_tokens_mean"] * pts["tpot_ms"] / 1e3)
+    pts["kv_peak_coef"] = pts["rate_peak_per_s"] * pts["kv_bytes_per_request"] * pts["kv_hold_s"]
+    pts["i"] = np.arange(len(pts))
+
+    rows = []
+    has_kvcap = "kv_capacity_bytes" in pts.columns
+    for pool, grp in pts.groupby("pool", sort=True):
+        first = grp.iloc[0]
+        config = str(first["config"])
+        tp = int(first["tp"])
+        device = str(first["device"])
+        # Big-M for n: every routable point of the pool sent here at share 1, plus slack.
+        n_load = math.ceil(grp.groupby("d")["load_peak_coef"].max().sum() + 1e-9)
+        kvcap = float(grp["kv_capacity_bytes"].min()) if has_kvcap else 0.0
+        n_kv = math.ceil(grp.groupby("d")["kv_peak_coef"].max().sum() / kvcap + 1e-9) if kvcap > 0 else 0
+        n_max = max(n_load, n_kv) + 1  # procurement limits are constraints, not bounds (diagnosis relaxes them)
+        rows.append({
+            "pool": pool, "role": str(first["role"]), "config": config, "device": device, "tp": tp,
+            "model": str(first["model"]), "n_max": int(n_max), "kv_capacity_bytes": kvcap,
+            "sends_kv": str(first["role"]) in ("prefill", "decode"),
+        })
+    pools = pd.DataFrame(rows, columns=["pool", "role", "config", "device", "tp", "model", "n_max", "kv_capacity_bytes", "sends_kv"])
+    device_types = sorted(pools["device"].unique().tolist()) if len(pools) else []
+    procurement: dict[str, float] = {}
+    if len(tables.configs):
+        for dev, grp in tables.configs.groupby("device"):
+            lim = float(grp["procurement_limit"].min())
+            if math.isfinite(lim):
+                procurement[str(dev)] = lim
+    return Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=device_types,
+                    procurement=procurement, caps_method=method, infeasible_points=infeasible)

@@ -1,0 +1,365 @@
+"""Re-solving a built model for scenarios that change only rates, prices or the budget.
+
+A sweep asks the same question of many capacity tables that differ only in the demand
+rates (traffic growth), the electricity price or the budget. Building the pyomo model is
+the expensive step (STYLE §12), so :class:`Resolver` builds it once and, for each scenario,
+only updates mutable parameters that pyomo's persistent HiGHS interface pushes to the
+solver as coefficient changes:
+
+- ``lam_peak[d]``, ``lam_mean[d]`` — the scenario's rates (requests/s);
+- ``inv_rho[i]`` — ``1 / ρ_i``, the inverse utilisation cap of point ``i``. The cap comes
+  from the queueing model with a nominal pool ``n0 = ceil(λ_peak τ)``
+  (:func:`planner.optimize.prepare.utilization_caps`), so it depends on the rate: it is
+  recomputed for every scenario exactly as a fresh solve would. To make ρ mutable, the
+  ``load[p]`` constraint of :func:`planner.optimize.model.build_model` is rebuilt here
+  with the same mathematics, :math:`\\sum_{i \\in I_p} \\lambda^{peak}_{d(i)} \\tau_i
+  \\rho_i^{-1} x_i \\le n_p - k z_p`, before any solver sees the model;
+- ``price`` (USD/kWh) and ``budget`` (USD/month; the ``budget`` constraint is switched on
+  or off).
+
+The integer bound ``N_p`` (big-M of ``pool_on[p]``, and the upper bound of ``n[p]``) is
+computed by :func:`planner.optimize.prepare.prepare` from the rates, so the Resolver
+builds with an *envelope*: ``N_p`` of the base table scaled by ``rate_headroom``. A
+larger big-M leaves the optimum unchanged (it only weakens the LP relaxation). A scenario
+falls back to a full rebuild (:func:`planner.optimize.solve.solve_tables`) when
+
+- its points, configs, non-rate demand columns or non-price cost scalars differ from the
+  base table (a length multiplier or a device change alters the capacity table itself), or
+- a different set of points has a positive cap (ρ > 0), or
+- it needs more instances in some pool than the envelope allows.
+
+The result is the same :class:`~planner.schema.plan.PlanResult` a fresh
+``solve_tables`` gives, up to the MIP gap (ties between equal-cost plans may break
+differently); ``SolveOutcome.result.notes`` says which path was taken.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.optimize.model import Built, build_model, restrict
+from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare, utilization_caps
+from planner.optimize.solve import (
+    SolveOutcome,
+    SolveSettings,
+    make_solver,
+    solve_architecture,
+    solve_tables,
+)
+from planner.optimize.verdict import make_verdict
+from planner.schema.capacity import CapacityTables
+from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
+
+RATE_COLUMNS: tuple[str, ...] = ("rate_mean_per_s", "rate_peak_per_s")
+_PRICE_FIELD = "electricity_usd_per_kwh"
+
+
+def same_structure(a: CapacityTables, b: CapacityTables) -> bool:
+    """True when ``b`` differs from ``a`` only in demand rates and the electricity price."""
+    if not a.points.equals(b.points) or not a.configs.equals(b.configs):
+        return False
+    da = a.demand.drop(columns=list(RATE_COLUMNS))
+    db = b.demand.drop(columns=list(RATE_COLUMNS))
+    if not da.equals(db):
+        return False
+    ca = {k: v for k, v in vars(a.costs).items() if k != _PRICE_FIELD}
+    cb = {k: v for k, v in vars(b.costs).items() if k != _PRICE_FIELD}
+    return ca == cb
+
+
+def scale_rates(tables: CapacityTables, multipliers: dict[str, float]) -> CapacityTables:
+    """Tables with each named service's mean and peak rates multiplied (``{service: m}``).
+
+    This is what ``services.<s>.traffic.rate_multiplier`` does to the capacity table: the
+    operating points do not depend on the rate, only the demand rows do.
+    """
+    demand = tables.demand.copy()
+    for svc, mult in multipliers.items():
+        sel = demand["service"] == svc
+        if not bool(sel.any()):
+            raise ValueError(f"no service {svc!r} in the capacity table (services: {', '.join(sorted(demand['service'].unique()))})")
+        for col in RATE_COLUMNS:
+            demand.loc[sel, col] = demand.loc[sel, col].astype(float) * float(mult)
+    return replace(tables, demand=demand)
+
+
+def with_price(tables: CapacityTables, electricity_usd_per_kwh: float) -> CapacityTables:
+    return replace(tables, costs=replace(tables.costs, electricity_usd_per_kwh=float(electricity_usd_per_kwh)))
+
+
+def _point_keys(prep: Prepared) -> list[tuple[str, str, str, str]]:
+    p = prep.points
+    return list(zip(p["service"], p["bucket"], p["role"], p["config"], strict=True))
+
+
+@dataclass
+class Resolver:
+    """One built model, re-solved for many scenarios of the same capacity-table structure."""
+
+    base: CapacityTables
+    settings: SolveSettings
+    built: Built
+    solver: Any
+    keys: list[tuple[str, str, str, str]]
+    envelope_n_max: np.ndarray
+    """Per pool: the big-M the model was built with (without redundancy)."""
+    stats: dict[str, int] = field(default_factory=lambda: {"resolved": 0, "rebuilt": 0})
+    _routable: int = 0
+    """Feasible points of the base table before caps (equal to the model's points when no cap is 0)."""
+
+    @classmethod
+    def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0) -> Resolver:
+        """Build the model for ``tables`` with big-M sized for rates up to ``rate_headroom`` × the base."""
+        import pyomo.environ as pe
+
+        t0 = time.perf_counter()
+        prep = prepare(tables, max_utilization=settings.max_utilization)
+        pools = prep.pools.copy()
+        headroom = max(1.0, float(rate_headroom))
+        # n_max = ceil(Σ_d max_i λτ/ρ) + 1: scaling every rate by h scales the sum by h
+        # (ρ only grows with the nominal pool size, so this over-estimates, as a big-M must).
+        pools["n_max"] = [int(math.ceil((int(v) - 1) * headroom)) + 1 for v in pools["n_max"]]
+        prep.pools = pools
+        budget = settings.budget_usd_per_month
+        built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=budget)
+        m = built.model
+        pts = prep.points
+        d_of = pts["d"].to_numpy(int)
+        tau = pts["instance_seconds_per_request"].to_numpy(float)
+        pts_of_pool: list[list[int]] = [[] for _ in range(len(built.pool_names))]
+        for i, p in enumerate(built.point_pool):
+            pts_of_pool[int(p)].append(i)
+        m.inv_rho = pe.Param(m.I, initialize=dict(enumerate(1.0 / pts["rho"].to_numpy(float))), mutable=True)
+        m.del_component(m.load_c)
+
+        def load_rule(_m: Any, p: int) -> Any:
+            return pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i]) * _m.inv_rho[i] * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p]
+
+        m.load_c = pe.Constraint(m.P, rule=load_rule)
+        built.build_s = time.perf_counter() - t0
+        feasible = tables.points["feasible"].astype(bool) & (tables.points["instance_seconds_per_request"] > 0)
+        routable = int(tables.points[feasible].merge(tables.demand[["service", "bucket"]], on=["service", "bucket"]).shape[0])
+        return cls(base=tables, settings=settings, built=built, solver=make_solver(), keys=_point_keys(prep),
+                   envelope_n_max=pools["n_max"].to_numpy(int), _routable=routable)
+
+    def reprepare(self, tables: CapacityTables) -> Prepared | None:
+        """:func:`prepare` for a table of the base's structure, recomputing only what rates change.
+
+        Updates the demand rates, the caps ρ (the queueing model, as :func:`prepare` computes
+        them), the load and KV coefficients and the per-pool big-M. Returns None when a
+        point's cap changes sign (it would enter or leave the model): rebuild then.
+        """
+        base = self.built.prep
+        if len(base.points) != self._routable:
+            return None  # the base dropped points with a zero cap; let prepare() decide each time
+        demand = base.demand.copy()
+        for col in RATE_COLUMNS:
+            demand[col] = tables.demand[col].astype(float).to_numpy()
+        pts = base.points.copy()
+        d = pts["d"].to_numpy(int)
+        for col in RATE_COLUMNS:
+            pts[col] = demand[col].to_numpy(float)[d]
+        rho, method = utilization_caps(pts, max_utilization=self.settings.max_utilization)
+        if np.any(rho <= 0):
+            return None
+        pts["rho"] = rho
+        pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
+        pts["load_mean_coef"] = pts["rate_mean_per_s"] * pts["instance_seconds_per_request"]
+        pts["kv_peak_coef"] = pts["rate_peak_per_s"] * pts["kv_bytes_per_request"] * pts["kv_hold_s"]
+        pools = base.pools.copy()
+        n_max = _pool_n_max(pts, pools)
+        pools["n_max"] = n_max
+        return Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=base.device_types,
+                        procurement=base.procurement, caps_method=method, infeasible_points=base.infeasible_points)
+
+    def fits(self, prep: Prepared) -> bool:
+        """Can ``prep`` (same structure as the base) be solved by updating parameters?"""
+        if _point_keys(prep) != self.keys:
+            return False
+        return bool(np.all(prep.pools["n_max"].to_numpy(int) <= self.envelope_n_max))
+
+    def solve(self, tables: CapacityTables, settings: SolveSettings | None = None, *, instance_name: str = "tables",
+              scenario: str | None = None, overrides: dict[str, Any] | None = None) -> SolveOutcome:
+        """Solve ``tables`` (by re-solving the built model when possible, else from scratch)."""
+        s = settings or self.settings
+        if (s.redundancy, s.max_utilization, s.shared_single_device_type) != (
+                self.settings.redundancy, self.settings.max_utilization, self.settings.shared_single_device_type):
+            raise ValueError("a Resolver re-solves only scenarios with the same redundancy, max_utilization and shared_single_device_type")
+        prep = self.reprepare(tables) if same_structure(self.base, tables) else None
+        if prep is None or not self.fits(prep):
+            self.stats["rebuilt"] += 1
+            out = solve_tables(tables, s, instance_name=instance_name, scenario=scenario, overrides=overrides)
+            out.result.notes.append("studies: model rebuilt for this scenario (capacity table differs from the base)")
+            return out
+        self.stats["resolved"] += 1
+        t0 = time.perf_counter()
+        self._update(prep, tables, s)
+        update_s = time.perf_counter() - t0
+        plans: dict[str, ArchitecturePlan] = {}
+        for arch in s.architectures:
+            if arch not in ARCH_ROLES:
+                raise ValueError(f"unknown architecture {arch!r}")
+            plans[arch] = solve_architecture(self.built, self.solver, arch, s)
+        result = assemble_result(plans, self.built.prep, tables, s, instance_name=instance_name, scenario=scenario,
+                                 overrides=overrides)
+        result.notes.append(f"studies: re-solved the built model with updated rates/price/budget ({update_s:.3f} s to update)")
+        return SolveOutcome(result=result, prepared=self.built.prep, built=self.built)
+
+    def _update(self, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
+        m = self.built.model
+        prep.pools = prep.pools.assign(n_max=self.envelope_n_max)
+        self.built.prep = prep
+        dem = prep.demand
+        for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
+            m.lam_peak[d].set_value(lp)
+            m.lam_mean[d].set_value(lm)
+        for i, r in enumerate(prep.points["rho"].to_numpy(float)):
+            m.inv_rho[i].set_value(1.0 / r)
+        m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
+        if s.budget_usd_per_month:
+            m.budget.set_value(float(s.budget_usd_per_month))
+            m.budget_c.activate()
+        else:
+            m.budget_c.deactivate()
+
+
+def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: CapacityTables, settings: SolveSettings, *,
+                    instance_name: str, scenario: str | None, overrides: dict[str, Any] | None) -> PlanResult:
+    """The :class:`PlanResult` of solved architecture plans (as :func:`solve_tables` assembles it)."""
+    verdict = make_verdict(plans, prep)
+    key = prep.points.set_index(["service", "bucket", "role", "config"])["i"]
+    used = sorted({int(key.loc[(r.service, r.bucket, r.role, r.config)]) for p in plans.values() for r in p.routing})
+    pts_cols = [c for c in prep.points.columns if c != "i"]
+    snapshot = CapacitySnapshot(
+        demand=prep.demand.drop(columns=["d"]).to_dict("records"),
+        points=prep.points.loc[used, pts_cols].to_dict("records"),
+        configs=tables.configs.to_dict("records"),
+        costs={k: float(v) for k, v in vars(tables.costs).items()},
+        redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month, utilization_caps=[],
+    )
+    notes = list(settings.extra_notes) + [f"utilisation caps: {prep.caps_method}"]
+    for arch, plan in plans.items():
+        if plan.solver.status == "time_limit":
+            notes.append(f"{arch}: stopped at the time limit ({settings.time_limit_s:g} s) with gap {plan.solver.gap or 0:.2%}; the plan is not proven optimal")
+    return PlanResult(instance=instance_name, scenario=scenario, overrides=overrides or {}, architectures=plans,
+                      verdict=verdict, capacity=snapshot, notes=notes)
+
+
+def _pool_n_max(pts: pd.DataFrame, pools: pd.DataFrame) -> np.ndarray:
+    """Big-M per pool as :func:`prepare` computes it: ``ceil(Σ_d max_i λτ/ρ) + 1`` (and the KV analogue)."""
+    per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
+    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9)
+    kvcap = pools["kv_capacity_bytes"].to_numpy(float)
+    kv = pts.groupby(["pool", "d"])["kv_peak_coef"].max().groupby(level=0).sum().reindex(pools["pool"]).fillna(0.0).to_numpy(float)
+    n_kv = np.where(kvcap > 0, np.ceil(kv / np.where(kvcap > 0, kvcap, 1.0) + 1e-9), 0.0)
+    return (np.maximum(n_load, n_kv) + 1).astype(int)
+
+
+SIMPLICITY: dict[str, int] = {"shared": 0, "disaggregated": 1, "hybrid": 2}
+"""Tie-break of :func:`planner.optimize.verdict.make_verdict`: equal cost (to the cent) goes to the simpler."""
+
+
+@dataclass(frozen=True)
+class ArchitectureSummary:
+    """What a sweep row needs from one solved architecture (no per-pool cost attribution)."""
+
+    architecture: str
+    feasible: bool
+    status: str
+    costs: dict[str, float]
+    """Cost terms (:data:`planner.schema.plan.COST_TERMS`) as the solver's expressions evaluate them."""
+    total_usd_per_month: float | None
+    instances: dict[str, int]
+    """Pool name -> instances (pools with at least one)."""
+    devices: dict[str, int]
+    """Device id -> devices over all pools."""
+    tokens_per_month: float
+    usd_per_million_tokens: float | None
+    energy_wh_per_1k_tokens: float | None
+    solve_s: float
+    gap: float | None
+
+
+def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
+    """The cheapest feasible architecture (ties to the cent go to the simpler), as the verdict picks it."""
+    ok = [s for s in summaries.values() if s.feasible and s.total_usd_per_month is not None]
+    if not ok:
+        return None
+    return min(ok, key=lambda s: (round(float(s.total_usd_per_month or 0.0), 2), SIMPLICITY[s.architecture])).architecture
+
+
+def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
+    from planner.optimize.diagnose import diagnose_routability
+    from planner.optimize.extract import model_costs, solution_arrays, tokens_per_month
+    from planner.optimize.solve import _status
+
+    empty = ArchitectureSummary(architecture=architecture, feasible=False, status="infeasible", costs={}, total_usd_per_month=None,
+                                instances={}, devices={}, tokens_per_month=0.0, usd_per_million_tokens=None,
+                                energy_wh_per_1k_tokens=None, solve_s=0.0, gap=None)
+    if diagnose_routability(built.prep, architecture):
+        return empty
+    restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
+    t0 = time.perf_counter()
+    res = solver.solve(built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
+                       load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
+    wall = time.perf_counter() - t0
+    has_solution = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
+    status = _status(res.termination_condition, has_solution)
+    if not has_solution:
+        return replace(empty, status=status, solve_s=wall)
+    res.solution_loader.load_vars()
+    x, n, _z, _u = solution_arrays(built)
+    costs = model_costs(built)
+    total = float(sum(costs.values()))
+    pools = built.prep.pools
+    instances = {str(pools["pool"].iat[p]): int(n[p]) for p in range(len(pools)) if n[p] > 0}
+    devices: dict[str, int] = {}
+    for p in range(len(pools)):
+        if n[p] > 0:
+            dev = str(pools["device"].iat[p])
+            devices[dev] = devices.get(dev, 0) + int(n[p]) * int(pools["tp"].to_numpy(int)[p])
+    tokens = tokens_per_month(built, x)
+    price = float(built.prep.tables.costs.electricity_usd_per_kwh)
+    kwh = (costs["power_busy_usd_per_month"] + costs["power_idle_usd_per_month"]) / price if price > 0 else 0.0
+    obj, bound = res.incumbent_objective, res.objective_bound
+    gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
+    return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
+                               instances=instances, devices=devices, tokens_per_month=tokens,
+                               usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
+                               energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None, solve_s=wall, gap=gap)
+
+
+def summarize(resolver: Resolver, tables: CapacityTables, settings: SolveSettings | None = None) -> tuple[dict[str, ArchitectureSummary], bool]:
+    """Solve every architecture of ``settings`` for ``tables`` and summarise (the fast path of sweeps).
+
+    Returns the summaries and whether the built model was re-used (False: the table's
+    structure differs from the resolver's and a fresh Resolver was built for it — callers
+    that cache resolvers by structure should use :func:`structure_key`).
+    """
+    s = settings or resolver.settings
+    prep = resolver.reprepare(tables) if same_structure(resolver.base, tables) else None
+    reused = prep is not None and resolver.fits(prep)
+    if reused:
+        assert prep is not None
+        resolver._update(prep, tables, s)
+        resolver.stats["resolved"] += 1
+        target = resolver
+    else:
+        target = Resolver.create(tables, s)
+        resolver.stats["rebuilt"] += 1
+    return {a: _lean_architecture(target.built, target.solver, a, s) for a in s.architectures}, reused
+
+
+def structure_key(tables: CapacityTables) -> int:
+    """A hash of everything but rates and the electricity price: equal keys can share one Resolver."""
+    parts = [pd.util.hash_pandas_object(tables.points, index=False).to_numpy(),
+             pd.util.hash_pandas_object(tables.configs, index=False).to_numpy(),
+             pd.util.hash_pandas_object(tables.demand.drop(columns=list(RATE_COLUMNS)), index=False).to_numpy()]
+    costs = tuple(sorted((k, v) for k, v in vars(tables.costs).items() if k != _PRICE_FIELD))
+    return hash((tuple(int(v) for p in parts for v in p), costs))

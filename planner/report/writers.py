@@ -1,0 +1,112 @@
+"""Plan writers: tidy tables (pandas) and text renderings of a :class:`PlanResult`.
+
+``cost_table``: one row per (architecture, term) — tidy, for CSV and sweeps.
+``pool_table``: one row per (architecture, pool).
+``summary_text``: the terminal summary; ``markdown``: report.md; ``write_outputs``: --out DIR.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from planner.cli.output import fmt, table, to_json
+from planner.schema.plan import COST_TERMS, PlanResult
+
+
+def cost_table(result: PlanResult) -> pd.DataFrame:
+    rows = []
+    for arch, plan in result.architectures.items():
+        if plan.costs is None:
+            continue
+        for term in COST_TERMS:
+            rows.append({"architecture": arch, "term": term, "usd_per_month": getattr(plan.costs, term)})
+        rows.append({"architecture": arch, "term": "total_usd_per_month", "usd_per_month": plan.costs.total_usd_per_month})
+        rows.append({"architecture": arch, "term": "idle_capacity_usd_per_month (attribution, inside the terms)", "usd_per_month": plan.costs.idle_capacity_usd_per_month})
+    return pd.DataFrame(rows, columns=["architecture", "term", "usd_per_month"])
+
+
+def pool_table(result: PlanResult) -> pd.DataFrame:
+    rows = []
+    for arch, plan in result.architectures.items():
+        for p in plan.pools:
+            rows.append({"architecture": arch, **p.model_dump()})
+    return pd.DataFrame(rows)
+
+
+def _arch_lines(result: PlanResult, arch: str) -> list[str]:
+    plan = result.architectures[arch]
+    s = plan.solver
+    gap = f"{s.gap:.2e}" if s.gap is not None else "-"
+    out = [f"== {arch}: {'feasible' if plan.feasible else 'INFEASIBLE'} — solver {s.status} (gap {gap}, {s.time_s:.2f} s HiGHS, build {s.build_s:.2f} s, extract {s.extract_s:.2f} s)"]
+    if not plan.feasible:
+        out += [f"  - {d.service}/{d.bucket}: {d.constraint}: {d.message} (to make it feasible: {d.fix})" for d in plan.diagnosis]
+        return out
+    out.append(table(["pool", "instances", "devices", "util_mean", "util_peak", "cap", "USD/month"],
+                     [[p.name, p.instances, p.devices, round(p.utilization_mean, 3), round(p.utilization_peak, 3), round(p.utilization_cap, 3), round(p.cost_usd_per_month)] for p in plan.pools]))
+    out.append("")
+    out.append(table(["service", "TTFT pred ms", "target", "TPOT pred ms", "target", "met"],
+                     [[lp.service, f"p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f}", lp.ttft_target_ms, f"p{lp.tpot_quantile * 100:g} {lp.tpot_predicted_ms:.1f}", lp.tpot_target_ms,
+                       "yes" if lp.ttft_met and lp.tpot_met else "NO"] for lp in plan.latency]))
+    assert plan.costs is not None
+    out.append("")
+    out.append(table(["cost term", "USD/month"], [[t.removesuffix("_usd_per_month"), round(v, 2)] for t, v in plan.costs.terms().items()]
+                     + [["TOTAL", round(plan.costs.total_usd_per_month, 2)], ["(idle capacity, attribution)", round(plan.costs.idle_capacity_usd_per_month, 2)]]))
+    out.append(f"  {fmt(plan.usd_per_million_tokens)} USD per 1M tokens; {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens (facility); {fmt(plan.tokens_per_month / 1e9)} G tokens/month")
+    return out
+
+
+def summary_text(result: PlanResult) -> str:
+    lines = [f"plan for {result.instance}" + (f" (scenario {result.scenario})" if result.scenario else "")]
+    v = result.verdict
+    lines.append("")
+    lines += [f"VERDICT: {r}" if i == 0 else f"  {r}" for i, r in enumerate(v.reasons)]
+    for arch in result.architectures:
+        lines.append("")
+        lines += _arch_lines(result, arch)
+    if result.notes:
+        lines.append("")
+        lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def markdown(result: PlanResult) -> str:
+    lines = [f"# Plan: {result.instance}", ""]
+    if result.scenario:
+        lines += [f"Scenario: `{result.scenario}`", ""]
+    lines += ["## Verdict", ""] + [f"- {r}" for r in result.verdict.reasons] + [""]
+    costs = cost_table(result)
+    if len(costs):
+        wide = costs.pivot(index="term", columns="architecture", values="usd_per_month").reindex(costs["term"].unique())
+        lines += ["## Cost by term (USD/month)", "", "| term | " + " | ".join(wide.columns) + " |", "|---|" + "---|" * len(wide.columns)]
+        lines += [f"| {t} | " + " | ".join(f"{v:,.2f}" for v in row) + " |" for t, row in wide.iterrows()]
+        lines.append("")
+    for arch, plan in result.architectures.items():
+        s = plan.solver
+        lines += [f"## {arch}", "", f"Solver: {s.status} ({s.termination}), gap {s.gap if s.gap is not None else '-'}, HiGHS {s.time_s:.3f} s, build {s.build_s:.3f} s.", ""]
+        if not plan.feasible:
+            lines += [f"- **{d.service}/{d.bucket}** `{d.constraint}`: {d.message} — fix: {d.fix}" for d in plan.diagnosis] + [""]
+            continue
+        lines += ["| pool | instances | devices | util mean | util peak | cap | USD/month |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {p.name} | {p.instances} | {p.devices} | {p.utilization_mean:.3f} | {p.utilization_peak:.3f} | {p.utilization_cap:.3f} | {p.cost_usd_per_month:,.0f} |" for p in plan.pools]
+        lines += ["", "| service | TTFT predicted (ms) | target | TPOT predicted (ms) | target |", "|---|---|---|---|---|"]
+        lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | p{lp.tpot_quantile * 100:g} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
+        lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
+        if plan.binding:
+            lines += ["Binding constraints: " + ", ".join(f"`{b.name}`" for b in plan.binding), ""]
+    if result.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in result.notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(result: PlanResult, out_dir: str | Path) -> list[Path]:
+    """Write plan.json, costs.csv, pools.csv and report.md into ``out_dir``."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    paths = [d / "plan.json", d / "costs.csv", d / "pools.csv", d / "report.md"]
+    paths[0].write_text(to_json(result.model_dump(mode="json")) + "\n", encoding="utf-8")
+    cost_table(result).to_csv(paths[1], index=False)
+    pool_table(result).to_csv(paths[2], index=False)
+    paths[3].write_text(markdown(result), encoding="utf-8")
+    return paths

@@ -1,0 +1,257 @@
+"""The plan / result contract: what ``planner solve`` produces and ``planner check`` reads.
+
+A :class:`PlanResult` holds one :class:`ArchitecturePlan` per solved architecture (shared,
+disaggregated, hybrid), the :class:`Verdict` comparing them, and a :class:`CapacitySnapshot`
+of the capacity-table rows the plans use, so that a plan file can be re-verified without
+the solver, the performance model or the instance (``planner check plan.json``).
+
+Units: money in USD per month (``hours_per_month`` of the instance, 730 by default),
+rates in requests/s, latency in ms, energy in Wh. Every number is computed from the
+capacity tables (:mod:`planner.schema.capacity`) and the solution; see
+:mod:`planner.optimize.extract` for the formulas.
+
+Consumers (simulator, studies, reports) should use:
+
+- ``PlanResult.architectures[name].pools`` — the pools to simulate (role, device, tp,
+  instances, model group) and ``.routing`` — which share of each (service, bucket) goes
+  to which pool;
+- ``ArchitecturePlan.costs.terms()`` — cost terms that sum to ``costs.total_usd_per_month``;
+- ``PlanResult.verdict`` — winner, margin and reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from planner.schema.common import Architecture, Role, StrictModel
+
+SolveStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "error", "skipped"]
+"""``optimal``: proven within the MIP gap; ``time_limit``: stopped by the time limit with a plan
+(never called optimal); ``feasible``: a plan without proof; ``infeasible``: no plan exists;
+``skipped``: not solved (e.g. no candidate configuration for this architecture)."""
+
+COST_TERMS: tuple[str, ...] = (
+    "equipment_usd_per_month",
+    "power_busy_usd_per_month",
+    "power_idle_usd_per_month",
+    "network_nic_usd_per_month",
+    "network_transfer_usd_per_month",
+    "ops_pools_usd_per_month",
+    "ops_device_types_usd_per_month",
+    "ops_devices_usd_per_month",
+    "licenses_usd_per_month",
+)
+"""The cost terms of the objective (DESIGN §1); they sum to ``total_usd_per_month``."""
+
+
+class CostBreakdown(StrictModel):
+    """Monthly cost by term. The terms in :data:`COST_TERMS` sum to ``total_usd_per_month``.
+
+    ``idle_capacity_usd_per_month`` is an *attribution*, not an extra cost: the part of the
+    equipment and idle-power cost that pays for provisioned but unused device time at mean
+    load. It is already inside the terms and is never added to the total.
+    """
+
+    equipment_usd_per_month: float
+    """Rental, or purchase annuitised at the cost of capital, for every provisioned device."""
+    power_busy_usd_per_month: float
+    """Busy energy (``energy_j_per_request`` at mean rate) x PUE x electricity price."""
+    power_idle_usd_per_month: float
+    """Idle power (device + host share) on provisioned-but-unused device time x PUE x price."""
+    network_nic_usd_per_month: float
+    """NIC/port/optics share for every device in a pool that sends or receives KV."""
+    network_transfer_usd_per_month: float
+    """KV bytes moved prefill -> decode at mean rate x price per GB."""
+    ops_pools_usd_per_month: float
+    """Fixed operations per distinct pool."""
+    ops_device_types_usd_per_month: float
+    """Fixed cost per distinct device type."""
+    ops_devices_usd_per_month: float
+    """Per-device operations."""
+    licenses_usd_per_month: float
+    """Per-device software licences."""
+    total_usd_per_month: float
+    idle_capacity_usd_per_month: float = 0.0
+    """Attribution (already inside equipment and idle power): cost of unused device time at mean load."""
+
+    def terms(self) -> dict[str, float]:
+        return {t: float(getattr(self, t)) for t in COST_TERMS}
+
+
+class PoolPlan(StrictModel):
+    """One pool: ``instances`` replicas of a model on ``tp`` devices each, serving one role."""
+
+    name: str
+    """``{role}:{device}/tp{tp}:{model}``, the key used in routing and constraint names."""
+    role: Role
+    device: str
+    tp: int
+    config: str
+    """``{device}/tp{tp}``."""
+    model: str
+    """Model group served by the pool (one set of weights per instance)."""
+    instances: int
+    devices: int
+    """``instances x tp``."""
+    redundancy: int
+    """Instances the pool can lose and still carry peak load (N+k)."""
+    busy_instances_mean: float
+    """Instance-seconds of work per second at mean rate (``sum lambda_mean w tau x``)."""
+    busy_instances_peak: float
+    utilization_mean: float
+    """``busy_instances_mean / instances``."""
+    utilization_peak: float
+    utilization_cap: float
+    """Largest peak utilisation the latency targets allow (effective, over what is routed here)."""
+    kv_bytes_peak: float = 0.0
+    """KV bytes resident at peak (decode/unified)."""
+    kv_capacity_bytes: float = 0.0
+    """KV bytes the pool can hold with ``instances - redundancy`` instances."""
+    sends_kv: bool = False
+    """Pool takes part in prefill -> decode KV transfer (pays NICs)."""
+    cost_usd_per_month: float = 0.0
+    """Cost attributable to this pool (equipment, power, NIC, per-device ops and licences, pool ops)."""
+
+
+class RoutingShare(StrictModel):
+    """Share of a (service, bucket)'s requests served by a pool in one phase."""
+
+    service: str
+    bucket: str
+    role: Role
+    config: str
+    pool: str
+    share: float
+    """In [0, 1]; shares of one (service, bucket, phase) sum to 1."""
+    rate_peak_per_s: float
+    rate_mean_per_s: float
+
+
+class LatencyPrediction(StrictModel):
+    """Predicted latency quantiles of one service at peak against its targets."""
+
+    service: str
+    ttft_quantile: float
+    ttft_target_ms: float
+    ttft_predicted_ms: float
+    """Worst bucket: service time of the operating point + queueing wait quantile at peak."""
+    tpot_quantile: float
+    tpot_target_ms: float
+    tpot_predicted_ms: float
+    """Worst bucket: TPOT of the decode / unified operating point."""
+    ttft_met: bool
+    tpot_met: bool
+    method: str = ""
+    """How the queueing wait was estimated (e.g. ``erlang-c (M/M/c), Allen-Cunneen CV correction``)."""
+
+
+class SolverInfo(StrictModel):
+    solver: str = "highs"
+    status: SolveStatus
+    termination: str = ""
+    """The solver's own termination condition, verbatim."""
+    objective_usd_per_month: float | None = None
+    bound_usd_per_month: float | None = None
+    gap: float | None = None
+    """Relative MIP gap ``(objective - bound) / objective`` at termination."""
+    time_s: float = 0.0
+    """Solver wall time."""
+    build_s: float = 0.0
+    extract_s: float = 0.0
+    rounds: int = 1
+    """Solve rounds (the latency check may tighten caps and re-solve)."""
+    time_limit_s: float | None = None
+    mip_gap: float | None = None
+    variables: int = 0
+    constraints: int = 0
+
+
+class BindingConstraint(StrictModel):
+    """A constraint at (or within 1e-6 relative of) its bound in the plan."""
+
+    name: str
+    """Name by the constraint grammar, e.g. ``load[decode:h100-sxm/tp2:llama-3.1-70b@bf16]``."""
+    kind: str
+    """``load``, ``kv_memory``, ``procurement``, ``budget``, ``integrality`` ..."""
+    detail: str = ""
+
+
+class DiagnosisItem(StrictModel):
+    service: str
+    bucket: str
+    constraint: str
+    message: str
+    fix: str
+
+
+class ArchitecturePlan(StrictModel):
+    """The optimal (or best found) plan for one architecture."""
+
+    architecture: Architecture
+    feasible: bool
+    pools: list[PoolPlan] = []
+    routing: list[RoutingShare] = []
+    latency: list[LatencyPrediction] = []
+    costs: CostBreakdown | None = None
+    tokens_per_month: float = 0.0
+    """Input + output tokens served per month at mean rate."""
+    usd_per_million_tokens: float | None = None
+    energy_wh_per_1k_tokens: float | None = None
+    """Facility energy (busy + idle, x PUE) per 1,000 tokens (input + output)."""
+    power_kw_mean: float = 0.0
+    """Facility power at mean load (x PUE)."""
+    solver: SolverInfo
+    binding: list[BindingConstraint] = []
+    diagnosis: list[DiagnosisItem] = []
+    """Why the architecture is infeasible (empty when feasible)."""
+
+
+class Verdict(StrictModel):
+    """Which architecture wins, by how much, and why."""
+
+    winner: Architecture | None
+    """``None`` when no architecture is feasible."""
+    runner_up: Architecture | None = None
+    margin_usd_per_month: float = 0.0
+    """Runner-up total minus winner total (0 when only one is feasible)."""
+    margin_usd_per_million_tokens: float = 0.0
+    margin_share: float = 0.0
+    """Margin as a share of the runner-up's total."""
+    term_differences_usd_per_month: dict[str, float] = {}
+    """Per cost term: runner-up minus winner (positive = the winner is cheaper on that term)."""
+    reasons: list[str] = []
+    """Plain-language reasons built from the numbers; when shared wins the first says so."""
+    proven: bool = False
+    """Both plans proven optimal within the gap (otherwise the verdict may change with more time)."""
+
+
+class CapacitySnapshot(StrictModel):
+    """The capacity-table rows a plan uses (records of the tidy frames) and the cost scalars."""
+
+    demand: list[dict[str, Any]]
+    points: list[dict[str, Any]]
+    """Operating points with a positive routing share in some architecture."""
+    configs: list[dict[str, Any]]
+    costs: dict[str, float]
+    redundancy: int = 0
+    budget_usd_per_month: float | None = None
+    utilization_caps: list[dict[str, Any]] = []
+    """Per (service, bucket, role, config): the utilisation cap rho applied."""
+
+
+class PlanResult(StrictModel):
+    """Everything ``planner solve`` decided, in a form ``planner check`` can re-verify."""
+
+    schema_version: str = "1"
+    instance: str
+    """Instance name."""
+    instance_path: str = ""
+    scenario: str | None = None
+    overrides: dict[str, Any] = {}
+    architectures: dict[str, ArchitecturePlan] = Field(default_factory=dict)
+    verdict: Verdict
+    capacity: CapacitySnapshot
+    notes: list[str] = []
+    """Caveats: approximations used, data gaps, time limits."""

@@ -1,0 +1,124 @@
+"""Capacity tables for a scenario: patch the base table when possible, rebuild otherwise.
+
+Overrides whose effect on the capacity table is exact and known are applied to the table
+directly (no instance re-resolution, no performance model):
+
+- ``services.<s>.traffic.rate_multiplier`` multiplies the service's mean and peak rates by
+  ``new / base`` (:func:`planner.optimize.resolve.scale_rates`);
+- ``costs.electricity_usd_per_kwh`` replaces the price scalar;
+- ``options.budget_usd_per_month`` goes to the solve settings.
+
+Any other override is applied to the instance (:meth:`ResolvedInstance.with_overrides`) and
+the capacity table is rebuilt by ``planner.capacity`` — then the patches are applied on top.
+A source built from tables alone (:meth:`TableSource.from_tables`) accepts patches only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import InputError, Problem
+from planner.optimize.resolve import scale_rates, with_price
+from planner.optimize.solve import SolveSettings
+from planner.schema.capacity import CapacityTables
+
+if TYPE_CHECKING:
+    from planner.instance import ResolvedInstance
+
+_RATE = re.compile(r"^services\.([^.]+)\.traffic\.rate_multiplier$")
+PRICE_PATH = "costs.electricity_usd_per_kwh"
+BUDGET_PATH = "options.budget_usd_per_month"
+
+
+def is_patch(path: str) -> bool:
+    return bool(_RATE.match(path)) or path in (PRICE_PATH, BUDGET_PATH)
+
+
+def capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
+    """The capacity table of an instance (``planner.capacity``, written by the optimiser work)."""
+    from planner import capacity
+
+    build: Callable[[Any], CapacityTables] = capacity.build_capacity_tables
+    return build(resolved)
+
+
+def settings_for(resolved: ResolvedInstance) -> SolveSettings:
+    """Solve settings from an instance's ``options``."""
+    o = resolved.instance.options
+    return SolveSettings(architectures=tuple(o.architectures), redundancy=o.redundancy, budget_usd_per_month=o.budget_usd_per_month,
+                         max_utilization=o.max_utilization, shared_single_device_type=o.shared_single_device_type,
+                         time_limit_s=o.solver.time_limit_s, mip_gap=o.solver.mip_gap, threads=o.solver.threads)
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """Where a study's capacity tables come from (picklable: it travels to worker processes)."""
+
+    base_tables: CapacityTables
+    settings: SolveSettings
+    base_rate_multiplier: dict[str, float]
+    """Per service, the rate multiplier the base table was built with."""
+    resolved: ResolvedInstance | None = None
+    name: str = "tables"
+
+    @classmethod
+    def from_instance(cls, resolved: ResolvedInstance) -> TableSource:
+        mult = {s: float(svc.traffic.rate_multiplier) for s, svc in resolved.instance.services.items()}
+        return cls(base_tables=capacity_tables(resolved), settings=settings_for(resolved), base_rate_multiplier=mult,
+                   resolved=resolved, name=resolved.instance.name)
+
+    @classmethod
+    def from_tables(cls, tables: CapacityTables, settings: SolveSettings, name: str = "tables") -> TableSource:
+        return cls(base_tables=tables, settings=settings, base_rate_multiplier={str(s): 1.0 for s in tables.demand["service"].unique()},
+                   name=name)
+
+    def split(self, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(overrides that change the instance, patches applied to the table)."""
+        structural = {k: v for k, v in overrides.items() if not is_patch(k)}
+        patches = {k: v for k, v in overrides.items() if is_patch(k)}
+        return structural, patches
+
+    def unpatched(self, structural: dict[str, Any]) -> CapacityTables:
+        """The table for the structural overrides alone (base rates and price)."""
+        if not structural:
+            return self.base_tables
+        if self.resolved is None:
+            raise InputError(Problem("--set", next(iter(structural)), "this study has only capacity tables, no instance",
+                                     "only services.<s>.traffic.rate_multiplier, costs.electricity_usd_per_kwh and options.budget_usd_per_month can vary"))
+        return capacity_tables(self.resolved.with_overrides(structural))
+
+    def rate_ratios(self, patches: dict[str, Any], base: dict[str, float] | None = None) -> dict[str, float]:
+        ref = base or self.base_rate_multiplier
+        out: dict[str, float] = {}
+        for path, value in patches.items():
+            m = _RATE.match(path)
+            if m:
+                svc = m.group(1)
+                if svc not in ref:
+                    raise InputError(Problem("--set", path, f"no service {svc!r}", f"services: {', '.join(sorted(ref))}"))
+                out[svc] = float(value) / ref[svc]
+        return out
+
+    def tables_and_settings(self, overrides: dict[str, Any]) -> tuple[CapacityTables, CapacityTables, SolveSettings]:
+        """(unpatched table — the structure, patched table — the scenario, settings)."""
+        structural, patches = self.split(overrides)
+        base = self.unpatched(structural)
+        settings = self.settings
+        if structural and self.resolved is not None:
+            settings = settings_for(self.resolved.with_overrides(structural))
+        ref = self.base_rate_multiplier
+        if self.resolved is not None and structural:
+            ref = {s: float(v.traffic.rate_multiplier) for s, v in self.resolved.with_overrides(structural).instance.services.items()}
+        tables = base
+        ratios = self.rate_ratios(patches, ref)
+        if ratios:
+            tables = scale_rates(tables, ratios)
+        if PRICE_PATH in patches:
+            tables = with_price(tables, float(patches[PRICE_PATH]))
+        if BUDGET_PATH in patches:
+            b = patches[BUDGET_PATH]
+            settings = replace(settings, budget_usd_per_month=float(b) if b is not None else None)
+        return base, tables, settings

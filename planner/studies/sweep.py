@@ -1,0 +1,186 @@
+"""Sweeps: solve many scenarios fast, tidy rows, verdict crossovers by bisection, tornado.
+
+Each worker keeps one :class:`~planner.optimize.resolve.Resolver` per capacity-table
+structure (:func:`~planner.optimize.resolve.structure_key`), built from the *unpatched*
+table of that structure with big-M headroom for the largest rate ratio of the study, so
+every process builds the same model whatever scenarios it happens to get. Scenarios that
+change only rates, the price or the budget are re-solved through the persistent HiGHS
+interface; others build (and cache) a new model.
+
+Row = one (scenario, architecture): swept parameters, cost by term, total, devices, pools,
+$/1M tokens, Wh per 1k tokens, status and gap, and per scenario the winner and its margin
+(runner-up total − winner total).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from planner.optimize.resolve import (
+    ArchitectureSummary,
+    Resolver,
+    structure_key,
+    summarize,
+    winner_of,
+)
+from planner.schema.plan import COST_TERMS
+from planner.studies.source import TableSource
+from planner.studies.spec import Scenario
+
+_RESOLVERS: dict[tuple[int, float], Resolver] = {}
+"""Per process: resolvers by (structure, headroom)."""
+
+
+def solve_scenario(source: TableSource, overrides: dict[str, Any], *, headroom: float = 1.0) -> tuple[dict[str, ArchitectureSummary], bool]:
+    """Summaries of every architecture for one scenario (re-using this process's resolvers)."""
+    base, tables, settings = source.tables_and_settings(overrides)
+    key = (structure_key(base), float(headroom))
+    r = _RESOLVERS.get(key)
+    if r is None:
+        r = Resolver.create(base, settings, rate_headroom=headroom)
+        _RESOLVERS[key] = r
+    return summarize(r, tables, settings)
+
+
+def best_total(summaries: dict[str, ArchitectureSummary]) -> float:
+    w = winner_of(summaries)
+    return float(summaries[w].total_usd_per_month or math.nan) if w else math.nan
+
+
+def rows_for(scenario: Scenario, summaries: dict[str, ArchitectureSummary], reused: bool) -> list[dict[str, Any]]:
+    winner = winner_of(summaries)
+    totals = sorted(s.total_usd_per_month for s in summaries.values() if s.feasible and s.total_usd_per_month is not None)
+    margin = totals[1] - totals[0] if len(totals) > 1 else 0.0
+    out = []
+    for arch, s in summaries.items():
+        row: dict[str, Any] = {"scenario": scenario.name, **scenario.params, "architecture": arch, "feasible": s.feasible,
+                               "status": s.status, "gap": s.gap, "total_usd_per_month": s.total_usd_per_month}
+        for t in COST_TERMS:
+            row[t] = s.costs.get(t) if s.feasible else None
+        row.update({
+            "devices": sum(s.devices.values()),
+            "device_mix": ", ".join(f"{d}:{n}" for d, n in sorted(s.devices.items())),
+            "pools": ", ".join(f"{p}x{n}" for p, n in sorted(s.instances.items())),
+            "tokens_per_month": s.tokens_per_month, "usd_per_million_tokens": s.usd_per_million_tokens,
+            "energy_wh_per_1k_tokens": s.energy_wh_per_1k_tokens, "winner": winner, "is_winner": arch == winner,
+            "margin_usd_per_month": margin, "model_reused": reused, "solve_s": s.solve_s,
+        })
+        out.append(row)
+    return out
+
+
+def run_chunk(source: TableSource, scenarios: list[Scenario], headroom: float) -> list[dict[str, Any]]:
+    """Worker entry point (picklable): rows of a chunk of scenarios."""
+    rows: list[dict[str, Any]] = []
+    for sc in scenarios:
+        summaries, reused = solve_scenario(source, sc.overrides, headroom=headroom)
+        rows += rows_for(sc, summaries, reused)
+    return rows
+
+
+def study_headroom(source: TableSource, scenarios: Iterable[Scenario]) -> float:
+    """Largest rate ratio (scenario multiplier / base multiplier) of the study, at least 1."""
+    h = 1.0
+    for sc in scenarios:
+        _, patches = source.split(sc.overrides)
+        for r in source.rate_ratios(patches).values():
+            h = max(h, r)
+    return h
+
+
+def _chunks(items: list[Scenario], size: int) -> list[list[Scenario]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+@dataclass
+class SweepResult:
+    rows: pd.DataFrame
+    crossovers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tornado: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def run_sweep(source: TableSource, scenarios: list[Scenario], *, jobs: int = 1, executor: str | None = None,
+              progress: Callable[[int], None] | None = None, chunk_size: int | None = None) -> pd.DataFrame:
+    """Solve every scenario; rows in scenario order whatever the executor.
+
+    ``executor``: None — local processes (``jobs`` of them; 1 = in this process);
+    ``"local-dask"`` — a Dask LocalCluster with ``jobs`` workers; ``"tcp://host:port"`` — an
+    existing Dask scheduler (workers must be able to import ``planner`` and read the
+    instance's trace files).
+    """
+    from planner.studies.executors import map_chunks
+
+    headroom = study_headroom(source, scenarios)
+    size = chunk_size or max(1, min(10, math.ceil(len(scenarios) / max(1, 4 * jobs))))
+    chunks = _chunks(scenarios, size)
+    results = map_chunks(run_chunk, [(source, c, headroom) for c in chunks], jobs=jobs, executor=executor,
+                         progress=(lambda k: progress(len(chunks[k]))) if progress else None)
+    rows = [r for chunk_rows in results for r in chunk_rows]
+    return pd.DataFrame(rows)
+
+
+def crossovers(source: TableSource, rows: pd.DataFrame, path: str, *, base_overrides: dict[str, Any] | None = None,
+               rel_tol: float = 0.01, max_iter: int = 30, headroom: float = 1.0) -> pd.DataFrame:
+    """Where the winner flips along ``path``: bisection between grid points with different winners.
+
+    For each combination of the other swept parameters, the grid values of ``path`` are
+    sorted; each adjacent pair with different winners is bisected (geometric midpoint, as
+    multipliers are scale parameters) until ``high / low − 1 ≤ rel_tol``. The result brackets
+    the flip: ``winner_low`` wins at ``low``, ``winner_high`` at ``high``.
+    """
+    if path not in rows.columns:
+        return pd.DataFrame()
+    per = rows.drop_duplicates("scenario")
+    others = [c for c in per.columns if c not in ("scenario", path) and c in _param_columns(rows)]
+    out = []
+    groups = per.groupby(others, dropna=False, sort=False) if others else [((), per)]
+    for key, grp in groups:
+        grp = grp.sort_values(path)
+        fixed = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
+        vals, wins = grp[path].astype(float).tolist(), grp["winner"].tolist()
+        for k in range(len(vals) - 1):
+            if wins[k] == wins[k + 1]:
+                continue
+            lo, hi, wlo, whi = vals[k], vals[k + 1], wins[k], wins[k + 1]
+            it = 0
+            while hi / lo - 1 > rel_tol and it < max_iter:
+                mid = math.sqrt(lo * hi) if lo > 0 else (lo + hi) / 2
+                summaries, _ = solve_scenario(source, {**(base_overrides or {}), **fixed, path: mid}, headroom=headroom)
+                w = winner_of(summaries)
+                if w == wlo:
+                    lo = mid
+                else:
+                    hi, whi = mid, w
+                it += 1
+            out.append({**fixed, "path": path, "low": lo, "high": hi, "winner_low": wlo, "winner_high": whi, "iterations": it})
+    return pd.DataFrame(out)
+
+
+def _param_columns(rows: pd.DataFrame) -> list[str]:
+    fixed = {"scenario", "architecture", "feasible", "status", "gap", "total_usd_per_month", *COST_TERMS, "devices", "device_mix", "pools",
+             "tokens_per_month", "usd_per_million_tokens", "energy_wh_per_1k_tokens", "winner", "is_winner",
+             "margin_usd_per_month", "model_reused", "solve_s"}
+    return [c for c in rows.columns if c not in fixed]
+
+
+def tornado(source: TableSource, ranges: dict[str, tuple[Any, Any]], *, base_overrides: dict[str, Any] | None = None,
+            headroom: float = 1.0) -> pd.DataFrame:
+    """One-at-a-time sensitivity: the cheapest plan's total at each parameter's low and high value.
+
+    Every other parameter stays at the instance's value. Sorted by swing |high − low|.
+    """
+    base = dict(base_overrides or {})
+    base_total = best_total(solve_scenario(source, base, headroom=headroom)[0])
+    out = []
+    for path, (lo, hi) in ranges.items():
+        t_lo = best_total(solve_scenario(source, {**base, path: lo}, headroom=headroom)[0])
+        t_hi = best_total(solve_scenario(source, {**base, path: hi}, headroom=headroom)[0])
+        out.append({"path": path, "low": lo, "high": hi, "total_at_low_usd_per_month": t_lo, "total_at_high_usd_per_month": t_hi,
+                    "base_total_usd_per_month": base_total, "swing_usd_per_month": abs(t_hi - t_lo)})
+    df = pd.DataFrame(out)
+    return df.sort_values("swing_usd_per_month", ascending=False, ignore_index=True) if len(df) else df

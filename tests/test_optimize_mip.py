@@ -1,0 +1,241 @@
+"""The MIP on hand-made capacity tables: exact micro-answers, brute force, cost invariants, checker."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planner.optimize import SolveSettings, check_plan, solve_tables
+from planner.optimize.extract import cost_breakdown
+from planner.optimize.prepare import ARCH_ROLES, prepare
+from planner.optimize.solve import check_costs_match_model
+from planner.optimize.synthetic import synthetic_tables
+from planner.schema.capacity import CapacityTables, CostParams
+from planner.schema.plan import COST_TERMS
+
+
+def _micro(rate_peak: float = 10.0, tau: float = 1.0, cap: float = 0.5, *, ops_pool: float = 100.0, ops_type: float = 1000.0,
+           price_kwh: float = 0.0, limit: float = math.inf) -> CapacityTables:
+    demand = pd.DataFrame([{
+        "service": "chat", "bucket": "b0", "weight": 1.0, "rate_mean_per_s": rate_peak / 2, "rate_peak_per_s": rate_peak,
+        "input_tokens_mean": 1000.0, "output_tokens_mean": 100.0, "input_tokens_rep": 1000.0, "output_tokens_rep": 100.0,
+        "interarrival_cv": 1.0, "ttft_quantile": 0.99, "ttft_target_ms": 1000.0, "tpot_quantile": 0.99, "tpot_target_ms": 50.0,
+    }])
+    points = pd.DataFrame([{
+        "service": "chat", "bucket": "b0", "role": "unified", "config": "g/tp1", "device": "g", "tp": 1, "feasible": True,
+        "reason": "", "bound": "compute", "instance_seconds_per_request": tau, "max_batch": 1, "kv_bytes_per_request": 0.0,
+        "kv_transfer_bytes_per_request": 0.0, "energy_j_per_request": 500.0, "ttft_ms": 200.0, "tpot_ms": 20.0,
+        "service_time_cv": 0.0, "source": "hand", "utilization_cap": cap,
+    }])
+    configs = pd.DataFrame([{
+        "config": "g/tp1", "device": "g", "tp": 1, "kind": "gpu", "equipment_usd_per_device_hour": 2.0, "busy_power_w": 700.0,
+        "idle_power_w": 100.0, "host_power_w": 50.0, "ops_usd_per_device_month": 10.0, "license_usd_per_device_month": 5.0,
+        "procurement_limit": limit, "nic_bw_gb_per_s": 50.0,
+    }])
+    costs = CostParams(electricity_usd_per_kwh=price_kwh, pue=1.5, hours_per_month=730.0, ops_usd_per_pool_month=ops_pool,
+                       ops_usd_per_device_type_month=ops_type, nic_usd_per_device_month=40.0, transfer_usd_per_gb=0.0)
+    return CapacityTables(demand=demand, points=points, configs=configs, costs=costs)
+
+
+def test_micro_instance_exact_count_and_cost() -> None:
+    # load = 10 req/s x 1 s / 0.5 = 20 instances; equipment 20 x $2/h x 730 h = 29,200;
+    # ops per device 20 x (10 + 5) = 300; pool 100; device type 1000; no power (price 0); no NIC (unified).
+    res = solve_tables(_micro(), SolveSettings(architectures=("shared",))).result
+    plan = res.architectures["shared"]
+    assert plan.solver.status == "optimal"
+    assert [(p.role, p.instances, p.devices) for p in plan.pools] == [("unified", 20, 20)]
+    assert plan.costs is not None
+    assert plan.costs.equipment_usd_per_month == pytest.approx(29_200.0)
+    assert plan.costs.total_usd_per_month == pytest.approx(29_200.0 + 300.0 + 100.0 + 1000.0)
+    assert plan.pools[0].utilization_peak == pytest.approx(0.5)
+    assert plan.pools[0].utilization_mean == pytest.approx(0.25)
+
+
+def test_micro_power_terms_never_double_count() -> None:
+    # price 0.10 $/kWh, PUE 1.5, 20 instances, mean 5 req/s x 1 s busy = 5 busy devices on average.
+    # busy: 5 req/s x (500 J + 1 s x 50 W host) x 3600 x 730 / 3.6e6 kWh x 0.15 $/kWh
+    # idle: (20 devices x 150 W - 5 busy x 150 W) x 730 h / 1000 x 0.15
+    res = solve_tables(_micro(price_kwh=0.10), SolveSettings(architectures=("shared",))).result
+    c = res.architectures["shared"].costs
+    assert c is not None
+    busy = 5 * 550 * 3600 * 730 / 3.6e6 * 0.15
+    idle = (20 * 150 - 5 * 150) * 730 / 1000 * 0.15
+    assert c.power_busy_usd_per_month == pytest.approx(busy)
+    assert c.power_idle_usd_per_month == pytest.approx(idle)
+    # Provisioned device time is split into busy and idle exactly once:
+    assert c.power_busy_usd_per_month + c.power_idle_usd_per_month == pytest.approx(
+        (5 * 500 * 3600 / 3.6e6 + 20 * 150 / 1000 - 5 * 100 / 1000) * 730 * 0.15)
+
+
+def test_redundancy_adds_k_instances() -> None:
+    res = solve_tables(_micro(), SolveSettings(architectures=("shared",), redundancy=2)).result
+    assert res.architectures["shared"].pools[0].instances == 22
+    assert check_plan(res) == []
+
+
+def test_budget_and_procurement_infeasibility_is_diagnosed() -> None:
+    res = solve_tables(_micro(), SolveSettings(architectures=("shared",), budget_usd_per_month=10_000.0)).result
+    plan = res.architectures["shared"]
+    assert not plan.feasible and plan.solver.status == "infeasible"
+    assert plan.diagnosis[0].constraint == "budget"
+    assert "30,600" in plan.diagnosis[0].message
+    res = solve_tables(_micro(limit=12), SolveSettings(architectures=("shared",))).result
+    d = res.architectures["shared"].diagnosis[0]
+    assert d.constraint == "procurement[g]" and "needs 20" in d.message
+    assert res.verdict.winner is None
+
+
+def test_missing_role_is_diagnosed_before_solving() -> None:
+    res = solve_tables(_micro(), SolveSettings(architectures=("disaggregated",))).result
+    plan = res.architectures["disaggregated"]
+    assert not plan.feasible
+    assert plan.diagnosis[0].service == "chat" and plan.diagnosis[0].bucket == "b0"
+
+
+def test_tpot_target_below_fastest_step_is_named() -> None:
+    t = _micro()
+    pts = t.points.copy()
+    pts.loc[:, "feasible"] = False
+    pts.loc[:, "reason"] = "tpot 20 ms > target"
+    t2 = CapacityTables(demand=t.demand.assign(tpot_target_ms=10.0), points=pts, configs=t.configs, costs=t.costs)
+    d = solve_tables(t2, SolveSettings(architectures=("shared",))).result.architectures["shared"].diagnosis[0]
+    assert d.constraint == "slo_tpot" and "20.0 ms" in d.message
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cost_terms_sum_to_objective_and_match_model(seed: int) -> None:
+    t = synthetic_tables(services=2, buckets=2, devices=2, tps=(1, 2), seed=seed, rate_scale=5)
+    for arch in ("shared", "disaggregated"):
+        out = solve_tables(t, SolveSettings(architectures=(arch,), mip_gap=0.0))
+        plan = out.result.architectures[arch]
+        assert plan.costs is not None and plan.solver.objective_usd_per_month is not None
+        assert sum(plan.costs.terms().values()) == pytest.approx(plan.costs.total_usd_per_month, rel=1e-9)
+        assert plan.costs.total_usd_per_month == pytest.approx(plan.solver.objective_usd_per_month, rel=1e-6)
+        assert out.built is not None
+        diffs = check_costs_match_model(out.built, plan)
+        assert all(abs(v) < 1e-4 * max(1.0, plan.costs.total_usd_per_month) for v in diffs.values()), diffs
+        assert check_plan(out.result) == []
+        assert plan.costs.idle_capacity_usd_per_month <= plan.costs.equipment_usd_per_month + plan.costs.power_idle_usd_per_month + 1e-6
+
+
+def _brute_force(tables: CapacityTables, arch: str) -> float:
+    """Enumerate every instance-count vector; for each, the routing LP solved directly with highspy."""
+    import highspy
+
+    prep = prepare(tables)
+    allowed = ARCH_ROLES[arch]
+    pools = prep.pools[prep.pools["role"].isin(allowed)].reset_index(drop=True)
+    pts = prep.points[prep.points["role"].isin(allowed)].reset_index(drop=True)
+    pidx = {p: j for j, p in enumerate(pools["pool"])}
+    pp = np.array([pidx[p] for p in pts["pool"]])
+    best = math.inf
+    ranges = [range(0, int(m) + 1) for m in pools["n_max"]]
+    zero_x = np.zeros(len(pts))
+    zero_n = np.zeros(len(pools), dtype=int)
+    # Cost is base(n) + sum_i coef_i x_i, with per-request coefficients independent of n.
+    base0 = cost_breakdown(tables.costs, tables.configs, pts, zero_x, pools, zero_n).total_usd_per_month
+    coef = np.array([cost_breakdown(tables.costs, tables.configs, pts, np.eye(len(pts))[i], pools, zero_n).total_usd_per_month - base0 for i in range(len(pts))])
+    for n_tuple in itertools.product(*ranges):
+        n = np.array(n_tuple, dtype=int)
+        used_types = {pools["device"].iat[j] for j in range(len(pools)) if n[j] > 0}
+        if arch == "shared" and len(used_types) > 1:
+            continue
+        base = cost_breakdown(tables.costs, tables.configs, pts, zero_x, pools, n).total_usd_per_month
+        if base >= best:
+            continue
+        h = highspy.Highs()
+        h.silent()
+        ub = np.array([1.0 if n[pp[i]] > 0 else 0.0 for i in range(len(pts))])
+        h.addVars(len(pts), np.zeros(len(pts)), ub)
+        h.changeColsCost(len(pts), np.arange(len(pts), dtype=np.int32), coef)
+        for d in prep.demand["d"]:
+            for roles in (("prefill", "unified"), ("decode", "unified")):
+                idx = [i for i in range(len(pts)) if pts["d"].iat[i] == d and pts["role"].iat[i] in roles]
+                if not idx:
+                    break
+                h.addRow(1.0, 1.0, len(idx), np.array(idx, dtype=np.int32), np.ones(len(idx)))
+            else:
+                continue
+            idx = []
+            break
+        else:
+            for j in range(len(pools)):
+                idx = [i for i in range(len(pts)) if pp[i] == j]
+                if idx:
+                    vals = (pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]).to_numpy()[idx]
+                    h.addRow(-highspy.kHighsInf, float(n[j]), len(idx), np.array(idx, dtype=np.int32), vals)
+            h.run()
+            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+                best = min(best, base + h.getInfo().objective_function_value)
+            continue
+        return math.inf  # a bucket without any point in the architecture
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_brute_force_equals_mip(seed: int) -> None:
+    t = synthetic_tables(services=1, buckets=2, devices=2, tps=(1,), seed=100 + seed, rate_scale=0.25)
+    for arch in ("shared", "disaggregated"):
+        res = solve_tables(t, SolveSettings(architectures=(arch,), mip_gap=0.0)).result
+        plan = res.architectures[arch]
+        brute = _brute_force(t, arch)
+        if math.isinf(brute):
+            assert not plan.feasible
+            continue
+        assert plan.costs is not None
+        assert plan.costs.total_usd_per_month == pytest.approx(brute, rel=1e-6, abs=1e-3)
+        assert check_plan(res) == []
+
+
+def test_same_input_same_plan() -> None:
+    t = synthetic_tables(services=2, buckets=3, devices=3, tps=(1, 2), seed=7, rate_scale=10)
+    a = solve_tables(t, SolveSettings(architectures=("shared", "disaggregated", "hybrid"))).result
+    b = solve_tables(t, SolveSettings(architectures=("shared", "disaggregated", "hybrid"))).result
+    strip = {"time_s", "build_s", "extract_s"}
+    for arch in a.architectures:
+        pa, pb = a.architectures[arch], b.architectures[arch]
+        assert pa.model_dump(exclude={"solver": strip}) == pb.model_dump(exclude={"solver": strip})
+
+
+def test_hybrid_never_costs_more_than_either_restriction() -> None:
+    t = synthetic_tables(services=2, buckets=3, devices=2, tps=(1, 2), seed=3, rate_scale=8)
+    res = solve_tables(t, SolveSettings(architectures=("shared", "disaggregated", "hybrid"), mip_gap=0.0)).result
+    tot = {a: p.costs.total_usd_per_month for a, p in res.architectures.items() if p.costs}
+    assert tot["hybrid"] <= min(tot["shared"], tot["disaggregated"]) * (1 + 1e-6)
+    assert res.verdict.winner is not None and res.verdict.reasons
+
+
+def test_checker_catches_tampering() -> None:
+    t = synthetic_tables(services=1, buckets=2, devices=2, tps=(1,), seed=5, rate_scale=3)
+    res = solve_tables(t, SolveSettings(architectures=("disaggregated",))).result
+    plan = res.architectures["disaggregated"]
+    pools = [p.model_copy(update={"instances": 0, "devices": 0}) for p in plan.pools]
+    bad = res.model_copy(update={"architectures": {"disaggregated": plan.model_copy(update={"pools": pools})}})
+    problems = check_plan(bad)
+    assert any(v.startswith("disaggregated: load[") for v in problems)
+    routing = plan.routing[1:]
+    bad2 = res.model_copy(update={"architectures": {"disaggregated": plan.model_copy(update={"routing": routing})}})
+    assert any("route[" in v for v in check_plan(bad2))
+    assert plan.costs is not None
+    costs = plan.costs.model_copy(update={"equipment_usd_per_month": plan.costs.equipment_usd_per_month - 1.0})
+    bad3 = res.model_copy(update={"architectures": {"disaggregated": plan.model_copy(update={"costs": costs})}})
+    assert any("costs:" in v for v in check_plan(bad3))
+
+
+def test_time_limited_plan_is_never_called_optimal() -> None:
+    t = synthetic_tables(services=5, buckets=4, devices=6, tps=(1, 2, 4), seed=11, rate_scale=30)
+    res = solve_tables(t, SolveSettings(architectures=("hybrid",), time_limit_s=0.01, mip_gap=0.0)).result
+    plan = res.architectures["hybrid"]
+    assert plan.solver.status != "optimal" or (plan.solver.gap is not None and plan.solver.gap <= 1e-9)
+    if plan.solver.status == "time_limit":
+        assert not res.verdict.proven and any("time limit" in n for n in res.notes)
+
+
+def test_cost_terms_constant_lists_every_expression() -> None:
+    from planner.optimize.model import COST_EXPRESSIONS
+
+    assert tuple(COST_EXPRESSIONS) == COST_TERMS

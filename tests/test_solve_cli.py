@@ -1,0 +1,91 @@
+"""`planner solve` and `planner check`: exit codes, outputs, diagnosis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+
+INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterprise-chat-70b.yaml")
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("plan")
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--json", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    return out, json.loads(r.output)
+
+
+def test_solve_json_has_verdict_costs_and_solver(solved: tuple[Path, dict]) -> None:
+    out, data = solved
+    assert data["verdict"]["winner"] in ("shared", "disaggregated")
+    assert data["verdict"]["reasons"] and isinstance(data["verdict"]["margin_usd_per_month"], float)
+    for arch in ("shared", "disaggregated"):
+        plan = data["architectures"][arch]
+        assert plan["pools"] and plan["solver"]["status"] == "optimal"
+        assert plan["solver"]["gap"] is not None and plan["solver"]["time_s"] >= 0
+        terms = {k: v for k, v in plan["costs"].items() if k not in ("total_usd_per_month", "idle_capacity_usd_per_month")}
+        assert sum(terms.values()) == pytest.approx(plan["costs"]["total_usd_per_month"])
+    assert {p.name for p in out.iterdir()} >= {"plan.json", "costs.csv", "pools.csv", "report.md"}
+
+
+def test_check_accepts_the_plan_and_rejects_tampering(solved: tuple[Path, dict], tmp_path: Path) -> None:
+    out, data = solved
+    r = CliRunner().invoke(main, ["check", str(out / "plan.json")])
+    assert r.exit_code == 0, r.output
+    assert "valid" in r.output
+    winner = data["verdict"]["winner"]
+    for pool in data["architectures"][winner]["pools"]:
+        pool["instances"] = 0
+        pool["devices"] = 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    r = CliRunner().invoke(main, ["check", str(bad)])
+    assert r.exit_code == 1
+    assert f"{winner}: load[" in r.output
+
+
+def test_terminal_summary_lists_pools_costs_and_status() -> None:
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--architectures", "shared"])
+    assert r.exit_code == 0, r.output
+    for word in ("VERDICT", "unified:", "util_peak", "TTFT pred", "equipment", "USD per 1M tokens", "Wh per 1k tokens", "solver optimal"):
+        assert word in r.output
+
+
+def test_infeasible_tpot_is_diagnosed_with_exit_3() -> None:
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--set", "services.chat.slo.tpot.target_ms=1"])
+    assert r.exit_code == 3
+    assert "chat/" in r.output and "slo_tpot" in r.output and "raise the TPOT target" in r.output
+
+
+def test_bad_arguments_exit_2() -> None:
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--architectures", "mesh"])
+    assert r.exit_code == 2 and "unknown architecture" in r.output
+    r = CliRunner().invoke(main, ["check", "/nonexistent/plan.json"])
+    assert r.exit_code == 2
+
+
+def test_measured_capacity_file_replaces_points(tmp_path: Path) -> None:
+    from planner.capacity import build_capacity_tables, read_measured_capacity
+    from planner.instance import load_instance
+
+    tables = build_capacity_tables(load_instance(INSTANCE))
+    rows = ["service,bucket,device,tp,max_rate_per_s,ttft_ms,tpot_ms"]
+    for b in tables.demand["bucket"]:
+        rows.append(f"chat,{b},h100-sxm,2,0.5,900,40")
+    f = tmp_path / "measured.csv"
+    f.write_text("\n".join(rows) + "\n")
+    t2 = read_measured_capacity(f, tables)
+    m = t2.points[t2.points["source"] == "measured:measured.csv"]
+    assert len(m) == len(tables.demand)
+    assert (m["instance_seconds_per_request"] == 2.0).all() and (m["utilization_cap"] == 1.0).all()
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--architectures", "shared", "--capacity", str(f), "--json"])
+    assert r.exit_code == 0, r.output
+    f.write_text("service,bucket,device,tp,max_rate_per_s\nchat,nope,h100-sxm,2,1\n")
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--capacity", str(f)])
+    assert r.exit_code == 2 and "unknown (service, bucket)" in r.output
