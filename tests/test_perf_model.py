@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,9 @@ from planner.perf.points import efficiency_of, engine_calibration
 from planner.perf.roofline import (
     RESERVE_GB,
     U_MEM,
+    Efficiency,
     allreduce_s,
+    causal_pairs,
     instance_arrays,
     iteration_time,
     kv_bytes,
@@ -63,9 +66,36 @@ def test_decode_step_batch1_is_weight_streaming_by_hand() -> None:
 
 def test_ring_allreduce_by_hand() -> None:
     inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
-    # 2 (tp-1)/tp x 1 MB / 450 GB/s + 2 log2(8) x 3 us (default step latency)
-    expected = 2 * 7 / 8 * 1e6 / 450e9 + 6 * 3e-6
+    # 2 (tp-1)/tp x 1 MB / 450 GB/s + 2 x 3 us (one-shot within the NVLink domain: 2 steps)
+    expected = 2 * 7 / 8 * 1e6 / 450e9 + 2 * 3e-6
     assert float(allreduce_s(inst, 1e6)) == pytest.approx(expected)
+    # + the engine's software latency per all-reduce
+    assert float(allreduce_s(inst, 1e6, 5e-6)) == pytest.approx(expected + 5e-6)
+
+
+def test_windowed_causal_pairs_match_profile() -> None:
+    from planner.schema.llm import LLMProfile
+
+    for n, h, w in [(100, 0, 4096), (3000, 2000, 4096), (5000, 0, 128), (10, 9000, 128), (700, 50, 128)]:
+        assert float(causal_pairs(n, h, w)) == pytest.approx(LLMProfile._causal_pairs(n, h, w))
+    assert float(causal_pairs(100, 20, np.inf)) == pytest.approx(100 * 140 / 2)
+
+
+def test_gemm_and_attention_rooflines_add() -> None:
+    # decode batch 64 at 8k context (attention KV-bound) plus 4096 prefill tokens (GEMMs
+    # compute-bound): the two kernels run one after the other, so their times add
+    inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    eff = Efficiency(0.5, 0.8, 0.0, 0.0)
+    step = iteration_time(inst, eff, decode_batch=64, decode_context=8192, prefill_tokens=4096)
+    gemm_c = 2 * float(inst.p_matmul) * (64 + 4096) / (8 * float(inst.flops_peak) * 0.5)
+    attn_c = float(inst.attn_pair_flops) * (64 * 8192 + 4096 * 4096 / 2) / (8 * float(inst.attn_flops_peak) * 0.5)
+    attn_m = float(64 * kv_bytes(inst, 8192) + kv_bytes(inst, 4096)) / (8 * 3350e9 * 0.8)
+    gemm_m = float(inst.w_shared_bytes) / (8 * 3350e9 * 0.8)
+    expected = max(gemm_c, gemm_m) + max(attn_c, attn_m) + float(step.comm_s)
+    assert float(step.total_s) == pytest.approx(expected)
+    # host time per sequence adds per running sequence, not divided by tp
+    with_seq = iteration_time(inst, Efficiency(0.5, 0.8, 0.0, 0.0, 10e-6), decode_batch=64, decode_context=8192, prefill_tokens=4096)
+    assert float(with_seq.total_s - step.total_s) == pytest.approx(65 * 10e-6)
 
 
 def test_tp_across_nodes_uses_the_nic() -> None:

@@ -17,7 +17,11 @@ defaults, not fitted:
 - ``prefill_token_budget``: tokens per iteration (TensorRT-LLM ``max_num_tokens`` 8192, vLLM
   ``max_num_batched_tokens`` 8192, SGLang ``chunked_prefill_size`` 8192 on 80 GB-class GPUs).
 
-``sync_share``, ``admit_share`` and ``ttft_overhead_ms`` are fitted too.
+``seq_overhead_us``, ``allreduce_overhead_us``, ``sync_share`` and ``ttft_overhead_ms`` are
+fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
+fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
+fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
+runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
 ``sync_share`` is the share of the other users' prompts a new prompt waits behind in a
 closed loop (0 = arrivals spread evenly, 1 = all users arrive together as one cohort). It is a
 property of the scheduler and the benchmark loop, not of the device.
@@ -52,6 +56,12 @@ class EngineCalibration(StrictModel):
     """Fixed time per engine iteration (scheduler, sampling, launches), ms."""
     layer_overhead_us: float = Field(ge=0)
     """Extra time per transformer layer per iteration (small kernels, launches), us."""
+    seq_overhead_us: float = Field(0.0, ge=0)
+    """Host time per running sequence per iteration (scheduler bookkeeping, sampling,
+    detokenisation; not divided by tp), us."""
+    allreduce_overhead_us: float = Field(0.0, ge=0)
+    """Software latency of one tensor-parallel all-reduce beyond the link hops (launch,
+    synchronisation), us."""
     sync_share: float = Field(ge=0, le=4)
     """Closed-loop cohort share: a new prompt waits behind ``sync_share x (N-1)/2`` others."""
     admit_share: float = Field(0.0, ge=0, le=4)

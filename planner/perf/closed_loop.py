@@ -50,6 +50,8 @@ class EngineArrays:
     eta_b: np.ndarray
     step_overhead_s: np.ndarray
     layer_overhead_s: np.ndarray
+    seq_overhead_s: np.ndarray
+    allreduce_overhead_s: np.ndarray
     sync_share: np.ndarray
     admit_share: np.ndarray
     ttft_overhead_s: np.ndarray
@@ -57,7 +59,7 @@ class EngineArrays:
     budget_tokens: np.ndarray
 
     def efficiency(self) -> Efficiency:
-        return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s)
+        return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s, self.seq_overhead_s, self.allreduce_overhead_s)
 
 
 @dataclass(frozen=True)

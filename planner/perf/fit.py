@@ -1,8 +1,8 @@
 """Calibration fit (``planner calibrate``): per engine, least squares on relative error.
 
 For each engine with enough rows (and once pooled over every row, stored as ``default``) we fit
-``theta = (eta_f, eta_b, step_overhead_ms, layer_overhead_us, sync_share, admit_share,
-ttft_overhead_ms)`` minimising the squared log-ratio (relative error, symmetric in over- and
+the fields in :data:`FITTED` (``eta_f, eta_b, layer_overhead_us, seq_overhead_us,
+allreduce_overhead_us, sync_share, ttft_overhead_ms``) minimising the squared log-ratio (relative error, symmetric in over- and
 under-prediction, and robust to the few rows a closed loop's transient dominates)::
 
     sum_rows log(pred_ttft / meas_ttft)^2 + log(pred_tpot / meas_tpot)^2
@@ -44,24 +44,42 @@ MIN_ROWS_PER_ENGINE = 20
 """An engine with fewer usable rows is not fitted on its own; it uses ``default``."""
 
 
-def _to_theta(c: EngineCalibration) -> np.ndarray:
-    def logit(x: float) -> float:
-        return float(np.log(x / (1 - x)))
+FITTED: tuple[tuple[str, str, float], ...] = (
+    ("eta_f", "logit", 1.0),
+    ("eta_b", "logit", 1.0),
+    ("layer_overhead_us", "log", 1e-2),
+    ("seq_overhead_us", "log", 1e-2),
+    ("allreduce_overhead_us", "log", 1e-2),
+    ("sync_share", "logit", 4.0),
+    ("ttft_overhead_ms", "log", 1.0),
+)
+"""Fitted fields: (name, transform, scale). ``logit`` fields live in ``(0, scale)``; ``log``
+fields are positive, started at ``max(value, scale)``."""
+START = {"seq_overhead_us": 20.0, "allreduce_overhead_us": 5.0, "step_overhead_ms": 1.0, "ttft_overhead_ms": 20.0}
+"""Starting values for the overheads (the published defaults leave them at 0)."""
 
-    return np.array([logit(c.eta_f), logit(c.eta_b), np.log(max(c.step_overhead_ms, 1e-3)),
-                     np.log(max(c.layer_overhead_us, 1e-2)), logit(min(max(c.sync_share, 1e-3), 3.999) / 4.0),
-                     logit(min(max(c.admit_share, 1e-3), 3.999) / 4.0), np.log(max(c.ttft_overhead_ms, 1.0))])
+
+def _to_theta(c: EngineCalibration) -> np.ndarray:
+    out = []
+    for name, kind, scale in FITTED:
+        v = float(getattr(c, name))
+        if kind == "logit":
+            x = min(max(v / scale, 1e-3), 1.0 - 1e-3)
+            out.append(float(np.log(x / (1.0 - x))))
+        else:
+            out.append(float(np.log(max(v, START.get(name, scale), scale))))
+    return np.array(out)
 
 
 def _from_theta(theta: np.ndarray, engine: str, source: str) -> EngineCalibration:
-    sig = 1.0 / (1.0 + np.exp(-theta))
     sched = ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["default"])
-    return EngineCalibration(
-        eta_f=float(np.clip(sig[0], 1e-3, 1.0)), eta_b=float(np.clip(sig[1], 1e-3, 1.0)),
-        step_overhead_ms=float(np.exp(theta[2])), layer_overhead_us=float(np.exp(theta[3])),
-        sync_share=float(4.0 * sig[4]), admit_share=float(4.0 * sig[5]), ttft_overhead_ms=float(np.exp(theta[6])),
-        source=source, **sched,
-    )
+    values: dict[str, Any] = {}
+    for (name, kind, scale), t in zip(FITTED, theta, strict=True):
+        if kind == "logit":
+            values[name] = float(np.clip(scale / (1.0 + np.exp(-t)), 1e-6, scale))
+        else:
+            values[name] = float(np.exp(t))
+    return PUBLISHED_DEFAULT.model_copy(update={**values, **sched, "source": source})
 
 
 def _subset(prep: Prepared, keep: np.ndarray) -> Prepared:
@@ -148,6 +166,12 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         mask = usable & (engines_all == engine)
         if mask.sum() >= min_rows:
             fitted[engine] = _fit_one(_subset(prep, mask), mask, engine, meas_ttft, meas_tpot)
+    if "default" in fitted:
+        # an engine the data do not cover keeps its documented scheduler facts (e.g. SGLang's
+        # prefill-only iterations) with the pooled efficiencies
+        for engine, sched in ENGINE_SCHEDULERS.items():
+            if engine not in fitted:
+                fitted[engine] = fitted["default"].model_copy(update={**sched, "source": f"fit:default (no {engine} rows; {engine} scheduler defaults)"})
     if not fitted:
         from planner.errors import InputError
 

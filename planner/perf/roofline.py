@@ -9,6 +9,7 @@ Symbols (per instance of ``tp`` devices holding one replica):
 ==============  ============================================================================
 ``P``           parameters in per-token matmuls (``params_active_matmul``; input embedding out)
 ``A``           attention FLOPs per (query, key) pair, ``2 L H_q (d_qk + d_v)`` = ``4 L H_q d_h``
+                (split into full-attention and sliding-window layers)
 ``W_s``         weight bytes read every step whatever the batch (all but routed experts and the
                 input-embedding table, of which only the batch's rows are read)
 ``W_e``         routed-expert weight bytes (MoE; 0 dense); a fraction ``1-(1-a/E)^T`` is read for
@@ -19,16 +20,25 @@ Symbols (per instance of ``tp`` devices holding one replica):
 ==============  ============================================================================
 
 One engine iteration carries ``B`` decode sequences at context ``c`` plus ``n`` prefill
-tokens of prompts with ``h`` cached tokens before them::
+tokens of prompts with ``h`` cached tokens before them. GEMMs and attention kernels run one
+after the other, so each has its own roofline and the times add::
 
-    FLOPs = 2 P (B + n) + A B c + A n (n + 2h) / 2
-    bytes = W_s + W_e (1 - (1 - a/E)^(B+n)) + B kv(c) + kv(n + h)
-    t     = max(FLOPs / (tp F eta_F), bytes / (tp BW eta_B)) + t_comm + t_overhead
+    t_gemm = max(2 P (B + n) / (tp F eta_F),  (W_s + W_e (1 - (1 - a/E)^(B+n))) / (tp BW eta_B))
+    t_attn = max(A (B c + n (n + 2h) / 2) / (tp F_bf16 eta_F),  (B kv(c) + kv(n + h)) / (min(tp, H_kv) BW eta_B))
+    t      = t_gemm + t_attn + t_comm + t_overhead
     t_comm = 2 L * allreduce((B + n) d b_act)              (two all-reduces per layer, Megatron TP)
-    allreduce(m) = 2 (tp-1)/tp * m / link + 2 ceil(log2 tp) * lat
-                   (bandwidth term of a ring, latency term of a tree / recursive doubling as NCCL
-                   picks for the small decode messages; 0 when tp = 1)
-    t_overhead = o_step + o_layer * L                       (launch/scheduling, calibrated)
+    allreduce(m) = 2 (tp-1)/tp * m / link + 2 lat + o_ar   (within the NVLink domain engines use
+                   one-shot/two-shot custom all-reduces: a fixed number of steps; across nodes a
+                   ring of 2 (tp-1) steps)
+    t_overhead = o_layer * L + o_seq * (B + [n > 0]) + o_step
+
+Sliding-window layers cap the pairs at the window (``causal_pairs``). Attention runs in bf16
+(``F_bf16``) whatever the weight precision; fp8/fp4 GEMMs use the datasheet low-precision peak
+(scaled by :data:`LOW_PRECISION_GEMM_GAIN`). ``o_layer`` (launches and small kernels per layer),
+``o_seq`` (host time per running sequence: scheduling, sampling — not divided by tp) and
+``o_ar`` (software latency per all-reduce) are engine properties fitted by
+:mod:`planner.perf.fit`; ``o_step`` is a fixed per-iteration cost (0 unless a user sets it: on
+the H100 data it cannot be told apart from ``o_layer`` within one model).
 
 ``link`` is the scale-up bandwidth per direction (half the bidirectional figure); a TP group
 larger than ``devices_per_node`` crosses nodes and its ring runs at the NIC bandwidth.
@@ -55,6 +65,11 @@ DEFAULT_LINK_LATENCY_US = 3.0
 ``mem_empirical_constant_latency`` 3 us; NVLink steps are a few us)."""
 DEFAULT_NIC_GB_PER_S = 25.0
 """Per-device NIC bandwidth assumed when a profile gives none (200 Gb/s), GB/s."""
+LOW_PRECISION_GEMM_GAIN = 1.0
+"""Share of the datasheet low-precision speed-up (fp8/fp4 over bf16 dense peak) the GEMMs
+realise, before ``eta_f``: ``F = F_bf16 (1 + g (F_p / F_bf16 - 1))``. 1.0 = the datasheet
+figure. On the shipped H100 rows ``g = 0.5`` trades TTFT for TPOT fidelity (see README); we
+keep the datasheet value rather than tune a constant to one device's rows."""
 U_MEM = 0.90
 """Share of device memory the engine may use (vLLM ``gpu_memory_utilization`` default 0.9)."""
 RESERVE_GB = 3.0
@@ -72,6 +87,9 @@ class InstanceArrays:
     kv_heads: np.ndarray
     p_matmul: np.ndarray
     attn_pair_flops: np.ndarray
+    """Attention FLOPs per (query, key) pair over the full-attention layers."""
+    attn_pair_flops_window: np.ndarray
+    """Attention FLOPs per (query, key) pair over the sliding-window layers (0 when none)."""
     w_shared_bytes: np.ndarray
     w_expert_bytes: np.ndarray
     expert_frac: np.ndarray
@@ -84,10 +102,14 @@ class InstanceArrays:
     """Sliding window (inf when none)."""
     weight_bytes: np.ndarray
     flops_peak: np.ndarray
+    attn_flops_peak: np.ndarray
+    """Dense bf16 peak FLOP/s: attention (QK^T, AV) runs in bf16 whatever the weight precision."""
     bw_bytes_per_s: np.ndarray
     link_bytes_per_s: np.ndarray
     link_latency_s: np.ndarray
     memory_bytes: np.ndarray
+    node_size: np.ndarray
+    """Devices per scale-up domain (a larger TP group crosses nodes)."""
 
     def take(self, index: Any) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
@@ -103,6 +125,9 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     # matmuls run at the weights' precision when the device has tensor cores for it (W8A8,
     # W4A4); otherwise peak_flops falls back to the next wider precision (weight-only quant.)
     flops = device.peak_flops(weight_precision)
+    bf16_peak = device.peak_flops("bf16")
+    if flops is not None and bf16_peak and flops > bf16_peak:
+        flops = bf16_peak * (1.0 + LOW_PRECISION_GEMM_GAIN * (flops / bf16_peak - 1.0))
     if flops is None:
         missing.append("peak_tflops_dense")
     if missing:
@@ -119,6 +144,9 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     per_layer = k_all / model.num_layers
     k_win = per_layer * model.sliding_window_layers if model.sliding_window else 0.0
     window = float(model.sliding_window) if model.sliding_window else np.inf
+    a_pair = model.attention_flops_per_pair()
+    a_win = a_pair * model.sliding_window_layers / model.num_layers if model.sliding_window else 0.0
+    attn_peak = device.peak_flops("bf16") or flops or 0.0
     if tp <= device.devices_per_node:
         link = (device.scaleup_bw_gb_per_s_bidir or 0.0) / 2.0 * 1e9
         if link <= 0:  # no scale-up link: TP runs over PCIe/NIC
@@ -130,11 +158,12 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     assert device.memory_gb is not None and device.memory_bandwidth_gb_per_s is not None and flops is not None
     values = dict(
         tp=tp, layers=model.num_layers, hidden=model.hidden_size, kv_heads=model.num_kv_heads,
-        p_matmul=model.params_active_matmul(), attn_pair_flops=model.attention_flops_per_pair(),
+        p_matmul=model.params_active_matmul(), attn_pair_flops=a_pair - a_win, attn_pair_flops_window=a_win,
         w_shared_bytes=w_shared, w_expert_bytes=w_expert, expert_frac=frac,
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
-        weight_bytes=w_total, flops_peak=flops, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
+        weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device.memory_gb * 1e9,
+        node_size=device.devices_per_node,
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
 
@@ -151,6 +180,11 @@ class Efficiency:
     """Fixed time per engine iteration (scheduling, sampling, launch), s."""
     layer_overhead_s: Any
     """Extra time per layer per iteration (kernel launches, small ops), s."""
+    seq_overhead_s: Any = 0.0
+    """Host time per sequence in an iteration (scheduler bookkeeping, sampling, detokenising;
+    not divided by tp), s."""
+    allreduce_overhead_s: Any = 0.0
+    """Software latency of one all-reduce on top of the link hops (kernel launch, sync), s."""
 
 
 # --- bytes --------------------------------------------------------------------------------
@@ -173,16 +207,29 @@ def kv_split(inst: InstanceArrays) -> np.ndarray:
 
 
 # --- communication ------------------------------------------------------------------------
-def allreduce_s(inst: InstanceArrays, message_bytes: Any) -> np.ndarray:
+def allreduce_s(inst: InstanceArrays, message_bytes: Any, overhead_s: Any = 0.0) -> np.ndarray:
     """All-reduce of ``message_bytes`` over the TP group (0 for tp = 1); see the module docstring."""
     tp = inst.tp
-    hops = 2.0 * np.ceil(np.log2(np.maximum(tp, 1.0)))
-    return np.where(tp > 1, 2.0 * (tp - 1.0) / tp * np.asarray(message_bytes) / inst.link_bytes_per_s + hops * inst.link_latency_s, 0.0)
+    hops = np.where(tp <= inst.node_size, 2.0, 2.0 * (tp - 1.0))
+    return np.where(tp > 1, 2.0 * (tp - 1.0) / tp * np.asarray(message_bytes) / inst.link_bytes_per_s + hops * inst.link_latency_s + overhead_s, 0.0)
 
 
-def comm_s(inst: InstanceArrays, tokens: Any) -> np.ndarray:
+def comm_s(inst: InstanceArrays, tokens: Any, overhead_s: Any = 0.0) -> np.ndarray:
     """Tensor-parallel communication of one iteration: 2 all-reduces per layer of ``tokens x d``."""
-    return 2.0 * inst.layers * allreduce_s(inst, np.asarray(tokens, dtype=float) * inst.hidden * ACT_BYTES)
+    return 2.0 * inst.layers * allreduce_s(inst, np.asarray(tokens, dtype=float) * inst.hidden * ACT_BYTES, overhead_s)
+
+
+def causal_pairs(n: Any, h: Any, window: Any) -> np.ndarray:
+    """(query, key) pairs of ``n`` new tokens after ``h`` cached ones, each query seeing at most
+    ``window`` keys (continuous form of :meth:`LLMProfile._causal_pairs`; ``inf`` = no window)."""
+    n = np.asarray(n, dtype=float)
+    h = np.asarray(h, dtype=float)
+    full = n * (n + 2.0 * h) / 2.0
+    w = np.asarray(window, dtype=float)
+    wf = np.where(np.isfinite(w), w, 0.0)
+    m = np.clip(wf - h, 0.0, n)
+    capped = m * h + m * m / 2.0 + (n - m) * wf
+    return np.where(np.isfinite(w) & (h + n > w), capped, full)
 
 
 # --- step time ----------------------------------------------------------------------------
@@ -212,19 +259,30 @@ def iteration_time(
     prefill_cached: Any = 0.0,
 ) -> StepTime:
     """Time of one engine iteration: ``decode_batch`` sequences at ``decode_context`` tokens plus
-    ``prefill_tokens`` new prompt tokens after ``prefill_cached`` cached ones (module docstring)."""
+    ``prefill_tokens`` new prompt tokens after ``prefill_cached`` cached ones (module docstring).
+
+    The GEMMs and the attention kernels run one after the other, so each gets its own roofline
+    and the times add (a decode batch's attention is bound by KV reads while the prefill
+    tokens' GEMMs are bound by FLOPs — a single max over the totals would hide one of them)."""
     b = np.asarray(decode_batch, dtype=float)
     c = np.asarray(decode_context, dtype=float)
     n = np.asarray(prefill_tokens, dtype=float)
     h = np.asarray(prefill_cached, dtype=float)
     tokens = b + n
-    flops = 2.0 * inst.p_matmul * tokens + inst.attn_pair_flops * (b * c + n * (n + 2.0 * h) / 2.0)
-    bytes_ = weights_read_bytes(inst, tokens) + b * kv_bytes(inst, c) + np.where(n > 0, kv_bytes(inst, n + h), 0.0)
-    t_c = flops / (inst.tp * inst.flops_peak * eff.eta_f)
-    t_m = bytes_ / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
-    t_x = comm_s(inst, tokens)
-    t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers, dtype=float)
-    total = np.maximum(t_c, t_m) + t_x + t_o
+    gemm_c = 2.0 * inst.p_matmul * tokens / (inst.tp * inst.flops_peak * eff.eta_f)
+    gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
+    pairs_full = b * c + n * (n + 2.0 * h) / 2.0
+    pairs_win = b * np.minimum(c, inst.window_tokens) + causal_pairs(n, h, inst.window_tokens)
+    attn_flops = inst.attn_pair_flops * pairs_full + inst.attn_pair_flops_window * pairs_win
+    attn_c = attn_flops / (inst.tp * inst.attn_flops_peak * eff.eta_f)
+    kv_read = b * kv_bytes(inst, c) + np.where(n > 0, kv_bytes(inst, n + h), 0.0)
+    attn_m = kv_read / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
+    t_c = gemm_c + attn_c
+    t_m = gemm_m + attn_m
+    t_x = comm_s(inst, tokens, eff.allreduce_overhead_s)
+    seqs = b + np.where(n > 0, 1.0, 0.0)
+    t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * seqs, dtype=float)
+    total = np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + t_o
     return StepTime(total, t_c, t_m, t_x, np.broadcast_to(t_o, total.shape))
 
 

@@ -108,6 +108,8 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
         eta_b=np.array([c.eta_b for c in cals]),
         step_overhead_s=np.array([c.step_overhead_ms * 1e-3 for c in cals]),
         layer_overhead_s=np.array([c.layer_overhead_us * 1e-6 for c in cals]),
+        seq_overhead_s=np.array([c.seq_overhead_us * 1e-6 for c in cals]),
+        allreduce_overhead_s=np.array([c.allreduce_overhead_us * 1e-6 for c in cals]),
         sync_share=np.array([c.sync_share for c in cals]),
         admit_share=np.array([c.admit_share for c in cals]),
         ttft_overhead_s=np.array([c.ttft_overhead_ms * 1e-3 for c in cals]),
