@@ -1,0 +1,141 @@
+"""Simulator benchmarks: speed, memory, and analytic vs simulated tail latency.
+
+Run: ``python benchmarks/bench_simulate.py [--quick]``
+
+1. **Speed** on a decode-heavy disaggregated workload (prompts 100–2000 tokens, outputs
+   50–1000, 4 prefill + 16 decode instances, batch 128, KV-limited) at ~88 % decode load:
+   simulated requests per second of wall time and of process CPU time (on a shared
+   machine the CPU figure is the single-core speed), median of 3 runs. Target ≥ 50,000/s.
+2. **Memory** — peak traced allocation for 20k vs 80k requests (flat = streaming works).
+3. **Analytic vs simulated p99** across operating points of a prefill pool (TTFT = queue
+   wait + prefill + transfer + first step) and of a decode pool (wait for a batch slot,
+   ``c = instances × batch`` servers). Prompts of one length make the service time
+   deterministic in the TTFT rows, so TTFT p99 = wait p99 + a constant and the table tests
+   the queueing approximation (:func:`planner.queueing.wait_quantile_s`); rows with length
+   spread compare the wait p99 (an exponential-tail G/G/c approximation). Target: within 15 %.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+from planner import queueing as q
+from planner.simulate import PoolSpec, ServiceRoute, SimConfig, simulate, synthetic_requests
+
+QUICK = "--quick" in sys.argv
+
+
+def decode_heavy(n_requests: int, seed: int = 3) -> tuple[float, float, int]:
+    rng = np.random.default_rng(1)
+    inp = rng.integers(100, 2000, 5000)
+    out = rng.integers(50, 1000, 5000)
+    pools = [PoolSpec("pf", "prefill", 4, prefill_time_s=lambda n: 2e-5 * n),
+             PoolSpec("dec", "decode", 16, prefill_time_s=lambda n: 2e-5 * n,
+                      step_time_s=lambda b: 0.010 + 0.0001 * b, max_batch=128,
+                      kv_capacity_tokens=128 * 1500)]
+    routes = [ServiceRoute("s", prefill="pf", decode="dec", transfer_s_per_token=1e-6,
+                           ttft_target_s=1.0, tpot_target_s=0.05)]
+    rate = 150.0
+    dur = n_requests / rate
+    w0, c0 = time.perf_counter(), time.process_time()
+    res = simulate(pools, routes, synthetic_requests(rate, dur, input_tokens=inp, output_tokens=out, seed=seed),
+                   SimConfig(warmup_s=0.1 * dur), duration_hint_s=dur)
+    return time.perf_counter() - w0, time.process_time() - c0, res.requests
+
+
+def bench_speed() -> None:
+    n = 50_000 if QUICK else 200_000
+    runs = [decode_heavy(n, seed=s) for s in range(3)]
+    wall = statistics.median(r[0] for r in runs)
+    cpu = statistics.median(r[1] for r in runs)
+    reqs = runs[0][2]
+    print(f"speed (decode-heavy, {reqs:,} requests): median wall {wall:.2f} s -> {reqs / wall:,.0f} req/s of wall; "
+          f"CPU {cpu:.2f} s -> {reqs / cpu:,.0f} req/s of one core (target 50,000)")
+
+
+def bench_memory() -> None:
+    peaks = []
+    for n in (20_000, 80_000):
+        tracemalloc.start()
+        decode_heavy(n)
+        peaks.append(tracemalloc.get_traced_memory()[1] / 1e6)
+        tracemalloc.stop()
+    print(f"memory: peak traced {peaks[0]:.1f} MB at 20k requests, {peaks[1]:.1f} MB at 80k (ratio {peaks[1] / peaks[0]:.2f})")
+
+
+def prefill_point(c: int, rho: float, ca: float, spread: bool, seed: int, n_req: int) -> tuple[float, float, float, float]:
+    """Return (analytic wait p99, sim wait p99, analytic TTFT p99, sim TTFT p99) seconds."""
+    rng = np.random.default_rng(seed)
+    tokens = (np.maximum(rng.lognormal(np.log(1000) - 0.5 * 0.8**2, 0.8, 50_000), 1).astype(int)
+              if spread else np.full(10, 1000))
+    s_per_token = 1e-3
+    s_mean = float(tokens.mean()) * s_per_token
+    cs = float(tokens.std() / tokens.mean())
+    rate = rho * c / s_mean
+    step = 0.02
+    pools = [PoolSpec("pf", "prefill", c, prefill_time_s=lambda n: n * s_per_token),
+             PoolSpec("dec", "decode", 1, prefill_time_s=lambda n: 0.0, step_time_s=lambda b: step,
+                      max_batch=1_000_000)]
+    routes = [ServiceRoute("s", prefill="pf", decode="dec", transfer_s_per_token=1e-5)]
+    dur = n_req / rate
+    res = simulate(pools, routes, synthetic_requests(rate, dur, input_tokens=tokens, output_tokens=np.full_like(tokens, 2),
+                                                     interarrival_cv=ca, seed=seed), SimConfig(warmup_s=0.1 * dur))
+    wq = q.wait_quantile_s(0.99, rate, c, s_mean, service_cv=cs, arrival_cv=ca)
+    ttft_const = s_mean + 1000 * 1e-5 + step  # prefill + transfer + first step (one length)
+    return wq, res.quantile("pool", "pf", "wait", 0.99), wq + ttft_const, res.services["s"].ttft.p99
+
+
+def decode_point(n: int, batch: int, rho: float, seed: int, n_req: int) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    out = rng.geometric(1 / 300, 50_000)
+    step = 0.02
+    s = float(out.mean()) * step
+    c = n * batch
+    rate = rho * c / s
+    pools = [PoolSpec("dec", "decode", n, prefill_time_s=lambda k: 0.0, step_time_s=lambda b: step, max_batch=batch)]
+    routes = [ServiceRoute("s", decode="dec")]
+    dur = n_req / rate
+    res = simulate(pools, routes, synthetic_requests(rate, dur, input_tokens=np.ones_like(out), output_tokens=out, seed=seed),
+                   SimConfig(warmup_s=0.1 * dur))
+    return q.wait_quantile_s(0.99, rate, c, s), res.quantile("pool", "dec", "wait", 0.99)
+
+
+def bench_accuracy() -> None:
+    n_req = 60_000 if QUICK else 200_000
+    print("\nanalytic vs simulated p99 (seconds); error = analytic / simulated - 1")
+    print(f"{'pool':8} {'c':>4} {'rho':>5} {'ca':>4} {'cs':>5} {'metric':>6} {'analytic':>9} {'simulated':>9} {'error':>7}")
+    errs = []
+    for c in (1, 2, 4, 8):
+        for rho in (0.6, 0.8, 0.9):
+            for ca in (1.0, 1.5):
+                for spread in (False, True):
+                    wq, ws, tq, ts = prefill_point(c, rho, ca, spread, seed=c * 100 + int(rho * 10), n_req=n_req)
+                    cs = 0.8 if spread else 0.0
+                    if not spread:
+                        e = tq / ts - 1
+                        errs.append(abs(e))
+                        print(f"{'prefill':8} {c:>4} {rho:>5} {ca:>4} {cs:>5} {'TTFT':>6} {tq:9.3f} {ts:9.3f} {e:+7.1%}")
+                    else:
+                        e = wq / ws - 1 if ws > 0 else float("nan")
+                        print(f"{'prefill':8} {c:>4} {rho:>5} {ca:>4} {cs:>5} {'wait':>6} {wq:9.3f} {ws:9.3f} {e:+7.1%}")
+    for n, b in ((2, 8), (4, 32)):
+        for rho in (0.8, 0.9, 0.95):
+            a, s = decode_point(n, b, rho, seed=n * b, n_req=n_req)
+            e = a / s - 1 if s > 0 else float("nan")
+            print(f"{'decode':8} {n * b:>4} {rho:>5} {1.0:>4} {1.0:>5} {'wait':>6} {a:9.3f} {s:9.3f} {e:+7.1%}")
+    print(f"TTFT p99 rows: median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}, "
+          f"within 15%: {sum(e <= 0.15 for e in errs)}/{len(errs)}")
+    print("note: simulated decode waits include up to one step (0.02 s) of alignment to the next step "
+          "boundary, which the analytic c = n*B model has no notion of; p99 at rho >= 0.9 with bursty "
+          "arrivals is itself noisy (strongly autocorrelated waits).")
+
+
+if __name__ == "__main__":
+    bench_speed()
+    bench_memory()
+    bench_accuracy()

@@ -1,0 +1,158 @@
+"""`planner simulate`: discrete-event check of a plan at normal load, peak, failure, model swap."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from planner.cli.output import echo_json, fmt, table
+from planner.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from planner.simulate.arrivals import RequestChunk
+
+
+def _ms(x: float) -> float:
+    return x * 1e3 if x == x else math.nan
+
+
+@click.command("simulate")
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str),
+              help="Plan JSON written by `planner solve --out` (default: solve the instance first).")
+@click.option("--architecture", help="Architecture of the plan to simulate (default: the verdict's winner).")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=str),
+              help="Replay this request log instead of synthetic arrivals (peak scenarios compress its time to the planned peak rate).")
+@click.option("--trace-format", help="Log format of --trace (auto-detected if absent).")
+@click.option("--duration", "duration_s", type=float, default=600.0, show_default=True, help="Simulated seconds of arrivals per scenario.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
+@click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(["normal", "peak", "failure", "model_swap"]),
+              help="Scenarios to run (repeatable; default all).")
+@click.option("--load-gb-per-s", type=float, help="Weight-reload bandwidth per device for the model swap (default: the device's NIC bandwidth).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None, trace_path: str | None,
+                 trace_format: str | None, duration_s: float, seed: int, scenario_names: tuple[str, ...],
+                 load_gb_per_s: float | None, as_json: bool) -> None:
+    """Simulate a plan: TTFT/TPOT quantiles, SLO attainment, queues, KV pressure, utilisation."""
+    from pydantic import ValidationError
+
+    from planner.instance import load_instance
+    from planner.schema.plan import PlanResult
+    from planner.simulate.adapter import demand_stream, plan_to_sim
+    from planner.simulate.arrivals import replay_requests
+    from planner.simulate.scenarios import SCENARIOS, run_scenarios, weight_reload_s
+
+    if duration_s <= 0:
+        raise InputError(Problem("", "--duration", f"must be > 0, got {duration_s}", "give a positive number of seconds"))
+    resolved = load_instance(instance)
+    if plan_path is None:
+        from planner.optimize.solve import settings_from_instance, solve_instance
+
+        plan = solve_instance(resolved, settings_from_instance(resolved.instance)).result
+        plan_label = f"solved from {instance}"
+    else:
+        p = Path(plan_path)
+        if not p.is_file():
+            raise InputError(Problem(plan_path, "", "file not found", "check the path"))
+        try:
+            plan = PlanResult.model_validate_json(p.read_text())
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise InputError(Problem(plan_path, ".".join(str(x) for x in first["loc"]), first["msg"],
+                                     "pass a plan written by `planner solve --out`")) from None
+        plan_label = f"from {plan_path}"
+    try:
+        sim = plan_to_sim(plan, architecture)
+    except ValueError as exc:
+        raise InputError(Problem(plan_path or instance, "architectures", str(exc),
+                                 "choose a feasible architecture with --architecture")) from None
+
+    notes = list(sim.notes)
+    reload: dict[str, float] = {}
+    reload_detail: dict[str, dict[str, Any]] = {}
+    svc_of_pool: dict[str, str] = {}
+    for route in sim.routes:
+        for pool in (route.prefill, route.decode, route.unified):
+            if pool:
+                svc_of_pool.setdefault(pool, route.service)
+    for ps in sim.pools:
+        pp = sim.pool_plans[ps.name]
+        svc = resolved.instance.services.get(svc_of_pool.get(ps.name, ""))
+        dev = resolved.devices.get(pp.device)
+        if svc is None or dev is None or svc.model not in resolved.models:
+            notes.append(f"pool {ps.name}: its service or device is not in {instance}; model swap not simulated for it")
+            continue
+        # weights come over the network (model store) or, failing a NIC figure, the host link
+        field = "nic_bw_gb_per_s" if dev.nic_bw_gb_per_s else "pcie_bw_gb_per_s"
+        bw = load_gb_per_s if load_gb_per_s else getattr(dev, field)
+        if not bw:
+            notes.append(f"pool {ps.name}: device {pp.device} has neither nic_bw_gb_per_s nor pcie_bw_gb_per_s; "
+                         "model swap not simulated (pass --load-gb-per-s)")
+            continue
+        w = resolved.models[svc.model].weight_bytes(svc.weight_precision)
+        reload[ps.name] = weight_reload_s(w, pp.tp, bw)
+        reload_detail[ps.name] = {"weight_bytes": w, "tp": pp.tp, "load_gb_per_s": bw,
+                                  "source": "--load-gb-per-s" if load_gb_per_s else f"{pp.device}.{field}",
+                                  "reload_s": reload[ps.name]}
+
+    if trace_path:
+        from planner.workload.log import RequestLog
+        from planner.workload.readers import read_trace
+
+        log = read_trace(Path(trace_path), trace_format)
+        if not isinstance(log, RequestLog) or not log.has_arrivals:
+            raise InputError(Problem(trace_path, "", "the log has no per-request arrival times to replay",
+                                     "use a log with timestamps, or simulate synthetic arrivals (drop --trace)"))
+        frame = log.frame
+        if "service" not in frame.columns:
+            if len(sim.routes) != 1:
+                raise InputError(Problem(trace_path, "service", "the log has no service column but the plan has several services",
+                                         "use a log with a service column"))
+            frame = frame.assign(service=sim.routes[0].service)
+        span = float(frame["arrival_s"].max() - frame["arrival_s"].min()) or 1.0
+        trace_rate = len(frame) / span
+        peak_rate = float(sim.demand["rate_peak_per_s"].sum())
+
+        def stream(load: str, s: int) -> Iterator[RequestChunk]:
+            scale = trace_rate / peak_rate if load == "peak" else 1.0
+            keep = frame[(frame["arrival_s"] - frame["arrival_s"].min()) * scale <= duration_s]
+            return replay_requests(keep, services=sim.services, time_scale=scale)
+    else:
+        def stream(load: str, s: int) -> Iterator[RequestChunk]:
+            return demand_stream(sim, load=load, duration_s=duration_s, seed=s)
+
+    runs = run_scenarios(sim.pools, sim.routes, stream, duration_s=duration_s, seed=seed, reload_s=reload,
+                         scenarios=scenario_names or SCENARIOS)
+    payload = {
+        "instance": resolved.instance.name, "plan": plan_label, "architecture": sim.architecture,
+        "arrivals": f"replay of {trace_path}" if trace_path else "synthetic renewal at the plan's demand",
+        "duration_s": duration_s, "seed": seed, "model_swap_reload": reload_detail, "notes": notes,
+        "scenarios": {r.name: {"load": r.load, "outages": [o.__dict__ for o in r.outages], **r.result.to_dict(timeline=True)} for r in runs},
+    }
+    if as_json:
+        echo_json(payload)
+        return
+    click.echo(f"{resolved.instance.name}: {sim.architecture} plan {plan_label}; {payload['arrivals']}, "
+               f"{fmt(duration_s)} s per scenario, seed {seed}")
+    for r in runs:
+        res = r.result
+        click.echo(f"\n[{r.name}] {res.requests:,} requests, {res.events:,} events in {fmt(res.wall_s)} s wall")
+        rows = []
+        for s in res.services.values():
+            rows.append([s.service, _ms(s.ttft.p50), _ms(s.ttft.p90), _ms(s.ttft.p99), _ms(s.ttft_target_s),
+                         _ms(s.tpot.p50), _ms(s.tpot.p99), _ms(s.tpot_target_s), s.slo_attainment,
+                         "yes" if (s.ttft_met and s.tpot_met) else "NO", s.unfinished + s.rejected])
+        click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", "tpot p50 ms", "p99", "target",
+                          "slo share", "met", "lost"], rows))
+        prow = [[p.name, p.instances, p.utilization, p.slot_utilization, p.kv_utilization, _ms(p.wait.p99),
+                 p.queue_max, p.preemptions, p.kv_blocked_admissions] for p in res.pools.values()]
+        click.echo(table(["pool", "inst", "util", "slots", "kv", "wait p99 ms", "max queue", "preempt", "kv blocked"], prow))
+    for n in notes:
+        click.echo(f"note: {n}")
+
+
+COMMANDS = [simulate_cmd]

@@ -1,0 +1,752 @@
+"""The discrete-event engine: prefill, KV transfer, continuous-batching decode, unified
+chunked-prefill pools, tool waits, outages.
+
+Event-driven with one ``heapq``; arrivals are merged from the (chunked) stream without
+entering the heap. A decode/unified instance is *fast-forwarded*: between changes of its
+batch the step time ``t(b)`` is constant, so instead of one event per step it keeps a step
+counter ``k`` anchored at a step boundary ``(k, t)`` and schedules one event at the next
+step where something happens — the earliest finishing sequence (``finish_step`` in a
+per-instance heap) or the step at which KV would overflow. KV in use at step ``k`` is
+``S + n·k`` with ``S = Σ (context_i − join_step_i) + held tokens``, since every active
+sequence adds one token per step; the overflow step is ``⌊(cap − S)/n⌋``. Sequences join at
+the first step boundary at or after their admission (continuous batching). A unified
+instance with prompt work runs one iteration per event (decode batch + a prefill chunk).
+
+Measured quantities (requests whose turn starts at or after ``warmup_s``):
+TTFT = first token − turn start; TPOT = (last token − first token)/(output − 1);
+per-pool wait = admission (start of service or join) − entry into the pool's queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from planner.simulate.arrivals import RequestChunk
+from planner.simulate.results import PoolResult, ServiceResult, SimResult
+from planner.simulate.spec import PoolSpec, ServiceRoute, SimConfig
+from planner.simulate.stats import LogHistogram, Summary
+
+EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END = range(6)
+_EPS = 1e-9
+
+
+class _Req:
+    __slots__ = ("turn_arrival", "out", "svc", "turns_left", "tool_wait", "append", "context",
+                 "ctx", "pf_tokens", "pf_left", "generated", "gen_base", "first", "join_id",
+                 "join_step", "kv_off", "inst", "enter", "recompute", "measured", "held_inst",
+                 "held_epoch", "held_tokens", "waited")
+
+    def __init__(self, t: float, inp: int, out: int, svc: int, turns: int, tool_wait: float,
+                 append: int, measured: bool) -> None:
+        self.turn_arrival = t
+        self.out = out
+        self.svc = svc
+        self.turns_left = turns
+        self.tool_wait = tool_wait
+        self.append = append
+        self.context = inp      # tokens of the session so far (prompt of this turn)
+        self.ctx = inp          # tokens in KV when (re)joining decode
+        self.pf_tokens = inp    # tokens to prefill for this turn
+        self.pf_left = inp
+        self.generated = 0
+        self.gen_base = 0
+        self.first = -1.0
+        self.join_id = -1
+        self.join_step = 0
+        self.kv_off = 0
+        self.inst: _Inst | None = None
+        self.enter = t
+        self.recompute = False
+        self.measured = measured
+        self.held_inst: _Inst | None = None
+        self.held_epoch = 0
+        self.held_tokens = 0
+        self.waited = False
+
+
+class _Inst:
+    __slots__ = ("pool", "idx", "up", "version", "epoch", "n", "S", "step", "t", "target",
+                 "fin", "pending", "active", "pf", "in_iter", "plan", "pf_batch", "busy_s",
+                 "slot_s", "kv_s")
+
+    def __init__(self, pool: _Pool, idx: int) -> None:
+        self.pool = pool
+        self.idx = idx
+        self.up = True
+        self.version = 0
+        self.epoch = 0
+        self.n = 0
+        self.S = 0.0
+        self.step = 0
+        self.t = 0.0
+        self.target = -1
+        self.fin: list[tuple[int, int, _Req]] = []
+        self.pending: list[tuple[int, int, _Req]] = []
+        self.active: dict[int, _Req] = {}
+        self.pf: deque[_Req] = deque()
+        self.in_iter = False
+        self.plan: list[tuple[_Req, int]] = []
+        self.pf_batch: list[_Req] = []
+        self.busy_s = 0.0
+        self.slot_s = 0.0
+        self.kv_s = 0.0
+
+
+class _Pool:
+    def __init__(self, spec: PoolSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.role = spec.role
+        self.queue: deque[_Req] = deque()
+        self.insts = [_Inst(self, i) for i in range(spec.instances)]
+        self.table = spec.step_table()
+        self.cap = float(spec.kv_capacity_tokens)
+        self.max_batch = spec.max_batch
+        self.prefill_time = spec.prefill_time_s
+        self.wait = LogHistogram()
+        self.preemptions = 0
+        self.kv_blocked = 0
+        self.rejected = 0
+        self.recompute_s = 0.0
+        self.queue_max = 0
+        it = spec.iteration_time_s
+        table, pt = self.table, spec.prefill_time_s
+        if it is None:
+            def it(b: int, chunk: int) -> float:
+                return (table[b] if b else 0.0) + (pt(chunk) if chunk else 0.0)
+        self.iter_time = it
+
+
+class _Sim:
+    def __init__(self, pools: Sequence[PoolSpec], routes: Sequence[ServiceRoute],
+                 config: SimConfig) -> None:
+        names = [p.name for p in pools]
+        if len(set(names)) != len(names):
+            raise ValueError("pool names must be unique")
+        self.pools = {p.name: _Pool(p) for p in pools}
+        self.routes = list(routes)
+        self.config = config
+        for r in self.routes:
+            for key, role in (("prefill", "prefill"), ("decode", "decode"), ("unified", "unified")):
+                name = getattr(r, key)
+                if name is None:
+                    continue
+                if name not in self.pools:
+                    raise ValueError(f"service {r.service}: unknown pool {name!r}")
+                if self.pools[name].role != role:
+                    raise ValueError(f"service {r.service}: pool {name!r} is a {self.pools[name].role} pool, not {role}")
+        self.r_pre = [self.pools[r.prefill] if r.prefill else None for r in self.routes]
+        self.r_dec = [self.pools[r.decode or r.unified or ""] for r in self.routes]
+        self.heap: list[tuple[float, int, int, Any, int]] = []
+        self.seq = 0
+        self.join_seq = 0
+        self.events = 0
+        self.now = 0.0
+        nsvc = len(self.routes)
+        self.ttft = [LogHistogram() for _ in range(nsvc)]
+        self.tpot = [LogHistogram() for _ in range(nsvc)]
+        self.e2e = [LogHistogram() for _ in range(nsvc)]
+        self.ttft_ok = [0] * nsvc
+        self.tpot_ok = [0] * nsvc
+        self.slo_ok = [0] * nsvc
+        self.done = [0] * nsvc
+        self.started = [0] * nsvc
+        self.rejected = [0] * nsvc
+        self.requests = 0
+        self.timeline: dict[str, list[float]] = {"time_s": []}
+        for p in self.pools.values():
+            self.timeline[f"{p.name}.queue"] = []
+            self.timeline[f"{p.name}.active"] = []
+            self.timeline[f"{p.name}.kv_used_share"] = []
+
+    # ---------------------------------------------------------------- scheduling helpers
+    def push(self, t: float, kind: int, obj: Any, ver: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, obj, ver))
+
+    # ---------------------------------------------------------------- arrivals
+    def arrive(self, req: _Req, now: float) -> None:
+        svc = req.svc
+        req.enter = now
+        req.waited = False
+        dec = self.r_dec[svc]
+        if req.ctx + 1 > dec.cap:
+            dec.rejected += 1
+            if req.measured:
+                self.rejected[svc] += 1
+            return
+        if req.measured:
+            self.started[svc] += 1
+        pre = self.r_pre[svc]
+        if pre is not None:
+            pre.queue.append(req)
+            if len(pre.queue) > pre.queue_max:
+                pre.queue_max = len(pre.queue)
+            self.start_prefill(pre, now)
+        else:
+            if dec.role == "unified":
+                req.pf_left = req.pf_tokens
+            dec.queue.append(req)
+            if len(dec.queue) > dec.queue_max:
+                dec.queue_max = len(dec.queue)
+            self.admit(dec, now)
+
+    # ---------------------------------------------------------------- prefill pool
+    def start_prefill(self, pool: _Pool, now: float) -> None:
+        q = pool.queue
+        if not q:
+            return
+        spec = pool.spec
+        for inst in pool.insts:
+            if not q:
+                return
+            if not inst.up or inst.pf_batch:
+                continue
+            batch = [q.popleft()]
+            tokens = batch[0].pf_tokens
+            if spec.prefill_batch_tokens > 0:
+                while q and len(batch) < pool.max_batch and tokens + q[0].pf_tokens <= spec.prefill_batch_tokens:
+                    r = q.popleft()
+                    batch.append(r)
+                    tokens += r.pf_tokens
+            for r in batch:
+                if r.measured and not r.waited:
+                    r.waited = True  # a restart after an outage is not a second wait sample
+                    pool.wait.add(now - r.enter)
+            dur = pool.prefill_time(tokens)
+            inst.busy_s += dur
+            inst.pf_batch = batch
+            inst.version += 1
+            self.push(now + dur, EV_PF_DONE, inst, inst.version)
+
+    def prefill_done(self, inst: _Inst, now: float) -> None:
+        batch = inst.pf_batch
+        inst.pf_batch = []
+        touched = set()
+        for req in batch:
+            route = self.routes[req.svc]
+            delay = route.transfer_s_per_token * req.pf_tokens
+            if delay > 0:
+                self.push(now + delay, EV_DEC_ENQ, req)
+            else:
+                dec = self.r_dec[req.svc]
+                req.enter = now
+                req.waited = False
+                dec.queue.append(req)
+                touched.add(dec)
+        self.start_prefill(inst.pool, now)
+        for dec in touched:
+            if len(dec.queue) > dec.queue_max:
+                dec.queue_max = len(dec.queue)
+            self.admit(dec, now)
+
+    # ---------------------------------------------------------------- decode / unified
+    def advance(self, inst: _Inst, now: float) -> None:
+        """Move an instance's anchor to the first step boundary at or after ``now``."""
+        if inst.in_iter:
+            return
+        if inst.n == 0:
+            if inst.t < now:
+                inst.kv_s += inst.S * (now - inst.t)  # held / reserved KV on an idle instance
+                inst.t = now
+            return
+        if inst.t >= now:
+            return
+        tc = inst.pool.table[inst.n]
+        k = math.ceil((now - inst.t) / tc - _EPS)
+        if inst.target >= inst.step and inst.step + k > inst.target:
+            k = inst.target - inst.step
+        self.move(inst, k, tc)
+
+    def move(self, inst: _Inst, k: int, tc: float) -> None:
+        if k <= 0:
+            return
+        n = inst.n
+        dt = k * tc
+        inst.busy_s += dt
+        inst.slot_s += n * dt
+        inst.kv_s += (inst.S + n * inst.step + 0.5 * n * k) * dt
+        old_step, old_t = inst.step, inst.t
+        inst.step = step = old_step + k
+        inst.t = old_t + dt
+        if inst.pending:
+            keep = []
+            for ent in inst.pending:
+                target, jid, req = ent
+                if req.join_id != jid:
+                    continue
+                if target <= step:
+                    self.first_token(req, old_t + (target - old_step) * tc)
+                else:
+                    keep.append(ent)
+            inst.pending = keep
+        fin = inst.fin
+        while fin and fin[0][0] <= step:
+            f, jid, req = heapq.heappop(fin)
+            if req.join_id == jid:
+                self.retire(inst, req, old_t + (f - old_step) * tc)
+
+    def first_token(self, req: _Req, t: float) -> None:
+        req.first = t
+        if req.measured:
+            svc = req.svc
+            self.ttft[svc].add(t - req.turn_arrival)
+
+    def join(self, inst: _Inst, req: _Req) -> None:
+        """Add a sequence to the decode batch at the instance's current boundary."""
+        self.join_seq += 1
+        jid = self.join_seq
+        req.join_id = jid
+        req.inst = inst
+        req.join_step = inst.step
+        req.gen_base = req.generated
+        req.kv_off = req.ctx - inst.step
+        inst.S += req.kv_off
+        inst.n += 1
+        inst.active[jid] = req
+        remaining = req.out - req.generated
+        heapq.heappush(inst.fin, (inst.step + remaining, jid, req))
+        if req.first < 0:
+            inst.pending.append((inst.step + 1, jid, req))
+
+    def retire(self, inst: _Inst, req: _Req, t: float) -> None:
+        del inst.active[req.join_id]
+        req.join_id = -1
+        req.inst = None
+        inst.n -= 1
+        inst.S -= req.kv_off
+        self.turn_done(inst, req, t)
+
+    def turn_done(self, inst: _Inst, req: _Req, t: float) -> None:
+        svc = req.svc
+        if req.measured:
+            self.done[svc] += 1
+            route = self.routes[svc]
+            ok = req.first - req.turn_arrival <= route.ttft_target_s
+            if ok:
+                self.ttft_ok[svc] += 1
+            if req.out > 1:
+                tpot = (t - req.first) / (req.out - 1)
+                self.tpot[svc].add(tpot)
+                if tpot <= route.tpot_target_s:
+                    self.tpot_ok[svc] += 1
+                else:
+                    ok = False
+            else:
+                self.tpot_ok[svc] += 1
+            if ok:
+                self.slo_ok[svc] += 1
+            self.e2e[svc].add(t - req.turn_arrival)
+        if req.turns_left > 1:
+            route = self.routes[req.svc]
+            req.context = req.context + req.out
+            delay = req.tool_wait
+            if route.tool_policy == "hold":
+                req.held_inst = inst
+                req.held_epoch = inst.epoch
+                req.held_tokens = req.context
+                inst.S += req.context
+            elif route.tool_policy == "offload":
+                delay += route.reload_s_per_token * req.context
+            self.push(t + delay, EV_TURN, req, 0)
+
+    def next_turn(self, req: _Req, now: float) -> None:
+        route = self.routes[req.svc]
+        tool_done = now
+        if route.tool_policy == "offload":
+            tool_done = now - route.reload_s_per_token * req.context
+        held = req.held_inst
+        if held is not None:
+            if held.epoch == req.held_epoch:
+                self.advance(held, now)  # account the held KV up to now
+                held.S -= req.held_tokens
+                self.admit(held.pool, now)
+                self.reschedule(held, now)
+            req.held_inst = None
+        req.turns_left -= 1
+        req.context += req.append
+        req.ctx = req.context
+        req.pf_tokens = req.context if route.tool_policy == "recompute" else max(req.append, 1)
+        req.pf_left = req.pf_tokens
+        req.generated = 0
+        req.first = -1.0
+        req.recompute = False
+        req.turn_arrival = tool_done
+        req.measured = tool_done >= self.config.warmup_s
+        self.arrive(req, now)
+
+    def admit(self, pool: _Pool, now: float) -> None:
+        """FCFS admission from the pool queue to the least-loaded instance with room."""
+        if pool.role == "prefill":
+            self.start_prefill(pool, now)
+            return
+        q = pool.queue
+        mb = pool.max_batch
+        cap = pool.cap
+        unified = pool.role == "unified"
+        while q:
+            req = q[0]
+            best = None
+            best_load = mb
+            if unified:
+                for inst in pool.insts:
+                    if inst.up:
+                        load = inst.n + len(inst.pf)
+                        if load < best_load:
+                            best, best_load = inst, load
+            else:
+                for inst in pool.insts:
+                    if inst.n < best_load and inst.up:
+                        best, best_load = inst, inst.n
+            if best is None:
+                return
+            need = req.ctx + 1
+            chosen = None
+            self.advance(best, now)
+            if best.S + best.n * (best.step + 1) + need <= cap:
+                chosen = best
+            else:
+                for inst in sorted(pool.insts, key=lambda i: i.n + len(i.pf)):
+                    if inst is best or not inst.up or inst.n + len(inst.pf) >= mb:
+                        continue
+                    self.advance(inst, now)
+                    if inst.S + inst.n * (inst.step + 1) + need <= cap:
+                        chosen = inst
+                        break
+            if chosen is None:
+                pool.kv_blocked += 1
+                return
+            q.popleft()
+            if req.measured and not req.waited:
+                req.waited = True
+                pool.wait.add(max(chosen.t, now) - req.enter)
+            if unified:
+                chosen.S += req.ctx  # reserve the prompt's KV while it is prefilled
+                req.pf_left = req.ctx if req.recompute else req.pf_tokens
+                chosen.pf.append(req)
+                self.reschedule(chosen, now)
+            else:
+                if req.recompute:
+                    stall = pool.prefill_time(req.ctx)
+                    chosen.t = max(chosen.t, now) + stall
+                    chosen.busy_s += stall
+                    pool.recompute_s += stall
+                    req.recompute = False
+                self.join(chosen, req)
+                self.reschedule(chosen, now)
+
+    def preempt_if_full(self, inst: _Inst) -> None:
+        pool = inst.pool
+        cap = pool.cap
+        while inst.n > 0 and inst.S + inst.n * (inst.step + 1) > cap:
+            jid, req = inst.active.popitem()  # newest sequence first
+            inst.n -= 1
+            inst.S -= req.kv_off
+            steps = inst.step - req.join_step
+            req.generated = req.gen_base + steps
+            req.ctx = req.ctx + steps
+            req.recompute = True
+            req.join_id = -1
+            req.inst = None
+            req.enter = inst.t
+            pool.preemptions += 1
+            pool.queue.appendleft(req)
+
+    def reschedule(self, inst: _Inst, now: float) -> None:
+        """Replace the instance's pending event after a change of its batch or KV."""
+        if inst.in_iter:
+            return  # an iteration is in flight; its end event stays valid
+        self.advance(inst, now)
+        inst.version += 1
+        inst.target = -1
+        if not inst.up:
+            return
+        pool = inst.pool
+        if inst.pf:
+            self.start_iteration(inst, now)
+            return
+        n = inst.n
+        if n == 0:
+            return
+        fin = inst.fin
+        while fin and fin[0][1] != fin[0][2].join_id:
+            heapq.heappop(fin)
+        target = fin[0][0]
+        if pool.cap < math.inf:
+            kfull = math.floor((pool.cap - inst.S) / n)
+            if kfull < target:
+                target = kfull
+        if target < inst.step:
+            target = inst.step
+        inst.target = target
+        t_event = inst.t + (target - inst.step) * pool.table[n]
+        self.push(t_event if t_event > now else now, EV_INST, inst, inst.version)
+
+    def start_iteration(self, inst: _Inst, now: float) -> None:
+        pool = inst.pool
+        budget = pool.spec.chunk_tokens
+        plan = []
+        for req in inst.pf:
+            take = req.pf_left if req.pf_left < budget else budget
+            plan.append((req, take))
+            budget -= take
+            if budget == 0:
+                break
+        chunk = pool.spec.chunk_tokens - budget
+        dur = pool.iter_time(inst.n, chunk)
+        inst.in_iter = True
+        inst.plan = plan
+        inst.target = -1
+        self.push(inst.t + dur, EV_INST, inst, inst.version)
+
+    def iteration_end(self, inst: _Inst, now: float) -> None:
+        dt = now - inst.t
+        n = inst.n
+        inst.busy_s += dt
+        inst.slot_s += n * dt
+        inst.kv_s += (inst.S + n * inst.step) * dt
+        inst.step += 1
+        inst.t = now
+        inst.in_iter = False
+        fin = inst.fin
+        while fin and fin[0][0] <= inst.step:
+            f, jid, req = heapq.heappop(fin)
+            if req.join_id == jid:
+                self.retire(inst, req, now)
+        for req, take in inst.plan:
+            req.pf_left -= take
+            if req.pf_left <= 0:
+                inst.pf.remove(req)
+                inst.S -= req.ctx
+                if req.first < 0:
+                    self.first_token(req, now)
+                    req.generated = 1
+                req.recompute = False
+                if req.generated >= req.out:
+                    self.turn_done(inst, req, now)
+                else:
+                    self.join(inst, req)
+        inst.plan = []
+        self.preempt_if_full(inst)
+        self.admit(inst.pool, now)
+        self.reschedule(inst, now)
+
+    def inst_event(self, inst: _Inst, now: float) -> None:
+        if inst.in_iter:
+            self.iteration_end(inst, now)
+            return
+        pool = inst.pool
+        self.move(inst, inst.target - inst.step, pool.table[inst.n] if inst.n else 0.0)
+        inst.t = now if inst.n == 0 else inst.t
+        self.preempt_if_full(inst)
+        self.admit(pool, now)
+        self.reschedule(inst, now)
+
+    # ---------------------------------------------------------------- outages
+    def outage_start(self, inst: _Inst, now: float) -> None:
+        pool = inst.pool
+        self.advance(inst, now)
+        evicted: list[_Req] = []
+        if pool.role == "prefill":
+            evicted = list(inst.pf_batch)
+            inst.pf_batch = []
+        else:
+            for req in inst.active.values():
+                steps = inst.step - req.join_step
+                req.generated = req.gen_base + steps
+                req.ctx += steps
+                req.recompute = True
+                req.join_id = -1
+                req.inst = None
+                evicted.append(req)
+            for req in inst.pf:
+                inst.S -= req.ctx
+                req.recompute = req.recompute or req.first >= 0
+                evicted.append(req)
+            inst.active.clear()
+            inst.pf.clear()
+            inst.fin.clear()
+            inst.pending.clear()
+            inst.n = 0
+            inst.S = 0.0
+            inst.in_iter = False
+            inst.plan = []
+        inst.up = False
+        inst.epoch += 1
+        inst.version += 1
+        for req in reversed(evicted):
+            req.enter = now
+            pool.queue.appendleft(req)
+        self.admit(pool, now)
+
+    def outage_end(self, inst: _Inst, now: float) -> None:
+        inst.up = True
+        inst.t = now
+        inst.target = -1
+        inst.version += 1
+        self.admit(inst.pool, now)
+
+    # ---------------------------------------------------------------- main loop
+    def sample(self, t: float) -> None:
+        tl = self.timeline
+        tl["time_s"].append(t)
+        for p in self.pools.values():
+            tl[f"{p.name}.queue"].append(float(len(p.queue)))
+            if p.role == "prefill":
+                tl[f"{p.name}.active"].append(float(sum(1 for i in p.insts if i.pf_batch)))
+                tl[f"{p.name}.kv_used_share"].append(0.0)
+            else:
+                tl[f"{p.name}.active"].append(float(sum(i.n + len(i.pf) for i in p.insts)))
+                if p.cap < math.inf and p.insts:
+                    used = sum(i.S + i.n * i.step for i in p.insts)
+                    tl[f"{p.name}.kv_used_share"].append(used / (p.cap * len(p.insts)))
+                else:
+                    tl[f"{p.name}.kv_used_share"].append(0.0)
+
+    def run(self, stream: Iterable[RequestChunk], duration_hint_s: float | None) -> SimResult:
+        wall0 = time.perf_counter()
+        cfg = self.config
+        for o in cfg.outages:
+            pool = self.pools.get(o.pool)
+            if pool is None or not 0 <= o.instance < len(pool.insts):
+                raise ValueError(f"outage names unknown pool/instance {o.pool}[{o.instance}]")
+            inst = pool.insts[o.instance]
+            if o.start_s <= 0:
+                inst.up = False
+            else:
+                self.push(o.start_s, EV_OUT_START, inst)
+            if o.end_s < math.inf:
+                self.push(o.end_s, EV_OUT_END, inst)
+        interval = cfg.sample_interval_s or ((duration_hint_s or 200.0) / 200.0)
+        next_sample = 0.0
+        max_samples = 10_000
+        warm = cfg.warmup_s
+        heap = self.heap
+        pop = heapq.heappop
+        chunks = iter(stream)
+        arr: list[Any] = []
+        pos = 0
+        n_arr = 0
+        last_arrival = 0.0
+        next_arr = math.inf
+
+        def load() -> float:
+            nonlocal arr, pos, n_arr
+            for c in chunks:
+                if len(c):
+                    arr = list(zip(c.arrival_s.tolist(), c.input_tokens.tolist(), c.output_tokens.tolist(),
+                                   c.service.tolist(), c.turns.tolist(), c.tool_wait_s.tolist(),
+                                   c.append_tokens.tolist(), strict=True))
+                    pos, n_arr = 0, len(arr)
+                    return float(arr[0][0])
+            arr, pos, n_arr = [], 0, 0
+            return math.inf
+
+        next_arr = load()
+        nsvc = len(self.routes)
+        stop_at = math.inf
+        while True:
+            if heap and heap[0][0] < next_arr:
+                now = heap[0][0]
+                if now > stop_at:
+                    break
+                while now >= next_sample and len(self.timeline["time_s"]) < max_samples:
+                    self.sample(next_sample)
+                    next_sample += interval
+                _, _, kind, obj, ver = pop(heap)
+                self.now = now
+                self.events += 1
+                if kind == EV_INST:
+                    if ver == obj.version:
+                        self.inst_event(obj, now)
+                elif kind == EV_PF_DONE:
+                    if ver == obj.version:
+                        self.prefill_done(obj, now)
+                elif kind == EV_DEC_ENQ:
+                    dec = self.r_dec[obj.svc]
+                    obj.enter = now
+                    obj.waited = False
+                    dec.queue.append(obj)
+                    if len(dec.queue) > dec.queue_max:
+                        dec.queue_max = len(dec.queue)
+                    self.admit(dec, now)
+                elif kind == EV_TURN:
+                    self.next_turn(obj, now)
+                elif kind == EV_OUT_START:
+                    self.outage_start(obj, now)
+                elif kind == EV_OUT_END:
+                    self.outage_end(obj, now)
+            elif next_arr < math.inf:
+                now = next_arr
+                while now >= next_sample and len(self.timeline["time_s"]) < max_samples:
+                    self.sample(next_sample)
+                    next_sample += interval
+                t, inp, out, svc, turns, wait, append = arr[pos]
+                pos += 1
+                if not 0 <= svc < nsvc:
+                    raise ValueError(f"request stream names service index {svc}, but only {nsvc} routes exist")
+                self.now = now
+                self.requests += 1
+                self.arrive(_Req(t, inp, out, svc, turns, wait, append, t >= warm), now)
+                last_arrival = t
+                next_arr = arr[pos][0] if pos < n_arr else load()
+                if next_arr == math.inf:
+                    stop_at = last_arrival + cfg.max_drain_s
+            else:
+                break
+        return self.result(time.perf_counter() - wall0, last_arrival)
+
+    def result(self, wall_s: float, last_arrival: float) -> SimResult:
+        end = self.now
+        services = {}
+        for i, r in enumerate(self.routes):
+            done = self.done[i]
+            services[r.service] = ServiceResult(
+                service=r.service, ttft=Summary.of(self.ttft[i]), tpot=Summary.of(self.tpot[i]),
+                e2e=Summary.of(self.e2e[i]), completed=done,
+                unfinished=self.started[i] - done, rejected=self.rejected[i],
+                ttft_attainment=self.ttft_ok[i] / done if done else math.nan,
+                tpot_attainment=self.tpot_ok[i] / done if done else math.nan,
+                slo_attainment=(self.slo_ok[i] / (self.started[i] + self.rejected[i])
+                                if self.started[i] + self.rejected[i] else math.nan),
+                ttft_target_s=r.ttft_target_s, ttft_quantile=r.ttft_quantile,
+                tpot_target_s=r.tpot_target_s, tpot_quantile=r.tpot_quantile,
+                ttft_met=(done > 0 and self.ttft[i].quantile(r.ttft_quantile) <= r.ttft_target_s),
+                tpot_met=(done > 0 and (self.tpot[i].n == 0 or self.tpot[i].quantile(r.tpot_quantile) <= r.tpot_target_s)),
+            )
+        pools = {}
+        for p in self.pools.values():
+            n = len(p.insts)
+            inst_time = n * end if end > 0 else math.nan
+            busy = sum(i.busy_s for i in p.insts)
+            slots = sum(i.slot_s for i in p.insts)
+            kv = sum(i.kv_s for i in p.insts)
+            pools[p.name] = PoolResult(
+                name=p.name, role=p.role, instances=n, wait=Summary.of(p.wait),
+                utilization=busy / inst_time if n else math.nan,
+                slot_utilization=(slots / (inst_time * p.max_batch) if n and p.role != "prefill" else math.nan),
+                kv_utilization=(kv / (inst_time * p.cap) if n and p.cap < math.inf and p.role != "prefill" else math.nan),
+                preemptions=p.preemptions, kv_blocked_admissions=p.kv_blocked, rejected=p.rejected,
+                recompute_s=p.recompute_s, queue_max=p.queue_max,
+            )
+        hist: dict[str, LogHistogram] = {f"pool:{p.name}:wait": p.wait for p in self.pools.values()}
+        for i, r in enumerate(self.routes):
+            hist[f"service:{r.service}:ttft"] = self.ttft[i]
+            hist[f"service:{r.service}:tpot"] = self.tpot[i]
+            hist[f"service:{r.service}:e2e"] = self.e2e[i]
+        return SimResult(services=services, pools=pools, requests=self.requests, events=self.events,
+                         wall_s=wall_s, sim_end_s=end, last_arrival_s=last_arrival,
+                         timeline=self.timeline, histograms=hist)
+
+
+def simulate(pools: Sequence[PoolSpec], routes: Sequence[ServiceRoute],
+             stream: Iterable[RequestChunk], config: SimConfig | None = None, *,
+             duration_hint_s: float | None = None) -> SimResult:
+    """Run one simulation. ``stream`` yields time-ordered :class:`RequestChunk`; its
+    ``service`` column indexes ``routes``. Deterministic given the stream."""
+    return _Sim(pools, routes, config or SimConfig()).run(stream, duration_hint_s)

@@ -1,0 +1,102 @@
+"""Simulation results: per-service latency and SLO attainment, per-pool load and KV pressure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from planner.simulate.stats import LogHistogram, Summary
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class ServiceResult:
+    """Latency of one service's measured requests (turns), seconds.
+
+    ``*_attainment``: share of completed requests meeting the target; ``slo_attainment``:
+    share of all measured requests (completed, unfinished or rejected) meeting both.
+    ``*_met``: the SLO quantile of the simulated distribution is within the target.
+    """
+
+    service: str
+    ttft: Summary
+    tpot: Summary
+    e2e: Summary
+    completed: int
+    unfinished: int
+    rejected: int
+    ttft_attainment: float
+    tpot_attainment: float
+    slo_attainment: float
+    ttft_target_s: float
+    ttft_quantile: float
+    tpot_target_s: float
+    tpot_quantile: float
+    ttft_met: bool
+    tpot_met: bool
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    """Load of one pool over the simulated time.
+
+    ``utilization``: busy instance-time / provisioned instance-time (an outage counts as
+    provisioned); ``slot_utilization``: mean batch / ``max_batch``; ``kv_utilization``:
+    mean KV tokens / capacity; ``kv_blocked_admissions``: times the queue head could not
+    be admitted for lack of KV (with a free slot); ``recompute_s``: instance time spent
+    recomputing preempted sequences' KV.
+    """
+
+    name: str
+    role: str
+    instances: int
+    wait: Summary
+    utilization: float
+    slot_utilization: float
+    kv_utilization: float
+    preemptions: int
+    kv_blocked_admissions: int
+    rejected: int
+    recompute_s: float
+    queue_max: int
+
+
+@dataclass(frozen=True)
+class SimResult:
+    services: dict[str, ServiceResult]
+    pools: dict[str, PoolResult]
+    requests: int
+    """Requests (first turns) taken from the stream."""
+    events: int
+    wall_s: float
+    sim_end_s: float
+    last_arrival_s: float
+    timeline: dict[str, list[float]] = field(default_factory=dict)
+    """Sampled every interval: ``time_s`` and per pool ``queue``, ``active``, ``kv_used_share``."""
+    histograms: dict[str, LogHistogram] = field(default_factory=dict, repr=False)
+    """Fixed-size histograms keyed ``pool:<name>:wait`` and ``service:<name>:<ttft|tpot|e2e>``."""
+
+    def share_above(self, kind: str, name: str, metric: str, t_s: float) -> float:
+        """Share of samples of a metric above ``t_s`` (e.g. ``("pool", "decode", "wait", 0.1)``)."""
+        return self.histograms[f"{kind}:{name}:{metric}"].share_above(t_s)
+
+    def quantile(self, kind: str, name: str, metric: str, q: float) -> float:
+        return self.histograms[f"{kind}:{name}:{metric}"].quantile(q)
+
+    def timeline_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame(self.timeline)
+
+    def to_dict(self, timeline: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "requests": self.requests, "events": self.events, "wall_s": self.wall_s,
+            "sim_end_s": self.sim_end_s, "last_arrival_s": self.last_arrival_s,
+            "services": {k: asdict(v) for k, v in self.services.items()},
+            "pools": {k: asdict(v) for k, v in self.pools.items()},
+        }
+        if timeline:
+            out["timeline"] = self.timeline
+        return out

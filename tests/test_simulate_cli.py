@@ -1,0 +1,106 @@
+"""`planner simulate` and the plan adapter, on a plan solved from synthetic capacity tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+from planner.schema.plan import PlanResult
+
+INSTANCE = str(Path(__file__).resolve().parents[1] / "instances" / "enterprise-chat.yaml")
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from planner.optimize.solve import SolveSettings, solve_tables
+    from planner.optimize.synthetic import synthetic_tables
+
+    tables = synthetic_tables(services=2, buckets=2, devices=2, seed=0)
+    result = solve_tables(tables, SolveSettings(architectures=("shared", "disaggregated"), time_limit_s=30)).result
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    path.write_text(result.model_dump_json())
+    return path
+
+
+def test_adapter_maps_pools_and_routes(plan_file: Path) -> None:
+    from planner.simulate.adapter import plan_to_sim
+
+    plan = PlanResult.model_validate_json(plan_file.read_text())
+    sim = plan_to_sim(plan, "disaggregated")
+    arch = plan.architectures["disaggregated"]
+    by_name = {p.name: p for p in arch.pools}
+    assert {p.name for p in sim.pools} <= set(by_name)
+    for ps in sim.pools:
+        assert ps.instances == by_name[ps.name].instances
+        assert ps.role == by_name[ps.name].role
+    for r in sim.routes:
+        assert r.decode is not None and r.prefill is not None
+        assert 0 < r.ttft_target_s < math.inf
+    # decode step time = routed-rate-weighted planned TPOT of the points routed to the pool
+    pts = {(p["service"], p["bucket"], p["role"], p["config"]): p for p in plan.capacity.points}
+    for ps in (p for p in sim.pools if p.role == "decode"):
+        rows = [r for r in arch.routing if r.pool == ps.name and r.share > 1e-9]
+        lam = [r.rate_peak_per_s for r in rows]
+        tpot = [pts[(r.service, r.bucket, r.role, r.config)]["tpot_ms"] for r in rows]
+        expect = sum(a * b for a, b in zip(lam, tpot, strict=True)) / sum(lam) / 1e3
+        assert ps.step_table()[1] == pytest.approx(expect, rel=1e-12)
+        assert ps.max_batch == min(int(pts[(r.service, r.bucket, r.role, r.config)]["max_batch"]) for r in rows)
+
+
+def test_simulate_cli_json_reproducible(plan_file: Path) -> None:
+    args = ["simulate", INSTANCE, "--plan", str(plan_file), "--duration", "60", "--seed", "3",
+            "--scenario", "peak", "--scenario", "failure", "--json"]
+    r1 = CliRunner().invoke(main, args)
+    assert r1.exit_code == 0, r1.output
+    r2 = CliRunner().invoke(main, args)
+    d1, d2 = json.loads(r1.output), json.loads(r2.output)
+    for d in (d1, d2):
+        for sc in d["scenarios"].values():
+            sc.pop("wall_s")
+    assert d1 == d2
+    peak = d1["scenarios"]["peak"]
+    assert peak["requests"] > 0
+    for svc in peak["services"].values():
+        assert svc["completed"] > 0
+        assert svc["ttft"]["p50"] <= svc["ttft"]["p99"]
+    assert set(d1["scenarios"]) == {"peak", "failure"}
+    # common random numbers: the failure run sees the same arrivals as the peak run
+    assert d1["scenarios"]["failure"]["requests"] == peak["requests"]
+
+
+def test_simulate_cli_text_output(plan_file: Path) -> None:
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--plan", str(plan_file), "--duration", "30",
+                                  "--scenario", "normal"])
+    assert r.exit_code == 0, r.output
+    assert "[normal]" in r.output and "ttft p50 ms" in r.output and "kv blocked" in r.output
+
+
+def test_simulate_cli_errors(tmp_path: Path, plan_file: Path) -> None:
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--plan", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "file not found" in r.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--plan", str(bad)])
+    assert r.exit_code == 2 and "bad.json" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--plan", str(plan_file), "--architecture", "hybrid"])
+    assert r.exit_code == 2 and "hybrid" in r.output
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--plan", str(plan_file), "--duration", "-1"])
+    assert r.exit_code == 2
+
+
+def test_simulate_solves_the_instance_without_plan() -> None:
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--duration", "30", "--scenario", "peak",
+                                  "--scenario", "model_swap", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["plan"].startswith("solved from")
+    swap = d["scenarios"]["model_swap"]
+    # the swap takes one instance offline for weight bytes / (tp x load bandwidth)
+    for pool, info in d["model_swap_reload"].items():
+        assert info["reload_s"] == pytest.approx(info["weight_bytes"] / info["tp"] / (info["load_gb_per_s"] * 1e9))
+        assert any(o["pool"] == pool and o["end_s"] - o["start_s"] == pytest.approx(info["reload_s"]) for o in swap["outages"])
