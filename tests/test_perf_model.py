@@ -175,3 +175,20 @@ def test_unified_interference_costs_against_pure_decode() -> None:
     assert uni.feasible and uni.tpot_ms <= 40
     assert uni.max_batch < dec.max_batch  # the prefill chunk takes part of each iteration
     assert uni.ttft_ms > 0 and uni.detail["ttft_iterations"] >= 1
+
+
+def test_engine_slots_pool_and_admission_by_hand() -> None:
+    """TensorRT-LLM: 0.9 x (M - W - reserve), ISL+OSL reserved; vLLM: 0.9 M - W - reserve at ISL+OSL/2."""
+    from planner.perf.closed_loop import engine_slots
+    from planner.perf.fit import ENGINE_SCHEDULERS
+    from planner.perf.roofline import RESERVE_GB, U_MEM, instance_arrays
+    from planner.perf.validate import engine_arrays
+
+    inst = instance_arrays(L8, H100, 1, "bf16", "bf16")
+    isl, osl = np.array([2048.0]), np.array([512.0])
+    kv_tok = 2 * 32 * 8 * 128 * 2  # 131,072 B per token (llama-3.1-8b, bf16)
+    m, w = float(inst.memory_bytes), float(inst.weight_bytes)
+    for engine, pool, held in (("trtllm", U_MEM * (m - w - RESERVE_GB * 1e9), 2560.0), ("vllm", U_MEM * m - w - RESERVE_GB * 1e9, 2304.0)):
+        cal = PUBLISHED_DEFAULT.model_copy(update=ENGINE_SCHEDULERS[engine])
+        slots = float(engine_slots(inst, engine_arrays([cal]), isl, osl)[0])
+        assert slots == np.floor(pool / (kv_tok * held))

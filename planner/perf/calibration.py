@@ -16,6 +16,10 @@ defaults, not fitted:
   ``--enable-mixed-chunk``).
 - ``prefill_token_budget``: tokens per iteration (TensorRT-LLM ``max_num_tokens`` 8192, vLLM
   ``max_num_batched_tokens`` 8192, SGLang ``chunked_prefill_size`` 8192 on 80 GB-class GPUs).
+- ``kv_share_of_free`` and ``kv_reserve_peak``: how the KV pool is sized and how requests are
+  admitted to it (TensorRT-LLM: ``free_gpu_memory_fraction`` 0.9 of the memory left after the
+  weights, and the ``GUARANTEED_NO_EVICT`` scheduler reserving ``ISL + OSL`` per request; vLLM
+  and SGLang: a share of device memory, admission on current usage).
 
 ``seq_overhead_us``, ``allreduce_overhead_us``, ``sync_share`` and ``ttft_overhead_ms`` are
 fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
@@ -72,6 +76,14 @@ class EngineCalibration(StrictModel):
     """Iterations carry prefill chunks with the decode batch (chunked prefill / in-flight batching)."""
     prefill_token_budget: int = Field(8192, gt=0)
     """Tokens (prefill + decode) one iteration may carry."""
+    kv_share_of_free: bool = False
+    """The KV pool is ``U_MEM`` x the memory left after weights and reserve (TensorRT-LLM
+    ``free_gpu_memory_fraction``), not ``U_MEM`` x device memory minus weights (vLLM
+    ``gpu_memory_utilization``, SGLang ``mem_fraction_static``)."""
+    kv_reserve_peak: bool = False
+    """Admission reserves KV for a request's full ``ISL + OSL`` (TensorRT-LLM's default
+    ``GUARANTEED_NO_EVICT`` capacity scheduler) rather than admitting on current usage (vLLM,
+    SGLang: admission by the mean footprint ``ISL + OSL/2``, preempting when the pool fills)."""
     source: str = ""
     """Where the values come from (``fit:<file>`` or a published default with its citation)."""
 

@@ -3,8 +3,9 @@ request the moment its previous one ends (how the measured CSVs are taken).
 
 Model (vectorised over rows; symbols of :mod:`planner.perf.roofline`):
 
-1. **Slots.** Paged KV memory admits ``B_max`` sequences at the mean context ``ISL + OSL/2``
-   (a row is infeasible when one sequence at the peak ``ISL + OSL`` does not fit); the engine
+1. **Slots.** The KV pool admits ``B_max`` sequences (:func:`engine_slots`: per-engine pool size
+   and admission footprint — ``ISL + OSL`` reserved by TensorRT-LLM, the mean ``ISL + OSL/2`` by
+   vLLM/SGLang; a row is infeasible when one sequence at the peak ``ISL + OSL`` does not fit); the engine
    runs ``D = min(N, B_max)`` requests, the other ``N - D`` users queue for a slot.
 2. **One cycle** of a slot serves one request: its prompt (``ISL`` tokens, ``n_ch =
    ceil(ISL / q)`` chunks of ``q = budget - D`` tokens at most) and ``OSL - 1`` decode steps.
@@ -39,7 +40,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.perf.roofline import Efficiency, InstanceArrays, iteration_time, kv_bytes, max_batch
+from planner.perf.roofline import (
+    RESERVE_GB,
+    U_MEM,
+    Efficiency,
+    InstanceArrays,
+    iteration_time,
+    kv_bytes,
+    kv_split,
+    max_batch,
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class EngineArrays:
     ttft_overhead_s: np.ndarray
     mixed: np.ndarray
     budget_tokens: np.ndarray
+    kv_share_of_free: np.ndarray | bool = False
+    kv_reserve_peak: np.ndarray | bool = False
 
     def efficiency(self) -> Efficiency:
         return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s, self.seq_overhead_s, self.allreduce_overhead_s)
@@ -73,6 +85,20 @@ class LoopResult:
     cycle_s: np.ndarray
 
 
+def engine_slots(inst: InstanceArrays, eng: EngineArrays, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
+    """Requests the engine runs at once, by KV capacity (step 1 of the module docstring)::
+
+        pool per device = U_MEM (M - W/tp - reserve)      kv_share_of_free (TensorRT-LLM)
+                        = U_MEM M - W/tp - reserve        otherwise (vLLM, SGLang)
+        slots = floor(pool min(tp, H_kv) / kv(L)),  L = ISL + OSL (kv_reserve_peak) else ISL + OSL/2
+    """
+    per_dev_used = inst.weight_bytes / inst.tp + RESERVE_GB * 1e9
+    pool = np.where(eng.kv_share_of_free, U_MEM * (inst.memory_bytes - per_dev_used), U_MEM * inst.memory_bytes - per_dev_used)
+    cap = np.maximum(pool, 0.0) * kv_split(inst)
+    held = np.where(eng.kv_reserve_peak, isl + osl, isl + osl / 2.0)
+    return np.where(pool > 0, np.floor(cap / np.maximum(kv_bytes(inst, held), 1.0)), 0.0)
+
+
 def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> LoopResult:
     """Mean TTFT and TPOT of an aggregated (one pool) closed-loop benchmark; see module docstring."""
     eff = eng.efficiency()
@@ -81,7 +107,7 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     osl = np.asarray(osl, dtype=float)
     feasible = max_batch(inst, isl + osl) >= 1
     ctx = isl + osl / 2.0
-    bmax = max_batch(inst, ctx)  # paged KV: admission by the mean footprint, not the peak
+    bmax = engine_slots(inst, eng, isl, osl)
     d = np.clip(np.minimum(n_users, bmax), 1.0, None)
     steps = np.maximum(osl - 1.0, 1.0)
     t_dec = iteration_time(inst, eff, decode_batch=d, decode_context=ctx).total_s

@@ -34,10 +34,10 @@ from planner.perf.calibration import (
 from planner.perf.validate import Prepared, mape, predict_prepared, prepare_rows
 
 ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
-    "trtllm": {"mixed_prefill": True, "prefill_token_budget": 8192},
-    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192},
-    "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192},
-    "default": {"mixed_prefill": True, "prefill_token_budget": 8192},
+    "trtllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": True, "kv_reserve_peak": True},
+    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False},
+    "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False},
+    "default": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False},
 }
 """Documented scheduler defaults (see :mod:`planner.perf.calibration`)."""
 MIN_ROWS_PER_ENGINE = 20
@@ -98,7 +98,7 @@ def _residuals(prep: Prepared, mask: np.ndarray, cal_of: Any, meas_ttft: np.ndar
 
 
 def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40) -> EngineCalibration:
-    """Levenberg-Marquardt over the seven transformed parameters for the rows in ``mask``."""
+    """Levenberg-Marquardt over the transformed parameters of :data:`FITTED` for the rows in ``mask``."""
     label = f"fit:{engine}"
 
     def cal_for(theta: np.ndarray) -> Calibration:

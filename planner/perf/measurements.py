@@ -139,6 +139,17 @@ def model_id_for_path(path: str, hf_ids: dict[str, str] | None = None) -> str:
     return norm(path)
 
 
+def silicon_kv_precision(backend: str, quant: str) -> str:
+    """KV precision of an aiconfigurator row (the source does not record it). TensorRT-LLM runs
+    of per-tensor ``fp8`` checkpoints (NVIDIA ModelOpt FP8, which quantise the KV cache to FP8 and
+    TensorRT-LLM takes the KV dtype from the checkpoint) -> fp8; everything else -> bf16 (vLLM and
+    SGLang ``kv_cache_dtype=auto`` = the activation dtype; ``fp8_block`` checkpoints carry no KV
+    scales). ASSUMPTION, consistent with the KV-capacity knees of the shipped H100 rows (the
+    qwen3-32b TensorRT-LLM tp1 TTFT jumps where ~290k tokens — fp8 KV — no longer fit; the
+    llama-3.1-70b vLLM tp2 rows need bf16 KV to show theirs)."""
+    return "fp8" if backend == "trtllm" and quant == "fp8" else "bf16"
+
+
 def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Rows of an aiconfigurator ``silicon_*.csv`` in our measurements format.
 
@@ -146,7 +157,7 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> l
     ``gemm_quant_mode``/``precision`` (empty = bf16, fp8_block = fp8) -> precision; ``batch_size``
     -> concurrency; ``tp_size`` -> tp; ``silicon_ttft_ms``/``silicon_tpot_ms`` -> ttft_ms/tpot_ms;
     disagg rows keep their prefill_/decode_ tp, workers and decode batch. KV precision is not
-    recorded in the source: bf16 is assumed (an fp8 KV would shorten long-context decode).
+    recorded in the source: see :func:`silicon_kv_precision`.
     """
     p = Path(path)
     if not p.exists():
@@ -173,7 +184,7 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> l
                 "model": model_id_for_path(raw["model_path"].strip(), hf_ids),
                 "engine": raw["backend"].strip(),
                 "precision": precision,
-                "kv_precision": "bf16",
+                "kv_precision": silicon_kv_precision(raw["backend"].strip(), quant),
                 "mode": mode,
                 "tp": i("tp_size"),
                 "concurrency": i("batch_size"),

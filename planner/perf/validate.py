@@ -115,6 +115,8 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
         ttft_overhead_s=np.array([c.ttft_overhead_ms * 1e-3 for c in cals]),
         mixed=np.array([c.mixed_prefill for c in cals]),
         budget_tokens=np.array([float(c.prefill_token_budget) for c in cals]),
+        kv_share_of_free=np.array([c.kv_share_of_free for c in cals]),
+        kv_reserve_peak=np.array([c.kv_reserve_peak for c in cals]),
     )
 
 
