@@ -1,6 +1,6 @@
 """Benchmarks for `planner solve` (not part of the test gate).
 
-1. Whole-process wall time of `planner solve instances/enterprise-chat-70b.yaml` (target <= 2 s).
+1. Whole-process wall time of `planner solve instances/enterprise-chat.yaml` (target <= 2 s).
 2. A large synthetic capacity table (20 devices x 4 TP x 3 roles x 5 services x 10 buckets):
    build + extract time against HiGHS's own solve time (target ratio <= 1), model size.
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def bench_cli(repeat: int) -> None:
-    inst = ROOT / "instances" / "enterprise-chat-70b.yaml"
+    inst = ROOT / "instances" / "enterprise-chat.yaml"
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -31,7 +31,17 @@ sustains while meeting the service's SLO. Columns::
 
 Each row becomes an operating point with ``instance_seconds_per_request = 1 / max_rate_per_s``
 and ``utilization_cap = 1`` — the measured rate already includes queueing at the SLO — and
-replaces the roofline points for the same (service, bucket, role, config).
+replaces the roofline points for the same (service, bucket, role, config). A measured
+TTFT or TPOT above the service's target marks the point infeasible (reason given). The
+latency check after solving (:mod:`planner.optimize.solve`) does not re-check pools made of
+measured points. Problems (missing file or columns, unknown service/bucket, device/tp or
+role, a rate ≤ 0) are collected and raised once as an :class:`InputError` naming the row
+(CLI exit 2).
+
+:func:`measured_capacity_frame` writes a capacity table's feasible points in this format
+(``max_rate_per_s = 1 / instance_seconds_per_request``: the busy-rate of one instance, before
+any queueing cap) — a starting template to replace with measurements; reading it back gives
+the same per-request instance time, batch, energy, latency and KV transfer.
 """
 
 from __future__ import annotations
@@ -163,11 +173,33 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
                 })
     points = pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+    from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
+
+    agents = build_agent_tables(resolved, demand, configs)
+    if agents is not None:
+        notes = notes + list(agents.params.notes)
     return CapacityTables(demand=demand, points=points, configs=configs, costs=cost_params(resolved),
-                          meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)"})
+                          meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)"}, agents=agents)
 
 
 MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")
+MEASURED_COLUMNS: tuple[str, ...] = (*MEASURED_REQUIRED, "role", "ttft_ms", "tpot_ms", "max_batch", "energy_j_per_request",
+                                     "kv_transfer_bytes_per_request")
+"""Every column of the measured capacity format (module docstring); the first five are required."""
+
+
+def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
+    """The feasible operating points of ``tables`` in the measured capacity format (module docstring)."""
+    p = tables.points
+    p = p[p["feasible"].astype(bool) & (p["instance_seconds_per_request"].astype(float) > 0)]
+    out = pd.DataFrame({
+        "service": p["service"].astype(str), "bucket": p["bucket"].astype(str), "device": p["device"].astype(str),
+        "tp": p["tp"].astype(int), "max_rate_per_s": 1.0 / p["instance_seconds_per_request"].astype(float),
+        "role": p["role"].astype(str), "ttft_ms": p["ttft_ms"].astype(float), "tpot_ms": p["tpot_ms"].astype(float),
+        "max_batch": p["max_batch"].astype(int), "energy_j_per_request": p["energy_j_per_request"].astype(float),
+        "kv_transfer_bytes_per_request": p["kv_transfer_bytes_per_request"].astype(float),
+    })
+    return out.reset_index(drop=True)[list(MEASURED_COLUMNS)]
 
 
 def read_measured_capacity(path: str | Path, tables: CapacityTables) -> CapacityTables:
@@ -237,4 +269,4 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables) -> Capacity
     keep = [k not in keys for k in zip(base["service"], base["bucket"], base["role"], base["config"], strict=True)]
     points = pd.concat([base[keep], measured], ignore_index=True)
     return CapacityTables(demand=tables.demand, points=points, configs=tables.configs, costs=tables.costs,
-                          meta={**tables.meta, "measured": file})
+                          meta={**tables.meta, "measured": file}, agents=tables.agents)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from planner.cli import main
 
-INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterprise-chat-70b.yaml")
+INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterprise-chat.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,9 @@ For every feasible architecture it checks
 - ``mask``: every routed operating point is in the snapshot and marked feasible, and its
   TTFT / TPOT without queueing is within the service's targets;
 - ``pool``: every routed pool exists, ``devices = instances × tp``;
-- ``load``: ``Σ λ_peak τ/ρ x ≤ instances − redundancy`` (1e-6 relative tolerance);
+- ``load``: ``Σ λ_peak τ/ρ x ≤ instances − redundancy`` (1e-6 relative tolerance), with
+  ``ρ`` the architecture's tightened cap where the latency check tightened it
+  (``capacity.utilization_caps``), else the snapshot point's ``rho``;
 - ``kv``: resident KV at peak within the surviving instances' KV capacity (when known);
 - ``procurement`` and ``budget``;
 - ``costs``: the terms recomputed from the snapshot equal the plan's, and sum to its total.
@@ -21,10 +23,11 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
+from planner.agents.check import check_tool_phase
 from planner.optimize.extract import cost_breakdown
 from planner.optimize.prepare import ARCH_ROLES
 from planner.schema.capacity import CostParams
-from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult
+from planner.schema.plan import COST_TERMS, TOOL_COST_TERMS, ArchitecturePlan, PlanResult
 
 TOL = 1e-6
 
@@ -39,7 +42,14 @@ def check_plan(result: PlanResult) -> list[str]:
     costs = CostParams(**snap.costs)
     for arch, plan in result.architectures.items():
         if plan.feasible:
-            out += [f"{arch}: {v}" for v in _check_arch(plan, pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month)]
+            caps = {(str(c["service"]), str(c["bucket"]), str(c["role"]), str(c["config"])): float(c["rho"])
+                    for c in snap.utilization_caps if c.get("architecture") == arch and "rho" in c}
+            arch_pts = pts
+            if caps and len(pts):
+                arch_pts = pts.copy()
+                keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
+                arch_pts["rho"] = [caps.get(k, r) for k, r in zip(keys, pts["rho"].astype(float), strict=True)]
+            out += [f"{arch}: {v}" for v in _check_arch(plan, arch_pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month)]
     if result.verdict.winner is not None:
         best = min((p for p in result.architectures.values() if p.feasible and p.costs), key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
         if best.architecture != result.verdict.winner and best.costs is not None:
@@ -122,7 +132,10 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
     n = np.array([p.instances for p in pools.values()], dtype=int)
     sub = pts.iloc[rows].reset_index(drop=True) if rows else pts.iloc[0:0]
     again = cost_breakdown(costs, configs, sub, np.array(shares, dtype=float), pool_df, n, redundancy=k)
+    out += check_tool_phase(plan)  # tool-phase terms and constraints (planner.agents)
     for t in COST_TERMS:
+        if t in TOOL_COST_TERMS:
+            continue
         a, b = getattr(again, t), getattr(plan.costs, t)
         if abs(a - b) > 1e-4 * max(1.0, abs(b)):
             out.append(f"costs: {t} recomputes to {a:,.2f}, plan says {b:,.2f}")

@@ -52,18 +52,19 @@ def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, 
     kwh_price = float(c.electricity_usd_per_kwh) * float(c.pue)
     tp = pools["tp"].to_numpy(float)
     dev = n * tp
-    pcfg = pools["config"].tolist()
-    eq = np.array([float(cfg.loc[k, "equipment_usd_per_device_hour"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
-    idle_w = np.array([float(cfg.loc[k, "idle_power_w"]) + float(cfg.loc[k, "host_power_w"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
-    ops = np.array([float(cfg.loc[k, "ops_usd_per_device_month"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
-    lic = np.array([float(cfg.loc[k, "license_usd_per_device_month"]) for k in pcfg]) if len(pcfg) else np.zeros(0)
+    pc = cfg.reindex(pools["config"].to_numpy())  # one vectorised lookup per column (no per-element .loc)
+    eq = pc["equipment_usd_per_device_hour"].to_numpy(float)
+    idle_w = pc["idle_power_w"].to_numpy(float) + pc["host_power_w"].to_numpy(float)
+    ops = pc["ops_usd_per_device_month"].to_numpy(float)
+    lic = pc["license_usd_per_device_month"].to_numpy(float)
     sends = pools["sends_kv"].to_numpy(bool)
 
     lam_mean = pts["rate_mean_per_s"].to_numpy(float) * x
     tau = pts["instance_seconds_per_request"].to_numpy(float)
     ptp = pts["tp"].to_numpy(float)
-    host = pts["config"].map(cfg["host_power_w"]).to_numpy(float)
-    pidle = pts["config"].map(cfg["idle_power_w"]).to_numpy(float)
+    ptc = cfg.reindex(pts["config"].to_numpy())
+    host = ptc["host_power_w"].to_numpy(float)
+    pidle = ptc["idle_power_w"].to_numpy(float)
     busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * ptp * host
     equipment = float(np.sum(dev * eq * H))
     power_busy = float(np.sum(lam_mean * busy_j) * SECONDS_PER_HOUR * H / J_PER_KWH * kwh_price)
@@ -210,3 +211,21 @@ def energy_kwh_per_month(built: Built, costs: CostBreakdown) -> float:
     c = built.prep.tables.costs
     price = float(c.electricity_usd_per_kwh)
     return (costs.power_busy_usd_per_month + costs.power_idle_usd_per_month) / price if price > 0 else 0.0
+
+
+# --- tool execution phase (planner.agents) ------------------------------------------------
+def with_tool_phase(built: Built, x: np.ndarray, n: np.ndarray, costs: CostBreakdown, latency: list[LatencyPrediction],
+                    redundancy: int) -> tuple[CostBreakdown, Any, list[LatencyPrediction]]:
+    """Add the tool-phase section and cost terms to a plan (unchanged when the tables carry no agents).
+
+    Returns the cost breakdown with ``cpu_pool``, ``kv_tier`` and ``tool_state_energy`` set
+    (and the total raised by them), the :class:`planner.schema.plan.ToolPhasePlan` (or None),
+    and the latency predictions with reload / recompute time added to the affected services' TTFT.
+    """
+    if built.prep.tool is None:
+        return costs, None, latency
+    from planner.agents.extract import adjust_latency, tool_phase_plan
+
+    section, terms, extra = tool_phase_plan(built, x, n, redundancy)
+    total = costs.total_usd_per_month + sum(terms.values())
+    return costs.model_copy(update={**terms, "total_usd_per_month": total}), section, adjust_latency(latency, extra)

@@ -1,17 +1,51 @@
-"""Solve wrapper: prepare → build once → restrict and solve each architecture → extract → verdict.
+"""Solve wrapper: prepare → build once → restrict and solve each architecture → extract →
+verify and tighten → verdict.
 
 Phases are timed separately (``SolverInfo.build_s``, ``time_s`` — HiGHS's own time —
 ``extract_s``). One built model serves every architecture: architectures are restrictions
 (fixed variables, one mutable parameter) re-solved through pyomo's persistent HiGHS
 interface (:mod:`pyomo.contrib.solver.solvers.highs`). HiGHS runs single-threaded with a
 fixed random seed by default, so the same input gives the same plan.
+
+Verify and tighten (DESIGN §6, issue 7)
+---------------------------------------
+The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one bucket
+(:mod:`planner.optimize.prepare`). After the MIP the plan's actual pools are checked:
+
+1. :func:`pool_latency` — per pool ``p`` a G/G/c queue at peak with ``c = (n_p − k)·B_p``
+   servers (``B_p`` the load-weighted batch, 1 for prefill), arrival rate
+   ``λ_p = Σ λ_peak x``, mean service ``s_p = busy_p / (n_p − k) · c / λ_p`` and
+   arrival-weighted CVs; its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
+   at the service's TTFT quantile. Same formulas as :mod:`planner.optimize.extract`.
+2. :func:`bucket_latency` — per (service, bucket): ``TTFT = max ttft_ms_i + W_{p(i)}`` over
+   its routed prefill / unified points, plus the worst slot wait of its decode pools; TPOT
+   the worst routed operating point (at most the target by the feasibility mask).
+3. Where a bucket misses its TTFT target ``T``, the queueing budget ``T − ttft_ms`` is split
+   over the pools it waits in, in proportion to their current waits; each such pool gets
+   the largest utilisation ``ρ*_p`` meeting its share at its current size
+   (:func:`planner.queueing.max_utilization`), and every point of the pool has its cap
+   divided by ``f_p = max(1.05, u_p / ρ*_p)`` (``u_p`` its peak utilisation; at least 5%
+   per round so each round makes progress; at most ×4). The MIP is rebuilt with the
+   tighter caps and re-solved.
+4. Stop when every bucket meets its targets, or after ``SolveSettings.verify_rounds`` extra
+   rounds (the plan then reports the miss). ``SolverInfo.rounds`` counts the solves.
+
+Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
+not re-checked: a measured rate already includes queueing at the SLO. The tightened caps
+of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so that
+``planner check`` verifies the load constraint with the caps actually used).
 """
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from planner.optimize.diagnose import diagnose_routability, diagnose_solver_infeasible
 from planner.optimize.extract import (
@@ -21,9 +55,10 @@ from planner.optimize.extract import (
     model_costs,
     solution_arrays,
     tokens_per_month,
+    with_tool_phase,
 )
 from planner.optimize.model import Built, build_model, constraint_name, restrict
-from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare
+from planner.optimize.prepare import ARCH_ROLES, J_PER_KWH, SECONDS_PER_HOUR, Prepared, prepare
 from planner.optimize.verdict import make_verdict
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import (
@@ -48,6 +83,8 @@ class SolveSettings:
     mip_gap: float = 1e-4
     threads: int = 1
     extra_notes: tuple[str, ...] = field(default_factory=tuple)
+    verify_rounds: int = 4
+    """Extra solve rounds the latency check may spend tightening caps (0: no check)."""
 
 
 @dataclass
@@ -55,9 +92,16 @@ class SolveOutcome:
     result: PlanResult
     prepared: Prepared
     built: Built | None
+    """The model built from the tables (before any latency tightening)."""
+    built_by_architecture: dict[str, Built] = field(default_factory=dict)
+    """The model each architecture's final plan was solved on (a rebuilt one when the latency check tightened caps)."""
 
 
-def _status(term: Any, has_solution: bool) -> str:
+def solver_status(term: Any, has_solution: bool) -> str:
+    """Plan status (:data:`planner.schema.plan.SolveStatus`) from pyomo's termination condition.
+
+    A time-limited run with a plan is ``time_limit``, never ``optimal``.
+    """
     name = getattr(term, "name", str(term))
     if name == "convergenceCriteriaSatisfied":
         return "optimal"
@@ -66,6 +110,9 @@ def _status(term: Any, has_solution: bool) -> str:
     if name == "maxTimeLimit":
         return "time_limit" if has_solution else "error"
     return "feasible" if has_solution else "error"
+
+
+_status = solver_status  # kept for planner.optimize.resolve
 
 
 def _binding(built: Built, tol: float = 1e-6) -> list[BindingConstraint]:
@@ -112,7 +159,7 @@ def solve_architecture(built: Built, solver: Any, architecture: str, settings: S
     wall = time.perf_counter() - t0
     highs_s = float(getattr(res.timing_info, "highs_time", wall) or wall)
     has_solution = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
-    status = _status(res.termination_condition, has_solution)
+    status = solver_status(res.termination_condition, has_solution)
     obj = res.incumbent_objective
     bound = res.objective_bound
     gap = None
@@ -131,6 +178,7 @@ def solve_architecture(built: Built, solver: Any, architecture: str, settings: S
     prep = built.prep
     costs = cost_breakdown(prep.tables.costs, prep.tables.configs, prep.points, x, prep.pools, n, redundancy=settings.redundancy)
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
+    costs, tool_phase, latency = with_tool_phase(built, x, n, costs, latency, settings.redundancy)  # planner.agents (issue 6)
     pool_cost = _pool_costs(built, x, n, costs)
     pools = [p.model_copy(update={"cost_usd_per_month": pool_cost.get(p.name, 0.0)}) for p in pools]
     tokens = tokens_per_month(built, x)
@@ -142,26 +190,50 @@ def solve_architecture(built: Built, solver: Any, architecture: str, settings: S
         architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency, costs=costs,
         tokens_per_month=tokens, usd_per_million_tokens=costs.total_usd_per_month / tokens * 1e6 if tokens > 0 else None,
         energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None,
-        power_kw_mean=kwh / prep.hours, solver=info, binding=binding,
+        power_kw_mean=kwh / prep.hours, solver=info, binding=binding, tool_phase=tool_phase,
     )
 
 
 def _pool_costs(built: Built, x: Any, n: Any, total: Any) -> dict[str, float]:
-    """Cost attributable to each pool: the cost terms recomputed with only that pool's instances and routes."""
-    import numpy as np
-
+    """Cost attributable to each pool: every term of :func:`cost_breakdown` restricted to the pool's
+    instances and the points routed to it, minus the per-device-type fixed cost (shared between
+    pools, attributed to none). Vectorised: per-point terms are summed per pool with ``bincount``.
+    """
     prep = built.prep
-    out: dict[str, float] = {}
-    for p, name in enumerate(built.pool_names):
-        if n[p] <= 0:
-            continue
-        only_n = np.zeros_like(n)
-        only_n[p] = n[p]
-        sel = built.point_pool == p
-        c = cost_breakdown(prep.tables.costs, prep.tables.configs, prep.points[sel], x[sel], prep.pools, only_n)
-        # Device-type fixed cost is shared between pools; attribute it to none.
-        out[name] = c.total_usd_per_month - c.ops_device_types_usd_per_month
-    return out
+    c = prep.tables.costs
+    pools = prep.pools
+    pts = prep.points
+    n_pool = len(pools)
+    if n_pool == 0:
+        return {}
+    H = float(c.hours_per_month)
+    kwh_price = float(c.electricity_usd_per_kwh) * float(c.pue)
+    cfg = prep.tables.configs.drop_duplicates("config").set_index("config")
+    pc = cfg.reindex(pools["config"].to_numpy())
+    n = np.asarray(n, dtype=float)
+    dev = n * pools["tp"].to_numpy(float)
+    eq = pc["equipment_usd_per_device_hour"].to_numpy(float)
+    idle_w = pc["idle_power_w"].to_numpy(float) + pc["host_power_w"].to_numpy(float)
+    per_dev_month = pc["ops_usd_per_device_month"].to_numpy(float) + pc["license_usd_per_device_month"].to_numpy(float)
+    sends = pools["sends_kv"].to_numpy(bool)
+    pp = built.point_pool
+    lam = pts["rate_mean_per_s"].to_numpy(float) * np.asarray(x, dtype=float)
+    tau = pts["instance_seconds_per_request"].to_numpy(float)
+    ptp = pts["tp"].to_numpy(float)
+    ptc = cfg.reindex(pts["config"].to_numpy())
+    host = ptc["host_power_w"].to_numpy(float)
+    pidle = ptc["idle_power_w"].to_numpy(float)
+    busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * ptp * host
+    is_pf = pts["role"].to_numpy(str) == "prefill"
+    kvtx = np.where(is_pf, pts["kv_transfer_bytes_per_request"].to_numpy(float), 0.0)
+    busy = np.bincount(pp, weights=lam * busy_j, minlength=n_pool) * SECONDS_PER_HOUR * H / J_PER_KWH * kwh_price
+    busy_dev_kw = np.bincount(pp, weights=lam * tau * ptp * (pidle + host), minlength=n_pool) / 1e3
+    idle = kwh_price * H * (dev * idle_w / 1e3 - busy_dev_kw)
+    transfer = np.bincount(pp, weights=lam * kvtx, minlength=n_pool) / 1e9 * SECONDS_PER_HOUR * H * float(c.transfer_usd_per_gb)
+    per_pool = (dev * eq * H + busy + idle + np.where(sends, dev * float(c.nic_usd_per_device_month), 0.0) + transfer
+                + float(c.ops_usd_per_pool_month) * (n > 0) + dev * per_dev_month)
+    names = built.pool_names
+    return {names[p]: float(per_pool[p]) for p in range(n_pool) if n[p] > 0}
 
 
 def make_solver() -> Any:
@@ -170,20 +242,258 @@ def make_solver() -> Any:
     return Highs()
 
 
+# --- verify and tighten (module docstring) -------------------------------------------------
+
+POOL_LATENCY_COLUMNS: tuple[str, ...] = (
+    "pool", "role", "instances", "servers", "arrival_rate_per_s", "mean_service_s", "utilization_peak",
+    "service_cv", "arrival_cv", "quantile", "wait_ms",
+)
+"""Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)."""
+
+_LAT_COLS = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv",
+             "interarrival_cv", "ttft_quantile")
+
+
+def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int) -> pd.DataFrame:
+    """Per pool: predicted wait quantile at peak for the actual pool size (module docstring, step 1).
+
+    ``points`` are operating-point rows (capacity-table columns plus ``pool``, ``rate_peak_per_s``,
+    ``interarrival_cv``, ``ttft_quantile``), ``share`` their routing shares, ``instances`` the
+    provisioned instances per pool name. Pools without routed traffic are left out; a pool
+    with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait.
+    """
+    from planner.queueing import wait_quantile_s
+
+    x = np.asarray(share, dtype=float)
+    sel = x > 0
+    pts = points.loc[sel, list(_LAT_COLS)]
+    x = x[sel]
+    if not len(pts):
+        return pd.DataFrame(columns=list(POOL_LATENCY_COLUMNS))
+    lam = pts["rate_peak_per_s"].to_numpy(float) * x
+    tau = pts["instance_seconds_per_request"].to_numpy(float)
+    batch = np.maximum(pts["max_batch"].to_numpy(float), 1.0)
+    frame = pd.DataFrame({
+        "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
+        "busy_b": lam * tau * batch, "cs": lam * pts["service_time_cv"].to_numpy(float),
+        "ca": lam * pts["interarrival_cv"].to_numpy(float), "q": pts["ttft_quantile"].to_numpy(float),
+    })
+    agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
+                                                busy_b=("busy_b", "sum"), cs=("cs", "sum"), ca=("ca", "sum"), q=("q", "max"))
+    rows = []
+    recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
+    for r in recs:
+        pool = str(r["pool"])
+        n = int(instances.get(pool, 0))
+        n_eff = max(n - redundancy, 0)
+        b = 1.0 if r["role"] == "prefill" else (r["busy_b"] / r["busy"] if r["busy"] > 0 else 1.0)
+        arr, busy = float(r["arr"]), float(r["busy"])
+        cs, ca = float(r["cs"]) / arr, float(r["ca"]) / arr
+        servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
+        service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
+        util = busy / n_eff if n_eff > 0 else math.inf
+        if n_eff <= 0:
+            wait = math.inf
+        elif service_s > 0:
+            wait = wait_quantile_s(float(r["q"]), arr, servers, service_s, cs, ca) * 1e3
+        else:
+            wait = 0.0
+        rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
+                     "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
+                     "quantile": float(r["q"]), "wait_ms": wait})
+    return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
+
+
+def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float]) -> pd.DataFrame:
+    """Per (service, bucket): predicted TTFT and TPOT quantiles at peak (module docstring, step 2).
+
+    Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
+    routed operating point's own TTFT), tpot_predicted_ms, tpot_target_ms, pools (those it
+    waits in), met.
+    """
+    x = np.asarray(share, dtype=float)
+    sel = x > 0
+    pts = points.loc[sel]
+    rows = []
+    for (svc, bucket), g in pts.groupby(["service", "bucket"], sort=False):
+        roles = g["role"].to_numpy(str)
+        pools = g["pool"].to_numpy(str)
+        first = np.isin(roles, ("prefill", "unified"))
+        dec = roles == "decode"
+        w = np.array([float(waits_ms.get(p, 0.0)) for p in pools])
+        ttft_pt = g["ttft_ms"].to_numpy(float)
+        t_first = float(np.max(ttft_pt[first] + w[first])) if first.any() else 0.0
+        t_dec = float(np.max(w[dec])) if dec.any() else 0.0
+        dec_roles = np.isin(roles, ("decode", "unified"))
+        tpot = float(np.max(g["tpot_ms"].to_numpy(float)[dec_roles])) if dec_roles.any() else 0.0
+        ttft_t, tpot_t = float(g["ttft_target_ms"].to_numpy(float)[0]), float(g["tpot_target_ms"].to_numpy(float)[0])
+        ttft = t_first + t_dec
+        rows.append({"service": str(svc), "bucket": str(bucket), "ttft_predicted_ms": ttft, "ttft_target_ms": ttft_t,
+                     "ttft_service_ms": float(np.max(ttft_pt[first])) if first.any() else 0.0,
+                     "tpot_predicted_ms": tpot, "tpot_target_ms": tpot_t, "pools": sorted(set(pools.tolist())),
+                     "met": bool(ttft <= ttft_t * (1 + 1e-6) and tpot <= tpot_t * (1 + 1e-6))})
+    return pd.DataFrame(rows, columns=["service", "bucket", "ttft_predicted_ms", "ttft_target_ms", "ttft_service_ms",
+                                       "tpot_predicted_ms", "tpot_target_ms", "pools", "met"])
+
+
+def _plan_shares(plan: ArchitecturePlan, points: pd.DataFrame) -> np.ndarray:
+    """Routing shares of ``plan`` aligned with the rows of ``points`` (keys service, bucket, role, config)."""
+    idx = {k: j for j, k in enumerate(zip(points["service"].astype(str), points["bucket"].astype(str),
+                                          points["role"].astype(str), points["config"].astype(str), strict=True))}
+    x = np.zeros(len(points))
+    for r in plan.routing:
+        j = idx.get((r.service, r.bucket, str(r.role), r.config))
+        if j is not None:
+            x[j] += r.share
+    return x
+
+
+def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFrame:
+    """Per pool of one architecture's plan: the analytic wait quantile at peak (:data:`POOL_LATENCY_COLUMNS`).
+
+    Reads only the plan and its capacity snapshot, so it works on a ``plan.json`` too. This is
+    the hook for comparing analytic with simulated tails pool by pool.
+    """
+    plan = result.architectures[architecture]
+    pts = pd.DataFrame(result.capacity.points)
+    if not plan.feasible or not len(pts):
+        return pd.DataFrame(columns=list(POOL_LATENCY_COLUMNS))
+    return pool_latency(pts, _plan_shares(plan, pts), {p.name: p.instances for p in plan.pools}, result.capacity.redundancy)
+
+
+def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float = 1.05,
+                    max_step: float = 4.0) -> tuple[dict[str, float], pd.DataFrame]:
+    """Per pool to tighten: the factor dividing its caps (module docstring, step 3); and the bucket table.
+
+    Empty when every bucket meets its targets (or only pools with caps supplied by the table
+    are involved, which are not re-checked).
+    """
+    from planner.queueing import max_utilization
+
+    pts = prep.points
+    x = _plan_shares(plan, pts)
+    inst = {p.name: p.instances for p in plan.pools}
+    pl: dict[str, dict[Any, Any]] = {str(r["pool"]): r for r in pool_latency(pts, x, inst, redundancy).to_dict("records")}
+    waits = {p: float(r["wait_ms"]) for p, r in pl.items()}
+    buckets = bucket_latency(pts, x, waits)
+    given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
+    fixed = set(pts.loc[~np.isnan(given), "pool"].astype(str))
+    budget: dict[str, float] = {}
+    brecs: list[dict[Any, Any]] = buckets.to_dict("records")
+    for br in brecs:
+        if br["met"]:
+            continue
+        room = float(br["ttft_target_ms"]) - float(br["ttft_service_ms"])
+        involved = [str(p) for p in br["pools"] if p not in fixed and waits.get(str(p), 0.0) > 0]
+        total = sum(float(waits[p]) for p in involved)
+        if room <= 0 or not involved or not math.isfinite(total):
+            # no queueing room at all, or an overloaded pool: tighten every involved pool by the largest step
+            for p in involved:
+                budget[p] = min(budget.get(p, math.inf), 0.0)
+            continue
+        for p in involved:
+            budget[p] = min(budget.get(p, math.inf), room * float(waits[p]) / total)
+    factors: dict[str, float] = {}
+    for p, b_ms in budget.items():
+        row = pl[p]
+        util = float(row["utilization_peak"])
+        servers = int(row["servers"])
+        if b_ms <= 0 or servers < 1 or not math.isfinite(util):
+            factors[p] = max_step
+            continue
+        rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), b_ms / 1e3,
+                                   service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]))
+        f = util / rho_star if rho_star > 0 else max_step
+        factors[p] = float(min(max_step, max(min_step, f)))
+    return factors, buckets
+
+
+def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:
+    """``prep`` with the caps of the named pools divided by their factors; load coefficients and big-M updated."""
+    pts = prep.points.copy()
+    f = pts["pool"].map(dict(factors)).fillna(1.0).to_numpy(float)
+    pts["rho"] = pts["rho"].to_numpy(float) / f
+    pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
+    pools = prep.pools.copy()
+    per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
+    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9).astype(int) + 1
+    pools["n_max"] = np.maximum(pools["n_max"].to_numpy(int), n_load)
+    return replace(prep, points=pts, pools=pools)
+
+
+def _solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+    """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
+
+    Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
+    """
+    plan = solve_architecture(built, solver, architecture, settings)
+    base_rho = built.prep.points["rho"].to_numpy(float)
+    cur, rounds = built, 1
+    total_time, total_build = plan.solver.time_s, plan.solver.build_s
+    history: list[str] = []
+    while plan.feasible and rounds <= settings.verify_rounds:
+        factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
+        if not factors:
+            break
+        history.append(", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
+        t0 = time.perf_counter()
+        prep2 = tighten_prepared(cur.prep, factors)
+        nxt = build_model(prep2, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+        nxt.build_s = time.perf_counter() - t0
+        cand = solve_architecture(nxt, make_solver(), architecture, settings)
+        rounds += 1
+        total_time += cand.solver.time_s
+        total_build += cand.solver.build_s
+        if not cand.feasible:
+            history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
+            break
+        plan, cur = cand, nxt
+    info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
+    plan = plan.model_copy(update={"solver": info})
+    caps: list[dict[str, Any]] = []
+    if cur is not built:
+        pts = cur.prep.points
+        rho = pts["rho"].to_numpy(float)
+        for i in np.nonzero(rho < base_rho * (1 - 1e-12))[0]:
+            r = pts.iloc[int(i)]
+            caps.append({"architecture": architecture, "service": str(r["service"]), "bucket": str(r["bucket"]),
+                         "role": str(r["role"]), "config": str(r["config"]), "rho": float(rho[i]),
+                         "rho_queueing": float(base_rho[i]), "tightening_factor": float(base_rho[i] / rho[i])})
+    if history:
+        caps_note = f"{architecture}: latency check tightened utilisation caps in {rounds - 1} round(s): " + "; ".join(history)
+        if not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
+            caps_note += f" — targets still missed after {rounds} solves (see the latency table)"
+        caps.append({"architecture": architecture, "note": caps_note})
+    return plan, cur, caps
+
+
 def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_name: str = "tables",
-                 instance_path: str = "", scenario: str | None = None, overrides: dict[str, Any] | None = None) -> SolveOutcome:
-    """Solve every requested architecture on one set of capacity tables and compare them."""
+                 instance_path: str = "", scenario: str | None = None, overrides: dict[str, Any] | None = None,
+                 built: Built | None = None) -> SolveOutcome:
+    """Solve every requested architecture on one set of capacity tables and compare them.
+
+    ``built``: a model already built from ``tables`` by :func:`build_model` (with the same
+    redundancy and budget); it is restricted and re-solved instead of building a new one.
+    Each architecture's plan is verified (and its caps tightened) as the module docstring says.
+    """
     for arch in settings.architectures:
         if arch not in ARCH_ROLES:
             raise ValueError(f"unknown architecture {arch!r}")
     t0 = time.perf_counter()
-    prep = prepare(tables, max_utilization=settings.max_utilization)
-    built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
-    built.build_s = time.perf_counter() - t0
+    if built is None:
+        prep = prepare(tables, max_utilization=settings.max_utilization)
+        built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+        built.build_s = time.perf_counter() - t0
+    prep = built.prep
     solver = make_solver()
     plans: dict[str, ArchitecturePlan] = {}
+    caps: list[dict[str, Any]] = []
+    final_built: dict[str, Built] = {}
     for arch in settings.architectures:
-        plans[arch] = solve_architecture(built, solver, arch, settings)
+        plan, used_built, arch_caps = _solve_verified(built, solver, arch, settings)
+        plans[arch] = plan
+        final_built[arch] = used_built
+        caps += [c for c in arch_caps if "note" not in c]
         built.build_s = 0.0  # the build is paid once; later architectures only re-solve
     verdict = make_verdict(plans, prep)
     used = sorted({i for plan in plans.values() for i in _used_points(plan, prep)})
@@ -194,29 +504,36 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
         configs=tables.configs.to_dict("records"),
         costs={k: float(v) for k, v in vars(tables.costs).items()},
         redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month,
-        utilization_caps=[],
+        utilization_caps=caps,
     )
     notes = list(settings.extra_notes) + [f"utilisation caps: {prep.caps_method}"]
     for arch, plan in plans.items():
+        if plan.solver.rounds > 1:
+            notes.append(f"{arch}: the latency check tightened utilisation caps and re-solved ({plan.solver.rounds} solves); "
+                         "tightened caps are listed in capacity.utilization_caps")
+        if plan.feasible and not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
+            notes.append(f"{arch}: predicted latency misses a target after {plan.solver.rounds} solve(s); see the latency table")
         if plan.solver.status == "time_limit":
             notes.append(f"{arch}: stopped at the time limit ({settings.time_limit_s:g} s) with gap {plan.solver.gap or 0:.2%}; the plan is not proven optimal")
     result = PlanResult(instance=instance_name, instance_path=instance_path, scenario=scenario, overrides=overrides or {},
                         architectures=plans, verdict=verdict, capacity=snapshot, notes=notes)
-    return SolveOutcome(result=result, prepared=prep, built=built)
+    return SolveOutcome(result=result, prepared=prep, built=built, built_by_architecture=final_built)
 
 
 def _used_points(plan: ArchitecturePlan, prep: Prepared) -> list[int]:
     if not plan.routing:
         return []
-    key = prep.points.set_index(["service", "bucket", "role", "config"])["i"]
-    return [int(key.loc[(r.service, r.bucket, r.role, r.config)]) for r in plan.routing]
+    pts = prep.points
+    key = dict(zip(zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True),
+                   pts["i"].astype(int), strict=True))
+    return [int(key[(r.service, r.bucket, str(r.role), r.config)]) for r in plan.routing]
 
 
 def check_costs_match_model(built: Built, plan: ArchitecturePlan) -> dict[str, float]:
     """Differences between the solver's cost expressions and the recomputed terms (for tests)."""
     mc = model_costs(built)
     assert plan.costs is not None
-    return {k: mc[k] - v for k, v in plan.costs.terms().items()}
+    return {k: mc.get(k, 0.0) - v for k, v in plan.costs.terms().items()}  # a term the model lacks must be 0
 
 
 def settings_from_instance(instance: Any, *, architectures: tuple[str, ...] | None = None, time_limit_s: float | None = None,
