@@ -18,7 +18,8 @@ from planner.studies.spec import expand, parse_sets
 from planner.studies.sweep import crossovers, run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "instances" / "enterprise-chat-70b.yaml"
+EXAMPLE = ROOT / "instances" / "enterprise-chat.yaml"
+MINIMAL = ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml"
 RATE = "services.svc0.traffic.rate_multiplier"
 
 
@@ -129,6 +130,165 @@ def test_dask_local_cluster_gives_identical_rows(source: TableSource) -> None:
     pytest.importorskip("distributed")
     study = expand(parse_sets([f"{RATE}=0.5,4"]))
     local = run_sweep(source, study, jobs=1)
-    dask = run_sweep(source, study, jobs=2, executor="local-dask", chunk_size=1)
+    dask = run_sweep(source, study, jobs=1, executor="local-dask", chunk_size=1)
     cols = ["scenario", "architecture", "total_usd_per_month", "winner", "device_mix", "pools"]
     assert local[cols].equals(dask[cols])
+
+
+# --- evaluate: a fixed plan under other traffic --------------------------------------------------
+
+def _plan_and_rows(source: TableSource, multipliers: str) -> tuple[object, object]:
+    from planner.studies.evaluate import evaluate_plan
+    from planner.studies.fixed import FixedPlan
+
+    result = solve_tables(source.base_tables, SolveSettings()).result
+    fixed = FixedPlan.from_result(result)
+    return result, evaluate_plan(source, fixed, expand(parse_sets([f"{RATE}={multipliers}"])), rel_tol=0.005)
+
+
+def test_fixed_plan_at_its_own_traffic_has_zero_regret_and_matches_the_solve(source: TableSource) -> None:
+    result, rows = _plan_and_rows(source, "1,0.5")
+    plan = result.architectures[result.verdict.winner]  # type: ignore[index]
+    assert plan.costs is not None
+    own = rows.iloc[0]
+    assert own["carries_load"] and own["slo_met"] and own["slo_attainment"] == 1.0
+    assert own["fixed_total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
+    assert own["optimal_total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
+    assert abs(own["regret_usd_per_month"]) <= 1e-4 * plan.costs.total_usd_per_month
+    assert own["headroom_multiplier"] >= 1.0
+    # At half the traffic the same devices cost at least the re-optimised plan: regret >= 0.
+    half = rows.iloc[1]
+    assert half["regret_usd_per_month"] >= -1e-4 * half["optimal_total_usd_per_month"]
+
+
+def test_headroom_is_monotone_and_brackets_what_the_pools_carry(source: TableSource) -> None:
+    _, rows = _plan_and_rows(source, "0.5,1,2")
+    h = rows["headroom_multiplier"].to_numpy(float)
+    assert np.all(np.diff(h) <= 1e-9) and h[0] > h[-1]
+    assert rows["saturates_first"].str.len().gt(0).all()
+    m, head = 1.0, float(rows.iloc[1]["headroom_multiplier"])
+    _, beyond = _plan_and_rows(source, f"{m * head * 0.99:.6g},{m * head * 1.03:.6g}")
+    assert bool(beyond.iloc[0]["carries_load"]) and not bool(beyond.iloc[1]["carries_load"])
+    assert beyond.iloc[1]["regret_usd_per_month"] is None or np.isnan(beyond.iloc[1]["regret_usd_per_month"])
+    assert not bool(beyond.iloc[1]["slo_met"])
+
+
+# --- robust planning -------------------------------------------------------------------------------
+
+def test_robust_with_one_scenario_equals_solve(source: TableSource) -> None:
+    from planner.studies.robust import solve_robust
+
+    fresh = solve_tables(source.base_tables, SolveSettings()).result
+    for objective in ("expected", "worst"):
+        res = solve_robust([("base", source.base_tables)], SolveSettings(), objective=objective)  # type: ignore[arg-type]
+        assert res.winner == fresh.verdict.winner
+        for arch, plan in fresh.architectures.items():
+            assert plan.costs is not None
+            ra = res.architectures[arch]
+            assert ra.objective_usd_per_month == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
+            held = ra.plans["base"]
+            assert held.costs is not None
+            assert held.costs.total_usd_per_month == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
+
+
+def test_robust_with_two_scenarios_costs_at_least_each_optimum(source: TableSource) -> None:
+    from planner.studies.robust import solve_robust
+
+    scen = [("low", scale_rates(source.base_tables, {"svc0": 1.0})), ("high", scale_rates(source.base_tables, {"svc0": 16.0}))]
+    optimum = {name: solve_tables(t, SolveSettings()).result for name, t in scen}
+    worst = solve_robust(scen, SolveSettings(), objective="worst")
+    expected = solve_robust(scen, SolveSettings(), objective="expected", weights=[3, 1])
+    assert expected.weights == [0.75, 0.25]
+    for arch in SolveSettings().architectures:
+        best = {name: r.architectures[arch].costs.total_usd_per_month for name, r in optimum.items()}  # type: ignore[union-attr]
+        for res in (worst, expected):
+            ra = res.architectures[arch]
+            assert ra.feasible
+            for name, plan in ra.plans.items():
+                assert plan.feasible and plan.costs is not None
+                assert plan.costs.total_usd_per_month >= best[name] * (1 - 1e-4)
+                assert all(lat.ttft_met and lat.tpot_met for lat in plan.latency)
+        assert worst.architectures[arch].objective_usd_per_month >= max(best.values()) * (1 - 1e-4)
+        held = {n: p.costs.total_usd_per_month for n, p in expected.architectures[arch].plans.items()}  # type: ignore[union-attr]
+        assert expected.architectures[arch].objective_usd_per_month == pytest.approx(0.75 * held["low"] + 0.25 * held["high"], rel=1e-4)
+    # the devices bought once carry the busier scenario: at least as many as its own optimum needs
+    w = worst.winner
+    assert w is not None
+    assert sum(worst.architectures[w].devices.values()) >= sum(p.devices for p in optimum["high"].architectures[w].pools)
+
+
+def test_robust_rejects_mismatched_pools(source: TableSource) -> None:
+    from planner.studies.robust import solve_robust
+
+    other = synthetic_tables(services=1, buckets=2, devices=3, seed=1)
+    with pytest.raises(ValueError, match="different candidate pools"):
+        solve_robust([("a", source.base_tables), ("b", other)], SolveSettings())
+
+
+# --- forecasts in the instance ---------------------------------------------------------------------
+
+def _with_forecasts(tmp_path: Path, forecasts: dict[str, str]) -> Path:
+    import yaml
+
+    data = yaml.safe_load(MINIMAL.read_text(encoding="utf-8"))
+    data["forecasts"] = forecasts
+    out = tmp_path / "fc.yaml"
+    out.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return out
+
+
+def test_forecasts_are_validated_at_load(tmp_path: Path) -> None:
+    from planner.errors import InputError
+    from planner.instance import load_instance
+
+    ok = load_instance(_with_forecasts(tmp_path, {"services.chat.traffic.rate_multiplier": "dist:growth(0.5,0.2,2)"}))
+    assert ok.instance.forecasts == {"services.chat.traffic.rate_multiplier": "dist:growth(0.5,0.2,2)"}
+    with pytest.raises(InputError, match="valid there: chat"):
+        load_instance(_with_forecasts(tmp_path, {"services.chatt.traffic.rate_multiplier": "dist:normal(1,0.1)"}))
+    with pytest.raises(InputError, match="takes 3 numbers"):
+        load_instance(_with_forecasts(tmp_path, {"costs.pue": "dist:triangular(1,2)"}))
+
+
+def test_monte_carlo_draws_the_instance_forecasts_unless_set_gives_one() -> None:
+    from planner.studies.spec import with_forecasts
+
+    fc = {"services.chat.traffic.rate_multiplier": "dist:uniform(2,3)", "costs.pue": "normal(1.3,0.01)"}
+    spec = with_forecasts(parse_sets(["costs.pue=1.2"]), fc, monte_carlo=4)
+    study = expand(spec, monte_carlo=4, seed=1)
+    assert len(study) == 4 and all(s.overrides["costs.pue"] == 1.2 for s in study)
+    assert all(2 <= s.overrides["services.chat.traffic.rate_multiplier"] <= 3 for s in study)
+    given = parse_sets(["costs.pue=dist:uniform(1.1,1.2)"])
+    assert with_forecasts(given, fc, monte_carlo=4) is given
+    assert with_forecasts(parse_sets([]), fc, monte_carlo=0).distributions == {}
+
+
+def test_monte_carlo_with_nothing_to_draw_is_exit_2() -> None:
+    from planner.cli import main
+
+    res = CliRunner().invoke(main, ["sweep", str(MINIMAL), "--monte-carlo", "3"])
+    assert res.exit_code == 2 and "nothing to draw" in res.output
+
+
+# --- CLI -------------------------------------------------------------------------------------------
+
+def test_cli_evaluate_and_solve_robust(tmp_path: Path) -> None:
+    import json
+
+    from planner.cli import main
+
+    runner = CliRunner()
+    assert runner.invoke(main, ["solve", str(MINIMAL), "--out", str(tmp_path / "p")]).exit_code == 0
+    plan = tmp_path / "p" / "plan.json"
+    res = runner.invoke(main, ["evaluate", str(plan), "--instance", str(MINIMAL), "--set", "services.chat.traffic.rate_multiplier=1,8", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    rows = out["rows"]
+    assert rows[0]["carries_load"] and abs(rows[0]["regret_usd_per_month"]) <= 1e-4 * rows[0]["optimal_total_usd_per_month"]
+    assert not rows[1]["carries_load"] and rows[1]["headroom_multiplier"] < 1
+    bad = runner.invoke(main, ["evaluate", str(tmp_path / "missing.json")])
+    assert bad.exit_code == 2 and "does not exist" in bad.output
+    res = runner.invoke(main, ["solve-robust", str(MINIMAL), "--scenario", "base", "--scenario", "growth", "--objective", "worst"])
+    assert res.exit_code == 0, res.output
+    assert "worst" in res.output and "growth" in res.output
+    res = runner.invoke(main, ["solve-robust", str(MINIMAL), "--scenario", "nope"])
+    assert res.exit_code == 2 and "nope" in res.output

@@ -1,4 +1,4 @@
-"""``planner sweep`` and ``planner budget``: studies on an instance (DESIGN §7)."""
+"""``planner sweep``, ``budget``, ``evaluate`` and ``solve-robust``: studies on an instance (DESIGN §7)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,33 @@ def _load(instance: str, scenario: str | None) -> Any:
     return load_instance(instance, scenario=scenario)
 
 
+def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], monte_carlo: int, seed: int,
+           extra_paths: tuple[str, ...] = ()) -> tuple[Any, list[Any]]:
+    """Parse and check ``--set`` (plus the instance's forecasts for --monte-carlo), expand to scenarios."""
+    from planner.errors import InputError, Problem
+    from planner.studies.spec import check_paths, check_values, expand, parse_sets, with_forecasts
+
+    spec = parse_sets(list(sets))
+    file = str(resolved.path)
+    spec = with_forecasts(spec, resolved.instance.forecasts, monte_carlo=monte_carlo)
+    if monte_carlo > 0 and not spec.distributions:
+        raise InputError(Problem("--monte-carlo", str(monte_carlo), "nothing to draw: no --set PATH=dist:... and no forecasts in the instance",
+                                 "add --set PATH=dist:lognormal(1.5,0.3), or a forecasts: mapping to the instance"))
+    check_paths(resolved.raw, list(spec.fixed) + spec.paths + list(extra_paths), file=file)
+    check_values(resolved.raw, spec, file=file)
+    for name in scenarios:
+        if name not in resolved.instance.scenarios:
+            raise InputError(f"scenario {name!r} is not defined (defined: {', '.join(resolved.instance.scenarios) or 'none'})", file=file)
+    bases = {name: dict(resolved.instance.scenarios[name]) for name in scenarios} if scenarios else None
+    return spec, expand(spec, bases=bases, monte_carlo=monte_carlo, seed=seed)
+
+
 @click.command("sweep")
 @click.argument("instance", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, help=SET_HELP)
 @click.option("--scenario", "scenarios", multiple=True, help="Named scenario(s) of the instance to use as bases (default: the instance).")
-@click.option("--monte-carlo", type=click.IntRange(min=0), default=0, show_default=True, help="Draws from the dist: paths.")
+@click.option("--monte-carlo", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Draws from the dist: paths (default: the instance's forecasts: mapping).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes (or Dask workers for local-dask).")
 @click.option("--executor", default=None, help="Dask scheduler tcp://host:port, or local-dask (default: local processes).")
@@ -37,22 +59,10 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
               executor: str | None, crossover_paths: tuple[str, ...], out_dir: str | None, as_json: bool) -> None:
     """Solve a grid / Monte Carlo study of INSTANCE: cost by term, mix, verdict per scenario; crossovers; tornado."""
     from planner.studies.source import TableSource
-    from planner.studies.spec import check_paths, check_values, expand, parse_sets
     from planner.studies.sweep import crossovers, run_sweep, study_headroom, tornado
 
-    spec = parse_sets(list(sets))
     resolved = _load(instance, None)
-    file = str(resolved.path)
-    check_paths(resolved.raw, list(spec.fixed) + spec.paths + list(crossover_paths), file=file)
-    check_values(resolved.raw, spec, file=file)
-    bases = {name: dict(resolved.instance.scenarios[name]) for name in scenarios} if scenarios else None
-    if scenarios:
-        for name in scenarios:
-            if name not in resolved.instance.scenarios:
-                from planner.errors import InputError
-
-                raise InputError(f"scenario {name!r} is not defined (defined: {', '.join(resolved.instance.scenarios) or 'none'})", file=file)
-    study = expand(spec, bases=bases, monte_carlo=monte_carlo, seed=seed)
+    spec, study = _study(resolved, sets, scenarios, monte_carlo, seed, crossover_paths)
     source = TableSource.from_instance(resolved)
     make_bar: Any = click.progressbar
     bar: Any = make_bar(length=len(study), label=f"{len(study)} scenarios", file=click.get_text_stream("stderr"))  # type: ignore[operator]
@@ -134,4 +144,165 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
                      frame[["budget_usd_per_month", "max_traffic_multiplier", "total_usd_per_month", "winner", "device_mix"]].values.tolist()))
 
 
-COMMANDS = [sweep_cmd, budget_cmd]
+@click.command("evaluate")
+@click.argument("plan_file", metavar="PLAN.json", type=click.Path(dir_okay=False))
+@click.option("--instance", default=None, type=click.Path(dir_okay=False),
+              help="Instance the plan was solved for (default: the plan's instance_path).")
+@click.option("--architecture", default=None, help="Which of the plan's architectures to hold (default: the verdict's winner).")
+@click.option("--set", "sets", multiple=True, help=SET_HELP)
+@click.option("--scenario", "scenarios", multiple=True, help="Named scenario(s) of the instance to evaluate under.")
+@click.option("--monte-carlo", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Draws from the dist: paths (default: the instance's forecasts: mapping).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--rel-tol", type=float, default=0.01, show_default=True, help="Relative precision of the headroom multiplier.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write evaluate.csv and evaluate.parquet.")
+@click.option("--json", "as_json", is_flag=True)
+def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None, sets: tuple[str, ...], scenarios: tuple[str, ...],
+                 monte_carlo: int, seed: int, rel_tol: float, out_dir: str | None, as_json: bool) -> None:
+    """How the fixed plan in PLAN.json fares under other traffic: SLO attainment, headroom, first pool to saturate, regret.
+
+    The plan's pool sizes are held and routing is re-optimised for each scenario; regret is
+    its cost minus the cost of the best plan re-optimised for that scenario.
+    """
+    import json
+
+    from pydantic import ValidationError
+
+    from planner.errors import InputError, Problem
+    from planner.instance import load_instance
+    from planner.schema.plan import PlanResult
+    from planner.studies.evaluate import evaluate_plan
+    from planner.studies.fixed import FixedPlan
+    from planner.studies.source import TableSource
+
+    p = Path(plan_file)
+    if not p.is_file():
+        raise InputError(Problem(plan_file, "", "file does not exist", "give the plan.json written by planner solve --out"))
+    try:
+        result = PlanResult.model_validate(json.loads(p.read_text(encoding="utf-8")))
+    except (ValueError, ValidationError) as exc:
+        raise InputError(Problem(plan_file, "", f"not a plan file: {str(exc).splitlines()[0]}", "give the plan.json written by planner solve --out")) from None
+    try:
+        fixed = FixedPlan.from_result(result, architecture)
+    except ValueError as exc:
+        raise InputError(Problem(plan_file, "architectures", str(exc), "pick a feasible architecture with --architecture")) from None
+    inst = instance or result.instance_path
+    if not inst or not Path(inst).is_file():
+        raise InputError(Problem(plan_file, "instance_path", f"the plan's instance {inst or '(none)'!r} is not a file here",
+                                 "give the instance with --instance"))
+    # The plan's own scenario and overrides are the base: with no --set the evaluation reproduces the plan.
+    resolved = load_instance(inst, dict(result.overrides) or None, scenario=result.scenario)
+    _, study = _study(resolved, sets, scenarios, monte_carlo, seed)
+    source = TableSource.from_instance(resolved)
+    try:
+        frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol)
+    except ValueError as exc:
+        raise InputError(Problem(plan_file, "pools", str(exc), "evaluate with the instance the plan was solved for (--instance)")) from None
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out / "evaluate.csv", index=False)
+        frame.to_parquet(out / "evaluate.parquet", index=False)
+    if as_json:
+        echo_json({"architecture": fixed.architecture, "instances": fixed.instances, "rows": frame.to_dict("records")})
+        return
+    click.echo(f"held plan ({fixed.architecture}): " + ", ".join(f"{k}x{v}" for k, v in sorted(fixed.instances.items())))
+    click.echo(table(["scenario", "carries", "SLO met", "headroom x", "saturates first", "fixed $/month", "re-opt $/month", "regret $/month"],
+                     frame[["scenario", "carries_load", "slo_met", "headroom_multiplier", "saturates_first", "fixed_total_usd_per_month",
+                            "optimal_total_usd_per_month", "regret_usd_per_month"]].values.tolist()))
+    missed = frame[~frame["slo_met"]]
+    for r in missed.to_dict("records"):
+        click.echo(f"  {r['scenario']}: {r['slo_detail']}")
+
+
+@click.command("solve-robust")
+@click.argument("instance", type=click.Path(dir_okay=False))
+@click.option("--scenario", "scenarios", multiple=True,
+              help="Named scenario of the instance (repeatable; 'base' = the instance as written). Default: base and every named scenario.")
+@click.option("--set", "sets", multiple=True, help="PATH=VALUES applied to every scenario; a comma list makes one scenario per value.")
+@click.option("--objective", type=click.Choice(["expected", "worst"]), default="expected", show_default=True,
+              help="expected: capex/ops once + mean of power/network over scenarios; worst: worst-case monthly total.")
+@click.option("--weights", default=None, help="Comma list of scenario weights for --objective expected (default: equal).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write robust.csv (one row per architecture and scenario).")
+@click.option("--json", "as_json", is_flag=True)
+def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str, ...], objective: str, weights: str | None,
+                     out_dir: str | None, as_json: bool) -> None:
+    """Plan INSTANCE for several scenarios at once: devices chosen once, routing per scenario."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from planner.errors import InputError, Problem
+    from planner.studies.robust import solve_robust
+    from planner.studies.source import TableSource
+    from planner.studies.spec import check_paths, check_values, expand, parse_sets
+
+    resolved = _load(instance, None)
+    file = str(resolved.path)
+    names = list(scenarios) or ["base", *resolved.instance.scenarios]
+    bases: dict[str, dict[str, Any]] = {}
+    for name in names:
+        if name in resolved.instance.scenarios:
+            bases[name] = dict(resolved.instance.scenarios[name])
+        elif name == "base":
+            bases[name] = {}
+        else:
+            raise InputError(f"scenario {name!r} is not defined (defined: base, {', '.join(resolved.instance.scenarios) or 'none'})", file=file)
+    spec = parse_sets(list(sets))
+    if spec.distributions:
+        raise InputError(Problem("--set", next(iter(spec.distributions)), "solve-robust takes values, not distributions", "give PATH=V or PATH=V1,V2"))
+    check_paths(resolved.raw, list(spec.fixed) + spec.paths, file=file)
+    check_values(resolved.raw, spec, file=file)
+    study = expand(spec, bases=bases)
+    w = None
+    if weights:
+        try:
+            w = [float(v) for v in weights.split(",")]
+        except ValueError:
+            raise InputError(Problem("--weights", weights, "not a comma list of numbers", "e.g. --weights 0.7,0.3")) from None
+        if len(w) != len(study) or any(v < 0 for v in w) or sum(w) <= 0:
+            raise InputError(Problem("--weights", weights, f"need {len(study)} non-negative weights (one per scenario: {', '.join(s.name for s in study)})",
+                                     "e.g. --weights " + ",".join(["1"] * len(study))))
+    source = TableSource.from_instance(resolved)
+    tables = []
+    settings = None
+    for sc in study:
+        _, t, s = source.tables_and_settings(sc.overrides)
+        tables.append((sc.name, t))
+        settings = settings or s
+    assert settings is not None
+    try:
+        res = solve_robust(tables, replace(settings, extra_notes=()), objective=objective, weights=w)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InputError(Problem(file, "scenarios", str(exc), "give scenarios that change traffic, prices or budgets")) from None
+    rows = []
+    for arch, ra in res.architectures.items():
+        for name in res.scenarios:
+            plan = ra.plans.get(name)
+            rows.append({"architecture": arch, "feasible": ra.feasible, "status": ra.status, "objective": res.objective,
+                         "objective_usd_per_month": ra.objective_usd_per_month, "scenario": name,
+                         "weight": res.weights[res.scenarios.index(name)],
+                         "total_usd_per_month": plan.costs.total_usd_per_month if plan and plan.costs else None,
+                         "slo_met": all(lat.ttft_met and lat.tpot_met for lat in plan.latency) if plan and plan.feasible else None,
+                         "pools": ", ".join(f"{k}x{v}" for k, v in sorted(ra.instances.items())),
+                         "device_mix": ", ".join(f"{d}:{n}" for d, n in sorted(ra.devices.items())), "winner": arch == res.winner})
+    frame = pd.DataFrame(rows)
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(out / "robust.csv", index=False)
+    if as_json:
+        echo_json({"objective": res.objective, "scenarios": res.scenarios, "weights": res.weights, "winner": res.winner,
+                   "rows": frame.to_dict("records"),
+                   "plans": {a: {s: p.model_dump(mode="json") for s, p in ra.plans.items()} for a, ra in res.architectures.items()}})
+        return
+    click.echo(f"robust plan over {len(res.scenarios)} scenario(s), objective: {res.objective}; winner: {res.winner or 'none feasible'}")
+    click.echo(table(["architecture", "scenario", "weight", "$/month there", "SLO met", f"{res.objective} $/month", "devices"],
+                     frame[["architecture", "scenario", "weight", "total_usd_per_month", "slo_met", "objective_usd_per_month", "device_mix"]].values.tolist()))
+    if res.winner is None:
+        from planner.errors import InfeasibleError
+
+        raise InfeasibleError([], headline=f"no architecture of {resolved.instance.name} has one set of pools that serves every scenario")
+
+
+COMMANDS = [sweep_cmd, budget_cmd, evaluate_cmd, solve_robust_cmd]

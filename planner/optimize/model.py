@@ -32,6 +32,28 @@ Constraints (name grammar ``kind[key]``; see :func:`constraint_names`)
 - ``procurement[t]``    :math:`\sum_{p: t(p)=t} tp_p n_p \le L_t`;
 - ``budget``            total cost :math:`\le B` (only when a budget is given).
 
+Tool execution phase (built only when the tables carry agents; :mod:`planner.agents.prep`)
+------------------------------------------------------------------------------------------
+Waits ``w = (d, t)``; hold entries ``(w, i)`` on decode-phase points, prefill-phase entries
+``(w, j)``; CPU server types ``c``. Variables ``hold[w,i], off[w,j], rec[w,j] ∈ [0, 1]``,
+``kv_tier_gb ≥ 0``, ``n_cpu[c]`` integer, ``z_cpu[c]`` binary.
+
+- ``tool_balance[w]``  :math:`\sum_i hold_{w,i} + \sum_j (off_{w,j} + rec_{w,j}) = 1` — every wait gets a policy;
+- ``tool_hold_route[w|i]`` :math:`hold_{w,i} \le x_i`; ``tool_next_route[w|j]`` :math:`off_{w,j} + rec_{w,j} \le x_j`
+  — KV is held where the request decodes, reloaded / recomputed where the next turn prefills;
+- ``kv[p]`` gains :math:`\sum \lambda^{peak}_d κ^{hold}_w hold_{w,i}` (sessions in wait × KV per session × tail);
+- ``load[p]`` gains :math:`\sum \lambda^{peak}_d (ℓ^{rl}_{w,j} off_{w,j} + ℓ^{rc}_{w,j} rec_{w,j})`;
+- ``kv_tier_need``  :math:`kv\_tier\_gb \ge \sum \lambda^{peak}_d γ_w off_{w,j}` (≤ ``max_gb``);
+- ``cpu_cores``     :math:`\sum_c C_c u^{cpu} (n^{cpu}_c - k z^{cpu}_c) \ge \sum_d \lambda^{peak}_d σ_d`
+  (σ CPU core-seconds per LLM call: tokenisation + tool calls with retries);
+- ``cpu_tier_memory`` (tier in CPU memory) :math:`\sum_c M_c u^{mem} (n^{cpu}_c - k z^{cpu}_c) \ge kv\_tier\_gb`;
+- ``cpu_on[c]``, ``cpu_min[c]``, ``cpu_procurement[c]`` as for GPU pools.
+
+Cost terms: ``cpu_pool`` :math:`\sum_c n^{cpu}_c (c^{eq}_c H + c^{ops}_c + c^{lic}_c + e η (P^{idle}_c + P^{host}_c) H/1000) + c^{pool} \sum_c z^{cpu}_c + e η H/1000 \, π \sum_d \lambda^{mean}_d σ_d`
+(π the largest busy-minus-idle power per core over the candidates: conservative);
+``kv_tier`` :math:`p^{GB} kv\_tier\_gb` (priced tier only); ``tool_state_energy``
+:math:`e η \, 3600 H / 3.6e6 \sum \lambda^{mean}_d (e^{rl}_{w,j} off_{w,j} + e^{rc}_{w,j} rec_{w,j})`.
+
 Objective (USD/month, ``H`` hours per month, ``e`` electricity price, PUE ``η``)
 ------------------------------------------------------------------------------
 - equipment    :math:`\sum_p n_p\, tp_p\, c^{eq}_{t(p)} H` (rental or annuity per device-hour);
@@ -138,15 +160,20 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     # --- constraints -----------------------------------------------------------------------
     m.route = pe.Constraint(route_keys, rule=lambda _m, d, ph: pe.quicksum(_m.x[i] for i in route[(d, ph)]) == 1)
 
+    # --- tool execution phase (planner.agents): variables, and their terms in load / kv ---
+    tool_load, tool_kv = build_tool_phase(m, prep, redundancy)
+
     def load_rule(_m: Any, p: int) -> Any:
-        return pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i] / rho[i]) * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p]
+        return (pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i] / rho[i]) * _m.x[i] for i in pts_of_pool[p])
+                + pe.quicksum(tool_load.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
 
     m.load_c = pe.Constraint(m.P, rule=load_rule)
 
     kvcap = pools["kv_capacity_bytes"].to_numpy(float)
     kv_pools = [p for p in range(n_pool) if kvcap[p] > 0 and pools["role"].iat[p] != "prefill"]
     m.kv = pe.Constraint(kv_pools, rule=lambda _m, p: pe.quicksum(
-        _m.lam_peak[d_of[i]] * float(kv_pc[i] / kvcap[p]) * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p])
+        _m.lam_peak[d_of[i]] * float(kv_pc[i] / kvcap[p]) * _m.x[i] for i in pts_of_pool[p])
+        + pe.quicksum(t / float(kvcap[p]) for t in tool_kv.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
     m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= int(n_max[p]) * _m.z[p])
     m.pool_min = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] >= (_m.k + 1) * _m.z[p])
     dev_of_pool = pools["device"].tolist()
@@ -183,7 +210,8 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     m.cost_licenses = pe.Expression(expr=pe.quicksum(float(tp_pool[p]) * cfg_val(p, "license_usd_per_device_month") * m.n[p] for p in range(n_pool)))
     m.cost_total = pe.Expression(expr=m.cost_equipment + m.cost_power_busy + m.cost_power_idle + m.cost_network_nic
                                  + m.cost_network_transfer + m.cost_ops_pools + m.cost_ops_device_types
-                                 + m.cost_ops_devices + m.cost_licenses)
+                                 + m.cost_ops_devices + m.cost_licenses
+                                 + m.cost_cpu_pool + m.cost_kv_tier + m.cost_tool_energy)
     m.budget_c = pe.Constraint(expr=m.cost_total <= m.budget)
     if not budget_usd_per_month:
         m.budget_c.deactivate()
@@ -201,6 +229,9 @@ COST_EXPRESSIONS: dict[str, str] = {
     "ops_device_types_usd_per_month": "cost_ops_device_types",
     "ops_devices_usd_per_month": "cost_ops_devices",
     "licenses_usd_per_month": "cost_licenses",
+    "cpu_pool_usd_per_month": "cost_cpu_pool",
+    "kv_tier_usd_per_month": "cost_kv_tier",
+    "tool_state_energy_usd_per_month": "cost_tool_energy",
 }
 """Cost term (plan schema) -> pyomo Expression name."""
 
@@ -214,6 +245,8 @@ def constraint_name(built: Built, kind: str, index: Any) -> str:
         return f"route[{row['service']}|{row['bucket']}|{phase}]"
     if kind in ("load", "kv", "pool_on", "pool_min", "type_on"):
         return f"{kind}[{built.pool_names[index]}]"
+    if kind.startswith("tool_") or kind.startswith("cpu_") or kind.startswith("kv_tier"):
+        return tool_constraint_name(built, kind, index)
     if kind == "procurement":
         return f"procurement[{index}]"
     return kind
@@ -250,3 +283,129 @@ def restrict(built: Built, architecture: str, *, shared_single_device_type: bool
     single = architecture == "shared" and shared_single_device_type
     m.types_max.set_value(1 if single else max(1, len(built.prep.device_types)))
     return left
+
+
+# --- tool execution phase (planner.agents) ------------------------------------------------
+def build_tool_phase(m: Any, prep: Prepared, redundancy: int) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """Add the tool-phase variables, constraints and cost expressions (module docstring).
+
+    Returns, per pool position, the extra terms of its ``load`` constraint (instances) and of
+    its ``kv`` constraint (bytes). Without agents only the three cost expressions (0) are added.
+    """
+    import pyomo.environ as pe
+
+    tool = prep.tool
+    if tool is None or (len(tool.waits) == 0 and len(tool.cpu_servers) == 0):
+        m.cost_cpu_pool = pe.Expression(expr=0.0)
+        m.cost_kv_tier = pe.Expression(expr=0.0)
+        m.cost_tool_energy = pe.Expression(expr=0.0)
+        return {}, {}
+    pts = prep.points
+    costs = prep.tables.costs
+    H = float(costs.hours_per_month)
+    pool_pos = {p: j for j, p in enumerate(prep.pools["pool"])}
+    pool_of_pt = [pool_pos[p] for p in pts["pool"]]
+    d_of_pt = pts["d"].to_numpy(int)
+    waits = tool.waits
+    d_of_w = waits["d"].to_numpy(int) if len(waits) else np.zeros(0, dtype=int)
+    pf = tool.pf
+    params = tool.params
+
+    m.TW = pe.RangeSet(0, len(waits) - 1) if len(waits) else pe.Set(initialize=[])
+    m.THOLD = pe.RangeSet(0, len(tool.hold) - 1) if tool.hold else pe.Set(initialize=[])
+    m.TPF = pe.RangeSet(0, len(pf) - 1) if len(pf) else pe.Set(initialize=[])
+    m.hold = pe.Var(m.THOLD, bounds=(0.0, 1.0))
+    off_ok = pf["off_ok"].to_numpy(bool)
+    rec_ok = pf["rec_ok"].to_numpy(bool)
+    m.toff = pe.Var(m.TPF, bounds=lambda _m, r: (0.0, 1.0 if off_ok[r] else 0.0))
+    m.trec = pe.Var(m.TPF, bounds=lambda _m, r: (0.0, 1.0 if rec_ok[r] else 0.0))
+    holds_of_w: list[list[int]] = [[] for _ in range(len(waits))]
+    for h, (w, _i, _k) in enumerate(tool.hold):
+        holds_of_w[w].append(h)
+    pf_w = pf["w"].to_numpy(int)
+    pf_j = pf["j"].to_numpy(int)
+    pfs_of_w: list[list[int]] = [[] for _ in range(len(waits))]
+    for r in range(len(pf)):
+        pfs_of_w[pf_w[r]].append(r)
+    m.tool_balance = pe.Constraint(m.TW, rule=lambda _m, w: pe.quicksum(_m.hold[h] for h in holds_of_w[w])
+                                   + pe.quicksum(_m.toff[r] + _m.trec[r] for r in pfs_of_w[w]) == 1)
+    m.tool_hold_route = pe.Constraint(m.THOLD, rule=lambda _m, h: _m.hold[h] <= _m.x[tool.hold[h][1]])
+    m.tool_next_route = pe.Constraint(m.TPF, rule=lambda _m, r: _m.toff[r] + _m.trec[r] <= _m.x[int(pf_j[r])])
+
+    tool_kv: dict[int, list[Any]] = {}
+    for h, (w, i, k) in enumerate(tool.hold):
+        tool_kv.setdefault(pool_of_pt[i], []).append(m.lam_peak[int(d_of_w[w])] * float(k) * m.hold[h])
+    tool_load: dict[int, list[Any]] = {}
+    rl = pf["rl_load"].to_numpy(float)
+    rc = pf["rc_load"].to_numpy(float)
+    for r in range(len(pf)):
+        j = int(pf_j[r])
+        lam = m.lam_peak[int(d_of_pt[j])]
+        if off_ok[r] and rl[r] > 0:
+            tool_load.setdefault(pool_of_pt[j], []).append(lam * float(rl[r]) * m.toff[r])
+        if rec_ok[r] and rc[r] > 0:
+            tool_load.setdefault(pool_of_pt[j], []).append(lam * float(rc[r]) * m.trec[r])
+
+    # KV tier: capacity for the offloaded sessions in wait at peak.
+    gb_coef = waits["tier_gb_coef"].to_numpy(float) if len(waits) else np.zeros(0)
+    m.kv_tier_gb = pe.Var(domain=pe.NonNegativeReals, bounds=(0.0, params.tier_max_gb))
+    m.kv_tier_need = pe.Constraint(expr=m.kv_tier_gb >= pe.quicksum(
+        m.lam_peak[int(d_of_w[pf_w[r]])] * float(gb_coef[pf_w[r]]) * m.toff[r] for r in range(len(pf)) if off_ok[r]))
+
+    # CPU pool: cores for tool calls and tokenisation; memory for the tier when it lives there.
+    srv = tool.cpu_servers
+    m.C = pe.RangeSet(0, len(srv) - 1) if len(srv) else pe.Set(initialize=[])
+    nmax_cpu = [int(v) + int(redundancy) for v in tool.cpu_n_max]
+    m.n_cpu = pe.Var(m.C, domain=pe.NonNegativeIntegers, bounds=lambda _m, c: (0, nmax_cpu[c]))
+    m.z_cpu = pe.Var(m.C, domain=pe.Binary)
+    cores = srv["cores"].to_numpy(float) if len(srv) else np.zeros(0)
+    mem = srv["memory_gb"].to_numpy(float) if len(srv) else np.zeros(0)
+    sigma = tool.cpu_s_per_request
+    ucap = float(params.cpu_utilization_cap)
+    if len(srv):
+        m.cpu_cores = pe.Constraint(expr=pe.quicksum(float(cores[c] * ucap) * (m.n_cpu[c] - m.k * m.z_cpu[c]) for c in m.C)
+                                    >= pe.quicksum(m.lam_peak[d] * float(sigma[d]) for d in range(len(sigma)) if sigma[d] > 0))
+        if params.tier_usd_per_gb_month is None:
+            m.cpu_tier_memory = pe.Constraint(expr=pe.quicksum(float(mem[c] * params.tier_memory_utilization) * (m.n_cpu[c] - m.k * m.z_cpu[c]) for c in m.C)
+                                              >= m.kv_tier_gb)
+        m.cpu_on = pe.Constraint(m.C, rule=lambda _m, c: _m.n_cpu[c] <= nmax_cpu[c] * _m.z_cpu[c])
+        m.cpu_min = pe.Constraint(m.C, rule=lambda _m, c: _m.n_cpu[c] >= (_m.k + 1) * _m.z_cpu[c])
+        lim = srv["procurement_limit"].to_numpy(float)
+        m.cpu_procurement = pe.Constraint([c for c in range(len(srv)) if math.isfinite(lim[c])],
+                                          rule=lambda _m, c: _m.n_cpu[c] <= float(lim[c]))
+    elif params.tier_usd_per_gb_month is None:
+        m.kv_tier_gb.setub(0.0)
+    kwh = m.price * float(costs.pue)
+    if len(srv):
+        fixed = [float(r.equipment_usd_per_server_hour) * H + float(r.ops_usd_per_server_month) + float(r.license_usd_per_server_month)
+                 for r in srv.itertuples(index=False)]
+        idle_kw = [(float(r.idle_power_w) + float(r.host_power_w)) / 1e3 * H for r in srv.itertuples(index=False)]
+        per_core_w = max(max(float(r.busy_power_w) - float(r.idle_power_w), 0.0) / float(r.cores) if float(r.cores) > 0 else 0.0
+                         for r in srv.itertuples(index=False))
+        m.cost_cpu_pool = pe.Expression(expr=pe.quicksum((fixed[c] + kwh * idle_kw[c]) * m.n_cpu[c] for c in m.C)
+                                        + float(costs.ops_usd_per_pool_month) * pe.quicksum(m.z_cpu[c] for c in m.C)
+                                        + kwh * (per_core_w * H / 1e3) * pe.quicksum(m.lam_mean[d] * float(sigma[d]) for d in range(len(sigma)) if sigma[d] > 0))
+    else:
+        m.cost_cpu_pool = pe.Expression(expr=0.0)
+    price_gb = params.tier_usd_per_gb_month
+    m.cost_kv_tier = pe.Expression(expr=float(price_gb) * m.kv_tier_gb if price_gb is not None else 0.0)
+    e_rl = pf["rl_energy_j"].to_numpy(float)
+    e_rc = pf["rc_energy_j"].to_numpy(float)
+    f = SECONDS_PER_HOUR * H / J_PER_KWH
+    m.cost_tool_energy = pe.Expression(expr=kwh * pe.quicksum(
+        m.lam_mean[int(d_of_pt[int(pf_j[r])])] * f * (float(e_rl[r]) * m.toff[r] + float(e_rc[r]) * m.trec[r])
+        for r in range(len(pf)) if (off_ok[r] and e_rl[r] > 0) or (rec_ok[r] and e_rc[r] > 0)))
+    return tool_load, tool_kv
+
+
+def tool_constraint_name(built: Built, kind: str, index: Any) -> str:
+    """Names of tool-phase constraints: ``tool_balance[service|bucket|tool]``, ``cpu_on[server]`` ..."""
+    tool = built.prep.tool
+    if tool is None:
+        return kind
+    if kind == "tool_balance":
+        r = tool.waits.iloc[int(index)]
+        return f"tool_balance[{r['service']}|{r['bucket']}|{r['tool']}]"
+    if kind in ("cpu_on", "cpu_min", "cpu_procurement"):
+        return f"{kind}[{tool.cpu_servers['server'].iat[int(index)]}]"
+    return kind

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,8 @@ class Prepared:
     caps_method: str
     infeasible_points: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Points the table marks infeasible (kept for the diagnosis)."""
+    tool: Any = None
+    """Tool execution phase (:class:`planner.agents.prep.ToolPrep`) when the tables carry agents."""
 
     @property
     def hours(self) -> float:
@@ -175,5 +178,11 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
             lim = float(grp["procurement_limit"].min())
             if math.isfinite(lim):
                 procurement[str(dev)] = lim
-    return Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=device_types,
-                    procurement=procurement, caps_method=method, infeasible_points=infeasible)
+    prepared = Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=device_types,
+                        procurement=procurement, caps_method=method, infeasible_points=infeasible)
+    # --- tool execution phase (planner.agents): KV policies during tool waits, CPU pool, KV tier ---
+    if tables.agents is not None:
+        from planner.agents.prep import prepare_tool_phase
+
+        prepared.tool = prepare_tool_phase(prepared, tables.agents)
+    return prepared

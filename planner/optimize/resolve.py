@@ -18,15 +18,21 @@ solver as coefficient changes:
   or off).
 
 The integer bound ``N_p`` (big-M of ``pool_on[p]``, and the upper bound of ``n[p]``) is
-computed by :func:`planner.optimize.prepare.prepare` from the rates, so the Resolver
-builds with an *envelope*: ``N_p`` of the base table scaled by ``rate_headroom``. A
-larger big-M leaves the optimum unchanged (it only weakens the LP relaxation). A scenario
-falls back to a full rebuild (:func:`planner.optimize.solve.solve_tables`) when
+computed by :func:`planner.optimize.prepare.prepare` from the rates; the Resolver makes it
+a mutable parameter ``big_m[p]`` and sets it (and the bound of ``n[p]``) per scenario to
+exactly what a fresh build would use, so the re-solved model *is* the fresh model (a loose
+big-M would leave the optimum unchanged but weaken the LP relaxation: measured 2-3x slower
+HiGHS on the example instance). ``min_n_max`` puts a floor under it for held plans
+(:mod:`planner.studies.fixed`). A scenario falls back to a full rebuild
+(:func:`planner.optimize.solve.solve_tables`) when
 
 - its points, configs, non-rate demand columns or non-price cost scalars differ from the
   base table (a length multiplier or a device change alters the capacity table itself), or
 - a different set of points has a positive cap (ρ > 0), or
-- it needs more instances in some pool than the envelope allows.
+- the table has a tool phase (``tables.agents``: its coefficients and the CPU pool's
+  big-M are built from the rates, so every scenario is built afresh).
+
+Caps ρ are memoised by the peak-rate vector (a price-only scenario re-uses them exactly).
 
 The result is the same :class:`~planner.schema.plan.PlanResult` a fresh
 ``solve_tables`` gives, up to the MIP gap (ties between equal-cost plans may break
@@ -112,10 +118,24 @@ class Resolver:
     stats: dict[str, int] = field(default_factory=lambda: {"resolved": 0, "rebuilt": 0})
     _routable: int = 0
     """Feasible points of the base table before caps (equal to the model's points when no cap is 0)."""
+    _caps: dict[bytes, tuple[np.ndarray, str]] = field(default_factory=dict)
+    """Caps ρ by the bytes of the peak-rate vector: the queueing caps depend only on the rates
+    (every other input is the base table's), so equal rates give equal caps (exact memo)."""
+    _unroutable: dict[str, bool] = field(default_factory=dict)
+    """Per architecture: a bucket has no usable point (depends only on the point set, fixed here)."""
+    min_n_max: np.ndarray | None = None
+    """Per pool: a floor on the big-M (a held plan's counts), or None."""
+    reusable: bool = True
+    """False when the table has a tool phase (its coefficients and CPU big-M are built from the rates): always rebuild."""
 
     @classmethod
-    def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0) -> Resolver:
-        """Build the model for ``tables`` with big-M sized for rates up to ``rate_headroom`` × the base."""
+    def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0,
+               min_n_max: dict[str, int] | None = None) -> Resolver:
+        """Build the model for ``tables`` with big-M sized for rates up to ``rate_headroom`` × the base.
+
+        ``min_n_max`` (pool name -> instances) raises the big-M of named pools to at least
+        that many instances (a fixed plan evaluated at lower traffic keeps its pool sizes).
+        """
         import pyomo.environ as pe
 
         t0 = time.perf_counter()
@@ -125,6 +145,8 @@ class Resolver:
         # n_max = ceil(Σ_d max_i λτ/ρ) + 1: scaling every rate by h scales the sum by h
         # (ρ only grows with the nominal pool size, so this over-estimates, as a big-M must).
         pools["n_max"] = [int(math.ceil((int(v) - 1) * headroom)) + 1 for v in pools["n_max"]]
+        if min_n_max:
+            pools["n_max"] = [max(int(v), int(min_n_max.get(str(name), 0))) for name, v in zip(pools["pool"], pools["n_max"], strict=True)]
         prep.pools = pools
         budget = settings.budget_usd_per_month
         built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=budget)
@@ -135,18 +157,28 @@ class Resolver:
         pts_of_pool: list[list[int]] = [[] for _ in range(len(built.pool_names))]
         for i, p in enumerate(built.point_pool):
             pts_of_pool[int(p)].append(i)
-        m.inv_rho = pe.Param(m.I, initialize=dict(enumerate(1.0 / pts["rho"].to_numpy(float))), mutable=True)
-        m.del_component(m.load_c)
+        if getattr(prep, "tool", None) is None:
+            m.inv_rho = pe.Param(m.I, initialize=dict(enumerate(1.0 / pts["rho"].to_numpy(float))), mutable=True)
+            m.del_component(m.load_c)
 
-        def load_rule(_m: Any, p: int) -> Any:
-            return pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i]) * _m.inv_rho[i] * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p]
+            def load_rule(_m: Any, p: int) -> Any:
+                return pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i]) * _m.inv_rho[i] * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p]
 
-        m.load_c = pe.Constraint(m.P, rule=load_rule)
+            m.load_c = pe.Constraint(m.P, rule=load_rule)
+            # pool_on[p]: n_p <= N_p z_p with N_p mutable, set per scenario to the big-M a fresh
+            # prepare() computes (a loose envelope would weaken the LP relaxation and slow HiGHS).
+            m.big_m = pe.Param(m.P, initialize=dict(enumerate(float(v) for v in built.n_max)), mutable=True)
+            m.del_component(m.pool_on)
+            m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= _m.big_m[p] * _m.z[p])
         built.build_s = time.perf_counter() - t0
         feasible = tables.points["feasible"].astype(bool) & (tables.points["instance_seconds_per_request"] > 0)
         routable = int(tables.points[feasible].merge(tables.demand[["service", "bucket"]], on=["service", "bucket"]).shape[0])
+        floor = None
+        if min_n_max:
+            floor = np.array([int(min_n_max.get(str(name), 0)) for name in pools["pool"]], dtype=int)
         return cls(base=tables, settings=settings, built=built, solver=make_solver(), keys=_point_keys(prep),
-                   envelope_n_max=pools["n_max"].to_numpy(int), _routable=routable)
+                   envelope_n_max=pools["n_max"].to_numpy(int), _routable=routable, min_n_max=floor,
+                   reusable=getattr(prep, "tool", None) is None)
 
     def reprepare(self, tables: CapacityTables) -> Prepared | None:
         """:func:`prepare` for a table of the base's structure, recomputing only what rates change.
@@ -156,6 +188,8 @@ class Resolver:
         point's cap changes sign (it would enter or leave the model): rebuild then.
         """
         base = self.built.prep
+        if not self.reusable:
+            return None
         if len(base.points) != self._routable:
             return None  # the base dropped points with a zero cap; let prepare() decide each time
         demand = base.demand.copy()
@@ -165,7 +199,13 @@ class Resolver:
         d = pts["d"].to_numpy(int)
         for col in RATE_COLUMNS:
             pts[col] = demand[col].to_numpy(float)[d]
-        rho, method = utilization_caps(pts, max_utilization=self.settings.max_utilization)
+        rates_key = pts["rate_peak_per_s"].to_numpy(float).tobytes()
+        if rates_key not in self._caps:
+            if len(self._caps) > 4096:
+                self._caps.clear()
+            self._caps[rates_key] = utilization_caps(pts, max_utilization=self.settings.max_utilization)
+        rho, method = self._caps[rates_key]
+        rho = rho.copy()
         if np.any(rho <= 0):
             return None
         pts["rho"] = rho
@@ -180,9 +220,16 @@ class Resolver:
 
     def fits(self, prep: Prepared) -> bool:
         """Can ``prep`` (same structure as the base) be solved by updating parameters?"""
-        if _point_keys(prep) != self.keys:
-            return False
-        return bool(np.all(prep.pools["n_max"].to_numpy(int) <= self.envelope_n_max))
+        return _point_keys(prep) == self.keys
+
+    def load(self, tables: CapacityTables, settings: SolveSettings | None = None) -> Built | None:
+        """Set the built model's parameters to ``tables`` (same structure); None when it needs a rebuild."""
+        s = settings or self.settings
+        prep = self.reprepare(tables) if same_structure(self.base, tables) else None
+        if prep is None or not self.fits(prep):
+            return None
+        self._update(prep, tables, s)
+        return self.built
 
     def solve(self, tables: CapacityTables, settings: SolveSettings | None = None, *, instance_name: str = "tables",
               scenario: str | None = None, overrides: dict[str, Any] | None = None) -> SolveOutcome:
@@ -213,8 +260,15 @@ class Resolver:
 
     def _update(self, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
         m = self.built.model
-        prep.pools = prep.pools.assign(n_max=self.envelope_n_max)
+        n_max = prep.pools["n_max"].to_numpy(int)
+        if self.min_n_max is not None:
+            n_max = np.maximum(n_max, self.min_n_max)
+            prep.pools = prep.pools.assign(n_max=n_max)
         self.built.prep = prep
+        # Big-M and the bound restrict() gives n: as build_model sets them (n_max + k spares).
+        self.built.n_max = n_max + int(s.redundancy)
+        for p, v in enumerate(self.built.n_max):
+            m.big_m[p].set_value(float(v))
         dem = prep.demand
         for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
             m.lam_peak[d].set_value(lp)
@@ -294,7 +348,8 @@ def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
     return min(ok, key=lambda s: (round(float(s.total_usd_per_month or 0.0), 2), SIMPLICITY[s.architecture])).architecture
 
 
-def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
+def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings,
+                       unroutable: dict[str, bool] | None = None) -> ArchitectureSummary:
     from planner.optimize.diagnose import diagnose_routability
     from planner.optimize.extract import model_costs, solution_arrays, tokens_per_month
     from planner.optimize.solve import _status
@@ -302,7 +357,13 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     empty = ArchitectureSummary(architecture=architecture, feasible=False, status="infeasible", costs={}, total_usd_per_month=None,
                                 instances={}, devices={}, tokens_per_month=0.0, usd_per_million_tokens=None,
                                 energy_wh_per_1k_tokens=None, solve_s=0.0, gap=None)
-    if diagnose_routability(built.prep, architecture):
+    if unroutable is None or architecture not in unroutable:
+        bad = bool(diagnose_routability(built.prep, architecture))
+        if unroutable is not None:
+            unroutable[architecture] = bad
+    else:
+        bad = unroutable[architecture]
+    if bad:
         return empty
     restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
     t0 = time.perf_counter()
@@ -353,7 +414,7 @@ def summarize(resolver: Resolver, tables: CapacityTables, settings: SolveSetting
     else:
         target = Resolver.create(tables, s)
         resolver.stats["rebuilt"] += 1
-    return {a: _lean_architecture(target.built, target.solver, a, s) for a in s.architectures}, reused
+    return {a: _lean_architecture(target.built, target.solver, a, s, target._unroutable) for a in s.architectures}, reused
 
 
 def structure_key(tables: CapacityTables) -> int:

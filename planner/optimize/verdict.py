@@ -26,6 +26,9 @@ _TERM_WORDS = {
     "ops_device_types_usd_per_month": "per-device-type operations",
     "ops_devices_usd_per_month": "per-device operations",
     "licenses_usd_per_month": "licences",
+    "cpu_pool_usd_per_month": "CPU pool (tools, tokenisation)",
+    "kv_tier_usd_per_month": "KV tier (offloaded sessions)",
+    "tool_state_energy_usd_per_month": "KV reload/recompute energy",
 }
 
 

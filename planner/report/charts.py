@@ -44,6 +44,9 @@ TERM_COLORS = {
     "ops_device_types_usd_per_month": "#E8B5D2",
     "ops_devices_usd_per_month": "#999999",
     "licenses_usd_per_month": "#56B4E9",
+    "cpu_pool_usd_per_month": "#E69F00",
+    "kv_tier_usd_per_month": "#F5D07A",
+    "tool_state_energy_usd_per_month": "#8C6D1F",
 }
 
 TERM_LABELS = {
@@ -56,6 +59,9 @@ TERM_LABELS = {
     "ops_device_types_usd_per_month": "operations per device type",
     "ops_devices_usd_per_month": "operations per device",
     "licenses_usd_per_month": "licences",
+    "cpu_pool_usd_per_month": "CPU pool (tools)",
+    "kv_tier_usd_per_month": "KV tier",
+    "tool_state_energy_usd_per_month": "KV reload/recompute energy",
 }
 
 _RC: dict[str, Any] = {

@@ -51,8 +51,12 @@ Scalars (``CostParams``) carry the instance-wide prices the objective needs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from planner.agents.tables import AgentTables
 
 DEMAND_COLUMNS: tuple[str, ...] = (
     "service", "bucket", "weight", "rate_mean_per_s", "rate_peak_per_s",
@@ -112,6 +116,9 @@ class CapacityTables:
     configs: pd.DataFrame
     costs: CostParams
     meta: dict[str, object] = field(default_factory=dict)
+    agents: AgentTables | None = None
+    """Tool execution phase (agentic services): waits per tool, reload/recompute per point,
+    CPU servers (:mod:`planner.agents.tables`). ``None``: no tool phase."""
 
     def check_columns(self) -> None:
         for name, frame, cols in (("demand", self.demand, DEMAND_COLUMNS), ("points", self.points, POINT_COLUMNS), ("configs", self.configs, CONFIG_COLUMNS)):

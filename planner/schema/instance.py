@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from planner.schema.common import (
     Architecture,
@@ -25,6 +25,8 @@ from planner.schema.common import (
 from planner.schema.workload import ToolStats
 
 PeakWindow = Literal["1s", "60s", "600s"]
+ToolStatePolicy = Literal["hold", "offload", "recompute"]
+"""What happens to a session's KV cache while it waits on a tool (DESIGN §5)."""
 
 
 class LatencyTarget(StrictModel):
@@ -106,6 +108,21 @@ class Traffic(StrictModel):
         return self
 
 
+class ToolOverride(StrictModel):
+    """Figures for one tool class that the log does not give, and the KV policies it may use."""
+
+    cpu_seconds_per_call: NonNegFloat | None = None
+    """CPU work per call on the orchestration pool (serialisation, validation, routing), core-seconds."""
+    retry_share: Fraction | None = None
+    """Share of calls retried once (each retry repeats the wait and the CPU work)."""
+    timeout_share: Fraction | None = None
+    """Share of calls that hit the tool's timeout (reported)."""
+    policies: list[ToolStatePolicy] | None = None
+    """KV policies allowed while waiting on this tool (default: ``tool_phase.policies``)."""
+    source: str = ""
+    """Where the figures come from (measurement, assumption and why)."""
+
+
 class Service(StrictModel):
     """One served model with its SLOs, traffic and (for agents) tool profile."""
 
@@ -122,6 +139,10 @@ class Service(StrictModel):
     """Tool classes the agent calls between LLM calls (agentic services)."""
     tools_from_trace: bool = False
     """Take the tool profile from the trace (TraceLab agent logs) instead of ``tools``."""
+    tool_overrides: dict[str, ToolOverride] = {}
+    """Per tool class of the profile (from ``tools`` or the trace): figures the log lacks
+    (CPU seconds per call, retry share) and the KV policies allowed. Naming a tool the
+    profile does not define is an error."""
 
     @property
     def kv_precision_resolved(self) -> str:
@@ -198,6 +219,47 @@ class Options(StrictModel):
     solver: SolverOptions = SolverOptions()
 
 
+class KVTierOptions(StrictModel):
+    """The host-memory (or storage) tier that offloaded KV waits in during tool calls.
+
+    Either ``usd_per_gb_month`` is given (host DRAM next to the GPUs, reached over PCIe, or a
+    priced storage tier), or the tier lives in the memory of the CPU pool
+    (``catalog.cpu_servers``, reached over the GPUs' NIC) and its cost is inside the CPU pool.
+    """
+
+    usd_per_gb_month: NonNegFloat | None = None
+    """Price of one GB of tier capacity per month; needs ``source``."""
+    source: str = ""
+    """Where ``usd_per_gb_month`` / ``reload_gb_per_s`` come from."""
+    reload_gb_per_s: PosFloat | None = None
+    """Tier read bandwidth per accelerator, GB/s (a storage tier); default: PCIe (priced
+    host tier) or min(PCIe, NIC) (CPU-pool tier) of the device."""
+    max_gb: PosFloat | None = None
+    """Most tier capacity available, GB."""
+    memory_utilization: Fraction = 0.8
+    """Share of a CPU server's memory usable for the tier (the rest: OS, orchestration)."""
+
+
+class ToolPhaseOptions(StrictModel):
+    """Tool execution phase: CPU pool, KV policies during tool waits, host-memory tier (DESIGN §5)."""
+
+    policies: list[ToolStatePolicy] = ["hold", "offload", "recompute"]
+    """KV policies the optimiser may choose between (per service and tool class)."""
+    cpu_utilization_cap: Fraction = 0.7
+    """Largest peak utilisation of CPU-pool cores (headroom for bursts of tool calls)."""
+    tokenizer_cpu_seconds_per_token: NonNegFloat = 0.0
+    """CPU core-seconds to tokenise / detokenise one token (input + output), on the CPU pool."""
+    tokenizer_source: str = ""
+    """Where ``tokenizer_cpu_seconds_per_token`` comes from."""
+    reload_busy_share: Fraction = 1.0
+    """Share of a KV reload during which the receiving instance counts as busy (1 = the
+    transfer does not overlap compute: conservative)."""
+    wait_tail: Literal["ttft_quantile", "mean"] = "ttft_quantile"
+    """Sessions in tool wait at peak: ``mean`` (Little's law) or the Poisson (M/G/∞) quantile
+    at the service's TTFT quantile level, so that held KV fits at that quantile."""
+    kv_tier: KVTierOptions = KVTierOptions()
+
+
 class Instance(StrictModel):
     """A planning instance."""
 
@@ -207,5 +269,33 @@ class Instance(StrictModel):
     catalog: CatalogSelection
     costs: Costs
     options: Options = Options()
+    tool_phase: ToolPhaseOptions = ToolPhaseOptions()
+    """Tool execution phase (agentic services): used when a service has tools or CPU servers are candidates."""
     scenarios: dict[str, dict[str, Any]] = {}
     """Named scenarios: each a mapping of dot-path overrides, e.g. ``services.chat.traffic.rate_multiplier: 1.5``."""
+    forecasts: dict[str, str] = {}
+    """Forecast distributions for Monte Carlo studies: dot-path -> ``dist:NAME(a,b[,c])``, e.g.
+    ``services.chat.traffic.rate_multiplier: dist:growth(0.5,0.2,2)``; ``planner sweep
+    --monte-carlo N`` draws them when no ``--set`` gives a distribution (names:
+    ``planner sweep --help``)."""
+
+    @field_validator("forecasts")
+    @classmethod
+    def _check_forecasts(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        from planner.studies.distributions import parse_distribution
+        from planner.studies.spec import valid_fields_at
+
+        problems = []
+        for path, text in value.items():
+            ok, where, valid = valid_fields_at(dict(info.data), path.split("."))
+            if not ok:
+                problems.append(f"{path!r} is not a field of the instance (at {where}; valid there: {', '.join(valid) or '(none)'})")
+                continue
+            spec = text.strip()
+            try:
+                parse_distribution(spec[len("dist:"):] if spec.startswith("dist:") else spec)
+            except ValueError as exc:
+                problems.append(f"{path}: {exc}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value

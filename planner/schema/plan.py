@@ -42,8 +42,15 @@ COST_TERMS: tuple[str, ...] = (
     "ops_device_types_usd_per_month",
     "ops_devices_usd_per_month",
     "licenses_usd_per_month",
+    "cpu_pool_usd_per_month",
+    "kv_tier_usd_per_month",
+    "tool_state_energy_usd_per_month",
 )
-"""The cost terms of the objective (DESIGN §1); they sum to ``total_usd_per_month``."""
+"""The cost terms of the objective (DESIGN §1); they sum to ``total_usd_per_month``.
+The last three are the tool execution phase (:mod:`planner.agents`; 0 without agents)."""
+
+TOOL_COST_TERMS: tuple[str, ...] = ("cpu_pool_usd_per_month", "kv_tier_usd_per_month", "tool_state_energy_usd_per_month")
+"""Cost terms of the tool execution phase, recomputed by :func:`planner.agents.check.tool_phase_costs`."""
 
 
 class CostBreakdown(StrictModel):
@@ -72,6 +79,15 @@ class CostBreakdown(StrictModel):
     """Per-device operations."""
     licenses_usd_per_month: float
     """Per-device software licences."""
+    cpu_pool_usd_per_month: float = 0.0
+    """CPU pool for tool orchestration and tokenisation (and the KV tier when it lives in its
+    memory): equipment, power (idle on every server, busy on the used core share, x PUE),
+    per-server operations and licences, and the per-pool operations cost."""
+    kv_tier_usd_per_month: float = 0.0
+    """Priced host-memory / storage tier holding offloaded KV during tool waits (GB x USD/GB-month)."""
+    tool_state_energy_usd_per_month: float = 0.0
+    """Busy-minus-idle energy of KV reloads and recomputes on GPU pools (their idle power is
+    already in ``power_idle``), x PUE x electricity price."""
     total_usd_per_month: float
     idle_capacity_usd_per_month: float = 0.0
     """Attribution (already inside equipment and idle power): cost of unused device time at mean load."""
@@ -186,6 +202,90 @@ class DiagnosisItem(StrictModel):
     fix: str
 
 
+class ToolPolicyCost(StrictModel):
+    """What one KV policy would cost for all waits of one (service, tool), at the plan's marginal prices."""
+
+    policy: Literal["hold", "offload", "recompute"]
+    usd_per_month: float | None
+    """``None`` when the policy is not allowed or not feasible (see ``reason``)."""
+    reason: str = ""
+
+
+class ToolPhaseRow(StrictModel):
+    """One (service, tool class): the wait, the KV it strands and the policy chosen."""
+
+    service: str
+    tool: str
+    calls_per_request: float
+    """Calls of this tool per LLM call."""
+    calls_per_s_peak: float
+    latency_mean_ms: float
+    latency_p50_ms: float
+    latency_p90_ms: float
+    latency_p99_ms: float
+    timeout_share: float
+    retry_share: float
+    error_share: float
+    wait_mean_s: float
+    """Mean wait per call with retries: ``mean x (1 + retry_share)``."""
+    kv_bytes_per_session: float
+    """KV of the context a waiting session holds (bucket means, request-weighted)."""
+    sessions_in_wait_mean: float
+    """Little's law at peak: ``rate_peak x calls_per_request x wait_mean``."""
+    sessions_in_wait_peak: float
+    """The quantile planned for (Poisson / M/G/∞ at the TTFT quantile, or the mean)."""
+    reload_ms: float
+    """KV reload time added to the next turn's TTFT when offloaded (routed pools, request-weighted)."""
+    recompute_ms: float
+    """Extra prefill time of the next turn when the KV is dropped and recomputed."""
+    hold_share: float
+    offload_share: float
+    recompute_share: float
+    policy: str
+    """The chosen policy (``mixed: ...`` when shares are split)."""
+    breakeven_wait_s: float | None = None
+    """Wait above which offloading is cheaper than holding, at the plan's prices (None: never)."""
+    alternatives: list[ToolPolicyCost] = []
+    cpu_cores_peak: float = 0.0
+    """CPU cores this tool's calls keep busy at peak (with retries)."""
+
+
+class CpuPoolPlan(StrictModel):
+    """The CPU pool: servers for tool orchestration, tokenisation and (optionally) the KV tier."""
+
+    server: str
+    instances: int
+    cores_per_server: int
+    memory_gb_per_server: float
+    cores_needed_peak: float
+    utilization_peak: float
+    utilization_cap: float
+    kv_tier_gb: float = 0.0
+    """KV tier capacity hosted in this pool's memory."""
+    redundancy: int = 0
+    equipment_usd_per_server_hour: float = 0.0
+    cost_usd_per_month: float = 0.0
+
+
+class ToolPhasePlan(StrictModel):
+    """The tool execution phase of a plan (DESIGN §5): per-tool numbers, CPU pool, KV tier."""
+
+    tools: list[ToolPhaseRow] = []
+    cpu_pools: list[CpuPoolPlan] = []
+    kv_tier_gb: float = 0.0
+    kv_tier_usd_per_gb_month: float | None = None
+    """``None``: the tier lives in the CPU pool's memory (its cost is in the CPU pool)."""
+    kv_tier_location: str = ""
+    cpu_cores_peak: float = 0.0
+    """CPU cores needed at peak over every tool and tokenisation."""
+    tokenizer_cores_peak: float = 0.0
+    statements: list[str] = []
+    """Plain-language findings (e.g. tool waiting dominates: more accelerators would not help)."""
+    method: str = ""
+    inputs: dict[str, Any] = {}
+    """Scalars needed to re-verify the tool-phase cost terms without the solver."""
+
+
 class ArchitecturePlan(StrictModel):
     """The optimal (or best found) plan for one architecture."""
 
@@ -206,6 +306,8 @@ class ArchitecturePlan(StrictModel):
     binding: list[BindingConstraint] = []
     diagnosis: list[DiagnosisItem] = []
     """Why the architecture is infeasible (empty when feasible)."""
+    tool_phase: ToolPhasePlan | None = None
+    """Tool execution phase (agentic services); ``None`` when the instance has none."""
 
 
 class Verdict(StrictModel):

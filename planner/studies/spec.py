@@ -239,3 +239,14 @@ def expand(spec: StudySpec, *, bases: dict[str, dict[str, Any]] | None = None, m
                     parts.append(f"draw{k}")
                 out.append(Scenario(name=" ".join(parts) or bname, overrides={**boverrides, **spec.fixed, **params}, params=params))
     return out
+
+
+def with_forecasts(spec: StudySpec, forecasts: dict[str, str], *, monte_carlo: int) -> StudySpec:
+    """``spec`` with the instance's ``forecasts`` as its distributions, when Monte Carlo draws are
+    asked for and no ``--set`` gives a distribution (a path fixed or gridded by ``--set`` keeps its values)."""
+    if monte_carlo <= 0 or spec.distributions or not forecasts:
+        return spec
+    given = set(spec.fixed) | set(spec.grid)
+    dists = {p: parse_distribution(t.strip()[len("dist:"):] if t.strip().startswith("dist:") else t.strip())
+             for p, t in forecasts.items() if p not in given}
+    return StudySpec(fixed=dict(spec.fixed), grid=dict(spec.grid), distributions=dists)

@@ -28,18 +28,31 @@ from planner.optimize.resolve import (
     summarize,
     winner_of,
 )
+from planner.schema.capacity import CapacityTables
 from planner.schema.plan import COST_TERMS
 from planner.studies.source import TableSource
 from planner.studies.spec import Scenario
 
 _RESOLVERS: dict[tuple[int, float], Resolver] = {}
 """Per process: resolvers by (structure, headroom)."""
+_KEYS: dict[int, tuple[CapacityTables, int]] = {}
+"""Per process: structure key by id of an unpatched table (the table is kept alive, so the id is not reused)."""
+
+
+def _structure_key(tables: CapacityTables) -> int:
+    hit = _KEYS.get(id(tables))
+    if hit is None or hit[0] is not tables:
+        if len(_KEYS) > 256:
+            _KEYS.clear()
+        hit = (tables, structure_key(tables))
+        _KEYS[id(tables)] = hit
+    return hit[1]
 
 
 def solve_scenario(source: TableSource, overrides: dict[str, Any], *, headroom: float = 1.0) -> tuple[dict[str, ArchitectureSummary], bool]:
     """Summaries of every architecture for one scenario (re-using this process's resolvers)."""
     base, tables, settings = source.tables_and_settings(overrides)
-    key = (structure_key(base), float(headroom))
+    key = (_structure_key(base), float(headroom))
     r = _RESOLVERS.get(key)
     if r is None:
         r = Resolver.create(base, settings, rate_headroom=headroom)

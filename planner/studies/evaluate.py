@@ -1,0 +1,180 @@
+"""How a fixed plan fares under other traffic: SLO attainment, headroom, first pool to saturate, regret.
+
+For each scenario (dot-path overrides, as in sweeps) and a plan's pool sizes ``N``
+(:class:`~planner.studies.fixed.FixedPlan`):
+
+- **fixed cost and SLO attainment** — the plan is held (:mod:`planner.studies.fixed`: ``n = N``,
+  routing free) and re-solved on the scenario's capacity table. Feasible means the pools
+  carry the scenario's peak within every utilisation cap, KV capacity and SLO mask; the
+  plan's latency is then predicted per service by :mod:`planner.queueing` for the *actual*
+  pool sizes (G/G/c wait quantile at peak plus the operating point's own latency, as in
+  ``planner solve``). ``slo_attainment`` is the share of services whose predicted TTFT and
+  TPOT quantiles both meet their targets. The fixed cost can rise with traffic even though
+  the devices are the same: busy power and KV transfer follow the load, and routing may
+  have to move buckets to dearer pools.
+- **headroom** — the largest multiplier ``h`` of every service's rate (on top of the
+  scenario) that the held pools still carry: bracket by doubling/halving from 1 (between
+  ``1/max_multiplier`` and ``max_multiplier``), then bisect on ``log h`` until
+  ``high/low − 1 ≤ rel_tol``. Feasibility is monotone in ``h`` up to the queueing caps'
+  pooling effect (a cap is computed for the nominal pool ``ceil(λτ)`` and grows slowly
+  with λ), so the bisection's answer is the crossing point of a monotone test in practice.
+- **saturates first** — in the held plan at ``h``, the pool(s) whose load (``Σ λτx/ρ`` over
+  the surviving instances) or resident KV bytes are closest to their bound, within 2 % of
+  the fullest: the pools that run out first when traffic grows uniformly.
+- **regret** — fixed cost minus the cost of the best plan re-optimised for the scenario
+  (cheapest architecture, :func:`planner.studies.sweep.solve_scenario`); ``None`` when the
+  fixed plan cannot carry the scenario (the regret is then not a cost: the plan fails).
+  At the plan's own scenario the regret is 0 up to the MIP gap (tested).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from planner.optimize.model import Built, build_model
+from planner.optimize.prepare import prepare
+from planner.optimize.resolve import Resolver, scale_rates, structure_key, winner_of
+from planner.optimize.solve import SolveSettings
+from planner.schema.capacity import CapacityTables
+from planner.schema.plan import ArchitecturePlan
+from planner.studies.fixed import FixedPlan, carries, solve_fixed
+from planner.studies.source import TableSource
+from planner.studies.spec import Scenario
+from planner.studies.sweep import solve_scenario, study_headroom
+
+MAX_MULTIPLIER = 64.0
+
+
+class _Models:
+    """Built models for a fixed plan, re-used across scenarios and headroom steps of one structure."""
+
+    def __init__(self, plan: FixedPlan, max_multiplier: float) -> None:
+        self.plan = plan
+        self.max_multiplier = max_multiplier
+        self.resolvers: dict[int, Resolver] = {}
+
+    def built_for(self, structure: CapacityTables, tables: CapacityTables, settings: SolveSettings) -> tuple[Built, Any]:
+        key = structure_key(structure)
+        r = self.resolvers.get(key)
+        if r is not None:
+            built = r.load(tables, settings)
+            if built is not None:
+                return built, r.solver
+        # Big-M for the plan's own counts and for rates up to max_multiplier × this table.
+        r = Resolver.create(tables, settings, rate_headroom=self.max_multiplier, min_n_max=self.plan.instances)
+        self.resolvers[key] = r
+        built = r.load(tables, settings)
+        if built is not None:
+            return built, r.solver
+        # The caps changed sign at these rates: a one-off model.
+        from planner.optimize.solve import make_solver
+
+        prep = prepare(tables, max_utilization=settings.max_utilization)
+        prep.pools = prep.pools.assign(n_max=[max(int(v), int(self.plan.instances.get(str(p), 0)))
+                                              for p, v in zip(prep.pools["pool"], prep.pools["n_max"], strict=True)])
+        return build_model(prep, redundancy=settings.redundancy), make_solver()
+
+
+def _scale_all(tables: CapacityTables, m: float) -> CapacityTables:
+    return scale_rates(tables, {str(s): m for s in tables.demand["service"].unique()})
+
+
+def headroom(models: _Models, structure: CapacityTables, tables: CapacityTables, settings: SolveSettings, *,
+             rel_tol: float = 0.01) -> tuple[float, list[str]]:
+    """(largest uniform rate multiplier the held pools carry, the load/KV constraints binding there)."""
+    plan = models.plan
+    cap = models.max_multiplier
+    cache: dict[float, bool] = {}
+
+    def ok(m: float) -> bool:
+        if m not in cache:
+            built, solver = models.built_for(structure, _scale_all(tables, m), settings)
+            cache[m] = carries(built, solver, plan, settings)[0]
+        return cache[m]
+
+    if ok(1.0):
+        lo = 1.0
+        while lo * 2 <= cap and ok(lo * 2):
+            lo *= 2
+        hi = lo if lo * 2 > cap else lo * 2
+    else:
+        hi = 1.0
+        while hi / 2 >= 1 / cap and not ok(hi / 2):
+            hi /= 2
+        if hi / 2 < 1 / cap:
+            return 0.0, []
+        lo = hi / 2
+    while hi / lo - 1 > rel_tol:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    built, solver = models.built_for(structure, _scale_all(tables, lo), settings)
+    at = solve_fixed(built, solver, plan, settings)
+    return lo, _fullest(at)
+
+
+def _fill(plan: ArchitecturePlan) -> dict[str, float]:
+    """Per pool (labelled with what binds): load / cap (``Σ λτx/ρ`` over surviving instances) or KV bytes / capacity."""
+    fill: dict[str, float] = {}
+    for p in plan.pools:
+        surviving = max(p.instances - p.redundancy, 0)
+        load = p.utilization_peak / p.utilization_cap * p.instances / surviving if p.utilization_cap > 0 and surviving else math.inf
+        kv = p.kv_bytes_peak / p.kv_capacity_bytes if p.kv_capacity_bytes > 0 else 0.0
+        fill[f"{p.name} ({'KV memory' if kv > load else 'load'})"] = max(load, kv)
+    return fill
+
+
+def _fullest(plan: ArchitecturePlan, tol: float = 0.02) -> list[str]:
+    """Pools within ``tol`` of the fullest (:func:`_fill`)."""
+    fill = _fill(plan)
+    if not fill:
+        return []
+    top = max(fill.values())
+    return sorted(name for name, f in fill.items() if f >= top * (1 - tol))
+
+
+def _slo(plan: ArchitecturePlan) -> tuple[bool, float | None, str]:
+    if not plan.feasible:
+        return False, None, "the pools cannot carry this traffic within their utilisation caps"
+    met = [lat.ttft_met and lat.tpot_met for lat in plan.latency]
+    detail = "; ".join(
+        f"{lat.service}: ttft p{lat.ttft_quantile * 100:g} {lat.ttft_predicted_ms:.0f}/{lat.ttft_target_ms:.0f} ms, "
+        f"tpot p{lat.tpot_quantile * 100:g} {lat.tpot_predicted_ms:.1f}/{lat.tpot_target_ms:.0f} ms" for lat in plan.latency)
+    return all(met), (sum(met) / len(met) if met else None), detail
+
+
+def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario], *, rel_tol: float = 0.01,
+                  max_multiplier: float = MAX_MULTIPLIER) -> pd.DataFrame:
+    """One row per scenario: fixed cost, SLO attainment, headroom, first pool to saturate, regret (module docstring)."""
+    models = _Models(plan, max_multiplier)
+    study_h = study_headroom(source, scenarios)
+    rows: list[dict[str, Any]] = []
+    for sc in scenarios:
+        structure, tables, settings = source.tables_and_settings(sc.overrides)
+        built, solver = models.built_for(structure, tables, settings)
+        fixed = solve_fixed(built, solver, plan, settings)
+        slo_met, attainment, detail = _slo(fixed)
+        h, saturates = headroom(models, structure, tables, settings, rel_tol=rel_tol)
+        summaries, _ = solve_scenario(source, sc.overrides, headroom=study_h)
+        best = winner_of(summaries)
+        best_total = float(summaries[best].total_usd_per_month or math.nan) if best else None
+        fixed_total = fixed.costs.total_usd_per_month if fixed.feasible and fixed.costs else None
+        regret = fixed_total - best_total if fixed_total is not None and best_total is not None else None
+        fill = _fill(fixed)
+        util = max((f, name) for name, f in fill.items()) if fill else None
+        rows.append({
+            "scenario": sc.name, **sc.params, "architecture": plan.architecture, "carries_load": fixed.feasible,
+            "slo_met": slo_met, "slo_attainment": attainment, "slo_detail": detail,
+            "headroom_multiplier": h, "saturates_first": ", ".join(saturates),
+            "busiest_pool": util[1] if util else None, "busiest_load_of_cap": util[0] if util else None,
+            "fixed_total_usd_per_month": fixed_total, "optimal_total_usd_per_month": best_total, "optimal_architecture": best,
+            "optimal_device_mix": ", ".join(f"{d}:{n}" for d, n in sorted(summaries[best].devices.items())) if best else "",
+            "regret_usd_per_month": regret,
+            "regret_share": regret / best_total if regret is not None and best_total else None,
+        })
+    return pd.DataFrame(rows)
