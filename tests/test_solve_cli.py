@@ -89,3 +89,29 @@ def test_measured_capacity_file_replaces_points(tmp_path: Path) -> None:
     f.write_text("service,bucket,device,tp,max_rate_per_s\nchat,nope,h100-sxm,2,1\n")
     r = CliRunner().invoke(main, ["solve", INSTANCE, "--capacity", str(f)])
     assert r.exit_code == 2 and "unknown (service, bucket)" in r.output
+
+
+def test_html_option_writes_a_self_contained_report(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    res = CliRunner().invoke(main, ["solve", INSTANCE, "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    assert "<svg" in text and "wins" in text
+    assert f"wrote {out}" in res.output
+
+
+def test_robust_option_plans_devices_once_for_the_scenarios() -> None:
+    res = CliRunner().invoke(main, ["solve", INSTANCE, "--robust", "--robust-scenario", "base", "--robust-scenario", "growth-2x", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data, "robust JSON is empty"
+    text = json.dumps(data)
+    assert "growth-2x" in text and "base" in text
+
+
+def test_robust_only_options_are_checked() -> None:
+    res = CliRunner().invoke(main, ["solve", INSTANCE, "--robust-scenario", "base"])
+    assert res.exit_code == 2
+    assert "--robust-scenario" in res.output and "needs --robust" in res.output
+    res = CliRunner().invoke(main, ["solve", INSTANCE, "--robust", "--html", "x.html"])
+    assert res.exit_code == 2 and "not supported with --robust" in res.output

@@ -11,14 +11,14 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
 
 
 def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
-    import yaml
+    from planner.overrides import parse_value
 
     out: dict[str, object] = {}
     for v in values:
         if "=" not in v:
             raise InputError(Problem("", "--set", f"{v!r} is not PATH=VALUE", "write e.g. --set services.chat.traffic.rate_multiplier=1.5"))
         k, val = v.split("=", 1)
-        out[k.strip()] = yaml.safe_load(val)
+        out[k.strip()] = parse_value(val)
     return out
 
 
@@ -32,9 +32,27 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.option("--scenario", help="Apply a named scenario of the instance.")
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable).")
 @click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False), help="Measured capacity CSV (per device/bucket max rate within SLO); see planner.capacity.")
-def solve(instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
-          architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None) -> None:
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here.")
+@click.option("--robust", is_flag=True, help="Plan for several scenarios at once (devices chosen once, routing per scenario); see --robust-scenario.")
+@click.option("--robust-scenario", "robust_scenarios", multiple=True,
+              help="With --robust: a named scenario to plan for (repeatable; 'base' = the instance as written). Default: base and every named scenario.")
+@click.pass_context
+def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
+          architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
+          html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...]) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
+    if robust:
+        from planner.cli.cmd_studies import solve_robust_cmd
+
+        ignored = [name for name, given in (("--scenario", scenario), ("--capacity", capacity_file), ("--html", html_file),
+                                            ("--time-limit", time_limit), ("--mip-gap", mip_gap), ("--architectures", architectures)) if given]
+        if ignored:
+            raise InputError(Problem("", ignored[0], "is not supported with --robust", "use --robust-scenario to choose scenarios, or drop --robust"))
+        ctx.invoke(solve_robust_cmd, instance=instance, scenarios=robust_scenarios, sets=sets, objective="expected",
+                   weights=None, out_dir=out_dir, as_json=as_json)
+        return
+    if robust_scenarios:
+        raise InputError(Problem("", "--robust-scenario", "needs --robust", "add --robust"))
     from planner.instance import load_instance
     from planner.optimize.solve import settings_from_instance, solve_instance
     from planner.report import summary_text, write_outputs
@@ -56,12 +74,18 @@ def solve(instance: str, as_json: bool, out_dir: str | None, time_limit: float |
     result = outcome.result
     if out_dir:
         write_outputs(result, out_dir)
+    if html_file:
+        from planner.report.html import write_html
+
+        write_html(html_file, plan=result)
     if as_json:
         echo_json(result.model_dump(mode="json"))
     else:
         click.echo(summary_text(result))
         if out_dir:
             click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv, report.md")
+        if html_file:
+            click.echo(f"wrote {html_file}")
     if result.verdict.winner is None:
         from planner.errors import Diagnosis
 
