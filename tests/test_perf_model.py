@@ -192,3 +192,71 @@ def test_engine_slots_pool_and_admission_by_hand() -> None:
         cal = PUBLISHED_DEFAULT.model_copy(update=ENGINE_SCHEDULERS[engine])
         slots = float(engine_slots(inst, engine_arrays([cal]), isl, osl)[0])
         assert slots == np.floor(pool / (kv_tok * held))
+
+
+# --- unified (chunked-prefill) point: lane, chunk cap, chunk attention -----------------------
+def test_prefill_prompts_split_attention_pairs_by_hand() -> None:
+    """m prompts of n/m tokens: attention pairs m (n/m)(n/m + 2h)/2, GEMMs unchanged."""
+    inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    eff = efficiency_of(engine_calibration("default")[0])
+    n, h, m = 8000.0, 1000.0, 4.0
+    one = iteration_time(inst, eff, prefill_tokens=n, prefill_cached=h)
+    four = iteration_time(inst, eff, prefill_tokens=n, prefill_cached=h, prefill_prompts=m)
+    a_pair = float(inst.attn_pair_flops) / (8 * float(inst.attn_flops_peak) * eff.eta_f)
+    expected = a_pair * (n * (n + 2 * h) / 2 - m * (n / m) * (n / m + 2 * h) / 2)
+    assert float(one.compute_s - four.compute_s) == pytest.approx(expected, rel=1e-9)
+
+
+def test_chunks_of_a_prompt_add_up_to_the_unchunked_prefill_compute() -> None:
+    """Chunk j attends over the j q earlier tokens (Sarathi-Serve): n/q chunks at the mean
+    position carry exactly the FLOPs of the whole prompt in one pass."""
+    from planner.perf.points import _chunk_step
+
+    inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    eff = efficiency_of(engine_calibration("default")[0])
+    n, cached, q = 32000.0, 2000.0, 1000.0
+    chunk = _chunk_step(inst, eff, np.zeros(1), 0.0, np.array([q]), n, cached)
+    whole = iteration_time(inst, eff, prefill_tokens=n, prefill_cached=cached)
+    assert float(chunk.compute_s[0]) * n / q == pytest.approx(float(whole.compute_s), rel=1e-9)
+
+
+def test_lane_wait_is_the_md1_quantile_of_planner_queueing() -> None:
+    from planner.perf.points import lane_wait_quantile_s
+    from planner.queueing import wait_quantile_s
+
+    service = 2.5
+    for rho in (0.005, 0.3, 0.7, 0.95):
+        got = float(lane_wait_quantile_s(0.99, np.array([rho]), np.array([service]))[0])
+        assert got == pytest.approx(wait_quantile_s(0.99, rho / service, 1, service, service_cv=0.0, arrival_cv=1.0), rel=1e-9, abs=1e-12)
+    assert np.isinf(lane_wait_quantile_s(0.99, np.array([1.0]), np.array([service]))[0])
+
+
+def test_unified_point_is_consistent_by_hand() -> None:
+    """TPOT cap on the chunk-carrying iteration, throughput B/(OSL t_mean), TTFT = lane wait +
+    ceil(n/q) chunk iterations + overhead; one token more per chunk would break the TPOT cap."""
+    from planner.perf.points import _chunk_step
+
+    kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=16000, output_tokens=400, ttft_target_ms=20000, tpot_target_ms=40)
+    op = operating_point(L70, H100, 4, role="unified", **kw)  # type: ignore[arg-type]
+    d = op.detail
+    assert op.feasible and op.tpot_ms <= 40 and op.tpot_ms == pytest.approx(d["step_ms"])
+    assert op.instance_seconds_per_request == pytest.approx(400 * d["mean_step_ms"] / 1e3 / op.max_batch)
+    assert d["mean_step_ms"] == pytest.approx(d["chunk_iteration_share"] * d["step_ms"] + (1 - d["chunk_iteration_share"]) * d["decode_only_step_ms"])
+    assert d["chunk_iteration_share"] == pytest.approx(op.max_batch * 16000 / 400 / d["prefill_chunk_tokens"])
+    assert op.ttft_ms == pytest.approx(d["lane_wait_ms"] + np.ceil(16000 / d["prefill_chunk_tokens"]) * d["step_ms"] + d["ttft_overhead_ms"])
+    assert d["lane_utilization"] == pytest.approx(16000 / d["prefill_chunk_tokens"] * d["step_ms"] / 1e3 / op.instance_seconds_per_request)
+    inst = instance_arrays(L70, H100, 4, "fp8", "fp8")
+    eff = efficiency_of(engine_calibration("default")[0])
+    bigger = _chunk_step(inst, eff, np.array([float(op.max_batch)]), 16000 + 200, np.array([d["prefill_chunk_tokens"] + 1]), 16000, 0.0)
+    assert float(bigger.total_s[0]) * 1e3 > 40
+    # unified costs more instance-time than prefill + decode here: small chunks reread the
+    # prompt's KV and pay the per-iteration overheads, and the lane queues per instance
+    pre = operating_point(L70, H100, 4, role="prefill", **kw)  # type: ignore[arg-type]
+    dec = operating_point(L70, H100, 4, role="decode", **kw)  # type: ignore[arg-type]
+    assert op.instance_seconds_per_request > pre.instance_seconds_per_request + dec.instance_seconds_per_request
+
+
+def test_unified_ttft_infeasible_names_the_chunk_cap() -> None:
+    kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=120000, output_tokens=400, ttft_target_ms=5000, tpot_target_ms=40)
+    op = operating_point(L70, H100, 8, role="unified", **kw)  # type: ignore[arg-type]
+    assert not op.feasible and "TPOT cap" in op.reason and "TTFT" in op.reason

@@ -22,15 +22,42 @@ B_mem`` (capped at :data:`MAX_BATCH`). ::
 
     instance_seconds_per_request = OSL t_dec(B*) / B*,   tpot = t_dec(B*)
 
-**unified** (shared pool, continuous batching with chunked prefill). In steady state an
-iteration carries ``B`` decode sequences and a prompt chunk ``q``; requests finish at ``B/OSL``
-per iteration and prompts must be admitted at the same rate, so ``q = B n / OSL`` (capped at
-``Q - B``). ``B*`` = the largest batch with ``t_it(B, q) <= TPOT target`` (the prefill chunk
-inflates every iteration: this is the interference disaggregation removes) and
-``B + prompts in flight`` fitting KV. ::
+**unified** (shared pool, continuous batching with chunked prefill, Sarathi-Serve). An iteration
+carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of ``q`` tokens.
 
-    instance_seconds_per_request = OSL t_it(B*) / B*
-    ttft = ceil(n / q) t_it + ttft_overhead           (the prompt spans several iterations)
+- *Chunk cap*: the token budget is set by the TPOT target (Sarathi-Serve sizes it from the
+  time-between-tokens SLO): ``q_max(B)`` = the largest chunk with ``t_it(B, q) <= TPOT`` (and
+  ``<= Q - B``). The TPOT target is applied to every iteration: with a p99 target over token
+  intervals, any chunk share above 1% of iterations puts the chunk iteration at the quantile.
+- *Chunk attention*: chunk ``j`` attends over the ``j q`` tokens of earlier chunks (plus the
+  cached prefix): the chunk is costed at its mean position ``h = cached + (n - q)/2``, so the
+  ``n/q`` chunks carry exactly the unchunked ``n (n + 2 cached)/2`` pairs, and each chunk rereads
+  the prompt's KV so far (``kv(q + h)``) and pays a weight read and the per-iteration overheads.
+  ``q > n``: ``q/n`` whole prompts share the iteration.
+- *Prefill lane*: prompts are chunked first-come-first-served, one lane of ``q_max`` tokens per
+  iteration. Requests finish at ``B/OSL`` per iteration and must be admitted as fast, so a share
+  ``u = B n / (OSL q_max)`` of iterations carries a chunk (``u < 1``). The decode-only iterations
+  take ``t_dec(B)``::
+
+      t_mean = u t_it(B, q_max) + (1 - u) t_dec(B)
+      instance_seconds_per_request = OSL t_mean / B,    tpot = t_it(B, q_max)
+
+- *TTFT waits for the lane*: the lane of one instance is an M/D/1 queue (Poisson arrivals at
+  ``B/(OSL t_mean)`` per s, service ``S = n t_it / q_max`` per prompt, utilisation
+  ``rho = u t_it / t_mean``); its :data:`LANE_WAIT_QUANTILE` wait (:func:`lane_wait_quantile_s`,
+  the formula of :func:`planner.queueing.wait_quantile_s`) is part of the point's TTFT::
+
+      ttft = W_q(rho, S) + ceil(n / q_max) t_it(B, q_max) + ttft_overhead
+
+  Assumption: a request is dispatched to one engine on arrival and waits in that engine's own
+  queue (vLLM, SGLang, TensorRT-LLM, behind a router); a disaggregated prefill pool is costed by
+  the optimiser as one pooled queue (a global prefill queue, as in Dynamo or Mooncake). The wait
+  is taken at the point's full rate; the optimiser loads an instance at most that much.
+- *Memory*: ``B`` sequences at their peak ``ISL + OSL`` plus the prompt being chunked fit the KV.
+
+``B*`` = the batch with the highest throughput ``B / (OSL t_mean)`` among those meeting TPOT,
+TTFT (target) and memory. Both directions of interference are costed: decode iterations carrying
+a chunk are longer (up to the TPOT cap), and the prefill lane is limited by that cap.
 
 Energy per request = busy power x tp x instance_seconds_per_request. ``service_time_cv`` is 0:
 within a length bucket every request's service time is the same deterministic function of its
@@ -60,6 +87,7 @@ from planner.perf.roofline import (
     instance_arrays,
     iteration_time,
     kv_bytes,
+    kv_capacity_bytes,
     max_batch,
 )
 from planner.schema.capacity import OperatingPoint
@@ -68,6 +96,9 @@ from planner.schema.llm import LLMProfile
 
 MAX_BATCH = 1024
 """Largest decode batch considered (engines cap ``max_batch_size`` near here)."""
+LANE_WAIT_QUANTILE = 0.99
+"""Quantile of the prefill-lane wait included in a unified point's TTFT (the example SLOs are
+p99; conservative for a lower TTFT quantile). The point does not see the service's quantile."""
 
 _INST_CACHE: dict[tuple[int, int, int, str, str], tuple[LLMProfile, DeviceProfile, InstanceArrays]] = {}
 _CAL_CACHE: dict[str, Calibration | None] = {}
@@ -152,10 +183,9 @@ def operating_point(
         m = min(m, float(max_batch(inst, isl)))
         k = math.ceil(n_new / budget)
         chunk = n_new / k
-        # m prompts in one iteration (attention pairs exact: m n (n + 2h) / 2), or k chunks of one
-        total = m * chunk
-        h_eff = ((chunk + 2.0 * (cached + (n_new - chunk) / 2.0)) - total) / 2.0 if m > 1 else cached + (n_new - chunk) / 2.0
-        step = iteration_time(inst, eff, prefill_tokens=total, prefill_cached=h_eff)
+        # m whole prompts in one iteration (k = 1), or one prompt in k chunks at their mean position
+        h_eff = cached if m > 1 else cached + (n_new - chunk) / 2.0
+        step = iteration_time(inst, eff, prefill_tokens=m * chunk, prefill_cached=h_eff, prefill_prompts=m)
         t_batch = k * float(step.total_s)
         kv_req = float(kv_bytes(inst, isl))
         link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
@@ -183,20 +213,13 @@ def operating_point(
             f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB at {weight_precision}) and one {peak:.0f}-token sequence's KV do not fit {tp} x {device.memory_gb} GB",
             "memory_capacity", source, kv=kv_req)
     batches = np.arange(1, b_mem + 1, dtype=float)
-    if role == "decode":
-        step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
-        prefill_q = np.zeros_like(batches)
-    else:
-        prefill_q = np.minimum(batches * n_new / osl, np.maximum(budget - batches, 1.0))
-        # prompts in flight hold KV too: at q = B n / OSL about one prompt (rate B/OSL per
-        # iteration x n/q iterations each) is being chunked while B sequences decode
-        fits = batches + 1.0 <= b_mem
-        step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx, prefill_tokens=prefill_q,
-                              prefill_cached=cached + (n_new - np.minimum(prefill_q, n_new)) / 2.0)
+    if role == "unified":
+        return _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
+                              budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
+                              ttft_target_ms=ttft_target_ms, tpot_target_ms=tpot_target_ms)
+    step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
     ok_tpot = t <= (tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf)
-    if role == "unified":
-        ok_tpot = ok_tpot & fits
     if not ok_tpot.any():
         return _infeasible(f"TPOT {1e3 * float(t[0]):.1f} ms at batch 1 > target {tpot_target_ms} ms", _bound(step, 0), source,
                            kv=kv_req, tpot=1e3 * float(t[0]))
@@ -208,20 +231,117 @@ def operating_point(
     detail = {"step_ms": 1e3 * t_star, "batch": float(b_star), "batch_memory_limit": float(b_mem),
               "compute_ms": 1e3 * float(step.compute_s[i]), "memory_ms": 1e3 * float(step.memory_s[i]),
               "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i])}
-    if role == "decode":
-        return OperatingPoint(
-            feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
-            kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds,
-            ttft_ms=0.0, tpot_ms=1e3 * t_star, source=source, detail=detail,
-        )
-    q = float(prefill_q[i])
-    iters = math.ceil(n_new / max(q, 1.0))
-    ttft = 1e3 * iters * t_star + overhead_ms
-    ok = ttft_target_ms is None or ttft <= ttft_target_ms
-    detail.update({"prefill_chunk_tokens": q, "ttft_iterations": float(iters), "ttft_overhead_ms": overhead_ms})
     return OperatingPoint(
-        feasible=ok, reason="" if ok else f"TTFT {ttft:.0f} ms > target {ttft_target_ms:.0f} ms: the prompt needs {iters} iterations of {1e3 * t_star:.1f} ms",
-        bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
-        kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds, ttft_ms=ttft, tpot_ms=1e3 * t_star,
-        source=source, detail=detail,
+        feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
+        kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds,
+        ttft_ms=0.0, tpot_ms=1e3 * t_star, source=source, detail=detail,
+    )
+
+
+def _chunk_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, q: np.ndarray, n_new: float,
+                cached: float) -> StepTime:
+    """One unified iteration: ``batch`` decodes at mean context ``ctx`` plus ``q`` prefill tokens.
+
+    ``q <= n``: one chunk of a prompt at its mean position, ``h = cached + (n - q)/2`` (chunk
+    ``j`` attends over the ``j q`` tokens of earlier chunks, Sarathi-Serve; over the ``n/q``
+    chunks the pairs sum to the unchunked ``n (n + 2 cached)/2``, and each chunk rereads the
+    KV of the prompt so far). ``q > n``: ``q/n`` whole prompts share the iteration."""
+    several = q > n_new
+    m = np.where(several, q / n_new, 1.0)
+    h = np.where(several, cached, cached + (n_new - np.minimum(q, n_new)) / 2.0)
+    return iteration_time(inst, eff, decode_batch=batch, decode_context=ctx, prefill_tokens=q, prefill_cached=h,
+                          prefill_prompts=m)
+
+
+def _largest_chunk(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, cap: np.ndarray, n_new: float,
+                   cached: float, limit_s: float) -> np.ndarray:
+    """Per batch, the largest integer chunk ``q <= cap`` with ``t_it(B, q) <= limit_s`` (0 if none):
+    integer bisection, valid because ``t_it`` grows with ``q``."""
+    lo = np.zeros_like(batch)
+    hi = np.maximum(np.floor(cap), 0.0)
+    ok_hi = _chunk_step(inst, eff, batch, ctx, np.maximum(hi, 1.0), n_new, cached).total_s <= limit_s
+    lo = np.where(ok_hi, hi, lo)
+    active = ~ok_hi & (hi > 1.0)
+    while active.any():
+        mid = np.floor((lo + hi) / 2.0)
+        ok = _chunk_step(inst, eff, batch, ctx, np.maximum(mid, 1.0), n_new, cached).total_s <= limit_s
+        ok &= mid >= 1.0
+        lo = np.where(active & ok, mid, lo)
+        hi = np.where(active & ~ok, mid, hi)
+        active = hi - lo > 1.0
+    return lo
+
+
+def lane_wait_quantile_s(quantile: float, utilization: np.ndarray, service_s: np.ndarray) -> np.ndarray:
+    """Waiting-time quantile of a unified instance's prefill lane, an M/D/1 queue (Poisson
+    arrivals, deterministic service ``S``): :func:`planner.queueing.wait_quantile_s` with ``c = 1``,
+    ``c_a = 1``, ``c_s = 0``, i.e. ``0`` if ``rho <= 1 - q`` else ``S/(2(1 - rho)) ln(rho/(1 - q))``
+    (``inf`` at ``rho >= 1``). Vectorised over the batch grid."""
+    rho = np.asarray(utilization, dtype=float)
+    tail = 1.0 - quantile
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = 0.5 * service_s / (1.0 - rho) * np.log(np.maximum(rho, tail) / tail)
+    return np.where(rho >= 1.0, np.inf, np.where(rho <= tail, 0.0, w))
+
+
+def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
+                   cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: float, overhead_ms: float,
+                   source: str, ttft_target_ms: float | None, tpot_target_ms: float | None) -> OperatingPoint:
+    """The unified (chunked-prefill) operating point; the model is in the module docstring."""
+    limit_s = tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf
+    cap = np.maximum(budget - batches, 0.0)
+    if np.isfinite(limit_s):
+        q_max = _largest_chunk(inst, eff, batches, ctx, cap, n_new, cached, limit_s)
+    else:
+        q_max = np.floor(cap)
+    safe_q = np.maximum(q_max, 1.0)
+    busy = _chunk_step(inst, eff, batches, ctx, safe_q, n_new, cached)
+    t_busy = busy.total_s
+    t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s
+    has_lane = q_max >= 1.0
+    # share of iterations carrying a chunk: prompt tokens needed per iteration / lane capacity
+    u_iter = np.where(has_lane, batches * n_new / osl / safe_q, np.inf)
+    t_mean = np.where(u_iter < 1.0, u_iter * t_busy + (1.0 - np.minimum(u_iter, 1.0)) * t_idle, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = batches / (osl * t_mean)                              # requests/s one instance sustains
+        service = n_new / safe_q * t_busy                             # lane seconds per prompt
+        rho_lane = np.where(u_iter < 1.0, rate * service, np.inf)     # = u_iter t_busy / t_mean
+    wait = lane_wait_quantile_s(LANE_WAIT_QUANTILE, rho_lane, service)
+    ttft_ms = 1e3 * (wait + np.ceil(n_new / safe_q) * t_busy) + overhead_ms
+    # KV: B sequences at their peak plus the prompt(s) being chunked
+    kv_need = batches * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(safe_q, n_new) + cached))
+    fits = kv_need <= kv_capacity_bytes(inst)
+    ok_ttft = ttft_ms <= (ttft_target_ms if ttft_target_ms is not None else np.inf)
+    ok = has_lane & (rho_lane < 1.0) & fits & ok_ttft
+    if not ok.any():
+        if not has_lane.any():
+            t1 = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
+            return _infeasible(f"TPOT {1e3 * t1:.1f} ms at batch 1 > target {tpot_target_ms} ms (with a 1-token prefill chunk)",
+                               _bound(busy, 0), source, kv=kv_req, tpot=1e3 * t1)
+        stable = has_lane & (rho_lane < 1.0) & fits
+        if not stable.any():
+            return _infeasible(f"the {tpot_target_ms} ms TPOT cap leaves chunks of at most {q_max.max():.0f} tokens: too few "
+                               f"to prefill {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish",
+                               _bound(busy, 0), source, kv=kv_req, tpot=1e3 * float(t_busy[0]))
+        best = float(np.min(np.where(stable, ttft_ms, np.inf)))
+        return _infeasible(f"TTFT {best:.0f} ms > target {ttft_target_ms:.0f} ms: chunks of at most {q_max.max():.0f} tokens "
+                           f"under the {tpot_target_ms} ms TPOT cap (prefill lane wait included)", _bound(busy, 0), source,
+                           kv=kv_req, ttft=best, tpot=1e3 * float(t_busy[0]))
+    i = int(np.argmax(np.where(ok, rate, -np.inf)))
+    b_star = int(batches[i])
+    seconds = float(1.0 / rate[i])
+    bound = "memory_capacity" if i + 1 < len(batches) and not fits[i + 1] and ok_ttft[i + 1] else _bound(busy, i)
+    if i + 1 == len(batches) and b_mem < MAX_BATCH:
+        bound = "memory_capacity"
+    iters = float(np.ceil(n_new / q_max[i]))
+    detail = {"step_ms": 1e3 * float(t_busy[i]), "mean_step_ms": 1e3 * float(t_mean[i]), "decode_only_step_ms": 1e3 * float(t_idle[i]),
+              "batch": float(b_star), "batch_memory_limit": float(b_mem), "prefill_chunk_tokens": float(q_max[i]),
+              "chunk_iteration_share": float(u_iter[i]), "lane_utilization": float(rho_lane[i]),
+              "lane_wait_ms": 1e3 * float(wait[i]), "ttft_iterations": iters, "ttft_overhead_ms": overhead_ms,
+              "compute_ms": 1e3 * float(busy.compute_s[i]), "memory_ms": 1e3 * float(busy.memory_s[i]),
+              "comm_ms": 1e3 * float(busy.comm_s[i]), "overhead_ms": 1e3 * float(busy.overhead_s[i])}
+    return OperatingPoint(
+        feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
+        kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds, ttft_ms=float(ttft_ms[i]),
+        tpot_ms=1e3 * float(t_busy[i]), source=source, detail=detail,
     )

@@ -20,17 +20,18 @@ Symbols (per instance of ``tp`` devices holding one replica):
 ==============  ============================================================================
 
 One engine iteration carries ``B`` decode sequences at context ``c`` plus ``n`` prefill
-tokens of prompts with ``h`` cached tokens before them. GEMMs and attention kernels run one
-after the other, so each has its own roofline and the times add::
+tokens in ``m`` equal prompts (or chunks of prompts; ``m = 1`` by default) of ``n/m`` tokens,
+each with ``h`` tokens before it (cached prefix, or earlier chunks of the same prompt). GEMMs
+and attention kernels run one after the other, so each has its own roofline and the times add::
 
     t_gemm = max(2 P (B + n) / (tp F eta_F),  (W_s + W_e (1 - (1 - a/E)^(B+n))) / (tp BW eta_B))
-    t_attn = max(A (B c + n (n + 2h) / 2) / (tp F_bf16 eta_F),  (B kv(c) + kv(n + h)) / (min(tp, H_kv) BW eta_B))
+    t_attn = max(A (B c + n (n/m + 2h) / 2) / (tp F_bf16 eta_F),  (B kv(c) + m kv(n/m + h)) / (min(tp, H_kv) BW eta_B))
     t      = t_gemm + t_attn + t_comm + t_overhead
     t_comm = 2 L * allreduce((B + n) d b_act)              (two all-reduces per layer, Megatron TP)
     allreduce(m) = 2 (tp-1)/tp * m / link + 2 lat + o_ar   (within the NVLink domain engines use
                    one-shot/two-shot custom all-reduces: a fixed number of steps; across nodes a
                    ring of 2 (tp-1) steps)
-    t_overhead = o_layer * L + o_seq * (B + [n > 0]) + o_step
+    t_overhead = o_layer * L + o_seq * (B + m [n > 0]) + o_step
 
 Sliding-window layers cap the pairs at the window (``causal_pairs``). Attention runs in bf16
 (``F_bf16``) whatever the weight precision; fp8/fp4 GEMMs use the datasheet low-precision peak
@@ -257,9 +258,15 @@ def iteration_time(
     decode_context: Any = 0.0,
     prefill_tokens: Any = 0.0,
     prefill_cached: Any = 0.0,
+    prefill_prompts: Any = 1.0,
 ) -> StepTime:
     """Time of one engine iteration: ``decode_batch`` sequences at ``decode_context`` tokens plus
     ``prefill_tokens`` new prompt tokens after ``prefill_cached`` cached ones (module docstring).
+
+    ``prefill_prompts`` = ``m`` splits the prefill tokens into ``m`` equal prompts (or chunks of
+    different prompts) of ``n/m`` tokens, each after ``prefill_cached`` cached tokens: attention
+    pairs ``m (n/m)(n/m + 2h)/2``, KV read ``m kv(n/m + h)``, ``m`` sequences of host overhead.
+    The default 1 is one prompt (or one chunk) of ``n`` tokens.
 
     The GEMMs and the attention kernels run one after the other, so each gets its own roofline
     and the times add (a decode batch's attention is bound by KV reads while the prefill
@@ -268,19 +275,21 @@ def iteration_time(
     c = np.asarray(decode_context, dtype=float)
     n = np.asarray(prefill_tokens, dtype=float)
     h = np.asarray(prefill_cached, dtype=float)
+    m = np.maximum(np.asarray(prefill_prompts, dtype=float), 1.0)
+    per = n / m
     tokens = b + n
     gemm_c = 2.0 * inst.p_matmul * tokens / (inst.tp * inst.flops_peak * eff.eta_f)
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
-    pairs_full = b * c + n * (n + 2.0 * h) / 2.0
-    pairs_win = b * np.minimum(c, inst.window_tokens) + causal_pairs(n, h, inst.window_tokens)
+    pairs_full = b * c + n * (per + 2.0 * h) / 2.0
+    pairs_win = b * np.minimum(c, inst.window_tokens) + m * causal_pairs(per, h, inst.window_tokens)
     attn_flops = inst.attn_pair_flops * pairs_full + inst.attn_pair_flops_window * pairs_win
     attn_c = attn_flops / (inst.tp * inst.attn_flops_peak * eff.eta_f)
-    kv_read = b * kv_bytes(inst, c) + np.where(n > 0, kv_bytes(inst, n + h), 0.0)
+    kv_read = b * kv_bytes(inst, c) + np.where(n > 0, m * kv_bytes(inst, per + h), 0.0)
     attn_m = kv_read / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
     t_c = gemm_c + attn_c
     t_m = gemm_m + attn_m
     t_x = comm_s(inst, tokens, eff.allreduce_overhead_s)
-    seqs = b + np.where(n > 0, 1.0, 0.0)
+    seqs = b + np.where(n > 0, m, 0.0)
     t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * seqs, dtype=float)
     total = np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + t_o
     return StepTime(total, t_c, t_m, t_x, np.broadcast_to(t_o, total.shape))
