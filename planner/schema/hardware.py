@@ -163,8 +163,7 @@ class DeviceProfile(StrictModel):
         order = ["fp4", "fp8", "int8", "bf16"]
         start = order.index(precision) if precision in order else len(order) - 1
         for p in order[start:]:
-            if p in self.peak_tflops_dense:
-                return self.peak_tflops_dense[p] * 1e12  # type: ignore[index]
-        if "bf16" in self.peak_tflops_dense:
-            return self.peak_tflops_dense["bf16"] * 1e12
+            tflops = self.peak_tflops_dense.get(p)  # type: ignore[call-overload]
+            if tflops is not None:
+                return tflops * 1e12
         return None
