@@ -87,9 +87,13 @@ def test_gemm_and_attention_rooflines_add() -> None:
     inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
     eff = Efficiency(0.5, 0.8, 0.0, 0.0)
     step = iteration_time(inst, eff, decode_batch=64, decode_context=8192, prefill_tokens=4096)
-    gemm_c = 2 * float(inst.p_matmul) * (64 + 4096) / (8 * float(inst.flops_peak) * 0.5)
+    # GEMM rows: 64 decode + 4096 prefill + M_half 64 (bf16); the output head only for the
+    # prompt's last token, so 4095 prefill rows skip V d parameters
+    head = 128256 * 8192
+    assert float(inst.p_lm_head) == head
+    gemm_c = 2 * (float(inst.p_matmul) * (64 + 4096 + 64) - head * 4095) / (8 * float(inst.flops_peak) * 0.5)
     attn_c = float(inst.attn_pair_flops) * (64 * 8192 + 4096 * 4096 / 2) / (8 * float(inst.attn_flops_peak) * 0.5)
-    attn_m = float(64 * kv_bytes(inst, 8192) + kv_bytes(inst, 4096)) / (8 * 3350e9 * 0.8)
+    attn_m = float(64 * kv_bytes(inst, 8192) + kv_bytes(inst, 4096)) / (8 * 3350e9 * 0.8)  # bf16 KV: no dequant factor
     gemm_m = float(inst.w_shared_bytes) / (8 * 3350e9 * 0.8)
     expected = max(gemm_c, gemm_m) + max(attn_c, attn_m) + float(step.comm_s)
     assert float(step.total_s) == pytest.approx(expected)
@@ -196,28 +200,33 @@ def test_engine_slots_pool_and_admission_by_hand() -> None:
 
 # --- unified (chunked-prefill) point: lane, chunk cap, chunk attention -----------------------
 def test_prefill_prompts_split_attention_pairs_by_hand() -> None:
-    """m prompts of n/m tokens: attention pairs m (n/m)(n/m + 2h)/2, GEMMs unchanged."""
+    """m prompts of n/m tokens: attention pairs m (n/m)(n/m + 2h)/2; the GEMMs add only the
+    output head for the m - 1 extra last tokens."""
     inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
     eff = efficiency_of(engine_calibration("default")[0])
     n, h, m = 8000.0, 1000.0, 4.0
     one = iteration_time(inst, eff, prefill_tokens=n, prefill_cached=h)
     four = iteration_time(inst, eff, prefill_tokens=n, prefill_cached=h, prefill_prompts=m)
     a_pair = float(inst.attn_pair_flops) / (8 * float(inst.attn_flops_peak) * eff.eta_f)
-    expected = a_pair * (n * (n + 2 * h) / 2 - m * (n / m) * (n / m + 2 * h) / 2)
+    head = 2 * float(inst.p_lm_head) * (m - 1) / (8 * float(inst.flops_peak) * eff.eta_f)
+    expected = a_pair * (n * (n + 2 * h) / 2 - m * (n / m) * (n / m + 2 * h) / 2) - head
     assert float(one.compute_s - four.compute_s) == pytest.approx(expected, rel=1e-9)
 
 
 def test_chunks_of_a_prompt_add_up_to_the_unchunked_prefill_compute() -> None:
     """Chunk j attends over the j q earlier tokens (Sarathi-Serve): n/q chunks at the mean
-    position carry exactly the FLOPs of the whole prompt in one pass."""
+    position carry exactly the FLOPs of the whole prompt in one pass, plus what each extra
+    iteration's GEMMs pay again: the M_half padding rows and the output head's one row."""
     from planner.perf.points import _chunk_step
+    from planner.perf.roofline import GEMM_M_HALF_TOKENS
 
     inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
     eff = efficiency_of(engine_calibration("default")[0])
     n, cached, q = 32000.0, 2000.0, 1000.0
     chunk = _chunk_step(inst, eff, np.zeros(1), 0.0, np.array([q]), n, cached)
     whole = iteration_time(inst, eff, prefill_tokens=n, prefill_cached=cached)
-    assert float(chunk.compute_s[0]) * n / q == pytest.approx(float(whole.compute_s), rel=1e-9)
+    extra = 2 * (n / q - 1) * (float(inst.p_matmul) * GEMM_M_HALF_TOKENS + float(inst.p_lm_head)) / (8 * float(inst.flops_peak) * eff.eta_f)
+    assert float(chunk.compute_s[0]) * n / q == pytest.approx(float(whole.compute_s) + extra, rel=1e-9)
 
 
 def test_lane_wait_is_the_md1_quantile_of_planner_queueing() -> None:
@@ -260,3 +269,23 @@ def test_unified_ttft_infeasible_names_the_chunk_cap() -> None:
     kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=120000, output_tokens=400, ttft_target_ms=5000, tpot_target_ms=40)
     op = operating_point(L70, H100, 8, role="unified", **kw)  # type: ignore[arg-type]
     assert not op.feasible and "TPOT cap" in op.reason and "TTFT" in op.reason
+
+
+def test_fp8_kv_read_costs_dequant_factor_and_fp8_gemm_needs_more_rows() -> None:
+    # decode-only step, KV-bound attention: an fp8 KV cache holds half the bytes but reads at
+    # KV_DEQUANT_READ_FACTOR x their bf16-byte time (0.67 of the bf16 read, not 0.5)
+    from planner.perf.roofline import GEMM_M_HALF_TOKENS, KV_DEQUANT_READ_FACTOR
+
+    eff = Efficiency(0.5, 0.8, 0.0, 0.0)
+    b16 = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    f8 = instance_arrays(L70, H100, 8, "bf16", "fp8")
+    assert float(kv_bytes(f8, 8192)) == pytest.approx(float(kv_bytes(b16, 8192)) / 2)
+    read = lambda inst: float(iteration_time(inst, eff, decode_batch=64, decode_context=8192).memory_s)  # noqa: E731
+    w = float(b16.w_shared_bytes) / (8 * 3350e9 * 0.8)
+    assert (read(f8) - w) / (read(b16) - w) == pytest.approx(KV_DEQUANT_READ_FACTOR / 2)
+    # fp8 GEMMs: half-rate rows M_half scale with the peak ratio (64 bf16 -> 128 fp8 on H100)
+    w8 = instance_arrays(L70, H100, 8, "fp8", "bf16")
+    t = float(iteration_time(w8, eff, decode_batch=8).compute_s) - float(iteration_time(w8, eff, decode_batch=8, decode_context=0).compute_s)
+    assert t == 0.0
+    gemm = 2 * float(w8.p_matmul) * (8 + GEMM_M_HALF_TOKENS * 1979 / 989.4) / (8 * float(w8.flops_peak) * 0.5)
+    assert float(iteration_time(w8, eff, decode_batch=8).compute_s) == pytest.approx(gemm)

@@ -24,8 +24,8 @@ tokens in ``m`` equal prompts (or chunks of prompts; ``m = 1`` by default) of ``
 each with ``h`` tokens before it (cached prefix, or earlier chunks of the same prompt). GEMMs
 and attention kernels run one after the other, so each has its own roofline and the times add::
 
-    t_gemm = max(2 P (B + n) / (tp F eta_F),  (W_s + W_e (1 - (1 - a/E)^(B+n))) / (tp BW eta_B))
-    t_attn = max(A (B c + n (n/m + 2h) / 2) / (tp F_bf16 eta_F),  (B kv(c) + m kv(n/m + h)) / (min(tp, H_kv) BW eta_B))
+    t_gemm = max(2 (P (B + n + M_half) - P_head (n - m)) / (tp F eta_F),  (W_s + W_e (1 - (1 - a/E)^(B+n))) / (tp BW eta_B))
+    t_attn = max(A (B c + n (n/m + 2h) / 2) / (tp F_bf16 eta_F),  r_kv (B kv(c) + m kv(n/m + h)) / (min(tp, H_kv) BW eta_B))
     t      = t_gemm + t_attn + t_comm + t_overhead
     t_comm = 2 L * allreduce((B + n) d b_act)              (two all-reduces per layer, Megatron TP)
     allreduce(m) = 2 (tp-1)/tp * m / link + 2 lat + o_ar   (within the NVLink domain engines use
@@ -33,9 +33,17 @@ and attention kernels run one after the other, so each has its own roofline and 
                    ring of 2 (tp-1) steps)
     t_overhead = o_layer * L + o_seq * (B + m [n > 0]) + o_step
 
+``P (B + n + M_half)`` is ``2 P T / eta_F(T)`` with the row-dependent GEMM efficiency
+``eta_F(T) = eta_f T / (T + M_half)``, ``M_half = 64 F / F_bf16`` (:data:`GEMM_M_HALF_TOKENS`):
+small decode GEMMs do not reach the tensor-core rate, and fp8/fp4 GEMMs need proportionally more
+rows before their higher peak shows. The output head ``P_head = V d`` runs for every decode token
+but only for the last token of each of the ``m`` prompts. ``r_kv`` is
+:data:`KV_DEQUANT_READ_FACTOR` for an fp8/fp4 KV cache (dequantisation in the attention kernel),
+1 for bf16.
+
 Sliding-window layers cap the pairs at the window (``causal_pairs``). Attention runs in bf16
 (``F_bf16``) whatever the weight precision; fp8/fp4 GEMMs use the datasheet low-precision peak
-(scaled by :data:`LOW_PRECISION_GEMM_GAIN`). ``o_layer`` (launches and small kernels per layer),
+(scaled by :data:`LOW_PRECISION_GEMM_GAIN`, and reached only at ``T >> M_half`` rows). ``o_layer`` (launches and small kernels per layer),
 ``o_seq`` (host time per running sequence: scheduling, sampling — not divided by tp) and
 ``o_ar`` (software latency per all-reduce) are engine properties fitted by
 :mod:`planner.perf.fit`; ``o_step`` is a fixed per-iteration cost (0 unless a user sets it: on
@@ -71,6 +79,17 @@ LOW_PRECISION_GEMM_GAIN = 1.0
 realise, before ``eta_f``: ``F = F_bf16 (1 + g (F_p / F_bf16 - 1))``. 1.0 = the datasheet
 figure. On the shipped H100 rows ``g = 0.5`` trades TTFT for TPOT fidelity (see README); we
 keep the datasheet value rather than tune a constant to one device's rows."""
+GEMM_M_HALF_TOKENS = 64.0
+"""Rows at which a bf16 GEMM reaches half its sustained rate: ``eta_F(M) = eta_f M / (M + M_half)``
+with ``M_half = 64 F / F_bf16`` (round 4). 64 = the row count of one Hopper warpgroup MMA tile
+(``wgmma`` m64): a GEMM with fewer rows still runs a full tile, and a tile's load latency is fixed,
+so a precision that multiplies faster needs proportionally more rows to amortise it (fp8: 128,
+fp4: 256). Not fitted; 48-96 give the same out-of-sample errors within 1.5 points (README)."""
+KV_DEQUANT_READ_FACTOR = 1.34
+"""Time of reading a low-precision (fp8/fp4) KV cache in attention, per byte, relative to a bf16
+byte: dequantisation in the attention kernel makes an fp8 KV read cost 0.67 of the bf16 read of
+the same tokens, not 0.5 (TensorRT-LLM XQA on H100, Llama-3.1-8B batch 64: 40 us fp8 vs 60 us
+fp16 per kernel, NVIDIA/TensorRT-LLM issue 2372). 1.34 = 0.67 / 0.5. Capacity uses the true bytes."""
 U_MEM = 0.90
 """Share of device memory the engine may use (vLLM ``gpu_memory_utilization`` default 0.9)."""
 RESERVE_GB = 3.0
@@ -87,6 +106,9 @@ class InstanceArrays:
     hidden: np.ndarray
     kv_heads: np.ndarray
     p_matmul: np.ndarray
+    p_lm_head: np.ndarray
+    """Parameters of the output head (``V d``), inside ``p_matmul``: computed for every decode
+    token but only for the last token of each prompt (engines take logits only where they sample)."""
     attn_pair_flops: np.ndarray
     """Attention FLOPs per (query, key) pair over the full-attention layers."""
     attn_pair_flops_window: np.ndarray
@@ -101,6 +123,8 @@ class InstanceArrays:
     """KV bytes per token over sliding-window layers."""
     window_tokens: np.ndarray
     """Sliding window (inf when none)."""
+    kv_read_scale: np.ndarray
+    """Read-time factor per KV byte (:data:`KV_DEQUANT_READ_FACTOR` below bf16, else 1)."""
     weight_bytes: np.ndarray
     flops_peak: np.ndarray
     attn_flops_peak: np.ndarray
@@ -159,8 +183,9 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     assert device.memory_gb is not None and device.memory_bandwidth_gb_per_s is not None and flops is not None
     values = dict(
         tp=tp, layers=model.num_layers, hidden=model.hidden_size, kv_heads=model.num_kv_heads,
-        p_matmul=model.params_active_matmul(), attn_pair_flops=a_pair - a_win, attn_pair_flops_window=a_win,
+        p_matmul=model.params_active_matmul(), p_lm_head=model.vocab_size * model.hidden_size, attn_pair_flops=a_pair - a_win, attn_pair_flops_window=a_win,
         w_shared_bytes=w_shared, w_expert_bytes=w_expert, expert_frac=frac,
+        kv_read_scale=KV_DEQUANT_READ_FACTOR if PRECISION_BYTES[kv_precision] < PRECISION_BYTES["bf16"] else 1.0,
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device.memory_gb * 1e9,
@@ -278,14 +303,17 @@ def iteration_time(
     m = np.maximum(np.asarray(prefill_prompts, dtype=float), 1.0)
     per = n / m
     tokens = b + n
-    gemm_c = 2.0 * inst.p_matmul * tokens / (inst.tp * inst.flops_peak * eff.eta_f)
+    lm_rows = np.where(n > 0, np.minimum(m, n), 0.0)  # logits only for each prompt's last token
+    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    gemm_flops = 2.0 * (inst.p_matmul * (tokens + m_half) - inst.p_lm_head * (n - lm_rows))
+    gemm_c = gemm_flops / (inst.tp * inst.flops_peak * eff.eta_f)
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
     pairs_full = b * c + n * (per + 2.0 * h) / 2.0
     pairs_win = b * np.minimum(c, inst.window_tokens) + m * causal_pairs(per, h, inst.window_tokens)
     attn_flops = inst.attn_pair_flops * pairs_full + inst.attn_pair_flops_window * pairs_win
     attn_c = attn_flops / (inst.tp * inst.attn_flops_peak * eff.eta_f)
     kv_read = b * kv_bytes(inst, c) + np.where(n > 0, m * kv_bytes(inst, per + h), 0.0)
-    attn_m = kv_read / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
+    attn_m = kv_read * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
     t_c = gemm_c + attn_c
     t_m = gemm_m + attn_m
     t_x = comm_s(inst, tokens, eff.allreduce_overhead_s)
