@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -138,8 +139,9 @@ def hand_tools() -> dict[str, ToolStats]:
             "read": ToolStats(calls_per_request=1.3, latency=ToolLatency(mean_ms=12.0, p50_ms=8.0, p90_ms=25.0, p99_ms=60.0))}
 
 
-ALL_CHARTS = ["chart-cost-terms", "chart-utilization", "chart-unit-costs", "chart-tools", "chart-latency", "chart-sweep",
+ALL_CHARTS = ["chart-latency", "chart-cost-terms", "chart-utilization", "chart-unit-costs", "chart-tools", "chart-sweep",
               "chart-tornado", "chart-frontier"]
+"""Page order: with a plan, the simulated check comes right after the verdict."""
 
 
 def full_report(path: Path, plan: PlanResult | None = None) -> Path:
@@ -367,3 +369,162 @@ def test_cli_html_bad_input_exit_2(tmp_path: Path) -> None:
     wrong.write_text(json.dumps(data), encoding="utf-8")
     res = CliRunner().invoke(main, ["html", str(wrong)])
     assert res.exit_code == 2 and "verdict.winnner" in res.output and "regenerate the plan" in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# study and simulate commands (--html), the tool phase, one plan loader
+
+MINIMAL = Path(__file__).resolve().parent / "data" / "instances" / "valid_minimal.yaml"
+AGENTIC = Path(__file__).resolve().parent.parent / "instances" / "agentic-assistant.yaml"
+RATE = "services.chat.traffic.rate_multiplier"
+
+
+def _charts_ok(text: str, expected: list[str]) -> None:
+    figs = _parse(text).figures
+    assert list(figs) == expected
+    for cid, info in figs.items():
+        assert int(info["svg_elements"]) > 20, cid  # type: ignore[call-overload]
+        assert f'<svg id="{cid}-svg"' in text
+
+
+def test_study_adapters_map_the_studies_columns() -> None:
+    from planner.report.html import frontier_frame, sweep_frame, tornado_frame
+
+    torn = pd.DataFrame([{"path": RATE, "low": 0.5, "high": 8.0, "total_at_low_usd_per_month": 2_914.0,
+                          "total_at_high_usd_per_month": 12_058.0, "base_total_usd_per_month": 3_601.0, "swing_usd_per_month": 9_144.0}])
+    t = tornado_frame(torn)
+    assert t[["parameter", "low_usd_per_month", "high_usd_per_month", "base_usd_per_month", "low_label", "high_label"]].iloc[0].tolist() \
+        == [RATE, 2_914.0, 12_058.0, 3_601.0, "0.5", "8"]
+    chart = charts.tornado_chart(t)
+    assert chart is not None and "−$687" in chart.svg and "+$8,457" in chart.svg  # 2,914 − 3,601 and 12,058 − 3,601
+    front = pd.DataFrame([{"budget_usd_per_month": 6_000.0, "max_traffic_multiplier": 3.03, "total_usd_per_month": 5_720.0,
+                           "winner": "shared", "device_mix": "h100-sxm:2"},
+                          {"budget_usd_per_month": 1.0, "max_traffic_multiplier": 0.0, "total_usd_per_month": None,
+                           "winner": None, "device_mix": ""}])
+    f = frontier_frame(front)
+    assert f["traffic_multiplier"].tolist() == [3.03, 0.0] and f["mix"].tolist() == ["shared: h100-sxm:2", "no plan within budget"]
+    # two swept parameters: the chart holds the second at its first value
+    rows = pd.DataFrame([{"scenario": f"s{i}", RATE: m, "costs.pue": pue, "architecture": a, "total_usd_per_month": 1000 * m + pue,
+                          "is_winner": a == "shared", "winner": "shared", "gap": 0.0}
+                         for i, (m, pue) in enumerate([(1, 1.2), (2, 1.2), (1, 1.5), (2, 1.5)]) for a in ("shared", "disaggregated")])
+    df, x, notes = sweep_frame(rows)
+    assert x == RATE and set(df["costs.pue"]) == {1.2} and len(df) == 4 and "costs.pue = 1.2" in notes[0]
+
+
+def test_study_report_headline_and_bisection_brackets() -> None:
+    sweep = hand_sweep().assign(scenario=lambda d: "m=" + d["rate_multiplier"].astype(str),
+                                is_winner=lambda d: d["architecture"] == d["winner"], margin_usd_per_month=1.0,
+                                usd_per_million_tokens=0.1, device_mix="h100:4")
+    cross = pd.DataFrame([{"path": "rate_multiplier", "low": 1.98, "high": 2.0, "winner_low": "shared", "winner_high": "disaggregated"}])
+    text = render_html(sweep=sweep, crossovers=cross, title="Sweep")
+    visible = _visible_text(text)
+    assert ("Across 5 scenarios: shared pool wins 3 of 5, disaggregated wins 2 of 5. The verdict flips from shared to "
+            "disaggregated between rate_multiplier = 1.98 and 2.") in visible
+    assert 'id="verdict"' in text and "1.98 &lt; rate_multiplier &lt; 2" in text  # the bracket in the chart caption
+    assert 'id="table-crossovers"' in text and 'id="table-sweep"' in text
+    front = render_html(frontier=hand_frontier(), title="Budget")
+    assert "Within the latency targets, $20,000/month serves 1.1× the forecast and $80,000/month serves 5.7× the forecast." \
+        in _visible_text(front)
+
+
+def test_simulation_per_scenario_rows_and_misses() -> None:
+    ok = hand_simulation()
+    bad_svc = ServiceResult(**{**ok.services["chat"].__dict__, "ttft_met": False, "completed": 0, "unfinished": 7,
+                               "ttft": Summary(n=0, mean=float("nan"), p50=float("nan"), p90=float("nan"), p99=float("nan"),
+                                               max=float("nan"))})
+    bad = SimResult(services={"chat": bad_svc}, pools=ok.pools, requests=7, events=10, wall_s=0.1, sim_end_s=1.0, last_arrival_s=1.0)
+    text = render_html(plan=hand_plan(), simulation={"normal": ok, "failure": bad})
+    visible = _visible_text(text)
+    assert "Latency targets missed in: failure/chat." in visible
+    assert "normal · chat" in text and "failure · chat" in text and "no request completed (7 lost)" in text
+    assert text.index('id="simulation"') < text.index('id="plan"')  # the simulated check right after the verdict
+
+
+@pytest.fixture(scope="module")
+def agentic_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlanResult, str]:
+    """``planner solve instances/agentic-assistant.yaml --html``, and the same plan solved in-process to compare with."""
+    from planner.instance import load_instance
+    from planner.optimize.solve import settings_from_instance, solve_instance
+
+    out = tmp_path_factory.mktemp("agentic")
+    res = CliRunner().invoke(main, ["solve", str(AGENTIC), "--html", str(out / "report.html")])
+    assert res.exit_code == 0, res.output
+    resolved = load_instance(AGENTIC)
+    plan = solve_instance(resolved, settings_from_instance(resolved.instance)).result
+    return plan, (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_tool_phase_section_from_the_plan(agentic_plan: tuple[PlanResult, str]) -> None:
+    plan, text = agentic_plan
+    win = plan.architectures[str(plan.verdict.winner)]
+    tp = win.tool_phase
+    assert tp is not None and tp.tools and tp.cpu_pools
+    _charts_ok(text, ["chart-cost-terms", "chart-utilization", "chart-unit-costs", "chart-tool-phase-latency", "chart-tool-policy"])
+    visible = html.unescape(_visible_text(text))
+    for r in tp.tools:
+        alt = {a.policy: a for a in r.alternatives}
+        # per tool: quantiles, KV per session, sessions in wait, reload, policy and each alternative's cost
+        for needle in (charts.sig(r.latency_p99_ms) + " ms", charts.sig(r.kv_bytes_per_session / 1e9) + " GB",
+                       charts.sig(r.sessions_in_wait_peak), charts.sig(r.reload_ms) + " ms", r.policy):
+            assert needle in visible, (r.tool, needle)
+        for pol in ("hold", "offload", "recompute"):
+            a = alt[pol]
+            needle = f"{charts.usd(a.usd_per_month)}/month" if a.usd_per_month is not None else f"not possible: {a.reason}"
+            assert needle in visible, (r.tool, pol, needle)
+    cpu = tp.cpu_pools[0]
+    assert cpu.server in visible and charts.usd(cpu.cost_usd_per_month) in visible
+    assert f"KV tier: {charts.sig(tp.kv_tier_gb)} GB" in visible
+    for st in tp.statements:
+        assert st in visible or st.replace("&", "&amp;") in text
+
+
+def test_tool_waiting_dominates_is_said_on_top(agentic_plan: tuple[PlanResult, str]) -> None:
+    plan, _ = agentic_plan
+    win = str(plan.verdict.winner)
+    tp = plan.architectures[win].tool_phase
+    assert tp is not None
+    statement = "agent: tool waiting dominates — 40.0 s of tool wait per LLM call against 10.0 s of LLM time (80% of a session)."
+    dom = plan.architectures[win].model_copy(update={"tool_phase": tp.model_copy(update={"statements": [statement]})})
+    text = render_html(plan=plan.model_copy(update={"architectures": {**plan.architectures, win: dom}}))
+    assert 'id="tool-dominance"' in text
+    assert text.index('id="tool-dominance"') < text.index('id="plan"')
+    assert 'id="tool-dominance"' not in render_html(plan=plan)  # 13% of a session: the LLM pools set the pace
+
+
+def test_cli_sweep_and_budget_html(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.html"
+    res = CliRunner().invoke(main, ["sweep", str(MINIMAL), "--set", f"{RATE}=0.5,2,8", "--jobs", "1", "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    _charts_ok(text, ["chart-sweep", "chart-tornado"])
+    assert "Across 3 scenarios" in _visible_text(text) and "<h1>Sweep: valid-minimal (3 scenarios)</h1>" in text
+    out = tmp_path / "budget.html"
+    res = CliRunner().invoke(main, ["budget", str(MINIMAL), "--budgets", "3000,12000", "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    _charts_ok(text, ["chart-frontier"])
+    assert 'id="table-frontier"' in text and "$3,000/month serves" in _visible_text(text)
+
+
+def test_cli_simulate_html(tmp_path: Path) -> None:
+    out = tmp_path / "sim.html"
+    res = CliRunner().invoke(main, ["simulate", str(MINIMAL), "--duration", "30", "--scenario", "normal", "--scenario", "peak",
+                                    "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    _charts_ok(text, ["chart-latency", "chart-cost-terms", "chart-utilization", "chart-unit-costs"])
+    assert "normal · chat" in text and "peak · chat" in text and 'id="verdict"' in text
+
+
+@pytest.mark.parametrize("command", [["check"], ["simulate", str(MINIMAL), "--plan"], ["html"], ["evaluate"]])
+def test_one_plan_loader_same_errors(command: list[str], tmp_path: Path) -> None:
+    """Every command that reads plan.json gives the same error: file, field, fix; exit 2."""
+    missing = CliRunner().invoke(main, [*command, str(tmp_path / "missing.json")])
+    assert missing.exit_code == 2 and "missing.json: plan file not found: the path does not exist (fix: pass the plan.json" in missing.output
+    wrong = tmp_path / "wrong.json"
+    data = json.loads(hand_plan().model_dump_json())
+    data["verdict"]["winnner"] = "shared"
+    wrong.write_text(json.dumps(data), encoding="utf-8")
+    res = CliRunner().invoke(main, [*command, str(wrong)])
+    assert res.exit_code == 2 and "wrong.json: verdict.winnner: Extra inputs are not permitted" in res.output
+    assert "regenerate the plan" in res.output and "Traceback" not in res.output

@@ -124,6 +124,9 @@ class Page:
                 mobile=False)
 
     def load(self, url: str) -> None:
+        # the viewport of a 1100 px wide window (a previous screenshot may have enlarged it)
+        self.dt.send("Emulation.setDeviceMetricsOverride", session=self.session, width=1100, height=900, deviceScaleFactor=1,
+                     mobile=False)
         self.dt.events.clear()
         self.dt.send("Page.navigate", session=self.session, url=url)
         self.dt.wait_event("Page.loadEventFired")
@@ -233,11 +236,14 @@ def test_example_instance_report(page: Page, instance: Path, tmp_path: Path) -> 
     charts = page.evaluate(_MEASURE)
     feasible = [a for a in plan.architectures.values() if a.feasible]
     expected = ["chart-cost-terms", "chart-utilization", "chart-unit-costs"] if feasible else []
+    if any(a.tool_phase is not None and a.tool_phase.tools for a in plan.architectures.values()):
+        expected += ["chart-tool-phase-latency", "chart-tool-policy"]
     assert [c["id"] for c in charts] == expected
     for c in charts:
         assert c["width"] > 300 and c["height"] > 100 and c["shapes"] > 10 and c["texts"] > 3, c
     assert page.evaluate("document.getElementById('verdict').innerText") == verdict_sentence(plan)
     assert page.evaluate("document.getElementById('verdict').getBoundingClientRect().bottom") < 300
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1100  # no table runs off a 1100 px window
     page.screenshot(ARTIFACTS / f"report_{instance.stem}.png")
 
 
@@ -251,3 +257,33 @@ def test_plan_only_report_renders(page: Page, tmp_path: Path) -> None:
     assert [c["id"] for c in charts] == ["chart-cost-terms", "chart-utilization", "chart-unit-costs"]
     assert all(c["width"] > 300 and c["shapes"] > 10 for c in charts)
     assert page.evaluate("document.getElementById('verdict').innerText").startswith("Disaggregated wins")
+
+
+def test_study_report_in_headless_chromium(page: Page, tmp_path: Path) -> None:
+    """``planner sweep --html`` on a 3-scenario sweep, then ``planner budget --html``: no console errors, charts drawn."""
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    inst = ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml"
+    rate = "services.chat.traffic.rate_multiplier"
+    res = CliRunner().invoke(main, ["sweep", str(inst), "--set", f"{rate}=0.5,2,8", "--jobs", "1", "--html", str(tmp_path / "sweep.html")])
+    assert res.exit_code == 0, res.output
+    page.load((tmp_path / "sweep.html").as_uri())
+    assert page.errors() == []
+    charts = page.evaluate(_MEASURE)
+    assert [c["id"] for c in charts] == ["chart-sweep", "chart-tornado"]
+    for c in charts:
+        assert c["width"] > 300 and c["height"] > 100 and c["shapes"] > 10 and c["texts"] > 3, c
+    assert page.evaluate("document.getElementById('verdict').innerText").startswith("Across 3 scenarios:")
+    assert page.evaluate("document.getElementById('verdict').getBoundingClientRect().bottom") < 300
+    assert page.evaluate("performance.getEntriesByType('resource').map(e => e.name)") == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1100
+    page.screenshot(ARTIFACTS / "report_sweep.png")
+    res = CliRunner().invoke(main, ["budget", str(inst), "--budgets", "3000,6000,12000", "--html", str(tmp_path / "budget.html")])
+    assert res.exit_code == 0, res.output
+    page.load((tmp_path / "budget.html").as_uri())
+    assert page.errors() == []
+    charts = page.evaluate(_MEASURE)
+    assert [c["id"] for c in charts] == ["chart-frontier"] and charts[0]["shapes"] > 10 and charts[0]["texts"] > 3
+    page.screenshot(ARTIFACTS / "report_budget.png")

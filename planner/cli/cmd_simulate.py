@@ -34,14 +34,13 @@ def _ms(x: float) -> float:
               help="Scenarios to run (repeatable; default all).")
 @click.option("--load-gb-per-s", type=float, help="Weight-reload bandwidth per device for the model swap (default: the device's NIC bandwidth).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=str),
+              help="Also write a self-contained HTML report: the plan and the simulated latency per scenario.")
 def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None, trace_path: str | None,
                  trace_format: str | None, duration_s: float, seed: int, scenario_names: tuple[str, ...],
-                 load_gb_per_s: float | None, as_json: bool) -> None:
+                 load_gb_per_s: float | None, as_json: bool, html_file: str | None) -> None:
     """Simulate a plan: TTFT/TPOT quantiles, SLO attainment, queues, KV pressure, utilisation."""
-    from pydantic import ValidationError
-
     from planner.instance import load_instance
-    from planner.schema.plan import PlanResult
     from planner.simulate.adapter import demand_stream, plan_to_sim
     from planner.simulate.arrivals import replay_requests
     from planner.simulate.scenarios import SCENARIOS, run_scenarios, weight_reload_s
@@ -55,15 +54,9 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         plan = solve_instance(resolved, settings_from_instance(resolved.instance)).result
         plan_label = f"solved from {instance}"
     else:
-        p = Path(plan_path)
-        if not p.is_file():
-            raise InputError(Problem(plan_path, "", "file not found", "check the path"))
-        try:
-            plan = PlanResult.model_validate_json(p.read_text())
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise InputError(Problem(plan_path, ".".join(str(x) for x in first["loc"]), first["msg"],
-                                     "pass a plan written by `planner solve --out`")) from None
+        from planner.report.plan_io import load_plan
+
+        plan = load_plan(plan_path)
         plan_label = f"from {plan_path}"
     try:
         sim = plan_to_sim(plan, architecture)
@@ -133,6 +126,11 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         "duration_s": duration_s, "seed": seed, "model_swap_reload": reload_detail, "notes": notes,
         "scenarios": {r.name: {"load": r.load, "outages": [o.__dict__ for o in r.outages], **r.result.to_dict(timeline=True)} for r in runs},
     }
+    if html_file:
+        from planner.report.html import write_html
+
+        write_html(html_file, plan=plan, simulation=runs,
+                   title=f"Simulated plan: {resolved.instance.name} ({sim.architecture}, {fmt(duration_s)} s per scenario)")
     if as_json:
         echo_json(payload)
         return
@@ -153,6 +151,8 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         click.echo(table(["pool", "inst", "util", "slots", "kv", "wait p99 ms", "max queue", "preempt", "kv blocked"], prow))
     for n in notes:
         click.echo(f"note: {n}")
+    if html_file:
+        click.echo(f"wrote {html_file}")
 
 
 COMMANDS = [simulate_cmd]

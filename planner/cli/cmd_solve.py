@@ -100,20 +100,10 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
 @click.argument("plan", type=click.Path(dir_okay=False, path_type=str))
 def check(plan: str) -> None:
     """Re-verify PLAN.json (written by `planner solve --out`) without the solver; exit 1 on a violation."""
-    import json
-
-    from pydantic import ValidationError
-
     from planner.optimize.check import check_plan
-    from planner.schema.plan import PlanResult
+    from planner.report.plan_io import load_plan
 
-    p = Path(plan)
-    if not p.is_file():
-        raise InputError(Problem(plan, "", "file does not exist", "give the plan.json written by planner solve --out"))
-    try:
-        result = PlanResult.model_validate(json.loads(p.read_text(encoding="utf-8")))
-    except (ValueError, ValidationError) as exc:
-        raise InputError(Problem(plan, "", f"not a plan file: {str(exc).splitlines()[0]}", "give the plan.json written by planner solve --out")) from None
+    result = load_plan(plan)
     problems = check_plan(result)
     if problems:
         click.echo(f"{plan}: {len(problems)} violation(s):", err=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,11 @@ def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], mon
               help="Path along which to bisect verdict flips (default: every swept rate_multiplier).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write sweep.csv, sweep.parquet, crossovers.csv, tornado.csv.")
 @click.option("--json", "as_json", is_flag=True, help="Print rows, crossovers and tornado as JSON.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (cost against the swept parameter, crossovers, tornado).")
 def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], monte_carlo: int, seed: int, jobs: int,
-              executor: str | None, crossover_paths: tuple[str, ...], out_dir: str | None, as_json: bool) -> None:
+              executor: str | None, crossover_paths: tuple[str, ...], out_dir: str | None, as_json: bool,
+              html_file: str | None) -> None:
     """Solve a grid / Monte Carlo study of INSTANCE: cost by term, mix, verdict per scenario; crossovers; tornado."""
     from planner.studies.source import TableSource
     from planner.studies.sweep import crossovers, run_sweep, study_headroom, tornado
@@ -65,7 +69,7 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
     spec, study = _study(resolved, sets, scenarios, monte_carlo, seed, crossover_paths)
     source = TableSource.from_instance(resolved)
     make_bar: Any = click.progressbar
-    bar: Any = make_bar(length=len(study), label=f"{len(study)} scenarios", file=click.get_text_stream("stderr"))  # type: ignore[operator]
+    bar: Any = make_bar(length=len(study), label=f"{len(study)} scenarios", file=sys.stderr)
     with bar:
         rows = run_sweep(source, study, jobs=jobs, executor=executor, progress=bar.update)
     paths = list(crossover_paths) or [p for p in spec.grid if p.endswith("rate_multiplier")]
@@ -84,6 +88,13 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
         rows.to_parquet(out / "sweep.parquet", index=False)
         cross_df.to_csv(out / "crossovers.csv", index=False)
         torn.to_csv(out / "tornado.csv", index=False)
+    if html_file:
+        from planner.report.html import write_html
+
+        numeric = [p for p, v in spec.grid.items() if all(isinstance(x, (int, float)) for x in v) and len(set(v)) > 1]
+        x = next((p for p in paths if p in numeric), numeric[0] if numeric else None)
+        write_html(html_file, sweep=rows, crossovers=cross_df, tornado=torn if len(torn) else None, sweep_x=x,
+                   title=f"Sweep: {resolved.instance.name} ({len(study)} scenarios)")
     if as_json:
         echo_json({"rows": rows.to_dict("records"), "crossovers": cross_df.to_dict("records"), "tornado": torn.to_dict("records")})
         return
@@ -100,6 +111,8 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
         click.echo("\ntornado (cheapest plan's total, one parameter at a time):")
         click.echo(table(["path", "low", "high", "$ at low", "$ at high", "swing"],
                          torn[["path", "low", "high", "total_at_low_usd_per_month", "total_at_high_usd_per_month", "swing_usd_per_month"]].values.tolist()))
+    if html_file:
+        click.echo(f"\nwrote {html_file}")
 
 
 @click.command("budget")
@@ -110,7 +123,10 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
 @click.option("--rel-tol", type=float, default=0.01, show_default=True, help="Relative precision of the multiplier.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write budget.csv and budget.parquet.")
 @click.option("--json", "as_json", is_flag=True)
-def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str | None, rel_tol: float, out_dir: str | None, as_json: bool) -> None:
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (the budget frontier with the device mix).")
+def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str | None, rel_tol: float, out_dir: str | None, as_json: bool,
+               html_file: str | None) -> None:
     """For each budget: the largest traffic multiplier servable within SLO, and the mix that does it."""
     from planner.errors import InputError, Problem
     from planner.studies.budget import budget_frontier
@@ -137,11 +153,17 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
         out.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out / "budget.csv", index=False)
         frame.to_parquet(out / "budget.parquet", index=False)
+    if html_file:
+        from planner.report.html import write_html
+
+        write_html(html_file, frontier=frame, title=f"Budget study: {resolved.instance.name}")
     if as_json:
         echo_json(frame.to_dict("records"))
         return
     click.echo(table(["budget $/month", "max traffic x", "cost $/month", "winner", "devices"],
                      frame[["budget_usd_per_month", "max_traffic_multiplier", "total_usd_per_month", "winner", "device_mix"]].values.tolist()))
+    if html_file:
+        click.echo(f"\nwrote {html_file}")
 
 
 @click.command("evaluate")
@@ -164,24 +186,14 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     The plan's pool sizes are held and routing is re-optimised for each scenario; regret is
     its cost minus the cost of the best plan re-optimised for that scenario.
     """
-    import json
-
-    from pydantic import ValidationError
-
     from planner.errors import InputError, Problem
     from planner.instance import load_instance
-    from planner.schema.plan import PlanResult
+    from planner.report.plan_io import load_plan
     from planner.studies.evaluate import evaluate_plan
     from planner.studies.fixed import FixedPlan
     from planner.studies.source import TableSource
 
-    p = Path(plan_file)
-    if not p.is_file():
-        raise InputError(Problem(plan_file, "", "file does not exist", "give the plan.json written by planner solve --out"))
-    try:
-        result = PlanResult.model_validate(json.loads(p.read_text(encoding="utf-8")))
-    except (ValueError, ValidationError) as exc:
-        raise InputError(Problem(plan_file, "", f"not a plan file: {str(exc).splitlines()[0]}", "give the plan.json written by planner solve --out")) from None
+    result = load_plan(plan_file)
     try:
         fixed = FixedPlan.from_result(result, architecture)
     except ValueError as exc:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, cast
 
@@ -181,8 +181,9 @@ def _log_axis(ax: Axes, axis: str = "x") -> None:
     a = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
     lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
-    # 1-2-5 ticks when the data spans less than ~2 decades, so a short range still has labels.
-    subs = (1.0, 2.0, 5.0) if hi / max(lo, 1e-12) < 100 else (1.0,)
+    # 1-2-5 ticks within a decade, 1-3 up to two decades, so a short range still has labels that do not collide.
+    ratio = hi / max(lo, 1e-12)
+    subs = (1.0, 2.0, 5.0) if ratio < 12 else (1.0, 3.0) if ratio < 120 else (1.0,)
     a.set_major_locator(LogLocator(base=10, subs=subs))
     a.set_major_formatter(FuncFormatter(lambda v, _pos: sig(v)))
     a.set_minor_formatter(NullFormatter())
@@ -302,14 +303,31 @@ def unit_costs_chart(plan: PlanResult) -> Chart | None:
 # simulator
 
 
+def sim_runs(simulation: Any) -> list[tuple[str, Any]] | None:
+    """``[(scenario, SimResult)]`` from one ``SimResult`` (scenario ``""``), a mapping
+    scenario -> ``SimResult``, or a list of ``ScenarioRun`` (``.name``, ``.result``); else ``None``."""
+    if hasattr(simulation, "services"):
+        return [("", simulation)]
+    if isinstance(simulation, Mapping):
+        items = list(simulation.items())
+        if items and all(hasattr(v, "services") for _, v in items):
+            return [(str(k), v) for k, v in items]
+        return None
+    if isinstance(simulation, (list, tuple)) and simulation and all(hasattr(r, "result") and hasattr(r, "name") for r in simulation):
+        return [(str(r.name), r.result) for r in simulation]
+    return None
+
+
 @_styled
 def latency_chart(simulation: Any, plan: PlanResult | None = None) -> Chart | None:
-    """Simulated latency distributions per service, against the targets.
+    """Simulated latency distributions per service (and per scenario), against the targets.
 
     ``simulation`` is either
 
     - a ``planner.simulate.results.SimResult`` (per service ``ttft``/``tpot`` summaries in
-      seconds: p50, p90, p99, max) — drawn as quantile markers, or
+      seconds: p50, p90, p99, max), a mapping scenario name -> ``SimResult``, or a list of
+      ``planner.simulate.scenarios.ScenarioRun`` — drawn as quantile markers, one row per
+      (scenario, service), or
     - a tidy DataFrame of samples with columns ``service``, ``metric`` (``ttft`` or ``tpot``)
       and ``latency_ms`` — drawn as empirical CDFs.
 
@@ -320,35 +338,44 @@ def latency_chart(simulation: Any, plan: PlanResult | None = None) -> Chart | No
         for lp in plan.architectures[plan.verdict.winner].latency:
             targets[(lp.service, "ttft")] = (lp.ttft_target_ms, lp.ttft_quantile)
             targets[(lp.service, "tpot")] = (lp.tpot_target_ms, lp.tpot_quantile)
-    n_rows = len(getattr(simulation, "services", {})) or 3
-    fig = _figure(7.5, 1.6 + 0.45 * n_rows)
-    axes = fig.subplots(1, 2)
+    runs = sim_runs(simulation)
     metrics = (("ttft", "Time to first token (ms)"), ("tpot", "Time per output token (ms)"))
-    if hasattr(simulation, "services"):
-        services = sorted(simulation.services)
-        if not services:
+    if runs is not None:
+        rows = [(scen, name, res.services[name]) for scen, res in runs for name in sorted(res.services)]
+        if not rows:
             return None
+        fig = _figure(7.5, 1.3 + 0.42 * len(rows))
+        axes = fig.subplots(1, 2, sharey=True)
         marks = (("p50", "o"), ("p90", "s"), ("p99", "D"), ("max", "x"))
+        ys = list(range(len(rows)))[::-1]
+        labels = [f"{scen} · {name}" if scen else name for scen, name, _ in rows]
         for ax, (metric, title) in zip(axes, metrics, strict=True):
-            for i, name in enumerate(services):
-                sr = simulation.services[name]
+            for y, (_, _, sr) in zip(ys, rows, strict=True):
                 summ = getattr(sr, metric)
                 tgt_ms = getattr(sr, f"{metric}_target_s") * 1e3
-                targets[(name, metric)] = (tgt_ms, getattr(sr, f"{metric}_quantile"))
                 xs = [getattr(summ, k) * 1e3 for k, _ in marks]
-                ax.plot(xs[:3], [i] * 3, color="#777777", linewidth=1, zorder=1)
-                for (k, mk), x in zip(marks, xs, strict=True):
-                    ax.scatter([x], [i], marker=mk, color="#0072B2", zorder=2, label=k if i == 0 else None)
-                ax.text(xs[2], i + 0.22, f"p99 {sig(xs[2])} ms", ha="center", fontsize=8)
-                ax.plot([tgt_ms] * 2, [i - 0.35, i + 0.35], color="#C00000", linewidth=2,
-                        label="target" if i == 0 else None)
-            ax.set_yticks(range(len(services)), services)
-            ax.set_ylim(-0.6, len(services) - 0.4)
+                if not all(math.isfinite(v) and v > 0 for v in xs[:3]):
+                    lost = sr.unfinished + sr.rejected
+                    ax.text(0.02, y, f"no request completed ({lost:,} lost)" if sr.completed == 0 else "no samples",
+                            transform=ax.get_yaxis_transform(), va="center", fontsize=8, color="#C00000")
+                    continue
+                met = bool(getattr(sr, f"{metric}_met"))
+                color = "#0072B2" if met else "#C00000"
+                ax.plot(xs[:3], [y] * 3, color="#777777", linewidth=1, zorder=1)
+                for (k, mk), v in zip(marks, xs, strict=True):
+                    if math.isfinite(v) and v > 0:
+                        ax.scatter([v], [y], marker=mk, color=color, zorder=2, label=k if y == ys[0] else None)
+                ax.text(xs[2], y + 0.2, f"p99 {sig(xs[2])} ms", ha="center", fontsize=8, color=color)
+                ax.plot([tgt_ms] * 2, [y - 0.35, y + 0.35], color="#C00000", linewidth=2,
+                        label="target" if y == ys[0] else None)
+            ax.set_ylim(-0.6, len(rows) - 0.4)
             _log_axis(ax)
             ax.set_title(title)
+        axes[0].set_yticks(ys, labels)
         axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        cap = ("Simulated latency per service at the plan's sizing: p50 (circle), p90 (square), p99 (diamond) "
-               "and maximum (cross), log scale in ms; the red tick is the target.")
+        cap = ("Simulated latency per " + ("scenario and service" if len(runs) > 1 else "service") +
+               " at the plan's sizing: p50 (circle), p90 (square), p99 (diamond) and maximum (cross), log scale in ms; "
+               "the red tick is the target; markers turn red where the target quantile is missed.")
     else:
         df = as_frame(simulation)
         need = {"service", "metric", "latency_ms"}
@@ -356,6 +383,8 @@ def latency_chart(simulation: Any, plan: PlanResult | None = None) -> Chart | No
             return None
         import numpy as np
 
+        fig = _figure(7.5, 2.9)
+        axes = fig.subplots(1, 2)
         services = sorted(df["service"].unique())
         for ax, (metric, title) in zip(axes, metrics, strict=True):
             for j, name in enumerate(services):
@@ -435,12 +464,17 @@ def crossovers(sweep: pd.DataFrame, x: str) -> list[float]:
 
 
 @_styled
-def sweep_chart(sweep: Any, x: str | None = None) -> Chart | None:
+def sweep_chart(sweep: Any, x: str | None = None, brackets: Sequence[tuple[float, float]] | None = None) -> Chart | None:
     """Total monthly cost against a swept parameter, with verdict crossovers marked.
 
     Columns: the parameter ``x`` (auto-detected with :func:`sweep_parameter` when omitted),
     ``total_usd_per_month``, and either ``architecture`` (one row per scenario and architecture:
     one line each) or ``winner`` (one row per scenario: the winner's cost, coloured by winner).
+
+    ``brackets``: verdict flips already located by bisection (``(low, high)`` values of ``x``,
+    as :func:`planner.studies.sweep.crossovers` returns them); the line is drawn at the
+    geometric midpoint and the caption gives the bracket. Without them the flips are
+    interpolated from the rows (:func:`crossovers`).
     """
     df = as_frame(sweep)
     if df.empty or "total_usd_per_month" not in df.columns:
@@ -459,7 +493,12 @@ def sweep_chart(sweep: Any, x: str | None = None) -> Chart | None:
         ax.plot(s[x], s["total_usd_per_month"], color="#999999", linewidth=1, zorder=1)
         for win, g in s.groupby("winner", sort=True):
             ax.scatter(g[x], g["total_usd_per_month"], color=ARCH_COLORS.get(str(win)), label=f"{win} wins", zorder=2)
-    flips = crossovers(df, x)
+    if brackets:
+        flips = [math.sqrt(lo * hi) if lo > 0 and hi > 0 else (lo + hi) / 2 for lo, hi in brackets]
+        where = ", ".join(f"{sig(lo)} < {x} < {sig(hi)}" for lo, hi in brackets)
+    else:
+        flips = crossovers(df, x)
+        where = ", ".join(f"{x} ≈ {sig(f)}" for f in flips)
     for f in flips:
         ax.axvline(f, color="#C00000", linestyle="--", linewidth=1.2)
         ax.annotate(f"verdict flips at {x} ≈ {sig(f)}", (f, 1.0), xycoords=("data", "axes fraction"),
@@ -470,8 +509,7 @@ def sweep_chart(sweep: Any, x: str | None = None) -> Chart | None:
     ax.legend(loc="upper left")
     ax.set_title(f"Cost against {x}")
     cap = f"Total monthly cost (USD/month) as {x} varies; "
-    cap += ("the dashed line marks where the verdict flips (" + ", ".join(f"{x} ≈ {sig(f)}" for f in flips) + ")."
-            if flips else "the verdict does not flip in this range.")
+    cap += (f"the dashed line marks where the verdict flips ({where})." if flips else "the verdict does not flip in this range.")
     return Chart("chart-sweep", cap, _svg(fig, "chart-sweep", f"Cost against {x}"))
 
 
@@ -505,7 +543,10 @@ def tornado_chart(tornado: Any) -> Chart | None:
                     ha="left" if d >= 0 else "right", fontsize=8)
     ax.axvline(base, color="#333333", linewidth=1)
     ax.set_yticks(ys, df["parameter"].astype(str))
-    ax.set_xlim(base - span * 1.6, base + span * 1.6)
+    lo = base - span * 1.6
+    if float(df[["low_usd_per_month", "high_usd_per_month"]].to_numpy().min()) >= 0:
+        lo = max(lo, 0.0)  # costs are not negative: no axis below $0
+    ax.set_xlim(lo, base + span * 1.6)
     ax.set_xlabel("total cost (USD per month)")
     _money_axis(ax, "x")
     fig.legend(loc="outside lower center", ncols=2)
@@ -548,8 +589,9 @@ def frontier_chart(frontier: Any) -> Chart | None:
 
 
 @_styled
-def tool_latency_chart(tools: pd.DataFrame) -> Chart | None:
-    """Tool latency quantiles per tool (p50, p90, p99 in ms, log scale) from a normalised tool table."""
+def tool_latency_chart(tools: pd.DataFrame, chart_id: str = "chart-tools") -> Chart | None:
+    """Tool latency quantiles per tool (p50, p90, p99 in ms, log scale) from a normalised tool table
+    (columns ``service``, ``tool``, ``latency_p50_ms``, ``latency_p90_ms``, ``latency_p99_ms``)."""
     if tools.empty or "latency_p50_ms" not in tools.columns:
         return None
     labels: Sequence[str] = [f"{r['service']} · {r['tool']}" if r["service"] else str(r["tool"])
@@ -569,4 +611,51 @@ def tool_latency_chart(tools: pd.DataFrame) -> Chart | None:
     fig.legend(loc="outside lower center", ncols=3)
     ax.set_title("Tool call latency")
     cap = "Latency of tool calls per tool: p50 (circle), p90 (square), p99 (diamond), in ms on a log scale."
-    return Chart("chart-tools", cap, _svg(fig, "chart-tools", "Tool call latency quantiles"))
+    return Chart(chart_id, cap, _svg(fig, chart_id, "Tool call latency quantiles"))
+
+
+POLICY_COLORS = {"hold": "#0072B2", "offload": "#E69F00", "recompute": "#CC79A7"}
+
+
+@_styled
+def tool_policy_chart(rows: Sequence[Any]) -> Chart | None:
+    """Cost of each KV policy per (service, tool) while sessions wait on the tool.
+
+    ``rows``: :class:`~planner.schema.plan.ToolPhaseRow` (``alternatives``: policy and
+    ``usd_per_month``, ``None`` when not allowed or infeasible; ``policy`` the one chosen).
+    Grouped horizontal bars in USD/month; an infeasible policy is written out instead of a bar.
+    """
+    rows = [r for r in rows if r.alternatives]
+    if not rows:
+        return None
+    policies = ("hold", "offload", "recompute")
+    fig = _figure(7.5, 0.75 * len(rows) + 1.3)
+    ax = fig.add_subplot()
+    h = 0.26
+    top = max([a.usd_per_month for r in rows for a in r.alternatives if a.usd_per_month is not None] + [1.0])
+    ys = list(range(len(rows)))[::-1]
+    for y, r in zip(ys, rows, strict=True):
+        alt = {a.policy: a for a in r.alternatives}
+        for k, pol in enumerate(policies):
+            yy = y + (1 - k) * h
+            a = alt.get(pol)
+            chosen = r.policy == pol or (r.policy.startswith("mixed") and getattr(r, f"{pol}_share", 0.0) > 0)
+            label = pol if y == ys[0] else None
+            if a is None or a.usd_per_month is None:
+                ax.barh(yy, 0, height=h * 0.9, color=POLICY_COLORS[pol], label=label)
+                ax.text(0.005 * top, yy, f"{pol}: not possible", va="center", fontsize=8, color="#666666")
+                continue
+            ax.barh(yy, a.usd_per_month, height=h * 0.9, color=POLICY_COLORS[pol], label=label,
+                    edgecolor="#1b1b1b" if chosen else "none", linewidth=1.2)
+            ax.text(a.usd_per_month + 0.01 * top, yy, f"{pol} {usd(a.usd_per_month)}" + ("  ← chosen" if chosen else ""),
+                    va="center", fontsize=8, fontweight="bold" if chosen else "normal")
+    ax.set_yticks(ys, [f"{r.service} · {r.tool}" for r in rows])
+    ax.set_xlim(0, top * 1.35)
+    ax.set_xlabel("cost of the policy for every wait of this tool (USD per month)")
+    _money_axis(ax, "x")
+    fig.legend(loc="outside lower center", ncols=3, title="KV state while the session waits")
+    ax.set_title("KV policy during tool waits: cost of each choice")
+    cap = ("What holding the KV cache on the decode device, offloading it to the KV tier, or dropping and "
+           "recomputing it would cost for all waits of each tool (USD/month, at the plan's marginal prices); "
+           "the outlined bar is the policy the plan chose.")
+    return Chart("chart-tool-policy", cap, _svg(fig, "chart-tool-policy", "Cost of each KV policy per tool"))

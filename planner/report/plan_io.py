@@ -1,0 +1,41 @@
+"""Read a ``plan.json`` written by ``planner solve``: the one loader every command uses.
+
+``planner html``, ``planner check``, ``planner simulate --plan`` (and the report) call
+:func:`load_plan`, so a missing, unreadable or stale plan file gives the same error
+everywhere: an :class:`~planner.errors.InputError` naming the file, the field and the fix
+(CLI exit 2, no traceback).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planner.schema.plan import PlanResult
+
+REGENERATE = "regenerate the plan with this version of `planner solve`"
+
+
+def load_plan(path: str | Path) -> PlanResult:
+    """Read and validate a plan file; a missing or malformed file is an InputError (up to 10 field problems)."""
+    import json
+
+    from pydantic import ValidationError
+
+    from planner.errors import InputError, Problem
+    from planner.schema.plan import PlanResult
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(Problem(str(p), "", "plan file not found: the path does not exist", "pass the plan.json written by `planner solve INSTANCE --out DIR`"))
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(Problem(str(p), "", f"not valid JSON ({exc})", "pass the plan.json written by `planner solve`")) from None
+    try:
+        return PlanResult.model_validate(data)
+    except ValidationError as exc:
+        problems = [Problem(str(p), ".".join(str(x) for x in e["loc"]) or "(top level)", e["msg"], REGENERATE)
+                    for e in exc.errors()[:10]]
+        raise InputError(problems) from None
