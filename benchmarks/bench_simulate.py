@@ -135,7 +135,50 @@ def bench_accuracy() -> None:
           "arrivals is itself noisy (strongly autocorrelated waits).")
 
 
+def bench_verify(instance: str = "instances/enterprise-chat.yaml", repeats: int = 7) -> None:
+    """Time the discrete-event check ``planner solve`` adds (planner.verify; target <= 0.3 s),
+    and print per instance the analytic vs simulated p99 of every architecture."""
+    import glob
+    from pathlib import Path
+
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.solve import settings_from_instance, solve_tables
+    from planner.verify import verify_result
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(glob.glob(str(root / "instances" / "*.yaml"))):
+        resolved = load_instance(path)
+        result = solve_tables(build_capacity_tables(resolved), settings_from_instance(resolved.instance),
+                              instance_name=resolved.instance.name).result
+        times = []
+        for _ in range(repeats if path.endswith(Path(instance).name) else 1):
+            t0 = time.perf_counter()
+            checked = verify_result(result)
+            times.append(time.perf_counter() - t0)
+        print(f"\n{resolved.instance.name}: verify median {statistics.median(times):.3f} s ({len(times)} runs)")
+        print(f"{'architecture':14} {'service':10} {'rounds':>6} {'TTFT an':>9} {'TTFT sim':>9} {'CI':>21} {'target':>7} "
+              f"{'TPOT an':>8} {'TPOT sim':>8} {'target':>6} met / miss")
+        for arch, plan in checked.architectures.items():
+            c = plan.simulation
+            if c is None:
+                continue
+            for sv in c.services:
+                def f(x: float | None, spec: str = ",.0f") -> str:
+                    return format(x, spec) if x is not None else "inf"
+                ci = f"[{f(sv.ttft_ci_low_ms)}, {f(sv.ttft_ci_high_ms)}]"
+                miss = "yes" if sv.ttft_met and sv.tpot_met else f"NO {sv.miss_pool} +{f(sv.miss_ms)} ms"
+                print(f"{arch:14} {sv.service:10} {plan.solver.rounds:>6} {f(sv.ttft_analytic_ms):>9} {f(sv.ttft_sim_ms):>9} {ci:>21} "
+                      f"{sv.ttft_target_ms:>7,.0f} {f(sv.tpot_analytic_ms, '.1f'):>8} {f(sv.tpot_sim_ms, '.1f'):>8} {sv.tpot_target_ms:>6,.0f} {miss}")
+
+
 if __name__ == "__main__":
+    import sys
+
+    if "--verify" in sys.argv:
+        bench_verify()
+        raise SystemExit(0)
     bench_speed()
     bench_memory()
     bench_accuracy()
+    bench_verify()

@@ -49,7 +49,14 @@ def test_adapter_maps_pools_and_routes(plan_file: Path) -> None:
         tpot = [pts[(r.service, r.bucket, r.role, r.config)]["tpot_ms"] for r in rows]
         expect = sum(a * b for a, b in zip(lam, tpot, strict=True)) / sum(lam) / 1e3
         assert ps.step_table()[1] == pytest.approx(expect, rel=1e-12)
-        assert ps.max_batch == min(int(pts[(r.service, r.bucket, r.role, r.config)]["max_batch"]) for r in rows)
+        # batch limit: capacity-preserving B = t Σλo / Σλτ within [min B*, max B*] (adapter docstring)
+        rows_pts = [pts[(r.service, r.bucket, r.role, r.config)] for r in rows]
+        dem = {(d["service"], d["bucket"]): d for d in plan.capacity.demand}
+        o = [dem[(r.service, r.bucket)]["output_tokens_rep"] for r in rows]
+        tau = [p["instance_seconds_per_request"] for p in rows_pts]
+        b = expect * sum(a * x for a, x in zip(lam, o, strict=True)) / sum(a * x for a, x in zip(lam, tau, strict=True))
+        bs = [int(p["max_batch"]) for p in rows_pts]
+        assert ps.max_batch == min(max(bs), max(min(bs), round(b)))
 
 
 def test_simulate_cli_json_reproducible(plan_file: Path) -> None:

@@ -130,7 +130,12 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     capped = np.bincount(pp, weights=lam_peak * tau / np.maximum(rho, 1e-12) * x, minlength=n_pool)
     arr_peak = np.bincount(pp, weights=lam_peak * x, minlength=n_pool)
     batch_w = np.bincount(pp, weights=lam_peak * tau * x * batch, minlength=n_pool)
-    cv_w = np.bincount(pp, weights=lam_peak * x * pts["service_time_cv"].to_numpy(float), minlength=n_pool)
+    # service-time CV of the mixture of the pool's points (as planner.optimize.solve.pool_latency):
+    # per point the server's service time s = τ (prefill) or the slot holding time τ·B*; c_s² = E[S²]/E[S]² − 1
+    s_pt = tau * np.where(pts["role"].to_numpy(str) == "prefill", 1.0, batch)
+    cv_pt = pts["service_time_cv"].to_numpy(float)
+    s1_w = np.bincount(pp, weights=lam_peak * x * s_pt, minlength=n_pool)
+    s2_w = np.bincount(pp, weights=lam_peak * x * s_pt**2 * (1.0 + cv_pt**2), minlength=n_pool)
     ca_w = np.bincount(pp, weights=lam_peak * x * pts["interarrival_cv"].to_numpy(float), minlength=n_pool)
     kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool)
 
@@ -148,7 +153,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             servers, service_s = _pool_queue(busy_peak[p], arr_peak[p], n_eff, b)
             qs = pts["ttft_quantile"].to_numpy(float)
             q = float(qs[(pp == p) & (x > 0)].max())
-            cs = cv_w[p] / arr_peak[p]
+            cs = math.sqrt(max(0.0, s2_w[p] * arr_peak[p] / s1_w[p] ** 2 - 1.0)) if s1_w[p] > 0 else 0.0
             ca = ca_w[p] / arr_peak[p]
             w = wait_quantile_s(q, arr_peak[p], servers, service_s, cs, ca) if service_s > 0 else 0.0
             wait_ms[p] = w * 1e3

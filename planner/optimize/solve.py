@@ -15,7 +15,8 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
 1. :func:`pool_latency` — per pool ``p`` a G/G/c queue at peak with ``c = (n_p − k)·B_p``
    servers (``B_p`` the load-weighted batch, 1 for prefill), arrival rate
    ``λ_p = Σ λ_peak x``, mean service ``s_p = busy_p / (n_p − k) · c / λ_p`` and
-   arrival-weighted CVs; its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
+   the arrival-weighted arrival CV and the service-time CV of the mixture of its points (buckets of
+   different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``); its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
    at the service's TTFT quantile. Same formulas as :mod:`planner.optimize.extract`.
 2. :func:`bucket_latency` — per (service, bucket): ``TTFT = max ttft_ms_i + W_{p(i)}`` over
    its routed prefill / unified points, plus the worst slot wait of its decode pools; TPOT
@@ -273,13 +274,18 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     lam = pts["rate_peak_per_s"].to_numpy(float) * x
     tau = pts["instance_seconds_per_request"].to_numpy(float)
     batch = np.maximum(pts["max_batch"].to_numpy(float), 1.0)
+    # service time of one server (slot) per point: τ for prefill, the slot holding time τ·B* otherwise;
+    # the pool's service-time CV is that of the mixture over its points (buckets of different
+    # lengths share one queue): c_s² = Σλ s²(1 + c_i²) / (Σλ s)² · Σλ − 1
+    s_pt = tau * np.where(pts["role"].to_numpy(str) == "prefill", 1.0, batch)
+    cv_pt = pts["service_time_cv"].to_numpy(float)
     frame = pd.DataFrame({
         "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
-        "busy_b": lam * tau * batch, "cs": lam * pts["service_time_cv"].to_numpy(float),
+        "busy_b": lam * tau * batch, "s1": lam * s_pt, "s2": lam * s_pt**2 * (1.0 + cv_pt**2),
         "ca": lam * pts["interarrival_cv"].to_numpy(float), "q": pts["ttft_quantile"].to_numpy(float),
     })
     agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
-                                                busy_b=("busy_b", "sum"), cs=("cs", "sum"), ca=("ca", "sum"), q=("q", "max"))
+                                                busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"))
     rows = []
     recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
     for r in recs:
@@ -288,7 +294,9 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         n_eff = max(n - redundancy, 0)
         b = 1.0 if r["role"] == "prefill" else (r["busy_b"] / r["busy"] if r["busy"] > 0 else 1.0)
         arr, busy = float(r["arr"]), float(r["busy"])
-        cs, ca = float(r["cs"]) / arr, float(r["ca"]) / arr
+        s1 = float(r["s1"])
+        cs = math.sqrt(max(0.0, float(r["s2"]) * arr / s1**2 - 1.0)) if s1 > 0 else 0.0
+        ca = float(r["ca"]) / arr
         servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
         service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
         util = busy / n_eff if n_eff > 0 else math.inf
@@ -559,4 +567,9 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     raw_notes: Any = tables.meta.get("notes", [])
     notes = tuple(str(n) for n in raw_notes)
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
-    return solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(resolved.path), scenario=scenario, overrides=overrides)
+    outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(resolved.path), scenario=scenario, overrides=overrides)
+    if getattr(resolved.instance.options, "verify", False):
+        from planner.verify import verify_result  # discrete-event check at peak (issue 7)
+
+        outcome.result = verify_result(outcome.result)
+    return outcome

@@ -13,7 +13,7 @@ import pandas as pd
 
 from planner.agents.report import tool_phase_lines, tool_phase_markdown
 from planner.cli.output import fmt, table, to_json
-from planner.schema.plan import COST_TERMS, PlanResult
+from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult
 
 
 def cost_table(result: PlanResult) -> pd.DataFrame:
@@ -56,7 +56,48 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
                      + [["TOTAL", round(plan.costs.total_usd_per_month, 2)], ["(idle capacity, attribution)", round(plan.costs.idle_capacity_usd_per_month, 2)]]))
     out.append(f"  {fmt(plan.usd_per_million_tokens)} USD per 1M tokens; {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens (facility); {fmt(plan.tokens_per_month / 1e9)} G tokens/month")
     out += tool_phase_lines(plan)  # tool execution phase (planner.agents)
+    out += simulation_lines(plan)  # discrete-event check at peak (planner.verify)
     return out
+
+
+def _n(x: float | None, spec: str = ",.0f") -> str:
+    """A simulated value; ``None`` (unbounded, see ``planner.schema.plan.SimMs``) prints as ``inf``."""
+    return format(x, spec) if x is not None else "inf"
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return f"[{_n(lo)}, {_n(hi)}]"
+
+
+def simulation_lines(plan: ArchitecturePlan) -> list[str]:
+    """Terminal lines for ``plan.simulation`` (empty when the check did not run)."""
+    c = plan.simulation
+    if c is None:
+        return []
+    out = ["", f"  simulated at peak ({plan.solver.rounds} solve round(s)): {c.requests:,} requests over {c.duration_s:,.0f} s "
+           f"(warm-up {c.warmup_s:,.0f} s), seed {c.seed}, {c.wall_s:.2f} s wall; {c.ci_level:.0%} CI from order statistics"]
+    out.append(table(["service", "TTFT analytic ms", "TTFT sim ms", "CI", "target", "TPOT analytic", "TPOT sim", "target", "met"],
+                     [[s.service, f"p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)}", _n(s.ttft_sim_ms), _ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms),
+                       s.ttft_target_ms, f"p{s.tpot_quantile * 100:g} {_n(s.tpot_analytic_ms, '.1f')}", _n(s.tpot_sim_ms, '.1f'), s.tpot_target_ms,
+                       "yes" if s.ttft_met and s.tpot_met else f"NO ({s.miss_pool}: +{_n(s.miss_ms)} ms)"] for s in c.services]))
+    out += [f"  ! {f}" for f in c.findings]
+    return out
+
+
+def simulation_markdown(plan: ArchitecturePlan) -> list[str]:
+    """report.md section for ``plan.simulation``."""
+    c = plan.simulation
+    if c is None:
+        return []
+    lines = [f"Simulated at peak after {plan.solver.rounds} solve round(s): {c.requests:,} requests over {c.duration_s:,.0f} s "
+             f"(warm-up {c.warmup_s:,.0f} s not measured), seed {c.seed}; {c.ci_level:.0%} confidence intervals from order statistics.", "",
+             "| service | TTFT analytic (ms) | TTFT simulated (ms) | CI | target | TPOT analytic | TPOT simulated | target | met |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {s.service} | p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)} | {_n(s.ttft_sim_ms)} | {_ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms)} | "
+              f"{s.ttft_target_ms:g} | p{s.tpot_quantile * 100:g} {_n(s.tpot_analytic_ms, '.1f')} | {_n(s.tpot_sim_ms, '.1f')} | {s.tpot_target_ms:g} | "
+              + ("yes" if s.ttft_met and s.tpot_met else f"**no** — {s.miss_pool} +{_n(s.miss_ms)} ms ({_n(s.miss_share, '+.0%')})") + " |" for s in c.services]
+    lines += [""] + [f"- {f}" for f in c.findings] + ([""] if c.findings else [])
+    return lines
 
 
 def summary_text(result: PlanResult) -> str:
@@ -96,6 +137,7 @@ def markdown(result: PlanResult) -> str:
         lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | p{lp.tpot_quantile * 100:g} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
         lines += tool_phase_markdown(plan)  # tool execution phase (planner.agents)
+        lines += simulation_markdown(plan)  # discrete-event check at peak (planner.verify)
         if plan.binding:
             lines += ["Binding constraints: " + ", ".join(f"`{b.name}`" for b in plan.binding), ""]
     if result.notes:

@@ -286,6 +286,105 @@ class ToolPhasePlan(StrictModel):
     """Scalars needed to re-verify the tool-phase cost terms without the solver."""
 
 
+SimMs = float | None
+"""A simulated or predicted latency (ms) or share; ``None`` when it is unbounded or not measurable
+(requests that never finish, an overloaded pool, too few samples for the interval's upper end)."""
+
+
+class SimulatedService(StrictModel):
+    """One service at peak in the discrete-event check (:mod:`planner.verify`), ms.
+
+    ``*_sim_ms`` is the simulated quantile at the SLO's quantile over all the service's
+    requests (what the SLO is about), with a ``ci_level`` confidence interval from the
+    order statistics (``*_ci_low_ms``, ``*_ci_high_ms``). ``*_analytic_ms`` is the plan's
+    prediction, which is for the worst bucket; it is compared with the simulated quantile
+    of that worst bucket (``*_sim_worst_bucket_ms``): ``*_disagreement`` = sim / analytic − 1.
+    """
+
+    service: str
+    requests: int
+    """Measured requests that completed (after the warm-up)."""
+    unfinished: int = 0
+    """Measured requests still queued or running when the run ended, or rejected."""
+    ttft_quantile: float
+    ttft_target_ms: float
+    ttft_p50_ms: SimMs
+    ttft_p90_ms: SimMs
+    ttft_p99_ms: SimMs
+    ttft_sim_ms: SimMs
+    ttft_ci_low_ms: SimMs
+    ttft_ci_high_ms: SimMs
+    ttft_analytic_ms: SimMs
+    ttft_sim_worst_bucket_ms: SimMs
+    ttft_worst_bucket: str = ""
+    ttft_disagreement: float | None = None
+    tpot_quantile: float
+    tpot_target_ms: float
+    tpot_p50_ms: SimMs
+    tpot_p90_ms: SimMs
+    tpot_p99_ms: SimMs
+    tpot_sim_ms: SimMs
+    tpot_ci_low_ms: SimMs
+    tpot_ci_high_ms: SimMs
+    tpot_analytic_ms: SimMs
+    tpot_sim_worst_bucket_ms: SimMs
+    tpot_worst_bucket: str = ""
+    tpot_disagreement: float | None = None
+    ttft_met: bool
+    tpot_met: bool
+    miss_pool: str | None = None
+    """The pool that makes the service miss (largest simulated wait; for TPOT its decode pool)."""
+    miss_ms: SimMs = 0.0
+    """Simulated quantile minus target, ms (worst of TTFT and TPOT relative to the target; 0 when met)."""
+    miss_share: SimMs = 0.0
+    """``miss_ms / target``."""
+
+
+class SimulatedPool(StrictModel):
+    """One pool at peak in the discrete-event check: simulated against analytic wait quantile."""
+
+    pool: str
+    role: str
+    instances: int
+    simulated_batch: int = 1
+    """Batch limit the simulator used (decode/unified; :mod:`planner.simulate.adapter`)."""
+    utilization_plan: float
+    utilization_sim: SimMs
+    """Prefill: busy instance-time share; decode/unified: mean batch / simulated batch (the
+    capacity-preserving batch makes it comparable with ``utilization_plan``)."""
+    quantile: float
+    wait_analytic_ms: SimMs
+    """:func:`planner.optimize.solve.predicted_pool_quantiles` (G/G/c, Allen–Cunneen)."""
+    wait_sim_ms: SimMs
+    wait_ci_low_ms: SimMs
+    wait_ci_high_ms: SimMs
+    preemptions: int = 0
+    max_queue: int = 0
+
+
+class SimulationCheck(StrictModel):
+    """The plan simulated at its peak rate (seeded, bounded number of requests): :mod:`planner.verify`."""
+
+    load: str = "peak"
+    seed: int
+    duration_s: float
+    """Simulated seconds of arrivals (including the warm-up)."""
+    warmup_s: float
+    requests: int
+    """Requests generated (including the warm-up)."""
+    measured_requests: int
+    wall_s: float
+    ci_level: float
+    """Confidence level of the quantile intervals (normal approximation to the binomial order statistic)."""
+    met: bool
+    """Every service meets its TTFT and TPOT targets at the simulated quantile."""
+    services: list[SimulatedService] = []
+    pools: list[SimulatedPool] = []
+    findings: list[str] = []
+    """Plain-language misses and analytic/simulated disagreements above the tolerance."""
+    method: str = ""
+
+
 class ArchitecturePlan(StrictModel):
     """The optimal (or best found) plan for one architecture."""
 
@@ -308,6 +407,8 @@ class ArchitecturePlan(StrictModel):
     """Why the architecture is infeasible (empty when feasible)."""
     tool_phase: ToolPhasePlan | None = None
     """Tool execution phase (agentic services); ``None`` when the instance has none."""
+    simulation: SimulationCheck | None = None
+    """Discrete-event check at peak (``options.verify``); ``None`` when not run."""
 
 
 class Verdict(StrictModel):

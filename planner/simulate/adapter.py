@@ -12,20 +12,37 @@ approximated, and each approximation is stated here:
 * **KV transfer** — ``kv_transfer_bytes_per_request / n_b`` bytes per prompt token over the
   prefill config's NIC bandwidth (``nic_bw_gb_per_s × tp``).
 * **Decode pool** — the plan knows the step time only at the planned batch ``B*``
-  (``tpot_ms``); the simulator uses it at every batch ``b ≤ B*`` (an upper bound: decode
-  steps get slower with the batch). ``max_batch = min B*`` over the routed points; KV
-  capacity per instance = ``kv_capacity_bytes / (instances − redundancy)`` divided by the
-  KV bytes per token ``kv_bytes_per_request / (n_b + o_b)``; without a capacity: unlimited.
-  Recompute after preemption costs the service's prefill time per token.
-* **Unified pool** — an iteration takes the planned ``tpot_ms`` whatever its content, with a
-  prefill chunk of ``q = B*·n_b/o_b`` tokens (the steady-state chunk of the operating
-  point), so a lone prompt's TTFT is ``⌈n/q⌉·tpot`` as in the capacity model.
-* **Routing** — the simulator sends every request of a service through one pool per phase:
-  the pool with the largest routed share. Services split across pools are listed in
-  ``notes``.
+  (``tpot_ms``); the simulator uses ``t = Σ λ_b tpot_b / Σ λ_b`` at every batch ``b ≤ B``
+  (an upper bound: decode steps get faster at smaller batches). The batch limit is the
+  *capacity-preserving* batch of the mix routed to the pool,
+  ``B = t · Σ λ_b o_b / Σ λ_b τ_b`` (``o_b`` = representative output): a full instance then
+  serves the routed mix at exactly the instance-seconds per request ``τ_b`` the MIP
+  charged. (Each bucket's own ``B*_b`` prices that bucket alone — a long-context bucket's
+  small ``B*`` — so the smallest ``B*`` would undersize a mixed pool, and the largest
+  would oversize it.) KV capacity per instance = ``kv_capacity_bytes / (instances −
+  redundancy)`` divided by the KV bytes per token ``kv_bytes_per_request / (n_b + o_b)``;
+  without a capacity: unlimited. Recompute after preemption costs the service's prefill
+  time per token.
+* **Unified pool** — an iteration takes ``t`` (the planned ``tpot_ms``, which already
+  includes a prefill chunk) whatever its content; batch limit ``B`` as for decode (the
+  unified ``τ_b`` includes the chunked-prefill interference, so ``B`` is below the decode
+  batch); prefill chunk ``q = B · Σ λ_b n_b / Σ λ_b o_b`` tokens — prompts are admitted as
+  fast as outputs finish at a full batch, the steady state of the operating point — so a
+  lone prompt's TTFT is ``⌈n/q⌉·t``.
+* **Routing** — :func:`plan_to_sim` (one route per service, e.g. for replaying a log)
+  sends every request of a service through one pool per phase: the pool with the largest
+  routed share; services split across pools are listed in ``notes``.
+  :func:`plan_to_sim_by_bucket` instead makes one route per (service, bucket, prefill pool,
+  decode pool) and splits each bucket's arrivals by the plan's shares (prefill and decode
+  shares independent, ``x_pf · x_dec``), so a split service is simulated as planned.
 * **Arrivals** — per service a renewal process at the service's peak (or mean) rate with
-  the demand's inter-arrival CV; lengths drawn from the buckets' mean (input, output)
-  with the bucket weights.
+  the demand's inter-arrival CV; :func:`demand_stream` draws lengths from the buckets'
+  mean (input, output) with the bucket weights; :func:`bucket_stream` gives each arrival
+  a route (bucket and pools) drawn with probabilities ``w_b x_pf x_dec`` and the bucket's
+  *representative* lengths — the lengths the plan was sized for, so the simulated tail is
+  comparable with the analytic one (and conservative).
+* **Agent sessions** are simulated call by call (each LLM call an independent request at
+  the demand rate); tool waits and the KV they hold are not simulated here.
 """
 
 from __future__ import annotations
@@ -114,8 +131,8 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                 / (g["lam"] * g["input_tokens_rep"]).sum())
             pools.append(PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_per_token(s_per_token)))
             continue
-        batch = int(max(1, g["max_batch"].min()))
         step_s = _weighted(g["tpot_ms"], g["lam"]) / 1e3
+        batch = effective_batch(g, step_s)
         kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_rep"] + g["output_tokens_rep"]), g["lam"])
         live = max(p.instances - p.redundancy, 1)
         cap_tokens = (p.kv_capacity_bytes / live / kv_per_token) if (p.kv_capacity_bytes > 0 and kv_per_token > 0) else math.inf
@@ -125,7 +142,8 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                   step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens))
         else:
-            chunk = int(max(1, round(_weighted(g["max_batch"] * g["input_tokens_rep"] / g["output_tokens_rep"], g["lam"]))))
+            chunk = int(max(1, round(batch * float((g["lam"] * g["input_tokens_rep"]).sum())
+                                     / float((g["lam"] * g["output_tokens_rep"]).sum()))))
             pools.append(PoolSpec(p.name, "unified", p.instances, prefill_time_s=_per_token(recompute),
                                   step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens, chunk_tokens=chunk,
@@ -166,6 +184,22 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                      pool_plans=pool_plans, notes=notes)
 
 
+def effective_batch(rows: pd.DataFrame, step_s: float) -> int:
+    """Capacity-preserving batch of a decode/unified pool (module docstring):
+    ``B = t · Σ λ_b o_b / Σ λ_b τ_b``, rounded, within ``[min B*_b, max B*_b]``.
+
+    ``rows``: the operating points routed to the pool with ``lam`` (routed peak rate),
+    ``output_tokens_rep``, ``instance_seconds_per_request`` and ``max_batch``.
+    """
+    busy = float((rows["lam"] * rows["instance_seconds_per_request"]).sum())
+    lo = max(1, int(rows["max_batch"].min()))
+    hi = max(lo, int(rows["max_batch"].max()))
+    if busy <= 0 or step_s <= 0:
+        return lo
+    b = step_s * float((rows["lam"] * rows["output_tokens_rep"]).sum()) / busy
+    return int(min(hi, max(lo, round(b))))
+
+
 def _per_token(s_per_token: float) -> Callable[[int], float]:
     def f(n: int) -> float:
         return n * s_per_token
@@ -197,4 +231,121 @@ def demand_stream(inputs: SimInputs, *, load: str = "peak", rate_multiplier: flo
         streams.append(synthetic_requests(rate, duration_s, input_tokens=inp, output_tokens=out,
                                           interarrival_cv=cv if cv > 0 else 1.0, seed=seed + 7919 * i,
                                           service=i))
+    return merge_streams(*streams)
+
+
+@dataclass(frozen=True)
+class BucketSimInputs:
+    """Simulator inputs with one route per (service, bucket, prefill pool, decode pool).
+
+    ``route_table`` has one row per route (its index = the route's index in ``routes``):
+    service, bucket, prefill / decode / unified pool, ``probability`` (of an arrival of the
+    service taking this route: ``w_b · x_pf · x_dec``), ``input_tokens`` / ``output_tokens``
+    (the bucket's representatives), ``rate_peak_per_s`` / ``rate_mean_per_s`` of the
+    service (the renewal process all its routes share).
+    """
+
+    base: SimInputs
+    routes: list[ServiceRoute]
+    route_table: pd.DataFrame
+
+    @property
+    def pools(self) -> list[PoolSpec]:
+        return self.base.pools
+
+
+def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> BucketSimInputs:
+    """Like :func:`plan_to_sim`, but routed by the plan's shares, bucket by bucket (module docstring).
+
+    On a disaggregated route the KV-transfer delay (which occupies no pool) is set so that
+    a request meeting no queue has the TTFT of its prefill operating point:
+    ``delay = ttft_ms − τ_pf − tpot_dec`` (the point's TTFT includes the batch of prompts it
+    shares an iteration with, the KV transfer at the planned link and the first decode
+    step; the simulated prefill instance is busy only the amortised ``τ_pf``). So the
+    simulation tests the queueing, not the operating point.
+    """
+    base = plan_to_sim(plan, architecture)
+    arch = choose_architecture(plan, architecture)
+    points = pd.DataFrame(plan.capacity.points)
+    demand = base.demand
+    routing = pd.DataFrame([r.model_dump() for r in arch.routing])
+    routing = routing[routing["share"] > 1e-9].merge(points, on=["service", "bucket", "role", "config"], how="left",
+                                                     suffixes=("", "_pt"))
+    known = {ps.name for ps in base.pools}
+    routes: list[ServiceRoute] = []
+    table: list[dict[str, object]] = []
+    for (svc, bucket), g in routing.groupby(["service", "bucket"], sort=True):
+        d_all = demand[demand["service"] == svc]
+        d = d_all[d_all["bucket"] == bucket].iloc[0]
+        w = float(d["weight"]) / float(d_all["weight"].sum())
+        n_rep = max(1, round(float(d["input_tokens_rep"])))
+        o_rep = max(1, round(float(d["output_tokens_rep"])))
+        pf = g[g["role"] == "prefill"]
+        dec = g[g["role"].isin(["decode", "unified"])]
+        pf_opts: list[tuple[str | None, float, float]] = (
+            [(str(pl), float(sh), float(tt) / 1e3 - float(ta)) for pl, sh, tt, ta in
+             zip(pf["pool"], pf["share"], pf["ttft_ms"], pf["instance_seconds_per_request"], strict=True)] or [(None, 1.0, 0.0)])
+        for dec_pool, dec_role, dec_share, dec_tpot in zip(dec["pool"].astype(str), dec["role"].astype(str), dec["share"].astype(float),
+                                                           dec["tpot_ms"].astype(float), strict=True):
+            for pf_pool, pf_share, pf_extra_s in pf_opts:
+                used = [p for p in (pf_pool, dec_pool) if p is not None]
+                missing = [p for p in used if p not in known]
+                if missing:
+                    raise ValueError(f"service {svc}: routed to pools without instances: {', '.join(missing)}")
+                unified = dec_role == "unified"
+                delay = max(0.0, pf_extra_s - dec_tpot / 1e3) if pf_pool is not None else 0.0
+                routes.append(ServiceRoute(
+                    f"{svc}|{bucket}|{len(routes)}", prefill=pf_pool,
+                    decode=None if unified else dec_pool, unified=dec_pool if unified else None,
+                    transfer_s_per_token=delay / n_rep,
+                    ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
+                    tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
+                ))
+                table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
+                              "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,
+                              "probability": w * pf_share * dec_share, "input_tokens": n_rep, "output_tokens": o_rep,
+                              "rate_peak_per_s": float(d_all["rate_peak_per_s"].sum()),
+                              "rate_mean_per_s": float(d_all["rate_mean_per_s"].sum()),
+                              "interarrival_cv": float(d["interarrival_cv"]) if "interarrival_cv" in d else 1.0})
+    return BucketSimInputs(base=base, routes=routes, route_table=pd.DataFrame(table))
+
+
+def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: float, seed: int,
+                  rate_multiplier: float = 1.0, chunk: int = 8192) -> Iterator[RequestChunk]:
+    """Per service one renewal process (the demand's inter-arrival CV) at its peak or mean
+    rate; each arrival takes route ``r`` with probability ``route_table.probability`` (so the
+    service's burstiness is kept, not diluted over independent per-bucket streams) and that
+    route's representative lengths. Reproducible: one generator per service, seeded from
+    ``seed`` and the service's position."""
+    from planner.simulate.arrivals import _chunk
+
+    rt = inputs.route_table
+    col = "rate_peak_per_s" if load == "peak" else "rate_mean_per_s"
+    streams = []
+    for i, (_svc, g) in enumerate(rt.groupby("service", sort=True)):
+        rate = float(g[col].iloc[0]) * rate_multiplier
+        if rate <= 0:
+            continue
+        idx = g.index.to_numpy(np.int64)
+        p = g["probability"].to_numpy(float)
+        p = p / p.sum()
+        inp = g["input_tokens"].to_numpy(np.int64)
+        out = g["output_tokens"].to_numpy(np.int64)
+        cv = float(g["interarrival_cv"].iloc[0])
+        cv = cv if cv > 0 else 1.0
+
+        def gen(rate: float = rate, idx: np.ndarray = idx, p: np.ndarray = p, inp: np.ndarray = inp,
+                out: np.ndarray = out, cv: float = cv, s: int = seed + 7919 * i) -> Iterator[RequestChunk]:
+            rng = np.random.default_rng(s)
+            mean_gap, shape, t = 1.0 / rate, 1.0 / cv**2, 0.0
+            while t < duration_s:
+                gaps = rng.exponential(mean_gap, chunk) if cv == 1.0 else rng.gamma(shape, mean_gap / shape, chunk)
+                times = t + np.cumsum(gaps)
+                t = float(times[-1])
+                times = times[times < duration_s]
+                if times.size == 0:
+                    break
+                k = rng.choice(idx.size, size=times.size, p=p)
+                yield _chunk(times, inp[k], out[k], idx[k])
+        streams.append(gen())
     return merge_streams(*streams)

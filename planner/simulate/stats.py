@@ -99,3 +99,40 @@ class Summary:
         h.flush()
         return cls(n=h.n, mean=h.mean, p50=h.quantile(0.5), p90=h.quantile(0.9),
                    p99=h.quantile(0.99), max=h.maximum if h.n else math.nan)
+
+
+def merged(histograms: list[LogHistogram]) -> LogHistogram:
+    """One histogram holding the samples of several (e.g. a service's per-bucket routes)."""
+    out = LogHistogram()
+    for h in histograms:
+        h.flush()
+        out.counts += h.counts
+        out.zeros += h.zeros
+        out.n += h.n
+        out.total += h.total
+        out.maximum = max(out.maximum, h.maximum)
+    return out
+
+
+def quantile_interval(h: LogHistogram, q: float, level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval for the ``q`` quantile from the order statistics.
+
+    The number of samples below the true quantile is Binomial(n, q); with the normal
+    approximation the interval is ``[x_(l), x_(u)]`` with ranks
+    ``l, u = n q ∓ z √(n q (1−q))`` (``z`` the two-sided normal quantile of ``level``),
+    read from the histogram (to its bin resolution, ~0.1 %). ``u > n`` gives ``inf``: too
+    few samples to bound the quantile from above.
+    """
+    from statistics import NormalDist
+
+    h.flush()
+    n = h.n
+    if n == 0:
+        return math.nan, math.nan
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    half = z * math.sqrt(n * q * (1.0 - q))
+    lo_rank = math.floor(n * q - half)
+    hi_rank = math.ceil(n * q + half) + 1
+    lo = h.quantile(lo_rank / n) if lo_rank >= 1 else 0.0
+    hi = h.quantile(hi_rank / n) if hi_rank <= n else math.inf
+    return lo, hi
