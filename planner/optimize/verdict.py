@@ -36,7 +36,17 @@ _SIMPLICITY = {"shared": 0, "disaggregated": 1, "hybrid": 2}
 
 
 def _usd(v: float) -> str:
-    return f"${v:,.0f}"
+    text = f"${abs(v):,.0f}"
+    return text if text == "$0" or v >= 0 else "-" + text
+
+
+def _equipment_clause(disagg_minus_shared_usd: float) -> str:
+    """How disaggregated equipment compares with shared, from their difference (USD/month)."""
+    if round(disagg_minus_shared_usd) == 0:
+        return "and equipment costs the same"
+    if disagg_minus_shared_usd < 0:
+        return f"while it saves {_usd(-disagg_minus_shared_usd)}/month in equipment"
+    return f"and its equipment costs {_usd(disagg_minus_shared_usd)}/month more"
 
 
 def _devices(plan: ArchitecturePlan) -> int:
@@ -93,7 +103,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         fixed = sd["ops_pools_usd_per_month"] + sd["ops_device_types_usd_per_month"] + sd["network_nic_usd_per_month"] + sd["network_transfer_usd_per_month"]
         if shared.costs.total_usd_per_month <= disagg.costs.total_usd_per_month:
             reasons.append(f"Disaggregated needs {dw} devices ({_mix(disagg)}) against {ds} shared ({_mix(shared)}); its extra pools, device types and KV network add {_usd(fixed)}/month "
-                           f"and equipment differs by {_usd(sd['equipment_usd_per_month'])}/month: the batching gain of separate phases does not pay for them.")
+                           f"{_equipment_clause(sd['equipment_usd_per_month'])}: the batching gain of separate phases does not pay for them.")
         else:
             reasons.append(f"The shared pool needs {ds} devices ({_mix(shared)}) against {dw} disaggregated ({_mix(disagg)}): chunked prefill interferes with decode batches, "
                            f"so separating the phases saves {_usd(-sd['equipment_usd_per_month'])}/month in equipment and {_usd(-(sd['power_busy_usd_per_month'] + sd['power_idle_usd_per_month']))} in power, "
