@@ -72,8 +72,8 @@ def test_validate_perf_regression_on_shipped_data() -> None:
     s = r["summary"]
     assert s["not_predicted"] == 0
     # achieved in-sample MAPE with the shipped calibration (see benchmarks/bench_perf_fidelity.py)
-    assert s["mape_tpot_pct"] <= 12.0
-    assert s["mape_ttft_pct"] <= 34.0
+    assert s["mape_tpot_pct"] <= 12.5
+    assert s["mape_ttft_pct"] <= 32.0
     assert {(g["model"], g["engine"]) for g in s["per_group"]} == {
         ("llama-3.1-70b", "vllm"), ("llama-3.1-8b", "trtllm"), ("qwen3-32b", "sglang"), ("qwen3-32b", "trtllm"), ("qwen3-32b", "vllm")}
 

@@ -21,14 +21,12 @@ defaults, not fitted:
   weights, and the ``GUARANTEED_NO_EVICT`` scheduler reserving ``ISL + OSL`` per request; vLLM
   and SGLang: a share of device memory, admission on current usage).
 
-``seq_overhead_us``, ``allreduce_overhead_us``, ``sync_share`` and ``ttft_overhead_ms`` are
-fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
+``seq_overhead_us``, ``allreduce_overhead_us`` and ``ttft_overhead_ms`` are fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
 fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
 fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
 runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
-``sync_share`` is the share of the other users' prompts a new prompt waits behind in a
-closed loop (0 = arrivals spread evenly, 1 = all users arrive together as one cohort). It is a
-property of the scheduler and the benchmark loop, not of the device.
+``sync_share`` is no longer used (round 5): the closed loop's first wave and SGLang's locked
+cohort are formulas in :mod:`planner.perf.closed_loop`; the field stays so older files load.
 """
 
 from __future__ import annotations
@@ -66,8 +64,9 @@ class EngineCalibration(StrictModel):
     allreduce_overhead_us: float = Field(0.0, ge=0)
     """Software latency of one tensor-parallel all-reduce beyond the link hops (launch,
     synchronisation), us."""
-    sync_share: float = Field(ge=0, le=4)
-    """Closed-loop cohort share: a new prompt waits behind ``sync_share x (N-1)/2`` others."""
+    sync_share: float = Field(0.0, ge=0, le=4)
+    """Not used since round 5 (was a fitted closed-loop cohort share; the first wave is now a
+    formula, :mod:`planner.perf.closed_loop`). Kept so calibration files that carry it load."""
     admit_share: float = Field(0.0, ge=0, le=4)
     """Closed-loop admission wait, as a share of the inter-completion time ``T_cyc / D``."""
     ttft_overhead_ms: float = Field(0.0, ge=0)
@@ -124,14 +123,13 @@ PUBLISHED_DEFAULT = EngineCalibration(
     eta_b=0.8,
     step_overhead_ms=0.0,
     layer_overhead_us=0.003,
-    sync_share=0.5,
     admit_share=0.0,
     ttft_overhead_ms=0.0,
     source=(
         "published defaults: eta_b 0.8 and 3 us constant latency = aiconfigurator "
         "mem_bw_empirical_scaling_factor / mem_empirical_constant_latency (systems/*.yaml, "
         "shared/data/hardware/measured_public.csv); eta_f 0.6 = typical large-GEMM share of dense "
-        "peak (assumption); sync_share 0.5 = midway between spread and cohort arrivals (assumption)"
+        "peak (assumption)"
     ),
 )
 """Used when no calibration file is found (``source`` = 'roofline')."""

@@ -2,13 +2,13 @@
 
 For each engine with enough rows (and once pooled over every row, stored as ``default``) we fit
 the fields in :data:`FITTED` (``eta_f, eta_b, layer_overhead_us, seq_overhead_us,
-allreduce_overhead_us, sync_share, ttft_overhead_ms``) minimising the squared log-ratio (relative error, symmetric in over- and
+allreduce_overhead_us, ttft_overhead_ms``) minimising the squared log-ratio (relative error, symmetric in over- and
 under-prediction, and robust to the few rows a closed loop's transient dominates)::
 
     sum_rows log(pred_ttft / meas_ttft)^2 + log(pred_tpot / meas_tpot)^2
 
 with a small Levenberg-Marquardt loop on transformed parameters (logit for the efficiencies,
-log for the overheads; numeric Jacobian — seven parameters, each evaluation one vectorised call
+log for the overheads; numeric Jacobian — six parameters, each evaluation one vectorised call
 over every row). The scheduler facts ``mixed_prefill`` and ``prefill_token_budget`` come from
 :data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot be predicted are skipped and
 counted in the fit record.
@@ -50,7 +50,6 @@ FITTED: tuple[tuple[str, str, float], ...] = (
     ("layer_overhead_us", "log", 1e-2),
     ("seq_overhead_us", "log", 1e-2),
     ("allreduce_overhead_us", "log", 1e-2),
-    ("sync_share", "logit", 4.0),
     ("ttft_overhead_ms", "log", 1.0),
 )
 """Fitted fields: (name, transform, scale). ``logit`` fields live in ``(0, scale)``; ``log``

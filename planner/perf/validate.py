@@ -19,7 +19,7 @@ from planner.perf.closed_loop import EngineArrays, predict_agg, predict_disagg
 from planner.perf.measurements import PRECISIONS
 from planner.perf.roofline import InstanceArrays, instance_arrays
 
-ENGINE_FIELDS = ("eta_f", "eta_b", "step_overhead_ms", "layer_overhead_us", "sync_share", "mixed_prefill", "prefill_token_budget")
+ENGINE_FIELDS = ("eta_f", "eta_b", "step_overhead_ms", "layer_overhead_us", "mixed_prefill", "prefill_token_budget")
 
 
 @dataclass
@@ -110,7 +110,6 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
         layer_overhead_s=np.array([c.layer_overhead_us * 1e-6 for c in cals]),
         seq_overhead_s=np.array([c.seq_overhead_us * 1e-6 for c in cals]),
         allreduce_overhead_s=np.array([c.allreduce_overhead_us * 1e-6 for c in cals]),
-        sync_share=np.array([c.sync_share for c in cals]),
         admit_share=np.array([c.admit_share for c in cals]),
         ttft_overhead_s=np.array([c.ttft_overhead_ms * 1e-3 for c in cals]),
         mixed=np.array([c.mixed_prefill for c in cals]),
