@@ -25,8 +25,8 @@ defaults, not fitted:
 fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
 fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
 runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
-``sync_share`` is no longer used (round 5): the closed loop's first wave and SGLang's locked
-cohort are formulas in :mod:`planner.perf.closed_loop`; the field stays so older files load.
+The closed loop's first wave and SGLang's locked cohort are formulas in
+:mod:`planner.perf.closed_loop`, not fitted shares.
 """
 
 from __future__ import annotations
@@ -64,9 +64,6 @@ class EngineCalibration(StrictModel):
     allreduce_overhead_us: float = Field(0.0, ge=0)
     """Software latency of one tensor-parallel all-reduce beyond the link hops (launch,
     synchronisation), us."""
-    sync_share: float = Field(0.0, ge=0, le=4)
-    """Not used since round 5 (was a fitted closed-loop cohort share; the first wave is now a
-    formula, :mod:`planner.perf.closed_loop`). Kept so calibration files that carry it load."""
     admit_share: float = Field(0.0, ge=0, le=4)
     """Closed-loop admission wait, as a share of the inter-completion time ``T_cyc / D``."""
     ttft_overhead_ms: float = Field(0.0, ge=0)

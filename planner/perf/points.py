@@ -53,6 +53,11 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   queue (vLLM, SGLang, TensorRT-LLM, behind a router); a disaggregated prefill pool is costed by
   the optimiser as one pooled queue (a global prefill queue, as in Dynamo or Mooncake). The wait
   is taken at the point's full rate; the optimiser loads an instance at most that much.
+  ``detail`` carries the lane's inputs (``prefill_tokens`` ``n``, ``prefill_chunk_tokens``
+  ``q_max``, ``lane_service_ms`` ``S``, ``lane_wait_ms``, ``decode_only_step_ms``,
+  ``mean_step_ms``) so that a pool mixing several buckets can price the lane wait of the mix
+  (:func:`planner.optimize.extract.lane_wait_quantile_ms`) and the simulator can run the same
+  chunk (:mod:`planner.simulate.adapter`).
 - *Memory*: ``B`` sequences at their peak ``ISL + OSL`` plus the prompt being chunked fit the KV.
 
 ``B*`` = the batch with the highest throughput ``B / (OSL t_mean)`` among those meeting TPOT,
@@ -336,6 +341,7 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     iters = float(np.ceil(n_new / q_max[i]))
     detail = {"step_ms": 1e3 * float(t_busy[i]), "mean_step_ms": 1e3 * float(t_mean[i]), "decode_only_step_ms": 1e3 * float(t_idle[i]),
               "batch": float(b_star), "batch_memory_limit": float(b_mem), "prefill_chunk_tokens": float(q_max[i]),
+              "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(service[i]),
               "chunk_iteration_share": float(u_iter[i]), "lane_utilization": float(rho_lane[i]),
               "lane_wait_ms": 1e3 * float(wait[i]), "ttft_iterations": iters, "ttft_overhead_ms": overhead_ms,
               "compute_ms": 1e3 * float(busy.compute_s[i]), "memory_ms": 1e3 * float(busy.memory_s[i]),
