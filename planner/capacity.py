@@ -6,10 +6,13 @@ From an instance (:func:`build_capacity_tables`)
   (:func:`planner.workload.service_profile`): ``rate_mean = λ_mean · w_b``,
   ``rate_peak = λ_peak(window) · w_b`` (the service's peak over ``traffic.peak_window`` split
   by bucket weight), bucket means and conservative representatives, SLOs, and
-  ``model = "{model}@{weight_precision}"`` (instances of different groups are different pools).
+  ``model = "{model}@{weight_precision}"`` (instances of different groups are different pools);
+  ``interarrival_cv`` = the CV inside ``traffic.peak_window`` windows (:func:`peak_interarrival_cv`),
+  the whole-log CV kept in ``interarrival_cv_whole_log``.
 - ``points``: :func:`planner.perf.operating_point` for every (service, bucket, role,
   device, tp) with tp ≤ the device's scale-up domain. Latency uses the bucket
-  representatives; throughput and energy use them too (conservative).
+  representatives; throughput and energy use them too (conservative). Unified points also
+  carry the chunked-prefill lane columns (``POINT_OPTIONAL_COLUMNS``, from ``OperatingPoint.detail``).
 - ``configs``: prices per device-hour — rental, or purchase as an annuity
   ``P · r / (1 − (1 + r)^−Y)`` per year (straight line ``P / Y`` at ``r = 0``) over
   ``12 · hours_per_month`` hours; power, host share, operations (profile + instance
@@ -58,6 +61,7 @@ from planner.schema.capacity import (
     CONFIG_COLUMNS,
     DEMAND_COLUMNS,
     POINT_COLUMNS,
+    POINT_OPTIONAL_COLUMNS,
     CapacityTables,
     CostParams,
 )
@@ -123,18 +127,45 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
             notes.append(f"{name}: peak over {svc.traffic.peak_window} ({peak:.3g}/s) below the mean ({mean:.3g}/s); planning for the mean")
             peak = mean
         notes += [f"{name}: {n}" for n in prof.arrivals.notes]
+        cv, cv_note = peak_interarrival_cv(prof.arrivals, svc.traffic.peak_window, svc.traffic.interarrival_cv)
+        if cv_note:
+            notes.append(f"{name}: {cv_note}")
         for b in prof.buckets:
             rows.append({
                 "service": name, "bucket": b.name, "weight": b.weight,
                 "rate_mean_per_s": mean * b.weight, "rate_peak_per_s": peak * b.weight,
                 "input_tokens_mean": b.input_tokens_mean, "output_tokens_mean": b.output_tokens_mean,
                 "input_tokens_rep": b.input_tokens, "output_tokens_rep": b.output_tokens,
-                "interarrival_cv": float(prof.arrivals.interarrival_cv),
+                "interarrival_cv": cv, "interarrival_cv_whole_log": float(prof.arrivals.interarrival_cv),
                 "ttft_quantile": svc.slo.ttft.quantile, "ttft_target_ms": svc.slo.ttft.target_ms,
                 "tpot_quantile": svc.slo.tpot.quantile, "tpot_target_ms": svc.slo.tpot.target_ms,
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
             })
-    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, "model", "cached_prefix_share"]), profiles, notes
+    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log"]), profiles, notes
+
+
+def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = None) -> tuple[float, str]:
+    """The inter-arrival CV the pools see at the peak rate over ``window``, and a note.
+
+    ``traffic.interarrival_cv`` (``override``) wins; else the CV inside windows of that size
+    (``ArrivalStats.interarrival_cv_within[window]``, :func:`planner.workload.arrivals.within_window_cv`):
+    the plan sizes for the peak rate over ``window``, so the rate changes *between* windows that
+    the whole-log CV also counts are already covered and must not be charged again as
+    burstiness. Falls back to the whole-log CV when the within-window CV was not measured
+    (hand-written profiles, logs with no busy window)."""
+    whole = float(arrivals.interarrival_cv)
+    if override is not None:
+        return float(override), ""
+    within = arrivals.interarrival_cv_within.get(window)
+    if within is None:
+        if arrivals.requests > 0 and arrivals.timestamps not in ("missing", "synthetic"):
+            return whole, f"no inter-arrival CV inside {window} windows (no busy window): using the whole-log CV {whole:.3g}"
+        return whole, ""
+    within = float(within)
+    if abs(within - whole) > 0.05 * max(whole, 1e-9):
+        return within, (f"inter-arrival CV inside {window} windows {within:.3g} (whole log {whole:.3g}: includes rate changes "
+                        f"between windows, already covered by planning for the {window} peak)")
+    return within, ""
 
 
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
@@ -171,8 +202,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "kv_transfer_bytes_per_request": float(op.kv_transfer_bytes_per_request) if role == "prefill" else 0.0,
                     "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
+                    **{c: float(op.detail.get(c, math.nan)) if role == "unified" else math.nan for c in POINT_OPTIONAL_COLUMNS},
                 })
-    points = pd.DataFrame(rows, columns=list(POINT_COLUMNS))
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS])
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
 
     agents = build_agent_tables(resolved, demand, configs)

@@ -191,7 +191,9 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             extra = (f": p{pw.quantile * 100:g} wait {_txt(pw.wait_sim_ms)} ms simulated vs {_txt(pw.wait_analytic_ms)} ms analytic, "
                      f"utilisation {_txt(pw.utilization_sim, '.2f')} (plan {pw.utilization_plan:.2f})") if pw is not None else ""
             if pw is not None and pw.role == "unified" and metric == "ttft":
-                extra += "; in a unified pool prompts also queue inside the instance for the chunked-prefill lane (not in this wait)"
+                lane_a = float(str(analytic_pools.at[pool, "lane_wait_ms"])) if pool in analytic_pools.index and "lane_wait_ms" in analytic_pools.columns else math.nan
+                extra += ("; in a unified pool prompts also queue inside the instance for the chunked-prefill lane (not in this wait; "
+                          f"analytic lane wait {_txt(lane_a)} ms)")
             findings.append(f"{architecture}: {svc} misses its p{o['q'] * 100:g} {metric.upper()} target in simulation at peak: "
                             f"{_txt(o['sim'], ',.1f')} ms vs {o['target_ms']:,.0f} ms (+{_txt(o['sim'] - o['target_ms'], ',.1f')} ms, +{_txt(100 * share)}%); "
                             f"pool {pool}{extra}")

@@ -18,7 +18,13 @@ from planner.capacity import (
 from planner.cli import main
 from planner.errors import InputError
 from planner.instance import load_instance
-from planner.schema.capacity import CONFIG_COLUMNS, DEMAND_COLUMNS, POINT_COLUMNS, CapacityTables
+from planner.schema.capacity import (
+    CONFIG_COLUMNS,
+    DEMAND_COLUMNS,
+    POINT_COLUMNS,
+    POINT_OPTIONAL_COLUMNS,
+    CapacityTables,
+)
 
 INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterprise-chat.yaml")
 
@@ -31,7 +37,7 @@ def tables() -> CapacityTables:
 def test_contract_columns_and_shape(tables: CapacityTables) -> None:
     tables.check_columns()
     assert set(DEMAND_COLUMNS) <= set(tables.demand.columns)
-    assert list(tables.points.columns) == list(POINT_COLUMNS) and list(tables.configs.columns) == list(CONFIG_COLUMNS)
+    assert list(tables.points.columns) == [*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS] and list(tables.configs.columns) == list(CONFIG_COLUMNS)
     # one point per (demand row, config, role); configs = devices x tp degrees within the scale-up domain
     assert len(tables.points) == len(tables.demand) * len(tables.configs) * 3
     assert not tables.points.duplicated(["service", "bucket", "role", "config"]).any()
@@ -147,3 +153,33 @@ def test_measured_rows_are_not_rechecked_by_the_latency_loop(tables: CapacityTab
     plan = solve_tables(t4, SolveSettings(architectures=("shared",))).result.architectures["shared"]
     assert plan.feasible and plan.solver.rounds == 1
     assert all(p.utilization_cap == pytest.approx(1.0) for p in plan.pools)
+
+
+def test_demand_cv_is_the_within_window_cv_of_the_peak_window(tables: CapacityTables) -> None:
+    """The plan sizes for the busiest 60 s, so the demand carries the CV inside 60 s windows
+    (Azure conversation: 1.02); the whole-log CV (1.06) is kept next to it."""
+    from planner.capacity import peak_interarrival_cv
+    from planner.schema.workload import ArrivalStats
+
+    d = tables.demand
+    assert np.allclose(d["interarrival_cv"].round(2), 1.02) and np.allclose(d["interarrival_cv_whole_log"].round(2), 1.06)
+    a = ArrivalStats(requests=10, duration_s=600.0, rate_mean_per_s=1.0, interarrival_cv=14.65,
+                     interarrival_cv_within={"1s": 1.34, "60s": 4.72}, timestamps="naive")
+    assert peak_interarrival_cv(a, "60s")[0] == 4.72 and "whole log 14.7" in peak_interarrival_cv(a, "60s")[1]
+    assert peak_interarrival_cv(a, "1s")[0] == 1.34
+    assert peak_interarrival_cv(a, "60s", 2.0) == (2.0, "")  # traffic.interarrival_cv wins
+    cv, note = peak_interarrival_cv(a, "600s")  # not measured at that window: the whole-log CV, said so
+    assert cv == 14.65 and "whole-log" in note
+
+
+def test_unified_points_carry_their_prefill_lane(tables: CapacityTables) -> None:
+    """Unified rows carry the lane of planner.perf.points (chunk, new tokens, lane time = n/q x
+    step); other roles leave the lane columns empty."""
+    p = tables.points
+    uni = p[(p["role"] == "unified") & p["feasible"]]
+    assert len(uni) > 0
+    assert np.allclose(uni["lane_service_ms"], uni["prefill_tokens"] / uni["prefill_chunk_tokens"] * uni["tpot_ms"], rtol=1e-9)
+    assert np.allclose(uni["step_ms"], uni["tpot_ms"]) and (uni["decode_only_step_ms"] < uni["step_ms"]).all()
+    assert ((uni["mean_step_ms"] >= uni["decode_only_step_ms"]) & (uni["mean_step_ms"] <= uni["step_ms"] + 1e-9)).all()
+    assert (uni["lane_wait_ms"] < uni["ttft_ms"]).all()
+    assert p.loc[p["role"] != "unified", "prefill_chunk_tokens"].isna().all()

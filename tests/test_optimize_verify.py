@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -111,3 +112,47 @@ def test_no_surviving_instance_has_infinite_wait() -> None:
     inst = {p.name: p.instances for p in plan.pools}
     pl = pool_latency(pts, [1.0] * len(pts), inst, redundancy=max(inst.values()))
     assert (pl["wait_ms"] == math.inf).all()
+
+
+def test_lane_wait_of_a_bucket_mix_by_hand() -> None:
+    """Two buckets in one unified pool of 2 instances: rates 1 and 3/s, lane times 0.1 and 0.3 s.
+    Per instance λ = 2/s, E[S] = 0.25 s (ρ = 0.5), E[S²] = 0.07, c_s² = 0.12; Poisson arrivals:
+    k = 0.56, W_99 = k / ((1 − ρ)/E[S]) · ln(ρ / 0.01) = 0.28 · ln 50."""
+    from planner.optimize.extract import lane_wait_quantile_ms
+
+    w, info = lane_wait_quantile_ms(0.99, np.array([1.0, 3.0]), np.array([0.1, 0.3]), 2)
+    assert info["lane_utilization"] == pytest.approx(0.5) and info["lane_service_cv"] == pytest.approx(math.sqrt(0.12))
+    assert w == pytest.approx(1e3 * 0.28 * math.log(50.0), rel=1e-9)
+    assert lane_wait_quantile_ms(0.99, np.array([5.0]), np.array([0.2]), 1)[0] == math.inf  # ρ = 1
+    assert lane_wait_quantile_ms(0.99, np.array([5.0]), np.array([0.2]), 0)[0] == math.inf  # no live instance
+    assert math.isnan(lane_wait_quantile_ms(0.99, np.array([5.0]), np.array([np.nan]), 2)[0])  # no lane columns
+
+
+def _unified(ttft_target_ms: float = 900.0) -> CapacityTables:
+    """One bucket on a unified point: τ 0.1 s, batch 10, TTFT 400 ms of which 150 ms is the lane wait
+    the point priced for itself; lane time 0.2 s per prompt at 5 req/s peak."""
+    t = _disagg(ttft_target_ms)
+    demand = t.demand.assign(rate_peak_per_s=5.0, rate_mean_per_s=3.0, interarrival_cv=1.0)
+    pt = {**t.points.iloc[0].to_dict(), "role": "unified", "instance_seconds_per_request": 0.1, "max_batch": 10,
+          "ttft_ms": 400.0, "tpot_ms": 50.0, "prefill_tokens": 1000.0, "prefill_chunk_tokens": 250.0,
+          "lane_service_ms": 200.0, "lane_wait_ms": 150.0, "step_ms": 50.0, "decode_only_step_ms": 30.0, "mean_step_ms": 40.0}
+    return CapacityTables(demand=demand, points=pd.DataFrame([pt]), configs=t.configs, costs=t.costs)
+
+
+def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_loop_acts_on_it() -> None:
+    """The MIP sizes 1 instance for 0.5 busy instances; its lane (5/s x 0.2 s) is then saturated.
+    The loop tightens until the lane fits: with n instances an M/D/1 lane at ρ = 1/n waits
+    W_99 = 0.5 · 0.2/(1 − 1/n) · ln((1/n)/0.01): n = 2 → 782 ms, n = 3 → 526 ms. TTFT =
+    400 − 150 (the point's own lane wait, replaced) + slot wait (0 here) + lane wait ≤ 900 ms → n = 3."""
+    once = solve_tables(_unified(), SolveSettings(architectures=("shared",), verify_rounds=0)).result
+    p0 = once.architectures["shared"]
+    assert p0.pools[0].instances == 1 and p0.latency[0].ttft_predicted_ms == math.inf and not p0.latency[0].ttft_met
+    res = solve_tables(_unified(), SolveSettings(architectures=("shared",))).result
+    plan = res.architectures["shared"]
+    assert plan.solver.rounds > 1 and plan.pools[0].instances == 3
+    lane = 1e3 * wait_quantile_s(0.99, 5.0 / 3, 1, 0.2, 0.0, 1.0)
+    assert lane == pytest.approx(1e3 * 0.5 * 0.2 / (1 - 1 / 3) * math.log((1 / 3) / 0.01), rel=1e-9)
+    assert plan.latency[0].ttft_met and plan.latency[0].ttft_predicted_ms == pytest.approx(250.0 + lane, rel=1e-6)
+    pq = predicted_pool_quantiles(res, "shared").iloc[0]
+    assert pq["lane_wait_ms"] == pytest.approx(lane, rel=1e-9) and pq["wait_ms"] == pytest.approx(0.0, abs=1e-6)
+    assert check_plan(res) == []

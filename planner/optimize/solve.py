@@ -17,14 +17,19 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
    ``λ_p = Σ λ_peak x``, mean service ``s_p = busy_p / (n_p − k) · c / λ_p`` and
    the arrival-weighted arrival CV and the service-time CV of the mixture of its points (buckets of
    different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``); its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
-   at the service's TTFT quantile. Same formulas as :mod:`planner.optimize.extract`.
+   at the service's TTFT quantile. Same formulas as :mod:`planner.optimize.extract`. A unified
+   pool adds the chunked-prefill lane wait of its bucket mix per live instance (G/G/1,
+   :func:`planner.optimize.extract.lane_wait_quantile_ms`), which replaces the lane wait each
+   unified point priced for its bucket alone (``lane_wait_ms``, inside its ``ttft_ms``).
 2. :func:`bucket_latency` — per (service, bucket): ``TTFT = max ttft_ms_i + W_{p(i)}`` over
    its routed prefill / unified points, plus the worst slot wait of its decode pools; TPOT
    the worst routed operating point (at most the target by the feasibility mask).
 3. Where a bucket misses its TTFT target ``T``, the queueing budget ``T − ttft_ms`` is split
    over the pools it waits in, in proportion to their current waits; each such pool gets
    the largest utilisation ``ρ*_p`` meeting its share at its current size
-   (:func:`planner.queueing.max_utilization`), and every point of the pool has its cap
+   (:func:`planner.queueing.max_utilization`; for a unified pool with a lane, the largest
+   scale ``s`` of its arrivals at which slot wait + lane wait fit, by bisection, and
+   ``u_p / ρ*_p = 1/s``), and every point of the pool has its cap
    divided by ``f_p = max(1.05, u_p / ρ*_p)`` (``u_p`` its peak utilisation; at least 5%
    per round so each round makes progress; at most ×4). The MIP is rebuilt with the
    tighter caps and re-solved.
@@ -248,8 +253,12 @@ def make_solver() -> Any:
 POOL_LATENCY_COLUMNS: tuple[str, ...] = (
     "pool", "role", "instances", "servers", "arrival_rate_per_s", "mean_service_s", "utilization_peak",
     "service_cv", "arrival_cv", "quantile", "wait_ms",
+    "lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv", "lane_wait_ms",
 )
-"""Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)."""
+"""Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)
+(``wait_ms``: the wait for a server / batch slot); for unified pools also the chunked-prefill
+lane of one instance (:func:`planner.optimize.extract.lane_wait_quantile_ms`; ``nan`` for
+other roles or when the points carry no lane columns)."""
 
 _LAT_COLS = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv",
              "interarrival_cv", "ttft_quantile")
@@ -263,11 +272,14 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     provisioned instances per pool name. Pools without routed traffic are left out; a pool
     with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait.
     """
+    from planner.optimize.extract import _lane_columns, lane_wait_quantile_ms
     from planner.queueing import wait_quantile_s
 
     x = np.asarray(share, dtype=float)
     sel = x > 0
+    lane_s_all, _own = _lane_columns(points)
     pts = points.loc[sel, list(_LAT_COLS)]
+    lane_s = lane_s_all[sel]
     x = x[sel]
     if not len(pts):
         return pd.DataFrame(columns=list(POOL_LATENCY_COLUMNS))
@@ -283,6 +295,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
         "busy_b": lam * tau * batch, "s1": lam * s_pt, "s2": lam * s_pt**2 * (1.0 + cv_pt**2),
         "ca": lam * pts["interarrival_cv"].to_numpy(float), "q": pts["ttft_quantile"].to_numpy(float),
+        "lane_s": lane_s,
     })
     agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
                                                 busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"))
@@ -306,22 +319,37 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
             wait = wait_quantile_s(float(r["q"]), arr, servers, service_s, cs, ca) * 1e3
         else:
             wait = 0.0
+        lane_wait, lane = math.nan, dict[str, float]()
+        if r["role"] == "unified":
+            g = frame[frame["pool"] == pool]
+            lane_wait, lane = lane_wait_quantile_ms(float(r["q"]), g["arr"].to_numpy(float), g["lane_s"].to_numpy(float), n_eff)
         rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
                      "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
-                     "quantile": float(r["q"]), "wait_ms": wait})
+                     "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
+                     **{k: lane.get(k, math.nan) for k in ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv")}})
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
 
 
-def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float]) -> pd.DataFrame:
+def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float],
+                   lanes_ms: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Per (service, bucket): predicted TTFT and TPOT quantiles at peak (module docstring, step 2).
 
     Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
     routed operating point's own TTFT), tpot_predicted_ms, tpot_target_ms, pools (those it
-    waits in), met.
+    waits in), met. ``waits_ms`` per pool: every wait the pool adds (slot + lane); ``lanes_ms``:
+    the pools whose lane wait of the mix is in ``waits_ms`` — their unified points' own
+    ``lane_wait_ms`` is taken out of ``ttft_ms`` (it is replaced, not added).
     """
+    from planner.optimize.extract import _lane_columns
+
     x = np.asarray(share, dtype=float)
     sel = x > 0
-    pts = points.loc[sel]
+    pts = points.loc[sel].copy()
+    _svc, own = _lane_columns(points)
+    lanes = lanes_ms or {}
+    replaced = np.array([p in lanes and not math.isnan(float(lanes[p])) for p in pts["pool"].astype(str)], dtype=bool)
+    replaced &= pts["role"].to_numpy(str) == "unified"
+    pts["ttft_ms"] = pts["ttft_ms"].to_numpy(float) - np.where(replaced, np.nan_to_num(own[sel]), 0.0)
     rows = []
     for (svc, bucket), g in pts.groupby(["service", "bucket"], sort=False):
         roles = g["role"].to_numpy(str)
@@ -382,8 +410,9 @@ def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, 
     x = _plan_shares(plan, pts)
     inst = {p.name: p.instances for p in plan.pools}
     pl: dict[str, dict[Any, Any]] = {str(r["pool"]): r for r in pool_latency(pts, x, inst, redundancy).to_dict("records")}
-    waits = {p: float(r["wait_ms"]) for p, r in pl.items()}
-    buckets = bucket_latency(pts, x, waits)
+    lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
+    waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
+    buckets = bucket_latency(pts, x, waits, lanes)
     given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
     fixed = set(pts.loc[~np.isnan(given), "pool"].astype(str))
     budget: dict[str, float] = {}
@@ -409,11 +438,41 @@ def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, 
         if b_ms <= 0 or servers < 1 or not math.isfinite(util):
             factors[p] = max_step
             continue
-        rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), b_ms / 1e3,
-                                   service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]))
-        f = util / rho_star if rho_star > 0 else max_step
+        if p in lanes:
+            scale = _max_load_scale(row, b_ms)
+            f = 1.0 / scale if scale > 0 else max_step
+        else:
+            rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), b_ms / 1e3,
+                                       service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]))
+            f = util / rho_star if rho_star > 0 else max_step
         factors[p] = float(min(max_step, max(min_step, f)))
     return factors, buckets
+
+
+def _max_load_scale(row: Mapping[str, Any], budget_ms: float, tolerance: float = 1e-4) -> float:
+    """Largest factor ``s ≤ 1`` on a unified pool's peak arrivals (same size) with slot wait + lane
+    wait ≤ ``budget_ms`` (:func:`pool_latency` row); bisection, both waits grow with the load."""
+    from planner.queueing import wait_quantile_s
+
+    q = float(row["quantile"])
+    arr, servers, s_slot = float(row["arrival_rate_per_s"]), int(row["servers"]), float(row["mean_service_s"])
+    lam_lane, s_lane = float(row["lane_utilization"]) / float(row["lane_mean_service_s"]), float(row["lane_mean_service_s"])
+
+    def total_ms(f: float) -> float:
+        slot = wait_quantile_s(q, f * arr, servers, s_slot, float(row["service_cv"]), float(row["arrival_cv"])) if s_slot > 0 else 0.0
+        lane = wait_quantile_s(q, f * lam_lane, 1, s_lane, float(row["lane_service_cv"]), float(row["lane_arrival_cv"]))
+        return 1e3 * (slot + lane)
+
+    if not (servers >= 1 and s_lane > 0 and math.isfinite(lam_lane)) or total_ms(1.0) <= budget_ms:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    while hi - lo > tolerance:
+        mid = 0.5 * (lo + hi)
+        if total_ms(mid) <= budget_ms:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:

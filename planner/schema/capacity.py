@@ -13,7 +13,9 @@ performance model, or supplied by a user from measurements:
     output_tokens_mean              float mean output tokens per request
     input_tokens_rep                float conservative representative used for latency
     output_tokens_rep               float
-    interarrival_cv                 float burstiness of the service's arrivals
+    interarrival_cv                 float burstiness of the service's arrivals at its peak: the inter-arrival
+                                          CV inside windows of ``traffic.peak_window`` (the plan already sizes for
+                                          the peak rate over that window), or ``traffic.interarrival_cv`` if set
     ttft_quantile, ttft_target_ms   float the service's TTFT SLO
     tpot_quantile, tpot_target_ms   float the service's TPOT SLO
 
@@ -33,6 +35,22 @@ performance model, or supplied by a user from measurements:
     tpot_ms                         float predicted TPOT at the operating point (decode/unified)
     service_time_cv                 float variability of per-request service time (queueing)
     source                          str   'roofline', 'calibrated:<engine>' or 'measured:<file>'
+
+Optional ``points`` columns (:data:`POINT_OPTIONAL_COLUMNS`; ``nan`` where they do not apply,
+e.g. non-unified roles and measured rows; a table without them is valid) — the chunked-prefill
+lane of a unified point (:mod:`planner.perf.points`), read by the latency check of mixed
+pools (:func:`planner.optimize.extract.lane_wait_quantile_ms`) and the simulator adapter::
+
+    prefill_tokens                  float new prompt tokens the lane prefills per request (input minus cached prefix)
+    prefill_chunk_tokens            float chunk size q_max the TPOT target allows at the point's batch
+    lane_service_ms                 float lane time of one prompt, prefill_tokens / q_max x step_ms
+    lane_wait_ms                    float the lane-wait quantile included in ttft_ms (the bucket alone at full load)
+    step_ms                         float iteration time with a chunk (= tpot_ms)
+    decode_only_step_ms             float iteration time without a chunk
+    mean_step_ms                    float mean iteration time at the point (chunk share x step + rest x decode-only)
+
+Optional ``demand`` column: ``interarrival_cv_whole_log`` — the CV over the whole log (reported;
+it also counts rate changes between windows).
 
 ``configs`` — one row per config (device, tp) that appears in ``points``::
 
@@ -69,6 +87,11 @@ POINT_COLUMNS: tuple[str, ...] = (
     "kv_transfer_bytes_per_request", "energy_j_per_request", "ttft_ms", "tpot_ms",
     "service_time_cv", "source",
 )
+POINT_OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "prefill_tokens", "prefill_chunk_tokens", "lane_service_ms", "lane_wait_ms", "step_ms",
+    "decode_only_step_ms", "mean_step_ms",
+)
+"""Optional unified-lane columns of ``points`` (module docstring); taken from ``OperatingPoint.detail``."""
 CONFIG_COLUMNS: tuple[str, ...] = (
     "config", "device", "tp", "kind", "equipment_usd_per_device_hour", "busy_power_w",
     "idle_power_w", "host_power_w", "ops_usd_per_device_month", "license_usd_per_device_month",

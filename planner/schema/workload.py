@@ -57,7 +57,11 @@ class ArrivalStats(StrictModel):
     rate_peak_per_s: dict[str, NonNegFloat] = {}
     """Peak rate over windows, keyed by window (``1s``, ``60s``, ``600s``)."""
     interarrival_cv: NonNegFloat = 1.0
-    """Coefficient of variation of inter-arrival times (1 = Poisson)."""
+    """Coefficient of variation of inter-arrival times over the whole log (1 = Poisson)."""
+    interarrival_cv_within: dict[str, NonNegFloat] = {}
+    """Inter-arrival CV *inside* windows, keyed like ``rate_peak_per_s``: gaps normalised by their
+    window's mean gap, pooled over busy windows (:func:`planner.workload.arrivals.within_window_cv`).
+    The burstiness a pool sees at the peak rate of that window; empty when not measured."""
     timestamp_resolution_s: NonNegFloat | None = None
     """Detected resolution of timestamps (None when the log has none)."""
     timestamps: Literal["naive", "zoned", "relative", "bucketed", "missing", "synthetic"] = "naive"

@@ -23,12 +23,20 @@ approximated, and each approximation is stated here:
   redundancy)`` divided by the KV bytes per token ``kv_bytes_per_request / (n_b + o_b)``;
   without a capacity: unlimited. Recompute after preemption costs the service's prefill
   time per token.
-* **Unified pool** — an iteration takes ``t`` (the planned ``tpot_ms``, which already
-  includes a prefill chunk) whatever its content; batch limit ``B`` as for decode (the
-  unified ``τ_b`` includes the chunked-prefill interference, so ``B`` is below the decode
-  batch); prefill chunk ``q = B · Σ λ_b n_b / Σ λ_b o_b`` tokens — prompts are admitted as
-  fast as outputs finish at a full batch, the steady state of the operating point — so a
-  lone prompt's TTFT is ``⌈n/q⌉·t``.
+* **Unified pool** — from the points' lane columns (``prefill_chunk_tokens`` ``q_b``,
+  ``prefill_tokens`` ``n_b``, ``decode_only_step_ms``, ``mean_step_ms``; :func:`unified_lane`):
+  one chunk ``q = Σ λ_b N_b / Σ λ_b (n_b/q_b)`` tokens (``N_b`` the representative input the
+  simulated request prefills, ``n_b`` the new tokens after the cached prefix the point prefills:
+  the simulated lane does the lane work the points priced, ``n_b/q_b`` chunk iterations per
+  prompt, and the request keeps its whole context in KV); an
+  iteration with ``c`` prompt tokens takes ``t_dec + (t − t_dec) · c/q`` (``t`` the planned
+  ``tpot_ms``, the full-chunk iteration; ``t_dec`` the decode-only step; linear in between — a
+  roofline iteration's time grows about linearly with its tokens); the batch limit ``B`` is
+  the capacity-preserving batch as for decode, with the mean iteration time ``mean_step_ms``
+  in place of ``t`` (the unified ``τ_b = o_b · mean_step_b / B*_b``). The step time does not
+  vary with the batch (as for decode). Without the lane columns (measured points, older
+  plans) the estimate is: every iteration takes ``t`` and ``q = B · Σ λ_b n_b / Σ λ_b o_b``
+  (prompts admitted as fast as outputs finish at a full batch), said in the notes.
 * **Routing** — :func:`plan_to_sim` (one route per service, e.g. for replaying a log)
   sends every request of a service through one pool per phase: the pool with the largest
   routed share; services split across pools are listed in ``notes``.
@@ -132,7 +140,8 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             pools.append(PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_per_token(s_per_token)))
             continue
         step_s = _weighted(g["tpot_ms"], g["lam"]) / 1e3
-        batch = effective_batch(g, step_s)
+        lane = unified_lane(g) if p.role == "unified" else None
+        batch = effective_batch(g, lane.mean_step_s if lane is not None else step_s)
         kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_rep"] + g["output_tokens_rep"]), g["lam"])
         live = max(p.instances - p.redundancy, 1)
         cap_tokens = (p.kv_capacity_bytes / live / kv_per_token) if (p.kv_capacity_bytes > 0 and kv_per_token > 0) else math.inf
@@ -142,12 +151,19 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                   step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens))
         else:
-            chunk = int(max(1, round(batch * float((g["lam"] * g["input_tokens_rep"]).sum())
-                                     / float((g["lam"] * g["output_tokens_rep"]).sum()))))
+            if lane is None:  # no lane columns (measured points or an older plan): the stated estimate
+                chunk = int(max(1, round(batch * float((g["lam"] * g["input_tokens_rep"]).sum())
+                                         / float((g["lam"] * g["output_tokens_rep"]).sum()))))
+                notes.append(f"pool {p.name}: no prefill-chunk size in the plan; chunk estimated as {chunk} tokens "
+                             "(prompt tokens admitted per iteration at a full batch)")
+                it = _constant2(step_s)
+                dec_s = step_s
+            else:
+                chunk, it, dec_s = lane.chunk_tokens, _chunk_iteration(lane.decode_only_step_s, step_s, lane.chunk_tokens), lane.decode_only_step_s
             pools.append(PoolSpec(p.name, "unified", p.instances, prefill_time_s=_per_token(recompute),
-                                  step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
+                                  step_time_s=[0.0] + [dec_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens, chunk_tokens=chunk,
-                                  iteration_time_s=_constant2(step_s)))
+                                  iteration_time_s=it))
 
     known = {ps.name for ps in pools}
     routes: list[ServiceRoute] = []
@@ -182,6 +198,47 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
         ))
     return SimInputs(architecture=arch.architecture, pools=pools, routes=routes, demand=demand,
                      pool_plans=pool_plans, notes=notes)
+
+
+@dataclass(frozen=True)
+class UnifiedLane:
+    """The chunked-prefill lane of a unified pool, from its points' lane columns (module docstring)."""
+
+    chunk_tokens: int
+    decode_only_step_s: float
+    mean_step_s: float
+
+
+def unified_lane(rows: pd.DataFrame) -> UnifiedLane | None:
+    """One chunk size and iteration times for a unified pool mixing buckets (module docstring);
+    ``None`` when the rows lack the lane columns of :data:`planner.schema.capacity.POINT_OPTIONAL_COLUMNS`.
+
+    ``q = Σ λ_b N_b / Σ λ_b (n_b / q_b)`` with ``N_b`` the representative input (what the
+    simulated request carries and prefills) and ``n_b`` the new tokens the point prefills (input
+    minus cached prefix): the simulated lane does the lane work the points priced (``n_b / q_b``
+    chunk iterations per prompt) while the request keeps its whole context in KV."""
+    cols = ("prefill_tokens", "prefill_chunk_tokens", "decode_only_step_ms", "mean_step_ms")
+    if any(c not in rows.columns for c in cols):
+        return None
+    sub = rows[list(cols)].to_numpy(float)
+    if not np.all(np.isfinite(sub)) or np.any(sub[:, 1] < 1):
+        return None
+    lam = rows["lam"].to_numpy(float)
+    n, q = sub[:, 0], sub[:, 1]
+    full = rows["input_tokens_rep"].to_numpy(float) if "input_tokens_rep" in rows.columns else n
+    chunk = float((lam * full).sum() / (lam * n / q).sum())
+    return UnifiedLane(chunk_tokens=max(1, int(round(chunk))), decode_only_step_s=_weighted(rows["decode_only_step_ms"], rows["lam"]) / 1e3,
+                       mean_step_s=_weighted(rows["mean_step_ms"], rows["lam"]) / 1e3)
+
+
+def _chunk_iteration(t_dec: float, t_chunk: float, chunk_tokens: int) -> Callable[[int, int], float]:
+    """Iteration time with ``c`` prompt tokens: ``t_dec + (t_chunk − t_dec) · c / q`` (linear in the
+    chunk between the decode-only step and the full-chunk step; module docstring)."""
+    extra = max(t_chunk - t_dec, 0.0) / chunk_tokens
+
+    def f(b: int, chunk: int) -> float:
+        return t_dec + extra * min(chunk, chunk_tokens)
+    return f
 
 
 def effective_batch(rows: pd.DataFrame, step_s: float) -> int:

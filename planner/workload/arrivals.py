@@ -7,7 +7,21 @@ Definitions (``t`` = arrival seconds after the first arrival, sorted, ``n`` requ
   ``floor(t / w) = j``, for ``j = 0 .. floor(T / w)`` (the last one may be partial);
   peak rate over ``w`` = ``max_j count_j / w``; empty windows = windows with no arrival;
   the *peak quantile* is the ``q``-quantile (linear interpolation) of ``count_j / w`` over all windows;
-- inter-arrival CV = population standard deviation / mean of ``diff(t)``.
+- inter-arrival CV = population standard deviation / mean of ``diff(t)`` over the whole log
+  (``interarrival_cv``): it mixes burstiness inside a window with rate changes between
+  windows (minute-to-minute swings of a diurnal or bursty log);
+- within-window CV over ``w`` (``interarrival_cv_within[w]``, :func:`within_window_cv`): the
+  gaps between consecutive arrivals in the same window, each divided by its window's own mean
+  gap ``ḡ_j`` (so a window's rate level cancels), pooled over *busy* windows (at least
+  :data:`WITHIN_MIN_GAPS` gaps) with one degree of freedom per window removed::
+
+      cv_within(w)² = Σ_j Σ_{i∈j} (g_i / ḡ_j − 1)² / Σ_j (m_j − 1)      (m_j gaps in window j)
+
+  i.e. the gap-weighted mean of the windows' squared sample CVs (Bessel-corrected). A Poisson
+  stream gives ≈ 1 at every ``w``; the gap between ``interarrival_cv`` and this value is the
+  share of burstiness that is rate change between windows, which the plan already covers by
+  sizing for the peak rate over ``traffic.peak_window``. ``nan`` (key left out) when no window
+  is busy enough.
 
 Timestamp resolution. The *quantum* is the finest step the raw values can express (gcd of
 their differences, found by the reader). Logs may also be *bucketed*: arrivals snapped to a
@@ -31,6 +45,32 @@ WINDOWS_S: dict[str, float] = {"1s": 1.0, "60s": 60.0, "600s": 600.0}
 BUCKETED_DUPLICATE_SHARE = 0.5
 BUCKETED_MIN_QUANTA = 10.0
 RELIABLE_STEPS_PER_WINDOW = 10.0
+WITHIN_MIN_GAPS = 10
+"""A window enters the within-window CV only with at least this many gaps (11 arrivals)."""
+
+
+def within_window_cv(t: np.ndarray, window_s: float, min_gaps: int = WITHIN_MIN_GAPS) -> float:
+    """Pooled inter-arrival CV inside windows of ``window_s`` (module docstring); ``nan`` if no
+    window has ``min_gaps`` gaps. ``t`` sorted arrival seconds."""
+    t = np.asarray(t, dtype=float)
+    if len(t) < 2:
+        return float("nan")
+    idx = np.floor((t - t[0]) / window_s).astype(np.int64)
+    same = idx[1:] == idx[:-1]
+    gaps = np.diff(t)[same]
+    win = idx[1:][same]
+    if gaps.size == 0:
+        return float("nan")
+    _, inv, m = np.unique(win, return_inverse=True, return_counts=True)
+    sums = np.bincount(inv, weights=gaps)
+    busy = (m >= max(min_gaps, 2)) & (sums > 0)
+    if not busy.any():
+        return float("nan")
+    mean_gap = np.where(busy, sums / np.maximum(m, 1), 1.0)
+    keep = busy[inv]
+    dev2 = ((gaps[keep] / mean_gap[inv[keep]]) - 1.0) ** 2
+    dof = float(np.sum(m[busy] - 1))
+    return float(np.sqrt(dev2.sum() / dof))
 
 
 def detect_resolution(t: np.ndarray, quantum_s: float | None) -> tuple[float | None, bool]:
@@ -75,6 +115,7 @@ def arrival_stats(
     peaks: dict[str, float] = {}
     empty: dict[str, int] = {}
     quant: dict[str, float] = {}
+    within: dict[str, float] = {}
     unreliable: list[str] = []
     for key, w in WINDOWS_S.items():
         idx = np.floor(t / w).astype(np.int64)
@@ -84,6 +125,9 @@ def arrival_stats(
         empty[key] = int(np.count_nonzero(counts == 0))
         if peak_quantile is not None:
             quant[key] = float(np.quantile(rates, peak_quantile))
+        cw = within_window_cv(t, w)
+        if np.isfinite(cw):
+            within[key] = cw
         if resolution is not None and resolution > w / RELIABLE_STEPS_PER_WINDOW:
             unreliable.append(key)
         if span < w:
@@ -99,6 +143,7 @@ def arrival_stats(
         rate_mean_per_s=n / span,
         rate_peak_per_s=peaks,
         interarrival_cv=cv,
+        interarrival_cv_within=within,
         timestamp_resolution_s=resolution,
         timestamps=kind,
         notes=notes,

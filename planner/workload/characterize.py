@@ -192,7 +192,11 @@ def characterize_servegen(agg: ServeGenAggregate, buckets: int = 4, peak_quantil
       variance ≈ ``c² λ w``; the largest of the ``m = 600 / w`` sub-windows is taken at the
       ``1 - 1/m`` normal quantile ``z_m``: ``peak_w ≈ max_i (λ_i + z_m c_i sqrt(λ_i / w))``.
       They are listed as unreliable;
-    - inter-arrival CV = median of the per-window CVs over non-idle windows.
+    - inter-arrival CV = median of the per-window CVs over non-idle windows;
+    - within-window CV (``interarrival_cv_within``, every window key): the per-window CVs pooled
+      as :func:`planner.workload.arrivals.within_window_cv` pools gaps — weighted by each window's
+      gap count ``λ_i · 600 s``: ``sqrt(Σ λ_i c_i² / Σ λ_i)`` over non-idle windows. For 1 s and
+      60 s windows it is the 600 s value (ServeGen has nothing finer; said in the notes).
     """
     w = agg.windows
     rate = w["rate_rps"].to_numpy(dtype=np.float64)
@@ -218,6 +222,8 @@ def characterize_servegen(agg: ServeGenAggregate, buckets: int = 4, peak_quantil
     notes.append("ServeGen gives per-600 s aggregates, not requests: 1s and 60s peaks are estimated from each window's rate and CV (normal approximation, see planner.workload.characterize)")
     active_rate = rate[active]
     median_cv = float(np.median(cv[active])) if active.any() else 1.0
+    pooled_cv = float(np.sqrt(np.sum(rate[active] * cv[active] ** 2) / np.sum(rate[active]))) if active.any() else 1.0
+    notes.append(f"inter-arrival CV inside windows: {pooled_cv:.3g}, pooled from the per-600 s window CVs (used for 1s and 60s windows too)")
     if requests <= 0 or duration <= 0:
         raise InputError(Problem(file=agg.source, path="", message="every window is idle: no traffic to characterise", fix="use another client's files"))
     arrivals = ArrivalStats(
@@ -226,6 +232,7 @@ def characterize_servegen(agg: ServeGenAggregate, buckets: int = 4, peak_quantil
         rate_mean_per_s=requests / duration,
         rate_peak_per_s=peaks,
         interarrival_cv=median_cv,
+        interarrival_cv_within={k: pooled_cv for k in WINDOWS_S},
         timestamp_resolution_s=WINDOW_S,
         timestamps="missing",
         notes=notes,
