@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from planner.optimize.resolve import ArchitectureSummary, winner_of
+from planner.studies.search import largest_passing_multiplier
 from planner.studies.source import TableSource
 from planner.studies.sweep import solve_scenario
 
@@ -52,26 +53,8 @@ def max_multiplier(source: TableSource, budget_usd_per_month: float, *, rel_tol:
     def ok(m: float) -> bool:
         return _evaluate(source, m, cache).total <= budget_usd_per_month
 
-    lo, hi = 1.0, 1.0
-    if ok(1.0):
-        while ok(hi * 2) and hi < 2**20:
-            hi *= 2
-        lo, hi = hi, hi * 2
-        if lo >= 2**20:
-            return lo, cache[lo]
-    else:
-        while not ok(lo / 2) and lo > 2**-20:
-            lo /= 2
-        if lo <= 2**-20:
-            return 0.0, None
-        lo, hi = lo / 2, lo
-    while hi / lo - 1 > rel_tol:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, cache[lo]
+    m = largest_passing_multiplier(ok, cap=2.0**20, rel_tol=rel_tol)
+    return (m, cache[m]) if m > 0 else (0.0, None)
 
 
 def budget_frontier(source: TableSource, budgets: list[float], *, rel_tol: float = 0.01) -> pd.DataFrame:

@@ -41,6 +41,7 @@ from planner.optimize.solve import SolveSettings
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan
 from planner.studies.fixed import FixedPlan, carries, solve_fixed
+from planner.studies.search import largest_passing_multiplier
 from planner.studies.source import TableSource
 from planner.studies.spec import Scenario
 from planner.studies.sweep import solve_scenario, study_headroom
@@ -95,24 +96,9 @@ def headroom(models: _Models, structure: CapacityTables, tables: CapacityTables,
             cache[m] = carries(built, solver, plan, settings)[0]
         return cache[m]
 
-    if ok(1.0):
-        lo = 1.0
-        while lo * 2 <= cap and ok(lo * 2):
-            lo *= 2
-        hi = lo if lo * 2 > cap else lo * 2
-    else:
-        hi = 1.0
-        while hi / 2 >= 1 / cap and not ok(hi / 2):
-            hi /= 2
-        if hi / 2 < 1 / cap:
-            return 0.0, []
-        lo = hi / 2
-    while hi / lo - 1 > rel_tol:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo = largest_passing_multiplier(ok, cap=cap, rel_tol=rel_tol)
+    if lo == 0.0:
+        return 0.0, []
     built, solver = models.built_for(structure, _scale_all(tables, lo), settings)
     at = solve_fixed(built, solver, plan, settings)
     return lo, _fullest(at)

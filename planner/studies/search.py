@@ -1,0 +1,37 @@
+"""Geometric search for the largest traffic multiplier that still passes a test."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+
+def largest_passing_multiplier(ok: Callable[[float], bool], *, cap: float, rel_tol: float) -> float:
+    """Largest ``m`` in ``[1/cap, cap]`` with ``ok(m)``, for a test that passes below a threshold.
+
+    Brackets the threshold by doubling (or halving) from ``m = 1``, then bisects on ``log m``
+    until ``hi / lo - 1 <= rel_tol``. Returns ``cap`` when even ``cap`` passes (capped at the
+    largest power of two not above it) and ``0.0`` when even ``1/cap`` fails. Every value
+    returned other than 0 is one ``ok`` was called with and passed.
+    """
+    if ok(1.0):
+        lo = 1.0
+        while lo * 2 <= cap and ok(lo * 2):
+            lo *= 2
+        if lo * 2 > cap:
+            return lo
+        hi = lo * 2
+    else:
+        hi = 1.0
+        while hi / 2 >= 1 / cap and not ok(hi / 2):
+            hi /= 2
+        if hi / 2 < 1 / cap:
+            return 0.0
+        lo = hi / 2
+    while hi / lo - 1 > rel_tol:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -1,0 +1,29 @@
+"""The geometric multiplier search shared by budget studies and plan headroom."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner.studies.search import largest_passing_multiplier
+
+
+@given(threshold=st.floats(min_value=1 / 900, max_value=900), rel_tol=st.sampled_from([0.1, 0.01, 0.001]))
+def test_brackets_the_threshold_within_the_tolerance(threshold: float, rel_tol: float) -> None:
+    calls: list[float] = []
+
+    def ok(m: float) -> bool:
+        calls.append(m)
+        return m <= threshold
+
+    m = largest_passing_multiplier(ok, cap=1024.0, rel_tol=rel_tol)
+    assert m <= threshold
+    assert m * (1 + rel_tol) ** 1.01 >= threshold
+    assert m in calls and ok(m)
+
+
+def test_extremes() -> None:
+    assert largest_passing_multiplier(lambda m: True, cap=64.0, rel_tol=0.01) == 64.0
+    assert largest_passing_multiplier(lambda m: False, cap=64.0, rel_tol=0.01) == 0.0
+    assert largest_passing_multiplier(lambda m: m <= 1.0, cap=64.0, rel_tol=0.01) == pytest.approx(1.0, rel=0.011)
