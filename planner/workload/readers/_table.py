@@ -7,9 +7,10 @@ and nothing per row in Python, which is what lets a 10-million-row log fit in a 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,29 @@ import pyarrow as pa
 
 from planner.errors import InputError, Problem
 from planner.workload.log import BadRow, TimestampKind
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | BadRow]]:
+    """``(line number, object)`` for each non-blank line of a JSON Lines file (1-based).
+
+    A line that is not JSON, or not a JSON object, comes back as a :class:`BadRow` naming the
+    line and the reason, so each reader applies its own ``--on-bad-row`` policy.
+    """
+    import json
+
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield n, BadRow(line=n, reason=f"not JSON ({exc.msg}): {line.strip()[:60]!r}")
+                continue
+            if not isinstance(obj, dict):
+                yield n, BadRow(line=n, reason="not a JSON object")
+                continue
+            yield n, obj
 
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
@@ -92,25 +116,15 @@ def read_jsonl(path: Path) -> RawTable:
         return RawTable(table=table, invalid=[], first_data_line=1)
     except (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError):
         pass
-    import json
-
     rows: list[dict[str, object]] = []
     invalid: list[BadRow] = []
     line_rows: list[int] = []
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                invalid.append(BadRow(line=n, reason=f"not JSON ({exc.msg}): {line.strip()[:60]!r}"))
-                continue
-            if not isinstance(obj, dict):
-                invalid.append(BadRow(line=n, reason="not a JSON object"))
-                continue
-            rows.append(obj)
-            line_rows.append(n)
+    for n, obj in json_lines(path):
+        if isinstance(obj, BadRow):
+            invalid.append(obj)
+            continue
+        rows.append(obj)
+        line_rows.append(n)
     table = pa.Table.from_pylist(rows) if rows else pa.table({})
     raw = RawTable(table=table, invalid=invalid, first_data_line=1)
     mapping = np.asarray(line_rows)

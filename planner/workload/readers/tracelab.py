@@ -14,7 +14,6 @@ Per round: ``input_tokens_total`` (= ``prefix_tokens`` + ``newly_append_tokens``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pandas as pd
 
 from planner.errors import InputError, Problem
 from planner.workload.log import BadRow, OnBadRow, RequestLog, finish_log
+from planner.workload.readers._table import json_lines
 
 REQUIRED = ("input_tokens_total", "output_tokens")
 
@@ -45,58 +45,50 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
     lines: list[int] = []
     raw_text: dict[str, list[Any]] = {"input_tokens": [], "output_tokens": [], "arrival_s": []}
     has_timeout_field = False
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
+    for n, obj in json_lines(path):
+        if isinstance(obj, BadRow):
+            invalid.append(obj)
+            continue
+        missing = [k for k in REQUIRED if k not in obj]
+        if missing and not rows and not invalid:
+            raise InputError(Problem(file=str(path), path="", message=f"missing field(s) for the tracelab format: {', '.join(missing)} (line {n})", fix="choose the right --format"))
+        events = obj.get("timing_events") or []
+        stamps = [str(e["timestamp"]) for e in events if isinstance(e, dict) and e.get("timestamp")]
+        start = min(stamps) if stamps else None
+        position = len(rows)
+        rows.append(
+            {
+                "input_tokens": _num(obj.get("input_tokens_total")),
+                "output_tokens": _num(obj.get("output_tokens")),
+                "cached_tokens": _num(obj.get("prefix_tokens")) if obj.get("prefix_tokens") is not None else 0.0,
+                "cache_basis_tokens": _num(obj.get("input_tokens_total")),
+                "appended_tokens": _num(obj.get("newly_append_tokens")) if obj.get("newly_append_tokens") is not None else np.nan,
+                "session": str(obj.get("session_id", "")),
+                **({"service": str(obj.get(service_column, ""))} if service_column else {}),
+                "start": start,
+            }
+        )
+        raw_text["input_tokens"].append(obj.get("input_tokens_total"))
+        raw_text["output_tokens"].append(obj.get("output_tokens"))
+        raw_text["arrival_s"].append(start)
+        lines.append(n)
+        for tool in obj.get("tools") or []:
+            if not isinstance(tool, dict):
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                invalid.append(BadRow(line=n, reason=f"not JSON ({exc.msg})"))
-                continue
-            if not isinstance(obj, dict):
-                invalid.append(BadRow(line=n, reason="not a JSON object"))
-                continue
-            missing = [k for k in REQUIRED if k not in obj]
-            if missing and not rows and not invalid:
-                raise InputError(Problem(file=str(path), path="", message=f"missing field(s) for the tracelab format: {', '.join(missing)} (line {n})", fix="choose the right --format"))
-            events = obj.get("timing_events") or []
-            stamps = [str(e["timestamp"]) for e in events if isinstance(e, dict) and e.get("timestamp")]
-            start = min(stamps) if stamps else None
-            position = len(rows)
-            rows.append(
+            internal = _num(tool.get("tool_internal_latency_ms"))
+            wall = _num(tool.get("tool_wall_latency_ms"))
+            latency = internal if internal > 0 else wall
+            timeout = tool.get("is_timeout", tool.get("timed_out"))
+            has_timeout_field = has_timeout_field or timeout is not None
+            tool_rows.append(
                 {
-                    "input_tokens": _num(obj.get("input_tokens_total")),
-                    "output_tokens": _num(obj.get("output_tokens")),
-                    "cached_tokens": _num(obj.get("prefix_tokens")) if obj.get("prefix_tokens") is not None else 0.0,
-                    "cache_basis_tokens": _num(obj.get("input_tokens_total")),
-                    "appended_tokens": _num(obj.get("newly_append_tokens")) if obj.get("newly_append_tokens") is not None else np.nan,
-                    "session": str(obj.get("session_id", "")),
-                    **({"service": str(obj.get(service_column, ""))} if service_column else {}),
-                    "start": start,
+                    "request": position,
+                    "tool": str(tool.get("tool_name") or "unknown"),
+                    "latency_ms": latency,
+                    "is_error": bool(tool.get("is_error")),
+                    "is_timeout": bool(timeout),
                 }
             )
-            raw_text["input_tokens"].append(obj.get("input_tokens_total"))
-            raw_text["output_tokens"].append(obj.get("output_tokens"))
-            raw_text["arrival_s"].append(start)
-            lines.append(n)
-            for tool in obj.get("tools") or []:
-                if not isinstance(tool, dict):
-                    continue
-                internal = _num(tool.get("tool_internal_latency_ms"))
-                wall = _num(tool.get("tool_wall_latency_ms"))
-                latency = internal if internal > 0 else wall
-                timeout = tool.get("is_timeout", tool.get("timed_out"))
-                has_timeout_field = has_timeout_field or timeout is not None
-                tool_rows.append(
-                    {
-                        "request": position,
-                        "tool": str(tool.get("tool_name") or "unknown"),
-                        "latency_ms": latency,
-                        "is_error": bool(tool.get("is_error")),
-                        "is_timeout": bool(timeout),
-                    }
-                )
     if not rows and not invalid:
         raise InputError(Problem(file=str(path), path="", message="the file holds no rounds", fix="give a TraceLab round_trace JSON Lines file"))
     df = pd.DataFrame(rows)
