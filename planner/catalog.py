@@ -85,16 +85,37 @@ def load_catalog(root: str | Path | None = None) -> Catalog:
 
 
 def apply_device_overrides(device: DeviceProfile, overrides: dict[str, Any], file: str, path: str) -> DeviceProfile:
-    """A copy of ``device`` with instance-supplied fields; each overridden figure is sourced to the instance."""
+    """A copy of ``device`` with instance-supplied fields; each overridden figure is sourced to the instance.
+
+    Provenance is merged per figure, never replaced wholesale: ``sources`` and ``assumptions``
+    given in the override are added to the profile's own (each entry prefixed with
+    ``instance override (<file>)``). An overridden figure drops the profile's entries for it
+    (they described the old value) and gets the override's entry, or ``instance override
+    (<file>)`` when the override names none.
+    """
     from pydantic import ValidationError
 
     data = device.model_dump(exclude_unset=True)
-    data.update(overrides)
     sources = dict(data.get("sources", {}))
-    for key in overrides:
-        if key not in {"sources", "assumptions", "notes"}:
-            sources[key] = f"instance override ({file})"
+    assumptions = dict(data.get("assumptions", {}))
+    given_sources = dict(overrides.get("sources") or {})
+    given_assumptions = dict(overrides.get("assumptions") or {})
+    tag = f"instance override ({file})"
+    for key, value in overrides.items():
+        if key in {"sources", "assumptions"}:
+            continue
+        data[key] = value
+        if key == "notes":
+            continue
+        sources.pop(key, None)
+        assumptions.pop(key, None)
+        if key not in given_sources and key not in given_assumptions:
+            sources[key] = tag
+    sources.update({k: f"{tag}: {v}" for k, v in given_sources.items()})
+    assumptions.update({k: f"{tag}: {v}" for k, v in given_assumptions.items()})
     data["sources"] = sources
+    if assumptions:
+        data["assumptions"] = assumptions
     try:
         return DeviceProfile.model_validate(data)
     except ValidationError as exc:

@@ -68,3 +68,20 @@ def test_poisson_quantile_exact_small_and_normal_large() -> None:
     assert poisson_quantile(0.99, m) == pytest.approx(m + 2.3263 * 1e3, abs=3)
     assert tail_factor(None, 10.0) == 1.0 and tail_factor(0.99, 100.0) == pytest.approx(124 / 100)
     assert math.isclose(tail_factor(0.99, 1e8), 1.0, rel_tol=1e-3)
+
+
+def test_report_states_every_tool_phase_item_and_that_accelerators_would_not_help(tmp_path: Path) -> None:
+    # 0.5 calls per LLM call x 60 s mean wait = 30 s of tool wait per LLM call, against ~2 s of LLM time (8B, 200 output tokens).
+    slow = {"search": {"calls_per_request": 0.5, "timeout_share": 0.02, "retry_share": 0.05,
+                       "latency": {"mean_ms": 60000, "p50_ms": 40000, "p90_ms": 120000, "p99_ms": 200000}}}
+    res = CliRunner().invoke(main, ["solve", str(_agent_instance(tmp_path, slow)), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    for text, where in ((res.output, "terminal"), (md, "report.md")):
+        # latency quantiles, timeout / retry share, KV per session, sessions in wait, reload time, policy, alternatives' costs
+        for needle in ("a/search", "40,000", "120,000", "200,000", "2%", "5%", "KV", "sessions in wait" if where == "report.md" else "in wait",
+                       "reload ms", "hold USD/month", "offload USD/month", "recompute USD/month", "break-even wait",
+                       "tool waiting dominates", "More accelerators would not help", "faster tools", "in parallel", "caching tool results"):
+            assert needle in text, f"{needle!r} missing from the {where}"
+    # wait with retries = 60 s x 1.05 = 63 s; 0.5 calls per LLM call -> 31.5 s of tool wait per LLM call
+    assert "31.5 s of tool wait per LLM call" in md

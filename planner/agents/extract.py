@@ -290,9 +290,9 @@ def _slack_context(built: Any, x: np.ndarray, n: np.ndarray, redundancy: int, ho
     for h, (w, i, k) in enumerate(tool.hold):
         kv_used[pool_of_pt[i]] += lam_d[d_w[w]] * k * hold_v[h]
     pf = tool.pf
-    for r in range(len(pf)):
-        j = int(pf["j"].iat[r])
-        load_used[pool_of_pt[j]] += lam_d[d_w[int(pf["w"].iat[r])]] * (float(pf["rl_load"].iat[r]) * off_v[r] + float(pf["rc_load"].iat[r]) * rec_v[r])
+    if len(pf):
+        load_used += np.bincount(pool_of_pt[pf["j"].to_numpy(int)], minlength=len(pools),
+                                 weights=lam_d[d_w[pf["w"].to_numpy(int)]] * (pf["rl_load"].to_numpy(float) * off_v + pf["rc_load"].to_numpy(float) * rec_v))
     avail = np.maximum(n - redundancy, 0).astype(float)
     kv_cap = pools["kv_capacity_bytes"].to_numpy(float) * avail
     srv = tool.cpu_servers
@@ -304,7 +304,14 @@ def _slack_context(built: Any, x: np.ndarray, n: np.ndarray, redundancy: int, ho
             "tier_priced": tool.params.tier_usd_per_gb_month is not None, "lam_mean_d": prep.demand["rate_mean_per_s"].to_numpy(float),
             "x": x, "hold_v": hold_v, "off_v": off_v, "rec_v": rec_v, "pool_of_pt": pool_of_pt, "kv_used": kv_used, "kv_cap": kv_cap,
             "load_used": load_used, "avail": avail, "inst_month": inst_month, "gb_price": gb_price, "tier_gb": tier_gb,
-            "tier_cap": tier_cap, "e_f": e_f, "lam_d": lam_d, "d_w": d_w}
+            "tier_cap": tier_cap, "e_f": e_f, "lam_d": lam_d, "d_w": d_w,
+            "hold_arr": (np.array([h[0] for h in tool.hold], dtype=int), np.array([h[1] for h in tool.hold], dtype=int),
+                         np.array([h[2] for h in tool.hold], dtype=float)),
+            "pf_arr": {"w": pf["w"].to_numpy(int), "j": pf["j"].to_numpy(int), "rl_load": pf["rl_load"].to_numpy(float),
+                       "rc_load": pf["rc_load"].to_numpy(float), "off_ok": pf["off_ok"].to_numpy(bool), "rec_ok": pf["rec_ok"].to_numpy(bool),
+                       "reason": pf["reason"].astype(str).to_numpy(), "rl_energy_j": pf["rl_energy_j"].to_numpy(float),
+                       "rc_energy_j": pf["rc_energy_j"].to_numpy(float)},
+            "gb_coef": tool.waits["tier_gb_coef"].to_numpy(float)}
 
 
 def _alternatives(ctx: dict[str, Any], ws: np.ndarray, ds: set[int], policies: str) -> tuple[Any, ...]:
@@ -316,50 +323,46 @@ def _alternatives(ctx: dict[str, Any], ws: np.ndarray, ds: set[int], policies: s
     the busy-minus-idle energy. Also returns the tier and reload parts and the linear hold cost
     (every held byte priced, no slack) used for the break-even wait.
     """
-    tool, x = ctx["tool"], ctx["x"]
+    x = ctx["x"]
     pool_of_pt, lam_d, d_w = ctx["pool_of_pt"], ctx["lam_d"], ctx["d_w"]
     kvcap_inst = ctx["kvcap_inst"]
     inst_month = ctx["inst_month"]
-    wset = {int(w) for w in ws}
+    n_pool = len(inst_month)
     allowed = set(policies.split(",")) if policies else set()
-    # current use by this row
-    kv_now = np.zeros(len(inst_month))
-    kv_all = np.zeros(len(inst_month))
-    for h, (w, i, k) in enumerate(tool.hold):
-        if w in wset:
-            kv_now[pool_of_pt[i]] += lam_d[d_w[w]] * k * ctx["hold_v"][h]
-            kv_all[pool_of_pt[i]] += lam_d[d_w[w]] * k * x[i]
-    pf = tool.pf
-    load_now = np.zeros(len(inst_month))
-    load_rl = np.zeros(len(inst_month))
-    load_rc = np.zeros(len(inst_month))
-    gb_now, gb_all, e_rl, e_rc = 0.0, 0.0, 0.0, 0.0
+    # current use by this row (flat arrays; no per-row DataFrame lookups)
+    hw, hi, hk = ctx["hold_arr"]
+    hsel = np.isin(hw, ws)
+    lam_h = lam_d[d_w[hw[hsel]]] * hk[hsel]
+    kv_now = np.bincount(pool_of_pt[hi[hsel]], weights=lam_h * ctx["hold_v"][hsel], minlength=n_pool)
+    kv_all = np.bincount(pool_of_pt[hi[hsel]], weights=lam_h * x[hi[hsel]], minlength=n_pool)
+    a = ctx["pf_arr"]
+    sel = np.nonzero(np.isin(a["w"], ws))[0]
+    w_r, j_r = a["w"][sel], a["j"][sel]
+    p_r = pool_of_pt[j_r]
+    lam_r = lam_d[d_w[w_r]]
+    gbc = ctx["gb_coef"][w_r]
+    rl, rc = a["rl_load"][sel], a["rc_load"][sel]
+    load_now = np.bincount(p_r, weights=lam_r * (rl * ctx["off_v"][sel] + rc * ctx["rec_v"][sel]), minlength=n_pool)
+    gb_now = float(np.sum(lam_r * gbc * ctx["off_v"][sel]))
+    xj = x[j_r]
+    routed = xj > 0
     off_reason, rec_reason = "", ""
     off_ok_all, rec_ok_all = "offload" in allowed, "recompute" in allowed
-    lam_mean_d = ctx["lam_mean_d"]
-    for r in range(len(pf)):
-        w = int(pf["w"].iat[r])
-        if w not in wset:
-            continue
-        j = int(pf["j"].iat[r])
-        p = pool_of_pt[j]
-        lam = lam_d[d_w[w]]
-        gbc = float(tool.waits["tier_gb_coef"].iat[w])
-        load_now[p] += lam * (float(pf["rl_load"].iat[r]) * ctx["off_v"][r] + float(pf["rc_load"].iat[r]) * ctx["rec_v"][r])
-        gb_now += lam * gbc * ctx["off_v"][r]
-        if x[j] <= 0:
-            continue
-        if not bool(pf["off_ok"].iat[r]):
-            off_ok_all = False
-            off_reason = off_reason or str(pf["reason"].iat[r]) or "not allowed"
-        if not bool(pf["rec_ok"].iat[r]):
-            rec_ok_all = False
-            rec_reason = rec_reason or str(pf["reason"].iat[r]) or "not allowed"
-        load_rl[p] += x[j] * lam * float(pf["rl_load"].iat[r])
-        load_rc[p] += x[j] * lam * float(pf["rc_load"].iat[r])
-        gb_all += x[j] * lam * gbc
-        e_rl += x[j] * lam_mean_d[d_w[w]] * ctx["e_f"] * float(pf["rl_energy_j"].iat[r])
-        e_rc += x[j] * lam_mean_d[d_w[w]] * ctx["e_f"] * float(pf["rc_energy_j"].iat[r])
+    off_bad = np.nonzero(routed & ~a["off_ok"][sel])[0]
+    if len(off_bad):
+        off_ok_all = False
+        off_reason = str(a["reason"][sel[off_bad[0]]]) or "not allowed"
+    rec_bad = np.nonzero(routed & ~a["rec_ok"][sel])[0]
+    if len(rec_bad):
+        rec_ok_all = False
+        rec_reason = str(a["reason"][sel[rec_bad[0]]]) or "not allowed"
+    xr = np.where(routed, xj, 0.0)
+    load_rl = np.bincount(p_r, weights=xr * lam_r * rl, minlength=n_pool)
+    load_rc = np.bincount(p_r, weights=xr * lam_r * rc, minlength=n_pool)
+    gb_all = float(np.sum(xr * lam_r * gbc))
+    lam_mean_r = ctx["lam_mean_d"][d_w[w_r]]
+    e_rl = float(np.sum(xr * lam_mean_r * ctx["e_f"] * a["rl_energy_j"][sel]))
+    e_rc = float(np.sum(xr * lam_mean_r * ctx["e_f"] * a["rc_energy_j"][sel]))
     if not off_reason and "offload" in allowed and ctx["gb_price"] is None:
         off_ok_all, off_reason = False, "no KV tier"
     kv_base = ctx["kv_used"] - kv_now
@@ -390,3 +393,62 @@ def _alternatives(ctx: dict[str, Any], ws: np.ndarray, ds: set[int], policies: s
     off_c = tier_part + load_cost(load_rl) + e_rl if off_ok_all else None
     rec_c = load_cost(load_rc) + e_rc if rec_ok_all else None
     return hold_c, off_c, rec_c, off_reason, rec_reason, hold_reason, gb_all * gb_price, reload_lin, hold_lin
+
+
+# --- energy and KV of the tool phase, for the plan's totals (planner.optimize.extract) -------
+def tool_phase_energy_kwh_per_month(built: Any) -> float:
+    r"""Facility energy of the tool phase per month, kWh (0 without agents), at the loaded solution.
+
+    .. math::
+
+        E = η \Big[\sum_c n^{cpu}_c (P^{idle}_c + P^{host}_c) H / 10^3
+              + π H / 10^3 \sum_d \lambda^{mean}_d σ_d
+              + \frac{3600 H}{3.6\cdot 10^6} \sum_{w,j} \lambda^{mean}_{d(w)} (e^{rl}_{w,j} off_{w,j} + e^{rc}_{w,j} rec_{w,j})\Big]
+
+    ``η`` PUE; the first two terms are the CPU pool (provisioned servers at idle + host power,
+    and busy-minus-idle power ``π`` per busy core at the mean load — the energy part of the
+    ``cpu_pool`` cost term), the last the reloads and recomputes (busy minus idle power of the
+    instances doing them, J per (req/s): ``tool_state_energy``). Each equals its cost term's
+    energy divided by the electricity price.
+    """
+    prep = built.prep
+    tool = prep.tool
+    if tool is None:
+        return 0.0
+    m = built.model
+    c = prep.tables.costs
+    H = float(c.hours_per_month)
+    lam_mean = prep.demand["rate_mean_per_s"].to_numpy(float)
+    kwh = 0.0
+    srv = tool.cpu_servers
+    if len(srv) and hasattr(m, "n_cpu"):
+        n_cpu = np.array([round(_val(m.n_cpu[k])) for k in range(len(srv))], dtype=float)
+        idle_kw = (srv["idle_power_w"].to_numpy(float) + srv["host_power_w"].to_numpy(float)) / 1e3
+        kwh += float(np.sum(n_cpu * idle_kw)) * H
+        _rates, per_core_w = cpu_server_rates(prep)
+        kwh += per_core_w / 1e3 * H * float(np.sum(lam_mean * tool.cpu_s_per_request))
+    pf = tool.pf
+    if len(pf) and hasattr(m, "toff"):
+        d_w = tool.waits["d"].to_numpy(int)
+        lam_r = lam_mean[d_w[pf["w"].to_numpy(int)]]
+        off = np.clip(np.array([_val(m.toff[r]) for r in range(len(pf))]), 0.0, 1.0)
+        rec = np.clip(np.array([_val(m.trec[r]) for r in range(len(pf))]), 0.0, 1.0)
+        joules = float(np.sum(lam_r * (pf["rl_energy_j"].to_numpy(float) * off + pf["rc_energy_j"].to_numpy(float) * rec)))
+        kwh += joules * SECONDS_PER_HOUR * H / J_PER_KWH
+    return kwh * float(c.pue)
+
+
+def held_kv_bytes_per_pool(built: Any) -> np.ndarray:
+    """KV bytes held during tool waits at peak, per pool position (the tool terms of ``kv[p]``): Σ λ_peak κ^hold hold."""
+    prep = built.prep
+    out = np.zeros(len(prep.pools))
+    tool = prep.tool
+    if tool is None or not tool.hold or not hasattr(built.model, "hold"):
+        return out
+    m = built.model
+    lam = prep.demand["rate_peak_per_s"].to_numpy(float)
+    d_w = tool.waits["d"].to_numpy(int)
+    pp = built.point_pool
+    for h, (w, i, k) in enumerate(tool.hold):
+        out[int(pp[i])] += lam[d_w[w]] * k * min(max(_val(m.hold[h]), 0.0), 1.0)
+    return out

@@ -23,7 +23,7 @@ approximation reported in the plan). Hold needs a known KV capacity of the pool.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,8 @@ class ToolPrep:
     hold: list[tuple[int, int, float]]
     """(w, point i, κ^hold) for decode-phase points."""
     pf: pd.DataFrame
-    """Prefill-phase entries: w, j, off_ok, rec_ok, rl_load, rc_load, rl_energy_j, rc_energy_j, reload_ms_rep, recompute_ms_rep, reason."""
+    """Prefill-phase entries: w, j, off_ok, rec_ok, rl_load, rc_load, rl_energy_j, rc_energy_j, reload_ms_rep, recompute_ms_rep, reason,
+    rho (the utilisation cap of point j the loads were divided by)."""
     cpu_servers: pd.DataFrame
     cpu_s_per_request: np.ndarray
     """Per demand row: CPU core-seconds per LLM call (tokenisation + tool calls with retries)."""
@@ -133,10 +134,10 @@ def prepare_tool_phase(prep: Any, agents: AgentTables, redundancy_hint: int = 0)
                     "rl_energy_j": c * (rl if math.isfinite(rl) else 0.0) * params.reload_busy_share * tp[i] * max(busy_w[i] - idle_w[i], 0.0),
                     "rc_energy_j": c * (rc if math.isfinite(rc) else 0.0) * tp[i] * max(busy_w[i] - idle_w[i], 0.0),
                     "reload_ms_rep": col["reload_ms_rep"][i], "recompute_ms_rep": col["recompute_ms_rep"][i],
-                    "reload_s": rl, "recompute_s": rc, "reason": "; ".join(why),
+                    "reload_s": rl, "recompute_s": rc, "reason": "; ".join(why), "rho": float(rho[i]),
                 })
     pf = pd.DataFrame(pf_rows, columns=["w", "j", "off_ok", "rec_ok", "rl_load", "rc_load", "rl_energy_j", "rc_energy_j",
-                                        "reload_ms_rep", "recompute_ms_rep", "reload_s", "recompute_s", "reason"])
+                                        "reload_ms_rep", "recompute_ms_rep", "reload_s", "recompute_s", "reason", "rho"])
 
     d_w_arr = waits["d"].to_numpy(int) if len(waits) else np.zeros(0, dtype=int)
     # Widen the big-M of every pool the block loads: all waits held / recomputed there at share 1.
@@ -175,3 +176,23 @@ def prepare_tool_phase(prep: Any, agents: AgentTables, redundancy_hint: int = 0)
     notes = list(params.notes)
     return ToolPrep(waits=waits, hold=hold, pf=pf, cpu_servers=servers, cpu_s_per_request=cpu_req, params=params,
                     tier_available=tier_available, cpu_n_max=cpu_n_max, notes=notes)
+
+
+def refresh_caps(tool: ToolPrep, points: pd.DataFrame) -> ToolPrep:
+    """``tool`` with the reload / recompute load coefficients at the points' current caps.
+
+    ``ℓ^{rl}_{w,j}`` and ``ℓ^{rc}_{w,j}`` carry ``1/ρ_j``; when the latency check tightens the
+    caps (:func:`planner.optimize.solve.tighten_prepared` divides ``ρ`` by a factor) they must
+    grow by ``ρ_old / ρ_new`` like the points' own load coefficients, else the re-solved plan
+    underestimates the prefill load of reloads and recomputes. Energy and masks do not depend
+    on ``ρ``. Call it on the tightened points: ``replace(prep, ..., tool=refresh_caps(prep.tool, pts))``.
+    """
+    if not len(tool.pf):
+        return tool
+    pf = tool.pf.copy()
+    new_rho = points["rho"].to_numpy(float)[pf["j"].to_numpy(int)]
+    scale = pf["rho"].to_numpy(float) / new_rho
+    pf["rl_load"] = pf["rl_load"].to_numpy(float) * scale
+    pf["rc_load"] = pf["rc_load"].to_numpy(float) * scale
+    pf["rho"] = new_rho
+    return replace(tool, pf=pf)

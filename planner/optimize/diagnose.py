@@ -8,9 +8,13 @@ Two stages:
    offers: the model does not fit any candidate; the TTFT target is below the fastest
    prefill of the bucket's representative prompt; the TPOT target is below the fastest
    decode step.
-2. **Solver infeasible** although every bucket is routable: the budget or procurement limits
-   are too tight. The model is re-solved with the budget (then the procurement limits)
-   relaxed to say how much more would be needed.
+   Agent services add one check per tool wait: some KV policy (hold, offload, recompute) must
+   be usable, else ``tool_balance`` cannot hold (:func:`planner.agents.diagnose.tool_routability`:
+   offload whose reload breaks the TTFT target, recompute too slow, hold not allowed...).
+2. **Solver infeasible** although every bucket is routable: the budget, procurement or
+   tool-phase limits (CPU-server procurement, KV-tier capacity) are too tight. The model is
+   re-solved with each relaxed (then all together) to say how much more would be needed and,
+   for the tool phase, which service and tool need it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,14 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
             cand = everything[(everything["service"] == svc) & (everything["bucket"] == bucket) & everything["role"].isin(roles)]
             out.append(_explain(svc, bucket, phase, architecture, row, cand))
             break  # one diagnosis per bucket is enough
+    if prep.tool is not None:
+        from planner.agents.diagnose import tool_routability
+
+        bad = {(o.service, o.bucket) for o in out}
+        dem = prep.demand
+        unroutable = {int(d) for s, b, d in zip(dem["service"], dem["bucket"], dem["d"], strict=True) if (str(s), str(b)) in bad}
+        out += [item.model_copy(update={"message": f"{architecture}: {item.message}"})
+                for item in tool_routability(prep, allowed, skip_d=unroutable)]
     return out
 
 
@@ -96,17 +108,33 @@ def _explain(svc: str, bucket: str, phase: str, architecture: str, row: Any, can
 
 
 def diagnose_solver_infeasible(built: Built, architecture: str, settings: SolveSettings) -> list[DiagnosisItem]:
-    """Every bucket is routable but the MIP is infeasible: find out whether budget or procurement bind."""
-    import pyomo.environ as pe
+    """Every bucket is routable but the MIP is infeasible: find out which limit binds.
 
+    The limits are relaxed one at a time — budget, GPU procurement, then the tool-phase limits
+    (CPU-server procurement, KV-tier capacity; :mod:`planner.agents.diagnose`) — and then all
+    together; the first relaxed model with a plan says what it needs beyond each limit.
+    """
+    from planner.agents.diagnose import explain_relaxed, relaxations
     from planner.optimize.solve import make_solver
 
     m = built.model
-    out: list[DiagnosisItem] = []
-    had_budget = m.budget_c.active
     had_proc = [t for t in m.procurement if m.procurement[t].active]
+    limits: list[tuple[str, Any, Any]] = []
+    if m.budget_c.active:
+        limits.append(("budget", m.budget_c.deactivate, m.budget_c.activate))
+    if had_proc:
+        def relax_proc() -> None:
+            for t in had_proc:
+                m.procurement[t].deactivate()
 
-    def trial() -> Any:
+        def restore_proc() -> None:
+            for t in had_proc:
+                m.procurement[t].activate()
+
+        limits.append(("procurement", relax_proc, restore_proc))
+    limits += relaxations(built)
+
+    def trial() -> tuple[bool, Any]:
         solver = make_solver()
         res = solver.solve(m, time_limit=settings.time_limit_s, rel_gap=1e-3, threads=settings.threads,
                            load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
@@ -115,42 +143,60 @@ def diagnose_solver_infeasible(built: Built, architecture: str, settings: SolveS
             res.solution_loader.load_vars()
         return ok, res
 
-    try:
-        if had_budget:
-            m.budget_c.deactivate()
+    trials = [[lim] for lim in limits] + ([limits] if len(limits) > 1 else [])
+    for group in trials:
+        names = {g[0] for g in group}
+        for g in group:
+            g[1]()
+        try:
             ok, res = trial()
-            if ok:
-                need = float(res.incumbent_objective)
+        finally:
+            for g in group:
+                g[2]()
+        if not ok:
+            continue
+        out: list[DiagnosisItem] = []
+        if "budget" in names:
+            need = float(res.incumbent_objective)
+            if need > float(_pe_value(m.budget)) * (1 + 1e-9):
                 out.append(DiagnosisItem(service="*", bucket="", constraint="budget",
-                                         message=f"{architecture}: the cheapest plan within every other constraint costs {need:,.0f} USD/month, above the budget of {pe.value(m.budget):,.0f}",
+                                         message=f"{architecture}: the cheapest plan within every other constraint costs {need:,.0f} USD/month, above the budget of {_pe_value(m.budget):,.0f}",
                                          fix=f"raise options.budget_usd_per_month to at least {need:,.0f}, or reduce traffic"))
-                return out
-        if had_proc:
-            for t in had_proc:
-                m.procurement[t].deactivate()
-            ok, _ = trial()
-            if ok:
-                pools = built.prep.pools
-                for t in had_proc:
-                    tps = pools["tp"].to_numpy(int)
-                    devs = pools["device"].to_numpy(str)
-                    used = sum(int(tps[p]) * round(m.n[p].value or 0) for p in range(len(pools)) if devs[p] == t)
-                    limit = built.prep.procurement[t]
-                    if used > limit:
-                        out.append(DiagnosisItem(service="*", bucket="", constraint=f"procurement[{t}]",
-                                                 message=f"{architecture}: the cheapest plan needs {used} {t} devices; the procurement limit is {limit:g}",
-                                                 fix=f"raise the procurement limit of {t} to {used}, add other candidate devices, or reduce traffic"))
-                if not out:
-                    out.append(DiagnosisItem(service="*", bucket="", constraint="procurement",
-                                             message=f"{architecture}: procurement limits together leave too few devices",
-                                             fix="raise procurement limits or add candidate devices"))
-                return out
-    finally:
-        if had_budget:
-            m.budget_c.activate()
-        for t in had_proc:
-            m.procurement[t].activate()
-    out.append(DiagnosisItem(service="*", bucket="", constraint="redundancy/device_types",
-                             message=f"{architecture}: infeasible with every bucket routable and no budget or procurement limit binding",
-                             fix="lower options.redundancy, or allow more device types (options.shared_single_device_type: false)"))
+        if "procurement" in names:
+            out += _procurement_items(built, architecture, had_proc)
+        out += explain_relaxed(built, architecture, names)
+        if out:
+            return out
+    return [DiagnosisItem(service="*", bucket="", constraint="redundancy/device_types",
+                          message=f"{architecture}: infeasible with every bucket routable and no budget, procurement or tool-phase limit binding",
+                          fix="lower options.redundancy, or allow more device types (options.shared_single_device_type: false)")]
+
+
+def _pe_value(v: Any) -> float:
+    import pyomo.environ as pe
+
+    return float(pe.value(v))
+
+
+def _procurement_items(built: Built, architecture: str, limited: list[str]) -> list[DiagnosisItem]:
+    """Devices over their procurement limit in the relaxed plan; the tools whose held KV sits there."""
+    from planner.agents.diagnose import held_kv_items
+
+    m = built.model
+    pools = built.prep.pools
+    tps = pools["tp"].to_numpy(int)
+    devs = pools["device"].to_numpy(str)
+    out: list[DiagnosisItem] = []
+    for t in limited:
+        used = sum(int(tps[p]) * round(m.n[p].value or 0) for p in range(len(pools)) if devs[p] == t)
+        limit = built.prep.procurement[t]
+        if used > limit:
+            out.append(DiagnosisItem(service="*", bucket="", constraint=f"procurement[{t}]",
+                                     message=f"{architecture}: the cheapest plan needs {used} {t} devices; the procurement limit is {limit:g}",
+                                     fix=f"raise the procurement limit of {t} to {used}, add other candidate devices, or reduce traffic"))
+            out += held_kv_items(built, architecture, t, used, limit)
+    if not out:
+        out.append(DiagnosisItem(service="*", bucket="", constraint="procurement",
+                                 message=f"{architecture}: procurement limits together leave too few devices",
+                                 fix="raise procurement limits or add candidate devices"))
     return out
