@@ -289,3 +289,15 @@ def test_fp8_kv_read_costs_dequant_factor_and_fp8_gemm_needs_more_rows() -> None
     assert t == 0.0
     gemm = 2 * float(w8.p_matmul) * (8 + GEMM_M_HALF_TOKENS * 1979 / 989.4) / (8 * float(w8.flops_peak) * 0.5)
     assert float(iteration_time(w8, eff, decode_batch=8).compute_s) == pytest.approx(gemm)
+
+
+def test_lad_residuals_square_to_absolute_log_ratio() -> None:
+    """The fit's residuals: squares sum to sum |log(pred/meas)| + n eps, and keep the sign."""
+    from planner.perf.fit import L1_EPS, lad_residuals
+
+    ratios = np.array([2.0, 0.5, 1.0, 1.1])
+    r = lad_residuals(np.log(ratios))
+    assert float(r @ r) == pytest.approx(2 * np.log(2.0) + np.log(1.1) + 3 * L1_EPS)  # sign(0) = 0: an exact row adds 0
+    assert r[0] == pytest.approx(-r[1]) and r[0] > 0 and r[2] == 0.0
+    # a 2x error weighs like two 1.414x errors (absolute deviations), not four (squares)
+    assert lad_residuals(np.log([2.0]))[0] ** 2 == pytest.approx(2 * lad_residuals(np.log([np.sqrt(2.0)]))[0] ** 2, rel=1e-3)
