@@ -1,6 +1,6 @@
 """Simulator benchmarks: speed, memory, and analytic vs simulated tail latency.
 
-Run: ``python benchmarks/bench_simulate.py [--quick]``
+Run: ``python benchmarks/bench_simulate.py [--quick | --lanes | --verify]``
 
 1. **Speed** on a decode-heavy disaggregated workload (prompts 100–2000 tokens, outputs
    50–1000, 4 prefill + 16 decode instances, batch 128, KV-limited) at ~88 % decode load:
@@ -13,6 +13,13 @@ Run: ``python benchmarks/bench_simulate.py [--quick]``
    deterministic in the TTFT rows, so TTFT p99 = wait p99 + a constant and the table tests
    the queueing approximation (:func:`planner.queueing.wait_quantile_s`); rows with length
    spread compare the wait p99 (an exponential-tail G/G/c approximation). Target: within 15 %.
+4. **Chunked-prefill lanes of a unified pool** behind the simulator's least-loaded router
+   (``--lanes``): simulated TTFT p99 minus the lane service against
+   :func:`planner.queueing.least_loaded_lane_wait_quantile_s`, with its random-split bound
+   (per-instance M/G/1, exact tail) and the old per-instance Kingman tail.
+5. **Example instances** (``--verify``): per architecture and service the analytic p99 TTFT
+   against the simulated service p99 and the simulated p99 of the worst bucket (what the
+   analytic value predicts), with the verify-and-tighten rounds.
 """
 
 from __future__ import annotations
@@ -135,6 +142,40 @@ def bench_accuracy() -> None:
           "arrivals is itself noisy (strongly autocorrelated waits).")
 
 
+def lane_point(c: int, rho: float, mix: bool, seed: int, n_req: int) -> tuple[float, float, float, float]:
+    """Unified pool of ``c`` instances, Poisson arrivals, iterations of 20 ms carrying 512-token
+    chunks; prompts of 4 chunks (or a mix of 1/2/4/12 chunks); slot utilisation 0.4 (no slot waits).
+    Returns (simulated TTFT p99 − longest lane service, least-loaded model, random split, Kingman/instance)."""
+    t_it, chunk, batch = 0.02, 512, 64
+    ks = np.array([1, 2, 4, 12]) if mix else np.array([4])
+    svc = ks * t_it
+    lam = rho * c / float(svc.mean())
+    out = int(float(svc.mean()) * batch * 0.4 / rho / t_it)
+    pools = [PoolSpec("u", "unified", c, prefill_time_s=lambda n: 0.0, step_time_s=lambda b: t_it, max_batch=batch,
+                      chunk_tokens=chunk, iteration_time_s=lambda b, k: t_it)]
+    dur = n_req / lam
+    res = simulate(pools, [ServiceRoute("s", unified="u")],
+                   synthetic_requests(lam, dur, input_tokens=ks * chunk, output_tokens=np.full_like(ks, out), seed=seed),
+                   SimConfig(warmup_s=0.1 * dur))
+    model, info = q.least_loaded_lane_wait_quantile_s(0.99, lam, c, svc)
+    cs = float(svc.std() / svc.mean())
+    kingman = q.wait_quantile_s(0.99, lam / c, 1, float(svc.mean()), cs, 1.0)
+    return res.services["s"].ttft.p99 - float(svc.max()), model, info["lane_wait_random_s"], kingman
+
+
+def bench_lanes() -> None:
+    n_req = 15_000 if QUICK else 40_000
+    print("\nprefill lanes of a unified pool behind the least-loaded router: p99 wait (s); error = model / simulated - 1")
+    print("(simulated = TTFT p99 - longest lane service; includes up to one 20 ms iteration of alignment)")
+    print(f"{'c':>3} {'rho':>4} {'mix':>4} {'simulated':>9} {'model':>7} {'err':>6} {'random':>7} {'err':>6} {'Kingman':>7} {'err':>6}")
+    for mix in (False, True):
+        for c in (1, 2, 4, 16, 45):
+            for rho in (0.3, 0.5, 0.7):
+                sim, model, rand, king = lane_point(c, rho, mix, seed=c * 10 + int(rho * 10), n_req=n_req)
+                print(f"{c:>3} {rho:>4} {'yes' if mix else 'no':>4} {sim:9.3f} {model:7.3f} {model / sim - 1:+6.0%} "
+                      f"{rand:7.3f} {rand / sim - 1:+6.0%} {king:7.3f} {king / sim - 1:+6.0%}", flush=True)
+
+
 def bench_verify(instance: str = "instances/enterprise-chat.yaml", repeats: int = 7) -> None:
     """Time the discrete-event check ``planner solve`` adds (planner.verify; target <= 0.3 s),
     and print per instance the analytic vs simulated p99 of every architecture."""
@@ -157,7 +198,7 @@ def bench_verify(instance: str = "instances/enterprise-chat.yaml", repeats: int 
             checked = verify_result(result)
             times.append(time.perf_counter() - t0)
         print(f"\n{resolved.instance.name}: verify median {statistics.median(times):.3f} s ({len(times)} runs)")
-        print(f"{'architecture':14} {'service':10} {'rounds':>6} {'TTFT an':>9} {'TTFT sim':>9} {'CI':>21} {'target':>7} "
+        print(f"{'architecture':14} {'service':10} {'rounds':>6} {'TTFT an':>9} {'TTFT sim':>9} {'CI':>21} {'worst b.':>9} {'an/worst':>8} {'target':>7} "
               f"{'TPOT an':>8} {'TPOT sim':>8} {'target':>6} met / miss")
         for arch, plan in checked.architectures.items():
             c = plan.simulation
@@ -168,7 +209,9 @@ def bench_verify(instance: str = "instances/enterprise-chat.yaml", repeats: int 
                     return format(x, spec) if x is not None else "inf"
                 ci = f"[{f(sv.ttft_ci_low_ms)}, {f(sv.ttft_ci_high_ms)}]"
                 miss = "yes" if sv.ttft_met and sv.tpot_met else f"NO {sv.miss_pool} +{f(sv.miss_ms)} ms"
+                dis = f"{-sv.ttft_disagreement / (1 + sv.ttft_disagreement):+.0%}" if sv.ttft_disagreement is not None else "n/a"
                 print(f"{arch:14} {sv.service:10} {plan.solver.rounds:>6} {f(sv.ttft_analytic_ms):>9} {f(sv.ttft_sim_ms):>9} {ci:>21} "
+                      f"{f(sv.ttft_sim_worst_bucket_ms):>9} {dis:>8} "
                       f"{sv.ttft_target_ms:>7,.0f} {f(sv.tpot_analytic_ms, '.1f'):>8} {f(sv.tpot_sim_ms, '.1f'):>8} {sv.tpot_target_ms:>6,.0f} {miss}")
 
 
@@ -178,7 +221,11 @@ if __name__ == "__main__":
     if "--verify" in sys.argv:
         bench_verify()
         raise SystemExit(0)
+    if "--lanes" in sys.argv:
+        bench_lanes()
+        raise SystemExit(0)
     bench_speed()
     bench_memory()
     bench_accuracy()
+    bench_lanes()
     bench_verify()

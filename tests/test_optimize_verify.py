@@ -115,14 +115,27 @@ def test_no_surviving_instance_has_infinite_wait() -> None:
 
 
 def test_lane_wait_of_a_bucket_mix_by_hand() -> None:
-    """Two buckets in one unified pool of 2 instances: rates 1 and 3/s, lane times 0.1 and 0.3 s.
-    Per instance λ = 2/s, E[S] = 0.25 s (ρ = 0.5), E[S²] = 0.07, c_s² = 0.12; Poisson arrivals:
-    k = 0.56, W_99 = k / ((1 − ρ)/E[S]) · ln(ρ / 0.01) = 0.28 · ln 50."""
+    """Two buckets in one unified pool of 2 instances behind a least-loaded router: rates 1 and
+    3/s, lane times 0.1 and 0.3 s. λ = 4/s, E[S] = 0.25 s, ρ = 0.5 per lane, E[S²] = 0.07,
+    c_s² = 0.12; Poisson arrivals.
+
+    * pooled (G/G/2): C(2, 1) = 1/3, k = 0.56, cμ − λ = 4/s → W = 0.14 · ln(100/3);
+    * residual: P(W>w) = ρ Σ p_i (S_i − w)⁺ / E[S] = 0.01 → 0.75 (0.3 − w) = 0.005 → w = 0.3 − 1/150;
+    * random split (M/G/1 at 2/s, exact tail) is larger, so W = pooled + residual."""
     from planner.optimize.extract import lane_wait_quantile_ms
+    from planner.queueing import mg1_wait_quantile_s
 
     w, info = lane_wait_quantile_ms(0.99, np.array([1.0, 3.0]), np.array([0.1, 0.3]), 2)
     assert info["lane_utilization"] == pytest.approx(0.5) and info["lane_service_cv"] == pytest.approx(math.sqrt(0.12))
-    assert w == pytest.approx(1e3 * 0.28 * math.log(50.0), rel=1e-9)
+    pooled, residual = 0.14 * math.log(100 / 3), 0.3 - 1 / 150
+    assert info["lane_wait_pooled_s"] == pytest.approx(pooled, rel=1e-9)
+    assert info["lane_wait_residual_s"] == pytest.approx(residual, rel=1e-9)
+    rand = mg1_wait_quantile_s(0.99, 2.0, [0.1, 0.3], [1.0, 3.0])
+    assert info["lane_wait_random_s"] == pytest.approx(rand) and rand > pooled + residual
+    assert w == pytest.approx(1e3 * (pooled + residual), rel=1e-9)
+    # one instance: the lane is the M/G/1 queue (exact tail), whatever the router
+    w1, i1 = lane_wait_quantile_ms(0.99, np.array([0.5, 1.5]), np.array([0.1, 0.3]), 1)
+    assert w1 == pytest.approx(1e3 * mg1_wait_quantile_s(0.99, 2.0, [0.1, 0.3], [1.0, 3.0]), rel=1e-12)
     assert lane_wait_quantile_ms(0.99, np.array([5.0]), np.array([0.2]), 1)[0] == math.inf  # ρ = 1
     assert lane_wait_quantile_ms(0.99, np.array([5.0]), np.array([0.2]), 0)[0] == math.inf  # no live instance
     assert math.isnan(lane_wait_quantile_ms(0.99, np.array([5.0]), np.array([np.nan]), 2)[0])  # no lane columns
@@ -140,18 +153,21 @@ def _unified(ttft_target_ms: float = 900.0) -> CapacityTables:
 
 
 def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_loop_acts_on_it() -> None:
-    """The MIP sizes 1 instance for 0.5 busy instances; its lane (5/s x 0.2 s) is then saturated.
-    The loop tightens until the lane fits: with n instances an M/D/1 lane at ρ = 1/n waits
-    W_99 = 0.5 · 0.2/(1 − 1/n) · ln((1/n)/0.01): n = 2 → 782 ms, n = 3 → 526 ms. TTFT =
-    400 − 150 (the point's own lane wait, replaced) + slot wait (0 here) + lane wait ≤ 900 ms → n = 3."""
+    """The MIP sizes 1 instance for 0.5 busy instances; its lane (5/s x 0.2 s) is then saturated,
+    so the loop divides the cap by its largest step (x4): 0.5 x 4 / ρ_cap(0.694) → n = 3. With
+    3 instances (ρ = 1/3 per lane) the lane wait is min(M/D/1 at 5/3 per s, pooled + residual):
+    pooled M/D/3 (Erlang C(3, 1) = 1/11, k = 1/2, cμ − λ = 10/s) 0.05 · ln(100/11) = 110 ms,
+    residual 0.2 · (1 − 0.03) = 194 ms → 304 ms. TTFT = 400 − 150 (the point's own lane wait,
+    replaced) + slot wait (0 here) + 304 ≤ 900 ms, met in the second solve."""
     once = solve_tables(_unified(), SolveSettings(architectures=("shared",), verify_rounds=0)).result
     p0 = once.architectures["shared"]
     assert p0.pools[0].instances == 1 and p0.latency[0].ttft_predicted_ms == math.inf and not p0.latency[0].ttft_met
     res = solve_tables(_unified(), SolveSettings(architectures=("shared",))).result
     plan = res.architectures["shared"]
-    assert plan.solver.rounds > 1 and plan.pools[0].instances == 3
-    lane = 1e3 * wait_quantile_s(0.99, 5.0 / 3, 1, 0.2, 0.0, 1.0)
-    assert lane == pytest.approx(1e3 * 0.5 * 0.2 / (1 - 1 / 3) * math.log((1 / 3) / 0.01), rel=1e-9)
+    assert plan.solver.rounds == 2 and plan.pools[0].instances == 3
+    pooled = wait_quantile_s(0.99, 5.0, 3, 0.2, 0.0, 1.0)
+    assert pooled == pytest.approx(0.05 * math.log(100 / 11), rel=1e-9)
+    lane = 1e3 * (pooled + 0.2 * (1 - 0.01 * 3))
     assert plan.latency[0].ttft_met and plan.latency[0].ttft_predicted_ms == pytest.approx(250.0 + lane, rel=1e-6)
     pq = predicted_pool_quantiles(res, "shared").iloc[0]
     assert pq["lane_wait_ms"] == pytest.approx(lane, rel=1e-9) and pq["wait_ms"] == pytest.approx(0.0, abs=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -166,3 +167,130 @@ def test_max_utilization_monotone(c: int, budget: float, extra: float, cs: float
     assert q.max_utilization(c, 1.0, 0.99, budget + extra, cs) >= base - 2e-6
     assert q.max_utilization(c + 1, 1.0, 0.99, budget, cs) >= base - 2e-6
     assert 0.0 <= base <= q.UTILIZATION_CEILING
+
+
+# --- M/D/1 exact, M/G/1 exact asymptotic tail, least-loaded lanes ---------------------------
+
+def _md1_exact_quantile(quantile: float, rho: float, d: float = 1.0) -> float:
+    lo, hi = 0.0, 200.0 * d
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if q.md1_wait_cdf(mid, rho / d, d) >= quantile:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def test_md1_cdf_exact_values() -> None:
+    # P(W = 0) = 1 − ρ; on [0, D) only the k = 0 term: (1 − ρ) e^{λt}
+    assert q.md1_wait_cdf(0.0, 0.5, 1.0) == pytest.approx(0.5, rel=1e-12)
+    assert q.md1_wait_cdf(0.7, 0.5, 1.0) == pytest.approx(0.5 * math.exp(0.35), rel=1e-12)
+    # t in [D, 2D): (1 − ρ)(e^{λt} − λ(t − D) e^{λ(t − D)}), here λ = 0.5, t = 1.5
+    assert q.md1_wait_cdf(1.5, 0.5, 1.0) == pytest.approx(0.5 * (math.exp(0.75) - 0.25 * math.exp(0.25)), rel=1e-12)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.8])
+def test_md1_cdf_mean_is_pollaczek_khinchine(rho: float) -> None:
+    # E[W] = ∫ P(W > t) dt = ρD / (2(1 − ρ)); the series stays accurate far into the tail
+    # (up to 30 decay lengths, where the alternating terms reach ~e^{λt} ≫ 1)
+    d, h = 1.0, 0.05
+    horizon = 30.0 / q.mg1_tail_decay(rho, d)[0]
+    ts = [h * (i + 0.5) for i in range(int(horizon / h))]
+    mean = sum(1.0 - q.md1_wait_cdf(t, rho, d) for t in ts) * h
+    assert mean == pytest.approx(rho * d / (2 * (1 - rho)), rel=2e-3)
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.1, 0.14, 0.2, 0.3, 0.5, 0.7, 0.9, 0.95])
+def test_mg1_tail_matches_exact_md1_quantile(rho: float) -> None:
+    exact = _md1_exact_quantile(0.99, rho)
+    assert q.mg1_wait_quantile_s(0.99, rho, 1.0) == pytest.approx(exact, rel=0.002)
+    # the Cramér–Lundberg asymptotic alone (a two-valued mixture that is nearly deterministic)
+    assert q.mg1_wait_quantile_s(0.99, rho, [1.0, 1.0 + 1e-9]) == pytest.approx(exact, rel=0.1)
+    assert float(q.md1_wait_quantile_s(0.99, rho, 1.0)) == pytest.approx(q.mg1_wait_quantile_s(0.99, rho, 1.0), rel=1e-9)
+    # Kingman's exponential tail (wait_quantile_s with c = 1) is the pessimistic heavy-traffic limit
+    assert q.wait_quantile_s(0.99, rho, 1, 1.0, 0.0, 1.0) >= exact * (1 - 1e-3)
+
+
+def test_mg1_lundberg_root_and_constant() -> None:
+    s, p, lam = [0.1, 0.3, 1.2], [0.5, 0.3, 0.2], 1.5
+    th, g = q.mg1_tail_decay(lam, s, p)
+    ee = sum(pi * math.exp(th * si) for si, pi in zip(s, p, strict=True))
+    assert lam * (ee - 1.0) == pytest.approx(th, rel=1e-10)
+    d1 = lam * sum(pi * si * math.exp(th * si) for si, pi in zip(s, p, strict=True)) - 1.0
+    rho = lam * sum(pi * si for si, pi in zip(s, p, strict=True))
+    assert g == pytest.approx((1 - rho) / d1, rel=1e-10)
+    # a mixture of equal values is M/D/1; P(W > 0) never above ρ
+    assert q.mg1_tail_decay(0.25, [2.0, 2.0]) == pytest.approx(q.mg1_tail_decay(0.25, 2.0))
+    assert q.mg1_wait_tail_probability(0.0, lam, s, p) <= rho + 1e-12
+    assert q.mg1_wait_quantile_s(0.99, 10.0, [0.1]) == math.inf
+    assert q.md1_wait_quantile_s(0.99, np.array([1.0, 0.005]), 1.0).tolist() == [math.inf, 0.0]
+
+
+def test_residual_wait_by_hand() -> None:
+    # D = 1, ρ = 0.5: P(W > w) = 0.5 (1 − w) = 0.01 → w = 0.98
+    assert q.residual_wait_quantile_s(0.99, 0.5, 1.0) == pytest.approx(0.98, rel=1e-12)
+    # S ∈ {1, 3} equally likely, ρ = 0.4: 0.4 · 0.5 (3 − w) / 2 = 0.01 → w = 2.9
+    assert q.residual_wait_quantile_s(0.99, 0.4, [1.0, 3.0]) == pytest.approx(2.9, rel=1e-12)
+    # ... and into the lower segment: ρ = 0.4, q = 0.5: 0.4 (0.5(3 − w) + 0.5(1 − w)) / 2 = 0.5 → w < 0 → 0
+    assert q.residual_wait_quantile_s(0.5, 0.4, [1.0, 3.0]) == 0.0
+    assert q.residual_wait_quantile_s(0.99, 0.005, 1.0) == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 64), rho=st.floats(0.02, 0.97), s1=st.floats(0.01, 2.0), s2=st.floats(0.01, 2.0),
+       w=st.floats(0.05, 0.95))
+def test_least_loaded_lane_is_bounded_by_random_split(c: int, rho: float, s1: float, s2: float, w: float) -> None:
+    svc, wts = [s1, s2], [w, 1 - w]
+    mean = w * s1 + (1 - w) * s2
+    lam = rho * c / mean
+    got, info = q.least_loaded_lane_wait_quantile_s(0.99, lam, c, svc, wts)
+    assert 0.0 <= got <= info["lane_wait_random_s"] + 1e-12
+    assert info["lane_utilization"] == pytest.approx(rho)
+    if c == 1:
+        assert got == pytest.approx(q.mg1_wait_quantile_s(0.99, lam, svc, wts), rel=1e-12)
+    more, _ = q.least_loaded_lane_wait_quantile_s(0.99, lam * 1.02, c, svc, wts) if rho * 1.02 < 1 else (math.inf, {})
+    assert more >= got - 1e-12  # monotone in the load
+
+
+# --- against the simulator (fixed seeds) ------------------------------------------------------
+
+def _sim_lane(instances: int, rho: float, seed: int, n_req: int = 15_000) -> tuple[float, float, float]:
+    """Unified pool, Poisson arrivals, prompts of 4 chunks (lane service S = 4 iterations of 20 ms),
+    slots never short. Returns (simulated TTFT p99 − S, its 95 % upper rank bound − S, arrival rate)."""
+    from planner.simulate import PoolSpec, ServiceRoute, SimConfig, simulate, synthetic_requests
+    from planner.simulate.stats import quantile_interval
+
+    t_it, chunk, k, batch = 0.02, 512, 4, 64
+    svc = k * t_it
+    lam = rho * instances / svc
+    out = int(svc * batch * 0.4 / rho / t_it)  # slot utilisation 0.4
+    pools = [PoolSpec("u", "unified", instances, prefill_time_s=lambda n: 0.0, step_time_s=lambda b: t_it,
+                      max_batch=batch, chunk_tokens=chunk, iteration_time_s=lambda b, c: t_it)]
+    dur = n_req / lam
+    res = simulate(pools, [ServiceRoute("s", unified="u")],
+                   synthetic_requests(lam, dur, input_tokens=[k * chunk], output_tokens=[out], seed=seed),
+                   SimConfig(warmup_s=0.1 * dur))
+    h = res.histograms["service:s:ttft"]
+    lo, hi = quantile_interval(h, 0.99, 0.95)
+    return h.quantile(0.99) - svc, hi - svc, lam
+
+
+def test_single_lane_is_md1_in_the_simulator() -> None:
+    # one instance: the lane is M/D/1; the simulated wait adds up to one iteration (20 ms) of
+    # alignment to the running iteration
+    for rho in (0.3, 0.7):
+        w_sim, _hi, lam = _sim_lane(1, rho, seed=11)
+        exact = _md1_exact_quantile(0.99, rho, 0.08)
+        assert q.mg1_wait_quantile_s(0.99, lam, 0.08) == pytest.approx(exact, rel=0.01)
+        assert exact - 0.01 <= w_sim <= exact + 0.02 + 0.12 * exact, (rho, w_sim, exact)
+
+
+def test_least_loaded_lanes_in_the_simulator() -> None:
+    # 16 instances behind the simulator's least-loaded router: far below the per-instance M/D/1
+    # (random split), and the least-loaded model stays an upper bound within 10 % + alignment
+    for rho in (0.3, 0.7):
+        w_sim, _hi, lam = _sim_lane(16, rho, seed=5)
+        model, info = q.least_loaded_lane_wait_quantile_s(0.99, lam, 16, 0.08)
+        assert w_sim < 0.5 * info["lane_wait_random_s"] or rho < 0.5
+        assert w_sim - 0.02 <= model <= 1.1 * w_sim, (rho, w_sim, model, info)

@@ -6,7 +6,8 @@ Formulas (at the solution; ``λ`` rates, ``x`` shares, ``τ`` instance-seconds p
 - effective cap ``ρ_p = Σ λ_peak τ x / Σ λ_peak τ x / ρ_i`` (load-weighted harmonic mean);
 - tokens per month ``Σ λ_mean (in_mean + out_mean) · 3600 H`` (each request counted once,
   in its prefill phase or its unified point);
-- $/1M tokens = total / tokens · 1e6; energy per 1k tokens = facility kWh (busy + idle, × PUE) / tokens · 1e3 (Wh);
+- $/1M tokens = total / tokens · 1e6; energy per 1k tokens = facility kWh (busy + idle, × PUE; with agents + the CPU pool
+  and the KV reloads / recomputes, :func:`energy_kwh_per_month`) / tokens · 1e3 (Wh);
 - idle-capacity attribution = Σ_p (n_p tp_p − busy device-hours at mean) × (equipment rate + idle power cost rate).
 
 Latency at peak (per pool, :mod:`planner.queueing`): the pool is a G/G/c queue with
@@ -19,23 +20,34 @@ conservative. A service reports its worst routed bucket.
 Chunked-prefill lane of a unified pool (:func:`lane_wait_quantile_ms`). Inside each unified
 instance, admitted prompts queue for the one prefill lane (a chunk of ``q`` tokens per
 iteration, :mod:`planner.perf.points`). A unified operating point prices that wait for its
-bucket alone at its full load (``lane_wait_ms``, included in its ``ttft_ms``); a pool mixing
-buckets replaces it by the lane wait of the mix at the pool's actual peak load: per live
-instance a G/G/1 queue (:func:`planner.queueing.wait_quantile_s` with ``c = 1``:
-Pollaczek–Khinchine mean, Kingman-scaled exponential tail) with
+bucket alone at its full load on one instance (``lane_wait_ms``, M/D/1, included in its
+``ttft_ms``); a pool mixing buckets replaces it by the lane wait of the mix at the pool's actual
+peak load over its ``c = n − k`` live instances, each instance's lane one server:
 
-- arrival rate ``λ_inst = Σ λ_i x_i / (n − k)`` (requests spread evenly over live instances);
-- service time of a bucket-``i`` prompt ``S_i = lane_service_ms_i = n_i / q_i · t_it,i`` (its
-  new tokens over its chunk cap, in chunk iterations; several short prompts share one chunk, so
-  the lane's work is fractional); mean ``E[S] = Σ λ_i S_i / Σ λ_i``, CV
-  ``c_s² = E[S²]/E[S]² − 1`` over the mix;
-- Poisson arrivals at each instance (``c_a = 1``: an M/G/1 lane, as the operating point
-  assumes). Stated assumption: a router sends each request to the least-loaded instance
-  (vLLM/SGLang routers, and :mod:`planner.simulate`), which spreads a burst of the service's
-  arrivals over the instances; the burst itself is charged in the pool's slot wait (G/G/c with
-  the service's ``c_a``). A random split would give ``c_inst² = 1 + (c_a² − 1)/m`` over ``m``
-  instances — measured against the simulator on the example instances this over-predicted
-  the lane wait by 2–3x (code-completion-8b: 886 ms analytic vs 369 ms simulated TTFT p99).
+- the pool's arrival rate ``λ = Σ λ_i x_i`` with the arrival-weighted inter-arrival CV ``c_a`` of
+  its points (the service's burstiness);
+- the lane service time of a bucket-``i`` prompt ``S_i = lane_service_ms_i = n_i / q_i · t_it,i``
+  (its new tokens over its chunk cap, in chunk iterations; several short prompts share one chunk,
+  so the lane's work is fractional), a discrete mixture with weights ``λ_i x_i``; lane
+  utilisation ``ρ = λ E[S] / c``;
+- **router assumed: least-loaded** — each request goes to the instance with the fewest requests in
+  flight (vLLM / SGLang "least requests" routers; :mod:`planner.simulate` does the same). The
+  wait is :func:`planner.queueing.least_loaded_lane_wait_quantile_s`:
+  ``min(W_random, max(W_pooled + W_residual, W_balanced))`` — the pooled G/G/c wait of all ``c``
+  lanes (Erlang C + Allen–Cunneen: what balancing in-flight counts achieves) plus the residual
+  work of a prompt in progress on the chosen lane (found with probability ``ρ``: the count-based
+  router does not see which lane is busy); at least one lane as a GI/G/1 queue fed every
+  ``c``-th arrival (a short prompt still queues behind a long one on its own lane); at most the
+  exact M/G/1 tail of a random split (Cramér–Lundberg asymptotic for the mixture). Arrivals
+  enter the lane terms no burstier than Poisson (``min(c_a, 1)``): the service's burstiness is
+  charged in the pool's slot wait (G/G/c over all batch slots), and the router spreads a burst
+  over the instances. One instance with Poisson arrivals: the M/G/1 lane, exactly as the
+  operating point prices it.
+
+Before this model the lane was one M/G/1 per instance with Kingman's exponential tail; measured
+against the simulator on the example instances that over-predicted the shared pools' TTFT p99 by
+23–170 % (agentic-assistant 2,928 ms analytic vs 1,498 ms simulated); the table before/after is
+printed by ``python benchmarks/bench_simulate.py --verify``.
 
 A unified bucket's TTFT quantile is then ``ttft_ms − lane_wait_ms_i`` (its own service) + the
 pool's slot wait + the pool's lane wait (quantiles added: conservative). Without lane columns
@@ -130,32 +142,35 @@ def model_costs(built: Built) -> dict[str, float]:
 
 
 def lane_wait_quantile_ms(quantile: float, rates_per_s: np.ndarray, lane_service_s: np.ndarray,
-                          live_instances: int) -> tuple[float, dict[str, float]]:
+                          live_instances: int, arrival_cv: float = 1.0) -> tuple[float, dict[str, float]]:
     """Lane-wait quantile (ms) of a unified pool mixing buckets, and its queue parameters
     (module docstring). ``rates_per_s`` routed peak rates of the pool's points,
-    ``lane_service_s`` their lane service times. ``inf`` when the lane is saturated or no
-    instance survives; ``nan`` when a lane service time is unknown."""
-    from planner.queueing import wait_quantile_s
+    ``lane_service_s`` their lane service times, ``arrival_cv`` the pool's inter-arrival CV.
+    ``inf`` when the lane is saturated or no instance survives; ``nan`` when a lane service
+    time is unknown. The info dict carries ``lane_utilization`` (per lane), the mixture's mean
+    and CV, the arrival CV and the three terms of the least-loaded model (seconds)."""
+    from planner.queueing import least_loaded_lane_wait_quantile_s
 
     lam = np.asarray(rates_per_s, dtype=float)
     s = np.asarray(lane_service_s, dtype=float)
     total = float(lam.sum())
-    info = {"lane_utilization": math.nan, "lane_mean_service_s": math.nan, "lane_service_cv": math.nan,
-            "lane_arrival_cv": math.nan}
+    info = {k: math.nan for k in LANE_INFO_KEYS}
     if total <= 0 or not len(lam):
         return 0.0, info
     if not np.all(np.isfinite(s)):
         return math.nan, info
     if live_instances < 1:
         return math.inf, info
-    mean_s = float((lam * s).sum() / total)
-    if mean_s <= 0:
+    if float((lam * s).sum()) <= 0:
         return 0.0, {**info, "lane_utilization": 0.0}
-    cs = math.sqrt(max(0.0, float((lam * s**2).sum() / total) / mean_s**2 - 1.0))
-    ca = 1.0  # Poisson at each instance behind a least-loaded router (module docstring)
-    lam_inst = total / live_instances
-    info = {"lane_utilization": lam_inst * mean_s, "lane_mean_service_s": mean_s, "lane_service_cv": cs, "lane_arrival_cv": ca}
-    return wait_quantile_s(quantile, lam_inst, 1, mean_s, cs, ca) * 1e3, info
+    w, terms = least_loaded_lane_wait_quantile_s(quantile, total, int(live_instances), s, lam, arrival_cv)
+    return w * 1e3, {k: float(terms.get(k, math.nan)) for k in LANE_INFO_KEYS}
+
+
+LANE_INFO_KEYS: tuple[str, ...] = ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv",
+                                   "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s",
+                                   "lane_wait_balanced_s", "lane_wait_residual_s")
+"""Keys of :func:`lane_wait_quantile_ms`'s info (columns of :func:`planner.optimize.solve.pool_latency`)."""
 
 
 def _lane_columns(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -199,7 +214,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     s1_w = np.bincount(pp, weights=lam_peak * x * s_pt, minlength=n_pool)
     s2_w = np.bincount(pp, weights=lam_peak * x * s_pt**2 * (1.0 + cv_pt**2), minlength=n_pool)
     ca_w = np.bincount(pp, weights=lam_peak * x * pts["interarrival_cv"].to_numpy(float), minlength=n_pool)
-    kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool)
+    kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool) + _held_kv(built)  # + KV held during tool waits
 
     lane_s, lane_own_ms = _lane_columns(pts)
     roles_all = pts["role"].to_numpy(str)
@@ -224,7 +239,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             wait_ms[p] = w * 1e3
             if row["role"] == "unified":
                 sel_p = (pp == p) & (x > 0)
-                lane_ms[p], _info = lane_wait_quantile_ms(q, lam_peak[sel_p] * x[sel_p], lane_s[sel_p], n_eff)
+                lane_ms[p], _info = lane_wait_quantile_ms(q, lam_peak[sel_p] * x[sel_p], lane_s[sel_p], n_eff, ca)
         elif arr_peak[p] > 0:
             wait_ms[p] = math.inf
         pool_list.append(PoolPlan(
@@ -270,7 +285,8 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             tpot_predicted_ms=float(worst_tpot), ttft_met=bool(worst_ttft <= float(r0["ttft_target_ms"]) * (1 + 1e-6)),
             tpot_met=bool(worst_tpot <= float(r0["tpot_target_ms"]) * (1 + 1e-6)),
             method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost; "
-                   "unified pools: + the chunked-prefill lane wait of the bucket mix per instance (G/G/1) instead of the bucket's own",
+                   "unified pools: + the chunked-prefill lane wait of the bucket mix over the live instances behind a least-loaded router "
+                   "(planner.queueing.least_loaded_lane_wait_quantile_s) instead of the bucket's own",
         ))
     return pool_list, routing, latency
 
@@ -284,9 +300,46 @@ def tokens_per_month(built: Built, x: np.ndarray) -> float:
 
 
 def energy_kwh_per_month(built: Built, costs: CostBreakdown) -> float:
-    c = built.prep.tables.costs
-    price = float(c.electricity_usd_per_kwh)
-    return (costs.power_busy_usd_per_month + costs.power_idle_usd_per_month) / price if price > 0 else 0.0
+    r"""Facility energy per month at the loaded solution, kWh: accelerator pools and the tool phase.
+
+    Accelerators (the physical quantities behind ``power_busy`` and ``power_idle``; computed
+    from the plan, not from the costs, so a zero electricity price still gives the energy)::
+
+        E_gpu = η [ Σ_i λ^mean x_i (E_i + τ_i tp_i P^host) · 3600 H / 3.6e6
+                    + H/1000 (Σ_p n_p tp_p (P^idle + P^host) − Σ_i λ^mean x_i τ_i tp_i (P^idle + P^host)) ]
+
+    plus the CPU pool and the KV reloads / recomputes
+    (:func:`planner.agents.extract.tool_phase_energy_kwh_per_month`). ``costs`` is unused
+    (kept for callers); ``η`` is the PUE.
+    """
+    del costs
+    prep = built.prep
+    c = prep.tables.costs
+    H = float(c.hours_per_month)
+    x, n, _z, _u = solution_arrays(built)
+    cfg = prep.tables.configs.drop_duplicates("config").set_index("config")
+    pts = prep.points
+    ptc = cfg.reindex(pts["config"].to_numpy())
+    lam = pts["rate_mean_per_s"].to_numpy(float) * x
+    tau_tp = pts["instance_seconds_per_request"].to_numpy(float) * pts["tp"].to_numpy(float)
+    host = ptc["host_power_w"].to_numpy(float)
+    idle_host = ptc["idle_power_w"].to_numpy(float) + host
+    busy_kwh = float(np.sum(lam * (pts["energy_j_per_request"].to_numpy(float) + tau_tp * host))) * SECONDS_PER_HOUR * H / J_PER_KWH
+    pc = cfg.reindex(prep.pools["config"].to_numpy())
+    prov_w = float(np.sum(n * prep.pools["tp"].to_numpy(float) * (pc["idle_power_w"].to_numpy(float) + pc["host_power_w"].to_numpy(float))))
+    idle_kwh = H / 1e3 * (prov_w - float(np.sum(lam * tau_tp * idle_host)))
+    from planner.agents.extract import tool_phase_energy_kwh_per_month
+
+    return float(c.pue) * (busy_kwh + idle_kwh) + tool_phase_energy_kwh_per_month(built)
+
+
+def _held_kv(built: Built) -> np.ndarray:
+    """KV bytes held during tool waits at peak, per pool (zeros without agents)."""
+    if built.prep.tool is None:
+        return np.zeros(len(built.prep.pools))
+    from planner.agents.extract import held_kv_bytes_per_pool
+
+    return held_kv_bytes_per_pool(built)
 
 
 # --- tool execution phase (planner.agents) ------------------------------------------------

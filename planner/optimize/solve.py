@@ -18,8 +18,9 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
    the arrival-weighted arrival CV and the service-time CV of the mixture of its points (buckets of
    different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``); its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
    at the service's TTFT quantile. Same formulas as :mod:`planner.optimize.extract`. A unified
-   pool adds the chunked-prefill lane wait of its bucket mix per live instance (G/G/1,
-   :func:`planner.optimize.extract.lane_wait_quantile_ms`), which replaces the lane wait each
+   pool adds the chunked-prefill lane wait of its bucket mix over its live instances behind a
+   least-loaded router (:func:`planner.optimize.extract.lane_wait_quantile_ms`,
+   :func:`planner.queueing.least_loaded_lane_wait_quantile_s`), which replaces the lane wait each
    unified point priced for its bucket alone (``lane_wait_ms``, inside its ``ttft_ms``).
 2. :func:`bucket_latency` — per (service, bucket): ``TTFT = max ttft_ms_i + W_{p(i)}`` over
    its routed prefill / unified points, plus the worst slot wait of its decode pools; TPOT
@@ -254,11 +255,14 @@ POOL_LATENCY_COLUMNS: tuple[str, ...] = (
     "pool", "role", "instances", "servers", "arrival_rate_per_s", "mean_service_s", "utilization_peak",
     "service_cv", "arrival_cv", "quantile", "wait_ms",
     "lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv", "lane_wait_ms",
+    "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s", "lane_wait_balanced_s", "lane_wait_residual_s",
 )
 """Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)
 (``wait_ms``: the wait for a server / batch slot); for unified pools also the chunked-prefill
-lane of one instance (:func:`planner.optimize.extract.lane_wait_quantile_ms`; ``nan`` for
-other roles or when the points carry no lane columns)."""
+lanes of its live instances (:func:`planner.optimize.extract.lane_wait_quantile_ms`: per-lane
+utilisation, the service mixture's mean and CV, the pool's and one lane's arrival CV, the wait
+and its four terms;
+``nan`` for other roles or when the points carry no lane columns)."""
 
 _LAT_COLS = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv",
              "interarrival_cv", "ttft_quantile")
@@ -272,7 +276,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     provisioned instances per pool name. Pools without routed traffic are left out; a pool
     with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait.
     """
-    from planner.optimize.extract import _lane_columns, lane_wait_quantile_ms
+    from planner.optimize.extract import LANE_INFO_KEYS, _lane_columns, lane_wait_quantile_ms
     from planner.queueing import wait_quantile_s
 
     x = np.asarray(share, dtype=float)
@@ -322,11 +326,11 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         lane_wait, lane = math.nan, dict[str, float]()
         if r["role"] == "unified":
             g = frame[frame["pool"] == pool]
-            lane_wait, lane = lane_wait_quantile_ms(float(r["q"]), g["arr"].to_numpy(float), g["lane_s"].to_numpy(float), n_eff)
+            lane_wait, lane = lane_wait_quantile_ms(float(r["q"]), g["arr"].to_numpy(float), g["lane_s"].to_numpy(float), n_eff, ca)
         rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
                      "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
                      "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
-                     **{k: lane.get(k, math.nan) for k in ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv")}})
+                     **{k: lane.get(k, math.nan) for k in LANE_INFO_KEYS}})
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
 
 
@@ -404,6 +408,7 @@ def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, 
     Empty when every bucket meets its targets (or only pools with caps supplied by the table
     are involved, which are not re-checked).
     """
+    from planner.optimize.extract import _lane_columns
     from planner.queueing import max_utilization
 
     pts = prep.points
@@ -439,7 +444,10 @@ def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, 
             factors[p] = max_step
             continue
         if p in lanes:
-            scale = _max_load_scale(row, b_ms)
+            on_p = (pts["pool"].astype(str).to_numpy() == p) & (x > 0)
+            lane_s, _own = _lane_columns(pts)  # per point: lane service time (s)
+            scale = _max_load_scale(row, b_ms, pts["rate_peak_per_s"].to_numpy(float)[on_p] * x[on_p], lane_s[on_p],
+                                    max(int(row["instances"]) - redundancy, 0))
             f = 1.0 / scale if scale > 0 else max_step
         else:
             rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), b_ms / 1e3,
@@ -449,21 +457,24 @@ def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, 
     return factors, buckets
 
 
-def _max_load_scale(row: Mapping[str, Any], budget_ms: float, tolerance: float = 1e-4) -> float:
+def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: np.ndarray, lane_service_s: np.ndarray,
+                    live_instances: int, tolerance: float = 1e-4) -> float:
     """Largest factor ``s ≤ 1`` on a unified pool's peak arrivals (same size) with slot wait + lane
-    wait ≤ ``budget_ms`` (:func:`pool_latency` row); bisection, both waits grow with the load."""
+    wait ≤ ``budget_ms`` (:func:`pool_latency` row; the lane's routed rates and service times of
+    its points); bisection, both waits grow with the load."""
+    from planner.optimize.extract import lane_wait_quantile_ms
     from planner.queueing import wait_quantile_s
 
     q = float(row["quantile"])
     arr, servers, s_slot = float(row["arrival_rate_per_s"]), int(row["servers"]), float(row["mean_service_s"])
-    lam_lane, s_lane = float(row["lane_utilization"]) / float(row["lane_mean_service_s"]), float(row["lane_mean_service_s"])
+    ca = float(row["arrival_cv"])
 
     def total_ms(f: float) -> float:
-        slot = wait_quantile_s(q, f * arr, servers, s_slot, float(row["service_cv"]), float(row["arrival_cv"])) if s_slot > 0 else 0.0
-        lane = wait_quantile_s(q, f * lam_lane, 1, s_lane, float(row["lane_service_cv"]), float(row["lane_arrival_cv"]))
-        return 1e3 * (slot + lane)
+        slot = wait_quantile_s(q, f * arr, servers, s_slot, float(row["service_cv"]), ca) if s_slot > 0 else 0.0
+        lane, _info = lane_wait_quantile_ms(q, f * lane_rates_per_s, lane_service_s, live_instances, ca)
+        return 1e3 * slot + lane
 
-    if not (servers >= 1 and s_lane > 0 and math.isfinite(lam_lane)) or total_ms(1.0) <= budget_ms:
+    if not (servers >= 1 and live_instances >= 1 and len(lane_service_s)) or total_ms(1.0) <= budget_ms:
         return 1.0
     lo, hi = 0.0, 1.0
     while hi - lo > tolerance:

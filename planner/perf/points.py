@@ -279,14 +279,14 @@ def _largest_chunk(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx
 
 def lane_wait_quantile_s(quantile: float, utilization: np.ndarray, service_s: np.ndarray) -> np.ndarray:
     """Waiting-time quantile of a unified instance's prefill lane, an M/D/1 queue (Poisson
-    arrivals, deterministic service ``S``): :func:`planner.queueing.wait_quantile_s` with ``c = 1``,
-    ``c_a = 1``, ``c_s = 0``, i.e. ``0`` if ``rho <= 1 - q`` else ``S/(2(1 - rho)) ln(rho/(1 - q))``
-    (``inf`` at ``rho >= 1``). Vectorised over the batch grid."""
-    rho = np.asarray(utilization, dtype=float)
-    tail = 1.0 - quantile
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = 0.5 * service_s / (1.0 - rho) * np.log(np.maximum(rho, tail) / tail)
-    return np.where(rho >= 1.0, np.inf, np.where(rho <= tail, 0.0, w))
+    arrivals, deterministic service ``S``): :func:`planner.queueing.md1_wait_quantile_s` —
+    ``0`` if ``rho <= 1 - q``; exact ``S ln(q/(1-rho))/rho`` while below ``S``; else the
+    Cramér–Lundberg tail ``S ln(γ/(1-q))/x`` (``x`` the root of ``rho(e^x - 1) = x``), within
+    1 % of the exact Erlang–Crommelin quantile (Kingman's exponential tail, used before, was
+    up to 34 % long at moderate load). ``inf`` at ``rho >= 1``. Vectorised over the batch grid."""
+    from planner.queueing import md1_wait_quantile_s
+
+    return md1_wait_quantile_s(quantile, utilization, service_s)
 
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
