@@ -496,7 +496,12 @@ def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:
     per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
     n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9).astype(int) + 1
     pools["n_max"] = np.maximum(pools["n_max"].to_numpy(int), n_load)
-    return replace(prep, points=pts, pools=pools)
+    tool = prep.tool
+    if tool is not None:
+        from planner.agents.prep import refresh_caps
+
+        tool = refresh_caps(tool, pts)  # reload/recompute load coefficients carry 1/rho too
+    return replace(prep, points=pts, pools=pools, tool=tool)
 
 
 def _solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
