@@ -22,7 +22,8 @@ INSTANCES = Path(__file__).resolve().parents[1] / "instances"
 
 EXPECTED_WINNER: dict[str, str] = {
     "enterprise-chat": "shared",            # 5 req/s: a second pool's ops, NICs and rounding cost more than interference
-    "code-completion-8b": "shared",
+    # bursts of the Azure code trace replayed in the simulated check: both plans grow; disaggregated meets in simulation and is cheaper
+    "code-completion-8b": "disaggregated",
     "agentic-assistant": "shared",
     # 121k-token prompts at a 15 s p99 TTFT and 60 ms token interval: no unified point is feasible
     "long-context-assistant": "disaggregated",

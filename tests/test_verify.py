@@ -173,3 +173,27 @@ def test_unified_pool_simulated_with_its_chunk_meets_and_analytic_is_conservativ
     assert chk.met and s.ttft_sim_ms is not None and s.ttft_analytic_ms is not None
     assert s.ttft_sim_ms <= s.ttft_analytic_ms * 1.05
     assert s.ttft_sim_ms > 250.0  # the prompt's own chunk iterations are simulated
+
+
+def test_peak_window_times_replays_busiest_windows_at_the_planned_rate() -> None:
+    import numpy as np
+
+    from planner.simulate.arrivals import peak_window_times
+
+    # 10 s windows: 20 arrivals in a burst (0..1.9 s), 12 spread over 10..18.8 s, 3 late ones (fewer than 11: not replayed)
+    t = np.concatenate([np.arange(20) * 0.1, 10.0 + np.arange(12) * 0.8, [25.0, 26.0, 27.0]])
+    out = peak_window_times(t, 10.0, 2.0, 16.0)
+    # window 0 scaled by 20 / (10 s * 2/s) = 1 fills 0..10 s; window 1 by 12 / 20 = 0.6 fills 10..16 s
+    assert out.size == 32
+    assert np.allclose(out[:20], np.arange(20) * 0.1)
+    assert np.allclose(out[20:], 10.0 + np.arange(12) * 0.8 * 0.6)
+
+
+def test_simulated_factors_tighten_the_named_pool_by_the_miss_ratio() -> None:
+    from types import SimpleNamespace
+
+    from planner.optimize.solve import simulated_factors
+
+    check = SimpleNamespace(services=[SimpleNamespace(miss_pool="p", miss_share=0.3), SimpleNamespace(miss_pool="p", miss_share=0.01),
+                                      SimpleNamespace(miss_pool=None, miss_share=0.0), SimpleNamespace(miss_pool="q", miss_share=None)])
+    assert simulated_factors(check) == {"p": 1.3, "q": 4.0}

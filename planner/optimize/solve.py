@@ -36,6 +36,14 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
    tighter caps and re-solved.
 4. Stop when every bucket meets its targets, or after ``SolveSettings.verify_rounds`` extra
    rounds (the plan then reports the miss). ``SolverInfo.rounds`` counts the solves.
+5. With ``SolveSettings.simulation_check`` (``planner solve`` when ``options.verify``): the plan
+   that passes the analytic check is simulated at peak (:func:`planner.verify.simulate_plan`,
+   bursts replayed from the log). Each service missing a quantile names a pool
+   (``SimulatedService.miss_pool``); that pool's caps are divided by the simulated/target
+   ratio ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming it) and the MIP is
+   re-solved, at most ``simulation_rounds`` times. The final plan carries its last check
+   (``ArchitecturePlan.simulation``): met, or which pool misses and by how much. Seeded, so the
+   same input gives the same plan.
 
 Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
 not re-checked: a measured rate already includes queueing at the SLO. The tightened caps
@@ -47,7 +55,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -92,6 +100,12 @@ class SolveSettings:
     extra_notes: tuple[str, ...] = field(default_factory=tuple)
     verify_rounds: int = 4
     """Extra solve rounds the latency check may spend tightening caps (0: no check)."""
+    simulation_check: Callable[[PlanResult, str], Any] | None = None
+    """Optional discrete-event check of an architecture's plan (``(result, architecture) ->
+    SimulationCheck``, e.g. :func:`planner.verify.simulate_plan`); a miss tightens the named pool
+    and re-solves (module docstring, step 5)."""
+    simulation_rounds: int = 6
+    """Extra solve rounds the simulated check may spend tightening caps."""
 
 
 @dataclass
@@ -531,6 +545,33 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
             history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
             break
         plan, cur = cand, nxt
+    if settings.simulation_check is not None and plan.feasible and plan.pools:
+        sim_rounds = 0
+        while True:
+            check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
+            plan = plan.model_copy(update={"simulation": check})
+            if check.met or sim_rounds >= settings.simulation_rounds:
+                break
+            factors = simulated_factors(check)
+            analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
+            for p, f in analytic.items():
+                factors[p] = max(factors.get(p, 1.0), f)
+            if not factors:
+                break
+            history.append("simulation: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
+            t0 = time.perf_counter()
+            prep2 = tighten_prepared(cur.prep, factors)
+            nxt = build_model(prep2, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+            nxt.build_s = time.perf_counter() - t0
+            cand = solve_architecture(nxt, make_solver(), architecture, settings)
+            rounds += 1
+            sim_rounds += 1
+            total_time += cand.solver.time_s
+            total_build += cand.solver.build_s
+            if not cand.feasible:
+                history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
+                break
+            plan, cur = cand, nxt
     info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
     plan = plan.model_copy(update={"solver": info})
     caps: list[dict[str, Any]] = []
@@ -548,6 +589,31 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
             caps_note += f" — targets still missed after {rounds} solves (see the latency table)"
         caps.append({"architecture": architecture, "note": caps_note})
     return plan, cur, caps
+
+
+def simulated_factors(check: Any, *, min_step: float = 1.05, max_step: float = 4.0) -> dict[str, float]:
+    """Per pool a simulated miss names: the factor dividing its caps, ``clamp(sim_q / target, min_step, max_step)``
+    (module docstring, step 5); the largest over the services naming the pool."""
+    out: dict[str, float] = {}
+    for s in check.services:
+        if s.miss_pool is None:
+            continue
+        share = s.miss_share if s.miss_share is not None else math.inf  # None: unbounded (requests never finished)
+        f = float(min(max_step, max(min_step, 1.0 + share)))
+        out[s.miss_pool] = max(out.get(s.miss_pool, 1.0), f)
+    return out
+
+
+def _check_result(prep: Prepared, architecture: str, plan: ArchitecturePlan, settings: SolveSettings) -> PlanResult:
+    """A one-architecture :class:`PlanResult` carrying what the simulated check reads (pools, routing, snapshot)."""
+    used = _used_points(plan, prep)
+    pts_cols = [c for c in prep.points.columns if c not in ("i",)]
+    snapshot = CapacitySnapshot(
+        demand=prep.demand.drop(columns=["d"]).to_dict("records"), points=prep.points.loc[used, pts_cols].to_dict("records"),
+        configs=prep.tables.configs.to_dict("records"), costs={k: float(v) for k, v in vars(prep.tables.costs).items()},
+        redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+    return PlanResult(instance="check", architectures={architecture: plan}, verdict=make_verdict({architecture: plan}, prep),
+                      capacity=snapshot)
 
 
 def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_name: str = "tables",
@@ -642,9 +708,22 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     raw_notes: Any = tables.meta.get("notes", [])
     notes = tuple(str(n) for n in raw_notes)
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
+    sim_notes: list[str] = []
+    if getattr(resolved.instance.options, "verify", False) and s.simulation_check is None:
+        from planner.verify import (  # discrete-event check at peak (issue 7)
+            peak_arrivals_from_instance,
+            simulate_plan,
+        )
+
+        arrivals, sim_notes = peak_arrivals_from_instance(resolved)
+
+        def check(result: PlanResult, architecture: str) -> Any:
+            return simulate_plan(result, architecture, arrivals=arrivals)
+        s = SolveSettings(**{**s.__dict__, "simulation_check": check})
     outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(resolved.path), scenario=scenario, overrides=overrides)
     if getattr(resolved.instance.options, "verify", False):
-        from planner.verify import verify_result  # discrete-event check at peak (issue 7)
+        from planner.verify import verify_result
 
-        outcome.result = verify_result(outcome.result)
+        res = verify_result(outcome.result)  # reports the checks made in the loop; simulates plans without one
+        outcome.result = res.model_copy(update={"notes": list(res.notes) + sim_notes})
     return outcome

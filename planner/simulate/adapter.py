@@ -56,7 +56,7 @@ approximated, and each approximation is stated here:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -368,12 +368,17 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
 
 
 def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: float, seed: int,
-                  rate_multiplier: float = 1.0, chunk: int = 8192) -> Iterator[RequestChunk]:
+                  rate_multiplier: float = 1.0, chunk: int = 8192,
+                  arrival_times: Mapping[str, np.ndarray] | None = None) -> Iterator[RequestChunk]:
     """Per service one renewal process (the demand's inter-arrival CV) at its peak or mean
     rate; each arrival takes route ``r`` with probability ``route_table.probability`` (so the
     service's burstiness is kept, not diluted over independent per-bucket streams) and that
     route's representative lengths. Reproducible: one generator per service, seeded from
-    ``seed`` and the service's position."""
+    ``seed`` and the service's position.
+
+    ``arrival_times``: per service name, given arrival seconds (e.g. a log's busiest windows
+    replayed at the peak rate, :func:`planner.simulate.arrivals.peak_window_times`) used
+    instead of the renewal process; routes are still drawn as above."""
     from planner.simulate.arrivals import _chunk
 
     rt = inputs.route_table
@@ -391,9 +396,20 @@ def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: fl
         cv = float(g["interarrival_cv"].iloc[0])
         cv = cv if cv > 0 else 1.0
 
+        given = None if arrival_times is None else arrival_times.get(str(_svc))
+
         def gen(rate: float = rate, idx: np.ndarray = idx, p: np.ndarray = p, inp: np.ndarray = inp,
-                out: np.ndarray = out, cv: float = cv, s: int = seed + 7919 * i) -> Iterator[RequestChunk]:
+                out: np.ndarray = out, cv: float = cv, s: int = seed + 7919 * i,
+                given: np.ndarray | None = given) -> Iterator[RequestChunk]:
             rng = np.random.default_rng(s)
+            if given is not None:
+                times_all = np.sort(np.asarray(given, dtype=float))
+                times_all = times_all[times_all < duration_s]
+                for a in range(0, times_all.size, chunk):
+                    times = times_all[a:a + chunk]
+                    k = rng.choice(idx.size, size=times.size, p=p)
+                    yield _chunk(times, inp[k], out[k], idx[k])
+                return
             mean_gap, shape, t = 1.0 / rate, 1.0 / cv**2, 0.0
             while t < duration_s:
                 gaps = rng.exponential(mean_gap, chunk) if cv == 1.0 else rng.gamma(shape, mean_gap / shape, chunk)
