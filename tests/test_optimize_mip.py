@@ -243,3 +243,33 @@ def test_cost_terms_constant_lists_every_expression() -> None:
     from planner.optimize.model import COST_EXPRESSIONS
 
     assert tuple(COST_EXPRESSIONS) == COST_TERMS
+
+
+def test_a_plan_that_misses_in_simulation_ranks_after_one_that_meets() -> None:
+    """The verdict prefers plans that meet their targets in the peak simulation, and says why."""
+    from planner.optimize.verdict import make_verdict
+    from planner.schema.plan import SimulationCheck
+
+    tables = synthetic_tables(services=1, buckets=2, devices=2, seed=3)
+    out = solve_tables(tables, SolveSettings(architectures=("shared", "disaggregated")))
+    plans = dict(out.result.architectures)
+    assert all(p.feasible for p in plans.values())
+    cheap = min(plans.values(), key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
+    other = next(a for a in plans if a != cheap.architecture)
+
+    def check(met: bool) -> SimulationCheck:
+        return SimulationCheck(seed=0, duration_s=10.0, warmup_s=1.0, requests=100, measured_requests=90, wall_s=0.01,
+                               ci_level=0.95, met=met, findings=[] if met else ["pool X: p99 TTFT +40%"])
+
+    plans[cheap.architecture] = cheap.model_copy(update={"simulation": check(False)})
+    plans[other] = plans[other].model_copy(update={"simulation": check(True)})
+    verdict = make_verdict(plans, out.prepared)
+    assert verdict.winner == other
+    assert verdict.margin_usd_per_month < 0
+    assert any("misses its latency targets in the discrete-event simulation" in r and "pool X" in r for r in verdict.reasons)
+    assert "cheaper but misses" in verdict.reasons[0]
+    # both missing: cost decides again, and the verdict says so
+    plans[other] = plans[other].model_copy(update={"simulation": check(False)})
+    verdict = make_verdict(plans, out.prepared)
+    assert verdict.winner == cheap.architecture
+    assert any(r.startswith("No plan meets its targets in simulation") for r in verdict.reasons)

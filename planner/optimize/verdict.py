@@ -53,17 +53,41 @@ def _devices(plan: ArchitecturePlan) -> int:
     return sum(p.devices for p in plan.pools)
 
 
+def _meets_in_simulation(plan: ArchitecturePlan) -> bool:
+    """True unless the plan was simulated at peak and missed a target there."""
+    return plan.simulation is None or plan.simulation.met
+
+
+def _simulation_notes(ranked: list[ArchitecturePlan]) -> list[str]:
+    """Say which plans miss their targets in the peak simulation and how that ranked them."""
+    missing = [p for p in ranked if not _meets_in_simulation(p)]
+    if not missing:
+        return []
+    notes = []
+    for p in missing:
+        finding = p.simulation.findings[0] if p.simulation and p.simulation.findings else "a latency target is missed"
+        notes.append(f"{p.architecture} misses its latency targets in the discrete-event simulation at peak ({finding}).")
+    if len(missing) == len(ranked):
+        notes.append("No plan meets its targets in simulation at peak: the verdict compares costs only; add redundancy or tighten options.max_utilization.")
+    else:
+        notes.append("Plans that miss in simulation rank after those that meet, whatever their cost.")
+    return notes
+
+
 def _mix(plan: ArchitecturePlan) -> str:
     return ", ".join(f"{p.role} {p.instances}x {p.config}" for p in plan.pools) or "no pools"
 
 
 def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
-    # Cheapest first; a tie (to the cent) goes to the simpler architecture.
+    # Plans that meet their targets in the peak simulation (or were not simulated) first, then
+    # cheapest first; a tie (to the cent) goes to the simpler architecture.
     feasible = sorted((p for p in plans.values() if p.feasible and p.costs is not None),
-                      key=lambda p: (round(p.costs.total_usd_per_month, 2) if p.costs else 0.0, _SIMPLICITY[p.architecture]))
+                      key=lambda p: (not _meets_in_simulation(p),
+                                     round(p.costs.total_usd_per_month, 2) if p.costs else 0.0, _SIMPLICITY[p.architecture]))
     if not feasible:
         return Verdict(winner=None, reasons=["no architecture has a feasible plan; see each architecture's diagnosis"])
     win = feasible[0]
+    simulation_notes = _simulation_notes(feasible)
     assert win.costs is not None
     rate_mean = float(prep.demand["rate_mean_per_s"].sum())
     proven = all(p.solver.status == "optimal" for p in feasible)
@@ -71,7 +95,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         failed = [a for a in plans if a != win.architecture]
         only = [f"{win.architecture} is the only feasible architecture ({_usd(win.costs.total_usd_per_month)}/month)"
                 + (f"; {', '.join(failed)} infeasible" if failed else "")]
-        return Verdict(winner=win.architecture, reasons=only, proven=proven)
+        return Verdict(winner=win.architecture, reasons=only + simulation_notes, proven=proven)
     # Main comparison is shared vs disaggregated; hybrid (a superset) is reported on its own line.
     others = feasible[1:]
     plain = [p for p in others if p.architecture != "hybrid"]
@@ -83,8 +107,12 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     share = margin / run.costs.total_usd_per_month if run.costs.total_usd_per_month > 0 else 0.0
     reasons: list[str] = []
     head = "Shared pool wins" if win.architecture == "shared" else f"{win.architecture.capitalize()} wins"
-    reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture} "
-                   f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {rate_mean:.3g} req/s mean traffic.")
+    if margin >= 0:
+        reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture} "
+                       f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {rate_mean:.3g} req/s mean traffic.")
+    else:  # the cheaper plan misses its targets in simulation (ranked after, see _simulation_notes)
+        reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture}, "
+                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets in simulation at peak ({rate_mean:.3g} req/s mean traffic).")
     worse = sorted(((d, t) for t, d in diffs.items() if d > 0.005 * max(margin, 1.0)), reverse=True)
     better = sorted(((d, t) for t, d in diffs.items() if d < -0.005 * max(margin, 1.0)))
     if worse:
@@ -116,6 +144,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     binding = [b.name for b in win.binding][:5]
     if binding:
         reasons.append(f"Binding in the {win.architecture} plan: {', '.join(binding)}.")
+    reasons.extend(simulation_notes)
     if not proven:
         reasons.append("At least one plan is not proven optimal (time limit or solver stop); the verdict may change with more solve time.")
     return Verdict(winner=win.architecture, runner_up=run.architecture, margin_usd_per_month=margin,
