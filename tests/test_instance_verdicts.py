@@ -50,3 +50,10 @@ def test_example_instance_verdict_and_plan(path: Path) -> None:
     winner = result.architectures[result.verdict.winner]
     assert winner.feasible
     assert check_plan(result) == []
+    # every feasible plan meets its targets in the simulation at peak (issue 7), and the reasons
+    # say why an architecture without a plan has none
+    for arch, plan in result.architectures.items():
+        if plan.feasible and plan.simulation is not None:
+            assert plan.simulation.met, (arch, plan.simulation.findings)
+        if not plan.feasible and plan.diagnosis:
+            assert any(r.startswith(f"{arch} has no plan:") for r in result.verdict.reasons), result.verdict.reasons

@@ -95,6 +95,12 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         failed = [a for a in plans if a != win.architecture]
         only = [f"{win.architecture} is the only feasible architecture ({_usd(win.costs.total_usd_per_month)}/month)"
                 + (f"; {', '.join(failed)} infeasible" if failed else "")]
+        for arch in failed:  # why the others have no plan: their first diagnosis
+            diag = plans[arch].diagnosis
+            if diag:
+                d = diag[0]
+                where = d.service + (f"/{d.bucket}" if d.bucket else "")
+                only.append(f"{arch} has no plan: {where}: {d.message} (to make it feasible: {d.fix}).")
         return Verdict(winner=win.architecture, reasons=only + simulation_notes, proven=proven)
     # Main comparison is shared vs disaggregated; hybrid (a superset) is reported on its own line.
     others = feasible[1:]
