@@ -106,6 +106,8 @@ def usd(value: float) -> str:
     """``$12,345`` from $100 up, ``$12.3`` / ``$0.123`` below (3 significant digits)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
+    if abs(value) < 0.005:  # below half a cent: floating-point residue of a difference, not money
+        return "$0"
     sign = "−" if value < 0 else ""
     v = abs(value)
     return f"{sign}${v:,.0f}" if v >= 100 else f"{sign}${sig(v)}"
