@@ -518,6 +518,19 @@ def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:
     return replace(prep, points=pts, pools=pools, tool=tool)
 
 
+def _solve_tightened(cur: Built, factors: Mapping[str, float], architecture: str,
+                     settings: SolveSettings) -> tuple[ArchitecturePlan, Built]:
+    """Rebuild with the named pools' caps divided by their factors and solve again.
+
+    Rebuilt rather than updated in place: the instance-count bounds (big-M) must grow with the load.
+    """
+    t0 = time.perf_counter()
+    nxt = build_model(tighten_prepared(cur.prep, factors), redundancy=settings.redundancy,
+                      budget_usd_per_month=settings.budget_usd_per_month)
+    nxt.build_s = time.perf_counter() - t0
+    return solve_architecture(nxt, make_solver(), architecture, settings), nxt
+
+
 def _solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
     """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
 
@@ -533,11 +546,7 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
         if not factors:
             break
         history.append(", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
-        t0 = time.perf_counter()
-        prep2 = tighten_prepared(cur.prep, factors)
-        nxt = build_model(prep2, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
-        nxt.build_s = time.perf_counter() - t0
-        cand = solve_architecture(nxt, make_solver(), architecture, settings)
+        cand, nxt = _solve_tightened(cur, factors, architecture, settings)
         rounds += 1
         total_time += cand.solver.time_s
         total_build += cand.solver.build_s
@@ -559,11 +568,7 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
             if not factors:
                 break
             history.append("simulation: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
-            t0 = time.perf_counter()
-            prep2 = tighten_prepared(cur.prep, factors)
-            nxt = build_model(prep2, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
-            nxt.build_s = time.perf_counter() - t0
-            cand = solve_architecture(nxt, make_solver(), architecture, settings)
+            cand, nxt = _solve_tightened(cur, factors, architecture, settings)
             rounds += 1
             sim_rounds += 1
             total_time += cand.solver.time_s
