@@ -80,6 +80,20 @@ def solution_arrays(built: Built) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return x, n, z, u
 
 
+def point_power_arrays(pts: pd.DataFrame, cfg: pd.DataFrame, x: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per operating point: routed mean rate ``λ_mean x`` (1/s), ``τ`` (instance-s per request),
+    ``tp``, host and idle power per device (W), and busy energy per request including the host
+    share while busy, ``E + τ tp P_host`` (J). ``cfg`` is the configs table indexed by config."""
+    lam_mean = pts["rate_mean_per_s"].to_numpy(float) * np.asarray(x, dtype=float)
+    tau = pts["instance_seconds_per_request"].to_numpy(float)
+    ptp = pts["tp"].to_numpy(float)
+    ptc = cfg.reindex(pts["config"].to_numpy())
+    host = ptc["host_power_w"].to_numpy(float)
+    pidle = ptc["idle_power_w"].to_numpy(float)
+    busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * ptp * host
+    return lam_mean, tau, ptp, host, pidle, busy_j
+
+
 def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, x: np.ndarray,
                    pools: pd.DataFrame, n: np.ndarray, *, redundancy: int = 0) -> CostBreakdown:
     """Recompute every cost term from a plan with plain arithmetic (used by extract and the checker)."""
@@ -96,13 +110,7 @@ def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, 
     lic = pc["license_usd_per_device_month"].to_numpy(float)
     sends = pools["sends_kv"].to_numpy(bool)
 
-    lam_mean = pts["rate_mean_per_s"].to_numpy(float) * x
-    tau = pts["instance_seconds_per_request"].to_numpy(float)
-    ptp = pts["tp"].to_numpy(float)
-    ptc = cfg.reindex(pts["config"].to_numpy())
-    host = ptc["host_power_w"].to_numpy(float)
-    pidle = ptc["idle_power_w"].to_numpy(float)
-    busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * ptp * host
+    lam_mean, tau, ptp, host, pidle, busy_j = point_power_arrays(pts, cfg, x)
     equipment = float(np.sum(dev * eq * H))
     power_busy = float(np.sum(lam_mean * busy_j) * SECONDS_PER_HOUR * H / J_PER_KWH * kwh_price)
     busy_dev_h = float(np.sum(lam_mean * tau * ptp * (pidle + host))) * H / 1e3

@@ -68,6 +68,7 @@ from planner.optimize.extract import (
     cost_breakdown,
     energy_kwh_per_month,
     model_costs,
+    point_power_arrays,
     solution_arrays,
     tokens_per_month,
     with_tool_phase,
@@ -238,13 +239,7 @@ def _pool_costs(built: Built, x: Any, n: Any, total: Any) -> dict[str, float]:
     per_dev_month = pc["ops_usd_per_device_month"].to_numpy(float) + pc["license_usd_per_device_month"].to_numpy(float)
     sends = pools["sends_kv"].to_numpy(bool)
     pp = built.point_pool
-    lam = pts["rate_mean_per_s"].to_numpy(float) * np.asarray(x, dtype=float)
-    tau = pts["instance_seconds_per_request"].to_numpy(float)
-    ptp = pts["tp"].to_numpy(float)
-    ptc = cfg.reindex(pts["config"].to_numpy())
-    host = ptc["host_power_w"].to_numpy(float)
-    pidle = ptc["idle_power_w"].to_numpy(float)
-    busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * ptp * host
+    lam, tau, ptp, host, pidle, busy_j = point_power_arrays(pts, cfg, x)
     is_pf = pts["role"].to_numpy(str) == "prefill"
     kvtx = np.where(is_pf, pts["kv_transfer_bytes_per_request"].to_numpy(float), 0.0)
     busy = np.bincount(pp, weights=lam * busy_j, minlength=n_pool) * SECONDS_PER_HOUR * H / J_PER_KWH * kwh_price
