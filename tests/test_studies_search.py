@@ -27,3 +27,21 @@ def test_extremes() -> None:
     assert largest_passing_multiplier(lambda m: True, cap=64.0, rel_tol=0.01) == 64.0
     assert largest_passing_multiplier(lambda m: False, cap=64.0, rel_tol=0.01) == 0.0
     assert largest_passing_multiplier(lambda m: m <= 1.0, cap=64.0, rel_tol=0.01) == pytest.approx(1.0, rel=0.011)
+
+
+def test_sweep_summary_energy_matches_the_full_plan_and_ignores_the_price() -> None:
+    """The sweep fast path reports the same facility energy per token as a full solve, also at a zero price."""
+    from planner.optimize import SolveSettings, solve_tables
+    from planner.optimize.resolve import Resolver, summarize, with_price
+    from planner.optimize.synthetic import synthetic_tables
+
+    tables = synthetic_tables(services=1, buckets=2, devices=2, seed=5)
+    settings = SolveSettings(architectures=("shared", "disaggregated"))
+    full = solve_tables(tables, settings).result
+    resolver = Resolver.create(tables, settings)
+    for price in (tables.costs.electricity_usd_per_kwh, 0.0):
+        summaries, _ = summarize(resolver, with_price(tables, price), settings)
+        for arch, summary in summaries.items():
+            expected = full.architectures[arch].energy_wh_per_1k_tokens
+            assert expected is not None and expected > 0
+            assert summary.energy_wh_per_1k_tokens == pytest.approx(expected, rel=1e-6)

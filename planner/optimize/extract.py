@@ -307,7 +307,7 @@ def tokens_per_month(built: Built, x: np.ndarray) -> float:
     return float(np.sum((lam * x * per_req)[first])) * SECONDS_PER_HOUR * built.prep.hours
 
 
-def energy_kwh_per_month(built: Built, costs: CostBreakdown) -> float:
+def energy_kwh_per_month(built: Built, costs: CostBreakdown | None = None) -> float:
     r"""Facility energy per month at the loaded solution, kWh: accelerator pools and the tool phase.
 
     Accelerators (the physical quantities behind ``power_busy`` and ``power_idle``; computed
@@ -318,7 +318,7 @@ def energy_kwh_per_month(built: Built, costs: CostBreakdown) -> float:
 
     plus the CPU pool and the KV reloads / recomputes
     (:func:`planner.agents.extract.tool_phase_energy_kwh_per_month`). ``costs`` is unused
-    (kept for callers); ``η`` is the PUE.
+    (accepted for older callers); ``η`` is the PUE.
     """
     del costs
     prep = built.prep

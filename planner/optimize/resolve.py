@@ -351,7 +351,12 @@ def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
 def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings,
                        unroutable: dict[str, bool] | None = None) -> ArchitectureSummary:
     from planner.optimize.diagnose import diagnose_routability
-    from planner.optimize.extract import model_costs, solution_arrays, tokens_per_month
+    from planner.optimize.extract import (
+        energy_kwh_per_month,
+        model_costs,
+        solution_arrays,
+        tokens_per_month,
+    )
     from planner.optimize.solve import _status
 
     empty = ArchitectureSummary(architecture=architecture, feasible=False, status="infeasible", costs={}, total_usd_per_month=None,
@@ -386,8 +391,7 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
             dev = str(pools["device"].iat[p])
             devices[dev] = devices.get(dev, 0) + int(n[p]) * int(pools["tp"].to_numpy(int)[p])
     tokens = tokens_per_month(built, x)
-    price = float(built.prep.tables.costs.electricity_usd_per_kwh)
-    kwh = (costs["power_busy_usd_per_month"] + costs["power_idle_usd_per_month"]) / price if price > 0 else 0.0
+    kwh = energy_kwh_per_month(built)  # facility energy incl. the tool phase; independent of the price
     obj, bound = res.incumbent_objective, res.objective_bound
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
