@@ -13,6 +13,9 @@ Run: ``python benchmarks/bench_simulate.py [--quick | --lanes | --verify]``
    deterministic in the TTFT rows, so TTFT p99 = wait p99 + a constant and the table tests
    the queueing approximation (:func:`planner.queueing.wait_quantile_s`); rows with length
    spread compare the wait p99 (an exponential-tail G/G/c approximation). Target: within 15 %.
+   Each simulated p99 is the mean over independent seeds with its 95 % CI (one run's p99 at
+   ρ = 0.9 with bursty arrivals is too noisy to judge a 15 % claim); TTFT rows replicate until
+   the CI settles that claim (up to 30 runs of 100k requests). ~10 min.
 4. **Chunked-prefill lanes of a unified pool** behind the simulator's least-loaded router
    (``--lanes``): simulated TTFT p99 minus the lane service against
    :func:`planner.queueing.least_loaded_lane_wait_quantile_s`, with its random-split bound
@@ -112,34 +115,92 @@ def decode_point(n: int, batch: int, rho: float, seed: int, n_req: int) -> tuple
     return q.wait_quantile_s(0.99, rate, c, s), res.quantile("pool", "dec", "wait", 0.99)
 
 
+# Two-sided 95 % Student-t quantiles t_{0.975, df} for df = 1..15 (replications − 1).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045)
+
+
+def replicated(run: object, base_seed: int, min_reps: int = 3, max_reps: int = 12,
+               rel_half_width: float = 0.04, band: float | None = None) -> tuple[float, float, int, float]:
+    """Mean of a simulated p99 over independent replications and its 95 % CI half-width.
+
+    ``run(seed) -> (analytic, simulated)``. A single long run's p99 at ρ ≥ 0.9 with bursty
+    arrivals is noisy (waits are strongly autocorrelated: one run of 200k requests at c = 4,
+    ρ = 0.9, c_a = 1.5 gave 16.8 s where six other seeds gave 11.8–14.5 s), so the "truth" is
+    the mean over independent seeds. Replications continue (at least ``min_reps``, at most
+    ``max_reps``) until the Student-t half-width is within ``rel_half_width`` of the mean or,
+    with ``band``, until the CI settles whether the analytic value is within ``band`` of the
+    simulated one (the whole CI inside the band, or the whole CI outside it). A sequential
+    stop makes the 95 % nominal coverage approximate.
+    Returns (analytic, mean simulated, replications, half-width).
+    """
+    sims: list[float] = []
+    analytic = 0.0
+    for k in range(max_reps):
+        analytic, sim = run(base_seed + 7919 * k)  # type: ignore[operator]
+        sims.append(sim)
+        if len(sims) >= min_reps:
+            mean = statistics.fmean(sims)
+            hw = _T975[len(sims) - 2] * statistics.stdev(sims) / len(sims) ** 0.5
+            if hw <= rel_half_width * abs(mean):
+                break
+            if band is not None and mean - hw > 0:
+                errs = (analytic / (mean - hw) - 1, analytic / (mean + hw) - 1)
+                if max(map(abs, errs)) <= band or min(errs) > band or max(errs) < -band:
+                    break
+    mean = statistics.fmean(sims)
+    hw = _T975[len(sims) - 2] * statistics.stdev(sims) / len(sims) ** 0.5
+    return analytic, mean, len(sims), hw
+
+
 def bench_accuracy() -> None:
-    n_req = 60_000 if QUICK else 200_000
-    print("\nanalytic vs simulated p99 (seconds); error = analytic / simulated - 1")
-    print(f"{'pool':8} {'c':>4} {'rho':>5} {'ca':>4} {'cs':>5} {'metric':>6} {'analytic':>9} {'simulated':>9} {'error':>7}")
-    errs = []
+    """Analytic vs simulated p99 per operating point; the simulated value is the mean over
+    independent replications (:func:`replicated`) with its 95 % CI. ``worst`` is the error
+    against the CI end farther from the analytic value: a row is *within 15 %* when even that
+    is (so the claim does not rest on simulation noise)."""
+    n_req = 30_000 if QUICK else 100_000
+    print(f"\nanalytic vs simulated p99 (seconds); simulated = mean of n replications of {n_req:,} requests "
+          "± 95 % CI half-width; error = analytic / simulated - 1; worst = error against the farther CI end")
+    print(f"{'pool':8} {'c':>4} {'rho':>5} {'ca':>4} {'cs':>5} {'metric':>6} {'analytic':>9} {'simulated':>9} {'±CI':>6} "
+          f"{'n':>3} {'error':>7} {'worst':>7}")
+    errs: list[float] = []
+    worst_errs: list[float] = []
+
+    def row(pool: str, c: int, rho: float, ca: float, cs: float, metric: str, res: tuple[float, float, int, float]) -> tuple[float, float]:
+        a, s, n, hw = res
+        e = a / s - 1 if s > 0 else float("nan")
+        lo, hi = s - hw, s + hw
+        w = max(abs(a / lo - 1) if lo > 0 else float("inf"), abs(a / hi - 1)) if s > 0 else float("nan")
+        print(f"{pool:8} {c:>4} {rho:>5} {ca:>4} {cs:>5} {metric:>6} {a:9.3f} {s:9.3f} {hw:6.3f} {n:>3} {e:+7.1%} {w:7.1%}",
+              flush=True)
+        return abs(e), w
+
     for c in (1, 2, 4, 8):
         for rho in (0.6, 0.8, 0.9):
             for ca in (1.0, 1.5):
                 for spread in (False, True):
-                    wq, ws, tq, ts = prefill_point(c, rho, ca, spread, seed=c * 100 + int(rho * 10), n_req=n_req)
+                    seed0 = c * 100 + int(rho * 10)
                     cs = 0.8 if spread else 0.0
                     if not spread:
-                        e = tq / ts - 1
-                        errs.append(abs(e))
-                        print(f"{'prefill':8} {c:>4} {rho:>5} {ca:>4} {cs:>5} {'TTFT':>6} {tq:9.3f} {ts:9.3f} {e:+7.1%}")
+                        res = replicated(lambda sd, c=c, rho=rho, ca=ca: prefill_point(c, rho, ca, False, sd, n_req)[2:], seed0,
+                                         max_reps=30, band=0.15)
+                        e, w = row("prefill", c, rho, ca, cs, "TTFT", res)
+                        errs.append(e)
+                        worst_errs.append(w)
                     else:
-                        e = wq / ws - 1 if ws > 0 else float("nan")
-                        print(f"{'prefill':8} {c:>4} {rho:>5} {ca:>4} {cs:>5} {'wait':>6} {wq:9.3f} {ws:9.3f} {e:+7.1%}")
+                        res = replicated(lambda sd, c=c, rho=rho, ca=ca: prefill_point(c, rho, ca, True, sd, n_req)[:2], seed0,
+                                         rel_half_width=0.08)
+                        row("prefill", c, rho, ca, cs, "wait", res)
     for n, b in ((2, 8), (4, 32)):
         for rho in (0.8, 0.9, 0.95):
-            a, s = decode_point(n, b, rho, seed=n * b, n_req=n_req)
-            e = a / s - 1 if s > 0 else float("nan")
-            print(f"{'decode':8} {n * b:>4} {rho:>5} {1.0:>4} {1.0:>5} {'wait':>6} {a:9.3f} {s:9.3f} {e:+7.1%}")
+            res = replicated(lambda sd, n=n, b=b, rho=rho: decode_point(n, b, rho, sd, n_req), n * b,
+                           rel_half_width=0.08)
+            row("decode", n * b, rho, 1.0, 1.0, "wait", res)
     print(f"TTFT p99 rows: median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}, "
-          f"within 15%: {sum(e <= 0.15 for e in errs)}/{len(errs)}")
+          f"within 15%: {sum(e <= 0.15 for e in errs)}/{len(errs)} (against the mean), "
+          f"{sum(w <= 0.15 for w in worst_errs)}/{len(worst_errs)} (against the whole 95% CI; max {max(worst_errs):.1%})")
     print("note: simulated decode waits include up to one step (0.02 s) of alignment to the next step "
-          "boundary, which the analytic c = n*B model has no notion of; p99 at rho >= 0.9 with bursty "
-          "arrivals is itself noisy (strongly autocorrelated waits).")
+          "boundary, which the analytic c = n*B model has no notion of (the row with analytic 0.000: the pool rarely waits at all).")
 
 
 def lane_point(c: int, rho: float, mix: bool, seed: int, n_req: int) -> tuple[float, float, float, float]:
