@@ -536,19 +536,25 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
     cur, rounds = built, 1
     total_time, total_build = plan.solver.time_s, plan.solver.build_s
     history: list[str] = []
-    while plan.feasible and rounds <= settings.verify_rounds:
-        factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
-        if not factors:
-            break
-        history.append(", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
+
+    def tighten(factors: Mapping[str, float], label: str) -> bool:
+        """One more round with the named pools' caps divided; False when it leaves no plan."""
+        nonlocal plan, cur, rounds, total_time, total_build
+        history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
         cand, nxt = _solve_tightened(cur, factors, architecture, settings)
         rounds += 1
         total_time += cand.solver.time_s
         total_build += cand.solver.build_s
         if not cand.feasible:
             history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
-            break
+            return False
         plan, cur = cand, nxt
+        return True
+
+    while plan.feasible and rounds <= settings.verify_rounds:
+        factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
+        if not factors or not tighten(factors, ""):
+            break
     if settings.simulation_check is not None and plan.feasible and plan.pools:
         sim_rounds = 0
         while True:
@@ -560,18 +566,9 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
             analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
             for p, f in analytic.items():
                 factors[p] = max(factors.get(p, 1.0), f)
-            if not factors:
-                break
-            history.append("simulation: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
-            cand, nxt = _solve_tightened(cur, factors, architecture, settings)
-            rounds += 1
             sim_rounds += 1
-            total_time += cand.solver.time_s
-            total_build += cand.solver.build_s
-            if not cand.feasible:
-                history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
+            if not factors or not tighten(factors, "simulation: "):
                 break
-            plan, cur = cand, nxt
     info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
     plan = plan.model_copy(update={"solver": info})
     caps: list[dict[str, Any]] = []
