@@ -309,7 +309,11 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             if share <= miss_share and miss_pool is not None:
                 continue
             if metric == "ttft":
-                pool = max(pools_of, key=lambda p: pool_wait_sim.get(p, 0.0) if pool_wait_sim.get(p, 0.0) == pool_wait_sim.get(p, 0.0) else 0.0)
+                # among the pools serving the worst bucket, the one with the longest simulated wait
+                # (every pool of the service when the bucket is not known)
+                gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
+                firsts = sorted({str(p) for col in ("prefill", "decode", "unified") if col in gw for p in gw[col].dropna()}) or pools_of
+                pool = max(firsts, key=lambda p: pool_wait_sim.get(p, 0.0) if pool_wait_sim.get(p, 0.0) == pool_wait_sim.get(p, 0.0) else 0.0)
             else:
                 gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
                 dec = gw["decode"].fillna(gw["unified"]).astype(str)

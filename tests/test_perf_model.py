@@ -71,6 +71,22 @@ def test_ring_allreduce_by_hand() -> None:
     assert float(allreduce_s(inst, 1e6)) == pytest.approx(expected)
     # + the engine's software latency per all-reduce
     assert float(allreduce_s(inst, 1e6, 5e-6)) == pytest.approx(expected + 5e-6)
+    # at half the datasheet link bandwidth the wire time doubles; hops and software latency do not
+    assert float(allreduce_s(inst, 1e6, 5e-6, 0.5)) == pytest.approx(2 * 2 * 7 / 8 * 1e6 / 450e9 + 2 * 3e-6 + 5e-6)
+
+
+def test_link_efficiency_slows_only_tp_communication() -> None:
+    slow = Efficiency(0.5, 0.8, 0.0, 0.0, 0.0, 0.0, 0.4)
+    fast = Efficiency(0.5, 0.8, 0.0, 0.0, 0.0, 0.0, 1.0)
+    one = instance_arrays(L70, H100, 1, "bf16", "bf16")
+    eight = instance_arrays(L70, H100, 8, "bf16", "bf16")
+    kw = {"decode_batch": 8, "decode_context": 2048, "prefill_tokens": 4096}
+    assert float(iteration_time(one, slow, **kw).total_s) == pytest.approx(float(iteration_time(one, fast, **kw).total_s))
+    s8, f8 = iteration_time(eight, slow, **kw), iteration_time(eight, fast, **kw)
+    assert float(s8.compute_s) == pytest.approx(float(f8.compute_s))
+    # 2 all-reduces per layer of (8 + 4096) tokens x d x 2 bytes: wire time x 1/0.4
+    wire = 2 * L70.num_layers * 2 * 7 / 8 * (8 + 4096) * L70.hidden_size * 2 / 450e9
+    assert float(s8.comm_s - f8.comm_s) == pytest.approx(wire * (1 / 0.4 - 1), rel=1e-9)
 
 
 def test_windowed_causal_pairs_match_profile() -> None:

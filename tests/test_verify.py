@@ -197,3 +197,22 @@ def test_simulated_factors_tighten_the_named_pool_by_the_miss_ratio() -> None:
     check = SimpleNamespace(services=[SimpleNamespace(miss_pool="p", miss_share=0.3), SimpleNamespace(miss_pool="p", miss_share=0.01),
                                       SimpleNamespace(miss_pool=None, miss_share=0.0), SimpleNamespace(miss_pool="q", miss_share=None)])
     assert simulated_factors(check) == {"p": 1.3, "q": 4.0}
+
+
+def test_check_plan_accepts_a_winner_ranked_above_a_cheaper_plan_that_misses_in_simulation(plan: PlanResult) -> None:
+    from planner.optimize.check import check_plan
+    from planner.verify import simulate_plan
+
+    feasible = {a: p for a, p in plan.architectures.items() if p.feasible and p.costs}
+    assert len(feasible) == 2
+    cheap, dear = sorted(feasible, key=lambda a: feasible[a].costs.total_usd_per_month)  # type: ignore[union-attr]
+    # the cheaper plan misses in simulation (every pool cut to one instance), the dearer one meets
+    miss = simulate_plan(_scaled(plan, cheap, 0.01), cheap, requests=600, seed=1)
+    meet = simulate_plan(_scaled(plan, dear, 4.0), dear, requests=600, seed=1)
+    assert not miss.met and meet.met
+    archs = {cheap: feasible[cheap].model_copy(update={"simulation": miss}), dear: feasible[dear].model_copy(update={"simulation": meet})}
+    ranked = plan.model_copy(update={"architectures": archs, "verdict": plan.verdict.model_copy(update={"winner": dear})})
+    assert not any(v.startswith("verdict:") for v in check_plan(ranked))
+    # without the simulations the dearer winner is a violation
+    plain = {a: p.model_copy(update={"simulation": None}) for a, p in archs.items()}
+    assert any(v.startswith("verdict:") for v in check_plan(ranked.model_copy(update={"architectures": plain})))

@@ -92,8 +92,8 @@ def calibrate(measurements: str, fmt_name: str, name: str, output: str | None, a
         echo_json({"file": str(out), "data": str(data_copy), **cal.model_dump(mode="json")})
         return
     click.echo(f"wrote {out} (fitted on {cal.fit.rows_used} rows, {cal.fit.rows_skipped} skipped; data copy {data_copy})")
-    click.echo(table(["engine", "eta_f", "eta_b", "step_ms", "layer_us", "seq_us", "allreduce_us", "admit", "ttft_ovh_ms", "MAPE_TTFT_%", "MAPE_TPOT_%"],
-                     [[e, c.eta_f, c.eta_b, c.step_overhead_ms, c.layer_overhead_us, c.seq_overhead_us, c.allreduce_overhead_us, c.admit_share, c.ttft_overhead_ms,
+    click.echo(table(["engine", "eta_f", "eta_b", "step_ms", "layer_us", "seq_us", "allreduce_us", "eta_link", "cohort_exp", "ttft_ovh_ms", "MAPE_TTFT_%", "MAPE_TPOT_%"],
+                     [[e, c.eta_f, c.eta_b, c.step_overhead_ms, c.layer_overhead_us, c.seq_overhead_us, c.allreduce_overhead_us, c.eta_link, c.cohort_exponent, c.ttft_overhead_ms,
                        cal.fit.mape_ttft_pct.get(e, cal.fit.mape_ttft_pct.get("all")), cal.fit.mape_tpot_pct.get(e, cal.fit.mape_tpot_pct.get("all"))]
                       for e, c in cal.engines.items()]))
 

@@ -51,7 +51,10 @@ def check_plan(result: PlanResult) -> list[str]:
                 arch_pts["rho"] = [caps.get(k, r) for k, r in zip(keys, pts["rho"].astype(float), strict=True)]
             out += [f"{arch}: {v}" for v in _check_arch(plan, arch_pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month)]
     if result.verdict.winner is not None:
-        best = min((p for p in result.architectures.values() if p.feasible and p.costs), key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
+        # the verdict ranks plans that miss a target in the peak simulation after those that meet
+        candidates = [p for p in result.architectures.values() if p.feasible and p.costs]
+        meeting = [p for p in candidates if p.simulation is None or p.simulation.met]
+        best = min(meeting or candidates, key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
         if best.architecture != result.verdict.winner and best.costs is not None:
             other = result.architectures[result.verdict.winner].costs
             if other is None or other.total_usd_per_month > best.costs.total_usd_per_month * (1 + TOL):

@@ -41,7 +41,10 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
    bursts replayed from the log). Each service missing a quantile names a pool
    (``SimulatedService.miss_pool``); that pool's caps are divided by the simulated/target
    ratio ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming it) and the MIP is
-   re-solved, at most ``simulation_rounds`` times. The final plan carries its last check
+   re-solved, at most ``simulation_rounds`` times. A pool named again in a later round gets
+   ``f_p ** (k + 1)`` on its ``k``-th repeat (clamped the same way): a miss that a modest cap does not
+   fix — e.g. a one-instance pool whose tail is service time more than queueing — is pushed
+   off the pool instead of being chased in equal small steps until the rounds run out. The final plan carries its last check
    (``ArchitecturePlan.simulation``): met, or which pool misses and by how much. Seeded, so the
    same input gives the same plan.
 
@@ -557,12 +560,16 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
             break
     if settings.simulation_check is not None and plan.feasible and plan.pools:
         sim_rounds = 0
+        repeats: dict[str, int] = {}
         while True:
             check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
             plan = plan.model_copy(update={"simulation": check})
             if check.met or sim_rounds >= settings.simulation_rounds:
                 break
             factors = simulated_factors(check)
+            for p in factors:
+                factors[p] = float(min(4.0, factors[p] ** (1 + repeats.get(p, 0))))
+                repeats[p] = repeats.get(p, 0) + 1
             analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
             for p, f in analytic.items():
                 factors[p] = max(factors.get(p, 1.0), f)

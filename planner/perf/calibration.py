@@ -61,6 +61,9 @@ class EngineCalibration(StrictModel):
     seq_overhead_us: float = Field(0.0, ge=0)
     """Host time per running sequence per iteration (scheduler bookkeeping, sampling,
     detokenisation; not divided by tp), us."""
+    eta_link: float = Field(1.0, gt=0, le=1)
+    """Achieved fraction of the datasheet scale-up (NVLink/xGMI) bandwidth in a tensor-parallel
+    all-reduce (bandwidth-bound prefill messages; small decode messages are latency-bound)."""
     allreduce_overhead_us: float = Field(0.0, ge=0)
     """Software latency of one tensor-parallel all-reduce beyond the link hops (launch,
     synchronisation), us."""
@@ -68,6 +71,10 @@ class EngineCalibration(StrictModel):
     """Closed-loop admission wait, as a share of the inter-completion time ``T_cyc / D``."""
     ttft_overhead_ms: float = Field(0.0, ge=0)
     """Fixed time added to every TTFT (API server, tokenisation, first scheduling), ms."""
+    cohort_exponent: float = Field(0.0, ge=0, le=1)
+    """Closed-loop benchmarks only: steady-state cohort size ``g = D ** cohort_exponent`` —
+    requests that come back together and share their prefill passes (0: none; 1: the whole
+    batch stays in step). See :mod:`planner.perf.closed_loop`."""
     mixed_prefill: bool = True
     """Iterations carry prefill chunks with the decode batch (chunked prefill / in-flight batching)."""
     prefill_token_budget: int = Field(8192, gt=0)

@@ -77,9 +77,12 @@ class EngineArrays:
     budget_tokens: np.ndarray
     kv_share_of_free: np.ndarray | bool = False
     kv_reserve_peak: np.ndarray | bool = False
+    eta_link: np.ndarray | float = 1.0
+    cohort_exponent: np.ndarray | float = 0.0
 
     def efficiency(self) -> Efficiency:
-        return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s, self.seq_overhead_s, self.allreduce_overhead_s)
+        return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s, self.seq_overhead_s, self.allreduce_overhead_s,
+                          self.eta_link)
 
 
 @dataclass(frozen=True)
@@ -118,12 +121,46 @@ def staircase_mean(n: np.ndarray, a: np.ndarray) -> np.ndarray:
     mean ``a (n + 1)/2 + 1/2`` (the ceiling adds half a pass on average)."""
     n = np.asarray(n, dtype=float)
     a = np.broadcast_to(np.asarray(a, dtype=float), n.shape)
-    big = n > 4096
-    kmax = int(min(max(float(np.max(n, initial=1.0)), 1.0), 4096.0))
+    if n.size == 0:
+        return np.zeros(n.shape)
+    # rows repeat a few (n, a) pairs: evaluate each distinct pair once
+    keys, inverse = np.unique(n.ravel() + 1j * a.ravel(), return_inverse=True)
+    nu, au = keys.real, keys.imag
+    kmax = int(min(max(float(np.max(nu, initial=1.0)), 1.0), 4096.0))
     k = np.arange(1, kmax + 1, dtype=float)
-    grid = np.ceil(np.outer(a, k) - 1e-9) * (k[None, :] <= n.reshape(-1, 1))
-    exact = grid.sum(axis=1).reshape(n.shape) / np.maximum(n, 1.0)
-    return np.where(big, a * (n + 1.0) / 2.0 + 0.5, exact)
+    grid = np.ceil(np.outer(au, k) - 1e-9) * (k[None, :] <= nu.reshape(-1, 1))
+    exact = grid.sum(axis=1) / np.maximum(nu, 1.0)
+    out = np.where(nu > 4096, au * (nu + 1.0) / 2.0 + 0.5, exact)
+    return out[inverse.ravel()].reshape(n.shape)
+
+
+def _staircase_frac(g: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """:func:`staircase_mean` at a fractional ``g`` (linear between the integers around it)."""
+    lo = np.floor(g)
+    hi = np.ceil(g)
+    s_lo = staircase_mean(np.maximum(lo, 1.0), a)
+    s_hi = staircase_mean(np.maximum(hi, 1.0), a)
+    return s_lo + (g - lo) * (s_hi - s_lo)
+
+
+def _cohort_pass(inst: InstanceArrays, eff: Efficiency, g: np.ndarray, d_avg: np.ndarray, ctx: np.ndarray, isl: np.ndarray,
+                 q: np.ndarray) -> np.ndarray:
+    """Mean time to the last own pass for a member of a cohort of ``g`` prompts that arrive
+    together and are prefilled in passes of up to ``q`` prompt tokens beside the decode batch."""
+    tokens = g * isl
+    chunk = tokens / np.ceil(tokens / q)
+    t_pass = iteration_time(inst, eff, decode_batch=d_avg, decode_context=ctx, prefill_tokens=chunk,
+                            prefill_cached=(isl - np.minimum(chunk, isl)) / 2.0, prefill_prompts=np.maximum(chunk / isl, 1.0)).total_s
+    return _staircase_frac(g, isl / q) * t_pass
+
+
+def _cohort_extra(inst: InstanceArrays, eff: Efficiency, d: np.ndarray, d_avg: np.ndarray, ctx: np.ndarray, isl: np.ndarray,
+                  q: np.ndarray, exponent: np.ndarray | float) -> np.ndarray:
+    """Extra steady-state TTFT of a mixed-prefill engine when completions come back in cohorts of
+    ``g = D ** exponent`` requests: the cohort's passes minus a lone prompt's passes (0 at g = 1)."""
+    g = np.clip(d ** np.asarray(exponent, dtype=float), 1.0, d)
+    one = np.ones_like(g)
+    return np.maximum(_cohort_pass(inst, eff, g, d_avg, ctx, isl, q) - _cohort_pass(inst, eff, one, d_avg, ctx, isl, q), 0.0)
 
 
 def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> LoopResult:
@@ -152,6 +189,7 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     last = isl - (n_ch - 1.0) * q  # the final chunk is the remainder, not a full budget
     t_last = iteration_time(inst, eff, decode_batch=d_avg, decode_context=ctx, prefill_tokens=last, prefill_cached=isl - last).total_s
     own_mixed = (n_ch - 1.0) * np.maximum(t_own, t_it) + np.maximum(t_last, t_it)
+    own_mixed = own_mixed + _cohort_extra(inst, eff, d, d_avg, ctx, isl, q, eng.cohort_exponent)
 
     # separate prefill iterations
     total_pf = d * isl

@@ -59,17 +59,30 @@ FITTED: tuple[tuple[str, str, float], ...] = (
     ("seq_overhead_us", "log", 1e-2),
     ("allreduce_overhead_us", "log", 1e-2),
     ("ttft_overhead_ms", "log", 1.0),
+    ("eta_link", "logit", 1.0),
+    ("cohort_exponent", "logit", 1.0),
 )
 """Fitted fields: (name, transform, scale). ``logit`` fields live in ``(0, scale)``; ``log``
 fields are positive, started at ``max(value, scale)``."""
 START = {"seq_overhead_us": 20.0, "allreduce_overhead_us": 5.0, "step_overhead_ms": 1.0, "ttft_overhead_ms": 20.0}
 """Starting values for the overheads (the published defaults leave them at 0)."""
+COHORT_STARTS = (0.1, 0.3, 0.6)
+PROBE_ITERS = 15
+"""Levenberg-Marquardt iterations from each start before the best start is carried on."""
+"""Starting values of ``cohort_exponent`` for the multi-start fit (cohorts of ``D^0.1``-``D^0.6``)."""
 
 
-def _to_theta(c: EngineCalibration) -> np.ndarray:
+def _free(engine: str) -> tuple[tuple[str, str, float], ...]:
+    """The fitted fields for ``engine``: all of :data:`FITTED`, except ``cohort_exponent`` for an
+    engine without mixed prefill (its cohorts are a formula; the parameter has no effect there)."""
+    mixed = ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["default"])["mixed_prefill"]
+    return tuple(f for f in FITTED if mixed or f[0] != "cohort_exponent")
+
+
+def _to_theta(c: EngineCalibration, free: tuple[tuple[str, str, float], ...], start: dict[str, float] | None = None) -> np.ndarray:
     out = []
-    for name, kind, scale in FITTED:
-        v = float(getattr(c, name))
+    for name, kind, scale in free:
+        v = float(getattr(c, name)) or (start or START).get(name, 0.0)
         if kind == "logit":
             x = min(max(v / scale, 1e-3), 1.0 - 1e-3)
             out.append(float(np.log(x / (1.0 - x))))
@@ -78,10 +91,10 @@ def _to_theta(c: EngineCalibration) -> np.ndarray:
     return np.array(out)
 
 
-def _from_theta(theta: np.ndarray, engine: str, source: str) -> EngineCalibration:
+def _from_theta(theta: np.ndarray, engine: str, source: str, free: tuple[tuple[str, str, float], ...]) -> EngineCalibration:
     sched = ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["default"])
     values: dict[str, Any] = {}
-    for (name, kind, scale), t in zip(FITTED, theta, strict=True):
+    for (name, kind, scale), t in zip(free, theta, strict=True):
         if kind == "logit":
             values[name] = float(np.clip(scale / (1.0 + np.exp(-t)), 1e-6, scale))
         else:
@@ -90,9 +103,17 @@ def _from_theta(theta: np.ndarray, engine: str, source: str) -> EngineCalibratio
 
 
 def _subset(prep: Prepared, keep: np.ndarray) -> Prepared:
-    """Rows outside ``keep`` are marked unpredictable so predictions skip them."""
+    """Rows outside ``keep`` are marked unpredictable and left out of the prediction arrays."""
     reasons = [r if keep[i] else (r or "excluded") for i, r in enumerate(prep.reasons)]
-    return replace(prep, reasons=reasons)
+    agg = keep[prep.agg_idx] if prep.agg_idx.size else np.zeros(0, bool)
+    dis = keep[prep.dis_idx] if prep.dis_idx.size else np.zeros(0, bool)
+    return replace(
+        prep, reasons=reasons,
+        agg_idx=prep.agg_idx[agg], agg_inst=prep.agg_inst.take(agg) if prep.agg_inst is not None and agg.any() else None,
+        dis_idx=prep.dis_idx[dis], dis_prefill=prep.dis_prefill.take(dis) if prep.dis_prefill is not None and dis.any() else None,
+        dis_decode=prep.dis_decode.take(dis) if prep.dis_decode is not None and dis.any() else None,
+        dis_link=prep.dis_link[dis] if prep.dis_link.size else prep.dis_link,
+    )
 
 
 def _residuals(prep: Prepared, mask: np.ndarray, cal_of: Any, meas_ttft: np.ndarray, meas_tpot: np.ndarray) -> np.ndarray:
@@ -112,40 +133,49 @@ def lad_residuals(log_ratio: np.ndarray) -> np.ndarray:
 
 
 def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40) -> EngineCalibration:
-    """Levenberg-Marquardt over the transformed parameters of :data:`FITTED` for the rows in ``mask``."""
+    """Levenberg-Marquardt over the transformed parameters of :data:`FITTED` for the rows in
+    ``mask``, started from each of :data:`COHORT_STARTS` (the cohort exponent has local minima:
+    the staircase is piecewise in it); the lowest training objective wins."""
     label = f"fit:{engine}"
+    free = _free(engine)
 
     def cal_for(theta: np.ndarray) -> Calibration:
-        c = _from_theta(theta, engine, label)
+        c = _from_theta(theta, engine, label, free)
         # every row in the mask is evaluated with this engine's parameters, but its own scheduler
         sched = {e: c.model_copy(update=ENGINE_SCHEDULERS.get(e, ENGINE_SCHEDULERS["default"])) for e in ENGINE_SCHEDULERS}
         return _AnyEngine(c, sched)  # type: ignore[return-value]
 
-    theta = _to_theta(PUBLISHED_DEFAULT)
-    res = _residuals(prep, mask, cal_for(theta), meas_ttft, meas_tpot)
-    cost = float(res @ res)
-    lam = 1e-2
-    for _ in range(iters):
-        jac = np.empty((res.size, theta.size))
-        for j in range(theta.size):
-            step = np.zeros_like(theta)
-            step[j] = 1e-4
-            jac[:, j] = (_residuals(prep, mask, cal_for(theta + step), meas_ttft, meas_tpot) - res) / 1e-4
-        g = jac.T @ res
-        h = jac.T @ jac
-        improved = False
-        for _ in range(8):
-            delta = -np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-9), g)
-            cand = theta + np.clip(delta, -2.0, 2.0)
-            r_c = _residuals(prep, mask, cal_for(cand), meas_ttft, meas_tpot)
-            c_c = float(r_c @ r_c)
-            if c_c < cost:
-                theta, res, cost, lam, improved = cand, r_c, c_c, max(lam / 3.0, 1e-6), True
+    def descend(theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
+        res = _residuals(prep, mask, cal_for(theta), meas_ttft, meas_tpot)
+        cost = float(res @ res)
+        lam = 1e-2
+        for _ in range(n_iter):
+            jac = np.empty((res.size, theta.size))
+            for j in range(theta.size):
+                step = np.zeros_like(theta)
+                step[j] = 1e-4
+                jac[:, j] = (_residuals(prep, mask, cal_for(theta + step), meas_ttft, meas_tpot) - res) / 1e-4
+            g = jac.T @ res
+            h = jac.T @ jac
+            improved = False
+            for _ in range(8):
+                delta = -np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-9), g)
+                cand = theta + np.clip(delta, -2.0, 2.0)
+                r_c = _residuals(prep, mask, cal_for(cand), meas_ttft, meas_tpot)
+                c_c = float(r_c @ r_c)
+                if c_c < cost:
+                    theta, res, cost, lam, improved = cand, r_c, c_c, max(lam / 3.0, 1e-6), True
+                    break
+                lam *= 4.0
+            if not improved or float(np.abs(g).max()) < 1e-6:
                 break
-            lam *= 4.0
-        if not improved or float(np.abs(g).max()) < 1e-6:
-            break
-    return _from_theta(theta, engine, label)
+        return theta, cost
+
+    starts = COHORT_STARTS if any(f[0] == "cohort_exponent" for f in free) else COHORT_STARTS[:1]
+    # a short descent from every start, then the best one to convergence
+    best = min((descend(_to_theta(PUBLISHED_DEFAULT, free, {**START, "cohort_exponent": c0}), PROBE_ITERS) for c0 in starts),
+               key=lambda tc: tc[1])
+    return _from_theta(descend(best[0], iters)[0], engine, label, free)
 
 
 class _AnyEngine:

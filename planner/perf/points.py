@@ -133,7 +133,7 @@ def engine_calibration(engine: str, calibration: Calibration | None | Literal["a
 
 def efficiency_of(cal: EngineCalibration) -> Efficiency:
     return Efficiency(cal.eta_f, cal.eta_b, cal.step_overhead_ms * 1e-3, cal.layer_overhead_us * 1e-6,
-                      cal.seq_overhead_us * 1e-6, cal.allreduce_overhead_us * 1e-6)
+                      cal.seq_overhead_us * 1e-6, cal.allreduce_overhead_us * 1e-6, cal.eta_link)
 
 
 def _bound(step: StepTime, i: int | tuple[()] = ()) -> str:

@@ -211,6 +211,8 @@ class Efficiency:
     not divided by tp), s."""
     allreduce_overhead_s: Any = 0.0
     """Software latency of one all-reduce on top of the link hops (kernel launch, sync), s."""
+    eta_link: Any = 1.0
+    """Achieved fraction of the datasheet scale-up link bandwidth in a TP all-reduce."""
 
 
 # --- bytes --------------------------------------------------------------------------------
@@ -233,16 +235,18 @@ def kv_split(inst: InstanceArrays) -> np.ndarray:
 
 
 # --- communication ------------------------------------------------------------------------
-def allreduce_s(inst: InstanceArrays, message_bytes: Any, overhead_s: Any = 0.0) -> np.ndarray:
-    """All-reduce of ``message_bytes`` over the TP group (0 for tp = 1); see the module docstring."""
+def allreduce_s(inst: InstanceArrays, message_bytes: Any, overhead_s: Any = 0.0, eta_link: Any = 1.0) -> np.ndarray:
+    """All-reduce of ``message_bytes`` over the TP group (0 for tp = 1); see the module docstring.
+    ``eta_link`` is the achieved fraction of the link's datasheet bandwidth."""
     tp = inst.tp
     hops = np.where(tp <= inst.node_size, 2.0, 2.0 * (tp - 1.0))
-    return np.where(tp > 1, 2.0 * (tp - 1.0) / tp * np.asarray(message_bytes) / inst.link_bytes_per_s + hops * inst.link_latency_s + overhead_s, 0.0)
+    wire = 2.0 * (tp - 1.0) / tp * np.asarray(message_bytes) / (inst.link_bytes_per_s * eta_link)
+    return np.where(tp > 1, wire + hops * inst.link_latency_s + overhead_s, 0.0)
 
 
-def comm_s(inst: InstanceArrays, tokens: Any, overhead_s: Any = 0.0) -> np.ndarray:
+def comm_s(inst: InstanceArrays, tokens: Any, overhead_s: Any = 0.0, eta_link: Any = 1.0) -> np.ndarray:
     """Tensor-parallel communication of one iteration: 2 all-reduces per layer of ``tokens x d``."""
-    return 2.0 * inst.layers * allreduce_s(inst, np.asarray(tokens, dtype=float) * inst.hidden * ACT_BYTES, overhead_s)
+    return 2.0 * inst.layers * allreduce_s(inst, np.asarray(tokens, dtype=float) * inst.hidden * ACT_BYTES, overhead_s, eta_link)
 
 
 def causal_pairs(n: Any, h: Any, window: Any) -> np.ndarray:
@@ -316,7 +320,7 @@ def iteration_time(
     attn_m = kv_read * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
     t_c = gemm_c + attn_c
     t_m = gemm_m + attn_m
-    t_x = comm_s(inst, tokens, eff.allreduce_overhead_s)
+    t_x = comm_s(inst, tokens, eff.allreduce_overhead_s, eff.eta_link)
     seqs = b + np.where(n > 0, m, 0.0)
     t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * seqs, dtype=float)
     total = np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + t_o

@@ -8,7 +8,7 @@ calibration fit can call it hundreds of times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -112,6 +112,8 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
         allreduce_overhead_s=np.array([c.allreduce_overhead_us * 1e-6 for c in cals]),
         admit_share=np.array([c.admit_share for c in cals]),
         ttft_overhead_s=np.array([c.ttft_overhead_ms * 1e-3 for c in cals]),
+        eta_link=np.array([c.eta_link for c in cals]),
+        cohort_exponent=np.array([c.cohort_exponent for c in cals]),
         mixed=np.array([c.mixed_prefill for c in cals]),
         budget_tokens=np.array([float(c.prefill_token_budget) for c in cals]),
         kv_share_of_free=np.array([c.kv_share_of_free for c in cals]),
@@ -119,19 +121,24 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
     )
 
 
-def calibration_for_rows(prep: Prepared, idx: np.ndarray, calibration: Calibration | None) -> tuple[list[EngineCalibration], list[str]]:
+def calibration_for_rows(prep: Prepared, idx: np.ndarray, calibration: Calibration | None) -> tuple[EngineArrays, list[str]]:
+    """Engine parameters for the rows ``idx`` (one array entry per row) and each row's source
+    label; resolved once per distinct engine and spread to its rows."""
+    engines = np.array([str(prep.rows[i]["engine"]) for i in idx])
+    uniq, inverse = np.unique(engines, return_inverse=True)
     cals: list[EngineCalibration] = []
-    sources: list[str] = []
-    for i in idx:
-        engine = str(prep.rows[i]["engine"])
+    labels: list[str] = []
+    for engine in uniq:
         if calibration is None:
             cals.append(PUBLISHED_DEFAULT)
-            sources.append("roofline")
+            labels.append("roofline")
         else:
-            c, s = calibration.for_engine(engine)
+            c, label = calibration.for_engine(str(engine))
             cals.append(c)
-            sources.append(s)
-    return cals, sources
+            labels.append(label)
+    per_engine = engine_arrays(cals)
+    spread = {f.name: (np.asarray(getattr(per_engine, f.name))[inverse] if len(uniq) else np.zeros(0)) for f in fields(EngineArrays)}
+    return EngineArrays(**spread), [labels[j] for j in inverse]
 
 
 def predict_prepared(prep: Prepared, calibration: Calibration | None) -> tuple[np.ndarray, np.ndarray, list[str], list[str]]:
@@ -142,17 +149,17 @@ def predict_prepared(prep: Prepared, calibration: Calibration | None) -> tuple[n
     reasons = list(prep.reasons)
     sources = [""] * n
     if prep.agg_inst is not None:
-        cals, srcs = calibration_for_rows(prep, prep.agg_idx, calibration)
+        eng, srcs = calibration_for_rows(prep, prep.agg_idx, calibration)
         users = np.array([prep.rows[i]["concurrency"] for i in prep.agg_idx], dtype=float)
         isl = np.array([prep.rows[i]["isl"] for i in prep.agg_idx], dtype=float)
         osl = np.array([prep.rows[i]["osl"] for i in prep.agg_idx], dtype=float)
-        res = predict_agg(prep.agg_inst, engine_arrays(cals), users, isl, osl)
+        res = predict_agg(prep.agg_inst, eng, users, isl, osl)
         _store(prep, prep.agg_idx, res.ttft_s, res.tpot_s, res.feasible, srcs, ttft, tpot, reasons, sources)
     if prep.dis_prefill is not None and prep.dis_decode is not None:
-        cals, srcs = calibration_for_rows(prep, prep.dis_idx, calibration)
+        eng, srcs = calibration_for_rows(prep, prep.dis_idx, calibration)
         r = [prep.rows[i] for i in prep.dis_idx]
         res = predict_disagg(
-            prep.dis_prefill, prep.dis_decode, engine_arrays(cals),
+            prep.dis_prefill, prep.dis_decode, eng,
             np.array([x["prefill_workers"] for x in r], dtype=float), np.array([x["decode_workers"] for x in r], dtype=float),
             np.array([x["decode_batch"] for x in r], dtype=float), np.array([x["isl"] for x in r], dtype=float),
             np.array([x["osl"] for x in r], dtype=float), prep.dis_link,
