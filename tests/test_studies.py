@@ -292,3 +292,29 @@ def test_cli_evaluate_and_solve_robust(tmp_path: Path) -> None:
     assert "worst" in res.output and "growth" in res.output
     res = runner.invoke(main, ["solve-robust", str(MINIMAL), "--scenario", "nope"])
     assert res.exit_code == 2 and "nope" in res.output
+
+
+def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() -> None:
+    # long-document-nvidia's first shared solution fails the analytic p99 check (prefill lanes of
+    # 121k-token prompts); `planner solve` tightens caps and re-solves, and a sweep must report
+    # that plan, not the unchecked first solution (one scenario: the instance itself, its own PUE)
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.model import build_model
+    from planner.optimize.prepare import prepare
+    from planner.optimize.solve import make_solver, solve_architecture, tighten_factors
+    from planner.studies.source import settings_for
+
+    path = ROOT / "instances" / "long-document-nvidia.yaml"
+    resolved = load_instance(path)
+    tables, settings = build_capacity_tables(resolved), settings_for(resolved)
+    built = build_model(prepare(tables, max_utilization=settings.max_utilization), redundancy=settings.redundancy,
+                        budget_usd_per_month=settings.budget_usd_per_month)
+    first = solve_architecture(built, make_solver(), "shared", settings)
+    assert tighten_factors(built.prep, first, settings.redundancy)[0], "the premise: the first shared plan misses"
+    fresh = solve_tables(tables, settings).result
+    rows = run_sweep(TableSource.from_instance(resolved), expand(parse_sets(["costs.pue=1.54"])), jobs=1).set_index("architecture")
+    for arch, plan in fresh.architectures.items():
+        assert plan.costs is not None
+        assert rows.loc[arch, "total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
+    assert first.costs is not None and rows.loc["shared", "total_usd_per_month"] > first.costs.total_usd_per_month * 1.05

@@ -37,6 +37,12 @@ Caps ρ are memoised by the peak-rate vector (a price-only scenario re-uses them
 The result is the same :class:`~planner.schema.plan.PlanResult` a fresh
 ``solve_tables`` gives, up to the MIP gap (ties between equal-cost plans may break
 differently); ``SolveOutcome.result.notes`` says which path was taken.
+
+The lean summaries of sweeps (:func:`summarize`) run the same analytic tail-latency check as
+``planner solve`` (:func:`planner.optimize.solve.tighten_factors`) on every solution; one that
+misses is re-solved on the full path (caps tightened, models rebuilt, at most
+``SolveSettings.verify_rounds`` rounds), so a sweep row is the plan ``solve_tables`` returns. The
+peak simulation of ``planner solve`` is not run in studies.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.optimize.model import Built, build_model, restrict
+from planner.optimize.model import COST_EXPRESSIONS, Built, build_model, restrict
 from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare, utilization_caps
 from planner.optimize.solve import (
     SolveOutcome,
@@ -394,10 +400,44 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     kwh = energy_kwh_per_month(built)  # facility energy incl. the tool phase; independent of the price
     obj, bound = res.incumbent_objective, res.objective_bound
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
+    if settings.verify_rounds > 0 and _misses_latency(built, x, n, architecture, settings):
+        # the lean plan fails the analytic tail-latency check: take the full path (tightened caps,
+        # rebuilt models) so a study reports the plan `planner solve` would give
+        return _verified_summary(built, solver, architecture, settings)
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
                                energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None, solve_s=wall, gap=gap)
+
+
+def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> bool:
+    """True when the solution fails the analytic tail-latency check of ``planner solve``
+    (:func:`planner.optimize.solve.tighten_factors` names a pool to tighten)."""
+    from planner.optimize.extract import build_pools_routing_latency
+    from planner.optimize.solve import tighten_factors
+    from planner.schema.plan import SolverInfo
+
+    pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
+    plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency,
+                            solver=SolverInfo(status="optimal"))
+    factors, _buckets = tighten_factors(built.prep, plan, settings.redundancy)
+    return bool(factors)
+
+
+def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
+    """The summary of :func:`planner.optimize.solve._solve_verified`'s plan (solve, check, tighten)."""
+    from planner.optimize.solve import _solve_verified
+
+    plan, _final, _caps = _solve_verified(built, solver, architecture, settings)
+    devices: dict[str, int] = {}
+    for p in plan.pools:
+        devices[p.device] = devices.get(p.device, 0) + p.devices
+    costs = {t: float(getattr(plan.costs, t)) for t in COST_EXPRESSIONS} if plan.costs else {}
+    total = plan.costs.total_usd_per_month if plan.costs else None
+    return ArchitectureSummary(architecture=architecture, feasible=plan.feasible, status=plan.solver.status, costs=costs,
+                               total_usd_per_month=total, instances={p.name: p.instances for p in plan.pools if p.instances > 0},
+                               devices=devices, tokens_per_month=plan.tokens_per_month, usd_per_million_tokens=plan.usd_per_million_tokens,
+                               energy_wh_per_1k_tokens=plan.energy_wh_per_1k_tokens, solve_s=plan.solver.time_s, gap=plan.solver.gap)
 
 
 def summarize(resolver: Resolver, tables: CapacityTables, settings: SolveSettings | None = None) -> tuple[dict[str, ArchitectureSummary], bool]:
