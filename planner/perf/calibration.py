@@ -21,12 +21,16 @@ defaults, not fitted:
   weights, and the ``GUARANTEED_NO_EVICT`` scheduler reserving ``ISL + OSL`` per request; vLLM
   and SGLang: a share of device memory, admission on current usage).
 
-``seq_overhead_us``, ``allreduce_overhead_us`` and ``ttft_overhead_ms`` are fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
+``seq_overhead_us``, ``allreduce_overhead_us``, ``ttft_overhead_ms``, ``eta_link`` (the achieved
+fraction of the datasheet scale-up bandwidth in a TP all-reduce) and ``cohort_exponent`` (closed-loop
+benchmarks only: the size of the cohorts a mixed-prefill engine's closed loop keeps in step) are
+fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
 fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
 fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
 runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
 The closed loop's first wave and SGLang's locked cohort are formulas in
-:mod:`planner.perf.closed_loop`, not fitted shares.
+:mod:`planner.perf.closed_loop`, not fitted shares; mixed-prefill engines' cohorts have the fitted
+size ``D ** cohort_exponent``.
 """
 
 from __future__ import annotations

@@ -36,8 +36,15 @@ Model (vectorised over rows; symbols of :mod:`planner.perf.roofline`):
 4. **TPOT** (separate prefill) = ``(T_cyc - TTFT_steady) / (OSL - 1)``: the prefill pauses a
    request's decode sees, spread over its tokens; never below ``t_dec(D)``.
 
-Mixed-prefill engines are not treated as locked: their first-wave prompts finish one pass apart
-and come back spread over the cycle (locking TensorRT-LLM too made out-of-sample TTFT 64.7 %).
+Mixed-prefill engines are not treated as fully locked (locking TensorRT-LLM made out-of-sample
+TTFT 64.7 %), but not as lone prompts either: prompts prefilled in the same pass decode in the
+same iterations, finish together and come back together, so the steady state has **cohorts** of
+mean size ``g = D ** cohort_exponent`` (fitted per engine; round 8 of ``planner/perf/README.md``).
+A cohort member's steady TTFT adds ``staircase_mean(g, ISL/q) t_pass(g) − t_pass(1)``
+(:func:`_cohort_extra`: the cohort's prompts in passes of up to ``q`` tokens beside the average
+decode batch, minus a lone prompt's passes; linear between integer ``g``). Work per cycle and so
+TPOT are unchanged. This is a closed-loop (benchmark) effect: the planner's open-loop operating
+points (:mod:`planner.perf.points`) do not use it.
 Disaggregated rows: prefill workers serve ``N`` users' prompts (an M/D/1-like queue on the
 prefill pool at the decode-limited request rate), decode workers run the batch
 ``decode_batch`` at ``c``; TTFT adds the KV transfer over the NIC.

@@ -1,22 +1,25 @@
-"""Calibration fit (``planner calibrate``): per engine, least squares on relative error.
+"""Calibration fit (``planner calibrate``): per engine, least absolute log-ratio.
 
 For each engine with enough rows (and once pooled over every row, stored as ``default``) we fit
 the fields in :data:`FITTED` (``eta_f, eta_b, layer_overhead_us, seq_overhead_us,
-allreduce_overhead_us, ttft_overhead_ms``) minimising the summed absolute log-ratio (least
-absolute deviations of the relative error: symmetric in over- and under-prediction, and a row
-the model cannot explain — a closed loop's transient, a benchmark artefact — pulls the fit by
-its sign, not by its size)::
+allreduce_overhead_us, ttft_overhead_ms, eta_link, cohort_exponent``; the last only for engines
+with mixed prefill) minimising the summed absolute log-ratio (least absolute deviations of the
+relative error: symmetric in over- and under-prediction, and a row the model cannot explain — a
+closed loop's transient, a benchmark artefact — pulls the fit by its sign, not by its size)::
 
     sum_rows |log(pred_ttft / meas_ttft)| + |log(pred_tpot / meas_tpot)|
 
 Round 7 replaced the squared log-ratio by this: out of sample (fit on two models, predict the
-third) TTFT / TPOT MAPE went from 34.1 / 12.7 % to 31.8 / 13.3 % (in sample 31.3 / 12.1 ->
-27.3 / 9.5 %; README). The minimiser is a Levenberg-Marquardt loop on the residuals
-``sign(l) sqrt(|l| + L1_EPS)`` of each log-ratio ``l`` (their squares sum to the objective plus a
-constant), on transformed parameters (logit for the efficiencies, log for the overheads; numeric
-Jacobian — six parameters, each evaluation one vectorised call over every row). The scheduler facts ``mixed_prefill`` and ``prefill_token_budget`` come from
-:data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot be predicted are skipped and
-counted in the fit record.
+third) TTFT / TPOT MAPE went from 34.1 / 12.7 % to 31.8 / 13.3 %; round 8 added ``eta_link`` and
+``cohort_exponent``: 28.5 / 13.0 % (in sample 23.5 / 8.9 %; README). The minimiser is a
+Levenberg-Marquardt loop on the residuals ``sign(l) sqrt(|l| + L1_EPS)`` of each log-ratio ``l``
+(their squares sum to the objective plus a constant), on transformed parameters (logit for the
+efficiencies and the exponent, log for the overheads; numeric Jacobian — each evaluation one
+vectorised call over the engine's rows). The cohort term is piecewise in its exponent, so the
+loop starts from each of :data:`COHORT_STARTS`, runs :data:`PROBE_ITERS` iterations, and carries
+the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
+``prefill_token_budget`` come from :data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot
+be predicted are skipped and counted in the fit record.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ and attention kernels run one after the other, so each has its own roofline and 
     t_attn = max(A (B c + n (n/m + 2h) / 2) / (tp F_bf16 eta_F),  r_kv (B kv(c) + m kv(n/m + h)) / (min(tp, H_kv) BW eta_B))
     t      = t_gemm + t_attn + t_comm + t_overhead
     t_comm = 2 L * allreduce((B + n) d b_act)              (two all-reduces per layer, Megatron TP)
-    allreduce(m) = 2 (tp-1)/tp * m / link + 2 lat + o_ar   (within the NVLink domain engines use
+    allreduce(m) = 2 (tp-1)/tp * m / (eta_link link) + 2 lat + o_ar   (within the NVLink domain engines use
                    one-shot/two-shot custom all-reduces: a fixed number of steps; across nodes a
                    ring of 2 (tp-1) steps)
     t_overhead = o_layer * L + o_seq * (B + m [n > 0]) + o_step
@@ -45,7 +45,8 @@ Sliding-window layers cap the pairs at the window (``causal_pairs``). Attention 
 (``F_bf16``) whatever the weight precision; fp8/fp4 GEMMs use the datasheet low-precision peak
 (scaled by :data:`LOW_PRECISION_GEMM_GAIN`, and reached only at ``T >> M_half`` rows). ``o_layer`` (launches and small kernels per layer),
 ``o_seq`` (host time per running sequence: scheduling, sampling — not divided by tp) and
-``o_ar`` (software latency per all-reduce) are engine properties fitted by
+``o_ar`` (software latency per all-reduce) and ``eta_link`` (achieved fraction of the datasheet
+link bandwidth in an all-reduce) are engine properties fitted by
 :mod:`planner.perf.fit`; ``o_step`` is a fixed per-iteration cost (0 unless a user sets it: on
 the H100 data it cannot be told apart from ``o_layer`` within one model).
 
