@@ -25,6 +25,7 @@ be predicted are skipped and counted in the fit record.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ fields are positive, started at ``max(value, scale)``."""
 START = {"seq_overhead_us": 20.0, "allreduce_overhead_us": 5.0, "step_overhead_ms": 1.0, "ttft_overhead_ms": 20.0}
 """Starting values for the overheads (the published defaults leave them at 0)."""
 COHORT_STARTS = (0.1, 0.3, 0.6)
+FTOL = 1e-5
+"""A descent stops when one step lowers the objective by less than this fraction of it."""
 PROBE_ITERS = 15
 """Levenberg-Marquardt iterations from each start before the best start is carried on."""
 """Starting values of ``cohort_exponent`` for the multi-start fit (cohorts of ``D^0.1``-``D^0.6``)."""
@@ -152,6 +155,7 @@ def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarra
         res = _residuals(prep, mask, cal_for(theta), meas_ttft, meas_tpot)
         cost = float(res @ res)
         lam = 1e-2
+        gain = math.inf
         for _ in range(n_iter):
             jac = np.empty((res.size, theta.size))
             for j in range(theta.size):
@@ -167,10 +171,11 @@ def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarra
                 r_c = _residuals(prep, mask, cal_for(cand), meas_ttft, meas_tpot)
                 c_c = float(r_c @ r_c)
                 if c_c < cost:
+                    gain = cost - c_c
                     theta, res, cost, lam, improved = cand, r_c, c_c, max(lam / 3.0, 1e-6), True
                     break
                 lam *= 4.0
-            if not improved or float(np.abs(g).max()) < 1e-6:
+            if not improved or float(np.abs(g).max()) < 1e-6 or gain < FTOL * cost:
                 break
         return theta, cost
 

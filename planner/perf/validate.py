@@ -170,13 +170,13 @@ def predict_prepared(prep: Prepared, calibration: Calibration | None) -> tuple[n
 
 def _store(prep: Prepared, idx: np.ndarray, t1: np.ndarray, t2: np.ndarray, ok: np.ndarray, srcs: list[str],
            ttft: np.ndarray, tpot: np.ndarray, reasons: list[str], sources: list[str]) -> None:
+    ok = np.asarray(ok, dtype=bool)
+    ttft[idx[ok]] = 1e3 * np.asarray(t1)[ok]
+    tpot[idx[ok]] = 1e3 * np.asarray(t2)[ok]
     for j, i in enumerate(idx):
         sources[i] = srcs[j]
-        if not ok[j]:
-            reasons[i] = "weights and one sequence's KV do not fit the device memory at this tp"
-            continue
-        ttft[i] = 1e3 * t1[j]
-        tpot[i] = 1e3 * t2[j]
+    for i in idx[~ok]:
+        reasons[i] = "weights and one sequence's KV do not fit the device memory at this tp"
 
 
 def mape(pred: np.ndarray, meas: np.ndarray) -> float:
