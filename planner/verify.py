@@ -80,6 +80,11 @@ def _ms(x: float) -> float:
     return x * 1e3 if math.isfinite(x) else math.inf
 
 
+def _pools_serving(routes: pd.DataFrame) -> list[str]:
+    """The pools named in a routing frame's ``prefill``, ``decode`` and ``unified`` columns, sorted."""
+    return sorted({str(p) for col in ("prefill", "decode", "unified") if col in routes for p in routes[col].dropna()})
+
+
 def _txt(x: float | None, spec: str = ",.0f") -> str:
     return format(x, spec) if x is not None and math.isfinite(x) else "unbounded"
 
@@ -299,7 +304,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                            "p99": _ms(h.quantile(0.99)), "sim": _ms(sim_q), "lo": _ms(lo), "hi": _ms(hi), "analytic": a_ms,
                            "worst": worst_ms, "worst_bucket": worst_b, "dis": dis,
                            "met": bool(sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))}
-        pools_of = sorted({p for col in ("prefill", "decode", "unified") for p in g[col].dropna().astype(str)})
+        pools_of = _pools_serving(g)
         miss_pool, miss_ms, miss_share = None, 0.0, 0.0
         for metric in ("ttft", "tpot"):
             o = out[metric]
@@ -308,14 +313,13 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             share = o["sim"] / o["target_ms"] - 1.0 if o["target_ms"] > 0 else math.inf
             if share <= miss_share and miss_pool is not None:
                 continue
+            gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
             if metric == "ttft":
                 # among the pools serving the worst bucket, the one with the longest simulated wait
                 # (every pool of the service when the bucket is not known)
-                gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
-                firsts = sorted({str(p) for col in ("prefill", "decode", "unified") if col in gw for p in gw[col].dropna()}) or pools_of
-                pool = max(firsts, key=lambda p: pool_wait_sim.get(p, 0.0) if pool_wait_sim.get(p, 0.0) == pool_wait_sim.get(p, 0.0) else 0.0)
+                serving = _pools_serving(gw) or pools_of
+                pool = max(serving, key=lambda p: pool_wait_sim.get(p, 0.0) if pool_wait_sim.get(p, 0.0) == pool_wait_sim.get(p, 0.0) else 0.0)
             else:
-                gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
                 dec = gw["decode"].fillna(gw["unified"]).astype(str)
                 pool = str(dec.iloc[0])
             miss_pool, miss_ms, miss_share = pool, o["sim"] - o["target_ms"], share

@@ -26,6 +26,7 @@ import pandas as pd
 from planner.agents.check import check_tool_phase
 from planner.optimize.extract import cost_breakdown
 from planner.optimize.prepare import ARCH_ROLES
+from planner.optimize.verdict import meets_in_simulation
 from planner.schema.capacity import CostParams
 from planner.schema.plan import COST_TERMS, TOOL_COST_TERMS, ArchitecturePlan, PlanResult
 
@@ -53,7 +54,7 @@ def check_plan(result: PlanResult) -> list[str]:
     if result.verdict.winner is not None:
         # the verdict ranks plans that miss a target in the peak simulation after those that meet
         candidates = [p for p in result.architectures.values() if p.feasible and p.costs]
-        meeting = [p for p in candidates if p.simulation is None or p.simulation.met]
+        meeting = [p for p in candidates if meets_in_simulation(p)]
         best = min(meeting or candidates, key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
         if best.architecture != result.verdict.winner and best.costs is not None:
             other = result.architectures[result.verdict.winner].costs

@@ -566,9 +566,8 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
             plan = plan.model_copy(update={"simulation": check})
             if check.met or sim_rounds >= settings.simulation_rounds:
                 break
-            factors = simulated_factors(check)
+            factors = simulated_factors(check, repeats)
             for p in factors:
-                factors[p] = float(min(4.0, factors[p] ** (1 + repeats.get(p, 0))))
                 repeats[p] = repeats.get(p, 0) + 1
             analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
             for p, f in analytic.items():
@@ -595,15 +594,18 @@ def _solve_verified(built: Built, solver: Any, architecture: str, settings: Solv
     return plan, cur, caps
 
 
-def simulated_factors(check: Any, *, min_step: float = 1.05, max_step: float = 4.0) -> dict[str, float]:
-    """Per pool a simulated miss names: the factor dividing its caps, ``clamp(sim_q / target, min_step, max_step)``
-    (module docstring, step 5); the largest over the services naming the pool."""
+def simulated_factors(check: Any, repeats: Mapping[str, int] | None = None, *, min_step: float = 1.05,
+                      max_step: float = 4.0) -> dict[str, float]:
+    """Per pool a simulated miss names: the factor dividing its caps, ``f = clamp(sim_q / target, min_step, max_step)``
+    raised to ``k + 1`` for a pool already named ``k`` times (``repeats``) and clamped to ``max_step``
+    again (module docstring, step 5); the largest over the services naming the pool."""
     out: dict[str, float] = {}
     for s in check.services:
         if s.miss_pool is None:
             continue
         share = s.miss_share if s.miss_share is not None else math.inf  # None: unbounded (requests never finished)
-        f = float(min(max_step, max(min_step, 1.0 + share)))
+        f = min(max_step, max(min_step, 1.0 + share))
+        f = float(min(max_step, f ** (1 + (repeats or {}).get(s.miss_pool, 0))))
         out[s.miss_pool] = max(out.get(s.miss_pool, 1.0), f)
     return out
 

@@ -53,14 +53,14 @@ def _devices(plan: ArchitecturePlan) -> int:
     return sum(p.devices for p in plan.pools)
 
 
-def _meets_in_simulation(plan: ArchitecturePlan) -> bool:
+def meets_in_simulation(plan: ArchitecturePlan) -> bool:
     """True unless the plan was simulated at peak and missed a target there."""
     return plan.simulation is None or plan.simulation.met
 
 
 def _simulation_notes(ranked: list[ArchitecturePlan]) -> list[str]:
     """Say which plans miss their targets in the peak simulation and how that ranked them."""
-    missing = [p for p in ranked if not _meets_in_simulation(p)]
+    missing = [p for p in ranked if not meets_in_simulation(p)]
     if not missing:
         return []
     notes = []
@@ -82,7 +82,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     # Plans that meet their targets in the peak simulation (or were not simulated) first, then
     # cheapest first; a tie (to the cent) goes to the simpler architecture.
     feasible = sorted((p for p in plans.values() if p.feasible and p.costs is not None),
-                      key=lambda p: (not _meets_in_simulation(p),
+                      key=lambda p: (not meets_in_simulation(p),
                                      round(p.costs.total_usd_per_month, 2) if p.costs else 0.0, _SIMPLICITY[p.architecture]))
     if not feasible:
         return Verdict(winner=None, reasons=["no architecture has a feasible plan; see each architecture's diagnosis"])

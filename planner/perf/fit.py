@@ -71,11 +71,11 @@ fields are positive, started at ``max(value, scale)``."""
 START = {"seq_overhead_us": 20.0, "allreduce_overhead_us": 5.0, "step_overhead_ms": 1.0, "ttft_overhead_ms": 20.0}
 """Starting values for the overheads (the published defaults leave them at 0)."""
 COHORT_STARTS = (0.1, 0.3, 0.6)
-FTOL = 1e-5
-"""A descent stops when one step lowers the objective by less than this fraction of it."""
+"""Starting values of ``cohort_exponent`` for the multi-start fit (cohorts of ``D^0.1``-``D^0.6``)."""
 PROBE_ITERS = 15
 """Levenberg-Marquardt iterations from each start before the best start is carried on."""
-"""Starting values of ``cohort_exponent`` for the multi-start fit (cohorts of ``D^0.1``-``D^0.6``)."""
+FTOL = 1e-5
+"""A descent stops when one step lowers the objective by less than this fraction of it."""
 
 
 def _free(engine: str) -> tuple[tuple[str, str, float], ...]:

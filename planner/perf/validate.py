@@ -137,7 +137,7 @@ def calibration_for_rows(prep: Prepared, idx: np.ndarray, calibration: Calibrati
             cals.append(c)
             labels.append(label)
     per_engine = engine_arrays(cals)
-    spread = {f.name: (np.asarray(getattr(per_engine, f.name))[inverse] if len(uniq) else np.zeros(0)) for f in fields(EngineArrays)}
+    spread = {f.name: np.asarray(getattr(per_engine, f.name))[inverse] for f in fields(EngineArrays)}
     return EngineArrays(**spread), [labels[j] for j in inverse]
 
 
