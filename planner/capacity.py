@@ -171,9 +171,12 @@ def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = No
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
     from planner.perf import operating_point
+    from planner.perf.instance_calibration import instance_calibration
 
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)
+    calibration, cal_ref = instance_calibration(resolved)
+    notes = [*notes, cal_ref.note()]
     configs = _configs(resolved)
     link = inst.costs.network.kv_link_gb_per_s
     rows = []
@@ -193,7 +196,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     cache[key] = operating_point(model, dev, tp, role=role, weight_precision=svc.weight_precision,  # type: ignore[arg-type]
                                                  kv_precision=svc.kv_precision_resolved, input_tokens=isl, output_tokens=osl,
                                                  cached_prefix_share=share, ttft_target_ms=ttft_t, tpot_target_ms=tpot_t,
-                                                 engine=svc.engine, kv_link_gb_per_s=link)
+                                                 engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
                 op = cache[key]
                 rows.append({
                     "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
@@ -211,7 +214,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     if agents is not None:
         notes = notes + list(agents.params.notes)
     return CapacityTables(demand=demand, points=points, configs=configs, costs=cost_params(resolved),
-                          meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)"}, agents=agents)
+                          meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)",
+                                "calibration": cal_ref.record()}, agents=agents)
 
 
 MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")

@@ -157,6 +157,10 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
         for tool, stats in svc.tools.items():
             if stats.latency.p50_ms <= 0 and stats.calls_per_request > 0:
                 problems.add(f"{where}.tools.{tool}.latency.p50_ms", "a tool that is called must have a positive latency", "give measured latencies in ms")
+    if instance.calibration is not None:
+        why = _missing_file_problem(instance.calibration, path.parent)
+        if why:
+            problems.add("calibration", why, "give the file `planner calibrate` wrote, relative to the instance file")
     devices: dict[str, DeviceProfile] = {}
     sel = instance.catalog
     for key, ids in (("devices", sel.devices), ("cpu_servers", sel.cpu_servers)):

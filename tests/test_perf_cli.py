@@ -99,7 +99,7 @@ def test_validate_perf_bad_csv_is_exit_2(tmp_path: Path) -> None:
     csv.write_text("device,model\nh100-sxm,x\n")
     code, _, err = run("validate-perf", str(csv))
     assert code == 2 and "missing column" in err
-    code, _, err = run("validate-perf", str(SILICON))
+    code, _, err = run("validate-perf", str(SILICON), "--from-format", "planner")
     assert code == 2 and "--from-format silicon" in err
 
 

@@ -98,11 +98,13 @@ def build_agent_tables(resolved: ResolvedInstance, demand: pd.DataFrame, configs
     the profile does not define, CPU work without a CPU server, an unpriced tier without its source.
     """
     from planner.capacity import equipment_usd_per_device_hour
+    from planner.perf.instance_calibration import instance_calibration
     from planner.perf.points import _instance, efficiency_of, engine_calibration
     from planner.perf.roofline import kv_bytes, kv_capacity_bytes, kv_split
     from planner.workload import service_profile
 
     inst = resolved.instance
+    calibration, _ref = instance_calibration(resolved)
     tp_opts = inst.tool_phase
     file = str(resolved.path)
     problems = ProblemCollector(file=file)
@@ -198,7 +200,7 @@ def build_agent_tables(resolved: ResolvedInstance, demand: pd.DataFrame, configs
             continue
         svc = inst.services[service]
         model = resolved.models[svc.model]
-        cal, _src = engine_calibration(svc.engine)
+        cal, _src = engine_calibration(svc.engine, calibration)
         eff = efficiency_of(cal)
         d = dem[(service, bucket)]
         share = float(d.get("cached_prefix_share", 0.0) or 0.0)

@@ -8,18 +8,77 @@ import click
 
 from planner.cli.output import echo_json, fmt, table
 
-_FORMAT = click.Choice(["planner", "silicon"])
-_FORMAT_HELP = "Input format: our measurements CSV (planner/perf/measurements.py) or aiconfigurator's silicon_*.csv."
+_FORMAT = click.Choice(["auto", "planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf"])
+_FORMAT_HELP = ("Input format; auto tells it from the content: our measurements CSV, aiconfigurator silicon_*.csv, "
+                "vLLM `bench serve` JSON, SGLang bench_serving JSONL, AIPerf/GenAI-Perf export (JSON or CSV), LLMPerf summary JSON "
+                "(planner/perf/importers).")
+_PRECISION = click.Choice(["bf16", "fp8", "fp4", "int8"])
 
 
-def _read(path: str, fmt_name: str) -> list[dict[str, Any]]:
+def _input_options(fn: Any) -> Any:
+    """Options naming what a benchmark file does not say (they win over the file's own values)."""
+    options = [
+        click.option("--from-format", "fmt_name", type=_FORMAT, default="auto", show_default=True, help=_FORMAT_HELP),
+        click.option("--device", "in_device", default=None, help="Device of the runs (catalog id, e.g. h100-sxm) when the file does not say."),
+        click.option("--model", "in_model", default=None, help="Model of the runs (catalog id or checkpoint name, e.g. Qwen/Qwen3-32B-FP8)."),
+        click.option("--engine", "in_engine", default=None, help="Serving engine of the runs: vllm, sglang, trtllm or another name (default calibration)."),
+        click.option("--precision", "in_precision", type=_PRECISION, default=None,
+                     help="Weight precision (default: what the file or checkpoint name says, else bf16)."),
+        click.option("--kv-precision", "in_kv_precision", type=_PRECISION, default=None, help="KV-cache precision (default: the checkpoint name's, else bf16)."),
+        click.option("--tp", "in_tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel degree of one replica when the file does not say."),
+        click.option("--concurrency", "in_concurrency", type=click.IntRange(min=1), default=None,
+                     help="Users of a closed-loop run when the file does not say (AIPerf/GenAI-Perf CSV)."),
+        click.option("--request-rate", "in_request_rate_per_s", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Arrival rate (req/s) of an open-loop run when the file does not say."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
+    """Rows of every input file (:func:`planner.perf.importers.read_benchmarks`); warnings to stderr."""
     from planner.catalog import load_catalog
-    from planner.perf.measurements import convert_silicon, read_measurements
+    from planner.errors import InputError, Problem
+    from planner.perf.importers import context_for, read_benchmarks, unmapped_lines
+    from planner.perf.importers.common import engine_name
+    from planner.perf.names import device_id, model_ref
 
-    if fmt_name == "silicon":
-        cat = load_catalog()
-        return convert_silicon(path, {m.hf_id: m.id for m in cat.models.values()})
-    return read_measurements(path)
+    cat = load_catalog()
+    values = {k[len("in_"):]: v for k, v in given.items() if k.startswith("in_") and v is not None}
+    problems = []
+    if "device" in values:
+        dev = device_id(values["device"], frozenset(cat.devices))
+        if dev is None or dev not in cat.devices:
+            problems.append(Problem("", "--device", f"unknown device {values['device']!r}", f"use one of: {', '.join(sorted(cat.devices))}"))
+        values["device"] = dev
+    if "model" in values:
+        ref = model_ref(values["model"], {m.hf_id: m.id for m in cat.models.values()})
+        if ref.model_id is None:
+            problems.append(Problem("", "--model", f"unknown model {values['model']!r}", f"use a catalog id ({', '.join(sorted(cat.models))}) or its checkpoint name"))
+        values["model"] = ref.model_id
+        if ref.weight_precision and "precision" not in values:
+            values["precision"] = ref.weight_precision
+        if ref.kv_precision and "kv_precision" not in values:
+            values["kv_precision"] = ref.kv_precision
+    if "engine" in values:
+        values["engine"] = engine_name(values["engine"]) or values["engine"]
+    if problems:
+        raise InputError(problems)
+    result = read_benchmarks(paths, fmt_name, context_for(cat, **values))
+    for line in unmapped_lines(result.all_rows, cat):
+        click.echo(line, err=True)
+    for load, count in sorted(result.set_aside.items()):
+        kind = "open-loop runs (request rate)" if load == "open" else "single-burst runs (all requests at t = 0, no concurrency cap)"
+        click.echo(f"note: {_rows(count)} set aside, {kind}: the closed-loop predictor (planner/perf/closed_loop.py) does not model them", err=True)
+    if result.precision_assumed:
+        click.echo(f"note: {_rows(result.precision_assumed)} without a stated precision (file, checkpoint name or --precision): taken as bf16, "
+                   "the checkpoint's own dtype; give --precision if the server quantised on load", err=True)
+    return result
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 def _calibration(name: str | None) -> Any:
@@ -65,27 +124,49 @@ def estimate(model_id: str, device_id: str, tp: int, precision: str, kv_precisio
 
 
 @click.command("calibrate")
-@click.argument("measurements", type=click.Path(dir_okay=False))
-@click.option("--from-format", "fmt_name", type=_FORMAT, default="planner", show_default=True, help=_FORMAT_HELP)
-@click.option("--name", default="h100_dense", show_default=True, help="Calibration name (file models/calibration/<name>.yaml).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write here instead of models/calibration/<name>.yaml.")
+@click.argument("measurements", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_input_options
+@click.option("--name", default=None, help="Calibration name (default: the first input file's name).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the calibration to this file.")
+@click.option("--instance", "instance_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Write <name>.calibration.yaml next to this instance file (name it there as `calibration:`).")
+@click.option("--into-catalog", is_flag=True, help="Write into the package's models/calibration/<name>.yaml (replaces a shipped file of that name).")
 @click.option("--json", "as_json", is_flag=True)
-def calibrate(measurements: str, fmt_name: str, name: str, output: str | None, as_json: bool) -> None:
-    """Fit per-engine efficiencies and overheads on measured closed-loop rows; write a calibration file
-    and, next to it, the rows it was fitted on (<name>.measurements.csv)."""
+def calibrate(measurements: tuple[str, ...], name: str | None, output: str | None, instance_path: str | None, into_catalog: bool,
+              as_json: bool, **given: Any) -> None:
+    """Fit per-engine efficiencies and overheads on measured closed-loop runs; write a calibration file and,
+    next to it, the rows it was fitted on (<stem>.measurements.csv).
+
+    The file is the user's: it goes to -o, next to --instance, or the current directory
+    (<name>.calibration.yaml); never into the package unless --into-catalog is given."""
+    import os
+    import re
     from pathlib import Path
 
     from planner.catalog import load_catalog
+    from planner.errors import InputError
     from planner.perf.calibration import calibration_dir, save_calibration
     from planner.perf.fit import fit_calibration
     from planner.perf.measurements import write_measurements
 
-    rows = _read(measurements, fmt_name)
-    cal = fit_calibration(rows, load_catalog(), name=name, data_file=measurements)
-    out = Path(output) if output else calibration_dir() / f"{name}.yaml"
+    if sum(bool(x) for x in (output, instance_path, into_catalog)) > 1:
+        raise InputError("give only one of -o, --instance and --into-catalog")
+    imported = _read(measurements, given.pop("fmt_name"), given)
+    cal_name = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(measurements[0]).stem)
+    if output:
+        out = Path(output)
+    elif into_catalog:
+        out = calibration_dir() / f"{cal_name}.yaml"
+    elif instance_path:
+        out = Path(instance_path).parent / f"{cal_name}.calibration.yaml"
+    else:
+        out = Path.cwd() / f"{cal_name}.calibration.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
-    data_copy = out.with_name(out.stem + ".measurements.csv")
-    write_measurements(rows, data_copy)
+    stem = out.name.removesuffix(out.suffix).removesuffix(".calibration")
+    data_copy = out.with_name(f"{stem}.measurements.csv")
+    write_measurements(imported.rows, data_copy)
+    single = len(measurements) == 1 and imported.formats[measurements[0]] in ("planner", "silicon")
+    cal = fit_calibration(imported.rows, load_catalog(), name=cal_name, data_file=measurements[0] if single else data_copy)
     save_calibration(cal, out)
     assert cal.fit is not None
     if as_json:
@@ -96,20 +177,24 @@ def calibrate(measurements: str, fmt_name: str, name: str, output: str | None, a
                      [[e, c.eta_f, c.eta_b, c.step_overhead_ms, c.layer_overhead_us, c.seq_overhead_us, c.allreduce_overhead_us, c.eta_link, c.cohort_exponent, c.ttft_overhead_ms,
                        cal.fit.mape_ttft_pct.get(e, cal.fit.mape_ttft_pct.get("all")), cal.fit.mape_tpot_pct.get(e, cal.fit.mape_tpot_pct.get("all"))]
                       for e, c in cal.engines.items()]))
+    if instance_path:
+        click.echo(f"to plan with it, add to {instance_path}:  calibration: {os.path.relpath(out, Path(instance_path).parent)}")
 
 
 @click.command("validate-perf")
-@click.argument("measurements", type=click.Path(dir_okay=False))
-@click.option("--from-format", "fmt_name", type=_FORMAT, default="planner", show_default=True, help=_FORMAT_HELP)
+@click.argument("measurements", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_input_options
 @click.option("--calibration", "cal_name", default=None, help="Calibration name or file ('none' = published defaults).")
 @click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "summary": {...}}')
-def validate_perf(measurements: str, fmt_name: str, cal_name: str | None, as_json: bool) -> None:
-    """Predict every measured row; report MAPE of TTFT and TPOT overall and per (device, model, engine)."""
+def validate_perf(measurements: tuple[str, ...], cal_name: str | None, as_json: bool, **given: Any) -> None:
+    """Predict every measured closed-loop run; report MAPE of TTFT and TPOT overall and per (device, model, engine).
+    Open-loop and single-burst runs are set aside and counted."""
     from planner.catalog import load_catalog
     from planner.perf.validate import validate
 
-    rows = _read(measurements, fmt_name)
-    result = validate(rows, load_catalog(), _calibration(cal_name))
+    imported = _read(measurements, given.pop("fmt_name"), given)
+    result = validate(imported.rows, load_catalog(), _calibration(cal_name))
+    result["summary"]["inputs"] = {"formats": imported.formats, "set_aside": imported.set_aside, "precision_assumed": imported.precision_assumed}
     if as_json:
         echo_json(result)
         return
@@ -127,15 +212,18 @@ def validate_perf(measurements: str, fmt_name: str, cal_name: str | None, as_jso
 
 
 @click.command("convert-measurements")
-@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_input_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True)
-def convert_measurements(source: str, output: str) -> None:
-    """Convert an aiconfigurator silicon_*.csv into our measurements CSV."""
+def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) -> None:
+    """Convert benchmark results (any --from-format) into our measurements CSV: systems to catalog device ids,
+    checkpoints to the base model and the precision their name states; unmapped rows are kept and named
+    in a warning, open-loop runs kept with load=open."""
     from planner.perf.measurements import write_measurements
 
-    rows = _read(source, "silicon")
-    write_measurements(rows, output)
-    click.echo(f"wrote {len(rows)} rows to {output}")
+    imported = _read(sources, given.pop("fmt_name"), given)
+    write_measurements(imported.all_rows, output)
+    click.echo(f"wrote {len(imported.all_rows)} rows to {output}")
 
 
 COMMANDS = [estimate, calibrate, validate_perf, convert_measurements]

@@ -1,4 +1,5 @@
-"""The measurements CSV (what users hand us) and a converter from the aiconfigurator format.
+"""The measurements CSV (our normalised table of benchmark runs) and the converter from the
+aiconfigurator format; other tools' files are read by :mod:`planner.perf.importers`.
 
 Format — one row per closed-loop benchmark run (fixed concurrency, fixed lengths)::
 
@@ -17,6 +18,9 @@ Format — one row per closed-loop benchmark run (fixed concurrency, fixed lengt
     prefill_tp, prefill_workers       disagg: TP degree and number of prefill workers
     decode_tp, decode_workers         disagg: TP degree and number of decode workers
     decode_batch                      disagg: concurrency per decode worker
+    load            str     no        closed (default: fixed concurrency) | open (request rate) | burst
+                                      (all requests at t = 0); only closed rows are predicted and fitted
+    request_rate_per_s float no       open-loop rows: the arrival rate the benchmark was run at
     id              str     no        a row label carried to the output
 
     *  agg rows; disagg rows give the prefill_/decode_ columns instead (concurrency =
@@ -31,22 +35,24 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError, Problem
+from planner.perf.names import device_id, model_ref
 
 REQUIRED = ("device", "model", "engine", "precision", "isl", "osl")
 OPTIONAL = (
     "id", "tp", "concurrency", "ttft_ms", "tpot_ms", "kv_precision", "mode", "prefill_tp",
-    "prefill_workers", "decode_tp", "decode_workers", "decode_batch",
+    "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "load", "request_rate_per_s",
 )
-COLUMNS = ("id", "device", "model", "engine", "precision", "kv_precision", "mode", "tp", "concurrency", "isl", "osl",
-           "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms")
+COLUMNS = ("id", "device", "model", "engine", "precision", "kv_precision", "mode", "load", "tp", "concurrency", "request_rate_per_s",
+           "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms")
 _INT_FIELDS = ("tp", "concurrency", "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch")
-_FLOAT_FIELDS = ("ttft_ms", "tpot_ms")
+_FLOAT_FIELDS = ("ttft_ms", "tpot_ms", "request_rate_per_s")
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")
+LOADS = ("closed", "open", "burst")
+"""How a benchmark sent its requests (``load`` column; :mod:`planner.perf.importers.common`)."""
 
 
 def _num(text: str) -> float | None:
@@ -97,6 +103,9 @@ def read_measurements(path: str | Path) -> list[dict[str, Any]]:
             row.setdefault("id", "")
             row["kv_precision"] = row.get("kv_precision") or "bf16"
             row["mode"] = row.get("mode") or "agg"
+            row["load"] = row.get("load") or "closed"
+            if row["load"] not in LOADS:
+                problems.append(Problem(str(p), f"line {i}: load", f"unknown load {row['load']!r}", f"use one of {', '.join(LOADS)}"))
             if row["mode"] == "disagg" and row.get("concurrency") is None and row.get("decode_batch") and row.get("decode_workers"):
                 row["concurrency"] = row["decode_batch"] * row["decode_workers"]
             rows.append(row)
@@ -114,31 +123,6 @@ def write_measurements(rows: list[dict[str, Any]], path: str | Path) -> None:
 
 
 # --- converter from aiconfigurator's silicon_*.csv -----------------------------------------
-MODEL_PATH_IDS = {
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "Qwen/Qwen3-32B": "qwen3-32b",
-}
-"""Known Hugging Face paths -> our model ids; other paths are matched against the catalog's
-``hf_id`` (ignoring ``-Instruct`` and ``Meta-``), then lower-cased as a last resort."""
-
-
-def model_id_for_path(path: str, hf_ids: dict[str, str] | None = None) -> str:
-    if path in MODEL_PATH_IDS:
-        return MODEL_PATH_IDS[path]
-
-    def norm(s: str) -> str:
-        s = s.split("/")[-1].lower().replace("meta-llama-", "llama-").replace("meta-", "")
-        return re.sub(r"-instruct$", "", s)
-
-    for hf, mid in (hf_ids or {}).items():
-        if hf and norm(hf) == norm(path):
-            return mid
-    return norm(path)
-
-
 def silicon_kv_precision(backend: str, quant: str) -> str:
     """KV precision of an aiconfigurator row (the source does not record it). TensorRT-LLM runs
     of per-tensor ``fp8`` checkpoints (NVIDIA ModelOpt FP8, which quantise the KV cache to FP8 and
@@ -146,18 +130,41 @@ def silicon_kv_precision(backend: str, quant: str) -> str:
     SGLang ``kv_cache_dtype=auto`` = the activation dtype; ``fp8_block`` checkpoints carry no KV
     scales). ASSUMPTION, consistent with the KV-capacity knees of the shipped H100 rows (the
     qwen3-32b TensorRT-LLM tp1 TTFT jumps where ~290k tokens — fp8 KV — no longer fit; the
-    llama-3.1-70b vLLM tp2 rows need bf16 KV to show theirs)."""
+    llama-3.1-70b vLLM tp2 rows need bf16 KV to show theirs). A checkpoint name that states its
+    KV precision (``-FP8-KV``) wins (:func:`planner.perf.names.model_ref`)."""
     return "fp8" if backend == "trtllm" and quant == "fp8" else "bf16"
 
 
-def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def silicon_precision(quant: str) -> str | None:
+    """Weight precision of an aiconfigurator ``gemm_quant_mode``/``precision`` value: empty ->
+    bf16, ``fp8``/``fp8_block``/``fp8_static`` -> fp8, ``fp4``/``nvfp4``/``mxfp4`` -> fp4,
+    ``int8*``/``w8a8*`` -> int8; ``None`` for anything else (e.g. ``int4_wo``: not modelled)."""
+    q = quant.strip().lower()
+    if q in ("", "bf16", "fp16", "float16", "bfloat16"):
+        return "bf16"
+    if q.startswith("fp8"):
+        return "fp8"
+    if q.startswith(("fp4", "nvfp4", "mxfp4", "w4a4_nvfp4")):
+        return "fp4"
+    if q.startswith(("int8", "w8a8", "sq")):
+        return "int8"
+    return None
+
+
+def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None, *, device_ids: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Rows of an aiconfigurator ``silicon_*.csv`` in our measurements format.
 
-    Mapping: ``system`` h100_sxm -> h100-sxm; ``model_path`` -> model id; ``backend`` -> engine;
-    ``gemm_quant_mode``/``precision`` (empty = bf16, fp8_block = fp8) -> precision; ``batch_size``
-    -> concurrency; ``tp_size`` -> tp; ``silicon_ttft_ms``/``silicon_tpot_ms`` -> ttft_ms/tpot_ms;
-    disagg rows keep their prefill_/decode_ tp, workers and decode batch. KV precision is not
-    recorded in the source: see :func:`silicon_kv_precision`.
+    Mapping: ``system`` -> catalog device id (:func:`planner.perf.names.device_id`: ``h100_sxm``
+    -> h100-sxm, ``b200_sxm`` -> b200, ``gb200_sxm`` -> gb200, ...; unmapped names are kept as
+    they are and the row is reported, not dropped); ``model_path`` -> the base model's id and the
+    precision its name states (:func:`planner.perf.names.model_ref`: ``Qwen/Qwen3-32B-NVFP4`` ->
+    qwen3-32b, fp4; ``nvidia/Llama-3.1-8B-Instruct-FP8`` -> llama-3.1-8b, fp8; unmapped paths
+    are kept); ``backend`` -> engine; ``gemm_quant_mode``/``precision`` -> precision
+    (:func:`silicon_precision`; the checkpoint name when the columns are empty);
+    ``batch_size`` -> concurrency (every row is a closed loop); ``tp_size`` -> tp;
+    ``silicon_ttft_ms``/``silicon_tpot_ms`` -> ttft_ms/tpot_ms; disagg rows keep their
+    prefill_/decode_ tp, workers and decode batch. KV precision: the checkpoint name's if it
+    states one, else :func:`silicon_kv_precision`.
     """
     p = Path(path)
     if not p.exists():
@@ -170,8 +177,12 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> l
         if missing:
             raise InputError(Problem(str(p), "header", f"not an aiconfigurator silicon CSV: missing {', '.join(missing)}", "give a silicon_*.csv file"))
         for raw in reader:
-            quant = (raw.get("gemm_quant_mode") or raw.get("precision") or "bf16").strip().lower()
-            precision = "fp8" if quant.startswith("fp8") else ("fp4" if quant.startswith(("fp4", "nvfp4")) else "bf16")
+            quant = (raw.get("gemm_quant_mode") or raw.get("precision") or "").strip().lower()
+            model_path = raw["model_path"].strip()
+            ref = model_ref(model_path, hf_ids)
+            precision = silicon_precision(quant) if quant else (ref.weight_precision or "bf16")
+            backend = raw["backend"].strip()
+            system = raw["system"].strip()
 
             def i(name: str, raw: dict[str, str] = raw) -> int | None:
                 v = _num(raw.get(name, ""))
@@ -180,12 +191,13 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None) -> l
             mode = (raw.get("mode") or "agg").strip()
             row: dict[str, Any] = {
                 "id": raw.get("id", ""),
-                "device": raw["system"].strip().replace("_", "-"),
-                "model": model_id_for_path(raw["model_path"].strip(), hf_ids),
-                "engine": raw["backend"].strip(),
-                "precision": precision,
-                "kv_precision": silicon_kv_precision(raw["backend"].strip(), quant),
+                "device": device_id(system, device_ids) or system,
+                "model": ref.model_id or model_path,
+                "engine": backend,
+                "precision": precision or quant,
+                "kv_precision": ref.kv_precision or silicon_kv_precision(backend, quant or (ref.weight_precision or "")),
                 "mode": mode,
+                "load": "closed",
                 "tp": i("tp_size"),
                 "concurrency": i("batch_size"),
                 "isl": i("isl"),

@@ -271,6 +271,10 @@ class Instance(StrictModel):
     options: Options = Options()
     tool_phase: ToolPhaseOptions = ToolPhaseOptions()
     """Tool execution phase (agentic services): used when a service has tools or CPU servers are candidates."""
+    calibration: str | None = None
+    """Performance calibration file written by ``planner calibrate`` (path relative to the instance
+    file); default: the calibration shipped in ``models/calibration/``. The plan records which one
+    it used (path and sha256)."""
     scenarios: dict[str, dict[str, Any]] = {}
     """Named scenarios: each a mapping of dot-path overrides, e.g. ``services.chat.traffic.rate_multiplier: 1.5``."""
     forecasts: dict[str, str] = {}

@@ -1,0 +1,59 @@
+"""Tell a benchmark file's format from its content (``--from-format auto``).
+
+- CSV: ``model_path`` + ``silicon_ttft_ms`` columns -> ``silicon`` (aiconfigurator); ``device``,
+  ``model``, ``engine`` columns -> ``planner`` (ours); a first column ``Metric`` next to ``avg``
+  -> ``aiperf`` (AIPerf / GenAI-Perf CSV export).
+- JSON / JSON Lines: the first object's keys -> ``llmperf`` (``results_ttft_s_*``), ``aiperf``
+  (``time_to_first_token: {avg: ...}``), ``sglang`` (``mean_ttft_ms`` with ``dataset_name`` /
+  ``random_input_len``), ``vllm`` (``mean_ttft_ms`` with ``model_id`` / ``endpoint_type`` / ``date``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from planner.errors import InputError, Problem
+from planner.perf.importers import aiperf, llmperf, sglang, vllm
+
+FORMATS = ("planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf")
+"""Names accepted by ``--from-format`` (besides ``auto``); ``genai-perf`` is read as ``aiperf``."""
+
+
+def _first_object(path: Path) -> dict[str, object] | None:
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        line = next((ln for ln in text.splitlines() if ln.strip()), "")
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+    if isinstance(data, list):
+        data = data[0] if data else None
+    return data if isinstance(data, dict) else None
+
+
+def detect_format(path: str | Path) -> str:
+    """The format name of ``path`` (one of :data:`FORMATS` but ``genai-perf``); exit-2 error if unknown."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
+    head = p.read_text(encoding="utf-8", errors="replace")[:4096].lstrip()
+    if head.startswith(("{", "[")):
+        rec = _first_object(p)
+        if rec is not None:
+            for name, mod in (("llmperf", llmperf), ("aiperf", aiperf), ("sglang", sglang), ("vllm", vllm)):
+                if mod.looks_like(rec):
+                    return name
+        raise InputError(Problem(str(p), "", "JSON that is none of the known benchmark results (vLLM, SGLang, AIPerf/GenAI-Perf, LLMPerf)",
+                                 "give --from-format, or the summary file the tool wrote"))
+    header = next(csv.reader([head.splitlines()[0] if head else ""]), [])
+    cols = {h.strip() for h in header}
+    if {"model_path", "silicon_ttft_ms"} <= cols:
+        return "silicon"
+    if aiperf.looks_like_csv(header):
+        return "aiperf"
+    return "planner"  # our reader names the missing columns

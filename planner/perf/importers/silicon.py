@@ -1,0 +1,22 @@
+"""aiconfigurator ``silicon_*.csv`` (NVIDIA ai-dynamo/aiconfigurator ``systems/silicon_sample.csv``
+format; the shipped ``models/measured/silicon_h100_dense.csv`` is one): a thin wrapper over
+:func:`planner.perf.measurements.convert_silicon`, which documents the column mapping. Every row
+is a closed-loop run (``batch_size`` users)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from planner.perf.importers.common import RunContext
+from planner.perf.measurements import convert_silicon
+
+
+def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
+    rows = convert_silicon(path, ctx.hf_ids, device_ids=ctx.device_ids)
+    for r in rows:
+        for key in ("device", "model", "engine", "precision", "kv_precision"):
+            value = getattr(ctx, key)
+            if value:
+                r[key] = value
+    return rows
