@@ -19,7 +19,7 @@ from planner.schema.hardware import DeviceProfile
 HARDWARE = Path(__file__).resolve().parent.parent / "models" / "hardware"
 
 REQUIRED_IDS = [
-    "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "b200", "gb200", "l40s", "l4",
+    "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "b200", "gb200", "b300", "gb300", "l40s", "l4",
     "rtx-pro-6000", "mi300x", "mi325x", "mi355x", "gaudi3",
     "trainium2", "inferentia2", "sn40l", "corsair", "tpu-v6e", "n300", "p150a",
     "xeon6-6980p", "epyc-9965",
@@ -30,6 +30,8 @@ PRICE = "purchase_usd or rental_usd_per_hour"
 INCOMPLETE = {
     "l4": [PRICE],
     "mi355x": [PRICE],
+    "b300": [PRICE],
+    "gb300": [PRICE],
     "corsair": [PRICE],
     "trainium2": ["busy_power_w", "idle_power_w"],
     "inferentia2": ["busy_power_w", "idle_power_w", PRICE],
@@ -115,6 +117,9 @@ DENSE = {
     "h200-sxm": (989.5, 1979, None),
     "b200": (2250, 4500, 9000),
     "gb200": (2500, 5000, 10000),
+    "b300": (2250, 4500, 13125),  # Blackwell Ultra: dense FP4 is not sparse / 2 (18,000 sparse)
+    "gb300": (2500, 5000, 15000),  # NVIDIA Blackwell Ultra blog: 15 PF dense NVFP4
+    "mi355x": (2512.5, 5025, 10050),  # dense: AMD's 20.1 PF FP4 headline counts sparsity (ISSCC 2026: 5 PF FP8 dense)
     "l40s": (362.05, 733, None),
     "l4": (121, 242.5, None),
     "mi300x": (1307.4, 2614.9, None),
@@ -143,6 +148,9 @@ def test_known_traps_are_avoided(catalog):
     assert catalog.device("h100-nvl").memory_bandwidth_gb_per_s == 3900  # not gpu.blog's 4.8 TB/s
     assert catalog.device("h200-sxm").memory_gb == 141
     assert catalog.device("mi300x").memory_bandwidth_gb_per_s == 5300
+    assert catalog.device("b300").memory_gb == 270  # usable (MLPerf B300-SXM-270GB), not the marketed 288
+    assert catalog.device("b300").peak_tflops_dense["int8"] < 200  # Blackwell Ultra cut INT8: never the bf16 fallback
+    assert catalog.device("gb300").host_power_w == pytest.approx(130_000 / 72 - 1400, abs=0.05)
 
 
 def test_fp8_falls_back_to_bf16_compute_on_a100(catalog):
@@ -162,9 +170,10 @@ def test_units_are_plausible(catalog, device_id):
     if "bf16" in flops and "fp8" in flops:
         assert flops["fp8"] >= flops["bf16"]
     if "fp8" in flops and "fp4" in flops:
-        assert flops["fp4"] == pytest.approx(2 * flops["fp8"])
+        # 2x on Blackwell and CDNA 4; Blackwell Ultra (B300/GB300) doubled FP4 only: ~2.9-3x its FP8
+        assert 2 * flops["fp8"] * 0.999 <= flops["fp4"] <= 3 * flops["fp8"]
     if d.pcie_bw_gb_per_s is not None:
-        assert d.pcie_bw_gb_per_s in (32, 64)  # Gen4 / Gen5 x16, one direction
+        assert d.pcie_bw_gb_per_s in (32, 64, 128)  # Gen4 / Gen5 / Gen6 x16, one direction
     if d.kind != "cpu":
         assert d.cores is None
     else:
