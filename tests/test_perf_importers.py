@@ -289,3 +289,17 @@ def test_instance_names_its_calibration_and_the_tables_record_it(tmp_path: Path)
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(inst))
     with pytest.raises(InputError, match="calibration: file 'missing.yaml' does not exist"):
         load_instance(tmp_path / "bad.yaml")
+
+
+def test_vllm_append_result_file_is_read_line_by_line(tmp_path: Path) -> None:
+    """`vllm bench serve --append-result` writes one JSON object per line into the same file (serve.py)."""
+    closed = json.loads((BENCH / "vllm_bench_serve_closed.json").read_text())
+    second = {**closed, "max_concurrency": 64, "tp": "8"}
+    p = tmp_path / "appended.json"
+    p.write_text(json.dumps(closed) + "\n" + json.dumps(second))
+    assert detect_format(p) == "vllm"
+    out = tmp_path / "rows.csv"
+    code, _, err = run("convert-measurements", str(p), "--device", "h100-sxm", "--engine", "vllm", "-o", str(out))
+    assert code == 0, err
+    rows = _csv_rows(out)
+    assert [(r["id"], r["tp"], r["concurrency"]) for r in rows] == [("appended.json#0", "4", "32"), ("appended.json#1", "8", "64")]

@@ -75,7 +75,7 @@ def read_measurements(path: str | Path) -> list[dict[str, Any]]:
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED if c not in header]
         if missing:
-            hint = " (this looks like the aiconfigurator format: convert it with `planner calibrate --convert-from silicon` or `planner validate-perf --from-format silicon`)" if "model_path" in header else ""
+            hint = " (this looks like the aiconfigurator format: read it with --from-format silicon or auto)" if "model_path" in header else ""
             raise InputError(Problem(str(p), "header", f"missing column(s): {', '.join(missing)}{hint}",
                                      f"the measurements CSV needs {', '.join(REQUIRED)} (see planner/perf/measurements.py)"))
         unknown = [c for c in header if c not in REQUIRED and c not in OPTIONAL]
