@@ -41,7 +41,7 @@ CATALOG_IDS = frozenset({"h100-sxm", "h200-sxm", "b200", "gb200", "b300", "gb300
 @pytest.mark.parametrize(("name", "expected"), [
     ("h100_sxm", "h100-sxm"), ("h200_sxm", "h200-sxm"), ("b200_sxm", "b200"), ("gb200_sxm", "gb200"),
     ("b300_sxm", "b300"), ("gb300_sxm", "gb300"), ("a100_sxm", "a100-sxm-80gb"), ("l40s", "l40s"), ("mi300x", "mi300x"),
-    ("mi355x", "mi355x"), ("rtx_pro_6000_server", "rtx-pro-6000"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+    ("mi355x", "mi355x"), ("rtx_pro_6000_server", "rtx-pro-6000"), ("rtxpro6000_blackwell_server", "rtx-pro-6000"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
     ("B300-SXM-270GB", "b300"), ("h20", None), ("h800_sxm", None), ("gh200", None),
 ])  # fmt: skip
 def test_system_names_map_to_catalog_ids(name: str, expected: str | None) -> None:
@@ -80,18 +80,19 @@ def test_convert_maps_systems_and_quantised_checkpoints_and_names_the_rest(tmp_p
                    "r1,x,trtllm,1.2,Qwen/Qwen3-32B-NVFP4,b200_sxm,,agg,1024,128,,8,1,100,10\n"
                    "r2,x,vllm,0.12,nvidia/Llama-3.1-8B-Instruct-FP8,h200_sxm,fp8,agg,1024,128,fp8,8,1,100,10\n"
                    "r3,x,sglang,0.5,deepseek-ai/DeepSeek-R1,h20_sxm,fp8,agg,1024,128,fp8_block,8,8,100,10\n"
-                   "r4,x,vllm,0.12,Qwen/Qwen3-32B,gb200_sxm,,agg,1024,128,,8,2,100,10\n")
+                   "r4,x,vllm,0.12,Qwen/Qwen3-32B,gb200_sxm,,agg,1024,128,,8,2,100,10\n"
+                   "r5,x,trtllm,1.2,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,int4_wo,8,2,100,10\n")
     out = tmp_path / "conv.csv"
     code, stdout, err = run("convert-measurements", str(src), "-o", str(out))
-    assert code == 0 and "wrote 4 rows" in stdout
+    assert code == 0 and "wrote 5 rows" in stdout
     rows = {r["id"]: r for r in _csv_rows(out)}
     assert (rows["r1"]["device"], rows["r1"]["model"], rows["r1"]["precision"]) == ("b200", "qwen3-32b", "fp4")
     assert (rows["r2"]["device"], rows["r2"]["model"], rows["r2"]["precision"], rows["r2"]["kv_precision"]) == ("h200-sxm", "llama-3.1-8b", "fp8", "bf16")
     assert rows["r1"]["kv_precision"] == "bf16" and rows["r4"]["device"] == "gb200"
     # unmapped rows are kept under their own names, counted and named (gb200 is not in the fixture catalog)
     assert (rows["r3"]["device"], rows["r3"]["model"]) == ("h20_sxm", "deepseek-ai/DeepSeek-R1")
-    assert "warning: 2 of 4 rows do not map to the catalog" in err
-    assert "device 'h20_sxm' (1 rows)" in err and "model 'deepseek-ai/DeepSeek-R1' (1 rows)" in err and "device 'gb200' (1 rows)" in err
+    assert "warning: 3 of 5 rows do not map to the catalog" in err and "precision 'int4_wo' (1 row)" in err
+    assert "device 'h20_sxm' (1 row)" in err and "model 'deepseek-ai/DeepSeek-R1' (1 row)" in err and "device 'gb200' (1 row)" in err
 
 
 def test_shipped_rows_and_the_h200_quantised_checkpoint_map() -> None:
@@ -208,6 +209,9 @@ def test_unknown_json_is_exit_2(tmp_path: Path) -> None:
     p.write_text('{"hello": 1}')
     code, _, err = run("validate-perf", str(p))
     assert code == 2 and "none of the known benchmark results" in err
+    p.write_text('[{"ttft_s": 0.1, "inter_token_latency_s": 0.01, "end_to_end_latency_s": 1.0}]')  # LLMPerf individual_responses.json
+    code, _, err = run("validate-perf", str(p))
+    assert code == 2 and "give its *_summary.json" in err
 
 
 # --------------------------------------------------------------------------- calibration files belong to the user

@@ -138,8 +138,12 @@ def silicon_kv_precision(backend: str, quant: str) -> str:
 def silicon_precision(quant: str) -> str | None:
     """Weight precision of an aiconfigurator ``gemm_quant_mode``/``precision`` value: empty ->
     bf16, ``fp8``/``fp8_block``/``fp8_static`` -> fp8, ``fp4``/``nvfp4``/``mxfp4`` -> fp4,
-    ``int8*``/``w8a8*`` -> int8; ``None`` for anything else (e.g. ``int4_wo``: not modelled)."""
+    ``int8``/``int8_sq``/``w8a8*`` -> int8; ``None`` for anything else, in particular weight-only
+    modes (``int8_wo``, ``int4_wo``, ``w4a16_mxfp4``: narrow weights with 16-bit compute, which no
+    precision of the performance model describes)."""
     q = quant.strip().lower()
+    if q.endswith("_wo") or q.startswith(("w4a16", "w8a16")):
+        return None
     if q in ("", "bf16", "fp16", "float16", "bfloat16"):
         return "bf16"
     if q.startswith("fp8"):

@@ -49,6 +49,7 @@ DEVICE_ALIASES: dict[str, str] = {
     "l4": "l4",
     "rtx-pro-6000-server": "rtx-pro-6000",
     "rtx-pro-6000": "rtx-pro-6000",
+    "rtxpro6000-blackwell-server": "rtx-pro-6000",
     "mi300x": "mi300x",
     "mi325x": "mi325x",
     "mi355x": "mi355x",

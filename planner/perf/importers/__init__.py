@@ -105,5 +105,5 @@ def unmapped_lines(rows: list[dict[str, Any]], catalog: Catalog) -> list[str]:
             bad.update(why)
     if not n_bad:
         return []
-    names = ", ".join(f"{k} ({v} rows)" for k, v in sorted(bad.items(), key=lambda x: (-x[1], x[0])))
+    names = ", ".join(f"{k} ({v} row{'' if v == 1 else 's'})" for k, v in sorted(bad.items(), key=lambda x: (-x[1], x[0])))
     return [f"warning: {n_bad} of {len(rows)} rows do not map to the catalog and cannot be predicted: {names}"]

@@ -36,6 +36,19 @@ def _first_object(path: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def _per_request_hint(rec: dict[str, object] | None) -> str:
+    """Name the summary file when ``rec`` is a per-request record of a known tool."""
+    if rec is None:
+        return ""
+    if "ttft_s" in rec and "inter_token_latency_s" in rec:
+        return ": this is LLMPerf's per-request file; give its *_summary.json"
+    if "metadata" in rec and "metrics" in rec:
+        return ": this is AIPerf's per-request profile_export.jsonl; give profile_export_aiperf.json"
+    if "experiments" in rec:
+        return ": this is perf_analyzer's raw profile_export.json; give GenAI-Perf's profile_export_genai_perf.json"
+    return ""
+
+
 def detect_format(path: str | Path) -> str:
     """The format name of ``path`` (one of :data:`FORMATS` but ``genai-perf``); exit-2 error if unknown."""
     p = Path(path)
@@ -48,8 +61,8 @@ def detect_format(path: str | Path) -> str:
             for name, mod in (("llmperf", llmperf), ("aiperf", aiperf), ("sglang", sglang), ("vllm", vllm)):
                 if mod.looks_like(rec):
                     return name
-        raise InputError(Problem(str(p), "", "JSON that is none of the known benchmark results (vLLM, SGLang, AIPerf/GenAI-Perf, LLMPerf)",
-                                 "give --from-format, or the summary file the tool wrote"))
+        raise InputError(Problem(str(p), "", "JSON that is none of the known benchmark results (vLLM, SGLang, AIPerf/GenAI-Perf, LLMPerf)"
+                                 + _per_request_hint(rec), "give --from-format, or the summary file the tool wrote"))
     header = next(csv.reader([head.splitlines()[0] if head else ""]), [])
     cols = {h.strip() for h in header}
     if {"model_path", "silicon_ttft_ms"} <= cols:
