@@ -113,7 +113,7 @@ def test_instance_sweep_equals_individual_solves() -> None:
 @pytest.mark.parametrize(("arg", "needle"), [
     ("services.chat.traffic.rate_mult=2", "valid there: buckets, columns"),
     ("services.chatt.traffic.rate_multiplier=2", "valid there: chat"),
-    ("costz.pue=1.2", "valid there: catalog, costs"),
+    ("costz.pue=1.2", "valid there: calibration, catalog, costs"),
     ("services.chat.traffic.rate_multiplier=-1,2", "rate_multiplier"),
     ("costs.pue=dist:weird(1)", "unknown distribution"),
 ])
