@@ -176,6 +176,11 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     demand, _profiles, notes = _demand(resolved)
     configs = _configs(resolved)
     link = inst.costs.network.kv_link_gb_per_s
+    declared = inst.catalog.declared_devices
+    for dev_id, decl in declared.items():
+        unknown = [f for f in ("busy_power_w", "idle_power_w") if getattr(decl, f) is None]
+        notes.append(f"{dev_id}: declared device (catalog.declared_devices), no performance profile: it serves only what a measured "
+                     "capacity file (--capacity) gives for it" + (f"; {' and '.join(unknown)} not declared, counted as 0 W" if unknown else ""))
     rows = []
     cache: dict[tuple[Any, ...], Any] = {}
     for rec in demand.to_dict("records"):
@@ -188,6 +193,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
             device, tp, config = str(cfg["device"]), int(cfg["tp"]), str(cfg["config"])
             dev = resolved.devices[device]
             for role in ROLES:
+                if device in declared:
+                    rows.append(_declared_point(service, bucket, role, config, device, tp))
+                    continue
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share, ttft_t, tpot_t)
                 if key not in cache:
                     cache[key] = operating_point(model, dev, tp, role=role, weight_precision=svc.weight_precision,  # type: ignore[arg-type]
@@ -214,6 +222,15 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                           meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)"}, agents=agents)
 
 
+def _declared_point(service: str, bucket: str, role: str, config: str, device: str, tp: int) -> dict[str, Any]:
+    """The placeholder-free row of a declared device (no performance profile): infeasible until measured."""
+    return {"service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": False,
+            "reason": f"{device} is a declared device without a performance profile: give its measured capacity (--capacity)",
+            "bound": "declared", "instance_seconds_per_request": math.inf, "max_batch": 1, "kv_bytes_per_request": 0.0,
+            "kv_transfer_bytes_per_request": 0.0, "energy_j_per_request": 0.0, "ttft_ms": math.nan, "tpot_ms": math.nan,
+            "service_time_cv": 0.0, "source": "declared", **{c: math.nan for c in POINT_OPTIONAL_COLUMNS}}
+
+
 MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")
 MEASURED_COLUMNS: tuple[str, ...] = (*MEASURED_REQUIRED, "role", "ttft_ms", "tpot_ms", "max_batch", "energy_j_per_request",
                                      "kv_transfer_bytes_per_request")
@@ -234,8 +251,11 @@ def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
     return out.reset_index(drop=True)[list(MEASURED_COLUMNS)]
 
 
-def read_measured_capacity(path: str | Path, tables: CapacityTables) -> CapacityTables:
-    """Replace (or add) operating points with a user's measured per-instance capacity (module docstring)."""
+def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_listed: bool = False) -> CapacityTables:
+    """Replace (or add) operating points with a user's measured per-instance capacity (module docstring).
+
+    ``only_listed`` (``--capacity-only``): the file's rows are the only candidates; every other
+    operating point (configurations, roles and buckets it does not list) is marked infeasible."""
     p = Path(path)
     file = str(p)
     if not p.is_file():
@@ -262,7 +282,14 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables) -> Capacity
             problems.add(where, f"unknown (service, bucket) ({r['service']}, {r['bucket']})", f"use one of: {', '.join(f'{s}/{b}' for s, b in sorted(known))}")
             continue
         if config not in cfg.index:
-            problems.add(where, f"configuration {config} is not a candidate", f"use one of: {', '.join(cfg.index)}")
+            device = str(r["device"])
+            if device not in set(cfg["device"].astype(str)):
+                problems.add(where, f"device {device!r} is not a candidate of the instance",
+                             f"list it in catalog.devices; a device that is not in the catalog (planner catalog devices) must be declared "
+                             f"under catalog.declared_devices.{device} (rental_usd_per_hour or purchase_usd, power if known, source)")
+            else:
+                problems.add(where, f"configuration {config} is not a candidate (tp not in catalog.tp_degrees or above the device's node)",
+                             f"use one of: {', '.join(cfg.index)}")
             continue
         if r["role"] not in ROLES:
             problems.add(where, f"unknown role {r['role']!r}", "use unified, prefill or decode")
@@ -299,6 +326,12 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables) -> Capacity
         base["utilization_cap"] = float("nan")
     keys = set(zip(measured["service"], measured["bucket"], measured["role"], measured["config"], strict=True))
     keep = [k not in keys for k in zip(base["service"], base["bucket"], base["role"], base["config"], strict=True)]
-    points = pd.concat([base[keep], measured], ignore_index=True)
+    rest = base[keep].copy()
+    notes = list(tables.meta.get("notes", []))  # type: ignore[call-overload]
+    if only_listed:
+        rest["feasible"] = False
+        rest["reason"] = f"not measured in {p.name} (--capacity-only: only its rows are candidates)"
+        notes.append(f"--capacity-only: the {len(measured)} rows of {p.name} are the only candidate operating points")
+    points = pd.concat([rest, measured], ignore_index=True)
     return CapacityTables(demand=tables.demand, points=points, configs=tables.configs, costs=tables.costs,
-                          meta={**tables.meta, "measured": file}, agents=tables.agents)
+                          meta={**tables.meta, "measured": file, "notes": notes}, agents=tables.agents)

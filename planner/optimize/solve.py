@@ -708,13 +708,14 @@ def settings_from_instance(instance: Any, *, architectures: tuple[str, ...] | No
 
 
 def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str | None = None, scenario: str | None = None,
-                   overrides: dict[str, Any] | None = None) -> SolveOutcome:
-    """Capacity tables of an instance (optionally with measured capacity), then :func:`solve_tables`."""
+                   overrides: dict[str, Any] | None = None, capacity_only: bool = False) -> SolveOutcome:
+    """Capacity tables of an instance (optionally with measured capacity, only its rows with
+    ``capacity_only``), then :func:`solve_tables`."""
     from planner.capacity import build_capacity_tables, read_measured_capacity
 
     tables = build_capacity_tables(resolved)
     if capacity_file:
-        tables = read_measured_capacity(capacity_file, tables)
+        tables = read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
     raw_notes: Any = tables.meta.get("notes", [])
     notes = tuple(str(n) for n in raw_notes)
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
