@@ -34,12 +34,18 @@ sustains while meeting the service's SLO. Columns::
 
 Each row becomes an operating point with ``instance_seconds_per_request = 1 / max_rate_per_s``
 and ``utilization_cap = 1`` — the measured rate already includes queueing at the SLO — and
-replaces the roofline points for the same (service, bucket, role, config). A measured
-TTFT or TPOT above the service's target marks the point infeasible (reason given). The
-latency check after solving (:mod:`planner.optimize.solve`) does not re-check pools made of
-measured points. Problems (missing file or columns, unknown service/bucket, device/tp or
-role, a rate ≤ 0) are collected and raised once as an :class:`InputError` naming the row
-(CLI exit 2).
+replaces the roofline points for the same (service, bucket, role, config); with
+``only_listed`` (``--capacity-only``) every other point is marked infeasible. A measured
+TTFT or TPOT above the service's target marks the point infeasible (reason given). Pools made
+of measured points add no queueing wait (:func:`planner.optimize.extract.measured_pools`), are
+not re-checked or tightened, and are simulated as delay stations
+(:mod:`planner.simulate.adapter`). Problems (missing file or columns, unknown service/bucket,
+a device that is neither a candidate nor declared, tp, role, a rate ≤ 0) are collected and
+raised once as an :class:`InputError` naming the row (CLI exit 2).
+
+Declared devices (``catalog.declared_devices``: price, power if known; not in the catalog) get
+a configs row like any device and, having no performance profile, infeasible operating points
+until a measured file gives theirs.
 
 :func:`measured_capacity_frame` writes a capacity table's feasible points in this format
 (``max_rate_per_s = 1 / instance_seconds_per_request``: the busy-rate of one instance, before
