@@ -334,6 +334,10 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_lis
     keep = [k not in keys for k in zip(base["service"], base["bucket"], base["role"], base["config"], strict=True)]
     rest = base[keep].copy()
     notes = list(tables.meta.get("notes", []))  # type: ignore[call-overload]
+    unmeasured = int(((measured["ttft_ms"] <= 0) | (measured["tpot_ms"] <= 0)).sum())
+    if unmeasured:
+        notes.append(f"{p.name}: {unmeasured} of {len(measured)} rows give no ttft_ms / tpot_ms: their latency is taken to meet the SLO "
+                     "at the measured rate and is shown as 0 ms (not measured)")
     if only_listed:
         rest["feasible"] = False
         rest["reason"] = f"not measured in {p.name} (--capacity-only: only its rows are candidates)"
