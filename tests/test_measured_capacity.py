@@ -162,3 +162,15 @@ def test_crossover_honours_scenario_and_fixed_sets(extra: list[str], scenario: s
     assert _winner(scenario, {**fixed, RATE: c["low"]}) == "shared"
     assert _winner(scenario, {**fixed, RATE: c["high"]}) == "disaggregated"
     assert c["low"] > 8  # the instance as written flips near 3.2x: the pools' fixed cost moves it
+
+
+def test_a_slow_measured_rate_is_not_a_simulated_tpot_miss(tmp_path: Path) -> None:
+    """0.1 req/s per instance with 64 output tokens: instance time per token 156 ms, above the 40 ms TPOT
+    target; measured within the SLO, the simulated step is capped at the target, so no miss and no tightening."""
+    f = tmp_path / "slow.csv"
+    f.write_text("service,bucket,device,tp,role,max_rate_per_s\nchat,b0_in512_out64,a100-sxm-80gb,1,unified,0.1\n")
+    out = _run("solve", str(DISTSERVE), "--capacity", str(f), "--capacity-only", "--architectures", "shared", "--json",
+               "--set", "options.verify=true")
+    assert out.exit_code == 0, out.output
+    plan = json.loads(out.output)["architectures"]["shared"]
+    assert _gpus(plan) == 10 and plan["simulation"]["met"] and plan["solver"]["rounds"] == 1

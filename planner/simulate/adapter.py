@@ -43,9 +43,11 @@ approximated, and each approximation is stated here:
   or below that rate per instance. So the simulator does not queue them a second time: a measured
   pool is a delay station whose service times come from the measurement — the decode step (or
   unified iteration) ``t = Σ λ_b t_b / Σ λ_b`` with ``t_b`` the measured ``tpot_ms``, or, when not
-  measured, ``t_b = τ_b / o_b`` (``τ_b = 1 / max_rate_per_s``: the request's instance time spread
-  over its output tokens); a prefill instance serves every waiting prompt as one batch in
-  ``Σ λ_b τ_b / Σ λ_b`` (a prompt arriving while a batch runs waits for it: at most one ``τ``; a
+  measured, ``t_b = min(τ_b / o_b, TPOT target)`` (``τ_b = 1 / max_rate_per_s``: the request's
+  instance time spread over its output tokens; measured within the SLO, so at most the target);
+  a prefill instance serves every waiting prompt as one batch in ``Σ λ_b s_b / Σ λ_b``,
+  ``s_b = min(τ_b, TTFT target / 2)`` (a prompt arriving while a batch runs waits for at most one
+  batch, so the wait and its own batch fit the target; a
   measured prefill TTFT above that is added as the route's delay, as for modelled points,
   :func:`plan_to_sim_by_bucket`). Slots per instance:
   :func:`measured_slots` (four times the whole pool's mean requests in flight, so none waits for a
@@ -149,8 +151,10 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
     measured_row = (rows["bound"].astype(str) == "measured").to_numpy(bool) if "bound" in rows.columns else np.zeros(len(rows), dtype=bool)
     if measured_row.any():
         derived = rows["instance_seconds_per_request"] / rows["output_tokens_rep"].clip(lower=1.0) * 1e3
+        if "tpot_target_ms" in rows.columns:  # measured within the SLO: at most the TPOT target
+            derived = derived.clip(upper=rows["tpot_target_ms"].fillna(np.inf))
         no_tpot = measured_row & ~(rows["tpot_ms"].to_numpy(float) > 0)
-        rows.loc[no_tpot, "tpot_ms"] = derived[no_tpot]  # t_b = τ_b / o_b (module docstring, measured pools)
+        rows.loc[no_tpot, "tpot_ms"] = derived[no_tpot]  # t_b = min(τ_b / o_b, TPOT target) (module docstring, measured pools)
     rows["measured"] = measured_row
     pools: list[PoolSpec] = []
     for p in arch.pools:
@@ -239,7 +243,10 @@ def measured_slots(rows: pd.DataFrame, residence_s: float) -> int:
 def measured_pool(p: PoolPlan, rows: pd.DataFrame) -> PoolSpec:
     """A pool made of measured operating points as a delay station (module docstring, measured pools)."""
     if p.role == "prefill":
-        s = _weighted(rows["instance_seconds_per_request"], rows["lam"])
+        tau = rows["instance_seconds_per_request"]
+        if "ttft_target_ms" in rows.columns:  # a batch waited for and one's own within the TTFT target
+            tau = tau.clip(upper=rows["ttft_target_ms"].fillna(np.inf) / 2e3)
+        s = _weighted(tau, rows["lam"])
         slots = measured_slots(rows, s)
         longest = int(rows["input_tokens_rep"].max())
         return PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_constant1(s), max_batch=slots,
