@@ -117,7 +117,8 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
     if len(cross_df):
         click.echo("\nverdict flips (bisection brackets):")
         for r in cross_df.to_dict("records"):
-            click.echo(f"  {r['path']}: {r['winner_low']} at {r['low']:.4g} -> {r['winner_high']} at {r['high']:.4g}")
+            where = f" (in {r['base']})" if isinstance(r.get("base"), str) else ""
+            click.echo(f"  {r['path']}{where}: {r['winner_low']} at {r['low']:.4g} -> {r['winner_high']} at {r['high']:.4g}")
     elif paths:
         click.echo("\nno verdict flip inside the swept range")
     if len(torn):
