@@ -34,12 +34,18 @@ sustains while meeting the service's SLO. Columns::
 
 Each row becomes an operating point with ``instance_seconds_per_request = 1 / max_rate_per_s``
 and ``utilization_cap = 1`` — the measured rate already includes queueing at the SLO — and
-replaces the roofline points for the same (service, bucket, role, config). A measured
-TTFT or TPOT above the service's target marks the point infeasible (reason given). The
-latency check after solving (:mod:`planner.optimize.solve`) does not re-check pools made of
-measured points. Problems (missing file or columns, unknown service/bucket, device/tp or
-role, a rate ≤ 0) are collected and raised once as an :class:`InputError` naming the row
-(CLI exit 2).
+replaces the roofline points for the same (service, bucket, role, config); with
+``only_listed`` (``--capacity-only``) every other point is marked infeasible. A measured
+TTFT or TPOT above the service's target marks the point infeasible (reason given). Pools made
+of measured points add no queueing wait (:func:`planner.optimize.extract.measured_pools`), are
+not re-checked or tightened, and are simulated as delay stations
+(:mod:`planner.simulate.adapter`). Problems (missing file or columns, unknown service/bucket,
+a device that is neither a candidate nor declared, tp, role, a rate ≤ 0) are collected and
+raised once as an :class:`InputError` naming the row (CLI exit 2).
+
+Declared devices (``catalog.declared_devices``: price, power if known; not in the catalog) get
+a configs row like any device and, having no performance profile, infeasible operating points
+until a measured file gives theirs.
 
 :func:`measured_capacity_frame` writes a capacity table's feasible points in this format
 (``max_rate_per_s = 1 / instance_seconds_per_request``: the busy-rate of one instance, before
@@ -179,6 +185,11 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     notes = [*notes, cal_ref.note()]
     configs = _configs(resolved)
     link = inst.costs.network.kv_link_gb_per_s
+    declared = inst.catalog.declared_devices
+    for dev_id, decl in declared.items():
+        unknown = [f for f in ("busy_power_w", "idle_power_w") if getattr(decl, f) is None]
+        notes.append(f"{dev_id}: declared device (catalog.declared_devices), no performance profile: it serves only what a measured "
+                     "capacity file (--capacity) gives for it" + (f"; {' and '.join(unknown)} not declared, counted as 0 W" if unknown else ""))
     rows = []
     cache: dict[tuple[Any, ...], Any] = {}
     for rec in demand.to_dict("records"):
@@ -191,6 +202,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
             device, tp, config = str(cfg["device"]), int(cfg["tp"]), str(cfg["config"])
             dev = resolved.devices[device]
             for role in ROLES:
+                if device in declared:
+                    rows.append(_declared_point(service, bucket, role, config, device, tp))
+                    continue
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share, ttft_t, tpot_t)
                 if key not in cache:
                     cache[key] = operating_point(model, dev, tp, role=role, weight_precision=svc.weight_precision,  # type: ignore[arg-type]
@@ -218,6 +232,15 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                 "calibration": cal_ref.record()}, agents=agents)
 
 
+def _declared_point(service: str, bucket: str, role: str, config: str, device: str, tp: int) -> dict[str, Any]:
+    """The placeholder-free row of a declared device (no performance profile): infeasible until measured."""
+    return {"service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": False,
+            "reason": f"{device} is a declared device without a performance profile: give its measured capacity (--capacity)",
+            "bound": "declared", "instance_seconds_per_request": math.inf, "max_batch": 1, "kv_bytes_per_request": 0.0,
+            "kv_transfer_bytes_per_request": 0.0, "energy_j_per_request": 0.0, "ttft_ms": math.nan, "tpot_ms": math.nan,
+            "service_time_cv": 0.0, "source": "declared", **{c: math.nan for c in POINT_OPTIONAL_COLUMNS}}
+
+
 MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")
 MEASURED_COLUMNS: tuple[str, ...] = (*MEASURED_REQUIRED, "role", "ttft_ms", "tpot_ms", "max_batch", "energy_j_per_request",
                                      "kv_transfer_bytes_per_request")
@@ -238,8 +261,11 @@ def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
     return out.reset_index(drop=True)[list(MEASURED_COLUMNS)]
 
 
-def read_measured_capacity(path: str | Path, tables: CapacityTables) -> CapacityTables:
-    """Replace (or add) operating points with a user's measured per-instance capacity (module docstring)."""
+def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_listed: bool = False) -> CapacityTables:
+    """Replace (or add) operating points with a user's measured per-instance capacity (module docstring).
+
+    ``only_listed`` (``--capacity-only``): the file's rows are the only candidates; every other
+    operating point (configurations, roles and buckets it does not list) is marked infeasible."""
     p = Path(path)
     file = str(p)
     if not p.is_file():
@@ -266,7 +292,14 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables) -> Capacity
             problems.add(where, f"unknown (service, bucket) ({r['service']}, {r['bucket']})", f"use one of: {', '.join(f'{s}/{b}' for s, b in sorted(known))}")
             continue
         if config not in cfg.index:
-            problems.add(where, f"configuration {config} is not a candidate", f"use one of: {', '.join(cfg.index)}")
+            device = str(r["device"])
+            if device not in set(cfg["device"].astype(str)):
+                problems.add(where, f"device {device!r} is not a candidate of the instance",
+                             f"list it in catalog.devices; a device that is not in the catalog (planner catalog devices) must be declared "
+                             f"under catalog.declared_devices.{device} (rental_usd_per_hour or purchase_usd, power if known, source)")
+            else:
+                problems.add(where, f"configuration {config} is not a candidate (tp not in catalog.tp_degrees or above the device's node)",
+                             f"use one of: {', '.join(cfg.index)}")
             continue
         if r["role"] not in ROLES:
             problems.add(where, f"unknown role {r['role']!r}", "use unified, prefill or decode")
@@ -303,6 +336,16 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables) -> Capacity
         base["utilization_cap"] = float("nan")
     keys = set(zip(measured["service"], measured["bucket"], measured["role"], measured["config"], strict=True))
     keep = [k not in keys for k in zip(base["service"], base["bucket"], base["role"], base["config"], strict=True)]
-    points = pd.concat([base[keep], measured], ignore_index=True)
+    rest = base[keep].copy()
+    notes = list(tables.meta.get("notes", []))  # type: ignore[call-overload]
+    unmeasured = int(((measured["ttft_ms"] <= 0) | (measured["tpot_ms"] <= 0)).sum())
+    if unmeasured:
+        notes.append(f"{p.name}: {unmeasured} of {len(measured)} rows give no ttft_ms / tpot_ms: their latency is taken to meet the SLO "
+                     "at the measured rate and is shown as 0 ms (not measured)")
+    if only_listed:
+        rest["feasible"] = False
+        rest["reason"] = f"not measured in {p.name} (--capacity-only: only its rows are candidates)"
+        notes.append(f"--capacity-only: the {len(measured)} rows of {p.name} are the only candidate operating points")
+    points = pd.concat([rest, measured], ignore_index=True)
     return CapacityTables(demand=tables.demand, points=points, configs=tables.configs, costs=tables.costs,
-                          meta={**tables.meta, "measured": file}, agents=tables.agents)
+                          meta={**tables.meta, "measured": file, "notes": notes}, agents=tables.agents)

@@ -10,7 +10,7 @@ from planner.catalog import Catalog, apply_device_overrides, load_catalog
 from planner.errors import InputError, Problem, ProblemCollector
 from planner.overrides import apply_overrides
 from planner.schema.hardware import DeviceProfile
-from planner.schema.instance import Instance
+from planner.schema.instance import DeclaredDevice, Instance
 from planner.schema.llm import LLMProfile
 from planner.validation import nonfinite_problems, read_mapping, validate_mapping
 
@@ -79,6 +79,17 @@ def _override_device(device: DeviceProfile, fields: dict[str, Any], file: str, p
     return apply_device_overrides(device, fields, file, path)
 
 
+def declared_profile(dev_id: str, decl: DeclaredDevice, file: str) -> DeviceProfile:
+    """The :class:`DeviceProfile` of a device declared in the instance (``catalog.declared_devices``):
+    price, power and scale-up size, every figure sourced to the declaration; no performance figures,
+    so only measured capacity can route traffic to it."""
+    figures = {k: v for k, v in decl.model_dump(exclude_unset=True).items() if k not in ("name", "kind", "source")}
+    tag = f"declared in {file}: {decl.source}"
+    return DeviceProfile(id=dev_id, name=decl.name or dev_id, kind=decl.kind, vendor="declared", **figures,
+                         sources={k: tag for k in figures}, confidence="low",
+                         notes="declared for a measured-capacity study: no performance profile")
+
+
 def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) -> list[Problem]:
     """Reference checks on the raw mapping, for when the schema already failed.
 
@@ -109,8 +120,10 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
         for key in ("devices", "cpu_servers"):
             ids = selection.get(key)
             if isinstance(ids, list):
+                declared = selection.get("declared_devices")
+                declared = declared if isinstance(declared, dict) else {}
                 for i, dev_id in enumerate(ids):
-                    if isinstance(dev_id, str) and dev_id not in catalog.devices:
+                    if isinstance(dev_id, str) and dev_id not in catalog.devices and dev_id not in declared:
                         problems.add(f"catalog.{key}[{i}]", f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
         overrides = selection.get("device_overrides")
         if isinstance(overrides, dict):
@@ -167,8 +180,25 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
         for i, dev_id in enumerate(ids):
             where = f"catalog.{key}[{i}]"
             dev = catalog.devices.get(dev_id)
+            if key == "devices" and dev_id in sel.declared_devices:
+                decl = sel.declared_devices[dev_id]
+                if dev is not None:
+                    problems.add(f"catalog.declared_devices.{dev_id}", f"{dev_id} is a catalog device",
+                                 f"remove the declaration; change its figures under catalog.device_overrides.{dev_id}")
+                    continue
+                price = decl.rental_usd_per_hour if sel.pricing == "rent" else decl.purchase_usd
+                if price is None:
+                    field = "rental_usd_per_hour" if sel.pricing == "rent" else "purchase_usd"
+                    problems.add(f"catalog.declared_devices.{dev_id}.{field}", f"declared device {dev_id} has no {field} but catalog.pricing is {sel.pricing!r}",
+                                 f"give catalog.declared_devices.{dev_id}.{field}")
+                    continue
+                devices[dev_id] = declared_profile(dev_id, decl, file)
+                continue
             if dev is None:
-                problems.add(where, f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
+                hint = f"use one of: {', '.join(sorted(catalog.devices))}"
+                if key == "devices":
+                    hint += f"; or declare it (measured-capacity studies) under catalog.declared_devices.{dev_id}"
+                problems.add(where, f"unknown device {dev_id!r}", hint)
                 continue
             if key == "devices" and dev.kind == "cpu":
                 problems.add(where, f"{dev_id} is a CPU server", "list it under catalog.cpu_servers")
@@ -190,7 +220,14 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
             if sel.pricing == "buy" and dev.purchase_usd is None and not missing:
                 problems.add(where, f"{dev_id} has no purchase price but catalog.pricing is 'buy'", f"set catalog.device_overrides.{dev_id}.purchase_usd or use pricing: rent")
             devices[dev_id] = dev
+    for dev_id in sel.declared_devices:
+        if dev_id not in sel.devices:
+            problems.add(f"catalog.declared_devices.{dev_id}", "declares a device that is not a candidate", "add it to catalog.devices or remove the declaration")
+        if dev_id in sel.device_overrides:
+            problems.add(f"catalog.device_overrides.{dev_id}", "overrides a declared device", f"set the figures in catalog.declared_devices.{dev_id}")
     for dev_id in sel.device_overrides:
+        if dev_id in sel.declared_devices:
+            continue
         if dev_id not in sel.devices and dev_id not in sel.cpu_servers:
             problems.add(f"catalog.device_overrides.{dev_id}", "overrides a device that is not a candidate", "add it to catalog.devices or remove the override")
     for name, overrides in instance.scenarios.items():

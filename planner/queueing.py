@@ -203,6 +203,8 @@ def wait_quantile_s(quantile: float, arrival_rate_per_s: float, servers: int,
         return 0.0
     k = _variability(service_cv, arrival_cv)
     drain_per_s = servers / mean_service_s - arrival_rate_per_s
+    if not drain_per_s > 0.0:  # a = λs < c but λ ≥ c/s after rounding: the pool is full (ρ = 1)
+        return math.inf
     return k / drain_per_s * math.log(pw / tail)
 
 

@@ -116,7 +116,7 @@ def test_measured_latency_above_target_marks_the_point_infeasible(tables: Capaci
 @pytest.mark.parametrize(("content", "message"), [
     ("service,bucket,device,tp\nchat,b,h100-sxm,1\n", "missing columns: max_rate_per_s"),
     ("service,bucket,device,tp,max_rate_per_s\nchat,{b},h100-sxm,1,0\n", "max_rate_per_s must be > 0"),
-    ("service,bucket,device,tp,max_rate_per_s\nchat,{b},tpu-v9,1,1\n", "configuration tpu-v9/tp1 is not a candidate"),
+    ("service,bucket,device,tp,max_rate_per_s\nchat,{b},tpu-v9,1,1\n", "device 'tpu-v9' is not a candidate"),
     ("service,bucket,device,tp,max_rate_per_s,role\nchat,{b},h100-sxm,1,1,verify\n", "unknown role 'verify'"),
     ("service,bucket,device,tp,max_rate_per_s\ncode,{b},h100-sxm,1,1\n", "unknown (service, bucket)"),
 ])

@@ -31,7 +31,11 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
 @click.option("--scenario", help="Apply a named scenario of the instance.")
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable).")
-@click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False), help="Measured capacity CSV (per device/bucket max rate within SLO); see planner.capacity.")
+@click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False),
+              help="Measured capacity CSV: per (service, bucket, device, tp[, role]) the requests/s one instance sustains within SLO; "
+                   "its rows replace the modelled ones (README 'Measured capacities', planner.capacity).")
+@click.option("--capacity-only", is_flag=True,
+              help="With --capacity: the file's rows are the only candidates (configurations and roles it does not list carry no traffic).")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report here.")
 @click.option("--robust", is_flag=True, help="Plan for several scenarios at once (devices chosen once, routing per scenario); see --robust-scenario.")
 @click.option("--robust-scenario", "robust_scenarios", multiple=True,
@@ -39,12 +43,12 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.pass_context
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
-          html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...]) -> None:
+          capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...]) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
 
-        ignored = [name for name, given in (("--scenario", scenario), ("--capacity", capacity_file), ("--html", html_file),
+        ignored = [name for name, given in (("--scenario", scenario), ("--capacity", capacity_file), ("--capacity-only", capacity_only), ("--html", html_file),
                                             ("--time-limit", time_limit), ("--mip-gap", mip_gap), ("--architectures", architectures)) if given]
         if ignored:
             raise InputError(Problem("", ignored[0], "is not supported with --robust", "use --robust-scenario to choose scenarios, or drop --robust"))
@@ -53,6 +57,8 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
         return
     if robust_scenarios:
         raise InputError(Problem("", "--robust-scenario", "needs --robust", "add --robust"))
+    if capacity_only and not capacity_file:
+        raise InputError(Problem("", "--capacity-only", "needs --capacity FILE", "add --capacity measured.csv"))
     from planner.instance import load_instance
     from planner.optimize.solve import settings_from_instance, solve_instance
     from planner.report import summary_text, write_outputs
@@ -70,7 +76,8 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     overrides = _parse_sets(sets)
     resolved = load_instance(instance, overrides or None, scenario=scenario)
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
-    outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides)
+    outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
+                             capacity_only=capacity_only)
     result = outcome.result
     if out_dir:
         write_outputs(result, out_dir)

@@ -46,7 +46,9 @@ def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], mon
 @click.command("sweep")
 @click.argument("instance", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, help=SET_HELP)
-@click.option("--scenario", "scenarios", multiple=True, help="Named scenario(s) of the instance to use as bases (default: the instance).")
+@click.option("--scenario", "scenarios", multiple=True,
+              help="Named scenario(s) of the instance to use as bases (default: the instance); crossovers bisect within each, "
+                   "and with one the tornado starts from it.")
 @click.option("--monte-carlo", type=click.IntRange(min=0), default=0, show_default=True,
               help="Draws from the dist: paths (default: the instance's forecasts: mapping).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -58,29 +60,40 @@ def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], mon
 @click.option("--json", "as_json", is_flag=True, help="Print rows, crossovers and tornado as JSON.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (cost against the swept parameter, crossovers, tornado).")
+@click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False), default=None,
+              help="Measured capacity CSV applied to every scenario's capacity table (as `planner solve --capacity`).")
+@click.option("--capacity-only", is_flag=True, help="With --capacity: the file's rows are the only candidates.")
 def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], monte_carlo: int, seed: int, jobs: int,
               executor: str | None, crossover_paths: tuple[str, ...], out_dir: str | None, as_json: bool,
-              html_file: str | None) -> None:
-    """Solve a grid / Monte Carlo study of INSTANCE: cost by term, mix, verdict per scenario; crossovers; tornado."""
+              html_file: str | None, capacity_file: str | None, capacity_only: bool) -> None:
+    """Solve a grid / Monte Carlo study of INSTANCE: cost by term, mix, verdict per scenario; crossovers; tornado.
+
+    Crossovers bisect each flip with the scenario's own overrides: its --scenario base, every
+    fixed --set and the other swept values.
+    """
+    from planner.errors import InputError, Problem
     from planner.studies.source import TableSource
     from planner.studies.sweep import crossovers, run_sweep, study_headroom, tornado
 
+    if capacity_only and not capacity_file:
+        raise InputError(Problem("", "--capacity-only", "needs --capacity FILE", "add --capacity measured.csv"))
     resolved = _load(instance, None)
     spec, study = _study(resolved, sets, scenarios, monte_carlo, seed, crossover_paths)
-    source = TableSource.from_instance(resolved)
+    source = TableSource.from_instance(resolved, capacity_file=capacity_file, capacity_only=capacity_only)
     make_bar: Any = click.progressbar
     bar: Any = make_bar(length=len(study), label=f"{len(study)} scenarios", file=sys.stderr)
     with bar:
         rows = run_sweep(source, study, jobs=jobs, executor=executor, progress=bar.update)
     paths = list(crossover_paths) or [p for p in spec.grid if p.endswith("rate_multiplier")]
     headroom = study_headroom(source, study)
-    cross = [crossovers(source, rows, p, headroom=headroom) for p in paths]
+    cross = [crossovers(source, rows, p, headroom=headroom, scenarios=study) for p in paths]
     import pandas as pd
 
     cross_df = pd.concat([c for c in cross if len(c)], ignore_index=True) if any(len(c) for c in cross) else pd.DataFrame()
     ranges: dict[str, tuple[Any, Any]] = {p: (min(v), max(v)) for p, v in spec.grid.items() if all(isinstance(x, (int, float)) for x in v)}
     ranges |= {p: d.quantiles(seed=seed) for p, d in spec.distributions.items()}
-    torn = tornado(source, ranges, base_overrides=dict(spec.fixed), headroom=headroom) if ranges else pd.DataFrame()
+    start = dict(resolved.instance.scenarios[scenarios[0]]) if len(scenarios) == 1 else {}  # one --scenario: the tornado starts there
+    torn = tornado(source, ranges, base_overrides={**start, **spec.fixed}, headroom=headroom) if ranges else pd.DataFrame()
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -104,7 +117,8 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
     if len(cross_df):
         click.echo("\nverdict flips (bisection brackets):")
         for r in cross_df.to_dict("records"):
-            click.echo(f"  {r['path']}: {r['winner_low']} at {r['low']:.4g} -> {r['winner_high']} at {r['high']:.4g}")
+            where = f" (in {r['base']})" if isinstance(r.get("base"), str) else ""
+            click.echo(f"  {r['path']}{where}: {r['winner_low']} at {r['low']:.4g} -> {r['winner_high']} at {r['high']:.4g}")
     elif paths:
         click.echo("\nno verdict flip inside the swept range")
     if len(torn):

@@ -52,6 +52,11 @@ printed by ``python benchmarks/bench_simulate.py --verify``.
 A unified bucket's TTFT quantile is then ``ttft_ms − lane_wait_ms_i`` (its own service) + the
 pool's slot wait + the pool's lane wait (quantiles added: conservative). Without lane columns
 (measured points) the point's ``ttft_ms`` is used as it is.
+
+Measured pools (every routed point from a measured capacity file, :func:`measured_pools`) add
+no wait: a measured rate is what one instance sustains within the SLO with its own queueing,
+so up to that rate per instance (cap 1, enforced by the load constraint) the latency is the
+measured one — a pool filled to exactly 100 % of its measured rate is a plan, not an overload.
 """
 
 from __future__ import annotations
@@ -189,6 +194,20 @@ def _lane_columns(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return svc, own
 
 
+def measured_pools(points: pd.DataFrame, point_pool: np.ndarray, share: np.ndarray, n_pool: int) -> np.ndarray:
+    """Per pool: True when every point routed to it came with its utilisation cap (measured capacity,
+    :func:`planner.capacity.read_measured_capacity`). A measured rate is the throughput one instance
+    sustains *within* the SLO, its queueing included, so such a pool adds no queueing wait: its
+    latency is the measured latency at any load up to the measured rate per instance (the load
+    constraint with cap 1)."""
+    given = points["utilization_cap"].to_numpy(float) if "utilization_cap" in points.columns else np.full(len(points), np.nan)
+    routed = np.asarray(share, dtype=float) > 0
+    pp = np.asarray(point_pool, dtype=int)
+    modelled = np.bincount(pp[routed & np.isnan(given)], minlength=n_pool)
+    measured = np.bincount(pp[routed & ~np.isnan(given)], minlength=n_pool)
+    return (measured > 0) & (modelled == 0)
+
+
 def _pool_queue(busy_peak: float, lam: float, n_eff: int, batch: float) -> tuple[int, float]:
     servers = max(1, int(n_eff * max(batch, 1.0)))
     service_s = busy_peak / n_eff * servers / lam if lam > 0 and n_eff > 0 else 0.0
@@ -229,6 +248,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     pool_list: list[PoolPlan] = []
     wait_ms = np.zeros(n_pool)
     lane_ms = np.full(n_pool, np.nan)
+    measured = measured_pools(pts, pp, x, n_pool)
     for p in range(n_pool):
         if n[p] <= 0:
             continue
@@ -237,7 +257,9 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
         b = batch_w[p] / busy_peak[p] if busy_peak[p] > 0 else 1.0
         if row["role"] == "prefill":
             b = 1.0
-        if arr_peak[p] > 0 and n_eff > 0:
+        if measured[p] and n_eff > 0:
+            pass  # measured capacity: its queueing is inside the measured rate and latency (measured_pools)
+        elif arr_peak[p] > 0 and n_eff > 0:
             servers, service_s = _pool_queue(busy_peak[p], arr_peak[p], n_eff, b)
             qs = pts["ttft_quantile"].to_numpy(float)
             q = float(qs[(pp == p) & (x > 0)].max())

@@ -347,11 +347,17 @@ class ArchitectureSummary:
 
 
 def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
-    """The cheapest feasible architecture (ties to the cent go to the simpler), as the verdict picks it."""
+    """The cheapest feasible architecture, as the verdict picks it: totals within
+    :data:`planner.optimize.verdict.TIE_REL_TOL` (or half a cent) of the cheapest tie, and the tie
+    goes to fewer devices, then fewer pools, then the simpler architecture."""
+    from planner.optimize.verdict import TIE_REL_TOL
+
     ok = [s for s in summaries.values() if s.feasible and s.total_usd_per_month is not None]
     if not ok:
         return None
-    return min(ok, key=lambda s: (round(float(s.total_usd_per_month or 0.0), 2), SIMPLICITY[s.architecture])).architecture
+    best = min(float(s.total_usd_per_month or 0.0) for s in ok)
+    tied = [s for s in ok if float(s.total_usd_per_month or 0.0) - best <= max(TIE_REL_TOL * abs(best), 0.005)]
+    return min(tied, key=lambda s: (sum(s.devices.values()), len(s.instances), SIMPLICITY[s.architecture])).architecture
 
 
 def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings,

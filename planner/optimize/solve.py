@@ -311,10 +311,12 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
         "busy_b": lam * tau * batch, "s1": lam * s_pt, "s2": lam * s_pt**2 * (1.0 + cv_pt**2),
         "ca": lam * pts["interarrival_cv"].to_numpy(float), "q": pts["ttft_quantile"].to_numpy(float),
-        "lane_s": lane_s,
+        "lane_s": lane_s, "measured": ~np.isnan(points.loc[sel, "utilization_cap"].to_numpy(float)) if "utilization_cap" in points.columns
+        else np.zeros(len(pts), dtype=bool),
     })
     agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
-                                                busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"))
+                                                busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"),
+                                                measured=("measured", "all"))
     rows = []
     recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
     for r in recs:
@@ -331,6 +333,8 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         util = busy / n_eff if n_eff > 0 else math.inf
         if n_eff <= 0:
             wait = math.inf
+        elif r["measured"]:
+            wait = 0.0  # measured capacity: queueing inside the measured rate (planner.optimize.extract.measured_pools)
         elif service_s > 0:
             wait = wait_quantile_s(float(r["q"]), arr, servers, service_s, cs, ca) * 1e3
         else:
@@ -704,13 +708,14 @@ def settings_from_instance(instance: Any, *, architectures: tuple[str, ...] | No
 
 
 def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str | None = None, scenario: str | None = None,
-                   overrides: dict[str, Any] | None = None) -> SolveOutcome:
-    """Capacity tables of an instance (optionally with measured capacity), then :func:`solve_tables`."""
+                   overrides: dict[str, Any] | None = None, capacity_only: bool = False) -> SolveOutcome:
+    """Capacity tables of an instance (optionally with measured capacity, only its rows with
+    ``capacity_only``), then :func:`solve_tables`."""
     from planner.capacity import build_capacity_tables, read_measured_capacity
 
     tables = build_capacity_tables(resolved)
     if capacity_file:
-        tables = read_measured_capacity(capacity_file, tables)
+        tables = read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
     raw_notes: Any = tables.meta.get("notes", [])
     notes = tuple(str(n) for n in raw_notes)
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})

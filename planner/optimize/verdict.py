@@ -9,6 +9,12 @@ winner's tokens per month) and as a share of the runner-up. Reasons, in order:
    idle time a separate pool pays for at low traffic;
 4. the device counts, and for disaggregation the batching gain that outweighs the extra pools;
 5. binding constraints, and a warning when a plan is not proven optimal.
+
+Ties. Two plans whose totals differ by at most :data:`TIE_REL_TOL` of the larger total (or half
+a cent) tie on cost — a difference the solver's rounding can make — when both meet their targets
+in the peak simulation (or both miss). A tie is reported as one (``Verdict.tie_rule``, the
+headline says so) and broken by :func:`tie_break`: fewer devices, then fewer pools, then the
+simpler architecture (shared, disaggregated, hybrid).
 """
 
 from __future__ import annotations
@@ -33,6 +39,33 @@ _TERM_WORDS = {
 
 
 _SIMPLICITY = {"shared": 0, "disaggregated": 1, "hybrid": 2}
+
+TIE_REL_TOL = 1e-6
+"""Totals within this share of the larger one (or half a cent) are a cost tie (module docstring)."""
+
+
+def _ties(a: ArchitecturePlan, b: ArchitecturePlan) -> bool:
+    assert a.costs is not None and b.costs is not None
+    ta, tb = a.costs.total_usd_per_month, b.costs.total_usd_per_month
+    return meets_in_simulation(a) == meets_in_simulation(b) and abs(ta - tb) <= max(TIE_REL_TOL * max(abs(ta), abs(tb)), 0.005)
+
+
+def tie_break(plans: list[ArchitecturePlan]) -> tuple[list[ArchitecturePlan], str | None]:
+    """``plans`` ranked (cheapest first) with the plans tying the first on cost reordered by the tie
+    rule, and the rule that decided between the first two (None when they do not tie)."""
+    if len(plans) < 2 or not _ties(plans[0], plans[1]):
+        return plans, None
+    tied = [p for p in plans if _ties(plans[0], p)]
+    rest = [p for p in plans if not any(p is t for t in tied)]
+    tied.sort(key=lambda p: (_devices(p), len(p.pools), _SIMPLICITY[p.architecture]))
+    a, b = tied[0], tied[1]
+    if _devices(a) != _devices(b):
+        rule = f"fewer devices ({_devices(a)} against {_devices(b)})"
+    elif len(a.pools) != len(b.pools):
+        rule = f"fewer pools ({len(a.pools)} against {len(b.pools)})"
+    else:
+        rule = f"same devices and pools; the simpler architecture ({a.architecture} before {b.architecture})"
+    return tied + rest, rule
 
 
 def _usd(v: float) -> str:
@@ -86,6 +119,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
                                      round(p.costs.total_usd_per_month, 2) if p.costs else 0.0, _SIMPLICITY[p.architecture]))
     if not feasible:
         return Verdict(winner=None, reasons=["no architecture has a feasible plan; see each architecture's diagnosis"])
+    feasible, tie_rule = tie_break(feasible)
     win = feasible[0]
     simulation_notes = _simulation_notes(feasible)
     assert win.costs is not None
@@ -113,7 +147,11 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     share = margin / run.costs.total_usd_per_month if run.costs.total_usd_per_month > 0 else 0.0
     reasons: list[str] = []
     head = "Shared pool wins" if win.architecture == "shared" else f"{win.architecture.capitalize()} wins"
-    if margin >= 0:
+    if tie_rule is not None and run is feasible[1]:
+        reasons.append(f"Tie on cost: {win.architecture} {_usd(win.costs.total_usd_per_month)}/month and {run.architecture} "
+                       f"{_usd(run.costs.total_usd_per_month)}/month differ by {margin:+.3g} USD/month, within {TIE_REL_TOL:g} of the total; "
+                       f"{win.architecture} is named by the tie rule: {tie_rule}.")
+    elif margin >= 0:
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture} "
                        f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {rate_mean:.3g} req/s mean traffic.")
     else:  # the cheaper plan misses its targets in simulation (ranked after, see _simulation_notes)
@@ -155,4 +193,5 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         reasons.append("At least one plan is not proven optimal (time limit or solver stop); the verdict may change with more solve time.")
     return Verdict(winner=win.architecture, runner_up=run.architecture, margin_usd_per_month=margin,
                    margin_usd_per_million_tokens=margin / tokens * 1e6, margin_share=share,
-                   term_differences_usd_per_month=diffs, reasons=reasons, proven=proven)
+                   term_differences_usd_per_month=diffs, reasons=reasons, proven=proven,
+                   tie_rule=tie_rule if run is feasible[1] else None)

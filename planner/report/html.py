@@ -165,6 +165,9 @@ def verdict_sentence(plan: PlanResult) -> str:
         others = [a for a in archs if a != v.winner]
         tail = f"; {', '.join(others)} {'is' if len(others) == 1 else 'are'} infeasible" if others else ""
         s = f"{head}: {usd(win.costs.total_usd_per_month)}/month is the only feasible plan{tail}."
+    elif v.tie_rule:  # a cost tie (planner.optimize.verdict.tie_break): say so and which rule named the winner
+        s = (f"Tie on cost: {v.winner} {usd(win.costs.total_usd_per_month)}/month and {v.runner_up} {usd(run.costs.total_usd_per_month)}/month; "
+             f"{v.winner} is named by the tie rule: {v.tie_rule}.")
     else:
         s = (f"{head}: {usd(win.costs.total_usd_per_month)}/month against {usd(run.costs.total_usd_per_month)}/month "
              f"for {v.runner_up} — {usd(v.margin_usd_per_month)}/month ({pct(v.margin_share, 1)}) less, "

@@ -151,6 +151,35 @@ class Service(StrictModel):
         return "fp8" if self.weight_precision == "fp4" else self.weight_precision
 
 
+class DeclaredDevice(StrictModel):
+    """A device that is not in the catalog, declared for a measured-capacity study.
+
+    The planner has no performance profile for it (no memory, bandwidth or FLOP/s), so it can
+    serve only the (service, bucket) rows a measured capacity file (``planner solve --capacity``)
+    gives for it; without one it carries no traffic. Price and power are what it costs.
+    """
+
+    name: str = ""
+    """Human-readable name, e.g. ``NVIDIA A10G 24GB``."""
+    kind: Literal["gpu", "accelerator"] = "gpu"
+    rental_usd_per_hour: PosFloat | None = None
+    """Rental price per device-hour, USD (needed when ``catalog.pricing`` is ``rent``)."""
+    purchase_usd: PosFloat | None = None
+    """Purchase price per device, USD (needed when ``catalog.pricing`` is ``buy``)."""
+    amortization_years: PosFloat = 4.0
+    """Years over which the purchase is amortised."""
+    cost_of_capital_rate: Fraction = 0.0
+    """Annual cost of capital of the purchase (0 = straight line)."""
+    busy_power_w: NonNegFloat | None = None
+    """Average power while serving, W, if known (unknown: 0, and the plan says so)."""
+    idle_power_w: NonNegFloat | None = None
+    """Power while provisioned but idle, W, if known (unknown: 0, and the plan says so)."""
+    devices_per_node: PosInt = 8
+    """Devices in one scale-up domain (bounds the tensor-parallel degree)."""
+    source: str = Field(min_length=1)
+    """Where the price (and power) come from, e.g. ``AWS g5 on-demand, 2024 (Melange §4)``."""
+
+
 class CatalogSelection(StrictModel):
     """Which hardware profiles are candidates, and how they are paid for."""
 
@@ -164,6 +193,9 @@ class CatalogSelection(StrictModel):
     """``rent`` (per device-hour) or ``buy`` (amortised purchase)."""
     device_overrides: dict[str, dict[str, Any]] = {}
     """Per device id: profile fields to override or supply (e.g. a negotiated rental price)."""
+    declared_devices: dict[str, DeclaredDevice] = {}
+    """Devices not in the catalog, by id, for measured-capacity studies: list the id in
+    ``devices`` too; it serves only what ``--capacity`` measures for it."""
 
 
 class NetworkCosts(StrictModel):

@@ -428,6 +428,9 @@ class Verdict(StrictModel):
     """Plain-language reasons built from the numbers; when shared wins the first says so."""
     proven: bool = False
     """Both plans proven optimal within the gap (otherwise the verdict may change with more time)."""
+    tie_rule: str | None = None
+    """Set when winner and runner-up tie on cost (within ``planner.optimize.verdict.TIE_REL_TOL`` of
+    the total): the rule that named the winner (fewer devices, fewer pools, simpler architecture)."""
 
 
 class CapacitySnapshot(StrictModel):

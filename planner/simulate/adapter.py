@@ -37,6 +37,25 @@ approximated, and each approximation is stated here:
   vary with the batch (as for decode). Without the lane columns (measured points, older
   plans) the estimate is: every iteration takes ``t`` and ``q = B · Σ λ_b n_b / Σ λ_b o_b``
   (prompts admitted as fast as outputs finish at a full batch), said in the notes.
+* **Measured pools** — every routed point from a measured capacity file (``bound`` =
+  ``measured``, :func:`planner.capacity.read_measured_capacity`). A measured rate is what one
+  instance sustains *within* the SLO, its own queueing included; the MIP keeps each such pool at
+  or below that rate per instance. So the simulator does not queue them a second time: a measured
+  pool is a delay station whose service times come from the measurement — the decode step (or
+  unified iteration) ``t = Σ λ_b t_b / Σ λ_b`` with ``t_b`` the measured ``tpot_ms``, or, when not
+  measured, ``t_b = min(τ_b / o_b, TPOT target)`` (``τ_b = 1 / max_rate_per_s``: the request's
+  instance time spread over its output tokens; measured within the SLO, so at most the target);
+  a prefill instance serves every waiting prompt as one batch in ``Σ λ_b s_b / Σ λ_b``,
+  ``s_b = min(τ_b, TTFT target / 2)`` (a prompt arriving while a batch runs waits for at most one
+  batch, so the wait and its own batch fit the target; a
+  measured prefill TTFT above that is added as the route's delay, as for modelled points,
+  :func:`plan_to_sim_by_bucket`). Slots per instance:
+  :func:`measured_slots` (four times the whole pool's mean requests in flight, so none waits for a
+  slot); a unified chunk takes every admitted prompt in one iteration. The simulated latency of a
+  measured pool is therefore its measured (or derived) service, and its load is checked by the
+  MIP, not by the simulation; pools modelled by the planner in the same plan are simulated as
+  above. A pool mixing measured and modelled points is simulated as modelled, its measured points
+  with the derived ``t_b`` when they carry no TPOT (said in the notes).
 * **Routing** — :func:`plan_to_sim` (one route per service, e.g. for replaying a log)
   sends every request of a service through one pool per phase: the pool with the largest
   routed share; services split across pools are listed in ``notes``.
@@ -129,11 +148,25 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             q = g["max_batch"] * g["input_tokens_rep"] / g["output_tokens_rep"]
             svc_s_per_token[str(svc)] = _weighted(g["tpot_ms"] / 1e3 / q.clip(lower=1.0), g["lam"])
 
+    measured_row = (rows["bound"].astype(str) == "measured").to_numpy(bool) if "bound" in rows.columns else np.zeros(len(rows), dtype=bool)
+    if measured_row.any():
+        derived = rows["instance_seconds_per_request"] / rows["output_tokens_rep"].clip(lower=1.0) * 1e3
+        if "tpot_target_ms" in rows.columns:  # measured within the SLO: at most the TPOT target
+            derived = derived.clip(upper=rows["tpot_target_ms"].fillna(np.inf))
+        no_tpot = measured_row & ~(rows["tpot_ms"].to_numpy(float) > 0)
+        rows.loc[no_tpot, "tpot_ms"] = derived[no_tpot]  # t_b = min(τ_b / o_b, TPOT target) (module docstring, measured pools)
+    rows["measured"] = measured_row
     pools: list[PoolSpec] = []
     for p in arch.pools:
         g = rows[rows["pool"] == p.name]
         if g.empty or p.instances <= 0:
             continue
+        if bool(g["measured"].all()):
+            pools.append(measured_pool(p, g))
+            continue
+        if bool(g["measured"].any()):
+            notes.append(f"pool {p.name}: mixes measured and modelled operating points; simulated as modelled "
+                         "(measured points without a TPOT: step time = instance time / output tokens)")
         if p.role == "prefill":
             s_per_token = float((g["lam"] * g["instance_seconds_per_request"]).sum()
                                 / (g["lam"] * g["input_tokens_rep"]).sum())
@@ -198,6 +231,40 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
         ))
     return SimInputs(architecture=arch.architecture, pools=pools, routes=routes, demand=demand,
                      pool_plans=pool_plans, notes=notes)
+
+
+def measured_slots(rows: pd.DataFrame, residence_s: float) -> int:
+    """Slots per instance of a measured pool: four times the whole pool's mean requests in flight
+    (``Σ λ · residence``, Little's law) + 1 — one instance holding four times what the whole pool
+    holds on average does not happen behind a least-loaded router, so no request waits for a slot."""
+    return int(math.ceil(4.0 * float(rows["lam"].sum()) * residence_s)) + 1
+
+
+def measured_pool(p: PoolPlan, rows: pd.DataFrame) -> PoolSpec:
+    """A pool made of measured operating points as a delay station (module docstring, measured pools)."""
+    if p.role == "prefill":
+        tau = rows["instance_seconds_per_request"]
+        if "ttft_target_ms" in rows.columns:  # a batch waited for and one's own within the TTFT target
+            tau = tau.clip(upper=rows["ttft_target_ms"].fillna(np.inf) / 2e3)
+        s = _weighted(tau, rows["lam"])
+        slots = measured_slots(rows, s)
+        longest = int(rows["input_tokens_rep"].max())
+        return PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_constant1(s), max_batch=slots,
+                        prefill_batch_tokens=slots * max(longest, 1))
+    step_s = _weighted(rows["tpot_ms"], rows["lam"]) / 1e3
+    residence = step_s * (_weighted(rows["output_tokens_rep"], rows["lam"]) + 1.0)
+    slots = measured_slots(rows, residence)
+    if p.role == "decode":
+        return PoolSpec(p.name, "decode", p.instances, prefill_time_s=_per_token(step_s), step_time_s=_constant1(step_s), max_batch=slots)
+    chunk = slots * max(int(rows["input_tokens_rep"].max()), 1)
+    return PoolSpec(p.name, "unified", p.instances, prefill_time_s=_per_token(step_s), step_time_s=_constant1(step_s), max_batch=slots,
+                    chunk_tokens=chunk, iteration_time_s=_constant2(step_s))
+
+
+def _constant1(t: float) -> Callable[[int], float]:
+    def f(n: int) -> float:
+        return t
+    return f
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,16 @@ def is_patch(path: str) -> bool:
     return bool(_RATE.match(path)) or path in (PRICE_PATH, BUDGET_PATH)
 
 
-def capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
-    """The capacity table of an instance (``planner.capacity``, written by the optimiser work)."""
+def capacity_tables(resolved: ResolvedInstance, capacity_file: str | None = None, capacity_only: bool = False) -> CapacityTables:
+    """The capacity table of an instance (``planner.capacity``), with a measured capacity file's rows
+    when one is given (``--capacity``; only them with ``capacity_only``)."""
     from planner import capacity
 
     build: Callable[[Any], CapacityTables] = capacity.build_capacity_tables
-    return build(resolved)
+    tables = build(resolved)
+    if capacity_file:
+        tables = capacity.read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
+    return tables
 
 
 def settings_for(resolved: ResolvedInstance) -> SolveSettings:
@@ -63,12 +67,17 @@ class TableSource:
     """Per service, the rate multiplier the base table was built with."""
     resolved: ResolvedInstance | None = None
     name: str = "tables"
+    capacity_file: str | None = None
+    """A measured capacity file applied to every table built from the instance (``--capacity``)."""
+    capacity_only: bool = False
+    """Only the measured file's rows are candidates (``--capacity-only``)."""
 
     @classmethod
-    def from_instance(cls, resolved: ResolvedInstance) -> TableSource:
+    def from_instance(cls, resolved: ResolvedInstance, *, capacity_file: str | None = None, capacity_only: bool = False) -> TableSource:
         mult = {s: float(svc.traffic.rate_multiplier) for s, svc in resolved.instance.services.items()}
-        return cls(base_tables=capacity_tables(resolved), settings=settings_for(resolved), base_rate_multiplier=mult,
-                   resolved=resolved, name=resolved.instance.name)
+        return cls(base_tables=capacity_tables(resolved, capacity_file, capacity_only), settings=settings_for(resolved),
+                   base_rate_multiplier=mult, resolved=resolved, name=resolved.instance.name,
+                   capacity_file=capacity_file, capacity_only=capacity_only)
 
     @classmethod
     def from_tables(cls, tables: CapacityTables, settings: SolveSettings, name: str = "tables") -> TableSource:
@@ -88,7 +97,7 @@ class TableSource:
         if self.resolved is None:
             raise InputError(Problem("--set", next(iter(structural)), "this study has only capacity tables, no instance",
                                      "only services.<s>.traffic.rate_multiplier, costs.electricity_usd_per_kwh and options.budget_usd_per_month can vary"))
-        return capacity_tables(self.resolved.with_overrides(structural))
+        return capacity_tables(self.resolved.with_overrides(structural), self.capacity_file, self.capacity_only)
 
     def rate_ratios(self, patches: dict[str, Any], base: dict[str, float] | None = None) -> dict[str, float]:
         ref = base or self.base_rate_multiplier

@@ -36,6 +36,8 @@ class Scenario:
     overrides: dict[str, Any]
     params: dict[str, Any] = field(default_factory=dict)
     """The swept parameters only (grid and Monte Carlo paths), for the table's columns."""
+    base: str = "base"
+    """The named scenario of the instance it starts from (``--scenario``), or ``base``."""
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,8 @@ def expand(spec: StudySpec, *, bases: dict[str, dict[str, Any]] | None = None, m
                           for p, v in zip(grid_paths, combo, strict=True)]
                 if spec.distributions:
                     parts.append(f"draw{k}")
-                out.append(Scenario(name=" ".join(parts) or bname, overrides={**boverrides, **spec.fixed, **params}, params=params))
+                out.append(Scenario(name=" ".join(parts) or bname, overrides={**boverrides, **spec.fixed, **params}, params=params,
+                                    base=bname))
     return out
 
 

@@ -138,40 +138,62 @@ def run_sweep(source: TableSource, scenarios: list[Scenario], *, jobs: int = 1, 
 
 
 def crossovers(source: TableSource, rows: pd.DataFrame, path: str, *, base_overrides: dict[str, Any] | None = None,
-               rel_tol: float = 0.01, max_iter: int = 30, headroom: float = 1.0) -> pd.DataFrame:
+               rel_tol: float = 0.01, max_iter: int = 30, headroom: float = 1.0,
+               scenarios: Iterable[Scenario] | None = None) -> pd.DataFrame:
     """Where the winner flips along ``path``: bisection between grid points with different winners.
 
-    For each combination of the other swept parameters, the grid values of ``path`` are
-    sorted; each adjacent pair with different winners is bisected (geometric midpoint, as
-    multipliers are scale parameters) until ``high / low − 1 ≤ rel_tol``. The result brackets
-    the flip: ``winner_low`` wins at ``low``, ``winner_high`` at ``high``.
+    Scenarios are grouped by everything but ``path`` — with ``scenarios`` (the study the rows
+    came from) by their whole overrides: the named scenario they are based on (``--scenario``),
+    every fixed ``--set`` and the other swept parameters; without, by the other swept columns
+    of ``rows`` on top of ``base_overrides``. In each group the values of ``path`` are sorted;
+    each adjacent pair with different winners is bisected (geometric midpoint, as multipliers are
+    scale parameters) with the group's overrides and ``path`` at the midpoint, until
+    ``high / low − 1 ≤ rel_tol``. The result brackets the flip: ``winner_low`` wins at ``low``,
+    ``winner_high`` at ``high``; ``base`` names the scenario's base when there are several.
     """
     if path not in rows.columns:
         return pd.DataFrame()
     per = rows.drop_duplicates("scenario")
     others = [c for c in per.columns if c not in ("scenario", path) and c in _param_columns(rows)]
+    by_name = {sc.name: sc for sc in scenarios} if scenarios is not None else {}
+    groups: dict[str, tuple[dict[str, Any], list[tuple[float, Any]]]] = {}
+    for rec in per.to_dict("records"):
+        sc = by_name.get(str(rec["scenario"]))
+        if sc is not None:
+            context = {k: v for k, v in sc.overrides.items() if k != path}
+        else:
+            context = {**(base_overrides or {}), **{c: rec[c] for c in others if not _missing(rec[c])}}
+            context.pop(path, None)
+        key = repr(sorted(context.items(), key=lambda kv: kv[0]))
+        groups.setdefault(key, (context, []))[1].append((float(rec[path]), rec["winner"]))
+    bases = {sc.base for sc in by_name.values()}
     out = []
-    groups = per.groupby(others, dropna=False, sort=False) if others else [((), per)]
-    for key, grp in groups:
-        grp = grp.sort_values(path)
-        fixed = dict(zip(others, key if isinstance(key, tuple) else (key,), strict=True))
-        vals, wins = grp[path].astype(float).tolist(), grp["winner"].tolist()
-        for k in range(len(vals) - 1):
-            if wins[k] == wins[k + 1]:
+    for context, points in groups.values():
+        points.sort(key=lambda t: t[0])
+        fixed = {c: context[c] for c in others if c in context}
+        for k in range(len(points) - 1):
+            (lo, wlo), (hi, whi) = points[k], points[k + 1]
+            if wlo == whi:
                 continue
-            lo, hi, wlo, whi = vals[k], vals[k + 1], wins[k], wins[k + 1]
             it = 0
             while hi / lo - 1 > rel_tol and it < max_iter:
                 mid = math.sqrt(lo * hi) if lo > 0 else (lo + hi) / 2
-                summaries, _ = solve_scenario(source, {**(base_overrides or {}), **fixed, path: mid}, headroom=headroom)
+                summaries, _ = solve_scenario(source, {**context, path: mid}, headroom=headroom)
                 w = winner_of(summaries)
                 if w == wlo:
                     lo = mid
                 else:
                     hi, whi = mid, w
                 it += 1
-            out.append({**fixed, "path": path, "low": lo, "high": hi, "winner_low": wlo, "winner_high": whi, "iterations": it})
+            row = {**fixed, "path": path, "low": lo, "high": hi, "winner_low": wlo, "winner_high": whi, "iterations": it}
+            if len(bases) > 1:
+                row["base"] = next(sc.base for sc in by_name.values() if {k: v for k, v in sc.overrides.items() if k != path} == context)
+            out.append(row)
     return pd.DataFrame(out)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _param_columns(rows: pd.DataFrame) -> list[str]:
