@@ -22,6 +22,7 @@ from planner.schema.common import (
     Quantile,
     StrictModel,
 )
+from planner.schema.horizon import Horizon
 from planner.schema.workload import ToolStats
 
 PeakWindow = Literal["1s", "60s", "600s"]
@@ -271,6 +272,8 @@ class Instance(StrictModel):
     options: Options = Options()
     tool_phase: ToolPhaseOptions = ToolPhaseOptions()
     """Tool execution phase (agentic services): used when a service has tools or CPU servers are candidates."""
+    horizon: Horizon | None = None
+    """Plan over time (``planner horizon``): periods, daily slots, growth, buy / reserve / rent."""
     scenarios: dict[str, dict[str, Any]] = {}
     """Named scenarios: each a mapping of dot-path overrides, e.g. ``services.chat.traffic.rate_multiplier: 1.5``."""
     forecasts: dict[str, str] = {}
