@@ -47,7 +47,8 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
             out.append(f"== {arch.architecture}: no plan ({arch.status})")
             continue
         gap = f", gap {arch.gap:.2%}" if arch.gap is not None else ""
-        out.append(f"== {arch.architecture}: {arch.status}{gap}, solve {arch.solve_s:.1f} s; "
+        out.append(f"== {arch.architecture}: {arch.status}{gap}, solve {arch.solve_s:.1f} s (HiGHS {arch.highs_s:.1f} s), "
+                   f"extract {arch.extract_s:.1f} s; "
                    f"total ${fmt(round(float(arch.total_usd or 0)))} (present value)")
         sv = saving(arch)
         if sv is not None:
@@ -73,7 +74,7 @@ def to_document(result: HorizonResult, name: str) -> dict[str, Any]:
         sv = saving(a)
         archs[k] = {
             "feasible": a.feasible, "status": a.status, "total_usd_present_value": a.total_usd, "gap": a.gap,
-            "solve_s": a.solve_s, "baseline_owned_peak_usd": a.baseline_usd,
+            "solve_s": a.solve_s, "highs_s": a.highs_s, "extract_s": a.extract_s, "baseline_owned_peak_usd": a.baseline_usd,
             "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
             "schedule": a.schedule.to_dict("records"), "costs": a.costs.to_dict("records"),
             "pools": a.pools.to_dict("records"), "slots": a.slots.to_dict("records"),

@@ -41,6 +41,10 @@ class HorizonArchitecture:
     """Present value of every period's cost (the objective)."""
     gap: float | None = None
     solve_s: float = 0.0
+    """Wall time of the solver calls (model hand-over to HiGHS included)."""
+    highs_s: float = 0.0
+    """HiGHS's own run time (the part of ``solve_s`` spent inside the solver)."""
+    extract_s: float = 0.0
     schedule: pd.DataFrame = field(default_factory=pd.DataFrame)
     pools: pd.DataFrame = field(default_factory=pd.DataFrame)
     costs: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -74,21 +78,31 @@ def _solver() -> Any:
     return Highs()
 
 
-def _solve(m: Any, time_limit_s: float, mip_gap: float) -> tuple[bool, str, float | None, float | None, float]:
+@dataclass
+class _Solved:
+    ok: bool
+    status: str
+    objective: float | None = None
+    gap: float | None = None
+    wall_s: float = 0.0
+    highs_s: float = 0.0
+
+
+def _solve(m: Any, time_limit_s: float, mip_gap: float) -> _Solved:
     t0 = time.perf_counter()
     res = _solver().solve(m, time_limit=time_limit_s, rel_gap=mip_gap, threads=1, load_solutions=False,
                           raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
     wall = time.perf_counter() - t0
+    highs = float(getattr(res.timing_info, "highs_time", 0.0) or 0.0)
     sol = getattr(res.solution_status, "name", "")
-    has = sol in ("optimal", "feasible")
     term = getattr(res.termination_condition, "name", str(res.termination_condition))
-    if not has:
-        return False, "infeasible" if "infeasible" in term.lower() else term, None, None, wall
+    if sol not in ("optimal", "feasible"):
+        return _Solved(False, "infeasible" if "infeasible" in term.lower() else term, wall_s=wall, highs_s=highs)
     res.solution_loader.load_vars()
     obj, bound = res.incumbent_objective, res.objective_bound
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
     status = "optimal" if sol == "optimal" else f"feasible ({term}; best plan found, not proven optimal)"
-    return True, status, float(obj) if obj is not None else None, gap, wall
+    return _Solved(True, status, float(obj) if obj is not None else None, gap, wall, highs)
 
 
 def _val(v: Any) -> float:
@@ -159,34 +173,31 @@ def extract(hb: HorizonBuilt) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame,
         pd.DataFrame(cost_rows), slots
 
 
-def _solve_built(hb: HorizonBuilt, time_limit_s: float, mip_gap: float) -> tuple[bool, str, float | None, float | None, float]:
+def _solve_built(hb: HorizonBuilt, time_limit_s: float, mip_gap: float) -> _Solved:
     """Solve; a continuous (fleet-scale) model is rounded up and re-solved with integer acquisitions (model docstring)."""
     import pyomo.environ as pe
 
     m = hb.model
-    ok, status, obj, gap, wall = _solve(m, time_limit_s, mip_gap)
-    if not ok or hb.integer:
-        return ok, status, obj, gap, wall
-    bound = obj
-    held = []
+    first = _solve(m, time_limit_s, mip_gap)
+    if not first.ok or hb.integer:
+        return first
     for idx in m.n:
         v = math.ceil((m.n[idx].value or 0.0) - 1e-6)
-        held.append((idx, m.n[idx].lb, m.n[idx].ub))
         m.n[idx].setlb(v)
         m.n[idx].setub(v)
-    acq_vars = [m.buy, m.sell, m.res, m.od, m.spot]
-    for var in acq_vars:
+    for var in (m.buy, m.sell, m.res, m.od, m.spot):
         for idx in var:
             var[idx].domain = pe.NonNegativeIntegers
-    ok2, status2, obj2, _g, wall2 = _solve(m, time_limit_s, mip_gap)
-    if not ok2:
-        for idx, lb, ub in held:
-            m.n[idx].setlb(lb)
-            m.n[idx].setub(ub)
-        return False, f"rounding the fleet-scale solution failed: {status2}", None, None, wall + wall2
-    gap2 = max(0.0, (obj2 - bound) / abs(obj2)) if obj2 is not None and bound is not None and abs(obj2) > 1e-9 else None
-    note = "" if status == "optimal" else f"; first solve {status}"
-    return True, f"{status2} (counts rounded up from the continuous solve; gap includes the rounding{note})", obj2, gap2, wall + wall2
+    second = _solve(m, time_limit_s, mip_gap)
+    wall, highs = first.wall_s + second.wall_s, first.highs_s + second.highs_s
+    if not second.ok:
+        return _Solved(False, f"rounding the fleet-scale solution failed: {second.status}", wall_s=wall, highs_s=highs)
+    bound = first.objective
+    obj = second.objective
+    gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
+    note = "" if first.status == "optimal" else f"; first solve {first.status}"
+    return _Solved(True, f"{second.status} (counts rounded up from the continuous solve; gap includes the rounding{note})",
+                   obj, gap, wall, highs)
 
 
 def _unfix(hb: HorizonBuilt, bounds: dict) -> None:
@@ -223,19 +234,22 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     for arch in architectures:
         _unfix(hb, n_bounds)
         restrict_horizon(hb, arch)
-        ok, status, obj, gap, wall = _solve_built(hb, time_limit_s, mip_gap)
-        ha = HorizonArchitecture(arch, ok, status, obj, gap, wall)
-        if ok:
+        sol = _solve_built(hb, time_limit_s, mip_gap)
+        ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s)
+        if sol.ok:
+            t1 = time.perf_counter()
             ha.schedule, ha.pools, ha.costs, ha.slots = extract(hb)
+            ha.extract_s = time.perf_counter() - t1
             if baseline:
                 if base_hb is None:
                     base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer)
                     base_bounds = {idx: (base_hb.model.n[idx].lb, base_hb.model.n[idx].ub) for idx in base_hb.model.n}
                 _unfix(base_hb, base_bounds)
                 restrict_horizon(base_hb, arch)
-                bok, _bs, bobj, _bg, bwall = _solve_built(base_hb, time_limit_s, mip_gap)
-                ha.baseline_usd = bobj if bok else None
-                ha.solve_s += bwall
+                base = _solve_built(base_hb, time_limit_s, mip_gap)
+                ha.baseline_usd = base.objective if base.ok else None
+                ha.solve_s += base.wall_s
+                ha.highs_s += base.highs_s
         archs[arch] = ha
     notes = list(hb.levels.notes)
     if not hb.integer:
