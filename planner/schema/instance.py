@@ -22,6 +22,7 @@ from planner.schema.common import (
     Quantile,
     StrictModel,
 )
+from planner.schema.horizon import Horizon
 from planner.schema.workload import ToolStats
 
 PeakWindow = Literal["1s", "60s", "600s"]
@@ -307,6 +308,8 @@ class Instance(StrictModel):
     """Performance calibration file written by ``planner calibrate`` (path relative to the instance
     file); default: the calibration shipped in ``models/calibration/``. The plan records which one
     it used (path and sha256)."""
+    horizon: Horizon | None = None
+    """Plan over time (``planner horizon``): periods, daily slots, growth, buy / reserve / rent."""
     scenarios: dict[str, dict[str, Any]] = {}
     """Named scenarios: each a mapping of dot-path overrides, e.g. ``services.chat.traffic.rate_multiplier: 1.5``."""
     forecasts: dict[str, str] = {}

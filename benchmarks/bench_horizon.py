@@ -1,0 +1,68 @@
+"""Benchmarks for plans over time (`planner horizon`; not part of the test gate).
+
+1. The example instance `instances/fleet-horizon.yaml` (ServeGen fleet, 24 months x 24 hourly slots,
+   H100/H200, buy / reserve / on demand), whole process (target <= 15 s).
+2. 24 monthly periods x 24 hourly slots x the README catalog (enterprise-chat: H100, H200, MI300X,
+   TP 1/2/4/8), both architectures, no baseline (target <= 60 s on 2 cores): model size, build +
+   extract time against HiGHS's own time.
+
+Run: python benchmarks/bench_horizon.py
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bench_example() -> None:
+    inst = ROOT / "instances" / "fleet-horizon.yaml"
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "planner", "horizon", str(inst), "--json"], check=True, capture_output=True)
+    print(f"planner horizon {inst.name}: {time.perf_counter() - t0:.1f} s wall (target <= 15 s)")
+
+
+def bench_catalog() -> None:
+    import yaml
+
+    from planner.capacity import build_capacity_tables
+    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.solve import solve_horizon
+    from planner.instance import load_instance
+
+    t0 = time.perf_counter()
+    raw = yaml.safe_load((ROOT / "instances" / "fleet-horizon.yaml").read_text())
+    raw["catalog"]["devices"] = ["h100-sxm", "h200-sxm", "mi300x"]
+    raw["horizon"]["acquisition"]["mi300x"] = {"buy": {"lead_time_periods": 2, "source": "profile"}, "on_demand": {"source": "profile"}}
+    path = ROOT / "instances" / ".bench-horizon-catalog.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    try:
+        resolved = load_instance(path)
+        tables = build_capacity_tables(resolved)
+        inputs = horizon_inputs(resolved)
+    finally:
+        path.unlink()
+    prep_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    res = solve_horizon(tables, inputs, ("shared", "disaggregated"), time_limit_s=300, mip_gap=1e-3, baseline=False)
+    total = time.perf_counter() - t1
+    highs = sum(a.highs_s for a in res.architectures.values())
+    solve = sum(a.solve_s for a in res.architectures.values())
+    extract = sum(a.extract_s for a in res.architectures.values())
+    hand_over = solve - highs
+    print(f"24 x 24 x README catalog: {res.size['variables']:,} variables ({res.size['integer_variables']:,} integer), "
+          f"{res.size['constraints']:,} constraints")
+    print(f"  tables + slots {prep_s:.1f} s; horizon {total:.1f} s (target <= 60 s): build {res.build_s:.1f} s, hand-over to HiGHS "
+          f"{hand_over:.1f} s, HiGHS {highs:.1f} s, extract {extract:.1f} s; (build + hand-over + extract) / HiGHS = "
+          f"{(res.build_s + hand_over + extract) / max(highs, 1e-9):.2f}")
+    for a in res.architectures.values():
+        print(f"  {a.architecture}: {a.status}, gap {a.gap if a.gap is None else f'{a.gap:.2%}'}, ${(a.total_usd or 0):,.0f}")
+
+
+if __name__ == "__main__":
+    bench_example()
+    bench_catalog()

@@ -1,0 +1,85 @@
+"""`planner horizon`: plan an instance over time (periods x daily slots, growth, buy / reserve / rent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from planner.cli.output import echo_json
+from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, SolverError
+
+
+@click.command("horizon")
+@click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Print the plan over time as JSON (schedule, pools, costs, slots).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write horizon.json and schedule/pools/costs/slots as CSV and Parquet here.")
+@click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
+@click.option("--time-limit", type=float, help="Solver time limit per solve, seconds (default: options.solver).")
+@click.option("--mip-gap", type=float, help="Relative MIP gap (default: options.solver, at least 1e-3 over a horizon).")
+@click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable), e.g. horizon.growth.monthly_rate=0.08.")
+@click.option("--no-baseline", is_flag=True, help="Skip the owned-peak baseline (one solve fewer per architecture).")
+def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
+            mip_gap: float | None, sets: tuple[str, ...], no_baseline: bool) -> None:
+    """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
+
+    Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
+    windows or a window_start_s,rate_rps CSV), grown per period; every slot's pools meet the same
+    latency caps as `planner solve`. Exit 3 if no architecture has a plan.
+    """
+    from planner.capacity import build_capacity_tables
+    from planner.cli.cmd_solve import _parse_sets
+    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.report import summary_lines, to_document, write_outputs
+    from planner.horizon.solve import solve_horizon
+    from planner.instance import load_instance
+
+    archs = None
+    if architectures:
+        archs = tuple(a.strip() for a in architectures.split(",") if a.strip())
+        bad = [a for a in archs if a not in ("shared", "disaggregated", "hybrid")]
+        if bad or not archs:
+            raise InputError(Problem("", "--architectures", f"unknown architecture(s): {', '.join(bad) or '(none)'}", "use shared, disaggregated, hybrid"))
+    if time_limit is not None and not time_limit > 0:
+        raise InputError(Problem("", "--time-limit", "must be > 0", "give seconds, e.g. --time-limit 60"))
+    if mip_gap is not None and not mip_gap >= 0:
+        raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
+    resolved = load_instance(instance, _parse_sets(sets) or None)
+    inst = resolved.instance
+    if any(s.tools or s.tools_from_trace for s in inst.services.values()) or inst.catalog.cpu_servers:
+        raise InputError(Problem(instance, "services", "plans over time do not cover the tool execution phase yet",
+                                 "plan agentic services with `planner solve`, or drop tools / cpu_servers"))
+    inputs = horizon_inputs(resolved)
+    tables = build_capacity_tables(resolved)
+    solver = inst.options.solver
+    result = solve_horizon(tables, inputs, archs or tuple(inst.options.architectures),
+                           time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3),
+                           baseline=not no_baseline)
+    if out_dir:
+        written = write_outputs(result, Path(out_dir), inst.name)
+    if as_json:
+        echo_json(to_document(result, inst.name))
+    else:
+        click.echo("\n".join(summary_lines(result, inst.name)))
+        if out_dir:
+            click.echo(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
+    if result.winner is None:
+        if any("time" in a.status.lower() for a in result.architectures.values()):
+            raise SolverError("the solver stopped without a plan for any architecture over the horizon (raise --time-limit)")
+        caps = []
+        for dev, a in inputs.acquisition.items():
+            ways = [w for w, v in (("buy", a.buy_usd_per_device_hour), ("reserve", a.reserve_usd_per_hour),
+                                   ("on demand", a.on_demand_usd_per_hour), ("spot", a.spot_usd_per_hour)) if v is not None]
+            lim = [f"procurement limit {a.procurement_limit:g}"] if a.procurement_limit != float("inf") else []
+            lim += [f"on demand at most {a.on_demand_max}"] if a.on_demand_max is not None else []
+            caps.append(f"{dev} ({', '.join(ways)}{'; ' + ', '.join(lim) if lim else ''})")
+        busiest = float(max(inputs.growth)) * float(inputs.slots["peak_rate_per_s"].max())
+        diags = [Diagnosis("", "", f"horizon[{arch}]",
+                           f"no plan: {a.status}; the busiest slot asks {busiest:.4g}{' req/s' if inputs.absolute else 'x the planned peak'}, "
+                           f"devices can be had as {'; '.join(caps)}",
+                           "raise the caps (on_demand.max_devices, procurement limits), add a way to get capacity, shorten lead times, or lower growth")
+                 for arch, a in result.architectures.items()]
+        raise InfeasibleError(diags, headline=f"no architecture of {inst.name} has a plan over the horizon")
+
+
+COMMANDS = [horizon]

@@ -1,0 +1,1 @@
+"""Plans over time: daily slots, growth, owned + reserved + rented capacity, a procurement schedule."""

@@ -1,0 +1,89 @@
+"""From an instance with a ``horizon`` section to :class:`~planner.horizon.model.HorizonInputs`.
+
+Prices default from the device profiles (``purchase_usd``, ``rental_usd_per_hour`` with their
+sources); the instance's ``horizon.acquisition`` adds what profiles do not carry (reserved and
+spot prices, lead times, caps) with its own ``source`` strings.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from planner.capacity import equipment_usd_per_device_hour
+from planner.errors import InputError, Problem
+from planner.horizon.demand import growth_multipliers, slot_profile
+from planner.horizon.model import HOURS_PER_MONTH, Acquisition, HorizonInputs
+
+
+def acquisition_for(resolved: Any) -> dict[str, Acquisition]:
+    inst = resolved.instance
+    hz = inst.horizon
+    assert hz is not None
+    c = inst.costs
+    out: dict[str, Acquisition] = {}
+    problems: list[Problem] = []
+    unknown = sorted(set(hz.acquisition) - set(inst.catalog.devices))
+    for dev_id in unknown:
+        problems.append(Problem(str(resolved.path), f"horizon.acquisition.{dev_id}", "not a candidate device",
+                                f"use one of catalog.devices: {', '.join(inst.catalog.devices)}"))
+    for dev_id in inst.catalog.devices:
+        ways = hz.acquisition.get(dev_id)
+        if ways is None:
+            problems.append(Problem(str(resolved.path), f"horizon.acquisition.{dev_id}", "no way to get this candidate device",
+                                    "add buy / reserve / on_demand / spot for it, or drop it from catalog.devices"))
+            continue
+        dev = resolved.devices[dev_id]
+        kw: dict[str, Any] = {"device": dev_id,
+                              "procurement_limit": float(dev.procurement_limit) if dev.procurement_limit else math.inf}
+        if ways.buy is not None:
+            price = ways.buy.purchase_usd if ways.buy.purchase_usd is not None else dev.purchase_usd
+            if price is None:
+                problems.append(Problem(str(resolved.path), f"horizon.acquisition.{dev_id}.buy.purchase_usd",
+                                        "the profile has no purchase price", "give purchase_usd with a source"))
+            else:
+                years = ways.buy.amortization_years or c.amortization_years
+                rate = ways.buy.cost_of_capital_rate if ways.buy.cost_of_capital_rate is not None else c.cost_of_capital_rate
+                priced = dev.model_copy(update={"purchase_usd": float(price)})
+                kw.update(buy_usd_per_device_hour=equipment_usd_per_device_hour(priced, "buy", HOURS_PER_MONTH, years=years, rate=rate),
+                          purchase_usd=float(price), lead_time_periods=ways.buy.lead_time_periods,
+                          resale_fraction=ways.buy.resale_fraction, initial_owned=ways.buy.initial_owned)
+        if ways.reserve is not None:
+            kw.update(reserve_usd_per_hour=ways.reserve.usd_per_hour, reserve_term_periods=ways.reserve.term_periods)
+        if ways.on_demand is not None:
+            price = ways.on_demand.usd_per_hour if ways.on_demand.usd_per_hour is not None else dev.rental_usd_per_hour
+            if price is None:
+                problems.append(Problem(str(resolved.path), f"horizon.acquisition.{dev_id}.on_demand.usd_per_hour",
+                                        "the profile has no rental price", "give usd_per_hour with a source"))
+            else:
+                kw.update(on_demand_usd_per_hour=float(price), on_demand_max=ways.on_demand.max_devices)
+        if ways.spot is not None:
+            if inst.options.redundancy < 1:
+                problems.append(Problem(str(resolved.path), f"horizon.acquisition.{dev_id}.spot",
+                                        "spot capacity is interrupted: it needs spare instances",
+                                        "set options.redundancy >= 1 or drop spot"))
+            kw.update(spot_usd_per_hour=ways.spot.usd_per_hour, spot_availability=1.0 - ways.spot.interruption_rate,
+                      spot_max=ways.spot.max_devices)
+        out[dev_id] = Acquisition(**kw)
+    if problems:
+        raise InputError(problems)
+    return out
+
+
+def horizon_inputs(resolved: Any) -> HorizonInputs:
+    inst = resolved.instance
+    hz = inst.horizon
+    if hz is None:
+        raise InputError(Problem(str(resolved.path), "horizon", "the instance has no horizon section",
+                                 "add horizon: {periods, demand, growth, acquisition} (see `planner schema`), or use `planner solve`"))
+    prof = slot_profile(hz, resolved.base_dir)
+    if prof.absolute and len(inst.services) != 1:
+        raise InputError(Problem(str(resolved.path), "horizon.demand", "a demand profile from a log gives one service's rates, "
+                                 f"the instance has {len(inst.services)} services", "plan one service, or give slots by hand (multipliers)"))
+    return HorizonInputs(slots=prof.slots, absolute=prof.absolute,
+                         growth=growth_multipliers(hz.growth, hz.periods, hz.months_per_period),
+                         months_per_period=hz.months_per_period, acquisition=acquisition_for(resolved),
+                         owned_when_unused=hz.owned_when_unused, ramp_instances_per_slot=hz.ramp_instances_per_slot,
+                         discount_rate_per_year=hz.discount_rate_per_year, redundancy=inst.options.redundancy,
+                         max_utilization=inst.options.max_utilization,
+                         shared_single_device_type=inst.options.shared_single_device_type)

@@ -1,0 +1,103 @@
+"""Reports of a plan over time: terminal text, a JSON document, CSV and Parquet tables.
+
+Every figure comes from :mod:`planner.horizon.solve`'s tables: the schedule (period × device),
+pool sizes per (period, slot), cost per (period, term) and the slots' demand and supply.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.horizon.solve import HorizonResult
+
+SCHEMA_VERSION = 1
+
+
+def saving(arch: Any) -> tuple[float, float] | None:
+    """(USD, share) the plan saves against the owned-peak baseline, when both exist."""
+    if arch.total_usd is None or arch.baseline_usd is None or arch.baseline_usd <= 0:
+        return None
+    d = float(arch.baseline_usd) - float(arch.total_usd)
+    return d, d / float(arch.baseline_usd)
+
+
+def summary_lines(result: HorizonResult, name: str) -> list[str]:
+    from planner.cli.output import fmt, table
+
+    out = [f"plan over time for {name}: {result.periods} periods x {len(result.slots)} slots "
+           f"({result.size['variables']:,} variables, {result.size['integer_variables']:,} integer, "
+           f"{result.size['constraints']:,} constraints; build {result.build_s:.1f} s)"]
+    win = result.winner
+    ok = {k: a for k, a in result.architectures.items() if a.feasible and a.total_usd is not None}
+    if win is not None:
+        w = ok[win]
+        others = [a for k, a in ok.items() if k != win]
+        line = f"VERDICT: {win} wins over the horizon: ${fmt(round(float(w.total_usd or 0)))} present value"
+        if others:
+            o = min(others, key=lambda a: float(a.total_usd or 0))
+            diff = float(o.total_usd or 0) - float(w.total_usd or 0)
+            line += f" against ${fmt(round(float(o.total_usd or 0)))} for {o.architecture} ({100 * diff / float(o.total_usd or 1):.1f} % less)"
+        out.append(line)
+    for arch in result.architectures.values():
+        out.append("")
+        if not arch.feasible:
+            out.append(f"== {arch.architecture}: no plan ({arch.status})")
+            continue
+        gap = f", gap {arch.gap:.2%}" if arch.gap is not None else ""
+        out.append(f"== {arch.architecture}: {arch.status}{gap}, solve {arch.solve_s:.1f} s (HiGHS {arch.highs_s:.1f} s), "
+                   f"extract {arch.extract_s:.1f} s; "
+                   f"total ${fmt(round(float(arch.total_usd or 0)))} (present value)")
+        sv = saving(arch)
+        if sv is not None:
+            out.append(f"  against owning every period's peak fleet (${fmt(round(float(arch.baseline_usd or 0)))}): "
+                       f"saves ${fmt(round(sv[0]))} ({100 * sv[1]:.1f} %)")
+        sch = arch.schedule
+        cols = ["period", "device", "bought", "owned", "sold", "reserved", "on_demand_peak", "spot_peak", "in_pools_peak"]
+        active = sch[(sch[cols[2:]] != 0).any(axis=1)]
+        out.append(table(cols, active[cols].to_numpy().tolist()))
+        per = arch.costs.pivot_table(index="period", columns="term", values="usd", aggfunc="sum")
+        shown = ["ownership", "reserved", "on_demand", "spot", "power_busy", "power_idle"]
+        crow = [[int(t), *[fmt(round(float(v))) for v in vals], fmt(round(float(sum(vals_all))))]
+                for t, vals, vals_all in zip(per.index, per[shown].to_numpy(), per.to_numpy(), strict=True)]
+        out.append(table(["period", "ownership", "reserved", "on_demand", "spot", "power_busy", "power_idle", "total USD"], crow))
+    for n in result.notes:
+        out.append(f"  note: {n}")
+    return out
+
+
+def to_document(result: HorizonResult, name: str) -> dict[str, Any]:
+    archs = {}
+    for k, a in result.architectures.items():
+        sv = saving(a)
+        archs[k] = {
+            "feasible": a.feasible, "status": a.status, "total_usd_present_value": a.total_usd, "gap": a.gap,
+            "solve_s": a.solve_s, "highs_s": a.highs_s, "extract_s": a.extract_s, "baseline_owned_peak_usd": a.baseline_usd,
+            "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
+            "schedule": a.schedule.to_dict("records"), "costs": a.costs.to_dict("records"),
+            "pools": a.pools.to_dict("records"), "slots": a.slots.to_dict("records"),
+        }
+    return {"schema_version": SCHEMA_VERSION, "instance": name, "periods": result.periods, "slots": result.slots,
+            "winner": result.winner, "size": result.size, "build_s": result.build_s, "notes": result.notes, "architectures": archs}
+
+
+def write_outputs(result: HorizonResult, out_dir: Path, name: str) -> list[Path]:
+    """``horizon.json`` and, per table, one CSV and one Parquet file with an ``architecture`` column."""
+    from planner.cli.output import to_json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "horizon.json"]
+    written[0].write_text(to_json(to_document(result, name)))
+    for table_name in ("schedule", "pools", "costs", "slots"):
+        frames = [getattr(a, table_name).assign(architecture=k) for k, a in result.architectures.items() if a.feasible]
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        for ext in ("csv", "parquet"):
+            p = out_dir / f"{table_name}.{ext}"
+            if ext == "csv":
+                df.to_csv(p, index=False)
+            else:
+                df.to_parquet(p, index=False)
+            written.append(p)
+    return written

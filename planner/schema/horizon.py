@@ -1,0 +1,165 @@
+"""Plans over time (DESIGN §7): periods, representative time slots, growth, ways to get capacity.
+
+An instance with a ``horizon`` section is planned by ``planner horizon``: one MIP over
+``periods`` (months by default) × ``slots`` (representative hours) chooses what to buy and when,
+what to reserve, and what to rent on demand or on the spot market for the peaks
+(:mod:`planner.horizon.model`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, StrictModel
+
+SlotGrouping = Literal["hour_of_day", "hour_of_day_weekpart"]
+"""How windows of a multi-day log are grouped into representative slots: 24 hours of the day,
+or 24 hours × {weekday, weekend} (needs ``day0_weekday``)."""
+
+
+class GivenSlot(StrictModel):
+    """A representative time slot given by hand."""
+
+    name: str
+    hours_per_period: PosFloat
+    """Hours of each period that look like this slot (the slots' hours sum to ``period_hours``)."""
+    peak_multiplier: PosFloat
+    """Peak rate in this slot as a multiple of the service's planned peak rate (period 0)."""
+    mean_multiplier: PosFloat | None = None
+    """Mean rate in this slot as a multiple of the service's mean rate (default: ``peak_multiplier``)."""
+    interarrival_cv: NonNegFloat | None = None
+    """Burstiness inside the slot's busiest window (default: the service's)."""
+
+
+class DemandProfile(StrictModel):
+    """Where the daily / weekly shape of demand comes from: a multi-day log or slots given by hand.
+
+    Exactly one of ``servegen_fleet``, ``fleet_file`` or ``slots`` is given.
+    """
+
+    servegen_fleet: str | None = None
+    """A directory of ServeGen ``chunk-*-trace.csv`` files (600 s windows per client), relative to the
+    instance; the fleet (sum over the clients) is the service's traffic."""
+    fleet_file: str | None = None
+    """A CSV with columns ``window_start_s, rate_rps`` (and optionally ``cv``): windows of a log that
+    spans days (e.g. the fleet sum written by ``planner horizon --write-fleet``)."""
+    slots: list[GivenSlot] | None = None
+    """Representative slots given by hand."""
+    grouping: SlotGrouping = "hour_of_day"
+    """Slots derived from a log: hour of day (24), or hour of day × weekday/weekend (48)."""
+    day0_weekday: int | None = Field(default=None, ge=0, le=6)
+    """Weekday of the log's first day (0 = Monday); needed for ``hour_of_day_weekpart``."""
+    rate_scale: PosFloat = 1.0
+    """Scales the log's rates (plan for a share of the fleet, or a bigger one)."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DemandProfile:
+        given = [k for k in ("servegen_fleet", "fleet_file", "slots") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'servegen_fleet' (a ServeGen client directory), 'fleet_file' "
+                             f"(window_start_s, rate_rps CSV) or 'slots' (given by hand); got {given or 'none'}")
+        if self.grouping == "hour_of_day_weekpart" and self.day0_weekday is None and self.slots is None:
+            raise ValueError("grouping 'hour_of_day_weekpart' needs 'day0_weekday' (0 = Monday): the log does not say "
+                             "which day it starts on")
+        if self.slots is not None and len({s.name for s in self.slots}) != len(self.slots):
+            raise ValueError("slot names must be distinct")
+        return self
+
+
+class Growth(StrictModel):
+    """Demand growth over the horizon: a compound monthly rate or explicit multipliers per period."""
+
+    monthly_rate: float | None = Field(default=None, gt=-0.5, le=1.0)
+    """Compound growth per month (0.05 = 5 %/month); period ``t`` has multiplier ``(1 + r)^(t · months/period)``."""
+    multipliers: list[PosFloat] | None = None
+    """One demand multiplier per period (period 0 first)."""
+
+    @model_validator(mode="after")
+    def _one(self) -> Growth:
+        if (self.monthly_rate is None) == (self.multipliers is None):
+            raise ValueError("give exactly one of 'monthly_rate' or 'multipliers'")
+        return self
+
+
+class BuyOption(StrictModel):
+    """Buying devices: price, lead time, amortisation, optional resale."""
+
+    purchase_usd: PosFloat | None = None
+    """Price per device (server share included); default: the profile's ``purchase_usd``."""
+    lead_time_periods: NonNegInt = 0
+    """Periods between the order and the device being in service."""
+    amortization_years: PosFloat | None = None
+    """Default: the profile's (or ``costs.amortization_years``)."""
+    cost_of_capital_rate: Fraction | None = None
+    """Default: the profile's (or ``costs.cost_of_capital_rate``)."""
+    resale_fraction: Fraction | None = None
+    """If set, owned devices may be sold; the sale recovers this share of the remaining amortisation."""
+    initial_owned: NonNegInt = 0
+    """Devices already owned at period 0."""
+    source: str = ""
+
+
+class ReserveOption(StrictModel):
+    """A reserved-capacity commitment: a device-hour price for a term, paid whether used or not."""
+
+    usd_per_hour: PosFloat
+    term_periods: PosInt
+    """Length of the commitment in periods (12 or 36 months for 1- or 3-year terms)."""
+    source: str
+
+
+class OnDemandOption(StrictModel):
+    usd_per_hour: PosFloat | None = None
+    """Default: the profile's ``rental_usd_per_hour``."""
+    max_devices: PosInt | None = None
+    """Most devices that can be had on demand at once."""
+    source: str = ""
+
+
+class SpotOption(StrictModel):
+    """Preemptible capacity: cheap, interrupted; only usable with redundancy (``options.redundancy ≥ 1``)."""
+
+    usd_per_hour: PosFloat
+    interruption_rate: Fraction
+    """Share of spot device-time lost to interruptions: a spot device counts as ``1 − rate`` of a device."""
+    max_devices: PosInt | None = None
+    source: str
+
+
+class DeviceAcquisition(StrictModel):
+    """Ways to get one device type; a way left out is not available."""
+
+    buy: BuyOption | None = None
+    reserve: ReserveOption | None = None
+    on_demand: OnDemandOption | None = None
+    spot: SpotOption | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> DeviceAcquisition:
+        if not any((self.buy, self.reserve, self.on_demand, self.spot)):
+            raise ValueError("give at least one of buy, reserve, on_demand, spot")
+        return self
+
+
+class Horizon(StrictModel):
+    """Plan over time: periods × representative slots, growth, and how capacity is obtained."""
+
+    periods: PosInt = Field(le=120)
+    """Number of planning periods (e.g. 24 months)."""
+    months_per_period: PosFloat = 1.0
+    demand: DemandProfile
+    growth: Growth = Growth(monthly_rate=0.0)
+    acquisition: dict[str, DeviceAcquisition] = Field(min_length=1)
+    """Per candidate device id (``catalog.devices``): the ways to get it."""
+    owned_when_unused: Literal["powered_down", "idle"] = "powered_down"
+    """Owned devices outside every pool in a slot: powered down (only ownership costs) or idle at idle power."""
+    ramp_instances_per_slot: PosInt | None = None
+    """Most instances a pool may add from one slot to the next (weights must load); none = unlimited."""
+    discount_rate_per_year: Fraction = 0.0
+    """Discount rate for the present value of later periods' costs."""
+
+    @property
+    def hours_per_period(self) -> float:
+        return 730.0 * self.months_per_period
