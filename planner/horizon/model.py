@@ -15,11 +15,13 @@ level's rate rounded **down** to a power of 1.5 and its burstiness rounded **up*
 1.25 — a cap only rises with the rate (more servers pool better) and falls with burstiness, so
 the grid errs on the safe side (at fleet scale the caps move by about a percent per step).
 
-Fleet scale. When the largest pool needs more than :data:`INTEGER_INSTANCES_MAX` instances,
-instance and device counts are continuous in a first solve (the binaries stay binary); the
-counts are then rounded up (``n ← ⌈n⌉``) and a second solve with the pools held there chooses
-integer purchases, reservations and rentals. The first solve's objective is a lower bound, so the
-reported gap covers the rounding. Below that size every count is integer from the start.
+Fleet scale. When the largest pool needs more than :data:`INTEGER_INSTANCES_MAX` instances, the
+model is solved in three steps (:func:`planner.horizon.solve._solve_built`): (1) the LP
+relaxation, binaries included — a lower bound of the whole problem; (2) the pools and device types
+the relaxation uses in a period switched on, the others off, counts still continuous; (3) counts
+rounded up (``n ← ⌈n⌉``) and purchases, reservations and rentals integer. The gap reported is the
+final cost against step 1's bound, so it covers both the pool choice and the rounding. Below that
+size every count is integer from the start and the MIP is solved as it is.
 
 Variables
 ---------

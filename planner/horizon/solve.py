@@ -174,30 +174,64 @@ def extract(hb: HorizonBuilt) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame,
 
 
 def _solve_built(hb: HorizonBuilt, time_limit_s: float, mip_gap: float) -> _Solved:
-    """Solve; a continuous (fleet-scale) model is rounded up and re-solved with integer acquisitions (model docstring)."""
+    """Solve. A continuous (fleet-scale) model goes in three steps (model docstring): the LP relaxation
+    (binaries too: its objective is a lower bound of the whole problem), the pools and device types the
+    relaxation uses switched on and the rest off, then counts rounded up and purchases, reservations and
+    rentals made integer. The gap reported is measured against the relaxation's bound."""
     import pyomo.environ as pe
 
     m = hb.model
-    first = _solve(m, time_limit_s, mip_gap)
-    if not first.ok or hb.integer:
-        return first
-    for idx in m.n:
-        v = math.ceil((m.n[idx].value or 0.0) - 1e-6)
-        m.n[idx].setlb(v)
-        m.n[idx].setub(v)
-    for var in (m.buy, m.sell, m.res, m.od, m.spot):
-        for idx in var:
-            var[idx].domain = pe.NonNegativeIntegers
-    second = _solve(m, time_limit_s, mip_gap)
-    wall, highs = first.wall_s + second.wall_s, first.highs_s + second.highs_s
-    if not second.ok:
-        return _Solved(False, f"rounding the fleet-scale solution failed: {second.status}", wall_s=wall, highs_s=highs)
-    bound = first.objective
-    obj = second.objective
+    if hb.integer:
+        return _solve(m, time_limit_s, mip_gap)
+    binaries = [(v, i) for v in (m.z, m.u) for i in v if v[i].ub is None or v[i].ub > 0]
+    for v, i in binaries:
+        v[i].domain = pe.UnitInterval
+    relaxed = _solve(m, time_limit_s, mip_gap)
+    wall, highs = relaxed.wall_s, relaxed.highs_s
+    if not relaxed.ok:
+        for v, i in binaries:
+            v[i].domain = pe.Binary
+        return relaxed
+    bound = relaxed.objective
+    on = {(v.name, i): 1 if (v[i].value or 0.0) > 1e-6 else 0 for v, i in binaries}
+    if int(pe.value(m.types_max)) < len(hb.devices):
+        # at most types_max device types per period: keep the types the relaxation leans on most
+        dev_pool = hb.prep.pools["device"].tolist()
+        for t in range(hb.levels.periods):
+            weight = {y: sum(float(m.z[t, p].value or 0.0) for p in range(len(dev_pool)) if dev_pool[p] == y) for y in hb.devices}
+            keep = set(sorted(weight, key=lambda y: -weight[y])[: int(pe.value(m.types_max))])
+            for p, y in enumerate(dev_pool):
+                if y not in keep:
+                    on[("z", (t, p))] = 0
+            for y in hb.devices:
+                on[("u", (t, y))] = 1 if y in keep and any(on.get(("z", (t, p)), 0) for p in range(len(dev_pool)) if dev_pool[p] == y) else 0
+    for v, i in binaries:
+        v[i].domain = pe.Binary
+        v[i].setlb(on[(v.name, i)])
+        v[i].setub(on[(v.name, i)])
+    fixed = _solve(m, time_limit_s, mip_gap)  # an LP again: n continuous with the pools chosen
+    wall, highs = wall + fixed.wall_s, highs + fixed.highs_s
+    if fixed.ok:
+        for idx in m.n:
+            v = math.ceil((m.n[idx].value or 0.0) - 1e-6)
+            m.n[idx].setlb(v)
+            m.n[idx].setub(v)
+        for var in (m.buy, m.sell, m.res, m.od, m.spot):
+            for idx in var:
+                var[idx].domain = pe.NonNegativeIntegers
+        final = _solve(m, time_limit_s, mip_gap)
+        wall, highs = wall + final.wall_s, highs + final.highs_s
+    else:
+        final = fixed
+    for v, i in binaries:
+        v[i].setlb(0)
+        v[i].setub(1)
+    if not final.ok:
+        return _Solved(False, f"rounding the fleet-scale solution failed: {final.status}", wall_s=wall, highs_s=highs)
+    obj = final.objective
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
-    note = "" if first.status == "optimal" else f"; first solve {first.status}"
-    return _Solved(True, f"{second.status} (counts rounded up from the continuous solve; gap includes the rounding{note})",
-                   obj, gap, wall, highs)
+    return _Solved(True, f"{final.status} (fleet scale: pools from the LP relaxation, counts rounded up; the gap is "
+                   "against the relaxation's bound)", obj, gap, wall, highs)
 
 
 def _unfix(hb: HorizonBuilt, bounds: dict) -> None:
