@@ -3,8 +3,9 @@ request the moment its previous one ends (how the measured CSVs are taken).
 
 Model (vectorised over rows; symbols of :mod:`planner.perf.roofline`):
 
-1. **Slots.** The KV pool admits ``B_max`` sequences (:func:`engine_slots`: per-engine pool size
-   and admission footprint — ``ISL + OSL`` reserved by TensorRT-LLM, the mean ``ISL + OSL/2`` by
+1. **Slots.** The KV pool admits ``B_max`` sequences (:func:`engine_slots`: the pool each engine
+   sizes (:func:`planner.perf.roofline.engine_kv_pool_bytes`), whole KV blocks per sequence, and
+   the admission footprint — ``ISL + OSL`` reserved by TensorRT-LLM, the mean ``ISL + OSL/2`` by
    vLLM/SGLang; a row is infeasible when one sequence at the peak ``ISL + OSL`` does not fit); the engine
    runs ``D = min(N, B_max)`` requests, the other ``N - D`` users queue for a slot.
 2. **One cycle** of a slot serves one request: its prompt (``ISL`` tokens, ``n_ch =
@@ -52,15 +53,16 @@ prefill pool at the decode-limited request rate), decode workers run the batch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from planner.perf.roofline import (
     RESERVE_GB,
-    U_MEM,
     Efficiency,
     InstanceArrays,
+    blocks_tokens,
+    engine_kv_pool_bytes,
     iteration_time,
     kv_bytes,
     kv_split,
@@ -86,6 +88,10 @@ class EngineArrays:
     kv_reserve_peak: np.ndarray | bool = False
     eta_link: np.ndarray | float = 1.0
     cohort_exponent: np.ndarray | float = 0.0
+    memory_fraction: np.ndarray | float = 0.9
+    """NaN = SGLang's automatic reserve (:func:`planner.perf.roofline.engine_kv_pool_bytes`)."""
+    workspace_gb: np.ndarray | float = RESERVE_GB
+    kv_block_tokens: np.ndarray | float = 1.0
 
     def efficiency(self) -> Efficiency:
         return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s, self.seq_overhead_s, self.allreduce_overhead_s,
@@ -106,15 +112,17 @@ class LoopResult:
 def engine_slots(inst: InstanceArrays, eng: EngineArrays, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
     """Requests the engine runs at once, by KV capacity (step 1 of the module docstring)::
 
-        pool per device = U_MEM (M - W/tp - reserve)      kv_share_of_free (TensorRT-LLM)
-                        = U_MEM M - W/tp - reserve        otherwise (vLLM, SGLang)
-        slots = floor(pool min(tp, H_kv) / kv(L)),  L = ISL + OSL (kv_reserve_peak) else ISL + OSL/2
-    """
-    per_dev_used = inst.weight_bytes / inst.tp + RESERVE_GB * 1e9
-    pool = np.where(eng.kv_share_of_free, U_MEM * (inst.memory_bytes - per_dev_used), U_MEM * inst.memory_bytes - per_dev_used)
+        pool per device = engine_kv_pool_bytes(...)      (vLLM / TensorRT-LLM / SGLang rules)
+        slots = floor(pool min(tp, H_kv) / kv(blocks(L))),  L = ISL + OSL (kv_reserve_peak) else ISL + OSL/2
+
+    ``blocks(L)`` rounds up to whole KV blocks of ``kv_block_tokens``; the mean footprint of a
+    request admitted on current usage holds on average half a block more than its tokens, which
+    the rounding of the mean approximates."""
+    pool = engine_kv_pool_bytes(inst, eng.memory_fraction, eng.workspace_gb, eng.kv_share_of_free)
     cap = np.maximum(pool, 0.0) * kv_split(inst)
     held = np.where(eng.kv_reserve_peak, isl + osl, isl + osl / 2.0)
-    return np.where(pool > 0, np.floor(cap / np.maximum(kv_bytes(inst, held), 1.0)), 0.0)
+    per_seq = kv_bytes(inst, blocks_tokens(held, eng.kv_block_tokens))
+    return np.where(pool > 0, np.floor(cap / np.maximum(per_seq, 1.0)), 0.0)
 
 
 REQUESTS_PER_USER = 10.0
@@ -176,9 +184,10 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     n_users = np.asarray(users, dtype=float)
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
-    feasible = max_batch(inst, isl + osl) >= 1
-    ctx = isl + osl / 2.0
     bmax = engine_slots(inst, eng, isl, osl)
+    peak_one = engine_slots(inst, replace(eng, kv_reserve_peak=np.ones_like(np.asarray(eng.kv_reserve_peak, dtype=bool))), isl, osl)
+    feasible = peak_one >= 1
+    ctx = isl + osl / 2.0
     d = np.clip(np.minimum(n_users, bmax), 1.0, None)
     steps = np.maximum(osl - 1.0, 1.0)
     t_dec = iteration_time(inst, eff, decode_batch=d, decode_context=ctx).total_s
