@@ -102,14 +102,21 @@ def calibrate(measurements: str, fmt_name: str, name: str, output: str | None, a
 @click.argument("measurements", type=click.Path(dir_okay=False))
 @click.option("--from-format", "fmt_name", type=_FORMAT, default="planner", show_default=True, help=_FORMAT_HELP)
 @click.option("--calibration", "cal_name", default=None, help="Calibration name or file ('none' = published defaults).")
+@click.option("--leave-one-device-out", "lodo", is_flag=True,
+              help="Also fit on all devices but one and predict that one, for each device (refits: seconds per device).")
 @click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "summary": {...}}')
-def validate_perf(measurements: str, fmt_name: str, cal_name: str | None, as_json: bool) -> None:
+def validate_perf(measurements: str, fmt_name: str, cal_name: str | None, lodo: bool, as_json: bool) -> None:
     """Predict every measured row; report MAPE of TTFT and TPOT overall and per (device, model, engine)."""
     from planner.catalog import load_catalog
     from planner.perf.validate import validate
 
     rows = _read(measurements, fmt_name)
-    result = validate(rows, load_catalog(), _calibration(cal_name))
+    catalog = load_catalog()
+    result = validate(rows, catalog, _calibration(cal_name))
+    if lodo:
+        from planner.perf.fit import leave_one_device_out
+
+        result["summary"]["leave_one_device_out"] = leave_one_device_out(rows, catalog)
     if as_json:
         echo_json(result)
         return
@@ -118,6 +125,14 @@ def validate_perf(measurements: str, fmt_name: str, cal_name: str | None, as_jso
     click.echo(table(["device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in s["per_group"]]))
     click.echo(f"overall: MAPE TTFT {fmt(s['mape_ttft_pct'])} %, TPOT {fmt(s['mape_tpot_pct'])} %")
+    if lodo:
+        out = s["leave_one_device_out"]
+        if not out:
+            click.echo("leave one device out: the rows cover one device only")
+        else:
+            click.echo("\nleave one device out (fitted on the other devices' rows):")
+            click.echo(table(["held-out device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
+                             [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in out]))
     reasons: dict[str, int] = {}
     for r in result["rows"]:
         if r.get("reason"):

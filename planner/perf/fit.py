@@ -364,3 +364,30 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         notes="in-sample residuals",
     )
     return cal.model_copy(update={"fit": record, "description": f"fitted on {Path(data_file).name}"})
+
+
+def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[dict[str, Any]]:
+    """For each device with rows: fit on the other devices' rows, predict this device's.
+    One entry per (held-out device, model, engine) and one per device (``model`` = ``"all"``), with
+    the MAPE of TTFT and TPOT (%) and the rows predicted. Empty when the rows cover one device."""
+    devices = sorted({str(r.get("device")) for r in rows})
+    if len(devices) < 2:
+        return []
+    dev = np.array([str(r.get("device")) for r in rows])
+    mt = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
+    mp = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
+    prep = prepare_rows(rows, catalog)
+    out: list[dict[str, Any]] = []
+    for d in devices:
+        test = dev == d
+        cal = fit_calibration(rows, catalog, name=f"without-{d}", data_file="", train_mask=~test)
+        ttft, tpot, _, _ = predict_prepared(prep, cal)
+        groups: dict[tuple[str, str], np.ndarray] = {("all", "all"): test}
+        for i in np.nonzero(test)[0]:
+            key = (str(rows[i].get("model")), str(rows[i].get("engine")))
+            groups.setdefault(key, np.zeros(len(rows), bool))[i] = True
+        for (m, e), mask in sorted(groups.items()):
+            ok = mask & np.isfinite(ttft)
+            out.append({"device": d, "model": m, "engine": e, "rows": int(mask.sum()), "predicted": int(ok.sum()),
+                        "mape_ttft_pct": mape(ttft[mask], mt[mask]), "mape_tpot_pct": mape(tpot[mask], mp[mask])})
+    return out
