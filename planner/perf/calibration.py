@@ -110,9 +110,10 @@ class HarnessCalibration(StrictModel):
     rows: ``harness`` column of the measurements). Used only to replay closed-loop benchmarks
     (``validate-perf``, ``calibrate``, ``estimate``), never by the open-loop operating points."""
 
-    ttft_overhead_ms: float = Field(ge=0)
+    ttft_overhead_ms: float | None = Field(None, ge=0)
     """Mean TTFT beyond the engine's work in this harness's runs (client, API server, tokenisation,
-    first scheduling as this harness measures it), ms; replaces the engine's value in replays."""
+    first scheduling as this harness measures it), ms; replaces the engine's value in replays.
+    Empty: the engine's value."""
     cohort_exponent: float = Field(0.0, ge=0, le=1)
     """Mean size ``D ** cohort_exponent`` of the groups of requests that come back together in this
     harness's closed loops (see :mod:`planner.perf.closed_loop`)."""
@@ -158,7 +159,9 @@ class Calibration(StrictModel):
     description: str = ""
     engines: dict[str, EngineCalibration]
     harnesses: dict[str, HarnessCalibration] = Field(default_factory=dict)
-    """Closed-loop parameters per benchmark harness (replays only); see :class:`HarnessCalibration`."""
+    """Closed-loop parameters per benchmark harness (replays only); see :class:`HarnessCalibration`.
+    Rows of a harness not listed use their engine's values (for SGLang: the locked cohort). A pooled
+    fallback (row-weighted mean over the fitted harnesses) was tried in round 9 and dropped."""
     fit: FitRecord | None = None
 
     def for_engine(self, engine: str) -> tuple[EngineCalibration, str]:

@@ -28,7 +28,8 @@ Model (vectorised over rows; symbols of :mod:`planner.perf.roofline`):
    remainder chunk ``ISL - (n_ch - 1) q``; separate prefill (SGLang): prefill-first batches put
    every prompt that is waiting into the next batches and pause decode, so the first wave stays in
    step for the whole run (the ``D`` requests finish in the same decode iterations and come back
-   together) and every cycle repeats the first-wave staircase. Then ``TTFT = (D first + (R - D)
+   together) and every cycle repeats the first-wave staircase (with a harness's fitted ``cohort_exponent`` below 1,
+   the staircase of a cohort of ``D ** cohort_exponent``; round 9). Then ``TTFT = (D first + (R - D)
    steady)/R + ttft_overhead + slot wait (N - D) T_cyc / D`` (Little's law, closed loop).
    ``REQUESTS_PER_USER = 10``: aiconfigurator's benchmark runners send ``10 x concurrency``
    requests per run (genai-perf ``--request-count``, SGLang ``bench_serving`` ``--num-prompts``);
@@ -227,7 +228,13 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     first = staircase_mean(d, isl / eng.budget_tokens) * t_wave
     # steady state: mixed prefill -> own chunks after half a pass; separate prefill -> the cohort
     # stays in step (prefill-first batches), so every cycle repeats the first wave's staircase
-    own = np.where(mixed, own_mixed, np.maximum(staircase_mean(d, isl / eng.budget_tokens) * t_chunk, own_sep))
+    # (a cohort of g = D ** cohort_exponent requests: g = D, the whole batch, for SGLang's default
+    # cohort_exponent 1; a harness whose runs do not stay in step fits a smaller one)
+    g_sep = np.clip(d ** np.asarray(eng.cohort_exponent, dtype=float), 1.0, d)
+    tok_g = g_sep * isl
+    chunk_g = tok_g / np.ceil(tok_g / eng.budget_tokens)
+    t_chunk_g = iteration_time(inst, eff, prefill_tokens=chunk_g, prefill_cached=(isl - np.minimum(chunk_g, isl)) / 2.0).total_s
+    own = np.where(mixed, own_mixed, np.maximum(_staircase_frac(g_sep, isl / eng.budget_tokens) * t_chunk_g, own_sep))
     align = 0.5 * np.where(mixed, t_it, t_dec)
     steady = own + align + eng.admit_share * cycle / d
     w_share = np.minimum(d / (REQUESTS_PER_USER * n_users), 1.0)

@@ -49,7 +49,7 @@ ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
     "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
              "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 16},
     "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
-               "memory_fraction": None, "workspace_gb": 0.0, "kv_block_tokens": 1},
+               "memory_fraction": None, "workspace_gb": 0.0, "kv_block_tokens": 1, "cohort_exponent": 1.0},
     "default": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
                 "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 16},
 }
@@ -229,7 +229,7 @@ def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: st
     """The closed-loop parameters of one harness (``ttft_overhead_ms``, and ``cohort_exponent`` when
     one of its engines mixes prefill into decode iterations) on its rows, the engines' fitted
     parameters fixed. Started from the row-weighted engine values."""
-    mixed = any(ENGINE_SCHEDULERS.get(e, ENGINE_SCHEDULERS["default"])["mixed_prefill"] for e in engines)
+    mixed = True  # round 9: separate-prefill engines' cohorts are fitted per harness too (1 = locked)
     n = int(mask.sum())
 
     def build(theta: np.ndarray) -> HarnessCalibration:
@@ -336,7 +336,7 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
     harnesses_all = np.array([str(r.get("harness") or "") for r in rows])
     if FIT_HARNESSES:
         found: dict[str, HarnessCalibration] = {}
-        for h in sorted(set(harnesses_all[usable]) - {""}):
+        for h in sorted(set(harnesses_all[usable]) - {"", "default"}):
             mask = usable & (harnesses_all == h)
             if mask.sum() >= MIN_ROWS_PER_HARNESS:
                 found[h] = _fit_harness(_subset(prep, mask), mask, cal, h, meas_ttft, meas_tpot, sorted(set(engines_all[mask])))
@@ -344,7 +344,7 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         # lowest of its own fit and its harnesses' values
         engines_new = dict(cal.engines)
         for e, c in cal.engines.items():
-            seen = [hc.ttft_overhead_ms for hc in found.values() if e in hc.engines]
+            seen = [hc.ttft_overhead_ms for hc in found.values() if e in hc.engines and hc.ttft_overhead_ms is not None]
             if seen and min(seen) < c.ttft_overhead_ms:
                 engines_new[e] = c.model_copy(update={"ttft_overhead_ms": min(seen)})
         cal = Calibration(name=name, engines=engines_new, harnesses=found)

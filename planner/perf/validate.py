@@ -149,7 +149,8 @@ def calibration_for_rows(prep: Prepared, idx: np.ndarray, calibration: Calibrati
         for j, i in enumerate(idx):
             h = harnesses.get(str(prep.rows[i].get("harness") or ""))
             if h is not None:
-                ttft[j] = h.ttft_overhead_ms * 1e-3
+                if h.ttft_overhead_ms is not None:
+                    ttft[j] = h.ttft_overhead_ms * 1e-3
                 kappa[j] = h.cohort_exponent
         spread["ttft_overhead_s"], spread["cohort_exponent"] = ttft, kappa
     return EngineArrays(**spread), [labels[j] for j in inverse]
