@@ -278,7 +278,7 @@ def canonical_order(rows: list[dict[str, Any]]) -> list[int]:
         for f in ROW_KEY:
             v = rows[i].get(f)
             out.append((0, "") if v is None or v == "" else ((1, float(v)) if isinstance(v, (int, float)) else (2, str(v))))
-        return tuple(out)  # type: ignore[arg-type]
+        return tuple(out)
     return sorted(range(len(rows)), key=key)
 
 
