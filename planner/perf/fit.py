@@ -354,7 +354,7 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
     by_engine_ttft["all"] = mape(ttft[usable], meas_ttft[usable])
     by_engine_tpot["all"] = mape(tpot[usable], meas_tpot[usable])
     record = FitRecord(
-        data_file=str(data_file), data_sha256=file_sha256(data_file) if Path(data_file).exists() else "",
+        data_file=str(data_file), data_sha256=file_sha256(data_file) if str(data_file) and Path(data_file).is_file() else "",
         rows_used=int(usable.sum()), rows_skipped=int(len(rows) - usable.sum()), engines_fitted=sorted(fitted),
         objective=("least absolute log-ratio of TTFT and TPOT (Levenberg-Marquardt on sqrt residuals)" if FIT_METHOD == "lm"
                    else f"soft_l1 (f_scale {SOFT_L1_SCALE}) on log-ratios of TTFT and TPOT (scipy least_squares)"),
