@@ -28,6 +28,13 @@ fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know
 fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
 fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
 runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
+Each engine also records how it sizes its KV pool (``memory_fraction``, ``workspace_gb``,
+``kv_block_tokens``, ``kv_share_of_free``; documented engine defaults, overridable). Closed-loop
+harness effects — the benchmark's TTFT overhead and cohort size — are fitted per harness
+(:class:`HarnessCalibration`, ``harnesses``) and used only to replay benchmarks; the engine's own
+``ttft_overhead_ms`` (what the open-loop operating points add) is the lowest of its harnesses'. Each
+fit records its validated error per (device, engine) (:class:`ErrorBand`), read with
+:func:`error_band`. Round 9 of ``planner/perf/README.md``.
 The closed loop's first wave and SGLang's locked cohort are formulas in
 :mod:`planner.perf.closed_loop`, not fitted shares; mixed-prefill engines' cohorts have the fitted
 size ``D ** cohort_exponent``.
