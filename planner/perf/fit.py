@@ -20,6 +20,14 @@ loop starts from each of :data:`COHORT_STARTS`, runs :data:`PROBE_ITERS` iterati
 the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
 ``prefill_token_budget`` come from :data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot
 be predicted are skipped and counted in the fit record.
+
+Round 9: rows are fitted in a canonical order (:func:`canonical_order`), so a refit reproduces a
+file whatever the input order; after the engines, each harness with enough rows gets its own
+closed-loop ``ttft_overhead_ms`` and ``cohort_exponent`` (:func:`_fit_harness`, engines fixed), and
+an engine's own ``ttft_overhead_ms`` becomes the lowest of its harnesses'; the fit records the error
+per (device, engine) (:func:`error_bands`). ``scipy.optimize.least_squares`` with a ``soft_l1`` loss
+(:data:`FIT_METHOD` ``"scipy"``) was measured against the hand-written loop and not adopted
+(README round 9). :func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
 """
 
 from __future__ import annotations
