@@ -5,6 +5,10 @@
 1. Shared H100 data (models/measured/silicon_h100_dense.csv, 584 closed-loop rows):
    out of sample by model (fit on two models, predict the third, rotate) and in sample (fit
    and score on all rows). Targets: TPOT MAPE <= 15 %, TTFT MAPE <= 30 % out of sample.
+   H100 -> H200 (models/measured/silicon_h200_dense.csv, 199 rows; round 9): fit on the H100
+   rows only and predict the H200 rows (transfer; targets TPOT <= 15 %, TTFT <= 30 %), and fit on
+   both (in sample), each per (model, engine). The FP8 checkpoint nvidia/Llama-3.1-8B-Instruct-FP8
+   is read as llama-3.1-8b at fp8 (passed to the converter as a known Hugging Face id).
 2. MLPerf Llama-2-70B Offline per-accelerator throughput (shared/data/hardware/measured_public.csv).
    Offline = throughput with no latency target: each accelerator group runs data-parallel
    replicas of tp devices; we take the best tp in {1, 2, 4, 8} (the submissions choose their
@@ -39,6 +43,9 @@ from planner.perf.validate import mape, predict_prepared, prepare_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "models" / "measured" / "silicon_h100_dense.csv"
+DATA_H200 = ROOT / "models" / "measured" / "silicon_h200_dense.csv"
+CHECKPOINTS = {"nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
+"""Quantised checkpoints of catalog models in the H200 file (the precision comes from its quant column)."""
 MLPERF = Path("/work/shared/data/hardware/measured_public.csv")
 MLPERF_DEVICES = {"H100-SXM-80GB": "h100-sxm", "H200-SXM-141GB": "h200-sxm", "B200-SXM-180GB": "b200", "MI300X-192GB-750W": "mi300x",
                   "MI325X-256GB": "mi325x"}
@@ -90,6 +97,32 @@ def main() -> None:
     print(f"all rows: TTFT MAPE {a:.1f} %, TPOT MAPE {b:.1f} %")
     a, b = score(rows, cat, None, np.ones(len(rows), bool))
     print(f"uncalibrated published defaults: TTFT MAPE {a:.1f} %, TPOT MAPE {b:.1f} %")
+
+    print("\n== H100 -> H200: fit on H100 only, predict H200 (transfer) / fit on both (in sample) ==")
+    hf = {**{m.hf_id: m.id for m in cat.models.values()}, **CHECKPOINTS}
+    both = convert_silicon(DATA, hf) + convert_silicon(DATA_H200, hf)
+    dev = np.array([r["device"] for r in both])
+    t0 = time.perf_counter()
+    only_h100 = fit_calibration(both, cat, name="h100-only", data_file=DATA, train_mask=dev == "h100-sxm")
+    t_fit1 = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    on_both = fit_calibration(both, cat, name="both", data_file=DATA)
+    t_fit2 = time.perf_counter() - t0
+    keys = sorted({(r["device"], r["model"], r["engine"]) for r in both})
+    print(f"{'device':9s} {'model':14s} {'engine':7s} {'rows':>5s} {'transfer TTFT/TPOT %':>21s} {'in sample TTFT/TPOT %':>22s}")
+    for d, m, e in keys:
+        mask = np.array([(r["device"], r["model"], r["engine"]) == (d, m, e) for r in both])
+        a, b = score(both, cat, only_h100, mask)
+        c, f = score(both, cat, on_both, mask)
+        tr = f"{a:9.1f} / {b:5.1f}" if d != "h100-sxm" else f"{'(fitted)':>17s}"
+        print(f"{d:9s} {m:14s} {e:7s} {int(mask.sum()):5d} {tr:>21s} {c:12.1f} / {f:5.1f}")
+    h2 = dev == "h200-sxm"
+    a, b = score(both, cat, only_h100, h2)
+    c, f = score(both, cat, on_both, h2)
+    print(f"H200 all rows: transfer TTFT {a:.1f} % / TPOT {b:.1f} % (targets <= 30 / <= 15; fit {t_fit1:.1f} s); "
+          f"in sample {c:.1f} / {f:.1f} (fit {t_fit2:.1f} s)")
+    c, f = score(both, cat, on_both, ~h2)
+    print(f"H100 rows, fitted on both: TTFT {c:.1f} % / TPOT {f:.1f} %")
 
     print("\n== MLPerf Llama-2-70B Offline, tokens/s per accelerator (ISL 294 / OSL 284 assumed, best tp, KV fp8) ==")
     if "llama-2-70b" not in cat.models:

@@ -48,7 +48,7 @@ def test_70b_bf16_does_not_fit_one_80gb_device_but_fits_four() -> None:
     assert max_batch(one, 128) == 0
     four = instance_arrays(L70, H100, 4, "bf16", "bf16")
     # (80 GB x 0.9 - 141.1 GB / 4 - 3 GB) x 4 devices of KV, / (1024 tokens x 327,680 B)
-    free = (80e9 * U_MEM - L70.weight_bytes("bf16") / 4 - RESERVE_GB * 1e9) * 4
+    free = (80 * 2**30 * 0.9956 * U_MEM - L70.weight_bytes("bf16") / 4 - RESERVE_GB * 1e9) * 4  # memory the driver reports (round 9)
     assert int(max_batch(four, 1024)) == int(free // (1024 * 327_680))
     op = operating_point(L70, H100, 1, role="decode", weight_precision="bf16", kv_precision="bf16", input_tokens=1000,
                          output_tokens=200, ttft_target_ms=None, tpot_target_ms=100)

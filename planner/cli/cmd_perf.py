@@ -185,16 +185,23 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
 @click.argument("measurements", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_input_options
 @click.option("--calibration", "cal_name", default=None, help="Calibration name or file ('none' = published defaults).")
+@click.option("--leave-one-device-out", "lodo", is_flag=True,
+              help="Also fit on all devices but one and predict that one, for each device (refits: seconds per device).")
 @click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "summary": {...}}')
-def validate_perf(measurements: tuple[str, ...], cal_name: str | None, as_json: bool, **given: Any) -> None:
+def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: bool, as_json: bool, **given: Any) -> None:
     """Predict every measured closed-loop run; report MAPE of TTFT and TPOT overall and per (device, model, engine).
     Open-loop and single-burst runs are set aside and counted."""
     from planner.catalog import load_catalog
     from planner.perf.validate import validate
 
     imported = _read(measurements, given.pop("fmt_name"), given)
-    result = validate(imported.rows, load_catalog(), _calibration(cal_name))
+    catalog = load_catalog()
+    result = validate(imported.rows, catalog, _calibration(cal_name))
     result["summary"]["inputs"] = {"formats": imported.formats, "set_aside": imported.set_aside, "precision_assumed": imported.precision_assumed}
+    if lodo:
+        from planner.perf.fit import leave_one_device_out
+
+        result["summary"]["leave_one_device_out"] = leave_one_device_out(imported.rows, catalog)
     if as_json:
         echo_json(result)
         return
@@ -203,6 +210,14 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, as_json: 
     click.echo(table(["device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in s["per_group"]]))
     click.echo(f"overall: MAPE TTFT {fmt(s['mape_ttft_pct'])} %, TPOT {fmt(s['mape_tpot_pct'])} %")
+    if lodo:
+        out = s["leave_one_device_out"]
+        if not out:
+            click.echo("leave one device out: the rows cover one device only")
+        else:
+            click.echo("\nleave one device out (fitted on the other devices' rows):")
+            click.echo(table(["held-out device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
+                             [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in out]))
     reasons: dict[str, int] = {}
     for r in result["rows"]:
         if r.get("reason"):

@@ -28,6 +28,13 @@ fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know
 fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
 fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
 runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
+Each engine also records how it sizes its KV pool (``memory_fraction``, ``workspace_gb``,
+``kv_block_tokens``, ``kv_share_of_free``; documented engine defaults, overridable). Closed-loop
+harness effects — the benchmark's TTFT overhead and cohort size — are fitted per harness
+(:class:`HarnessCalibration`, ``harnesses``) and used only to replay benchmarks; the engine's own
+``ttft_overhead_ms`` (what the open-loop operating points add) is the lowest of its harnesses'. Each
+fit records its validated error per (device, engine) (:class:`ErrorBand`), read with
+:func:`error_band`. Round 9 of ``planner/perf/README.md``.
 The closed loop's first wave and SGLang's locked cohort are formulas in
 :mod:`planner.perf.closed_loop`, not fitted shares; mixed-prefill engines' cohorts have the fitted
 size ``D ** cohort_exponent``.
@@ -91,8 +98,49 @@ class EngineCalibration(StrictModel):
     """Admission reserves KV for a request's full ``ISL + OSL`` (TensorRT-LLM's default
     ``GUARANTEED_NO_EVICT`` capacity scheduler) rather than admitting on current usage (vLLM,
     SGLang: admission by the mean footprint ``ISL + OSL/2``, preempting when the pool fills)."""
+    memory_fraction: float | None = Field(0.9, gt=0, le=1)
+    """Share of device memory (or, with ``kv_share_of_free``, of the memory free after weights and
+    workspace) the engine gives its KV pool: vLLM ``gpu_memory_utilization`` 0.9, TensorRT-LLM
+    ``free_gpu_memory_fraction`` 0.9. Empty (``null``) = SGLang's automatic ``mem_fraction_static``
+    (device memory minus a reserve by device class; :func:`planner.perf.roofline.engine_kv_pool_bytes`)."""
+    workspace_gb: float = Field(3.0, ge=0)
+    """Per-device memory the engine holds outside weights and KV (activations of the largest batch,
+    CUDA graphs, communication buffers), GB. Not used with SGLang's automatic reserve."""
+    kv_block_tokens: int = Field(16, ge=1)
+    """Tokens per KV block; a sequence holds whole blocks (vLLM 16, TensorRT-LLM 32, SGLang 1)."""
     source: str = ""
     """Where the values come from (``fit:<file>`` or a published default with its citation)."""
+
+
+class HarnessCalibration(StrictModel):
+    """Closed-loop behaviour of one benchmark harness (the tool and setup that produced a set of
+    rows: ``harness`` column of the measurements). Used only to replay closed-loop benchmarks
+    (``validate-perf``, ``calibrate``, ``estimate``), never by the open-loop operating points."""
+
+    ttft_overhead_ms: float | None = Field(None, ge=0)
+    """Mean TTFT beyond the engine's work in this harness's runs (client, API server, tokenisation,
+    first scheduling as this harness measures it), ms; replaces the engine's value in replays.
+    Empty: the engine's value."""
+    cohort_exponent: float = Field(0.0, ge=0, le=1)
+    """Mean size ``D ** cohort_exponent`` of the groups of requests that come back together in this
+    harness's closed loops (see :mod:`planner.perf.closed_loop`)."""
+    rows: int = Field(0, ge=0)
+    """Rows the values were fitted on."""
+    engines: list[str] = Field(default_factory=list)
+    """Engines of those rows."""
+
+
+class ErrorBand(StrictModel):
+    """Validated error of a calibration on one (device, engine): mean absolute relative error of
+    TTFT and TPOT over its rows (fractions, 0.2 = 20 %)."""
+
+    device: str
+    engine: str
+    ttft_rel: float = Field(ge=0)
+    tpot_rel: float = Field(ge=0)
+    rows: int = Field(ge=0)
+    how: str = "in sample"
+    """``in sample`` (the calibration's own rows) or ``leave one device out`` (fitted without them)."""
 
 
 class FitRecord(StrictModel):
@@ -106,6 +154,8 @@ class FitRecord(StrictModel):
     objective: str
     mape_ttft_pct: dict[str, float]
     mape_tpot_pct: dict[str, float]
+    error_bands: list[ErrorBand] = Field(default_factory=list)
+    """Validated error per (device, engine) (:func:`error_band`)."""
     notes: str = ""
 
 
@@ -115,6 +165,10 @@ class Calibration(StrictModel):
     name: str
     description: str = ""
     engines: dict[str, EngineCalibration]
+    harnesses: dict[str, HarnessCalibration] = Field(default_factory=dict)
+    """Closed-loop parameters per benchmark harness (replays only); see :class:`HarnessCalibration`.
+    Rows of a harness not listed use their engine's values (for SGLang: the locked cohort). A pooled
+    fallback (row-weighted mean over the fitted harnesses) was tried in round 9 and dropped."""
     fit: FitRecord | None = None
 
     def for_engine(self, engine: str) -> tuple[EngineCalibration, str]:
@@ -188,3 +242,38 @@ def save_calibration(cal: Calibration, path: str | Path) -> None:
 
 def file_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+UNCALIBRATED_BAND_REL = 0.25
+"""Extra relative error allowed for a (device, engine) the calibration has no rows for: its band is
+the engine's widest band on the devices it was fitted on (else the widest of any engine) plus this.
+Round 9 of ``planner/perf/README.md``: a calibration fitted on H100 alone predicted H200 within
+that much more than its in-sample error."""
+NO_CALIBRATION_BAND_REL = 0.6
+"""Band of the published defaults (no calibration file): their error on the shipped H100 rows was
+62 % (TTFT) and 33 % (TPOT); we carry the larger for both."""
+
+
+def error_band(device: str, engine: str, calibration: Calibration | None | str = "auto") -> tuple[float, float, str]:
+    """``(ttft_rel, tpot_rel, source)``: the validated relative error band of a prediction on
+    ``device`` with ``engine`` under ``calibration`` (``"auto"`` = the shipped default file).
+
+    - the calibration has rows for (device, engine): its recorded band (``FitRecord.error_bands``,
+      mean absolute relative error), source ``"calibrated:<device>/<engine>"``;
+    - rows for the engine (or, failing that, any engine) on other devices only: the widest such
+      band plus :data:`UNCALIBRATED_BAND_REL`, source ``"uncalibrated device: ..."``;
+    - no calibration or no recorded bands: :data:`NO_CALIBRATION_BAND_REL` for both, source
+      ``"published defaults"``.
+    """
+    cal = load_calibration(None) if calibration == "auto" else (load_calibration(calibration) if isinstance(calibration, str) else calibration)
+    bands = cal.fit.error_bands if cal is not None and cal.fit is not None else []
+    if not bands:
+        return NO_CALIBRATION_BAND_REL, NO_CALIBRATION_BAND_REL, "published defaults"
+    for b in bands:
+        if b.device == device and b.engine == engine:
+            return b.ttft_rel, b.tpot_rel, f"calibrated:{device}/{engine} ({b.how}, {b.rows} rows)"
+    same = [b for b in bands if b.engine == engine] or bands
+    ttft = max(b.ttft_rel for b in same) + UNCALIBRATED_BAND_REL
+    tpot = max(b.tpot_rel for b in same) + UNCALIBRATED_BAND_REL
+    on = ", ".join(sorted({b.device for b in same}))
+    return ttft, tpot, f"uncalibrated device: {engine if same[0].engine == engine else 'any engine'} calibrated on {on} + {UNCALIBRATED_BAND_REL:.2f}"

@@ -3,8 +3,9 @@ request the moment its previous one ends (how the measured CSVs are taken).
 
 Model (vectorised over rows; symbols of :mod:`planner.perf.roofline`):
 
-1. **Slots.** The KV pool admits ``B_max`` sequences (:func:`engine_slots`: per-engine pool size
-   and admission footprint — ``ISL + OSL`` reserved by TensorRT-LLM, the mean ``ISL + OSL/2`` by
+1. **Slots.** The KV pool admits ``B_max`` sequences (:func:`engine_slots`: the pool each engine
+   sizes (:func:`planner.perf.roofline.engine_kv_pool_bytes`), whole KV blocks per sequence, and
+   the admission footprint — ``ISL + OSL`` reserved by TensorRT-LLM, the mean ``ISL + OSL/2`` by
    vLLM/SGLang; a row is infeasible when one sequence at the peak ``ISL + OSL`` does not fit); the engine
    runs ``D = min(N, B_max)`` requests, the other ``N - D`` users queue for a slot.
 2. **One cycle** of a slot serves one request: its prompt (``ISL`` tokens, ``n_ch =
@@ -27,7 +28,8 @@ Model (vectorised over rows; symbols of :mod:`planner.perf.roofline`):
    remainder chunk ``ISL - (n_ch - 1) q``; separate prefill (SGLang): prefill-first batches put
    every prompt that is waiting into the next batches and pause decode, so the first wave stays in
    step for the whole run (the ``D`` requests finish in the same decode iterations and come back
-   together) and every cycle repeats the first-wave staircase. Then ``TTFT = (D first + (R - D)
+   together) and every cycle repeats the first-wave staircase (with a harness's fitted ``cohort_exponent`` below 1,
+   the staircase of a cohort of ``D ** cohort_exponent``; round 9). Then ``TTFT = (D first + (R - D)
    steady)/R + ttft_overhead + slot wait (N - D) T_cyc / D`` (Little's law, closed loop).
    ``REQUESTS_PER_USER = 10``: aiconfigurator's benchmark runners send ``10 x concurrency``
    requests per run (genai-perf ``--request-count``, SGLang ``bench_serving`` ``--num-prompts``);
@@ -52,15 +54,16 @@ prefill pool at the decode-limited request rate), decode workers run the batch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from planner.perf.roofline import (
     RESERVE_GB,
-    U_MEM,
     Efficiency,
     InstanceArrays,
+    blocks_tokens,
+    engine_kv_pool_bytes,
     iteration_time,
     kv_bytes,
     kv_split,
@@ -86,6 +89,10 @@ class EngineArrays:
     kv_reserve_peak: np.ndarray | bool = False
     eta_link: np.ndarray | float = 1.0
     cohort_exponent: np.ndarray | float = 0.0
+    memory_fraction: np.ndarray | float = 0.9
+    """NaN = SGLang's automatic reserve (:func:`planner.perf.roofline.engine_kv_pool_bytes`)."""
+    workspace_gb: np.ndarray | float = RESERVE_GB
+    kv_block_tokens: np.ndarray | float = 1.0
 
     def efficiency(self) -> Efficiency:
         return Efficiency(self.eta_f, self.eta_b, self.step_overhead_s, self.layer_overhead_s, self.seq_overhead_s, self.allreduce_overhead_s,
@@ -106,15 +113,17 @@ class LoopResult:
 def engine_slots(inst: InstanceArrays, eng: EngineArrays, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
     """Requests the engine runs at once, by KV capacity (step 1 of the module docstring)::
 
-        pool per device = U_MEM (M - W/tp - reserve)      kv_share_of_free (TensorRT-LLM)
-                        = U_MEM M - W/tp - reserve        otherwise (vLLM, SGLang)
-        slots = floor(pool min(tp, H_kv) / kv(L)),  L = ISL + OSL (kv_reserve_peak) else ISL + OSL/2
-    """
-    per_dev_used = inst.weight_bytes / inst.tp + RESERVE_GB * 1e9
-    pool = np.where(eng.kv_share_of_free, U_MEM * (inst.memory_bytes - per_dev_used), U_MEM * inst.memory_bytes - per_dev_used)
+        pool per device = engine_kv_pool_bytes(...)      (vLLM / TensorRT-LLM / SGLang rules)
+        slots = floor(pool min(tp, H_kv) / kv(blocks(L))),  L = ISL + OSL (kv_reserve_peak) else ISL + OSL/2
+
+    ``blocks(L)`` rounds up to whole KV blocks of ``kv_block_tokens``; the mean footprint of a
+    request admitted on current usage holds on average half a block more than its tokens, which
+    the rounding of the mean approximates."""
+    pool = engine_kv_pool_bytes(inst, eng.memory_fraction, eng.workspace_gb, eng.kv_share_of_free)
     cap = np.maximum(pool, 0.0) * kv_split(inst)
     held = np.where(eng.kv_reserve_peak, isl + osl, isl + osl / 2.0)
-    return np.where(pool > 0, np.floor(cap / np.maximum(kv_bytes(inst, held), 1.0)), 0.0)
+    per_seq = kv_bytes(inst, blocks_tokens(held, eng.kv_block_tokens))
+    return np.where(pool > 0, np.floor(cap / np.maximum(per_seq, 1.0)), 0.0)
 
 
 REQUESTS_PER_USER = 10.0
@@ -176,9 +185,10 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     n_users = np.asarray(users, dtype=float)
     isl = np.asarray(isl, dtype=float)
     osl = np.asarray(osl, dtype=float)
-    feasible = max_batch(inst, isl + osl) >= 1
-    ctx = isl + osl / 2.0
     bmax = engine_slots(inst, eng, isl, osl)
+    peak_one = engine_slots(inst, replace(eng, kv_reserve_peak=np.ones_like(np.asarray(eng.kv_reserve_peak, dtype=bool))), isl, osl)
+    feasible = peak_one >= 1
+    ctx = isl + osl / 2.0
     d = np.clip(np.minimum(n_users, bmax), 1.0, None)
     steps = np.maximum(osl - 1.0, 1.0)
     t_dec = iteration_time(inst, eff, decode_batch=d, decode_context=ctx).total_s
@@ -218,7 +228,13 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     first = staircase_mean(d, isl / eng.budget_tokens) * t_wave
     # steady state: mixed prefill -> own chunks after half a pass; separate prefill -> the cohort
     # stays in step (prefill-first batches), so every cycle repeats the first wave's staircase
-    own = np.where(mixed, own_mixed, np.maximum(staircase_mean(d, isl / eng.budget_tokens) * t_chunk, own_sep))
+    # (a cohort of g = D ** cohort_exponent requests: g = D, the whole batch, for SGLang's default
+    # cohort_exponent 1; a harness whose runs do not stay in step fits a smaller one)
+    g_sep = np.clip(d ** np.asarray(eng.cohort_exponent, dtype=float), 1.0, d)
+    tok_g = g_sep * isl
+    chunk_g = tok_g / np.ceil(tok_g / eng.budget_tokens)
+    t_chunk_g = iteration_time(inst, eff, prefill_tokens=chunk_g, prefill_cached=(isl - np.minimum(chunk_g, isl)) / 2.0).total_s
+    own = np.where(mixed, own_mixed, np.maximum(_staircase_frac(g_sep, isl / eng.budget_tokens) * t_chunk_g, own_sep))
     align = 0.5 * np.where(mixed, t_it, t_dec)
     steady = own + align + eng.admit_share * cycle / d
     w_share = np.minimum(d / (REQUESTS_PER_USER * n_users), 1.0)

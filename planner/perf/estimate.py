@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
 
 from planner.errors import InputError, Problem
 from planner.perf.calibration import Calibration
-from planner.perf.closed_loop import predict_agg
+from planner.perf.closed_loop import engine_slots, predict_agg
 from planner.perf.points import efficiency_of, engine_calibration
 from planner.perf.roofline import (
-    RESERVE_GB,
+    InstanceArrays,
     instance_arrays,
     iteration_time,
     kv_bytes,
-    max_batch,
     memory_per_device_bytes,
+    sglang_reserved_bytes,
 )
 from planner.perf.validate import engine_arrays
 from planner.schema.hardware import DeviceProfile
@@ -35,9 +36,16 @@ def estimate_closed_loop(
     except ValueError as exc:
         raise InputError(Problem("", "device", str(exc), "complete the device profile or pick another device")) from exc
     cal, source = engine_calibration(engine, calibration)
-    bmax_peak = int(max_batch(inst, isl + osl))
+    eng = engine_arrays([cal])
+    peak_eng = replace(eng, kv_reserve_peak=np.array([True]))
+
+    def peak_slots(ia: InstanceArrays) -> int:
+        """Sequences at their peak ``ISL + OSL`` the engine's KV pool holds (its own pool rule)."""
+        return int(engine_slots(ia, peak_eng, np.array([float(isl)]), np.array([float(osl)]))[0])
+
+    bmax_peak = peak_slots(inst)
     if bmax_peak < 1:
-        fits = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= device.devices_per_node and max_batch(instance_arrays(model, device, t, precision, kv_precision), isl + osl) >= 1]
+        fits = [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= device.devices_per_node and peak_slots(instance_arrays(model, device, t, precision, kv_precision)) >= 1]
         weights_gb = model.weight_bytes(precision) / 1e9
         if not fits:
             raise InputError(Problem("", "model", f"{model.id} ({weights_gb:.0f} GB at {precision}) plus one {isl + osl}-token sequence does not fit "
@@ -45,7 +53,6 @@ def estimate_closed_loop(
                                      "use a lower precision, a device with more memory, or shorter sequences"))
         raise InputError(Problem("", "tp", f"{model.id} ({weights_gb:.0f} GB at {precision}) plus one {isl + osl}-token sequence does not fit "
                                  f"{tp} x {device.id} ({device.memory_gb} GB each)", f"use --tp {fits[0]} or more"))
-    eng = engine_arrays([cal])
     res = predict_agg(inst, eng, np.array([float(concurrency)]), np.array([float(isl)]), np.array([float(osl)]))
     ttft = 1e3 * float(res.ttft_s[0])
     tpot = 1e3 * float(res.tpot_s[0])
@@ -62,7 +69,8 @@ def estimate_closed_loop(
         raise InputError(Problem("", "ttft-ms", f"TTFT target {ttft_target_ms} ms is impossible: the {isl}-token prompt alone takes {prefill_alone:.0f} ms "
                                  f"on {tp} x {device.id}", "raise the target, use a larger tp or a faster device"))
     kv_total = running * float(kv_bytes(inst, isl + osl))
-    used = float(memory_per_device_bytes(inst, kv_total)) / 1e9
+    reserve_gb = (float(sglang_reserved_bytes(inst.memory_bytes, tp)) / 1e9 if cal.memory_fraction is None else cal.workspace_gb)
+    used = float(memory_per_device_bytes(inst, kv_total, reserve_gb=reserve_gb)) / 1e9
     cycle = float(res.cycle_s[0])
     out_tok_per_s = running * osl / cycle if cycle > 0 else float("nan")
     bound = "memory_capacity" if concurrency > int(res.max_batch[0]) else str(step.bound()[()])
@@ -72,8 +80,8 @@ def estimate_closed_loop(
         "ttft_ms": ttft, "tpot_ms": tpot,
         "output_tokens_per_s_per_device": out_tok_per_s / tp,
         "memory_used_gb_per_device": used,
-        "memory_free_gb_per_device": (device.memory_gb or 0.0) - used,
-        "memory_reserve_gb_per_device": RESERVE_GB,
+        "memory_free_gb_per_device": float(inst.memory_bytes) / 1e9 - used,
+        "memory_reserve_gb_per_device": reserve_gb,
         "max_batch": bmax_peak,
         "running_batch": int(running),
         "bound": bound,

@@ -20,11 +20,18 @@ loop starts from each of :data:`COHORT_STARTS`, runs :data:`PROBE_ITERS` iterati
 the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
 ``prefill_token_budget`` come from :data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot
 be predicted are skipped and counted in the fit record.
+
+Round 9: rows are fitted in a canonical order (:func:`canonical_order`), so a refit reproduces a
+file whatever the input order; after the engines, each harness with enough rows gets its own
+closed-loop ``ttft_overhead_ms`` and ``cohort_exponent`` (:func:`_fit_harness`, engines fixed), and
+an engine's own ``ttft_overhead_ms`` becomes the lowest of its harnesses'; the fit records the error
+per (device, engine) (:func:`error_bands`). ``scipy.optimize.least_squares`` with a ``soft_l1`` loss
+(:data:`FIT_METHOD` ``"scipy"``) was measured against the hand-written loop and not adopted
+(README round 9). :func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -37,18 +44,29 @@ from planner.perf.calibration import (
     PUBLISHED_DEFAULT,
     Calibration,
     EngineCalibration,
+    ErrorBand,
     FitRecord,
+    HarnessCalibration,
     file_sha256,
 )
 from planner.perf.validate import Prepared, mape, predict_prepared, prepare_rows
 
 ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
-    "trtllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": True, "kv_reserve_peak": True},
-    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False},
-    "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False},
-    "default": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False},
+    "trtllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": True, "kv_reserve_peak": True,
+               "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 32},
+    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
+             "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 16},
+    "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
+               "memory_fraction": None, "workspace_gb": 0.0, "kv_block_tokens": 1, "cohort_exponent": 1.0},
+    "default": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
+                "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 16},
 }
-"""Documented scheduler defaults (see :mod:`planner.perf.calibration`)."""
+"""Documented scheduler and memory defaults (see :mod:`planner.perf.calibration`): TensorRT-LLM
+``KvCacheConfig.free_gpu_memory_fraction`` 0.9 and ``tokens_per_block`` 32 (nvidia.github.io/TensorRT-LLM,
+llm-api reference ``KvCacheConfig``); vLLM ``gpu_memory_utilization`` 0.9 and ``CacheConfig.DEFAULT_BLOCK_SIZE``
+16 (docs.vllm.ai ``vllm.config.cache``; the default became 0.92 after the versions in the shipped data);
+SGLang automatic ``mem_fraction_static`` (reserve by device class, ``server_args.py``) and ``page_size`` 1.
+``workspace_gb`` 3: activations, CUDA graphs and buffers (``planner.perf.roofline.RESERVE_GB``)."""
 L1_EPS = 1e-4
 """Smoothing of ``|l|`` at 0 in the least-absolute-deviation residuals (``sqrt(|l| + eps)``):
 keeps the Jacobian finite for a row predicted exactly; 1e-4 is 1 % of a 1 % error's weight."""
@@ -76,6 +94,13 @@ PROBE_ITERS = 15
 """Levenberg-Marquardt iterations from each start before the best start is carried on."""
 FTOL = 1e-5
 """A descent stops when one step lowers the objective by less than this fraction of it."""
+FIT_METHOD = "lm"
+"""``lm``: the Levenberg-Marquardt loop :func:`_descend` on least-absolute-deviation residuals;
+``scipy``: ``scipy.optimize.least_squares`` with a ``soft_l1`` loss (round 9 compares them)."""
+SOFT_L1_SCALE = 0.05
+"""``f_scale`` of the ``soft_l1`` loss on log-ratios (beyond ~5 % a row pulls by its sign, as in LAD)."""
+MIN_ROWS_PER_HARNESS = 20
+"""A harness with fewer usable rows gets no closed-loop parameters of its own (its rows use the engine's)."""
 
 
 def _free(engine: str) -> tuple[tuple[str, str, float], ...]:
@@ -122,20 +147,66 @@ def _subset(prep: Prepared, keep: np.ndarray) -> Prepared:
     )
 
 
-def _residuals(prep: Prepared, mask: np.ndarray, cal_of: Any, meas_ttft: np.ndarray, meas_tpot: np.ndarray) -> np.ndarray:
-    ttft, tpot, _, _ = predict_prepared(prep, cal_of)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r1 = np.log(ttft[mask] / meas_ttft[mask])
-        r2 = np.log(tpot[mask] / meas_tpot[mask])
-    r = np.concatenate([r1, r2])
-    return lad_residuals(np.where(np.isfinite(r), np.clip(r, -5.0, 5.0), 5.0))
-
-
 def lad_residuals(log_ratio: np.ndarray) -> np.ndarray:
     """``sign(l) sqrt(|l| + L1_EPS)``: residuals whose sum of squares is ``sum |l| + n L1_EPS``, so a
     least-squares solver on them minimises the summed absolute log-ratio (least absolute deviations)."""
     r = np.asarray(log_ratio, dtype=float)
     return np.sign(r) * np.sqrt(np.abs(r) + L1_EPS)
+
+
+def _descend(res_fn: Any, theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
+    """Levenberg-Marquardt on ``res_fn(theta)`` (numeric Jacobian, step 1e-4; stops after ``n_iter``
+    iterations, when no damping finds a lower cost, or when a step gains < :data:`FTOL` of it)."""
+    res = res_fn(theta)
+    cost = float(res @ res)
+    lam = 1e-2
+    gain = math.inf
+    for _ in range(n_iter):
+        jac = np.empty((res.size, theta.size))
+        for j in range(theta.size):
+            step = np.zeros_like(theta)
+            step[j] = 1e-4
+            jac[:, j] = (res_fn(theta + step) - res) / 1e-4
+        g = jac.T @ res
+        h = jac.T @ jac
+        improved = False
+        for _ in range(8):
+            delta = -np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-9), g)
+            cand = theta + np.clip(delta, -2.0, 2.0)
+            r_c = res_fn(cand)
+            c_c = float(r_c @ r_c)
+            if c_c < cost:
+                gain = cost - c_c
+                theta, res, cost, lam, improved = cand, r_c, c_c, max(lam / 3.0, 1e-6), True
+                break
+            lam *= 4.0
+        if not improved or float(np.abs(g).max()) < 1e-6 or gain < FTOL * cost:
+            break
+    return theta, cost
+
+
+def _descend_scipy(log_ratio_fn: Any, theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
+    """``scipy.optimize.least_squares`` (trust-region reflective, ``soft_l1`` loss with
+    :data:`SOFT_L1_SCALE` on the log-ratios); the cost is reported as the summed absolute log-ratio
+    so that starts compare with :func:`_descend`'s. Kept to compare (round 9 of the README)."""
+    from scipy.optimize import least_squares
+
+    sol = least_squares(log_ratio_fn, theta, loss="soft_l1", f_scale=SOFT_L1_SCALE, method="trf", diff_step=1e-4,
+                        max_nfev=max(n_iter, 1) * (theta.size + 1), x_scale=1.0)
+    return sol.x, float(np.abs(log_ratio_fn(sol.x)).sum())
+
+
+def _minimise(log_ratio_fn: Any, theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
+    if FIT_METHOD == "scipy":
+        return _descend_scipy(log_ratio_fn, theta, n_iter)
+    return _descend(lambda t: lad_residuals(log_ratio_fn(t)), theta, n_iter)
+
+
+def _log_ratios(prep: Prepared, mask: np.ndarray, cal: Any, meas_ttft: np.ndarray, meas_tpot: np.ndarray) -> np.ndarray:
+    ttft, tpot, _, _ = predict_prepared(prep, cal)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.concatenate([np.log(ttft[mask] / meas_ttft[mask]), np.log(tpot[mask] / meas_tpot[mask])])
+    return np.where(np.isfinite(r), np.clip(r, -5.0, 5.0), 5.0)
 
 
 def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40) -> EngineCalibration:
@@ -151,39 +222,38 @@ def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarra
         sched = {e: c.model_copy(update=ENGINE_SCHEDULERS.get(e, ENGINE_SCHEDULERS["default"])) for e in ENGINE_SCHEDULERS}
         return _AnyEngine(c, sched)  # type: ignore[return-value]
 
-    def descend(theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
-        res = _residuals(prep, mask, cal_for(theta), meas_ttft, meas_tpot)
-        cost = float(res @ res)
-        lam = 1e-2
-        gain = math.inf
-        for _ in range(n_iter):
-            jac = np.empty((res.size, theta.size))
-            for j in range(theta.size):
-                step = np.zeros_like(theta)
-                step[j] = 1e-4
-                jac[:, j] = (_residuals(prep, mask, cal_for(theta + step), meas_ttft, meas_tpot) - res) / 1e-4
-            g = jac.T @ res
-            h = jac.T @ jac
-            improved = False
-            for _ in range(8):
-                delta = -np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-9), g)
-                cand = theta + np.clip(delta, -2.0, 2.0)
-                r_c = _residuals(prep, mask, cal_for(cand), meas_ttft, meas_tpot)
-                c_c = float(r_c @ r_c)
-                if c_c < cost:
-                    gain = cost - c_c
-                    theta, res, cost, lam, improved = cand, r_c, c_c, max(lam / 3.0, 1e-6), True
-                    break
-                lam *= 4.0
-            if not improved or float(np.abs(g).max()) < 1e-6 or gain < FTOL * cost:
-                break
-        return theta, cost
+    def fn(theta: np.ndarray) -> np.ndarray:
+        return _log_ratios(prep, mask, cal_for(theta), meas_ttft, meas_tpot)
 
     starts = COHORT_STARTS if any(f[0] == "cohort_exponent" for f in free) else COHORT_STARTS[:1]
     # a short descent from every start, then the best one to convergence
-    best = min((descend(_to_theta(PUBLISHED_DEFAULT, free, {**START, "cohort_exponent": c0}), PROBE_ITERS) for c0 in starts),
+    best = min((_minimise(fn, _to_theta(PUBLISHED_DEFAULT, free, {**START, "cohort_exponent": c0}), PROBE_ITERS) for c0 in starts),
                key=lambda tc: tc[1])
-    return _from_theta(descend(best[0], iters)[0], engine, label, free)
+    return _from_theta(_minimise(fn, best[0], iters)[0], engine, label, free)
+
+
+def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray,
+                 engines: list[str], iters: int = 40) -> HarnessCalibration:
+    """The closed-loop parameters of one harness (``ttft_overhead_ms``, and ``cohort_exponent`` when
+    one of its engines mixes prefill into decode iterations) on its rows, the engines' fitted
+    parameters fixed. Started from the row-weighted engine values."""
+    mixed = True  # round 9: separate-prefill engines' cohorts are fitted per harness too (1 = locked)
+    n = int(mask.sum())
+
+    def build(theta: np.ndarray) -> HarnessCalibration:
+        kappa = float(1.0 / (1.0 + np.exp(-theta[1]))) if mixed else 0.0
+        return HarnessCalibration(ttft_overhead_ms=float(np.exp(theta[0])), cohort_exponent=kappa, rows=n, engines=engines)
+
+    def fn(theta: np.ndarray) -> np.ndarray:
+        c = cal.model_copy(update={"harnesses": {harness: build(theta)}})
+        return _log_ratios(prep, mask, c, meas_ttft, meas_tpot)
+
+    e0 = cal.for_engine(engines[0])[0]
+    k0 = min(max(e0.cohort_exponent, 0.05), 0.95)
+    theta0 = np.array([math.log(max(e0.ttft_overhead_ms, 1.0)), math.log(k0 / (1.0 - k0))] if mixed else [math.log(max(e0.ttft_overhead_ms, 1.0))])
+    starts = [theta0] + ([np.array([theta0[0], math.log(c / (1.0 - c))]) for c in COHORT_STARTS] if mixed else [])
+    best = min((_minimise(fn, t, PROBE_ITERS) for t in starts), key=lambda tc: tc[1])
+    return build(_minimise(fn, best[0], iters)[0])
 
 
 class _AnyEngine:
@@ -200,9 +270,51 @@ class _AnyEngine:
         return self.by_engine.get(engine, self.by_engine["default"]), "fit"
 
 
+ROW_KEY = ("device", "model", "engine", "harness", "mode", "precision", "kv_precision", "tp", "concurrency", "isl", "osl",
+           "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms", "id")
+"""Rows are fitted in the order of these fields, not the file's: the fit sums floating-point
+residuals and stops on a relative gain, so the input order moved fitted values in the third
+digit (round 9); a canonical order makes a refit reproduce the file whatever the row order."""
+FIT_HARNESSES = True
+"""Fit closed-loop parameters per harness (round 9); False reproduces the per-engine-only fit."""
+
+
+def canonical_order(rows: list[dict[str, Any]]) -> list[int]:
+    """Indices of ``rows`` in the canonical fitting order (:data:`ROW_KEY`; blanks first)."""
+    def key(i: int) -> tuple[tuple[int, str | float], ...]:
+        out = []
+        for f in ROW_KEY:
+            v = rows[i].get(f)
+            out.append((0, "") if v is None or v == "" else ((1, float(v)) if isinstance(v, (int, float)) else (2, str(v))))
+        return tuple(out)
+    return sorted(range(len(rows)), key=key)
+
+
+def error_bands(rows: list[dict[str, Any]], ttft: np.ndarray, tpot: np.ndarray, mask: np.ndarray, how: str) -> list[ErrorBand]:
+    """Mean absolute relative error of TTFT and TPOT per (device, engine) over the rows in ``mask``."""
+    meas_ttft = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
+    meas_tpot = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
+    keys = np.array([f"{r.get('device')}|{r.get('engine')}" for r in rows])
+    out = []
+    for k in sorted(set(keys[mask])):
+        m = mask & (keys == k) & np.isfinite(ttft) & np.isfinite(tpot)
+        if not m.any():
+            continue
+        dev, eng = k.split("|", 1)
+        out.append(ErrorBand(device=dev, engine=eng, ttft_rel=round(mape(ttft[m], meas_ttft[m]) / 100.0, 4),
+                             tpot_rel=round(mape(tpot[m], meas_tpot[m]) / 100.0, 4), rows=int(m.sum()), how=how))
+    return out
+
+
 def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, data_file: str | Path,
                     min_rows: int = MIN_ROWS_PER_ENGINE, train_mask: np.ndarray | None = None) -> Calibration:
-    """Fit per-engine calibrations (engines with ``>= min_rows`` usable rows) and a pooled ``default``."""
+    """Fit per-engine calibrations (engines with ``>= min_rows`` usable rows), a pooled ``default``
+    and, for harnesses with ``>= MIN_ROWS_PER_HARNESS`` rows, their closed-loop parameters. The
+    rows are taken in :func:`canonical_order`; the result does not depend on the file's order."""
+    order = canonical_order(rows)
+    rows = [rows[i] for i in order]
+    if train_mask is not None:
+        train_mask = np.asarray(train_mask, dtype=bool)[order]
     prep = prepare_rows(rows, catalog)
     meas_ttft = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
     meas_tpot = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
@@ -229,17 +341,61 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
 
         raise InputError(f"no usable rows to calibrate on ({int(usable.sum())} predictable rows with ttft_ms and tpot_ms)", file=str(data_file))
     cal = Calibration(name=name, engines=fitted)
+    harnesses_all = np.array([str(r.get("harness") or "") for r in rows])
+    if FIT_HARNESSES:
+        found: dict[str, HarnessCalibration] = {}
+        for h in sorted(set(harnesses_all[usable]) - {"", "default"}):
+            mask = usable & (harnesses_all == h)
+            if mask.sum() >= MIN_ROWS_PER_HARNESS:
+                found[h] = _fit_harness(_subset(prep, mask), mask, cal, h, meas_ttft, meas_tpot, sorted(set(engines_all[mask])))
+        # the open-loop TTFT overhead of an engine is the part every harness of it shows: the
+        # lowest of its own fit and its harnesses' values
+        engines_new = dict(cal.engines)
+        for e, c in cal.engines.items():
+            seen = [hc.ttft_overhead_ms for hc in found.values() if e in hc.engines and hc.ttft_overhead_ms is not None]
+            if seen and min(seen) < c.ttft_overhead_ms:
+                engines_new[e] = c.model_copy(update={"ttft_overhead_ms": min(seen)})
+        cal = Calibration(name=name, engines=engines_new, harnesses=found)
     ttft, tpot, _, _ = predict_prepared(prep, cal)
     by_engine_ttft = {e: mape(ttft[usable & (engines_all == e)], meas_ttft[usable & (engines_all == e)]) for e in sorted(set(engines_all[usable]))}
     by_engine_tpot = {e: mape(tpot[usable & (engines_all == e)], meas_tpot[usable & (engines_all == e)]) for e in sorted(set(engines_all[usable]))}
     by_engine_ttft["all"] = mape(ttft[usable], meas_ttft[usable])
     by_engine_tpot["all"] = mape(tpot[usable], meas_tpot[usable])
     record = FitRecord(
-        data_file=str(data_file), data_sha256=file_sha256(data_file) if Path(data_file).exists() else "",
+        data_file=str(data_file), data_sha256=file_sha256(data_file) if str(data_file) and Path(data_file).is_file() else "",
         rows_used=int(usable.sum()), rows_skipped=int(len(rows) - usable.sum()), engines_fitted=sorted(fitted),
-        objective="least absolute log-ratio of TTFT and TPOT (Levenberg-Marquardt on sqrt residuals)",
+        objective=("least absolute log-ratio of TTFT and TPOT (Levenberg-Marquardt on sqrt residuals)" if FIT_METHOD == "lm"
+                   else f"soft_l1 (f_scale {SOFT_L1_SCALE}) on log-ratios of TTFT and TPOT (scipy least_squares)"),
         mape_ttft_pct={k: round(v, 2) for k, v in by_engine_ttft.items()},
         mape_tpot_pct={k: round(v, 2) for k, v in by_engine_tpot.items()},
-        notes=f"in-sample residuals; fitted {_dt.date.today().isoformat()}",
+        error_bands=error_bands(rows, ttft, tpot, usable, "in sample"),
+        notes="in-sample residuals",
     )
     return cal.model_copy(update={"fit": record, "description": f"fitted on {Path(data_file).name}"})
+
+
+def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[dict[str, Any]]:
+    """For each device with rows: fit on the other devices' rows, predict this device's.
+    One entry per (held-out device, model, engine) and one per device (``model`` = ``"all"``), with
+    the MAPE of TTFT and TPOT (%) and the rows predicted. Empty when the rows cover one device."""
+    devices = sorted({str(r.get("device")) for r in rows})
+    if len(devices) < 2:
+        return []
+    dev = np.array([str(r.get("device")) for r in rows])
+    mt = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
+    mp = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
+    prep = prepare_rows(rows, catalog)
+    out: list[dict[str, Any]] = []
+    for d in devices:
+        test = dev == d
+        cal = fit_calibration(rows, catalog, name=f"without-{d}", data_file="", train_mask=~test)
+        ttft, tpot, _, _ = predict_prepared(prep, cal)
+        groups: dict[tuple[str, str], np.ndarray] = {("all", "all"): test}
+        for i in np.nonzero(test)[0]:
+            key = (str(rows[i].get("model")), str(rows[i].get("engine")))
+            groups.setdefault(key, np.zeros(len(rows), bool))[i] = True
+        for (m, e), mask in sorted(groups.items()):
+            ok = mask & np.isfinite(ttft)
+            out.append({"device": d, "model": m, "engine": e, "rows": int(mask.sum()), "predicted": int(ok.sum()),
+                        "mape_ttft_pct": mape(ttft[mask], mt[mask]), "mape_tpot_pct": mape(tpot[mask], mp[mask])})
+    return out

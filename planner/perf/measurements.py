@@ -22,6 +22,8 @@ Format — one row per closed-loop benchmark run (fixed concurrency, fixed lengt
                                       (all requests at t = 0); only closed rows are predicted and fitted
     request_rate_per_s float no       open-loop rows: the arrival rate the benchmark was run at
     id              str     no        a row label carried to the output
+    harness         str     no        the benchmark tool/setup that produced the row (closed-loop replay
+                                      parameters are fitted per harness; planner.perf.calibration)
 
     *  agg rows; disagg rows give the prefill_/decode_ columns instead (concurrency =
        decode_batch x decode_workers when empty).
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +47,10 @@ from planner.perf.names import device_id, model_ref
 REQUIRED = ("device", "model", "engine", "precision", "isl", "osl")
 OPTIONAL = (
     "id", "tp", "concurrency", "ttft_ms", "tpot_ms", "kv_precision", "mode", "prefill_tp",
-    "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "load", "request_rate_per_s",
+    "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "load", "request_rate_per_s", "harness",
 )
 COLUMNS = ("id", "device", "model", "engine", "precision", "kv_precision", "mode", "load", "tp", "concurrency", "request_rate_per_s",
-           "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms")
+           "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms", "harness")
 _INT_FIELDS = ("tp", "concurrency", "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch")
 _FLOAT_FIELDS = ("ttft_ms", "tpot_ms", "request_rate_per_s")
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")
@@ -135,6 +138,25 @@ def silicon_kv_precision(backend: str, quant: str) -> str:
     return "fp8" if backend == "trtllm" and quant == "fp8" else "bf16"
 
 
+def silicon_harness(data_source: str) -> str:
+    """The harness of an aiconfigurator row from its ``silicon_data_source``: the ``source_file``
+    path without the device directory and the model file name (``aic-auto-gap-analysis/data/
+    h100_sxm/vllm/0.12.0/Qwen_Qwen3-32B.csv`` -> ``aic-auto-gap-analysis/vllm/0.12.0``; a bare file
+    name such as ``2026-04-06.csv`` -> ``2026-04-06``). Rows of one harness share how the benchmark
+    was run (request count, warm-up, client), whatever the device."""
+    m = re.search(r"source_file=([^;]+)", data_source or "")
+    if not m:
+        return ""
+    parts = [x for x in m.group(1).strip().split("/") if x]
+    if len(parts) == 1:
+        return re.sub(r"\.csv$", "", parts[0])
+    parts = parts[:-1]
+    if "data" in parts:
+        i = parts.index("data")
+        parts = parts[i - 1:i] + parts[i + 2:]
+    return "/".join(parts[-3:])
+
+
 def silicon_precision(quant: str) -> str | None:
     """Weight precision of an aiconfigurator ``gemm_quant_mode``/``precision`` value: empty ->
     bf16, ``fp8``/``fp8_block``/``fp8_static`` -> fp8, ``fp4``/``nvfp4``/``mxfp4`` -> fp4,
@@ -214,6 +236,7 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None, *, d
                 "ttft_ms": _num(raw.get("silicon_ttft_ms", "")),
                 "tpot_ms": _num(raw.get("silicon_tpot_ms", "")),
             }
+            row["harness"] = silicon_harness(raw.get("silicon_data_source", ""))
             if mode == "disagg" and row["concurrency"] is None and row["decode_batch"] and row["decode_workers"]:
                 row["concurrency"] = row["decode_batch"] * row["decode_workers"]
             out.append(row)

@@ -54,7 +54,11 @@ the H100 data it cannot be told apart from ``o_layer`` within one model).
 larger than ``devices_per_node`` crosses nodes and its ring runs at the NIC bandwidth.
 
 Memory fit per device: ``W/tp + reserve + KV <= M u_mem``. KV is split over ``min(tp, H_kv)``
-devices (heads are replicated when ``tp > H_kv``).
+devices (heads are replicated when ``tp > H_kv``). ``M`` is the memory the driver reports, not the
+datasheet's decimal gigabytes: :func:`device_memory_bytes` (round 9 of ``planner/perf/README.md``).
+Engines size their KV pool each their own way (:func:`engine_kv_pool_bytes`: vLLM a fraction of ``M``,
+TensorRT-LLM a fraction of what is free after the weights, SGLang ``M`` minus a reserve by device
+class), and allocate it in blocks (:func:`blocks_tokens`).
 """
 
 from __future__ import annotations
@@ -96,6 +100,13 @@ U_MEM = 0.90
 RESERVE_GB = 3.0
 """Per-device memory held for activations, CUDA graphs and the runtime, GB (a typical vLLM /
 TensorRT-LLM footprint at 8k-token batches; state-of-the-art engines report 2-5 GB)."""
+GIB = float(2**30)
+DRIVER_VISIBLE_SHARE = 0.9956
+"""Share of the nominal HBM capacity the driver reports. Datasheet "GB" of HBM devices are binary
+(GiB: 80 GB = five 16 GiB stacks); NVML reports H100 80 GB as 81,559 MiB (79.65 GiB = 85.52e9 B) and
+H200 141 GB as 143,771 MiB (140.40 GiB = 150.75e9 B): 0.9956 and 0.9957 of the nominal GiB
+(thundergolfer.com/blog/nvidia-gpu-memory-capacity, NVML figures per GPU). Engines size their KV pool
+from what the driver reports (``torch.cuda.mem_get_info``), so the decimal reading lost 7 % of it."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +200,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         kv_read_scale=KV_DEQUANT_READ_FACTOR if PRECISION_BYTES[kv_precision] < PRECISION_BYTES["bf16"] else 1.0,
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
-        link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device.memory_gb * 1e9,
+        link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
         node_size=device.devices_per_node,
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
@@ -355,3 +366,52 @@ def max_batch(inst: InstanceArrays, peak_context: Any, u_mem: float = U_MEM, res
 def memory_per_device_bytes(inst: InstanceArrays, kv_total_bytes: Any, reserve_gb: float = RESERVE_GB) -> np.ndarray:
     """Memory one device holds: ``W/tp + reserve + KV / min(tp, H_kv)``."""
     return inst.weight_bytes / inst.tp + reserve_gb * 1e9 + np.asarray(kv_total_bytes) / kv_split(inst)
+
+
+def device_memory_bytes(memory_gb: Any) -> Any:
+    """Bytes the driver reports for a device of ``memory_gb`` nominal (binary) gigabytes:
+    ``memory_gb x 2^30 x`` :data:`DRIVER_VISIBLE_SHARE`."""
+    return np.asarray(memory_gb, dtype=float) * GIB * DRIVER_VISIBLE_SHARE
+
+
+SGLANG_RESERVE_GIB = ((90.0, 9.5, 0.5), (160.0, 12.0, 0.5), (float("inf"), 32.0, 0.0))
+"""SGLang's automatic ``mem_fraction_static`` (``server_args.py``, 0.4.9-0.5.x): the static pool
+(weights + KV) is ``M - reserved`` with ``reserved = a + b tp`` GiB by device memory class —
+below 90 GiB (H100, A100) ``9.5 + tp/2``; below 160 GiB (H200, H20) ``12 + tp/2``; larger (B200,
+MI300) 32. Rows: (class upper bound GiB, a, b)."""
+
+
+def sglang_reserved_bytes(memory_bytes: Any, tp: Any) -> np.ndarray:
+    """Per-device memory SGLang keeps outside its static pool (:data:`SGLANG_RESERVE_GIB`)."""
+    gib = np.asarray(memory_bytes, dtype=float) / GIB
+    tp = np.asarray(tp, dtype=float)
+    out = np.full(np.broadcast(gib, tp).shape, SGLANG_RESERVE_GIB[-1][1])
+    for bound, a, b in reversed(SGLANG_RESERVE_GIB):
+        out = np.where(gib < bound, a + b * tp, out)
+    return out * GIB
+
+
+def engine_kv_pool_bytes(inst: InstanceArrays, memory_fraction: Any, workspace_gb: Any, share_of_free: Any) -> np.ndarray:
+    """KV pool of one device as the engine sizes it (negative when the weights do not fit)::
+
+        share_of_free (TensorRT-LLM):  f (M - W/tp - workspace)            free_gpu_memory_fraction f = 0.9
+        otherwise (vLLM):              f M - W/tp - workspace              gpu_memory_utilization f = 0.9
+        f = NaN (SGLang automatic):    M - reserved(M, tp) - W/tp          mem_fraction_static = 1 - reserved/M
+
+    ``workspace`` = activations of the largest batch, CUDA graphs, communication buffers (GB, per
+    device; the engine measures it in a profiling pass before it sizes the pool)."""
+    m = inst.memory_bytes
+    w = inst.weight_bytes / inst.tp
+    ws = np.asarray(workspace_gb, dtype=float) * 1e9
+    f = np.asarray(memory_fraction, dtype=float)
+    auto = np.isnan(f)
+    f_ = np.where(auto, 1.0, f)
+    pool = np.where(share_of_free, f_ * (m - w - ws), f_ * m - w - ws)
+    return np.where(auto, m - sglang_reserved_bytes(m, inst.tp) - w, pool)
+
+
+def blocks_tokens(tokens: Any, block_tokens: Any) -> np.ndarray:
+    """Tokens a sequence of ``tokens`` holds in the pool: rounded up to whole blocks (vLLM 16,
+    TensorRT-LLM 32, SGLang 1 token per page by default)."""
+    b = np.maximum(np.asarray(block_tokens, dtype=float), 1.0)
+    return np.ceil(np.asarray(tokens, dtype=float) / b) * b
