@@ -153,6 +153,26 @@ def test_reserved_commitment_holds_for_its_term() -> None:
     assert sch["reserved_started"].tolist()[1] == 0
 
 
+def test_regret_of_a_held_schedule() -> None:
+    from planner.horizon.evaluate import growth_regret
+
+    acq = Acquisition("g", **_buy(), on_demand_usd_per_hour=1.5)  # type: ignore[arg-type]
+    inputs = _inputs(_slots(0.5, 1.0), [1.0, 1.0], acq)
+    plan = solve_horizon(_micro(), inputs, ("shared",), baseline=False).architectures["shared"]
+    out = growth_regret(_micro(), inputs, "shared", plan.schedule, {"same": np.array([1.0, 1.0]), "halves": np.array([1.0, 0.5]),
+                                                                      "doubles": np.array([1.0, 2.0])})
+    same, halves, doubles = out
+    assert same.held_usd == pytest.approx(plan.total_usd) and same.regret_usd == pytest.approx(0.0)
+    # Halving in period 1 (5 at night, 10 by day): the 10 owned cover the day and the plan made knowing it buys
+    # the same 10 (5 fewer would cost 5 x 730 less ownership a period but 5 x 2 x 547.5 + 5 x 547.5 more rent):
+    # no regret. Ops on 10 + 20 then 5 + 10 instances: 225 + 112.5.
+    assert halves.held_usd == pytest.approx(2 * 7_300.0 + 5_475.0 + 225.0 + 112.5)
+    assert halves.regret_usd == pytest.approx(0.0)
+    # Doubling (20 / 40): held, the extra 10 at night and 30 by day are rented (40 x 547.5); re-planned, 10 more
+    # are bought in period 1 (10 x 730) and 20 rented by day (10,950): 21,900 - 18,250 = 3,650 of regret.
+    assert doubles.regret_usd == pytest.approx(3_650.0)
+
+
 def test_spot_needs_redundancy() -> None:
     from planner.errors import InputError
 
@@ -223,6 +243,11 @@ def test_cli_horizon_plans_and_writes_tables(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "VERDICT: shared wins over the horizon" in r.output
     doc = json.loads((tmp_path / "out" / "horizon.json").read_text())
+    r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline", "--regret-growth", "0,0.3"])
+    assert r.exit_code == 0, r.output
+    assert "regret of the shared schedule" in r.output and "30 %/month" in r.output
+    r = CliRunner().invoke(main, ["horizon", str(inst), "--regret-growth", "fast"])
+    assert r.exit_code == 2 and "--regret-growth" in r.output
     assert doc["schema_version"] == 1 and doc["winner"] == "shared"
     sched = pd.read_parquet(tmp_path / "out" / "schedule.parquet")
     assert set(sched.columns) >= {"period", "device", "bought", "owned", "reserved", "on_demand_peak", "architecture"}

@@ -19,8 +19,10 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
 @click.option("--mip-gap", type=float, help="Relative MIP gap (default: options.solver, at least 1e-3 over a horizon).")
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable), e.g. horizon.growth.monthly_rate=0.08.")
 @click.option("--no-baseline", is_flag=True, help="Skip the owned-peak baseline (one solve fewer per architecture).")
+@click.option("--regret-growth", help="Comma-separated monthly growth rates: hold the winner's purchases and reservations, "
+              "re-plan rentals under each rate, and print the regret against re-planning with that rate known.")
 def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
-            mip_gap: float | None, sets: tuple[str, ...], no_baseline: bool) -> None:
+            mip_gap: float | None, sets: tuple[str, ...], no_baseline: bool, regret_growth: str | None) -> None:
     """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
 
     Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
@@ -44,6 +46,14 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         raise InputError(Problem("", "--time-limit", "must be > 0", "give seconds, e.g. --time-limit 60"))
     if mip_gap is not None and not mip_gap >= 0:
         raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
+    rates: list[float] = []
+    if regret_growth:
+        try:
+            rates = [float(v) for v in regret_growth.split(",") if v.strip()]
+        except ValueError:
+            raise InputError(Problem("", "--regret-growth", f"{regret_growth!r} is not a list of numbers", "e.g. --regret-growth 0.02,0.08")) from None
+        if not rates or any(not -0.5 < r <= 1.0 for r in rates):
+            raise InputError(Problem("", "--regret-growth", "monthly rates must lie in (-0.5, 1]", "e.g. --regret-growth 0.02,0.08"))
     resolved = load_instance(instance, _parse_sets(sets) or None)
     inst = resolved.instance
     if any(s.tools or s.tools_from_trace for s in inst.services.values()) or inst.catalog.cpu_servers:
@@ -55,12 +65,33 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
     result = solve_horizon(tables, inputs, archs or tuple(inst.options.architectures),
                            time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3),
                            baseline=not no_baseline)
+    regrets = []
+    if rates and result.winner is not None:
+        from planner.horizon.demand import growth_multipliers
+        from planner.horizon.evaluate import growth_regret
+        from planner.schema.horizon import Growth
+
+        hz = inst.horizon
+        assert hz is not None
+        paths = {f"{100 * r:g} %/month": growth_multipliers(Growth(monthly_rate=r), hz.periods, hz.months_per_period) for r in rates}
+        regrets = growth_regret(tables, inputs, result.winner, result.architectures[result.winner].schedule, paths,
+                                time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3))
     if out_dir:
         written = write_outputs(result, Path(out_dir), inst.name)
     if as_json:
-        echo_json(to_document(result, inst.name))
+        doc = to_document(result, inst.name)
+        doc["regret"] = [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "regret_usd": g.regret_usd,
+                          "status": g.status} for g in regrets]
+        echo_json(doc)
     else:
         click.echo("\n".join(summary_lines(result, inst.name)))
+        if regrets:
+            from planner.cli.output import fmt, table
+
+            click.echo(f"\nregret of the {result.winner} schedule (purchases and reservations held, rentals re-planned):")
+            click.echo(table(["growth", "held USD", "re-planned USD", "regret USD"],
+                             [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)), fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
+                               fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets]))
         if out_dir:
             click.echo(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
     if result.winner is None:
