@@ -46,12 +46,12 @@ def hold_schedule(tables: CapacityTables, inputs: HorizonInputs, architecture: s
     hb = build_horizon(tables, inputs)
     restrict_horizon(hb, architecture)
     m = hb.model
-    by = schedule.set_index(["period", "device"])
-    for (t, y), row in by.iterrows():
+    for t, y, bought, started in zip(schedule["period"].astype(int), schedule["device"].astype(str),
+                                     schedule["bought"].astype(int), schedule["reserved_started"].astype(int), strict=True):
         if (t, y) in m.buy:
-            m.buy[t, y].fix(int(row["bought"]))
+            m.buy[t, y].fix(int(bought))
         if (t, y) in m.res:
-            m.res[t, y].fix(int(row["reserved_started"]))
+            m.res[t, y].fix(int(started))
     sol = _solve_built(hb, time_limit_s, mip_gap)
     return sol.objective if sol.ok else None, sol.status
 
