@@ -243,7 +243,10 @@ def test_cli_horizon_plans_and_writes_tables(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "VERDICT: shared wins over the horizon" in r.output
     doc = json.loads((tmp_path / "out" / "horizon.json").read_text())
-    r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline", "--regret-growth", "0,0.3"])
+    r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline", "--regret-growth", "0,0.3",
+                                  "--html", str(tmp_path / "h.html")])
+    page = (tmp_path / "h.html").read_text()
+    assert page.count("<svg") == 2 and "devices by source per period" in page and "<script" not in page
     assert r.exit_code == 0, r.output
     assert "regret of the shared schedule" in r.output and "30 %/month" in r.output
     r = CliRunner().invoke(main, ["horizon", str(inst), "--regret-growth", "fast"])

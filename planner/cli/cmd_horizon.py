@@ -18,11 +18,12 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
 @click.option("--time-limit", type=float, help="Solver time limit per solve, seconds (default: options.solver).")
 @click.option("--mip-gap", type=float, help="Relative MIP gap (default: options.solver, at least 1e-3 over a horizon).")
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable), e.g. horizon.growth.monthly_rate=0.08.")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (devices by source over time with demand, cost per period).")
 @click.option("--no-baseline", is_flag=True, help="Skip the owned-peak baseline (one solve fewer per architecture).")
 @click.option("--regret-growth", help="Comma-separated monthly growth rates: hold the winner's purchases and reservations, "
               "re-plan rentals under each rate, and print the regret against re-planning with that rate known.")
 def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
-            mip_gap: float | None, sets: tuple[str, ...], no_baseline: bool, regret_growth: str | None) -> None:
+            mip_gap: float | None, sets: tuple[str, ...], html_file: str | None, no_baseline: bool, regret_growth: str | None) -> None:
     """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
 
     Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
@@ -78,6 +79,10 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                                 time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3))
     if out_dir:
         written = write_outputs(result, Path(out_dir), inst.name)
+    if html_file and result.winner is not None:
+        from planner.report.horizon_html import write_horizon_html
+
+        write_horizon_html(html_file, result, inst.name, "req/s", float(tables.demand["rate_peak_per_s"].sum()))
     if as_json:
         doc = to_document(result, inst.name)
         doc["regret"] = [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "regret_usd": g.regret_usd,
@@ -94,6 +99,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                                fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets]))
         if out_dir:
             click.echo(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
+        if html_file and result.winner is not None:
+            click.echo(f"wrote {html_file}")
     if result.winner is None:
         if any("time" in a.status.lower() for a in result.architectures.values()):
             raise SolverError("the solver stopped without a plan for any architecture over the horizon (raise --time-limit)")

@@ -15,7 +15,8 @@ level's rate rounded **down** to a power of 1.5 and its burstiness rounded **up*
 1.25 — a cap only rises with the rate (more servers pool better) and falls with burstiness, so
 the grid errs on the safe side (at fleet scale the caps move by about a percent per step).
 
-Fleet scale. When the largest pool needs more than :data:`INTEGER_INSTANCES_MAX` instances, the
+Fleet scale. When even the best pool needs more than :data:`INTEGER_INSTANCES_MAX` instances at the
+busiest level, the
 model is solved in three steps (:func:`planner.horizon.solve._solve_built`): (1) the LP
 relaxation, binaries included — a lower bound of the whole problem; (2) the pools and device types
 the relaxation uses in a period switched on, the others off, counts still continuous; (3) counts
@@ -98,8 +99,9 @@ CAP_RATE_STEP = 1.5
 CAP_CV_STEP = 1.25
 """... and at its inter-arrival CV rounded up to a power of this."""
 INTEGER_INSTANCES_MAX = 60
-"""Largest pool (instances at the busiest level) for which the horizon MIP keeps every count integer;
-above it counts are continuous in a first solve and rounded up in a second (module docstring)."""
+"""Largest plan scale — at the busiest level, the fewest instances one pool would need to carry all of
+it — for which the horizon MIP keeps every count integer; above it the fleet-scale steps apply
+(module docstring)."""
 HOURS_PER_MONTH = 730.0
 
 COST_TERMS: tuple[str, ...] = (
@@ -307,7 +309,11 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     if static_pools:  # one size through a period's slots: every slot may need the period's largest
         n_max = np.repeat(n_max.reshape(T, S, n_pool).max(axis=1), S, axis=0)
     if integer is None:
-        integer = bool(int(n_max.max(initial=0)) <= INTEGER_INSTANCES_MAX)
+        # the scale of the plan: at the busiest level, the fewest instances any one pool would need to carry it all
+        carriers = np.where(n_max > red + 1, n_max, np.iinfo(np.int64).max)
+        smallest = carriers.min(axis=1) if n_pool else np.zeros(K, dtype=int)
+        scale = int(smallest[smallest < np.iinfo(np.int64).max].max(initial=0))
+        integer = scale <= INTEGER_INSTANCES_MAX
     counts = pe.NonNegativeIntegers if integer else pe.NonNegativeReals
     m = pe.ConcreteModel(name="horizon")
     m.K = pe.RangeSet(0, K - 1)
