@@ -5,7 +5,7 @@
 1. Shared H100 data (models/measured/silicon_h100_dense.csv, 584 closed-loop rows):
    out of sample by model (fit on two models, predict the third, rotate) and in sample (fit
    and score on all rows). Targets: TPOT MAPE <= 15 %, TTFT MAPE <= 30 % out of sample.
-2. MLPerf Llama-2-70B Offline per-accelerator throughput (shared/data/hardware/measured_public.csv).
+2. MLPerf Llama-2-70B Offline per-accelerator throughput (models/measured/mlperf_llama2-70b_public.csv).
    Offline = throughput with no latency target: each accelerator group runs data-parallel
    replicas of tp devices; we take the best tp in {1, 2, 4, 8} (the submissions choose their
    own) and predict OSL / (unified instance-seconds per request at the largest batch that fits)
@@ -39,7 +39,7 @@ from planner.perf.validate import mape, predict_prepared, prepare_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "models" / "measured" / "silicon_h100_dense.csv"
-MLPERF = Path("/work/shared/data/hardware/measured_public.csv")
+MLPERF = ROOT / "models" / "measured" / "mlperf_llama2-70b_public.csv"
 MLPERF_DEVICES = {"H100-SXM-80GB": "h100-sxm", "H200-SXM-141GB": "h200-sxm", "B200-SXM-180GB": "b200", "MI300X-192GB-750W": "mi300x",
                   "MI325X-256GB": "mi325x"}
 MLPERF_PRECISION = {"b200": "fp4"}

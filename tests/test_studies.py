@@ -90,7 +90,6 @@ def test_grid_is_a_cartesian_product() -> None:
     assert {(s.overrides["a.x"], s.overrides["b.y"]) for s in study} == {(i, j) for i in (1, 2, 3) for j in (4, 5)}
 
 
-@pytest.mark.skipif(not EXAMPLE.exists(), reason="example instance not written yet")
 def test_instance_sweep_equals_individual_solves() -> None:
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance
