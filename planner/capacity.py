@@ -168,6 +168,18 @@ def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = No
     return within, ""
 
 
+def _kv_capacity_bytes(model: Any, dev: Any, tp: int, weight_precision: str, kv_precision: str) -> float:
+    """KV bytes one instance holds (:func:`planner.perf.roofline.kv_capacity_bytes`, the same memory
+    fit that gives ``max_batch``); 0 when the weights do not fit."""
+    from planner.perf.points import _instance
+    from planner.perf.roofline import kv_capacity_bytes
+
+    try:
+        return max(float(kv_capacity_bytes(_instance(model, dev, tp, weight_precision, kv_precision))), 0.0)
+    except ValueError:
+        return 0.0
+
+
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
     from planner.perf import operating_point
@@ -178,6 +190,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     link = inst.costs.network.kv_link_gb_per_s
     rows = []
     cache: dict[tuple[Any, ...], Any] = {}
+    kv_cap: dict[tuple[Any, ...], float] = {}
     for rec in demand.to_dict("records"):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
@@ -195,6 +208,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                                  cached_prefix_share=share, ttft_target_ms=ttft_t, tpot_target_ms=tpot_t,
                                                  engine=svc.engine, kv_link_gb_per_s=link)
                 op = cache[key]
+                kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp)
+                if role != "prefill" and kv_key not in kv_cap:
+                    kv_cap[kv_key] = _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved)
                 rows.append({
                     "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
                     "instance_seconds_per_request": float(op.instance_seconds_per_request), "max_batch": int(op.max_batch),
@@ -203,8 +219,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
                     **{c: float(op.detail.get(c, math.nan)) if role == "unified" else math.nan for c in POINT_OPTIONAL_COLUMNS},
+                    "kv_capacity_bytes": kv_cap[kv_key] if role != "prefill" else 0.0,
                 })
-    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS])
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, "kv_capacity_bytes"])
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
 
     agents = build_agent_tables(resolved, demand, configs)

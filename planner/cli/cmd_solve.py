@@ -25,7 +25,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.command("solve")
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (verdict, architectures, costs, solver).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write plan.json, costs.csv, pools.csv, report.md here.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write plan.json, costs.csv, pools.csv (and .parquet), report.md here.")
 @click.option("--time-limit", type=float, help="Solver time limit per architecture, seconds (default: options.solver).")
 @click.option("--mip-gap", type=float, help="Relative MIP gap (default: options.solver).")
 @click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
@@ -83,7 +83,7 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     else:
         click.echo(summary_text(result))
         if out_dir:
-            click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv, report.md")
+            click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv (and .parquet), report.md")
         if html_file:
             click.echo(f"wrote {html_file}")
     if result.verdict.winner is None:

@@ -146,12 +146,15 @@ def markdown(result: PlanResult) -> str:
 
 
 def write_outputs(result: PlanResult, out_dir: str | Path) -> list[Path]:
-    """Write plan.json, costs.csv, pools.csv and report.md into ``out_dir``."""
+    """Write plan.json, costs.csv/.parquet, pools.csv/.parquet and report.md into ``out_dir``."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    paths = [d / "plan.json", d / "costs.csv", d / "pools.csv", d / "report.md"]
+    paths = [d / "plan.json", d / "costs.csv", d / "pools.csv", d / "report.md", d / "costs.parquet", d / "pools.parquet"]
     paths[0].write_text(to_json(result.model_dump(mode="json")) + "\n", encoding="utf-8")
-    cost_table(result).to_csv(paths[1], index=False)
-    pool_table(result).to_csv(paths[2], index=False)
+    costs, pools = cost_table(result), pool_table(result)
+    costs.to_csv(paths[1], index=False)
+    pools.to_csv(paths[2], index=False)
     paths[3].write_text(markdown(result), encoding="utf-8")
+    costs.to_parquet(paths[4], index=False)
+    pools.to_parquet(paths[5], index=False)
     return paths
