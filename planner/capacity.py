@@ -57,30 +57,18 @@ import pandas as pd
 
 from planner.errors import InputError, Problem, ProblemCollector
 from planner.instance import ResolvedInstance
+from planner.pricing import equipment_usd_per_device_hour
 from planner.schema.capacity import (
     CONFIG_COLUMNS,
     DEMAND_COLUMNS,
     POINT_COLUMNS,
+    POINT_KV_CAPACITY_COLUMN,
     POINT_OPTIONAL_COLUMNS,
     CapacityTables,
     CostParams,
 )
-from planner.schema.hardware import DeviceProfile
 
 ROLES = ("prefill", "decode", "unified")
-
-
-def equipment_usd_per_device_hour(dev: DeviceProfile, pricing: str, hours_per_month: float, *,
-                                  years: float | None = None, rate: float | None = None) -> float:
-    """Rental price, or the purchase annuitised at the cost of capital, per device-hour."""
-    if pricing == "rent":
-        assert dev.rental_usd_per_hour is not None
-        return float(dev.rental_usd_per_hour)
-    assert dev.purchase_usd is not None
-    y = years if years is not None else dev.amortization_years
-    r = rate if rate is not None else dev.cost_of_capital_rate
-    per_year = dev.purchase_usd / y if r == 0 else dev.purchase_usd * r / (1.0 - (1.0 + r) ** (-y))
-    return per_year / (12.0 * hours_per_month)
 
 
 def cost_params(resolved: ResolvedInstance) -> CostParams:
@@ -219,9 +207,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
                     **{c: float(op.detail.get(c, math.nan)) if role == "unified" else math.nan for c in POINT_OPTIONAL_COLUMNS},
-                    "kv_capacity_bytes": kv_cap[kv_key] if role != "prefill" else 0.0,
+                    POINT_KV_CAPACITY_COLUMN: kv_cap[kv_key] if role != "prefill" else 0.0,
                 })
-    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, "kv_capacity_bytes"])
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN])
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
 
     agents = build_agent_tables(resolved, demand, configs)

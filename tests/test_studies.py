@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from planner.optimize import SolveSettings, solve_tables
 from planner.optimize.resolve import scale_rates
 from planner.optimize.synthetic import synthetic_tables
+from planner.schema.distributions import parse_distribution
 from planner.studies.budget import budget_frontier
-from planner.studies.distributions import parse_distribution
 from planner.studies.source import TableSource
 from planner.studies.spec import expand, parse_sets
 from planner.studies.sweep import crossovers, run_sweep

@@ -282,12 +282,12 @@ class Instance(StrictModel):
     @field_validator("forecasts")
     @classmethod
     def _check_forecasts(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        from planner.studies.distributions import parse_distribution
-        from planner.studies.spec import valid_fields_at
+        from planner.schema.distributions import parse_distribution
+        from planner.schema.paths import valid_fields_at
 
         problems = []
         for path, text in value.items():
-            ok, where, valid = valid_fields_at(dict(info.data), path.split("."))
+            ok, where, valid = valid_fields_at(cls, dict(info.data), path.split("."))
             if not ok:
                 problems.append(f"{path!r} is not a field of the instance (at {where}; valid there: {', '.join(valid) or '(none)'})")
                 continue
