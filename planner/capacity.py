@@ -174,6 +174,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
 
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)
+    notes = inst.defaults_used() + notes
     configs = _configs(resolved)
     link = inst.costs.network.kv_link_gb_per_s
     rows = []
