@@ -95,3 +95,23 @@ def test_small_pools_are_explained() -> None:
                             routing=[_share(small, 1.0)])
     (why,) = pool_explanations(lone)
     assert "minimum pool" in why and "N+1" in why
+
+
+def test_per_device_comparison_names_the_best_and_why_others_lost() -> None:
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    minimal = ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml"
+    r = CliRunner().invoke(main, ["solve", str(minimal), "--compare-devices", "--json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    data = json.loads(r.stdout)
+    rows = data["per_device"]
+    assert {row["device"] for row in rows} == {"h100-sxm", "l40s"}
+    first = rows[0]
+    assert first["held_back"] == "the best plan" and first["more_than_best_usd_per_month"] == pytest.approx(0.0, abs=0.01)
+    for row in rows[1:]:
+        assert row["total_usd_per_month"] is None or row["total_usd_per_month"] >= first["total_usd_per_month"]
+        assert row["held_back"].startswith(("pays more for", "no feasible plan", "slightly dearer"))

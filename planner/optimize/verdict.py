@@ -32,6 +32,11 @@ _TERM_WORDS = {
 }
 
 
+def term_words(term: str) -> str:
+    """A cost term (``equipment_usd_per_month``) in words (``equipment``)."""
+    return _TERM_WORDS.get(term, term.removesuffix("_usd_per_month").replace("_", " "))
+
+
 _SIMPLICITY = {"shared": 0, "disaggregated": 1, "hybrid": 2}
 
 
