@@ -269,7 +269,7 @@ def utilization_chart(plan: PlanResult) -> Chart | None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=ARCH_COLORS.get(a, "#555555"), label=a) for a in dict.fromkeys(arch for arch, _ in rows)]
+    handles: list[Any] = [Patch(color=ARCH_COLORS.get(a, "#555555"), label=a) for a in dict.fromkeys(arch for arch, _ in rows)]
     handles += [Patch(facecolor="#888888", alpha=0.45, label="mean load (light)"), Patch(facecolor="#888888", label="peak load (dark)"),
                 Line2D([], [], color="#C00000", linewidth=2, label="latency cap")]
     ax.set_yticks(ys, labels)
