@@ -521,16 +521,21 @@ def sweep_chart(sweep: Any, x: str | None = None, brackets: Sequence[tuple[float
     else:
         flips = crossovers(df, x)
         where = ", ".join(f"{x} ≈ {sig(f)}" for f in flips)
+    lo_x, hi_x = ax.get_xlim()
+    short = x.rsplit(".", 1)[-1]
     for f in flips:
         ax.axvline(f, color="#C00000", linestyle="--", linewidth=1.2)
-        ax.annotate(f"verdict flips at {x} ≈ {sig(f)}", (f, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(4, -12), textcoords="offset points", color="#C00000", fontsize=9)
+        right_half = (f - lo_x) > 0.5 * (hi_x - lo_x)  # the label goes on the side with room, inside the axes
+        ax.annotate(f"verdict flips at {short} ≈ {sig(f)}", (f, 0.04), xycoords=("data", "axes fraction"),
+                    xytext=(-4 if right_half else 4, 0), textcoords="offset points", ha="right" if right_half else "left",
+                    color="#C00000", fontsize=9)
     ax.set_xlabel(x)
     ax.set_ylabel("cost (USD per month)")
     _money_axis(ax)
     ax.legend(loc="upper left")
     ax.set_title(f"Cost against {x}")
-    cap = f"Total monthly cost (USD/month) as {x} varies; "
+    cap = (f"Total monthly cost (USD/month) as {x} varies (lines join the swept points; between them costs move in "
+           "whole-instance steps, so where two lines cross is not where the verdict flips); ")
     cap += (f"the dashed line marks where the verdict flips ({where})." if flips else "the verdict does not flip in this range.")
     return Chart("chart-sweep", cap, _svg(fig, "chart-sweep", f"Cost against {x}"))
 
