@@ -267,7 +267,10 @@ def test_schema_command_prints_the_instance_json_schema(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     schema = json.loads(result.stdout)
     assert schema["additionalProperties"] is False  # unknown keys are errors in editors too
-    assert set(schema["required"]) >= {"name", "services", "catalog", "costs"}
+    assert set(schema["required"]) >= {"name", "services", "catalog"}
+    # costs may be left out: every cost field has a default that says where it comes from
+    assert "costs" not in schema["required"]
+    assert "EIA" in schema["$defs"]["Costs"]["properties"]["electricity_usd_per_kwh"]["description"]
     out = tmp_path / "instance.schema.json"
     result = CliRunner().invoke(main, ["schema", "-o", str(out)])
     assert result.exit_code == 0 and json.loads(out.read_text(encoding="utf-8")) == schema
