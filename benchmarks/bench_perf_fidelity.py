@@ -9,7 +9,7 @@
    rows only and predict the H200 rows (transfer; targets TPOT <= 15 %, TTFT <= 30 %), and fit on
    both (in sample), each per (model, engine). The FP8 checkpoint nvidia/Llama-3.1-8B-Instruct-FP8
    is read as llama-3.1-8b at fp8 (passed to the converter as a known Hugging Face id).
-2. MLPerf Llama-2-70B Offline per-accelerator throughput (shared/data/hardware/measured_public.csv).
+2. MLPerf Llama-2-70B Offline per-accelerator throughput (models/measured/mlperf_llama2-70b_public.csv).
    Offline = throughput with no latency target: each accelerator group runs data-parallel
    replicas of tp devices; we take the best tp in {1, 2, 4, 8} (the submissions choose their
    own) and predict OSL / (unified instance-seconds per request at the largest batch that fits)
@@ -46,7 +46,7 @@ DATA = ROOT / "models" / "measured" / "silicon_h100_dense.csv"
 DATA_H200 = ROOT / "models" / "measured" / "silicon_h200_dense.csv"
 CHECKPOINTS = {"nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
 """Quantised checkpoints of catalog models in the H200 file (the precision comes from its quant column)."""
-MLPERF = Path("/work/shared/data/hardware/measured_public.csv")
+MLPERF = ROOT / "models" / "measured" / "mlperf_llama2-70b_public.csv"
 MLPERF_DEVICES = {"H100-SXM-80GB": "h100-sxm", "H200-SXM-141GB": "h200-sxm", "B200-SXM-180GB": "b200", "MI300X-192GB-750W": "mi300x",
                   "MI325X-256GB": "mi325x"}
 MLPERF_PRECISION = {"b200": "fp4"}

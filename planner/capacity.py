@@ -63,30 +63,18 @@ import pandas as pd
 
 from planner.errors import InputError, Problem, ProblemCollector
 from planner.instance import ResolvedInstance
+from planner.pricing import equipment_usd_per_device_hour
 from planner.schema.capacity import (
     CONFIG_COLUMNS,
     DEMAND_COLUMNS,
     POINT_COLUMNS,
+    POINT_KV_CAPACITY_COLUMN,
     POINT_OPTIONAL_COLUMNS,
     CapacityTables,
     CostParams,
 )
-from planner.schema.hardware import DeviceProfile
 
 ROLES = ("prefill", "decode", "unified")
-
-
-def equipment_usd_per_device_hour(dev: DeviceProfile, pricing: str, hours_per_month: float, *,
-                                  years: float | None = None, rate: float | None = None) -> float:
-    """Rental price, or the purchase annuitised at the cost of capital, per device-hour."""
-    if pricing == "rent":
-        assert dev.rental_usd_per_hour is not None
-        return float(dev.rental_usd_per_hour)
-    assert dev.purchase_usd is not None
-    y = years if years is not None else dev.amortization_years
-    r = rate if rate is not None else dev.cost_of_capital_rate
-    per_year = dev.purchase_usd / y if r == 0 else dev.purchase_usd * r / (1.0 - (1.0 + r) ** (-y))
-    return per_year / (12.0 * hours_per_month)
 
 
 def cost_params(resolved: ResolvedInstance) -> CostParams:
@@ -174,6 +162,18 @@ def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = No
     return within, ""
 
 
+def _kv_capacity_bytes(model: Any, dev: Any, tp: int, weight_precision: str, kv_precision: str) -> float:
+    """KV bytes one instance holds (:func:`planner.perf.roofline.kv_capacity_bytes`, the same memory
+    fit that gives ``max_batch``); 0 when the weights do not fit."""
+    from planner.perf.points import _instance
+    from planner.perf.roofline import kv_capacity_bytes
+
+    try:
+        return max(float(kv_capacity_bytes(_instance(model, dev, tp, weight_precision, kv_precision))), 0.0)
+    except ValueError:
+        return 0.0
+
+
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
     from planner.perf import operating_point
@@ -183,6 +183,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     demand, _profiles, notes = _demand(resolved)
     calibration, cal_ref = instance_calibration(resolved)
     notes = [*notes, cal_ref.note()]
+    notes = inst.defaults_used() + notes
     configs = _configs(resolved)
     link = inst.costs.network.kv_link_gb_per_s
     declared = inst.catalog.declared_devices
@@ -192,6 +193,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                      "capacity file (--capacity) gives for it" + (f"; {' and '.join(unknown)} not declared, counted as 0 W" if unknown else ""))
     rows = []
     cache: dict[tuple[Any, ...], Any] = {}
+    kv_cap: dict[tuple[Any, ...], float] = {}
     for rec in demand.to_dict("records"):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
@@ -212,6 +214,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                                  cached_prefix_share=share, ttft_target_ms=ttft_t, tpot_target_ms=tpot_t,
                                                  engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
                 op = cache[key]
+                kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp)
+                if role != "prefill" and kv_key not in kv_cap:
+                    kv_cap[kv_key] = _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved)
                 rows.append({
                     "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
                     "instance_seconds_per_request": float(op.instance_seconds_per_request), "max_batch": int(op.max_batch),
@@ -220,8 +225,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
                     **{c: float(op.detail.get(c, math.nan)) if role == "unified" else math.nan for c in POINT_OPTIONAL_COLUMNS},
+                    POINT_KV_CAPACITY_COLUMN: kv_cap[kv_key] if role != "prefill" else 0.0,
                 })
-    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS])
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN])
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
 
     agents = build_agent_tables(resolved, demand, configs)

@@ -287,3 +287,37 @@ def test_study_report_in_headless_chromium(page: Page, tmp_path: Path) -> None:
     charts = page.evaluate(_MEASURE)
     assert [c["id"] for c in charts] == ["chart-frontier"] and charts[0]["shapes"] > 10 and charts[0]["texts"] > 3
     page.screenshot(ARTIFACTS / "report_budget.png")
+
+
+def test_simulate_report_in_headless_chromium(page: Page, tmp_path: Path) -> None:
+    """``planner simulate --html``: the latency chart drawn with readable axes, the scenario verdict, the solve's own
+    peak check (analytic against simulated) in the plan section, and no internal function names on the page."""
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    inst = ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml"
+    res = CliRunner().invoke(main, ["simulate", str(inst), "--duration", "60", "--scenario", "normal", "--scenario", "peak",
+                                    "--html", str(tmp_path / "sim.html")])
+    assert res.exit_code == 0, res.output
+    page.load((tmp_path / "sim.html").as_uri())
+    assert page.errors() == []
+    charts = page.evaluate(_MEASURE)
+    ids = [c["id"] for c in charts]
+    assert ids[0] == "chart-latency" and "chart-utilization" in ids
+    for c in charts:
+        assert c["width"] > 300 and c["height"] > 100 and c["shapes"] > 10 and c["texts"] > 3, c
+    assert page.evaluate("document.getElementById('simulation-verdict') !== null")
+    assert page.evaluate("document.querySelectorAll('table[id^=\"table-peak-sim-\"]').length") >= 2
+    text = page.evaluate("document.body.innerText")
+    assert "planner." not in text  # captions and notes in words, not module paths
+    # the TPOT axis tick labels do not overlap one another
+    overlaps = page.evaluate("""
+      (() => { const svg = document.querySelector('#chart-latency svg');
+        const t = Array.from(svg.querySelectorAll('text')).map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+        let n = 0; for (let i = 0; i < t.length; i++) for (let j = i + 1; j < t.length; j++) {
+          const a = t[i], b = t[j]; if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) n++; }
+        return n; })()""")
+    assert overlaps == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1100
+    page.screenshot(ARTIFACTS / "report_simulate.png")

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from planner.optimize import SolveSettings, solve_tables
 from planner.optimize.resolve import scale_rates
 from planner.optimize.synthetic import synthetic_tables
+from planner.schema.distributions import parse_distribution
 from planner.studies.budget import budget_frontier
-from planner.studies.distributions import parse_distribution
 from planner.studies.source import TableSource
 from planner.studies.spec import expand, parse_sets
 from planner.studies.sweep import crossovers, run_sweep
@@ -90,7 +90,6 @@ def test_grid_is_a_cartesian_product() -> None:
     assert {(s.overrides["a.x"], s.overrides["b.y"]) for s in study} == {(i, j) for i in (1, 2, 3) for j in (4, 5)}
 
 
-@pytest.mark.skipif(not EXAMPLE.exists(), reason="example instance not written yet")
 def test_instance_sweep_equals_individual_solves() -> None:
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance

@@ -12,7 +12,6 @@ from planner.workload.readers.servegen import ServeGenAggregate
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "instances" / "traces"
 DATA = ROOT / "tests" / "data"
-SHARED = ROOT.parent / "shared" / "data" / "traces"
 
 
 def one(path: Path, **kw):
@@ -94,9 +93,8 @@ def test_mooncake_matches_source_md_and_detects_bucketing() -> None:
     assert any("bucketed" in n for n in a.notes)
 
 
-@pytest.mark.skipif(not (SHARED / "mooncake_synthetic_min00-08.jsonl").is_file(), reason="shared data not beside the repo")
 def test_mooncake_synthetic_is_not_bucketed() -> None:
-    c = one(SHARED / "mooncake_synthetic_min00-08.jsonl")
+    c = one(DATA / "mooncake_synthetic_min00-08.jsonl")
     assert c.requests == 1795
     assert c.arrivals.timestamps == "relative"
     assert c.arrivals.unreliable_peak_windows == []
@@ -149,9 +147,8 @@ def test_lengths_reader_subset() -> None:
     assert tok(c, "output") == [495.9, 464.0, 907.1, 975.2, 1006]
 
 
-@pytest.mark.skipif(not (SHARED / "sharegpt8k_lengths_rows00001-10000.csv").is_file(), reason="shared data not beside the repo")
 def test_lengths_reader_full_matches_source_md() -> None:
-    c = one(SHARED / "sharegpt8k_lengths_rows00001-10000.csv")
+    c = one(DATA / "sharegpt8k_lengths_rows00001-10000.csv")
     assert c.requests == 10000
     assert tok(c, "input") == [2318.5, 1717.5, 5661.4, 7399.0, 8141]
     assert tok(c, "output") == [437.1, 409.0, 833.0, 998.0, 1024]

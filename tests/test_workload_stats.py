@@ -189,10 +189,9 @@ def test_within_window_cv_on_shipped_traces() -> None:
     assert round(code.interarrival_cv_within["1s"], 2) == 1.34
     conv = characterize_file(root / "azure2023_conv_min00-20.csv")["default"].arrivals
     assert conv is not None and round(conv.interarrival_cv_within["60s"], 2) == 1.02
-    synth = Path("/work/shared/data/traces/mooncake_synthetic_min00-08.jsonl")
-    if synth.is_file():
-        a = characterize_file(synth)["default"].arrivals
-        assert a is not None and a.interarrival_cv_within["60s"] == pytest.approx(1.0, abs=0.03)
+    synth = Path(__file__).resolve().parent / "data" / "mooncake_synthetic_min00-08.jsonl"
+    a = characterize_file(synth)["default"].arrivals
+    assert a is not None and a.interarrival_cv_within["60s"] == pytest.approx(1.0, abs=0.03)
 
 
 def test_servegen_within_window_cv_pools_the_window_cvs() -> None:
@@ -201,9 +200,7 @@ def test_servegen_within_window_cv_pools_the_window_cvs() -> None:
     from planner.workload.characterize import characterize_servegen
     from planner.workload.readers import read_trace
 
-    path = Path("/work/shared/data/traces/servegen_reason_deepseek-r1_chunk-48-trace.csv")
-    if not path.is_file():
-        pytest.skip("shared ServeGen sample not present")
+    path = Path(__file__).resolve().parent / "data" / "servegen_reason_deepseek-r1_chunk-48-trace.csv"
     agg = read_trace(path)
     w = agg.windows
     active = (w["family"].astype(str).str.len() > 0) & (w["rate_rps"] > 0)

@@ -29,6 +29,7 @@ the recompute (``t_rl β < t_rc``).
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -44,7 +45,7 @@ def poisson_quantile(q: float, mean: float) -> float:
     if mean <= 0.0:
         return 0.0
     if mean > 1e4:
-        z = _normal_ppf(q)
+        z = NormalDist().inv_cdf(q)
         return float(math.ceil(mean + z * math.sqrt(mean) + (z * z - 1.0) / 6.0 - 0.5))
     log_p = -mean
     cdf = math.exp(log_p)
@@ -54,23 +55,6 @@ def poisson_quantile(q: float, mean: float) -> float:
         log_p += math.log(mean) - math.log(k)
         cdf += math.exp(log_p)
     return float(k)
-
-
-def _normal_ppf(q: float) -> float:
-    """Standard normal quantile (Acklam's rational approximation, relative error < 1.2e-9)."""
-    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
-    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01, -1.328068155288572e01)
-    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
-    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
-    lo = 0.02425
-    if q < lo:
-        r = math.sqrt(-2 * math.log(q))
-        return (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) / ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1)
-    if q > 1 - lo:
-        return -_normal_ppf(1 - q)
-    r = q - 0.5
-    s = r * r
-    return (((((a[0] * s + a[1]) * s + a[2]) * s + a[3]) * s + a[4]) * s + a[5]) * r / (((((b[0] * s + b[1]) * s + b[2]) * s + b[3]) * s + b[4]) * s + 1)
 
 
 def tail_factor(q: float | None, mean: float) -> float:

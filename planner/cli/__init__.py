@@ -6,7 +6,12 @@ imports (pyomo, pandas) inside command functions so ``planner --help`` stays fas
 
 The error boundary: a :class:`planner.errors.PlannerError` becomes one message on stderr
 and its exit code (2 bad input, 3 infeasible, 4 solver); any other exception is reported as
-an internal error (exit 1). ``--debug`` re-raises with the traceback.
+an internal error (exit 1). ``--debug`` prints the traceback as well and keeps the exit code.
+
+``--debug``, ``-q/--quiet`` and ``-v/--verbose`` are accepted before the subcommand
+(``planner --debug solve X``) and after it (``planner solve X --debug``): :func:`_register`
+adds them to every command; they are kept in the click context's ``meta`` (shared by the
+group's and the subcommand's contexts) and read through :mod:`planner.cli.output`.
 """
 
 from __future__ import annotations
@@ -14,23 +19,51 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import traceback
 from typing import Any
 
 import click
 
+from planner.cli.output import DEBUG_KEY, VERBOSITY_KEY
 from planner.errors import PlannerError
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[DEBUG_KEY] = True
+
+
+def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[VERBOSITY_KEY] = -1
+
+
+def _set_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    if value and ctx.meta.get(VERBOSITY_KEY, 0) >= 0:
+        ctx.meta[VERBOSITY_KEY] = value
+
+
+def _global_options() -> list[click.Option]:
+    """The options every command accepts, before or after its name (fresh objects per command)."""
+    return [
+        click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+                     help="Show tracebacks as well as the one-line errors (exit codes unchanged)."),
+        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_set_quiet,
+                     help="No progress bars, warnings or 'wrote FILE' lines on stderr; results only."),
+        click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_set_verbose,
+                     help="Also print each step and its time on stderr."),
+    ]
 
 
 class PlannerGroup(click.Group):
     """Click group with the one error boundary of the CLI."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        debug = "--debug" in sys.argv[1:] or bool(ctx.params.get("debug"))
         try:
             return super().invoke(ctx)
         except PlannerError as exc:
-            if debug:
-                raise
+            if ctx.meta.get(DEBUG_KEY):
+                traceback.print_exc(file=sys.stderr)
             click.echo(exc.render(), err=True)
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -46,16 +79,15 @@ class PlannerGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(0)
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback without --debug
-            if debug:
-                raise
+            if ctx.meta.get(DEBUG_KEY):
+                traceback.print_exc(file=sys.stderr)
             click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and report it)", err=True)
             ctx.exit(1)
 
 
 @click.group(cls=PlannerGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(package_name="planner")
-def main(debug: bool) -> None:
+def main() -> None:
     """Capacity planner for LLM inference: prefill, decode and tool pools sized by a MIP."""
 
 
@@ -67,7 +99,16 @@ def _register() -> None:
             continue
         module = importlib.import_module(f"planner.cli.{info.name}")
         for command in getattr(module, "COMMANDS", []):
+            _add_global_options(command)
             main.add_command(command)
 
 
+def _add_global_options(command: click.Command) -> None:
+    command.params.extend(_global_options())
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _add_global_options(sub)
+
+
+main.params.extend(_global_options())
 _register()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from planner.cli.output import echo_json, fmt, table
+from planner.cli.output import echo_json, fmt, table, versioned
 
 
 @click.command("characterize")
@@ -45,7 +45,7 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
         payload = data[0] if len(data) == 1 else {"services": {c["service"]: c for c in data}}
         if written:
             payload = {**payload, "written": written}
-        echo_json(payload)
+        echo_json(versioned(payload))
         return
     for name, c in results.items():
         j = c.to_json()

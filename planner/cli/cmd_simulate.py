@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,12 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
                  load_gb_per_s: float | None, as_json: bool, html_file: str | None) -> None:
     """Simulate a plan: TTFT/TPOT quantiles, SLO attainment, queues, KV pressure, utilisation."""
     from planner.instance import load_instance
-    from planner.simulate.adapter import demand_stream, plan_to_sim
+    from planner.simulate.adapter import (
+        bucket_stream,
+        plan_to_sim,
+        plan_to_sim_by_bucket,
+        service_results,
+    )
     from planner.simulate.arrivals import replay_requests
     from planner.simulate.scenarios import SCENARIOS, run_scenarios, weight_reload_s
 
@@ -58,26 +64,33 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
 
         plan = load_plan(plan_path)
         plan_label = f"from {plan_path}"
+    # Synthetic arrivals follow the plan's routing shares bucket by bucket (every pool gets the traffic
+    # the plan sends it, as in the solve's peak check); a replayed log has no buckets, so each service
+    # takes one pool per phase (the notes say which, when the plan splits it).
     try:
-        sim = plan_to_sim(plan, architecture)
+        by_bucket = None if trace_path else plan_to_sim_by_bucket(plan, architecture)
+        sim = by_bucket.base if by_bucket is not None else plan_to_sim(plan, architecture)
     except ValueError as exc:
         raise InputError(Problem(plan_path or instance, "architectures", str(exc),
                                  "choose a feasible architecture with --architecture")) from None
 
-    notes = list(sim.notes)
+    notes = [n for n in sim.notes if by_bucket is None or " is split over " not in n and "KV transfer simulated" not in n]
     reload: dict[str, float] = {}
     reload_detail: dict[str, dict[str, Any]] = {}
     svc_of_pool: dict[str, str] = {}
-    for route in sim.routes:
-        for pool in (route.prefill, route.decode, route.unified):
-            if pool:
-                svc_of_pool.setdefault(pool, route.service)
+    for share in plan.architectures[sim.architecture].routing:
+        if share.share > 1e-9:
+            svc_of_pool.setdefault(share.pool, share.service)
     for ps in sim.pools:
         pp = sim.pool_plans[ps.name]
-        svc = resolved.instance.services.get(svc_of_pool.get(ps.name, ""))
+        svc_name = svc_of_pool.get(ps.name, "")
+        svc = resolved.instance.services.get(svc_name)
         dev = resolved.devices.get(pp.device)
         if svc is None or dev is None or svc.model not in resolved.models:
-            notes.append(f"pool {ps.name}: its service or device is not in {instance}; model swap not simulated for it")
+            what = (f"its service {svc_name!r} is not in {instance}" if svc is None else
+                    f"its device {pp.device!r} is not among {instance}'s devices" if dev is None else
+                    f"its model {svc.model!r} is not in the catalog")
+            notes.append(f"pool {ps.name}: {what}; model swap not simulated for it")
             continue
         # weights come over the network (model store) or, failing a NIC figure, the host link
         field = "nic_bw_gb_per_s" if dev.nic_bw_gb_per_s else "pcie_bw_gb_per_s"
@@ -114,15 +127,22 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
             scale = trace_rate / peak_rate if load == "peak" else 1.0
             keep = frame[(frame["arrival_s"] - frame["arrival_s"].min()) * scale <= duration_s]
             return replay_requests(keep, services=sim.services, time_scale=scale)
+        runs = run_scenarios(sim.pools, sim.routes, stream, duration_s=duration_s, seed=seed, reload_s=reload,
+                             scenarios=scenario_names or SCENARIOS)
     else:
-        def stream(load: str, s: int) -> Iterator[RequestChunk]:
-            return demand_stream(sim, load=load, duration_s=duration_s, seed=s)
+        assert by_bucket is not None
+        bsim = by_bucket
 
-    runs = run_scenarios(sim.pools, sim.routes, stream, duration_s=duration_s, seed=seed, reload_s=reload,
-                         scenarios=scenario_names or SCENARIOS)
+        def bstream(load: str, s: int) -> Iterator[RequestChunk]:
+            return bucket_stream(bsim, load=load, duration_s=duration_s, seed=s)
+
+        runs = [replace(r, result=service_results(r.result, bsim))
+                for r in run_scenarios(bsim.pools, bsim.routes, bstream, duration_s=duration_s, seed=seed, reload_s=reload,
+                                       scenarios=scenario_names or SCENARIOS)]
     payload = {
         "instance": resolved.instance.name, "plan": plan_label, "architecture": sim.architecture,
-        "arrivals": f"replay of {trace_path}" if trace_path else "synthetic renewal at the plan's demand",
+        "arrivals": f"replay of {trace_path}" if trace_path else
+        "synthetic renewal at the plan's demand, routed by the plan's shares per bucket (representative lengths)",
         "duration_s": duration_s, "seed": seed, "model_swap_reload": reload_detail, "notes": notes,
         "scenarios": {r.name: {"load": r.load, "outages": [o.__dict__ for o in r.outages], **r.result.to_dict(timeline=True)} for r in runs},
     }
@@ -146,9 +166,12 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
                          "yes" if (s.ttft_met and s.tpot_met) else "NO", s.unfinished + s.rejected])
         click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", "tpot p50 ms", "p99", "target",
                           "slo share", "met", "lost"], rows))
-        prow = [[p.name, p.instances, p.utilization, p.slot_utilization, p.kv_utilization, _ms(p.wait.p99),
-                 p.queue_max, p.preemptions, p.kv_blocked_admissions] for p in res.pools.values()]
-        click.echo(table(["pool", "inst", "util", "slots", "kv", "wait p99 ms", "max queue", "preempt", "kv blocked"], prow))
+        plan_util = {p.name: (p.utilization_mean if r.load == "mean" else p.utilization_peak) for p in sim.pool_plans.values()}
+        prow = [[p.name, p.instances, plan_util.get(p.name), p.utilization if p.role == "prefill" else p.slot_utilization,
+                 p.utilization, p.kv_utilization, _ms(p.wait.p99), p.queue_max, p.preemptions, p.kv_blocked_admissions]
+                for p in res.pools.values()]
+        click.echo(table(["pool", "inst", "plan util", "sim util", "any busy", "kv", "wait p99 ms", "max queue", "preempt",
+                          "kv blocked"], prow))
     for n in notes:
         click.echo(f"note: {n}")
     if html_file:

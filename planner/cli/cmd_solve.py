@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,7 +26,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.command("solve")
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (verdict, architectures, costs, solver).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write plan.json, costs.csv, pools.csv, report.md here.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write plan.json, costs.csv, pools.csv (and .parquet), report.md here.")
 @click.option("--time-limit", type=float, help="Solver time limit per architecture, seconds (default: options.solver).")
 @click.option("--mip-gap", type=float, help="Relative MIP gap (default: options.solver).")
 @click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
@@ -40,10 +41,12 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.option("--robust", is_flag=True, help="Plan for several scenarios at once (devices chosen once, routing per scenario); see --robust-scenario.")
 @click.option("--robust-scenario", "robust_scenarios", multiple=True,
               help="With --robust: a named scenario to plan for (repeatable; 'base' = the instance as written). Default: base and every named scenario.")
+@click.option("--compare-devices", is_flag=True,
+              help="Also solve each candidate device alone: its best plan's cost and what held it back (a few seconds more).")
 @click.pass_context
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
-          capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...]) -> None:
+          capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
@@ -85,12 +88,22 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
         from planner.report.html import write_html
 
         write_html(html_file, plan=result)
+    per_device = _compare_devices(resolved, capacity_file) if compare_devices and result.verdict.winner is not None else None
     if as_json:
-        echo_json(result.model_dump(mode="json"))
+        data = result.model_dump(mode="json")
+        if per_device is not None:
+            data["per_device"] = per_device.to_dict("records")
+        echo_json(data)
     else:
         click.echo(summary_text(result))
+        if per_device is not None:
+            from planner.cli.output import table
+
+            click.echo("\nper candidate device (each solved alone, analytic; see planner.studies.devices):")
+            click.echo(table(["device", "best architecture", "$/month", "more than best", "$/1M tokens", "devices", "what held it back"],
+                             per_device.values.tolist()))
         if out_dir:
-            click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv, report.md")
+            click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv (and .parquet), report.md")
         if html_file:
             click.echo(f"wrote {html_file}")
     if result.verdict.winner is None:
@@ -101,6 +114,18 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
         if not diags and any(p.solver.status in ("error", "time_limit") for p in result.architectures.values()):
             raise SolverError("the solver stopped without a feasible plan for any architecture (raise --time-limit)")
         raise InfeasibleError(diags, headline=f"no architecture of {resolved.instance.name} has a feasible plan")
+
+
+def _compare_devices(resolved: Any, capacity_file: str | None) -> Any:
+    from planner.cli.output import progress
+    from planner.studies.devices import device_comparison
+    from planner.studies.source import TableSource
+
+    if capacity_file:
+        raise InputError(Problem("", "--compare-devices", "works with the performance model's tables only", "drop --capacity"))
+    source = TableSource.from_instance(resolved)
+    with progress(len(source.base_tables.configs["device"].unique()), "solving per device") as bar:
+        return device_comparison(source, progress=bar.update)
 
 
 @click.command("check")

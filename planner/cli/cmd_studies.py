@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from planner.cli.output import echo_json, table
+from planner.cli.output import echo_json, note, progress, step, table, versioned
 
 SET_HELP = ("PATH=VALUES, repeatable. PATH is a dot-path into the instance (as in `scenarios:`). "
             "VALUES: one value, a comma list (a grid dimension; several make a cartesian product), or "
@@ -80,20 +79,20 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
     resolved = _load(instance, None)
     spec, study = _study(resolved, sets, scenarios, monte_carlo, seed, crossover_paths)
     source = TableSource.from_instance(resolved, capacity_file=capacity_file, capacity_only=capacity_only)
-    make_bar: Any = click.progressbar
-    bar: Any = make_bar(length=len(study), label=f"{len(study)} scenarios", file=sys.stderr)
-    with bar:
+    with progress(len(study), f"solving {len(study)} scenarios") as bar:
         rows = run_sweep(source, study, jobs=jobs, executor=executor, progress=bar.update)
     paths = list(crossover_paths) or [p for p in spec.grid if p.endswith("rate_multiplier")]
     headroom = study_headroom(source, study)
-    cross = [crossovers(source, rows, p, headroom=headroom, scenarios=study) for p in paths]
+    with step(f"bisecting verdict flips along {len(paths)} path(s)"):
+        cross = [crossovers(source, rows, p, headroom=headroom, scenarios=study) for p in paths]
     import pandas as pd
 
     cross_df = pd.concat([c for c in cross if len(c)], ignore_index=True) if any(len(c) for c in cross) else pd.DataFrame()
     ranges: dict[str, tuple[Any, Any]] = {p: (min(v), max(v)) for p, v in spec.grid.items() if all(isinstance(x, (int, float)) for x in v)}
     ranges |= {p: d.quantiles(seed=seed) for p, d in spec.distributions.items()}
     start = dict(resolved.instance.scenarios[scenarios[0]]) if len(scenarios) == 1 else {}  # one --scenario: the tornado starts there
-    torn = tornado(source, ranges, base_overrides={**start, **spec.fixed}, headroom=headroom) if ranges else pd.DataFrame()
+    with step(f"tornado over {len(ranges)} parameter(s)"):
+        torn = tornado(source, ranges, base_overrides={**start, **spec.fixed}, headroom=headroom) if ranges else pd.DataFrame()
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +108,7 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
         write_html(html_file, sweep=rows, crossovers=cross_df, tornado=torn if len(torn) else None, sweep_x=x,
                    title=f"Sweep: {resolved.instance.name} ({len(study)} scenarios)")
     if as_json:
-        echo_json({"rows": rows.to_dict("records"), "crossovers": cross_df.to_dict("records"), "tornado": torn.to_dict("records")})
+        echo_json(versioned({"rows": rows.to_dict("records"), "crossovers": cross_df.to_dict("records"), "tornado": torn.to_dict("records")}))
         return
     win = rows[rows["is_winner"]] if len(rows) else rows
     shown = win[["scenario", "architecture", "total_usd_per_month", "usd_per_million_tokens", "device_mix", "margin_usd_per_month"]]
@@ -126,7 +125,7 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
         click.echo(table(["path", "low", "high", "$ at low", "$ at high", "swing"],
                          torn[["path", "low", "high", "total_at_low_usd_per_month", "total_at_high_usd_per_month", "swing_usd_per_month"]].values.tolist()))
     if html_file:
-        click.echo(f"\nwrote {html_file}")
+        note(f"wrote {html_file}")
 
 
 @click.command("budget")
@@ -161,7 +160,8 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
     check_values(resolved.raw, spec, file=str(resolved.path))
     if spec.fixed:
         resolved = resolved.with_overrides(spec.fixed)
-    frame = budget_frontier(TableSource.from_instance(resolved), values, rel_tol=rel_tol)
+    with progress(len(values), f"{len(values)} budget(s)") as bar:
+        frame = budget_frontier(TableSource.from_instance(resolved), values, rel_tol=rel_tol, progress=bar.update)
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -172,12 +172,12 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
 
         write_html(html_file, frontier=frame, title=f"Budget study: {resolved.instance.name}")
     if as_json:
-        echo_json(frame.to_dict("records"))
+        echo_json(versioned({"budgets": frame.to_dict("records")}))
         return
     click.echo(table(["budget $/month", "max traffic x", "cost $/month", "winner", "devices"],
                      frame[["budget_usd_per_month", "max_traffic_multiplier", "total_usd_per_month", "winner", "device_mix"]].values.tolist()))
     if html_file:
-        click.echo(f"\nwrote {html_file}")
+        note(f"wrote {html_file}")
 
 
 @click.command("evaluate")
@@ -221,7 +221,8 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     _, study = _study(resolved, sets, scenarios, monte_carlo, seed)
     source = TableSource.from_instance(resolved)
     try:
-        frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol)
+        with progress(len(study), f"evaluating {len(study)} scenario(s)") as bar:
+            frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol, progress=bar.update)
     except ValueError as exc:
         raise InputError(Problem(plan_file, "pools", str(exc), "evaluate with the instance the plan was solved for (--instance)")) from None
     if out_dir:
@@ -230,7 +231,7 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
         frame.to_csv(out / "evaluate.csv", index=False)
         frame.to_parquet(out / "evaluate.parquet", index=False)
     if as_json:
-        echo_json({"architecture": fixed.architecture, "instances": fixed.instances, "rows": frame.to_dict("records")})
+        echo_json(versioned({"architecture": fixed.architecture, "instances": fixed.instances, "rows": frame.to_dict("records")}))
         return
     click.echo(f"held plan ({fixed.architecture}): " + ", ".join(f"{k}x{v}" for k, v in sorted(fixed.instances.items())))
     click.echo(table(["scenario", "carries", "SLO met", "headroom x", "saturates first", "fixed $/month", "re-opt $/month", "regret $/month"],
@@ -318,9 +319,9 @@ def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str,
         out.mkdir(parents=True, exist_ok=True)
         frame.to_csv(out / "robust.csv", index=False)
     if as_json:
-        echo_json({"objective": res.objective, "scenarios": res.scenarios, "weights": res.weights, "winner": res.winner,
+        echo_json(versioned({"objective": res.objective, "scenarios": res.scenarios, "weights": res.weights, "winner": res.winner,
                    "rows": frame.to_dict("records"),
-                   "plans": {a: {s: p.model_dump(mode="json") for s, p in ra.plans.items()} for a, ra in res.architectures.items()}})
+                   "plans": {a: {s: p.model_dump(mode="json") for s, p in ra.plans.items()} for a, ra in res.architectures.items()}}))
         return
     click.echo(f"robust plan over {len(res.scenarios)} scenario(s), objective: {res.objective}; winner: {res.winner or 'none feasible'}")
     click.echo(table(["architecture", "scenario", "weight", "$/month there", "SLO met", f"{res.objective} $/month", "devices"],

@@ -148,31 +148,40 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
 
     # --- sparse index sets -----------------------------------------------------------------
     pts_of_pool: list[list[int]] = [[] for _ in range(n_pool)]
-    for i, p in enumerate(point_pool):
+    for i, p in enumerate(point_pool.tolist()):
         pts_of_pool[p].append(i)
     route: dict[tuple[int, str], list[int]] = {}
-    for i in range(n_pts):
-        for phase in PHASES:
-            if role_of[i] in PHASE_ROLES[phase]:
-                route.setdefault((int(d_of[i]), phase), []).append(i)
+    phases_of_role = {r: [ph for ph in PHASES if r in PHASE_ROLES[ph]] for r in set(role_of.tolist())}
+    for i, (d, r) in enumerate(zip(d_of.tolist(), role_of.tolist(), strict=True)):
+        for phase in phases_of_role[r]:
+            route.setdefault((d, phase), []).append(i)
     route_keys = sorted(route)
 
     # --- constraints -----------------------------------------------------------------------
-    m.route = pe.Constraint(route_keys, rule=lambda _m, d, ph: pe.quicksum(_m.x[i] for i in route[(d, ph)]) == 1)
+    x = [m.x[i] for i in range(n_pts)]
+    m.route = pe.Constraint(route_keys, rule=lambda _m, d, ph: pe.quicksum(x[i] for i in route[(d, ph)]) == 1)
 
     # --- tool execution phase (planner.agents): variables, and their terms in load / kv ---
     tool_load, tool_kv = build_tool_phase(m, prep, redundancy)
 
+    # Python floats/ints for the rules below: indexing numpy arrays element by element in a
+    # Python loop costs a numpy scalar per access (the build walks every point several times).
+    d_l = d_of.tolist()
+    load_coef = (tau / rho).tolist()
+    lam_peak = [m.lam_peak[d] for d in range(len(prep.demand))]
+    lam_mean = [m.lam_mean[d] for d in range(len(prep.demand))]
+
     def load_rule(_m: Any, p: int) -> Any:
-        return (pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i] / rho[i]) * _m.x[i] for i in pts_of_pool[p])
+        return (pe.quicksum(lam_peak[d_l[i]] * load_coef[i] * x[i] for i in pts_of_pool[p])
                 + pe.quicksum(tool_load.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
 
     m.load_c = pe.Constraint(m.P, rule=load_rule)
 
     kvcap = pools["kv_capacity_bytes"].to_numpy(float)
     kv_pools = [p for p in range(n_pool) if kvcap[p] > 0 and pools["role"].iat[p] != "prefill"]
+    kv_pc_l = kv_pc.tolist()
     m.kv = pe.Constraint(kv_pools, rule=lambda _m, p: pe.quicksum(
-        _m.lam_peak[d_of[i]] * float(kv_pc[i] / kvcap[p]) * _m.x[i] for i in pts_of_pool[p])
+        lam_peak[d_l[i]] * (kv_pc_l[i] / float(kvcap[p])) * x[i] for i in pts_of_pool[p])
         + pe.quicksum(t / float(kvcap[p]) for t in tool_kv.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
     m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= int(n_max[p]) * _m.z[p])
     m.pool_min = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] >= (_m.k + 1) * _m.z[p])
@@ -185,19 +194,30 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
         int(tp_pool[p]) * _m.n[p] for p in range(n_pool) if dev_of_pool[p] == t) <= float(prep.procurement[t]))
 
     # --- cost terms (one Expression each; they sum to the objective) -----------------------
+    pool_cfg = pools["config"].astype(str)
+
+    def cfg_col(col: str) -> list[float]:
+        return pool_cfg.map(cfg[col]).astype(float).tolist()
+
+    cfg_cache: dict[str, list[float]] = {}
+
     def cfg_val(p: int, col: str) -> float:
-        return float(cfg.at[str(pools["config"].iat[p]), col])  # type: ignore[arg-type]
+        if col not in cfg_cache:
+            cfg_cache[col] = cfg_col(col)
+        return cfg_cache[col][p]
 
     dev_hours = [float(tp_pool[p]) * H for p in range(n_pool)]
     kwh_factor = m.price * float(costs.pue)
     m.cost_equipment = pe.Expression(expr=pe.quicksum(dev_hours[p] * cfg_val(p, "equipment_usd_per_device_hour") * m.n[p] for p in range(n_pool)))
     busy_j = energy + tau * tp_pt * host_pt  # J per request: devices + host share while busy
+    busy_coef = (busy_j * SECONDS_PER_HOUR * H / J_PER_KWH).tolist()
     m.cost_power_busy = pe.Expression(expr=kwh_factor * pe.quicksum(
-        m.lam_mean[d_of[i]] * float(busy_j[i] * SECONDS_PER_HOUR * H / J_PER_KWH) * m.x[i] for i in range(n_pts)))
+        lam_mean[d_l[i]] * busy_coef[i] * x[i] for i in range(n_pts)))
     idle_w_pool = [cfg_val(p, "idle_power_w") + cfg_val(p, "host_power_w") for p in range(n_pool)]
+    idle_coef = (tau * tp_pt * (idle_pt + host_pt) * H / 1e3).tolist()
     m.cost_power_idle = pe.Expression(expr=kwh_factor * (
         pe.quicksum(dev_hours[p] * idle_w_pool[p] / 1e3 * m.n[p] for p in range(n_pool))
-        - pe.quicksum(m.lam_mean[d_of[i]] * float(tau[i] * tp_pt[i] * (idle_pt[i] + host_pt[i]) * H / 1e3) * m.x[i] for i in range(n_pts))))
+        - pe.quicksum(lam_mean[d_l[i]] * idle_coef[i] * x[i] for i in range(n_pts))))
     sends = pools["sends_kv"].to_numpy(bool)
     m.cost_network_nic = pe.Expression(expr=pe.quicksum(
         float(tp_pool[p]) * float(costs.nic_usd_per_device_month) * m.n[p] for p in range(n_pool) if sends[p]))

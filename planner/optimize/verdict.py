@@ -38,6 +38,11 @@ _TERM_WORDS = {
 }
 
 
+def term_words(term: str) -> str:
+    """A cost term (``equipment_usd_per_month``) in words (``equipment``)."""
+    return _TERM_WORDS.get(term, term.removesuffix("_usd_per_month").replace("_", " "))
+
+
 _SIMPLICITY = {"shared": 0, "disaggregated": 1, "hybrid": 2}
 
 TIE_REL_TOL = 1e-6
@@ -185,9 +190,9 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         uni = sorted({f"{r.service}/{r.bucket}" for r in hyb.routing if r.role == "unified"})
         spl = sorted({f"{r.service}/{r.bucket}" for r in hyb.routing if r.role != "unified"})
         reasons.append(f"Hybrid routes {', '.join(uni) or 'nothing'} to unified pools and {', '.join(spl) or 'nothing'} to prefill/decode pools.")
-    binding = [b.name for b in win.binding][:5]
-    if binding:
-        reasons.append(f"Binding in the {win.architecture} plan: {', '.join(binding)}.")
+    limits = list(dict.fromkeys(plain_limit(b.name, b.kind) for b in win.binding))[:5]
+    if limits:
+        reasons.append(f"What limits the {win.architecture} plan: {'; '.join(limits)}.")
     reasons.extend(simulation_notes)
     if not proven:
         reasons.append("At least one plan is not proven optimal (time limit or solver stop); the verdict may change with more solve time.")
@@ -195,3 +200,22 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
                    margin_usd_per_million_tokens=margin / tokens * 1e6, margin_share=share,
                    term_differences_usd_per_month=diffs, reasons=reasons, proven=proven,
                    tie_rule=tie_rule if run is feasible[1] else None)
+
+
+def plain_limit(name: str, kind: str) -> str:
+    """A constraint of the plan at its bound, in words (``name`` by the constraint grammar of
+    :func:`planner.optimize.model.constraint_name`, e.g. ``load[unified:h100-sxm/tp2:llama-3.1-70b@fp8]``)."""
+    key = name[name.find("[") + 1:-1] if "[" in name and name.endswith("]") else ""
+    pool = key.split(":")[1] + f" {key.split(':')[0]} pool" if key.count(":") >= 2 else key
+    if kind == "load":
+        return f"the {pool} is exactly as full as its latency targets allow (one more request/s needs another instance)"
+    if kind == "kv":
+        return f"the {pool} has its KV-cache memory full at peak"
+    if kind == "procurement":
+        return f"no more {key} can be had (procurement limit of the catalog)"
+    if kind == "budget":
+        return "the monthly budget is spent"
+    if kind == "device_types":
+        return "a shared plan uses one device type only, so it cannot mix devices"
+    return name
+

@@ -255,19 +255,27 @@ def utilization_chart(plan: PlanResult) -> Chart | None:
     ys = list(range(n))[::-1]
     for y, (arch, p) in zip(ys, rows, strict=True):
         c = ARCH_COLORS.get(arch, "#555555")
-        ax.barh(y + h / 2, p.utilization_mean * 100, height=h, color=c, alpha=0.55,
-                label="mean load" if y == ys[0] else None)
-        ax.barh(y - h / 2, p.utilization_peak * 100, height=h, color=c,
-                label="peak load" if y == ys[0] else None)
-        ax.text(p.utilization_mean * 100 + 1, y + h / 2, pct(p.utilization_mean), va="center", fontsize=9)
-        ax.text(p.utilization_peak * 100 + 1, y - h / 2, pct(p.utilization_peak), va="center", fontsize=9)
+        ax.barh(y + h / 2, p.utilization_mean * 100, height=h, color=c, alpha=0.45)
+        ax.barh(y - h / 2, p.utilization_peak * 100, height=h, color=c)
+        cap_x = p.utilization_cap * 100 if p.utilization_cap > 0 else -1.0
+        for v, yy in ((p.utilization_mean, y + h / 2), (p.utilization_peak, y - h / 2)):
+            # the value right of its bar, or right of the cap tick when the tick is that close (never on it)
+            x = v * 100 + 1.5
+            if cap_x >= 0 and x - 1.0 <= cap_x + 1.0 and x + 7.0 >= cap_x:  # the label (~6 % wide) would cross the tick
+                x = max(cap_x, v * 100) + 2.0
+            ax.text(x, yy, pct(v), va="center", fontsize=9)
         if p.utilization_cap > 0:
-            ax.plot([p.utilization_cap * 100] * 2, [y - h, y + h], color="#C00000", linewidth=2,
-                    label="latency cap" if y == ys[0] else None)
+            ax.plot([cap_x] * 2, [y - h, y + h], color="#C00000", linewidth=2)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = [Patch(color=ARCH_COLORS.get(a, "#555555"), label=a) for a in dict.fromkeys(arch for arch, _ in rows)]
+    handles += [Patch(facecolor="#888888", alpha=0.45, label="mean load (light)"), Patch(facecolor="#888888", label="peak load (dark)"),
+                Line2D([], [], color="#C00000", linewidth=2, label="latency cap")]
     ax.set_yticks(ys, labels)
-    ax.set_xlim(0, 110)
+    ax.set_xlim(0, 115)
     ax.set_xlabel("utilisation (% of provisioned instance time)")
-    fig.legend(loc="outside lower center", ncols=3)
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
     ax.set_title("Utilisation per pool")
     cap = ("Utilisation of each pool at mean load (light) and at peak load (dark), in % of provisioned "
            "instance time; the red tick is the largest peak utilisation the latency targets allow.")
@@ -295,6 +303,9 @@ def unit_costs_chart(plan: PlanResult) -> Chart | None:
         for i, v in enumerate(vals):
             ax.text(v + 0.02 * m, i, label(v), va="center")
         ax.set_xlim(0, m * 1.3)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=3))
         ax.set_title(title)
     cap = ("Cost per million tokens served (input + output, USD) and facility energy per thousand tokens "
            "(busy + idle, × PUE, Wh) for each architecture at mean load.")
@@ -363,20 +374,29 @@ def latency_chart(simulation: Any, plan: PlanResult | None = None) -> Chart | No
                     continue
                 met = bool(getattr(sr, f"{metric}_met"))
                 color = "#0072B2" if met else "#C00000"
-                ax.plot(xs[:3], [y] * 3, color="#777777", linewidth=1, zorder=1)
+                # quantiles on their own small rows (p50 top … max bottom) so equal values stay visible
+                dodge = {"p50": 0.22, "p90": 0.07, "p99": -0.08, "max": -0.23}
+                ax.plot([min(xs[:3]), max(xs[:3])], [y] * 2, color="#777777", linewidth=1, zorder=1)
                 for (k, mk), v in zip(marks, xs, strict=True):
                     if math.isfinite(v) and v > 0:
-                        ax.scatter([v], [y], marker=mk, color=color, zorder=2, label=k if y == ys[0] else None)
-                ax.text(xs[2], y + 0.2, f"p99 {sig(xs[2])} ms", ha="center", fontsize=8, color=color)
+                        ax.scatter([v], [y + dodge[k]], marker=mk, s=22, color=color, zorder=2, label=k if y == ys[0] else None)
+                ax.text(1.0, y + 0.3, f"p99 {sig(xs[2])} ms ", ha="right", fontsize=8, color=color, transform=ax.get_yaxis_transform())
                 ax.plot([tgt_ms] * 2, [y - 0.35, y + 0.35], color="#C00000", linewidth=2,
                         label="target" if y == ys[0] else None)
             ax.set_ylim(-0.6, len(rows) - 0.4)
-            _log_axis(ax)
+            lo, hi = ax.get_xlim()
+            if hi / max(lo, 1e-12) > 8:
+                _log_axis(ax)
+            else:  # a narrow range (TPOT): linear, few ticks, so labels do not run together
+                from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+                ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: sig(v)))
             ax.set_title(title)
         axes[0].set_yticks(ys, labels)
         axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         cap = ("Simulated latency per " + ("scenario and service" if len(runs) > 1 else "service") +
-               " at the plan's sizing: p50 (circle), p90 (square), p99 (diamond) and maximum (cross), log scale in ms; "
+               " at the plan's sizing: p50 (circle), p90 (square), p99 (diamond) and maximum (cross), in ms (log scale over a wide range); "
                "the red tick is the target; markers turn red where the target quantile is missed.")
     else:
         df = as_frame(simulation)
@@ -501,16 +521,21 @@ def sweep_chart(sweep: Any, x: str | None = None, brackets: Sequence[tuple[float
     else:
         flips = crossovers(df, x)
         where = ", ".join(f"{x} ≈ {sig(f)}" for f in flips)
+    lo_x, hi_x = ax.get_xlim()
+    short = x.rsplit(".", 1)[-1]
     for f in flips:
         ax.axvline(f, color="#C00000", linestyle="--", linewidth=1.2)
-        ax.annotate(f"verdict flips at {x} ≈ {sig(f)}", (f, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(4, -12), textcoords="offset points", color="#C00000", fontsize=9)
+        right_half = (f - lo_x) > 0.5 * (hi_x - lo_x)  # the label goes on the side with room, inside the axes
+        ax.annotate(f"verdict flips at {short} ≈ {sig(f)}", (f, 0.04), xycoords=("data", "axes fraction"),
+                    xytext=(-4 if right_half else 4, 0), textcoords="offset points", ha="right" if right_half else "left",
+                    color="#C00000", fontsize=9)
     ax.set_xlabel(x)
     ax.set_ylabel("cost (USD per month)")
     _money_axis(ax)
     ax.legend(loc="upper left")
     ax.set_title(f"Cost against {x}")
-    cap = f"Total monthly cost (USD/month) as {x} varies; "
+    cap = (f"Total monthly cost (USD/month) as {x} varies (lines join the swept points; between them costs move in "
+           "whole-instance steps, so where two lines cross is not where the verdict flips); ")
     cap += (f"the dashed line marks where the verdict flips ({where})." if flips else "the verdict does not flip in this range.")
     return Chart("chart-sweep", cap, _svg(fig, "chart-sweep", f"Cost against {x}"))
 

@@ -28,13 +28,20 @@ Column contracts of the study inputs are documented on the chart functions in
 :func:`tornado_frame` and :func:`frontier_frame`. Without a plan, the page opens with a
 study headline (:func:`study_verdict`). Numbers are rounded for reading (3 significant digits,
 thousands separators, whole dollars from $100) and always carry their unit.
+
+The markup lives in Jinja2 templates (:data:`TEMPLATES`, autoescaped); the section functions
+here return plain data — a list of blocks (:class:`Table`, :class:`Figure`, :class:`Para`,
+:class:`Heading`, :class:`Items`, :class:`Cards`) — that the templates render. Captions and
+method notes name formulas in words, never internal function names (:func:`plain_method`).
 """
 
 from __future__ import annotations
 
-import html
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,86 +56,112 @@ if TYPE_CHECKING:
 
     from planner.schema.plan import ArchitecturePlan, PlanResult
 
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;color:#1b1b1b;
- max-width:1080px;margin:24px auto;padding:0 20px;line-height:1.45;background:#fff}
-h1{font-size:1.5em;margin:0 0 2px}
-h2{font-size:1.2em;margin:28px 0 8px;border-bottom:2px solid #e3e3e3;padding-bottom:3px}
-h3{font-size:1.02em;margin:16px 0 6px}
-.sub{color:#555;margin:0 0 14px}
-.verdict{font-size:1.22em;font-weight:600;padding:12px 16px;border-left:6px solid #0072B2;background:#eef5fb;margin:10px 0}
-.verdict.none{border-color:#C00000;background:#fbeeee}
-.cards{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}
-.card{flex:1 1 150px;border:1px solid #ddd;border-radius:6px;padding:8px 12px}
-.card .v{font-size:1.35em;font-weight:700}
-.card .k{color:#555;font-size:.85em}
-table{border-collapse:collapse;margin:6px 0 10px;font-size:.92em}
-th,td{padding:3px 10px;border-bottom:1px solid #e6e6e6;text-align:left;vertical-align:top}
-th{background:#f5f5f5;font-weight:600}
-#costs td,#unit-costs td,#solver td{white-space:nowrap}
-#plan td:nth-child(2),#plan td:nth-child(3){white-space:nowrap}
-#plan table,#tool-phase table,#simulation table{font-size:.86em}
-td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-td.n{white-space:nowrap}
-.ok{color:#1a7f37;font-weight:600}.bad{color:#C00000;font-weight:600}
-figure.chart{margin:10px 0 18px}
-figure.chart svg{width:100%;height:auto;max-width:900px;display:block}
-figcaption{color:#444;font-size:.9em;margin-top:4px}
-.side{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
-.side>*{flex:1 1 420px}
-ul.why li{margin:3px 0}
-.muted{color:#666;font-size:.88em}
-.verdict.tool{border-color:#D55E00;background:#fdf1e8;font-size:1.05em}
-.callout{padding:8px 14px;border-left:4px solid #999;background:#f6f6f6;margin:8px 0}
-.study{font-size:1.12em}
-"""
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+"""``report.html.j2`` (the page), ``blocks.html.j2`` (one macro per block kind), ``report.css``."""
 
 
 # ---------------------------------------------------------------------------------------------
 # small HTML helpers
 
 
-def esc(s: Any) -> str:
-    return html.escape(str(s), quote=True)
+@dataclass(frozen=True)
+class C:
+    """One table cell or run of text: ``cls`` a CSS class (``ok``/``bad``/``muted``), ``bold``."""
+
+    text: str
+    cls: str = ""
+    bold: bool = False
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: list[str]
+    rows: list[list[C]]
+    numeric: list[bool]
+    id: str = ""
+    kind: str = "table"
+
+
+@dataclass(frozen=True)
+class Figure:
+    chart: Chart
+    kind: str = "figure"
+
+
+@dataclass(frozen=True)
+class Para:
+    parts: list[C]
+    cls: str = ""
+    id: str = ""
+    kind: str = "para"
+
+
+@dataclass(frozen=True)
+class Heading:
+    text: str
+    muted: str = ""
+    kind: str = "heading"
+
+
+@dataclass(frozen=True)
+class Items:
+    items: list[str]
+    cls: str = ""
+    kind: str = "items"
+
+
+@dataclass(frozen=True)
+class Cards:
+    cards: list[tuple[str, str]] = field(default_factory=list)
+    kind: str = "cards"
+
+
+Block = Table | Figure | Para | Heading | Items | Cards
+
+
+def _cell(v: Any) -> C:
+    return v if isinstance(v, C) else C(str(v))
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[bool] | None = None,
-           table_id: str | None = None) -> str:
-    """A table; ``rows`` hold display strings (already rounded, units included) or raw HTML via ``_Raw``."""
-    numeric = numeric or [False] * len(headers)
-    head = "".join(f'<th class="n">{esc(h)}</th>' if n else f"<th>{esc(h)}</th>" for h, n in zip(headers, numeric, strict=True))
-    body = []
-    for row in rows:
-        cells = []
-        for v, n in zip(row, numeric, strict=True):
-            text = v.html if isinstance(v, _Raw) else esc(v)
-            cells.append(f'<td class="n">{text}</td>' if n else f"<td>{text}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    tid = f' id="{esc(table_id)}"' if table_id else ""
-    return f"<table{tid}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+           table_id: str | None = None) -> Table:
+    """A table; ``rows`` hold display strings (already rounded, units included) or :class:`C` cells."""
+    return Table(list(headers), [[_cell(v) for v in row] for row in rows], list(numeric or [False] * len(headers)), table_id or "")
 
 
-class _Raw:
-    __slots__ = ("html",)
-
-    def __init__(self, html_text: str) -> None:
-        self.html = html_text
+def _met(ok: bool) -> C:
+    return C("met", "ok") if ok else C("missed", "bad")
 
 
-def _met(ok: bool) -> _Raw:
-    return _Raw('<span class="ok">met</span>' if ok else '<span class="bad">missed</span>')
+def _figure(chart: Chart | None) -> list[Block]:
+    return [] if chart is None else [Figure(chart)]
 
 
-def _figure(chart: Chart | None) -> str:
-    if chart is None:
-        return ""
-    return f'<figure class="chart" id="{esc(chart.id)}">{chart.svg}<figcaption>{esc(chart.caption)}</figcaption></figure>'
+def _p(text: str, cls: str = "", pid: str = "") -> Para:
+    return Para([C(text)], cls, pid)
 
 
-def _section(section_id: str, title: str, body: str) -> str:
-    if not body:
-        return ""
-    return f'<section id="{esc(section_id)}"><h2>{esc(title)}</h2>{body}</section>'
+_INTERNAL = re.compile(r"\s*\(?\b(?:planner\.)[\w.]+\)?")
+
+
+def plain_method(text: str) -> str:
+    """A method note without internal names: ``(planner.queueing.x_y)`` parentheticals dropped, a bare
+    dotted name replaced by its last part in words (``least loaded lane wait quantile``)."""
+    def words(m: re.Match[str]) -> str:
+        s = m.group(0)
+        if s.strip().startswith("("):
+            return ""
+        last = s.strip().rsplit(".", 1)[-1].removesuffix("_s").removesuffix("_ms").replace("_", " ")
+        return " " + last
+    return re.sub(r"\s+([,;.)])", r"\1", _INTERNAL.sub(words, text)).strip()
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 def ms(value: float) -> str:
@@ -152,7 +185,8 @@ def _feasible(plan: PlanResult) -> list[ArchitecturePlan]:
 
 
 def verdict_sentence(plan: PlanResult) -> str:
-    """The verdict in one sentence, from the plan's numbers. When the shared pool wins it says so first."""
+    """The verdict in one sentence, from the plan's numbers. When the shared pool wins it says so first.
+    Prices per 1M tokens are given as the two plans' prices, so the difference does not read as a price."""
     v = plan.verdict
     archs = plan.architectures
     if v.winner is None or v.winner not in archs or archs[v.winner].costs is None:
@@ -169,21 +203,24 @@ def verdict_sentence(plan: PlanResult) -> str:
         s = (f"Tie on cost: {v.winner} {usd(win.costs.total_usd_per_month)}/month and {v.runner_up} {usd(run.costs.total_usd_per_month)}/month; "
              f"{v.winner} is named by the tie rule: {v.tie_rule}.")
     else:
+        per_token = ""
+        if win.usd_per_million_tokens is not None and run.usd_per_million_tokens is not None:
+            per_token = (f"; per 1M tokens {usd(win.usd_per_million_tokens)} against {usd(run.usd_per_million_tokens)} "
+                         f"({usd(v.margin_usd_per_million_tokens)} per 1M tokens less)")
         s = (f"{head}: {usd(win.costs.total_usd_per_month)}/month against {usd(run.costs.total_usd_per_month)}/month "
-             f"for {v.runner_up} — {usd(v.margin_usd_per_month)}/month ({pct(v.margin_share, 1)}) less, "
-             f"{usd(v.margin_usd_per_million_tokens)} per 1M tokens.")
+             f"for {v.runner_up} — {usd(v.margin_usd_per_month)}/month ({pct(v.margin_share, 1)}) less{per_token}.")
     if not v.proven:
         s = s[:-1] + " (not proven optimal: the verdict may change with more solve time)."
     return s
 
 
-def _key_numbers(plan: PlanResult) -> str:
+def _key_numbers(plan: PlanResult) -> list[Block]:
     v = plan.verdict
     if v.winner is None or v.winner not in plan.architectures:
-        return ""
+        return []
     w = plan.architectures[v.winner]
     if w.costs is None:
-        return ""
+        return []
     met = all(lp.ttft_met and lp.tpot_met for lp in w.latency) if w.latency else None
     cards = [
         ("total cost", f"{usd(w.costs.total_usd_per_month)}/month"),
@@ -194,38 +231,38 @@ def _key_numbers(plan: PlanResult) -> str:
         ("tokens per month", tokens(w.tokens_per_month)),
         ("latency targets", "–" if met is None else ("all met" if met else "missed")),
     ]
-    items = "".join(f'<div class="card"><div class="v">{esc(val)}</div><div class="k">{esc(k)} ({esc(v.winner)})</div></div>'
-                    for k, val in cards)
-    return f'<div class="cards" id="key-numbers">{items}</div>'
+    return [Cards([(val, f"{k} ({v.winner})") for k, val in cards])]
 
 
-def verdict_section(plan: PlanResult) -> str:
-    cls = "verdict" if plan.verdict.winner else "verdict none"
-    out = [f'<p class="{cls}" id="verdict">{esc(verdict_sentence(plan))}</p>', _key_numbers(plan)]
+def verdict_section(plan: PlanResult) -> list[Block]:
+    out: list[Block] = [_p(verdict_sentence(plan), "verdict" if plan.verdict.winner else "verdict none", "verdict")]
+    out += _key_numbers(plan)
     why = plan.verdict.reasons[1:]
     if why:
-        out.append('<h3>Why</h3><ul class="why">' + "".join(f"<li>{esc(r)}</li>" for r in why) + "</ul>")
+        out += [Heading("Why"), Items(list(why), "why")]
     for a in plan.architectures.values():
         if a.diagnosis:
-            out.append(f"<h3>Why {esc(a.architecture)} is infeasible</h3>")
+            out.append(Heading(f"Why {a.architecture} is infeasible"))
             out.append(_table(["service", "bucket", "constraint", "problem", "fix"],
                               [(d.service, d.bucket, d.constraint, d.message, d.fix) for d in a.diagnosis]))
-    return "".join(out)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
 # the plan
 
 
-def plan_section(plan: PlanResult) -> str:
-    out = []
+def plan_section(plan: PlanResult) -> list[Block]:
+    from planner.report.explain import pool_explanations
+
+    out: list[Block] = []
     for a in plan.architectures.values():
         status = a.solver.status + (f", gap {pct(a.solver.gap, 2)}" if a.solver.gap is not None else "")
         total = f" — {usd(a.costs.total_usd_per_month)}/month" if a.costs is not None else ""
         win = " (winner)" if a.architecture == plan.verdict.winner else ""
-        out.append(f"<h3>{esc(a.architecture.capitalize())}{esc(win)}{esc(total)} <span class=\"muted\">solver: {esc(status)}</span></h3>")
+        out.append(Heading(f"{a.architecture.capitalize()}{win}{total}", f"solver: {status}"))
         if not a.feasible:
-            out.append("<p>No feasible plan.</p>")
+            out.append(_p("No feasible plan."))
             continue
         out.append(_table(
             ["pool role", "device / parallelism", "model", "instances", "devices", "spare (N+k)", "util. mean", "util. peak",
@@ -234,6 +271,7 @@ def plan_section(plan: PlanResult) -> str:
               pct(p.utilization_peak), pct(p.utilization_cap), usd(p.cost_usd_per_month)) for p in a.pools],
             numeric=[False, False, False, True, True, True, True, True, True, True],
             table_id=f"table-pools-{a.architecture}"))
+        out += [_p(f"Why: {e}", "why-pool") for e in pool_explanations(a)]
         if a.latency:
             out.append(_table(
                 ["service", "TTFT target", "TTFT predicted", "", "TPOT target", "TPOT predicted", ""],
@@ -241,19 +279,52 @@ def plan_section(plan: PlanResult) -> str:
                   f"p{lp.tpot_quantile * 100:g} ≤ {ms(lp.tpot_target_ms)}", ms(lp.tpot_predicted_ms), _met(lp.tpot_met))
                  for lp in a.latency],
                 numeric=[False, True, True, False, True, True, False], table_id=f"table-latency-{a.architecture}"))
-            methods = sorted({lp.method for lp in a.latency if lp.method})
+            methods = sorted({plain_method(lp.method) for lp in a.latency if lp.method})
             if methods:
-                out.append(f'<p class="muted">Predicted latency at peak: {esc("; ".join(methods))}.</p>')
-    return "".join(out)
+                out.append(_p(f"Predicted latency at peak: {'; '.join(methods)}.", "muted"))
+        out += peak_simulation_blocks(a)
+    return out
 
 
-def costs_section(plan: PlanResult) -> str:
+def _sim_ms(v: float | None, digits: int = 3) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{sig(v, digits)} ms"
+
+
+def peak_simulation_blocks(a: ArchitecturePlan) -> list[Block]:
+    """The solve's own check at peak (``ArchitecturePlan.simulation``): analytic against simulated latency per
+    service with its confidence interval, pool waits and utilisation, and the disagreements it found."""
+    c = a.simulation
+    if c is None:
+        return []
+    out: list[Block] = [Heading(f"{a.architecture.capitalize()}: simulated at peak",
+                                f"{c.requests:,} requests over {sig(c.duration_s)} s (warm-up {sig(c.warmup_s)} s), seed {c.seed}, "
+                                f"{pct(c.ci_level)} confidence intervals")]
+    out.append(_table(
+        ["service", "TTFT analytic", "TTFT simulated", "interval", "target", "TPOT analytic", "TPOT simulated", "target", ""],
+        [(s.service, f"p{s.ttft_quantile * 100:g} {_sim_ms(s.ttft_analytic_ms)}", _sim_ms(s.ttft_sim_ms),
+          f"{_sim_ms(s.ttft_ci_low_ms)} – {_sim_ms(s.ttft_ci_high_ms)}", ms(s.ttft_target_ms),
+          f"p{s.tpot_quantile * 100:g} {_sim_ms(s.tpot_analytic_ms)}", _sim_ms(s.tpot_sim_ms), ms(s.tpot_target_ms),
+          _met(s.ttft_met and s.tpot_met)) for s in c.services],
+        numeric=[False, True, True, True, True, True, True, True, False], table_id=f"table-peak-sim-{a.architecture}"))
+    if c.pools:
+        out.append(_table(
+            ["pool", "instances", "util. planned", "util. simulated", "wait analytic", "wait simulated", "max queue", "preemptions"],
+            [(p.pool, f"{p.instances:,}", pct(p.utilization_plan), pct(p.utilization_sim) if p.utilization_sim is not None else "–",
+              f"p{p.quantile * 100:g} {_sim_ms(p.wait_analytic_ms)}", _sim_ms(p.wait_sim_ms), f"{p.max_queue:,}", f"{p.preemptions:,}")
+             for p in c.pools],
+            numeric=[False, True, True, True, True, True, True, True], table_id=f"table-peak-sim-pools-{a.architecture}"))
+    if c.findings:
+        out.append(Para([C("Analytic and simulated disagree: ", bold=True)], "bad", f"sim-warnings-{a.architecture}"))
+        out.append(Items(list(c.findings), "why"))
+    return out
+
+
+def costs_section(plan: PlanResult) -> list[Block]:
     from planner.schema.plan import COST_TERMS
 
     archs = _feasible(plan)
     if not archs:
-        return ""
-    chart = _figure(ch.cost_terms_chart(plan))
+        return []
     terms = [t for t in COST_TERMS if any(abs(a.costs.terms()[t]) > 0 for a in archs if a.costs)]
     headers = ["cost term"] + [f"{a.architecture} (USD/month)" for a in archs]
     rows: list[list[Any]] = []
@@ -265,46 +336,45 @@ def costs_section(plan: PlanResult) -> str:
         if diff:
             row.append(usd(plan.verdict.term_differences_usd_per_month.get(t, 0.0)))
         rows.append(row)
-    total: list[Any] = [_Raw("<b>total</b>")] + [_Raw(f"<b>{esc(usd(a.costs.total_usd_per_month))}</b>") for a in archs if a.costs]
+    total: list[Any] = [C("total", bold=True)] + [C(usd(a.costs.total_usd_per_month), bold=True) for a in archs if a.costs]
     if diff:
-        total.append(_Raw(f"<b>{esc(usd(plan.verdict.margin_usd_per_month))}</b>"))
+        total.append(C(usd(plan.verdict.margin_usd_per_month), bold=True))
     rows.append(total)
-    idle: list[Any] = [_Raw('<span class="muted">of which idle capacity (already counted above)</span>')]
+    idle: list[Any] = [C("of which idle capacity (already counted above)", "muted")]
     idle += [usd(a.costs.idle_capacity_usd_per_month) for a in archs if a.costs]
     if diff:
         idle.append("")
     rows.append(idle)
-    table = _table(headers, rows, numeric=[False] + [True] * (len(headers) - 1), table_id="table-cost-terms")
-    return chart + table
+    return _figure(ch.cost_terms_chart(plan)) + [_table(headers, rows, numeric=[False] + [True] * (len(headers) - 1), table_id="table-cost-terms")]
 
 
-def utilization_section(plan: PlanResult) -> str:
+def utilization_section(plan: PlanResult) -> list[Block]:
     return _figure(ch.utilization_chart(plan))
 
 
-def unit_costs_section(plan: PlanResult) -> str:
+def unit_costs_section(plan: PlanResult) -> list[Block]:
     archs = _feasible(plan)
     if not archs:
-        return ""
+        return []
     table = _table(
         ["architecture", "USD per 1M tokens", "Wh per 1k tokens", "tokens per month", "facility power at mean load"],
         [(a.architecture, usd(a.usd_per_million_tokens) if a.usd_per_million_tokens is not None else "–",
           f"{sig(a.energy_wh_per_1k_tokens)} Wh" if a.energy_wh_per_1k_tokens is not None else "–",
           tokens(a.tokens_per_month), f"{sig(a.power_kw_mean)} kW") for a in archs],
         numeric=[False, True, True, True, True], table_id="table-unit-costs")
-    return _figure(ch.unit_costs_chart(plan)) + table
+    return _figure(ch.unit_costs_chart(plan)) + [table]
 
 
-def solver_section(plan: PlanResult) -> str:
+def solver_section(plan: PlanResult) -> list[Block]:
     rows = []
     for a in plan.architectures.values():
         s = a.solver
         rows.append((a.architecture, s.status, pct(s.gap, 2) if s.gap is not None else "–", f"{sig(s.time_s)} s",
                      f"{sig(s.build_s)} s", f"{sig(s.extract_s)} s", f"{s.rounds}", f"{s.variables:,}", f"{s.constraints:,}"))
-    out = _table(["architecture", "status", "MIP gap", "solve time", "build time", "extract time", "rounds", "variables",
-                  "constraints"], rows, numeric=[False, False, True, True, True, True, True, True, True], table_id="table-solver")
+    out: list[Block] = [_table(["architecture", "status", "MIP gap", "solve time", "build time", "extract time", "rounds", "variables",
+                                "constraints"], rows, numeric=[False, False, True, True, True, True, True, True, True], table_id="table-solver")]
     if plan.notes:
-        out += "<h3>Notes</h3><ul>" + "".join(f"<li>{esc(n)}</li>" for n in plan.notes) + "</ul>"
+        out += [Heading("Notes"), Items([plain_method(n) for n in plan.notes])]
     return out
 
 
@@ -347,10 +417,10 @@ def tool_frame(tools: Any) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def tools_section(tools: Any) -> str:
+def tools_section(tools: Any) -> list[Block]:
     df = tool_frame(tools)
     if df.empty:
-        return ""
+        return []
     table = _table(
         ["service", "tool", "calls per request", "mean", "p50", "p90", "p99", "errors", "timeouts", "CPU per call"],
         [(str(r["service"]) or "–", str(r["tool"]), sig(float(r["calls_per_request"])), ms(float(r["latency_mean_ms"])),
@@ -358,7 +428,7 @@ def tools_section(tools: Any) -> str:
           pct(float(r["error_share"]), 1), pct(float(r["timeout_share"]), 1), f"{sig(float(r['cpu_seconds_per_call']) * 1e3)} ms")
          for r in df.to_dict("records")],
         numeric=[False, False, True, True, True, True, True, True, True, True], table_id="table-tools")
-    return _figure(ch.tool_latency_chart(df)) + table
+    return _figure(ch.tool_latency_chart(df)) + [table]
 
 
 def _tool_plan(plan: PlanResult) -> ArchitecturePlan | None:
@@ -381,26 +451,27 @@ def _gb(value_bytes: float) -> str:
     return f"{sig(value_bytes / 1e9)} GB"
 
 
-def tool_phase_section(plan: PlanResult) -> str:
+def tool_phase_section(plan: PlanResult) -> list[Block]:
     """Per service and tool: latency, timeouts/retries, KV per session, sessions in wait, reload, policy and
     the cost of each alternative; the CPU pool and KV tier; the plain statements (from ``ArchitecturePlan.tool_phase``)."""
     a = _tool_plan(plan)
     if a is None or a.tool_phase is None:
-        return ""
+        return []
     tp = a.tool_phase
-    out = [f'<p class="muted">From the {esc(a.architecture)} plan{" (the winner)" if a.architecture == plan.verdict.winner else ""}. '
-           f"{esc(tp.method)}</p>" if tp.method else ""]
+    out: list[Block] = []
+    if tp.method:
+        out.append(_p(f"From the {a.architecture} plan{' (the winner)' if a.architecture == plan.verdict.winner else ''}. "
+                      f"{plain_method(tp.method)}", "muted"))
     service_lines = [st for st in tp.statements if "/" not in st.split(":", 1)[0]]
     tool_lines = [st for st in tp.statements if st not in service_lines]
     for st in service_lines:
-        cls = "verdict tool" if "tool waiting dominates" in st else "callout"
-        out.append(f'<p class="{cls}">{esc(st)}</p>')
+        out.append(_p(st, "verdict tool" if "tool waiting dominates" in st else "callout"))
     if tp.tools:
         import pandas as pd
 
         frame = pd.DataFrame([{"service": r.service, "tool": r.tool, "latency_p50_ms": r.latency_p50_ms,
                                "latency_p90_ms": r.latency_p90_ms, "latency_p99_ms": r.latency_p99_ms} for r in tp.tools])
-        out.append(_figure(ch.tool_latency_chart(frame, chart_id="chart-tool-phase-latency")))
+        out += _figure(ch.tool_latency_chart(frame, chart_id="chart-tool-phase-latency"))
         out.append(_table(
             ["service", "tool", "calls per LLM call", "calls/s at peak", "p50", "p90", "p99", "timeouts", "retries", "errors",
              "mean wait (with retries)"],
@@ -414,8 +485,8 @@ def tool_phase_section(plan: PlanResult) -> str:
             [(r.service, r.tool, _gb(r.kv_bytes_per_session), sig(r.sessions_in_wait_mean), sig(r.sessions_in_wait_peak),
               ms(r.reload_ms), ms(r.recompute_ms), sig(r.cpu_cores_peak)) for r in tp.tools],
             numeric=[False, False] + [True] * 6, table_id="table-tool-kv"))
-        out.append("<h3>KV state while a session waits: the policy chosen and what each alternative costs</h3>")
-        out.append(_figure(ch.tool_policy_chart(tp.tools)))
+        out.append(Heading("KV state while a session waits: the policy chosen and what each alternative costs"))
+        out += _figure(ch.tool_policy_chart(tp.tools))
 
         def alt(r: Any, pol: str) -> str:
             x = next((v for v in r.alternatives if v.policy == pol), None)
@@ -430,7 +501,7 @@ def tool_phase_section(plan: PlanResult) -> str:
               alt(r, "recompute")) for r in tp.tools],
             numeric=[False, False, False, True, True, True, True, False], table_id="table-tool-policy"))
     if tp.cpu_pools:
-        out.append("<h3>CPU pool and KV tier</h3>")
+        out.append(Heading("CPU pool and KV tier"))
         out.append(_table(
             ["CPU server", "servers", "cores each", "memory each", "cores needed at peak", "util. peak", "util. cap", "spare (N+k)",
              "KV tier here", "cost (USD/month)"],
@@ -440,17 +511,16 @@ def tool_phase_section(plan: PlanResult) -> str:
             numeric=[False] + [True] * 9, table_id="table-cpu-pool"))
     price = (f"{usd(tp.kv_tier_usd_per_gb_month)} per GB-month" if tp.kv_tier_usd_per_gb_month is not None
              else "priced inside the CPU pool")
-    out.append(f'<p id="kv-tier">KV tier: <b>{esc(sig(tp.kv_tier_gb))} GB</b> ({esc(price)}; {esc(tp.kv_tier_location or "–")}). '
-               f"CPU cores needed at peak: <b>{esc(sig(tp.cpu_cores_peak))}</b> (of which tokenisation {esc(sig(tp.tokenizer_cores_peak))}).</p>")
+    out.append(Para([C("KV tier: "), C(f"{sig(tp.kv_tier_gb)} GB", bold=True), C(f" ({price}; {tp.kv_tier_location or '–'}). CPU cores needed at peak: "),
+                     C(sig(tp.cpu_cores_peak), bold=True), C(f" (of which tokenisation {sig(tp.tokenizer_cores_peak)}).")], "", "kv-tier"))
     if tool_lines:
-        out.append('<ul class="why">' + "".join(f"<li>{esc(st)}</li>" for st in tool_lines) + "</ul>")
-    return "".join(out)
+        out.append(Items(tool_lines, "why"))
+    return out
 
 
-def simulation_section(simulation: Any, plan: PlanResult | None) -> str:
-    chart = _figure(ch.latency_chart(simulation, plan))
+def simulation_section(simulation: Any, plan: PlanResult | None) -> list[Block]:
+    out = _figure(ch.latency_chart(simulation, plan))
     runs = ch.sim_runs(simulation)
-    table = ""
     if runs:
         many = len(runs) > 1 or bool(runs[0][0])
         rows = []
@@ -465,13 +535,13 @@ def simulation_section(simulation: Any, plan: PlanResult | None) -> str:
         headers = (["scenario"] if many else []) + ["service", "requests", "lost", "TTFT p50", "TTFT p99", "target", "",
                                                      "TPOT p50", "TPOT p99", "target", "", "within SLO"]
         numeric = ([False] if many else []) + [False, True, True, True, True, True, False, True, True, True, False, True]
-        table = _table(headers, rows, numeric=numeric, table_id="table-simulation")
         if many:
             bad = [f"{scen}/{name}" for scen, res in runs for name, s in sorted(res.services.items()) if not (s.ttft_met and s.tpot_met)]
             head = (f"Every scenario meets its latency targets ({', '.join(sc for sc, _ in runs)})." if not bad else
                     f"Latency targets missed in: {', '.join(bad)}.")
-            table = f'<p class="{"ok" if not bad else "bad"}" id="simulation-verdict">{esc(head)}</p>' + table
-    return chart + table
+            out.append(_p(head, "ok" if not bad else "bad", "simulation-verdict"))
+        out.append(_table(headers, rows, numeric=numeric, table_id="table-simulation"))
+    return out
 
 
 def _is_frame(data: Any) -> bool:
@@ -511,17 +581,23 @@ def sweep_frame(sweep: Any, x: str | None = None) -> tuple[pd.DataFrame, str | N
     return df, x, notes
 
 
-def sweep_section(sweep: Any, x: str | None, crossovers: Any = None) -> str:
+def _unique_brackets(cross: pd.DataFrame) -> pd.DataFrame:
+    """Bisection brackets without repeats (several combinations of the other parameters can bracket the same flip)."""
+    cols = [c for c in ("path", "low", "high", "winner_low", "winner_high") if c in cross.columns]
+    return cross.drop_duplicates(subset=cols).reset_index(drop=True)
+
+
+def sweep_section(sweep: Any, x: str | None, crossovers: Any = None) -> list[Block]:
     df, x, notes = sweep_frame(sweep, x)
     brackets: list[tuple[float, float]] | None = None
-    cross = ch.as_frame(crossovers) if crossovers is not None else None
+    cross = _unique_brackets(ch.as_frame(crossovers)) if crossovers is not None else None
     if cross is not None and len(cross) and {"path", "low", "high"}.issubset(cross.columns) and x is not None:
         brackets = [(float(r["low"]), float(r["high"])) for r in cross.to_dict("records") if r["path"] == x]
     chart = ch.sweep_chart(df, x, brackets=brackets or None) if x else None
-    out = [_figure(chart)] if chart is not None else []
-    out += [f'<p class="muted">{esc(n)}</p>' for n in notes]
+    out: list[Block] = _figure(chart)
+    out += [_p(n, "muted") for n in notes]
     if cross is not None and len(cross) and {"path", "low", "high", "winner_low", "winner_high"}.issubset(cross.columns):
-        out.append("<h3>Where the verdict flips (bisection)</h3>")
+        out.append(Heading("Where the verdict flips (bisection)"))
         out.append(_table(["parameter", "below", "wins", "above", "wins", "precision"],
                           [(str(r["path"]), sig(float(r["low"])), str(r["winner_low"]), sig(float(r["high"])), str(r["winner_high"]),
                             pct(float(r["high"]) / float(r["low"]) - 1, 1) if float(r["low"]) > 0 else "–")
@@ -531,7 +607,7 @@ def sweep_section(sweep: Any, x: str | None, crossovers: Any = None) -> str:
     if "scenario" in full.columns and "is_winner" in full.columns:
         win = full[full["is_winner"].astype(bool)]
         if len(win):
-            out.append("<h3>Winner per scenario</h3>")
+            out.append(Heading("Winner per scenario"))
             out.append(_table(
                 ["scenario", "winner", "total", "per 1M tokens", "devices", "margin over runner-up"],
                 [(str(r["scenario"]), str(r["architecture"]), f"{usd(float(r['total_usd_per_month']))}/month",
@@ -539,7 +615,7 @@ def sweep_section(sweep: Any, x: str | None, crossovers: Any = None) -> str:
                   str(r.get("device_mix", "")), f"{usd(float(r['margin_usd_per_month']))}/month")
                  for r in win.to_dict("records")],
                 numeric=[False, False, True, True, False, True], table_id="table-sweep"))
-    return "".join(out)
+    return out
 
 
 def tornado_frame(tornado: Any) -> pd.DataFrame:
@@ -558,7 +634,7 @@ def _value(v: Any) -> str:
     return sig(float(v)) if isinstance(v, (int, float)) else str(v)
 
 
-def tornado_section(tornado: Any) -> str:
+def tornado_section(tornado: Any) -> list[Block]:
     return _figure(ch.tornado_chart(tornado_frame(tornado)))
 
 
@@ -573,18 +649,18 @@ def frontier_frame(frontier: Any) -> pd.DataFrame:
     return df.assign(traffic_multiplier=df["max_traffic_multiplier"], mix=mix)
 
 
-def frontier_section(frontier: Any) -> str:
+def frontier_section(frontier: Any) -> list[Block]:
     df = frontier_frame(frontier)
     chart = ch.frontier_chart(df)
     if chart is None:
-        return ""
+        return []
     df = df.sort_values("budget_usd_per_month")
     rows = [(f"{usd(float(r['budget_usd_per_month']))}/month", f"{sig(float(r['traffic_multiplier']))}×",
              f"{usd(float(r['total_usd_per_month']))}/month" if "total_usd_per_month" in df.columns and _finite(r["total_usd_per_month"]) else "–",
              str(r["mix"]) if "mix" in df.columns else "–") for _, r in df.iterrows()]
     table = _table(["budget", "traffic served within SLO", "plan cost", "device mix"], rows,
                    numeric=[True, True, True, False], table_id="table-frontier")
-    return _figure(chart) + table
+    return _figure(chart) + [table]
 
 
 def _finite(v: Any) -> bool:
@@ -605,7 +681,7 @@ def study_verdict(sweep: Any = None, crossovers: Any = None, frontier: Any = Non
             n = len(per)
             wins = ", ".join(f"{('shared pool' if w == 'shared' else w)} wins {k} of {n}" for w, k in counts.items())
             parts.append(f"Across {n} scenario{'s' if n != 1 else ''}: {wins}.")
-            cross = ch.as_frame(crossovers) if crossovers is not None else None
+            cross = _unique_brackets(ch.as_frame(crossovers)) if crossovers is not None else None
             if cross is not None and len(cross) and {"path", "low", "high", "winner_low", "winner_high"}.issubset(cross.columns):
                 parts += [f"The verdict flips from {r['winner_low']} to {r['winner_high']} between {r['path']} = "
                           f"{sig(float(r['low']))} and {sig(float(r['high']))}." for r in cross.to_dict("records")]
@@ -652,7 +728,13 @@ def render_html(*, plan: PlanResult | None = None, sweep: Any = None, tornado: A
     """The report as one HTML string (see the module docstring for the inputs)."""
     name = plan.instance if plan is not None else "study"
     title = title or f"Capacity plan: {name}"
-    parts: list[str] = [f"<h1>{esc(title)}</h1>"]
+    subtitle = ""
+    summary: list[Block] = []
+    sections: list[dict[str, Any]] = []
+
+    def add(section_id: str, heading: str, blocks: list[Block]) -> None:
+        sections.append({"id": section_id, "title": heading, "blocks": blocks})
+
     if plan is not None:
         sub = [f"instance {plan.instance}"]
         if plan.scenario:
@@ -660,37 +742,33 @@ def render_html(*, plan: PlanResult | None = None, sweep: Any = None, tornado: A
         if plan.overrides:
             sub.append("overrides " + ", ".join(f"{k}={v}" for k, v in plan.overrides.items()))
         sub.append("costs in USD per month, latency in ms, energy in Wh")
-        parts.append(f'<p class="sub">{esc(" · ".join(sub))}</p>')
-        dom = "".join(f'<p class="verdict tool" id="tool-dominance">{esc(st)}</p>' for st in tool_dominance(plan))
-        parts.append(f'<section id="summary">{verdict_section(plan)}{dom}</section>')
+        subtitle = " · ".join(sub)
+        summary = verdict_section(plan) + [_p(st, "verdict tool", "tool-dominance") for st in tool_dominance(plan)]
         if simulation is not None:  # a simulate report: the simulated check right after the verdict
-            parts.append(_section("simulation", "Simulated latency", simulation_section(simulation, plan)))
-        parts.append(_section("plan", "Plan", plan_section(plan)))
-        parts.append(_section("costs", "Cost by term", costs_section(plan)))
-        parts.append(_section("utilization", "Utilisation per pool", utilization_section(plan)))
-        parts.append(_section("unit-costs", "Cost per token and energy per token", unit_costs_section(plan)))
+            add("simulation", "Simulated latency", simulation_section(simulation, plan))
+        add("plan", "Plan", plan_section(plan))
+        add("costs", "Cost by term", costs_section(plan))
+        add("utilization", "Utilisation per pool", utilization_section(plan))
+        add("unit-costs", "Cost per token and energy per token", unit_costs_section(plan))
+        add("tool-phase", "Tool phase", tool_phase_section(plan))
     else:
         head = study_verdict(sweep, crossovers, frontier)
         if head:
-            parts.append(f'<section id="summary"><p class="verdict study" id="verdict">{esc(head)}</p></section>')
-    if plan is not None:
-        parts.append(_section("tool-phase", "Tool phase", tool_phase_section(plan)))
+            summary = [_p(head, "verdict study", "verdict")]
     if tools is not None:
-        parts.append(_section("tools", "Tool statistics", tools_section(tools)))
+        add("tools", "Tool statistics", tools_section(tools))
     if simulation is not None and plan is None:
-        parts.append(_section("simulation", "Simulated latency", simulation_section(simulation, plan)))
+        add("simulation", "Simulated latency", simulation_section(simulation, plan))
     if sweep is not None:
-        parts.append(_section("sweep", "Sweep: where the verdict flips", sweep_section(sweep, sweep_x, crossovers)))
+        add("sweep", "Sweep: where the verdict flips", sweep_section(sweep, sweep_x, crossovers))
     if tornado is not None:
-        parts.append(_section("tornado", "Sensitivity", tornado_section(tornado)))
+        add("tornado", "Sensitivity", tornado_section(tornado))
     if frontier is not None:
-        parts.append(_section("frontier", "Budget frontier", frontier_section(frontier)))
+        add("frontier", "Budget frontier", frontier_section(frontier))
     if plan is not None:
-        parts.append(_section("solver", "Solver and notes", solver_section(plan)))
-    body = "\n".join(p for p in parts if p)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
+        add("solver", "Solver and notes", solver_section(plan))
+    css = (TEMPLATES / "report.css").read_text(encoding="utf-8")
+    return str(_environment().get_template("report.html.j2").render(title=title, subtitle=subtitle, summary=summary, sections=sections, css=css)) + "\n"
 
 
 def write_html(path: str | Path, *, plan: PlanResult | None = None, sweep: Any = None, tornado: Any = None,

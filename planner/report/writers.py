@@ -13,6 +13,8 @@ import pandas as pd
 
 from planner.agents.report import tool_phase_lines, tool_phase_markdown
 from planner.cli.output import fmt, table, to_json
+from planner.optimize.verdict import plain_limit
+from planner.report.explain import pool_explanations
 from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult
 
 
@@ -55,6 +57,7 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     out.append(table(["cost term", "USD/month"], [[t.removesuffix("_usd_per_month"), round(v, 2)] for t, v in plan.costs.terms().items()]
                      + [["TOTAL", round(plan.costs.total_usd_per_month, 2)], ["(idle capacity, attribution)", round(plan.costs.idle_capacity_usd_per_month, 2)]]))
     out.append(f"  {fmt(plan.usd_per_million_tokens)} USD per 1M tokens; {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens (facility); {fmt(plan.tokens_per_month / 1e9)} G tokens/month")
+    out += [f"  why: {e}" for e in pool_explanations(plan)]
     out += tool_phase_lines(plan)  # tool execution phase (planner.agents)
     out += simulation_lines(plan)  # discrete-event check at peak (planner.verify)
     return out
@@ -136,22 +139,26 @@ def markdown(result: PlanResult) -> str:
         lines += ["", "| service | TTFT predicted (ms) | target | TPOT predicted (ms) | target |", "|---|---|---|---|---|"]
         lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | p{lp.tpot_quantile * 100:g} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
+        lines += [f"- Why: {e}" for e in pool_explanations(plan)] + ([""] if pool_explanations(plan) else [])
         lines += tool_phase_markdown(plan)  # tool execution phase (planner.agents)
         lines += simulation_markdown(plan)  # discrete-event check at peak (planner.verify)
         if plan.binding:
-            lines += ["Binding constraints: " + ", ".join(f"`{b.name}`" for b in plan.binding), ""]
+            lines += ["What limits this plan: " + "; ".join(dict.fromkeys(f"{plain_limit(b.name, b.kind)} (`{b.name}`)" for b in plan.binding)), ""]
     if result.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(lines) + "\n"
 
 
 def write_outputs(result: PlanResult, out_dir: str | Path) -> list[Path]:
-    """Write plan.json, costs.csv, pools.csv and report.md into ``out_dir``."""
+    """Write plan.json, costs.csv/.parquet, pools.csv/.parquet and report.md into ``out_dir``."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    paths = [d / "plan.json", d / "costs.csv", d / "pools.csv", d / "report.md"]
+    paths = [d / "plan.json", d / "costs.csv", d / "pools.csv", d / "report.md", d / "costs.parquet", d / "pools.parquet"]
     paths[0].write_text(to_json(result.model_dump(mode="json")) + "\n", encoding="utf-8")
-    cost_table(result).to_csv(paths[1], index=False)
-    pool_table(result).to_csv(paths[2], index=False)
+    costs, pools = cost_table(result), pool_table(result)
+    costs.to_csv(paths[1], index=False)
+    pools.to_csv(paths[2], index=False)
     paths[3].write_text(markdown(result), encoding="utf-8")
+    costs.to_parquet(paths[4], index=False)
+    pools.to_parquet(paths[5], index=False)
     return paths

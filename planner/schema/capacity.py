@@ -49,6 +49,11 @@ pools (:func:`planner.optimize.extract.lane_wait_quantile_ms`) and the simulator
     decode_only_step_ms             float iteration time without a chunk
     mean_step_ms                    float mean iteration time at the point (chunk share x step + rest x decode-only)
 
+Optional ``kv_capacity_bytes`` (:data:`POINT_KV_CAPACITY_COLUMN`): KV bytes one instance holds
+(decode/unified; 0 for prefill) from the perf model's memory fit — the figure ``max_batch`` is
+derived from. When present the optimiser builds the pool KV constraint and reports each pool's
+capacity (:mod:`planner.optimize.prepare`); measured tables may leave it out.
+
 Optional ``demand`` column: ``interarrival_cv_whole_log`` — the CV over the whole log (reported;
 it also counts rate changes between windows).
 
@@ -74,7 +79,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from planner.agents.tables import AgentTables
+    from planner.schema.agents import AgentTables
 
 DEMAND_COLUMNS: tuple[str, ...] = (
     "service", "bucket", "weight", "rate_mean_per_s", "rate_peak_per_s",
@@ -92,6 +97,8 @@ POINT_OPTIONAL_COLUMNS: tuple[str, ...] = (
     "decode_only_step_ms", "mean_step_ms",
 )
 """Optional unified-lane columns of ``points`` (module docstring); taken from ``OperatingPoint.detail``."""
+POINT_KV_CAPACITY_COLUMN = "kv_capacity_bytes"
+"""Optional column of ``points``: KV bytes one instance holds (module docstring)."""
 CONFIG_COLUMNS: tuple[str, ...] = (
     "config", "device", "tp", "kind", "equipment_usd_per_device_hour", "busy_power_w",
     "idle_power_w", "host_power_w", "ops_usd_per_device_month", "license_usd_per_device_month",

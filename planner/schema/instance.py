@@ -60,7 +60,9 @@ class ManualBucket(StrictModel):
 class Traffic(StrictModel):
     """Where a service's traffic comes from: a request log, a workload profile, or a rate.
 
-    Exactly one of ``trace``, ``profile`` or ``rate_per_s`` (with ``lengths``) is given.
+    One of ``trace``, ``profile`` or ``rate_per_s`` (with ``lengths``) is given; or ``trace``
+    with ``rate_per_s``: the log's lengths and burstiness, scaled to that mean rate (the log's
+    mean and peak rates are both multiplied by ``rate_per_s / log mean rate``).
     """
 
     trace: str | None = None
@@ -74,7 +76,8 @@ class Traffic(StrictModel):
     profile: str | None = None
     """A workload profile YAML written by ``planner characterize`` (relative path)."""
     rate_per_s: PosFloat | None = None
-    """Mean request rate, requests/s (traffic without a log)."""
+    """Mean request rate, requests/s: the traffic without a log (with ``lengths``), or, with
+    ``trace``, the rate the log is scaled to (its shape kept)."""
     peak_rate_per_s: PosFloat | None = None
     """Peak request rate to plan for; defaults to the log's peak over ``peak_window``."""
     peak_window: PeakWindow = "60s"
@@ -95,13 +98,15 @@ class Traffic(StrictModel):
     @model_validator(mode="after")
     def _one_source(self) -> Traffic:
         given = [k for k in ("trace", "profile", "rate_per_s") if getattr(self, k) is not None]
-        if len(given) != 1:
+        if given != ["trace", "rate_per_s"] and len(given) != 1:
             raise ValueError(
                 "give exactly one of 'trace' (a request log), 'profile' (a workload profile) "
-                f"or 'rate_per_s' (with 'lengths'); got {given or 'none'}"
+                f"or 'rate_per_s' (with 'lengths'), or 'trace' with 'rate_per_s' (the log scaled to that rate); got {given or 'none'}"
             )
-        if self.rate_per_s is not None and not self.lengths:
-            raise ValueError("'rate_per_s' needs 'lengths' (a list of {input_tokens, output_tokens, weight})")
+        if self.trace is not None and self.rate_per_s is not None and self.lengths:
+            raise ValueError("'lengths' do not go with 'trace' (the log gives the lengths); drop 'lengths'")
+        if self.trace is None and self.rate_per_s is not None and not self.lengths:
+            raise ValueError("'rate_per_s' needs 'lengths' (a list of {input_tokens, output_tokens, weight}), or a 'trace' to scale")
         if self.lengths:
             total = sum(b.weight for b in self.lengths)
             if abs(total - 1.0) > 1e-6:
@@ -130,6 +135,10 @@ class Service(StrictModel):
     model: str
     """LLM profile id (``planner catalog models``)."""
     weight_precision: Precision = "bf16"
+    """Precision of the served weights: ``bf16`` (default: the precision models are published in),
+    ``fp8``, ``fp4`` or ``int8``. Sets the weight bytes every instance holds and the GEMM speed;
+    serving a 70B model in fp8 (common on Hopper and MI300) halves its weights against bf16, so
+    say which you serve. Left out, the plan notes that bf16 was assumed."""
     kv_precision: Precision | None = None
     """KV-cache precision; defaults to the weight precision (fp4 weights keep fp8 KV)."""
     engine: str = "default"
@@ -202,8 +211,11 @@ class CatalogSelection(StrictModel):
 class NetworkCosts(StrictModel):
     """Network for KV transfer between prefill and decode pools and for cross-node TP."""
 
-    nic_usd_per_device_month: NonNegFloat
-    """Scale-out NIC/port/optics share per device that sends or receives KV, USD/month."""
+    nic_usd_per_device_month: NonNegFloat = 40.0
+    """Scale-out NIC/port/optics share per device that sends or receives KV, USD/month. Default
+    40: an InfiniBand NDR fat tree costs about $1.7–2.3k per GPU in switches and optics before
+    NICs (yobitel estimate for 1,024 GPUs / 48 Quantum-2 switches; shared hardware SOURCES §4),
+    ~$2k over 48 months ≈ $40/month."""
     transfer_usd_per_gb: NonNegFloat = 0.0
     """Cost per GB of KV moved between pools (0 inside one fabric)."""
     kv_link_gb_per_s: PosFloat | None = None
@@ -213,17 +225,25 @@ class NetworkCosts(StrictModel):
 class Costs(StrictModel):
     """Prices of power, network and operations; device prices come from the profiles."""
 
-    electricity_usd_per_kwh: PosFloat
-    pue: float = Field(ge=1.0, le=3.0)
-    """Power usage effectiveness of the facility (1.0 = no overhead)."""
+    electricity_usd_per_kwh: PosFloat = 0.0806
+    """Price of electricity, USD/kWh. Default 0.0806: US average industrial price 2023,
+    8.06 ¢/kWh (US EIA, Electric Power Monthly series)."""
+    pue: float = Field(default=1.54, ge=1.0, le=3.0)
+    """Power usage effectiveness of the facility (1.0 = no overhead). Default 1.54: industry
+    average of the Uptime Institute Global Data Center Survey 2025 (1.58 in 2023, 1.56 in 2024);
+    new large facilities reach about 1.3."""
     hours_per_month: PosFloat = 730.0
-    ops_usd_per_pool_month: NonNegFloat
-    """Fixed operations per distinct pool (scheduler, observability, on-call), USD/month."""
-    ops_usd_per_device_type_month: NonNegFloat
-    """Fixed cost per distinct device type (toolchain, compiler, spares, support), USD/month."""
+    ops_usd_per_pool_month: NonNegFloat = 1500.0
+    """Fixed operations per distinct pool (scheduler, observability, on-call), USD/month.
+    Default 1500 — an assumption, not a measurement: about 0.1 of an engineer at a loaded
+    $180k/year per pool run. Set your own figure."""
+    ops_usd_per_device_type_month: NonNegFloat = 3000.0
+    """Fixed cost per distinct device type (toolchain, compiler, spares, support), USD/month.
+    Default 3000 — an assumption, not a measurement: about 0.2 of an engineer at a loaded
+    $180k/year per accelerator type kept in production. Set your own figure."""
     ops_usd_per_device_month: NonNegFloat = 0.0
     """Added to every device's own ``operations_usd_per_month``."""
-    network: NetworkCosts
+    network: NetworkCosts = NetworkCosts()
     amortization_years: PosFloat | None = None
     """Overrides every profile's amortisation period when buying."""
     cost_of_capital_rate: Fraction | None = None
@@ -300,7 +320,9 @@ class Instance(StrictModel):
     description: str = ""
     services: dict[str, Service] = Field(min_length=1)
     catalog: CatalogSelection
-    costs: Costs
+    costs: Costs = Costs()
+    """Prices of power, network and operations; each field has a sourced default (or a stated
+    assumption), listed in the plan's notes when used."""
     options: Options = Options()
     tool_phase: ToolPhaseOptions = ToolPhaseOptions()
     """Tool execution phase (agentic services): used when a service has tools or CPU servers are candidates."""
@@ -321,12 +343,12 @@ class Instance(StrictModel):
     @field_validator("forecasts")
     @classmethod
     def _check_forecasts(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        from planner.studies.distributions import parse_distribution
-        from planner.studies.spec import valid_fields_at
+        from planner.schema.distributions import parse_distribution
+        from planner.schema.paths import valid_fields_at
 
         problems = []
         for path, text in value.items():
-            ok, where, valid = valid_fields_at(dict(info.data), path.split("."))
+            ok, where, valid = valid_fields_at(cls, dict(info.data), path.split("."))
             if not ok:
                 problems.append(f"{path!r} is not a field of the instance (at {where}; valid there: {', '.join(valid) or '(none)'})")
                 continue
@@ -338,3 +360,21 @@ class Instance(StrictModel):
         if problems:
             raise ValueError("; ".join(problems))
         return value
+
+    def defaults_used(self) -> list[str]:
+        """One note per consequential field left at its default: the five cost figures and each
+        service's ``weight_precision`` (so a default never goes unnoticed in a plan)."""
+        notes = [f"services.{name}.weight_precision not given: bf16 assumed (set fp8/fp4 if that is what you serve)"
+                 for name, svc in self.services.items() if "weight_precision" not in svc.model_fields_set]
+        costs = self.costs
+        given = costs.model_fields_set if "costs" in self.model_fields_set else set()
+        net_given = costs.network.model_fields_set if "network" in given else set()
+        why = {"electricity_usd_per_kwh": "US EIA industrial average 2023", "pue": "Uptime Institute survey average 2025",
+               "ops_usd_per_pool_month": "assumption: ~0.1 engineer per pool", "ops_usd_per_device_type_month": "assumption: ~0.2 engineer per device type"}
+        for key, src in why.items():
+            if key not in given:
+                notes.append(f"costs.{key} not given: default {getattr(costs, key):g} ({src}; see `planner schema`)")
+        if "nic_usd_per_device_month" not in net_given:
+            notes.append(f"costs.network.nic_usd_per_device_month not given: default {costs.network.nic_usd_per_device_month:g} "
+                         "(NDR fabric ~$2k per GPU over 48 months; see `planner schema`)")
+        return notes

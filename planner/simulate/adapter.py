@@ -10,7 +10,9 @@ approximated, and each approximation is stated here:
   to the pool (``τ_b = instance_seconds_per_request`` at the bucket's representative input
   ``n_b``, rates ``λ_b`` = routed peak rates). Batched prompts are amortised inside ``τ``.
 * **KV transfer** — ``kv_transfer_bytes_per_request / n_b`` bytes per prompt token over the
-  prefill config's NIC bandwidth (``nic_bw_gb_per_s × tp``).
+  prefill config's NIC bandwidth (``nic_bw_gb_per_s × tp``); a profile without a NIC figure
+  gets the performance model's default (``planner.perf.roofline.DEFAULT_NIC_GB_PER_S``, the
+  figure its operating points were priced with), said in the notes.
 * **Decode pool** — the plan knows the step time only at the planned batch ``B*``
   (``tpot_ms``); the simulator uses ``t = Σ λ_b tpot_b / Σ λ_b`` at every batch ``b ≤ B``
   (an upper bound: decode steps get faster at smaller batches). The batch limit is the
@@ -83,6 +85,7 @@ import pandas as pd
 
 from planner.schema.plan import ArchitecturePlan, PlanResult, PoolPlan
 from planner.simulate.arrivals import RequestChunk, merge_streams, synthetic_requests
+from planner.simulate.results import SimResult
 from planner.simulate.spec import PoolSpec, ServiceRoute
 
 
@@ -216,10 +219,13 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             nic = float(configs.at[cfg, "nic_bw_gb_per_s"]) if cfg in configs.index else math.nan  # type: ignore[arg-type]
             tp = float(configs.at[cfg, "tp"]) if cfg in configs.index else 1.0  # type: ignore[arg-type]
             bytes_per_token = _weighted(gp["kv_transfer_bytes_per_request"] / gp["input_tokens_rep"], gp["lam"])
-            if nic > 0 and math.isfinite(nic):
-                transfer = bytes_per_token / (nic * tp * 1e9)
-            else:
-                notes.append(f"service {svc}: no NIC bandwidth for {cfg}; KV transfer not simulated")
+            if not (nic > 0 and math.isfinite(nic)):
+                from planner.perf.roofline import DEFAULT_NIC_GB_PER_S
+
+                nic = DEFAULT_NIC_GB_PER_S
+                notes.append(f"service {svc}: the profile of {cfg} gives no NIC bandwidth; KV transfer simulated at "
+                             f"{nic:g} GB/s per device, the default the performance model priced the plan's points with")
+            transfer = bytes_per_token / (nic * tp * 1e9)
         missing = [pl for pl in chosen.values() if pl not in known]
         if missing:
             raise ValueError(f"service {svc}: routed to pools without instances: {', '.join(missing)}")
@@ -489,3 +495,43 @@ def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: fl
                 yield _chunk(times, inp[k], out[k], idx[k])
         streams.append(gen())
     return merge_streams(*streams)
+
+
+def service_results(res: SimResult, inputs: BucketSimInputs) -> SimResult:
+    """``res`` of a by-bucket simulation with its routes merged back into one result per service.
+
+    Latency summaries and histograms are those of the merged samples of the service's routes;
+    counts add up; attainments are the routes' shares weighted by their completed (TTFT/TPOT)
+    or measured (SLO) requests, i.e. the service's own shares; ``*_met`` compares the merged
+    quantile with the target."""
+    from dataclasses import replace
+
+    from planner.simulate.results import ServiceResult
+    from planner.simulate.stats import Summary, merged
+
+    hist = {k: v for k, v in res.histograms.items() if not k.startswith("service:")}
+    services: dict[str, ServiceResult] = {}
+    for svc, g in inputs.route_table.groupby("service", sort=True):
+        parts = [res.services[inputs.routes[i].service] for i in g.index]
+        h = {m: merged([res.histograms[f"service:{inputs.routes[i].service}:{m}"] for i in g.index]) for m in ("ttft", "tpot", "e2e")}
+        for m, hm in h.items():
+            hist[f"service:{svc}:{m}"] = hm
+        done = sum(p.completed for p in parts)
+        measured = sum(p.completed + p.unfinished + p.rejected for p in parts)
+
+        def share(attr: str, weight: str, parts: list[ServiceResult] = parts) -> float:
+            w = [(p.completed if weight == "done" else p.completed + p.unfinished + p.rejected) for p in parts]
+            tot = sum(w)
+            return sum(float(getattr(p, attr)) * x for p, x in zip(parts, w, strict=True) if x) / tot if tot else math.nan
+
+        r0 = parts[0]
+        services[str(svc)] = ServiceResult(
+            service=str(svc), ttft=Summary.of(h["ttft"]), tpot=Summary.of(h["tpot"]), e2e=Summary.of(h["e2e"]),
+            completed=done, unfinished=sum(p.unfinished for p in parts), rejected=sum(p.rejected for p in parts),
+            ttft_attainment=share("ttft_attainment", "done"), tpot_attainment=share("tpot_attainment", "done"),
+            slo_attainment=share("slo_attainment", "measured") if measured else math.nan,
+            ttft_target_s=r0.ttft_target_s, ttft_quantile=r0.ttft_quantile, tpot_target_s=r0.tpot_target_s, tpot_quantile=r0.tpot_quantile,
+            ttft_met=done > 0 and h["ttft"].quantile(r0.ttft_quantile) <= r0.ttft_target_s,
+            tpot_met=done > 0 and (h["tpot"].n == 0 or h["tpot"].quantile(r0.tpot_quantile) <= r0.tpot_target_s),
+        )
+    return replace(res, services=services, histograms=hist)

@@ -15,6 +15,7 @@ is monotone in the budget (tested).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -57,8 +58,11 @@ def max_multiplier(source: TableSource, budget_usd_per_month: float, *, rel_tol:
     return (m, cache[m]) if m > 0 else (0.0, None)
 
 
-def budget_frontier(source: TableSource, budgets: list[float], *, rel_tol: float = 0.01) -> pd.DataFrame:
-    """One row per budget: the largest multiplier, its cost, winner and device mix (the cost–traffic frontier)."""
+def budget_frontier(source: TableSource, budgets: list[float], *, rel_tol: float = 0.01,
+                    progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """One row per budget: the largest multiplier, its cost, winner and device mix (the cost–traffic frontier).
+
+    ``progress(1)`` is called after each budget (a CLI progress bar)."""
     cache: dict[float, _Eval] = {}
     rows = []
     for b in sorted(budgets):
@@ -73,4 +77,6 @@ def budget_frontier(source: TableSource, budgets: list[float], *, rel_tol: float
             "usd_per_million_tokens": s.usd_per_million_tokens if s else None,
             "note": "" if ev else "the budget does not cover the fixed costs of any plan at 1e-6 of the traffic",
         })
+        if progress:
+            progress(1)
     return pd.DataFrame(rows)

@@ -30,6 +30,7 @@ For each scenario (dot-path overrides, as in sweeps) and a plan's pool sizes ``N
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -135,8 +136,10 @@ def _slo(plan: ArchitecturePlan) -> tuple[bool, float | None, str]:
 
 
 def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario], *, rel_tol: float = 0.01,
-                  max_multiplier: float = MAX_MULTIPLIER) -> pd.DataFrame:
-    """One row per scenario: fixed cost, SLO attainment, headroom, first pool to saturate, regret (module docstring)."""
+                  max_multiplier: float = MAX_MULTIPLIER, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """One row per scenario: fixed cost, SLO attainment, headroom, first pool to saturate, regret (module docstring).
+
+    ``progress(1)`` is called after each scenario (a CLI progress bar)."""
     models = _Models(plan, max_multiplier)
     study_h = study_headroom(source, scenarios)
     rows: list[dict[str, Any]] = []
@@ -163,4 +166,6 @@ def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario
             "regret_usd_per_month": regret,
             "regret_share": regret / best_total if regret is not None and best_total else None,
         })
+        if progress:
+            progress(1)
     return pd.DataFrame(rows)

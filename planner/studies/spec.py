@@ -6,7 +6,7 @@ instance, as in ``scenarios:``):
 - ``PATH=V`` — one value (parsed as YAML: ``1.5``, ``true``, ``[h100-sxm, l40s]``);
 - ``PATH=V1,V2,V3`` — a grid dimension; several grid paths make their cartesian product;
 - ``PATH=dist:NAME(a,b[,c])`` — a forecast distribution, drawn ``--monte-carlo N`` times
-  with ``--seed S`` (see :mod:`planner.studies.distributions` for the names).
+  with ``--seed S`` (see :mod:`planner.schema.distributions` for the names).
 
 A study is a list of :class:`Scenario` (name and overrides): for each base (the instance,
 or each named scenario asked for), the grid's cartesian product, crossed with the Monte
@@ -25,7 +25,9 @@ import numpy as np
 
 from planner.errors import InputError, Problem
 from planner.overrides import parse_value
-from planner.studies.distributions import Distribution, parse_distribution
+from planner.schema.distributions import Distribution, parse_distribution
+from planner.schema.instance import Instance
+from planner.schema.paths import valid_fields_at
 
 
 @dataclass(frozen=True)
@@ -108,69 +110,11 @@ def parse_sets(items: list[str] | tuple[str, ...], *, source: str = "--set") -> 
     return StudySpec(fixed=fixed, grid=grid, distributions=dists)
 
 
-def _shape(ann: Any) -> tuple[str, Any]:
-    """Classify an annotation: ("model", M), ("dict", value annotation), ("list", item annotation) or ("leaf", None)."""
-    import typing
-
-    from pydantic import BaseModel
-
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return "model", ann
-    origin = typing.get_origin(ann)
-    args = typing.get_args(ann)
-    if origin is dict:
-        return "dict", args[1] if len(args) == 2 else Any
-    if origin is list:
-        return "list", args[0] if args else Any
-    if origin is typing.Annotated:
-        return _shape(args[0])
-    for a in args:  # X | None
-        if a is not type(None):
-            kind, inner = _shape(a)
-            if kind != "leaf":
-                return kind, inner
-    return "leaf", None
-
-
-def valid_fields_at(raw: dict[str, Any], parts: list[str]) -> tuple[bool, str, list[str]]:
-    """Walk ``parts`` through the instance schema and data.
-
-    Returns ``(ok, where, valid)``: whether the path names a field, the prefix where it went
-    wrong, and the names valid there (schema fields, or the keys of a mapping such as
-    ``services``, or list positions).
-    """
-    from planner.schema.instance import Instance
-
-    kind, current = "model", Instance
-    node: Any = raw
-    for k, part in enumerate(parts):
-        where = ".".join(parts[:k]) or "(top level)"
-        if kind == "model":
-            fields = current.model_fields
-            if part not in fields:
-                return False, where, sorted(fields)
-            kind, current = _shape(fields[part].annotation)
-        elif kind == "dict":
-            if isinstance(node, dict) and part not in node and _shape(current)[0] == "model":
-                return False, where, sorted(map(str, node))
-            kind, current = _shape(current)
-        elif kind == "list":
-            if not part.isdigit() or (isinstance(node, list) and int(part) >= len(node)):
-                return False, where, [str(i) for i in range(len(node))] if isinstance(node, list) else []
-            kind, current = _shape(current)
-            node = node[int(part)] if isinstance(node, list) else None
-            continue
-        else:
-            return True, "", []  # inside a free-form value (e.g. a device override): validated with the value
-        node = node.get(part) if isinstance(node, dict) else None
-    return True, "", []
-
-
 def check_paths(raw: dict[str, Any], paths: list[str], *, file: str) -> None:
     """Every path must name a field of the instance: one error naming each bad path and the valid fields."""
     problems: list[Problem] = []
     for path in paths:
-        ok, where, valid = valid_fields_at(raw, path.split("."))
+        ok, where, valid = valid_fields_at(Instance, raw, path.split("."))
         if not ok:
             bad = path.split(".")[len(where.split(".")) if where != "(top level)" else 0]
             problems.append(Problem(file, path, f"{bad!r} is not a field at {where}",

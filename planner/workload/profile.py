@@ -1,8 +1,9 @@
 """Turning an instance's service traffic into a :class:`WorkloadProfile` (what the optimiser reads).
 
-Three sources, exactly one per service (the instance schema enforces it):
+Three sources, one per service (the instance schema enforces it):
 
-- ``traffic.trace``: the log is characterised at load (cached per file and options);
+- ``traffic.trace``: the log is characterised at load (cached per file and options); with
+  ``rate_per_s`` its rates are scaled so that the mean is that rate (shape kept);
 - ``traffic.profile``: a profile YAML written by ``planner characterize --out``;
 - ``traffic.rate_per_s`` + ``lengths``: a profile built from the given buckets. There is no
   log, so the peak over every window is ``traffic.peak_rate_per_s`` if given, else the mean
@@ -176,24 +177,28 @@ def _from_trace(resolved: ResolvedInstance, name: str, svc: Service) -> Workload
     else:
         raise InputError(Problem(file=str(resolved.path), path=f"{where}.service_column_value", message=f"the trace holds several services ({', '.join(sorted(results))})", fix="set service_column_value to the one this service serves"))
     if c.arrivals is None:
-        if t.peak_rate_per_s is None:
+        if t.peak_rate_per_s is None and t.rate_per_s is None:
             raise InputError(
                 Problem(
                     file=str(resolved.path),
                     path=f"{where}.peak_rate_per_s",
                     message=f"the trace {t.trace!r} has no timestamps, so it gives lengths but no arrival rate",
-                    fix="set traffic.peak_rate_per_s (planned peak, requests/s), or use rate_per_s with lengths",
+                    fix="set traffic.rate_per_s (mean, requests/s) and/or traffic.peak_rate_per_s (planned peak)",
                 )
             )
-        rate = t.peak_rate_per_s
+        mean = t.rate_per_s if t.rate_per_s is not None else t.peak_rate_per_s
+        peak = t.peak_rate_per_s if t.peak_rate_per_s is not None else t.rate_per_s
+        assert mean is not None and peak is not None
+        src = "traffic.rate_per_s" if t.rate_per_s is not None else "traffic.peak_rate_per_s"
+        psrc = "traffic.peak_rate_per_s" if t.peak_rate_per_s is not None else "traffic.rate_per_s"
         arrivals = ArrivalStats(
             requests=c.requests,
             duration_s=3600.0,
-            rate_mean_per_s=rate,
-            rate_peak_per_s=dict.fromkeys(WINDOWS, rate),
+            rate_mean_per_s=mean,
+            rate_peak_per_s=dict.fromkeys(WINDOWS, peak),
             interarrival_cv=1.0,
             timestamps="missing",
-            notes=[f"the log has no timestamps: mean and peak rates are traffic.peak_rate_per_s = {rate:g}/s, CV assumed 1 (Poisson); duration_s is nominal"],
+            notes=[f"the log has no timestamps: mean rate {src} = {mean:g}/s, peak {psrc} = {peak:g}/s, CV assumed 1 (Poisson); duration_s is nominal"],
         )
         c = dataclasses.replace(c, arrivals=arrivals)
     return c.to_profile()
@@ -209,6 +214,13 @@ def service_profile(resolved: ResolvedInstance, service_name: str) -> WorkloadPr
     where = f"services.{service_name}.traffic"
     if t.trace is not None:
         profile = _from_trace(resolved, service_name, svc)
+        if t.rate_per_s is not None and profile.arrivals.timestamps != "missing":
+            log_mean = profile.arrivals.rate_mean_per_s
+            profile = scale_profile(profile, t.rate_per_s / log_mean)
+            profile = profile.model_copy(update={"arrivals": profile.arrivals.model_copy(update={"notes": [
+                *profile.arrivals.notes[:-1],
+                f"log scaled to traffic.rate_per_s = {t.rate_per_s:g}/s (its mean {log_mean:.4g}/s: rates x{t.rate_per_s / log_mean:.4g}, "
+                "burstiness and lengths kept)"]})})
     elif t.profile is not None:
         try:
             profile = read_profile(resolved.resolve_path(t.profile))

@@ -1,0 +1,86 @@
+"""Global CLI options (--debug, -q, -v before or after the subcommand), progress off when not a
+terminal, versioned JSON of the study commands, solve --out tables (CSV + Parquet, KV capacity)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+MINIMAL = str(ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml")
+TRACE = str(ROOT / "instances" / "traces" / "azure2023_conv_min00-20.csv")
+INFEASIBLE = ["--set", "services.chat.slo.tpot.target_ms=0.5"]
+
+
+@pytest.mark.parametrize("args", [["--debug", "solve", MINIMAL, *INFEASIBLE], ["solve", MINIMAL, *INFEASIBLE, "--debug"]])
+def test_debug_before_or_after_the_subcommand_keeps_exit_3(args: list[str]) -> None:
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 3, r.output
+    assert "Traceback" in r.output and "InfeasibleError" in r.output
+    assert "slo_tpot" in r.output
+
+
+def test_without_debug_no_traceback() -> None:
+    r = CliRunner().invoke(main, ["solve", MINIMAL, *INFEASIBLE])
+    assert r.exit_code == 3 and "Traceback" not in r.output
+
+
+def test_quiet_and_verbose_are_accepted_everywhere() -> None:
+    for args in (["-q", "catalog", "devices"], ["catalog", "devices", "-q"], ["catalog", "-v", "devices"], ["check-instance", MINIMAL, "-v"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 0, (args, r.output)
+
+
+def test_budget_json_is_a_versioned_object_and_no_progress_bar_off_a_terminal() -> None:
+    r = CliRunner().invoke(main, ["budget", MINIMAL, "--budgets", "3000,12000", "--json"])
+    assert r.exit_code == 0, r.output
+    assert "budget(s)" not in r.output  # the progress bar's label: not printed when stderr is not a terminal
+    data = json.loads(r.output)
+    assert data["schema_version"] == "1"
+    assert [row["budget_usd_per_month"] for row in data["budgets"]] == [3000.0, 12000.0]
+
+
+def test_verbose_reports_steps_on_stderr() -> None:
+    r = CliRunner().invoke(main, ["sweep", MINIMAL, "--set", "services.chat.traffic.rate_multiplier=1,2", "-v", "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    assert "bisecting verdict flips along 1 path(s):" in r.stderr
+    q = CliRunner().invoke(main, ["sweep", MINIMAL, "--set", "services.chat.traffic.rate_multiplier=1,2", "-q", "--jobs", "1"])
+    assert q.exit_code == 0 and q.stderr == ""
+
+
+def test_characterize_json_carries_schema_version() -> None:
+    r = CliRunner().invoke(main, ["characterize", TRACE, "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["schema_version"] == "1" and data["requests"] > 0
+
+
+def test_solve_out_writes_parquet_and_kv_capacity(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["solve", MINIMAL, "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    csv_pools = pd.read_csv(tmp_path / "pools.csv")
+    pq_pools = pd.read_parquet(tmp_path / "pools.parquet")
+    assert list(csv_pools.columns) == list(pq_pools.columns) and len(csv_pools) == len(pq_pools)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "costs.csv"), pd.read_parquet(tmp_path / "costs.parquet"))
+    holds_kv = pq_pools[pq_pools["role"] != "prefill"]
+    assert len(holds_kv)
+    # KV capacity = (instances - redundancy) x per-instance memory fit: positive, and the peak fits in it
+    assert (holds_kv["kv_capacity_bytes"] > 0).all()
+    assert (holds_kv["kv_bytes_peak"] <= holds_kv["kv_capacity_bytes"]).all()
+    assert (pq_pools.loc[pq_pools["role"] == "prefill", "kv_capacity_bytes"] == 0).all()
+
+
+def test_debug_after_subcommand_in_a_real_process() -> None:
+    """The exit code survives --debug in a real process (not only under CliRunner)."""
+    p = subprocess.run([sys.executable, "-m", "planner", "solve", MINIMAL, *INFEASIBLE, "--debug"], capture_output=True, text=True,
+                       cwd=ROOT, check=False)
+    assert p.returncode == 3, p.stderr[-2000:]
+    assert "Traceback" in p.stderr
