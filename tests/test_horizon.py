@@ -173,6 +173,23 @@ def test_regret_of_a_held_schedule() -> None:
     assert doubles.regret_usd == pytest.approx(3_650.0)
 
 
+def test_monte_carlo_and_budget_on_growth() -> None:
+    from planner.horizon.evaluate import growth_monte_carlo, largest_growth_within_budget
+
+    acq = Acquisition("g", **_buy(), on_demand_usd_per_hour=1.5)  # type: ignore[arg-type]
+    inputs = _inputs(_slots(0.5, 1.0), [1.0, 1.0], acq)
+    plan = solve_horizon(_micro(), inputs, ("shared",), baseline=False).architectures["shared"]
+    mc = growth_monte_carlo(_micro(), inputs, "shared", plan.schedule, np.array([0.0, 1.0]))
+    assert mc["regret_usd"].tolist() == pytest.approx([0.0, 3_650.0])  # growth 100 %/month = the doubling above
+    # Flat demand costs 13,000 a period = 156,000 a year of 12 one-month periods... here 2 periods: 26,000 in year 0.
+    rate, worst, probes = largest_growth_within_budget(_micro(), inputs, "shared", 26_000.0, low=-0.2, high=0.5, steps=6)
+    assert rate is not None and worst is not None and worst <= 26_000.0
+    assert -0.01 <= rate <= 0.02  # a little growth fits only if rounding leaves room; much more does not
+    assert all(c is None or c > 26_000.0 for r, c in probes if r > rate + 0.02)
+    none, _, _ = largest_growth_within_budget(_micro(), inputs, "shared", 1_000.0, steps=2)
+    assert none is None
+
+
 def test_spot_needs_redundancy() -> None:
     from planner.errors import InputError
 
@@ -249,6 +266,13 @@ def test_cli_horizon_plans_and_writes_tables(tmp_path: Path) -> None:
     assert page.count("<svg") == 2 and "devices by source per period" in page and "<script" not in page
     assert r.exit_code == 0, r.output
     assert "regret of the shared schedule" in r.output and "30 %/month" in r.output
+    r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline", "--monte-carlo", "3",
+                                  "--growth-dist", "uniform(0,0.2)", "--budget-per-year", "1e9", "--json"])
+    assert r.exit_code == 0, r.output
+    doc2 = json.loads(r.output)
+    assert len(doc2["monte_carlo"]["draws"]) == 3 and doc2["budget"]["largest_monthly_growth"] == pytest.approx(0.5)
+    r = CliRunner().invoke(main, ["horizon", str(inst), "--monte-carlo", "3"])
+    assert r.exit_code == 2 and "--growth-dist" in r.output
     r = CliRunner().invoke(main, ["horizon", str(inst), "--regret-growth", "fast"])
     assert r.exit_code == 2 and "--regret-growth" in r.output
     assert doc["schema_version"] == 1 and doc["winner"] == "shared"

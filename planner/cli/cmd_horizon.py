@@ -22,8 +22,16 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
 @click.option("--no-baseline", is_flag=True, help="Skip the owned-peak baseline (one solve fewer per architecture).")
 @click.option("--regret-growth", help="Comma-separated monthly growth rates: hold the winner's purchases and reservations, "
               "re-plan rentals under each rate, and print the regret against re-planning with that rate known.")
+@click.option("--monte-carlo", "draws", type=int, default=0, help="With --growth-dist: draws of the monthly growth rate; "
+              "each holds the winner's purchases and reservations and reports cost and regret (mean, p10, p90).")
+@click.option("--growth-dist", help="Distribution of the monthly growth rate for --monte-carlo, e.g. 'normal(0.05,0.02)' "
+              "(grammar of `planner sweep --help`).")
+@click.option("--seed", type=int, default=0, help="Seed of the --monte-carlo draws.")
+@click.option("--budget-per-year", type=float, help="Largest monthly growth whose plan (the winner's architecture) costs at "
+              "most this much in every year of the horizon, USD (bisection on the rate).")
 def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
-            mip_gap: float | None, sets: tuple[str, ...], html_file: str | None, no_baseline: bool, regret_growth: str | None) -> None:
+            mip_gap: float | None, sets: tuple[str, ...], html_file: str | None, no_baseline: bool, regret_growth: str | None,
+            draws: int, growth_dist: str | None, seed: int, budget_per_year: float | None) -> None:
     """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
 
     Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
@@ -55,6 +63,21 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
             raise InputError(Problem("", "--regret-growth", f"{regret_growth!r} is not a list of numbers", "e.g. --regret-growth 0.02,0.08")) from None
         if not rates or any(not -0.5 < r <= 1.0 for r in rates):
             raise InputError(Problem("", "--regret-growth", "monthly rates must lie in (-0.5, 1]", "e.g. --regret-growth 0.02,0.08"))
+    dist = None
+    if draws < 0:
+        raise InputError(Problem("", "--monte-carlo", "must be >= 0", "e.g. --monte-carlo 20"))
+    if (draws > 0) != (growth_dist is not None):
+        raise InputError(Problem("", "--monte-carlo" if growth_dist else "--growth-dist", "--monte-carlo N and --growth-dist go together",
+                                 "e.g. --monte-carlo 20 --growth-dist 'normal(0.05,0.02)'"))
+    if growth_dist is not None:
+        from planner.studies.distributions import parse_distribution
+
+        try:
+            dist = parse_distribution(growth_dist)
+        except ValueError as exc:
+            raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
+    if budget_per_year is not None and not budget_per_year > 0:
+        raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
     resolved = load_instance(instance, _parse_sets(sets) or None)
     inst = resolved.instance
     if any(s.tools or s.tools_from_trace for s in inst.services.values()) or inst.catalog.cpu_servers:
@@ -77,6 +100,22 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         paths = {f"{100 * r:g} %/month": growth_multipliers(Growth(monthly_rate=r), hz.periods, hz.months_per_period) for r in rates}
         regrets = growth_regret(tables, inputs, result.winner, result.architectures[result.winner].schedule, paths,
                                 time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3))
+    gap_default = mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3)
+    mc = None
+    if dist is not None and result.winner is not None:
+        import numpy as np
+
+        from planner.horizon.evaluate import growth_monte_carlo
+
+        rates = dist.sample(np.random.default_rng(seed), draws)
+        mc = growth_monte_carlo(tables, inputs, result.winner, result.architectures[result.winner].schedule, rates,
+                                time_limit_s=time_limit or solver.time_limit_s, mip_gap=gap_default)
+    budget = None
+    if budget_per_year is not None and result.winner is not None:
+        from planner.horizon.evaluate import largest_growth_within_budget
+
+        budget = largest_growth_within_budget(tables, inputs, result.winner, budget_per_year,
+                                              time_limit_s=time_limit or solver.time_limit_s, mip_gap=gap_default)
     if out_dir:
         written = write_outputs(result, Path(out_dir), inst.name)
     if html_file and result.winner is not None:
@@ -87,6 +126,11 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         doc = to_document(result, inst.name)
         doc["regret"] = [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "regret_usd": g.regret_usd,
                           "status": g.status} for g in regrets]
+        if mc is not None:
+            doc["monte_carlo"] = {"growth_dist": growth_dist, "seed": seed, "draws": mc.to_dict("records")}
+        if budget is not None:
+            doc["budget"] = {"usd_per_year": budget_per_year, "largest_monthly_growth": budget[0], "costliest_year_usd": budget[1],
+                             "probes": [{"monthly_rate": r, "costliest_year_usd": c} for r, c in budget[2]]}
         echo_json(doc)
     else:
         click.echo("\n".join(summary_lines(result, inst.name)))
@@ -97,6 +141,24 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
             click.echo(table(["growth", "held USD", "re-planned USD", "regret USD"],
                              [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)), fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
                                fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets]))
+        if mc is not None:
+            from planner.cli.output import fmt, table
+
+            ok = mc.dropna(subset=["held_usd", "replanned_usd"])
+            click.echo(f"\nMonte Carlo over monthly growth ~ {growth_dist} ({len(mc)} draws, seed {seed}; {len(mc) - len(ok)} without a plan): "
+                       f"the {result.winner} schedule held, rentals re-planned")
+            q = ok[["monthly_rate", "held_usd", "replanned_usd", "regret_usd"]].quantile([0.1, 0.5, 0.9])
+            rows = [["mean", *[fmt(v) for v in ok[["monthly_rate", "held_usd", "replanned_usd", "regret_usd"]].mean().round(4)]]]
+            rows += [[f"p{int(100 * i)}", *[fmt(v) for v in q.loc[i].round(4)]] for i in q.index]
+            click.echo(table(["", "monthly rate", "held USD", "re-planned USD", "regret USD"], rows))
+        if budget is not None:
+            rate, worst, probes = budget
+            if rate is None:
+                click.echo(f"\nbudget ${budget_per_year:,.0f}/year: not even {probes[0][0]:+.1%}/month fits (costliest year "
+                           f"{'no plan' if probes[0][1] is None else f'${probes[0][1]:,.0f}'})")
+            else:
+                click.echo(f"\nbudget ${budget_per_year:,.0f}/year: growth up to {rate:+.2%}/month fits ({result.winner}; costliest year "
+                           f"${(worst or 0):,.0f}; bisection over {len(probes)} plans)")
         if out_dir:
             click.echo(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
         if html_file and result.winner is not None:

@@ -66,3 +66,66 @@ def growth_regret(tables: CapacityTables, inputs: HorizonInputs, architecture: s
         again = solve_horizon(tables, other, (architecture,), time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=False)
         out.append(GrowthRegret(label, np.asarray(growth, dtype=float), held, again.architectures[architecture].total_usd, status))
     return out
+
+
+def growth_monte_carlo(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame,
+                       monthly_rates: np.ndarray, *, time_limit_s: float = 60.0, mip_gap: float = 1e-3) -> pd.DataFrame:
+    """One row per drawn monthly growth rate: the schedule held, the plan re-made, the regret (module docstring)."""
+    from planner.horizon.demand import growth_multipliers
+    from planner.schema.horizon import Growth
+
+    periods = len(inputs.growth)
+    paths = {f"{i}": growth_multipliers(Growth(monthly_rate=float(r)), periods, inputs.months_per_period)
+             for i, r in enumerate(monthly_rates)}
+    out = growth_regret(tables, inputs, architecture, schedule, paths, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    return pd.DataFrame({"monthly_rate": np.asarray(monthly_rates, dtype=float),
+                         "held_usd": [g.held_usd for g in out], "replanned_usd": [g.replanned_usd for g in out],
+                         "regret_usd": [g.regret_usd for g in out], "status": [g.status for g in out]})
+
+
+def yearly_costs(costs: pd.DataFrame, months_per_period: float) -> pd.Series:
+    """Undiscounted cost of each year of the horizon (periods grouped by 12 months; a last partial year as is)."""
+    per = costs.groupby("period")["usd"].sum()
+    year = (per.index.to_numpy() * months_per_period // 12).astype(int)
+    return per.groupby(year).sum()
+
+
+def largest_growth_within_budget(tables: CapacityTables, inputs: HorizonInputs, architecture: str, budget_usd_per_year: float, *,
+                                 low: float = -0.2, high: float = 0.5, steps: int = 8, time_limit_s: float = 60.0,
+                                 mip_gap: float = 1e-3) -> tuple[float | None, float | None, list[tuple[float, float | None]]]:
+    """The largest compound monthly growth whose plan costs at most ``budget_usd_per_year`` in every year of
+    the horizon, by bisection on the rate (more growth never costs less: checked at the bracket's ends).
+
+    Returns (rate, that plan's costliest year, every probe as (rate, costliest year or None if no plan)).
+    ``rate`` is None when even ``low`` does not fit the budget."""
+    from planner.horizon.demand import growth_multipliers
+    from planner.schema.horizon import Growth
+
+    periods = len(inputs.growth)
+    probes: list[tuple[float, float | None]] = []
+
+    def worst_year(rate: float) -> float | None:
+        g = growth_multipliers(Growth(monthly_rate=rate), periods, inputs.months_per_period)
+        res = solve_horizon(tables, replace(inputs, growth=g), (architecture,), time_limit_s=time_limit_s, mip_gap=mip_gap,
+                            baseline=False).architectures[architecture]
+        cost = float(yearly_costs(res.costs, inputs.months_per_period).max()) if res.feasible else None
+        probes.append((rate, cost))
+        return cost
+
+    def fits(rate: float) -> bool:
+        c = worst_year(rate)
+        return c is not None and c <= budget_usd_per_year
+
+    if not fits(low):
+        return None, None, probes
+    if fits(high):
+        return high, probes[-1][1], probes
+    lo, hi = low, high
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    best = max((p for p in probes if p[0] == lo), key=lambda p: p[0])
+    return lo, best[1], probes
