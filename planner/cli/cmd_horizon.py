@@ -70,7 +70,7 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         raise InputError(Problem("", "--monte-carlo" if growth_dist else "--growth-dist", "--monte-carlo N and --growth-dist go together",
                                  "e.g. --monte-carlo 20 --growth-dist 'normal(0.05,0.02)'"))
     if growth_dist is not None:
-        from planner.studies.distributions import parse_distribution
+        from planner.schema.distributions import parse_distribution
 
         try:
             dist = parse_distribution(growth_dist)
