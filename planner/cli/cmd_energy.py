@@ -53,8 +53,10 @@ def calibrate_energy(measurements: str, output: str | None, as_json: bool) -> No
 @click.argument("measurements", type=click.Path(dir_okay=False))
 @click.option("--power", "power_path", type=click.Path(dir_okay=False), default=None,
               help="Power calibration file (default models/calibration/power.yaml).")
+@click.option("--expert-parallel-as-tp", is_flag=True,
+              help="Also predict expert-parallel runs, approximated as TP over all GPUs (skipped by default).")
 @click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "summary": {...}}, one row per input row.')
-def validate_energy(measurements: str, power_path: str | None, as_json: bool) -> None:
+def validate_energy(measurements: str, power_path: str | None, expert_parallel_as_tp: bool, as_json: bool) -> None:
     """Predict each run's output tokens/s, power and J per output token from its configuration
     (GPU, GPU count, model, precision, batch cap, task lengths); print MAPE per (GPU, model family)."""
     from planner.catalog import load_catalog
@@ -62,7 +64,7 @@ def validate_energy(measurements: str, power_path: str | None, as_json: bool) ->
     from planner.perf.energy_runs import read_energy_runs
 
     rows = read_energy_runs(measurements)
-    result = run(rows, load_catalog(), _power_calibration(power_path))
+    result = run(rows, load_catalog(), _power_calibration(power_path), expert_parallel_as_tp=expert_parallel_as_tp)
     if as_json:
         echo_json(result)
         return

@@ -29,9 +29,10 @@ def _mape(pred: list[float], meas: list[float]) -> float:
     return float(100.0 * np.mean(np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)))
 
 
-def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalibration) -> list[dict[str, Any]]:
+def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalibration, *,
+                   expert_parallel_as_tp: bool = False) -> list[dict[str, Any]]:
     """One output row per input row: measured and predicted figures, or the reason it is skipped."""
-    runs, reasons, insts = resolve_runs(rows, catalog)
+    runs, reasons, insts = resolve_runs(rows, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
     pred = predict_runs(runs, insts, stack_calibration(cal))
     out: list[dict[str, Any]] = []
     for i, r in enumerate(rows):
@@ -65,7 +66,8 @@ def _reason_class(reason: str) -> str:
     """Reasons without the row's own name, so that they count up (``model 'x' is not in the
     catalog`` -> ``model not in the catalog``)."""
     for head, text in (("model ", "model not in the catalog"), ("GPU ", "GPU has no catalog device"),
-                       ("task ", "input length not recorded (multimodal task)"), ("record_type ", "not a steady-state serving run")):
+                       ("task ", "input length not recorded (multimodal task)"), ("record_type ", "not a steady-state serving run"),
+                       ("expert-parallel", "expert-parallel run: the roofline models tensor parallelism only")):
         if reason.startswith(head):
             return text
     return reason
@@ -94,24 +96,26 @@ def summarize(out: list[dict[str, Any]]) -> dict[str, Any]:
             "by_gpu_family": [{"gpu": g, "stack": st, "model_family": f, **block(v)} for (g, st, f), v in sorted(groups.items())]}
 
 
-def validate_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalibration) -> dict[str, Any]:
+def validate_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalibration, *,
+                    expert_parallel_as_tp: bool = False) -> dict[str, Any]:
     """``{"rows": [...], "summary": {...}}`` (one row per input row)."""
-    out = predict_energy(rows, catalog, cal)
+    out = predict_energy(rows, catalog, cal, expert_parallel_as_tp=expert_parallel_as_tp)
     return {"rows": out, "summary": summarize(out)}
 
 
-def out_of_sample_by_model(rows: list[dict[str, Any]], catalog: Catalog, *, source: str, gpu: str) -> dict[str, Any]:
+def out_of_sample_by_model(rows: list[dict[str, Any]], catalog: Catalog, *, source: str, gpu: str,
+                           expert_parallel_as_tp: bool = False) -> dict[str, Any]:
     """Hold out each catalog model in turn: fit throughput and power on the other models' runs
     of ``source`` on ``gpu``, predict the held-out model's runs. Pooled and per-model MAPE."""
     sel = [r for r in rows if r.get("source") == source and r.get("gpu") == gpu]
     runs: list[RunConfig]
-    runs, _reasons, _insts = resolve_runs(sel, catalog)
+    runs, _reasons, _insts = resolve_runs(sel, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
     family = {run.index: run.model for run in runs}
     held: list[dict[str, Any]] = []
     for model in sorted(set(family.values())):
         train = [r for k, r in enumerate(sel) if family.get(k) not in (None, model)]
         test = [r for k, r in enumerate(sel) if family.get(k) == model]
-        cal = fit_power(train, catalog, name=f"without-{model}")
-        held += [o for o in predict_energy(test, catalog, cal) if o["predicted"]]
+        cal = fit_power(train, catalog, name=f"without-{model}", expert_parallel_as_tp=expert_parallel_as_tp)
+        held += [o for o in predict_energy(test, catalog, cal, expert_parallel_as_tp=expert_parallel_as_tp) if o["predicted"]]
     summary = summarize(held)
     return {"source": source, "gpu": gpu, "held_out_runs": len(held), "pooled": summary["pooled"], "by_gpu_family": summary["by_gpu_family"]}

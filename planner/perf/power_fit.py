@@ -128,12 +128,12 @@ def _base_engine(stack: str, base: Calibration | None) -> EngineCalibration:
 
 
 def fit_power(rows: list[dict[str, Any]], catalog: Catalog, *, data_file: str = "", base: Calibration | None | str = "auto",
-              name: str = "power") -> PowerCalibration:
+              name: str = "power", expert_parallel_as_tp: bool = False) -> PowerCalibration:
     """Throughput calibration per serving stack, then power curves per (device, stack) with at
     least :data:`MIN_ROWS_PER_DEVICE` runs. The stack with the most runs on a device (ties: the
     later version) gives the device's curve (key ``<device>``, the one the planner uses); the
     others are kept as ``<device>@<stack>`` for checking runs of that stack. Module docstring."""
-    runs, reasons, insts = resolve_runs(rows, catalog)
+    runs, reasons, insts = resolve_runs(rows, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
     base_cal = load_calibration(None) if base == "auto" else base
     base_cal = base_cal if isinstance(base_cal, Calibration) else None
     src = f"fit:{Path(data_file).name or 'rows'}"
