@@ -46,7 +46,7 @@ Configuration mapping (stated, not fitted):
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +275,3 @@ def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], I
     tok = d * osl / np.maximum(res.cycle_s, 1e-12)
     return RunPrediction(tok, np.asarray(step.compute_s), np.asarray(step.memory_s), np.asarray(step.total_s), d_avg + p_avg,
                          np.asarray(res.feasible, dtype=bool) & (d >= 1), d)
-
-
-def take(pred: RunPrediction, idx: Any) -> RunPrediction:
-    return RunPrediction(**{f.name: np.asarray(getattr(pred, f.name))[idx] for f in fields(RunPrediction)})

@@ -33,14 +33,15 @@ Symbols, per device curve (:class:`PowerCurve`):
 ``gamma``      curvature (``< 1``: power rises fast at low load and saturates)
 ============  ===============================================================================
 
-Energy of a request at an operating point of ``tp`` devices (:func:`request_energy_j`)::
+Energy of a request at an operating point of ``tp`` devices (:func:`instance_power_w`, used by
+:mod:`planner.perf.points`)::
 
     E = P(u) x tp x instance_seconds_per_request        (J; GPU board power only)
 
-and per output token ``E / OSL``. A powered-down device draws 0 (:data:`POWERED_DOWN_W`); a
-provisioned device with nothing to do draws ``f_idle x TDP`` (the capacity table keeps the
-profile's ``idle_power_w`` for the optimiser's idle term; :func:`loaded_idle_power_w` is the
-measured-fraction alternative). Host power (CPU, DRAM, NICs, fans, PSU loss) is not in ``P``:
+and per output token ``E / OSL``. A powered-down device draws 0 (the optimiser counts only
+provisioned devices); a provisioned device with nothing to do draws ``f_idle x TDP`` (the
+capacity table keeps the profile's ``idle_power_w`` for the optimiser's idle term;
+:func:`loaded_idle_power_w` is the measured-fraction alternative). Host power (CPU, DRAM, NICs, fans, PSU loss) is not in ``P``:
 the profile's ``host_power_w`` covers it, and PUE the facility.
 
 Where the numbers come from (``models/calibration/power.yaml``, written by ``planner
@@ -84,8 +85,6 @@ ROWS_SATURATION = 1024.0
 """Rows (tokens per iteration) at which the occupancy term ``u_r`` reaches 1: ten doublings
 from one row; a 1024-row bf16 GEMM on an H100 runs at ~94 % of its large-M rate by the
 roofline's ``M / (M + 64)`` (:data:`planner.perf.roofline.GEMM_M_HALF_TOKENS`). Not fitted."""
-POWERED_DOWN_W = 0.0
-"""A device that is not provisioned draws nothing (the optimiser counts only provisioned ones)."""
 
 
 class PowerCurve(StrictModel):
@@ -228,8 +227,3 @@ def instance_power_w(device: DeviceProfile, tp: int, calibration: PowerCalibrati
         return tp * device_power_w(device, compute_s, memory_s, total_s, rows, calibration)
 
     return power
-
-
-def request_energy_j(power_w_per_device: float, tp: int, seconds: float) -> float:
-    """Energy of one request: ``P x tp x instance_seconds_per_request``, J."""
-    return float(power_w_per_device) * int(tp) * float(seconds)
