@@ -77,6 +77,11 @@ def test_device_without_curve_keeps_flat_busy_power(catalog) -> None:  # noqa: A
     cpu = next(d for d in catalog.devices.values() if d.kind == "cpu")
     assert device_power_w(cpu, 0.5, 0.5, 1.0, 64.0) == pytest.approx(float(cpu.busy_power_w or 0.0))
     assert curve_for(catalog.devices["h100-sxm"], None) is None
+    # a measured busy power (with a source) beats the curve
+    h100 = catalog.devices["h100-sxm"]
+    measured = h100.model_copy(update={"busy_power_w": 512.0, "sources": {**h100.sources, "busy_power_w": "wall meter, 2026"}})
+    assert device_power_w(measured, 0.5, 0.5, 1.0, 64.0) == 512.0
+    assert device_power_w(h100, 0.5, 0.5, 1.0, 64.0) != 512.0
 
 
 def test_operating_point_energy_is_power_times_devices_times_seconds(catalog) -> None:  # noqa: ANN001

@@ -49,7 +49,9 @@ calibrate-energy``, :mod:`planner.perf.power_fit`): the H100 SXM curve is fitted
 Benchmark v3.0 steady-state runs (vLLM 0.11.1; ``models/measured/measured_energy.csv``), the
 A100 curve on ML.ENERGY Leaderboard v2 (vLLM 0.5.4, A100-SXM4-40GB). ``f_idle`` is not
 identifiable from steady-state runs at batch >= 8 and is fixed from spot readings
-(:data:`LOADED_IDLE_FRAC`). A device with no fitted curve uses the reference curve
+(:data:`LOADED_IDLE_FRAC`). A device whose ``busy_power_w`` carries a source (a measurement,
+e.g. set through ``catalog.device_overrides`` with its ``sources`` entry) keeps that flat figure;
+the shipped profiles' 0.7 x TDP is an assumption, which the curve replaces. A device with no fitted curve uses the reference curve
 (:data:`REFERENCE_DEVICE`) at its own TDP — an assumption: the same fractions of TDP at the same
 utilisation, which holds roughly within a vendor generation and is untested elsewhere. A device
 without ``tdp_w`` (CPU servers) keeps its flat ``busy_power_w``.
@@ -163,6 +165,8 @@ def curve_for(device: DeviceProfile, calibration: PowerCalibration | None | str 
     no calibration exists or the device has no TDP."""
     cal = load_power_calibration() if calibration == "auto" else calibration
     if cal is None or isinstance(cal, str) or device.tdp_w is None or device.kind == "cpu":
+        return None
+    if "busy_power_w" in device.sources:  # a measured busy power (e.g. a device override with its source) beats the curve
         return None
     own = cal.curves.get(f"{device.id}@{stack}") if stack else None
     own = own or cal.curves.get(device.id)
