@@ -168,7 +168,12 @@ def test_decode_point_meets_tpot_and_is_largest_batch() -> None:
     op = operating_point(L70, H100, 8, tpot_target_ms=30, **kw)  # type: ignore[arg-type]
     assert op.feasible and op.tpot_ms <= 30
     assert op.instance_seconds_per_request == pytest.approx(300 * op.tpot_ms / 1e3 / op.max_batch)
-    assert op.energy_j_per_request == pytest.approx(H100.busy_power_w * 8 * op.instance_seconds_per_request)
+    from planner.perf.power import device_power_w
+    # power follows the step's roofline shares and rows (issue 20)
+
+    d = op.detail
+    p_w = device_power_w(H100, d["compute_ms"], d["memory_ms"], d["step_ms"], d["batch"])
+    assert op.energy_j_per_request == pytest.approx(p_w * 8 * op.instance_seconds_per_request)
     inst = instance_arrays(L70, H100, 8, "bf16", "bf16")
     over = float(iteration_time(inst, efficiency_of(engine_calibration("default")[0]), decode_batch=op.max_batch + 1, decode_context=2150).total_s)
     assert op.bound == "memory_capacity" or over * 1e3 > 30

@@ -107,8 +107,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
 
         from planner.horizon.evaluate import growth_monte_carlo
 
-        rates = dist.sample(np.random.default_rng(seed), draws)
-        mc = growth_monte_carlo(tables, inputs, result.winner, result.architectures[result.winner].schedule, rates,
+        drawn = np.asarray(dist.sample(np.random.default_rng(seed), draws), dtype=float)
+        mc = growth_monte_carlo(tables, inputs, result.winner, result.architectures[result.winner].schedule, drawn,
                                 time_limit_s=time_limit or solver.time_limit_s, mip_gap=gap_default)
     budget = None
     if budget_per_year is not None and result.winner is not None:

@@ -66,6 +66,7 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.diagnose import diagnose_routability, diagnose_solver_infeasible
+from planner.optimize.energy_report import energy_report, with_emissions
 from planner.optimize.extract import (
     build_pools_routing_latency,
     cost_breakdown,
@@ -216,6 +217,7 @@ def solve_architecture(built: Built, solver: Any, architecture: str, settings: S
         tokens_per_month=tokens, usd_per_million_tokens=costs.total_usd_per_month / tokens * 1e6 if tokens > 0 else None,
         energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None,
         power_kw_mean=kwh / prep.hours, solver=info, binding=binding, tool_phase=tool_phase,
+        energy=energy_report(built, x, n, tokens, kwh),  # by pool and phase, idle, emissions (issue 20)
     )
 
 
@@ -737,4 +739,5 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
 
         res = verify_result(outcome.result)  # reports the checks made in the loop; simulates plans without one
         outcome.result = res.model_copy(update={"notes": list(res.notes) + sim_notes})
+    outcome.result = with_emissions(outcome.result, getattr(resolved.instance.costs, "carbon_g_per_kwh", None))  # issue 20
     return outcome

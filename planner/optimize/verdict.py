@@ -116,6 +116,21 @@ def _mix(plan: ArchitecturePlan) -> str:
     return ", ".join(f"{p.role} {p.instances}x {p.config}" for p in plan.pools) or "no pools"
 
 
+def energy_reasons(win: ArchitecturePlan, run: ArchitecturePlan, margin: float, diffs: dict[str, float]) -> list[str]:
+    """A reason naming energy when it decides: the winner's electricity saving (busy + idle power
+    terms) exceeds the whole margin, so without it the runner-up would be cheaper."""
+    saving = diffs.get("power_busy_usd_per_month", 0.0) + diffs.get("power_idle_usd_per_month", 0.0)
+    if margin < 0 or saving <= margin or saving <= 0:
+        return []
+    we, re_ = win.energy, run.energy
+    detail = ""
+    if we is not None and re_ is not None:
+        detail = (f" ({win.energy_wh_per_1k_tokens or 0.0:.3g} against {run.energy_wh_per_1k_tokens or 0.0:.3g} Wh per 1k tokens; "
+                  f"idle {we.idle_kwh_per_month:,.0f} against {re_.idle_kwh_per_month:,.0f} kWh/month)")
+    return [f"Energy decides: {win.architecture} saves {_usd(saving)}/month of electricity, more than the {_usd(margin)} margin{detail}; "
+            "power per token follows the measured curves of planner/perf/power.py."]
+
+
 def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     # Plans that meet their targets in the peak simulation (or were not simulated) first, then
     # cheapest first; a tie (to the cent) goes to the simpler architecture.
@@ -167,6 +182,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     if worse:
         reasons.append(f"{run.architecture} pays more for " + ", ".join(f"{_TERM_WORDS[t]} (+{_usd(d)})" for d, t in worse[:4])
                        + ("; it saves on " + ", ".join(f"{_TERM_WORDS[t]} ({_usd(-d)})" for d, t in better[:3]) if better else "") + ".")
+    reasons += energy_reasons(win, run, margin, diffs)
     by_arch = {p.architecture: p for p in feasible}
     shared = by_arch.get("shared")
     disagg = by_arch.get("disaggregated")

@@ -64,7 +64,9 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
 TTFT (target) and memory. Both directions of interference are costed: decode iterations carrying
 a chunk are longer (up to the TPOT cap), and the prefill lane is limited by that cap.
 
-Energy per request = busy power x tp x instance_seconds_per_request. ``service_time_cv`` is 0:
+Energy per request = P x tp x instance_seconds_per_request, ``P`` the device power at the
+iteration's roofline shares and rows (:mod:`planner.perf.power`; a unified point uses its
+chunk-carrying iteration, which slightly overstates the decode-only iterations' power). ``service_time_cv`` is 0:
 within a length bucket every request's service time is the same deterministic function of its
 (representative) lengths; the bucket's length spread is carried by the buckets themselves.
 ``bound`` names the dominant term: ``memory_capacity`` when KV capacity limits the batch,
@@ -85,6 +87,7 @@ from planner.perf.calibration import (
     EngineCalibration,
     load_calibration,
 )
+from planner.perf.power import InstancePower, instance_power_w
 from planner.perf.roofline import (
     Efficiency,
     InstanceArrays,
@@ -177,7 +180,7 @@ def operating_point(
     share = min(max(cached_prefix_share, 0.0), 1.0)
     n_new = max(isl * (1.0 - share), 1.0)
     cached = isl - n_new if share > 0 else 0.0
-    power_w = (device.busy_power_w or 0.0) * tp
+    power_w = instance_power_w(device, tp)  # W of the instance at an iteration's roofline times (planner.perf.power)
     overhead_ms = cal.ttft_overhead_ms
     budget = float(cal.prefill_token_budget)
 
@@ -202,7 +205,7 @@ def operating_point(
         return OperatingPoint(
             feasible=ok, reason="" if ok else f"TTFT {ttft:.0f} ms > target {ttft_target_ms:.0f} ms even unqueued",
             bound=_bound(step), instance_seconds_per_request=seconds, max_batch=1, kv_bytes_per_request=kv_req,
-            kv_transfer_bytes_per_request=kv_req, energy_j_per_request=power_w * seconds, ttft_ms=ttft, tpot_ms=0.0,
+            kv_transfer_bytes_per_request=kv_req, energy_j_per_request=power_w(float(step.compute_s), float(step.memory_s), float(step.total_s), m * chunk) * seconds, ttft_ms=ttft, tpot_ms=0.0,
             source=source,
             detail={"prefill_ms": 1e3 * t_batch, "prompts_per_batch": m, "chunks": float(k), "transfer_ms": 1e3 * t_xfer,
                     "first_step_ms": 1e3 * t_first, "ttft_overhead_ms": overhead_ms, "compute_ms": 1e3 * float(step.compute_s) * k,
@@ -238,7 +241,8 @@ def operating_point(
               "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i])}
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
-        kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds,
+        kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0,
+        energy_j_per_request=power_w(float(step.compute_s[i]), float(step.memory_s[i]), t_star, float(b_star)) * seconds,
         ttft_ms=0.0, tpot_ms=1e3 * t_star, source=source, detail=detail,
     )
 
@@ -290,7 +294,7 @@ def lane_wait_quantile_s(quantile: float, utilization: np.ndarray, service_s: np
 
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
-                   cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: float, overhead_ms: float,
+                   cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
                    source: str, ttft_target_ms: float | None, tpot_target_ms: float | None) -> OperatingPoint:
     """The unified (chunked-prefill) operating point; the model is in the module docstring."""
     limit_s = tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf
@@ -348,6 +352,7 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
               "comm_ms": 1e3 * float(busy.comm_s[i]), "overhead_ms": 1e3 * float(busy.overhead_s[i])}
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
-        kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds, ttft_ms=float(ttft_ms[i]),
+        kv_transfer_bytes_per_request=0.0, ttft_ms=float(ttft_ms[i]),
+        energy_j_per_request=power_w(float(busy.compute_s[i]), float(busy.memory_s[i]), float(t_busy[i]), b_star + float(q_max[i])) * seconds,
         tpot_ms=1e3 * float(t_busy[i]), source=source, detail=detail,
     )

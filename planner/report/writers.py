@@ -58,8 +58,25 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
                      + [["TOTAL", round(plan.costs.total_usd_per_month, 2)], ["(idle capacity, attribution)", round(plan.costs.idle_capacity_usd_per_month, 2)]]))
     out.append(f"  {fmt(plan.usd_per_million_tokens)} USD per 1M tokens; {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens (facility); {fmt(plan.tokens_per_month / 1e9)} G tokens/month")
     out += [f"  why: {e}" for e in pool_explanations(plan)]
+    out += energy_lines(plan)  # facility energy by pool and phase, emissions (planner.optimize.energy_report)
     out += tool_phase_lines(plan)  # tool execution phase (planner.agents)
     out += simulation_lines(plan)  # discrete-event check at peak (planner.verify)
+    return out
+
+
+def energy_lines(plan: ArchitecturePlan) -> list[str]:
+    """Energy by pool and phase (busy, provisioned-but-idle), and emissions when a carbon intensity is given."""
+    e = plan.energy
+    if e is None:
+        return []
+    parts = [f"{p.pool} ({p.role}) {fmt(p.wh_per_1k_tokens)} Wh/1k tok [busy {fmt(p.busy_kwh_per_month)} + idle {fmt(p.idle_kwh_per_month)} kWh/month]"
+             for p in e.pools]
+    out = [f"  energy: {fmt(e.facility_kwh_per_month)} kWh/month facility = busy {fmt(e.busy_kwh_per_month)} + idle (provisioned, unused) "
+           f"{fmt(e.idle_kwh_per_month)}" + (f" + tool phase {fmt(e.tool_phase_kwh_per_month)}" if e.tool_phase_kwh_per_month > 0 else "")]
+    out += [f"    {p}" for p in parts]
+    if e.emissions_kg_per_month is not None:
+        out.append(f"  emissions: {fmt(e.emissions_kg_per_month)} kg CO2e/month, {fmt(e.emissions_g_per_million_tokens)} g per 1M tokens "
+                   f"at {fmt(e.carbon_g_per_kwh)} gCO2e/kWh (costs.carbon_g_per_kwh)")
     return out
 
 

@@ -248,6 +248,9 @@ class Costs(StrictModel):
     """Overrides every profile's amortisation period when buying."""
     cost_of_capital_rate: Fraction | None = None
     """Overrides every profile's cost of capital when buying."""
+    carbon_g_per_kwh: NonNegFloat | None = None
+    """Grid carbon intensity of the site, gCO2e per kWh of facility energy; when set, plans report
+    emissions per month and per 1M tokens (not priced into the objective)."""
 
 
 class SolverOptions(StrictModel):

@@ -385,6 +385,38 @@ class SimulationCheck(StrictModel):
     method: str = ""
 
 
+class PoolEnergy(StrictModel):
+    """Facility energy of one pool per month at mean load (x PUE), split by what the devices do."""
+
+    pool: str
+    role: str
+    """Phase the pool serves: ``prefill``, ``decode`` or ``unified`` (both)."""
+    busy_kwh_per_month: float
+    """Requests' device energy (``energy_j_per_request``, :mod:`planner.perf.power`) + host share while busy."""
+    idle_kwh_per_month: float
+    """Provisioned-but-unused device time at idle (device + host) power."""
+    wh_per_1k_tokens: float | None = None
+    """``(busy + idle) / tokens of the plan x 1e6``: the pool's share of the plan's Wh per 1k tokens."""
+
+
+class EnergyReport(StrictModel):
+    """Where a plan's facility energy goes, and its emissions when a grid carbon intensity is given.
+    ``busy + idle + tool_phase = facility_kwh_per_month`` (the energy behind ``energy_wh_per_1k_tokens``)."""
+
+    facility_kwh_per_month: float
+    busy_kwh_per_month: float
+    idle_kwh_per_month: float
+    """Provisioned-but-unused device time (device idle + host power, x PUE)."""
+    tool_phase_kwh_per_month: float = 0.0
+    """CPU pool and KV reloads/recomputes of the tool phase (agentic services)."""
+    pools: list[PoolEnergy] = []
+    carbon_g_per_kwh: float | None = None
+    """Grid carbon intensity of the site (``costs.carbon_g_per_kwh``); ``None``: not given."""
+    emissions_kg_per_month: float | None = None
+    """``facility_kwh_per_month x carbon_g_per_kwh / 1000``."""
+    emissions_g_per_million_tokens: float | None = None
+
+
 class ArchitecturePlan(StrictModel):
     """The optimal (or best found) plan for one architecture."""
 
@@ -409,6 +441,8 @@ class ArchitecturePlan(StrictModel):
     """Tool execution phase (agentic services); ``None`` when the instance has none."""
     simulation: SimulationCheck | None = None
     """Discrete-event check at peak (``options.verify``); ``None`` when not run."""
+    energy: EnergyReport | None = None
+    """Facility energy by pool and phase, idle energy, emissions (:mod:`planner.optimize.energy_report`)."""
 
 
 class Verdict(StrictModel):

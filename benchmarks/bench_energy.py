@@ -1,0 +1,74 @@
+"""Fidelity of the energy model on measured serving runs (prints; not part of the test gate).
+
+    python benchmarks/bench_energy.py
+
+Data: models/measured/measured_energy.csv (ML.ENERGY Benchmark v3.0 and Leaderboard v2; see
+models/measured/SOURCE_energy.md). Judge: out of sample by model on the ML.ENERGY Benchmark v3.0
+H100 runs (vLLM 0.11.1): for each catalog model the runs map to, fit the stack's throughput
+calibration and the H100 power curve on the other models' runs (planner.perf.power_fit) and
+predict the held-out model's runs (planner.perf.energy_check). Pooled MAPE over all held-out
+runs. Targets (issue 20): J per output token <= 20 %, output tokens/s <= 15 %. Expert-parallel
+runs are skipped (the roofline models TP only); the figure with them approximated as TP is
+printed too.
+Then the in-sample figures of the shipped fit (models/calibration/power.yaml) on the whole file,
+and the old flat rule (0.7 x TDP busy) on the same predicted throughput for comparison.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner.catalog import load_catalog  # noqa: E402
+from planner.perf.energy_check import out_of_sample_by_model, validate_energy  # noqa: E402
+from planner.perf.energy_runs import read_energy_runs  # noqa: E402
+from planner.perf.power import load_power_calibration  # noqa: E402
+
+DATA = ROOT / "models" / "measured" / "measured_energy.csv"
+SOURCE = "mlenergy-benchmark-v3.0"
+GPU = "H100-SXM5-80GB"
+
+
+def main() -> None:
+    rows = read_energy_runs(DATA)
+    catalog = load_catalog()
+    t0 = time.perf_counter()
+    oos = out_of_sample_by_model(rows, catalog, source=SOURCE, gpu=GPU)
+    dt = time.perf_counter() - t0
+    p = oos["pooled"]
+    print(f"out of sample by model, {SOURCE} on {GPU}: {oos['held_out_runs']} held-out runs ({dt:.1f} s)")
+    print(f"{'model family':<18} {'runs':>5} {'J/tok %':>8} {'tok/s %':>8} {'power %':>8}")
+    for g in oos["by_gpu_family"]:
+        print(f"{g['model_family']:<18} {g['runs']:>5} {g['mape_j_per_output_token_pct']:>8.1f} "
+              f"{g['mape_output_tokens_per_s_pct']:>8.1f} {g['mape_power_pct']:>8.1f}")
+    print(f"{'POOLED':<18} {p['runs']:>5} {p['mape_j_per_output_token_pct']:>8.1f} {p['mape_output_tokens_per_s_pct']:>8.1f} "
+          f"{p['mape_power_pct']:>8.1f}   (targets: J/tok <= 20, tok/s <= 15)")
+    ep = out_of_sample_by_model(rows, catalog, source=SOURCE, gpu=GPU, expert_parallel_as_tp=True)
+    q = ep["pooled"]
+    print(f"with the expert-parallel runs approximated as TP ({ep['held_out_runs']} runs): J/tok "
+          f"{q['mape_j_per_output_token_pct']:.1f} %, tok/s {q['mape_output_tokens_per_s_pct']:.1f} %, power {q['mape_power_pct']:.1f} %")
+
+    cal = load_power_calibration()
+    if cal is None:
+        print("no shipped models/calibration/power.yaml: run `planner calibrate-energy models/measured/measured_energy.csv --into-catalog`")
+        return
+    res = validate_energy(rows, catalog, cal)
+    s = res["summary"]
+    v3 = [r for r in res["rows"] if r["predicted"] and r["source"] == SOURCE]
+    flat = [abs(0.7 * 700.0 * float(r["gpu_count"]) / r["pred_output_tokens_per_s"] / r["meas_j_per_output_token"] - 1.0) for r in v3]
+    fitted = [abs(r["pred_j_per_output_token"] / r["meas_j_per_output_token"] - 1.0) for r in v3]
+    print(f"\nin sample (shipped power.yaml), whole file: {s['predicted']} of {s['rows']} rows predicted; pooled J/tok "
+          f"{s['pooled']['mape_j_per_output_token_pct']:.1f} %, tok/s {s['pooled']['mape_output_tokens_per_s_pct']:.1f} %, "
+          f"power {s['pooled']['mape_power_pct']:.1f} %")
+    print(f"{SOURCE} {GPU} in sample: J/tok {100 * sum(fitted) / len(fitted):.1f} % with the power curve, "
+          f"{100 * sum(flat) / len(flat):.1f} % with the old flat 0.7 x TDP (same predicted throughput)")
+    for reason, count in s["skipped_by_reason"].items():
+        print(f"  skipped {count}: {reason}")
+
+
+if __name__ == "__main__":
+    main()

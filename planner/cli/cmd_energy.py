@@ -1,0 +1,89 @@
+"""`planner calibrate-energy`, `planner validate-energy`: device power curves fitted and checked
+on measured serving runs (ML.ENERGY CSV format; planner/perf/power.py for the model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from planner.cli.output import echo_json, fmt, table
+from planner.errors import InputError
+
+
+def _power_calibration(path: str | None):  # noqa: ANN202 - lazy import keeps --help fast
+    from planner.errors import InputError
+    from planner.perf.power import load_power_calibration, power_file
+
+    cal = load_power_calibration(path)
+    if cal is None:
+        raise InputError(f"{power_file()}: no power calibration (run `planner calibrate-energy MEASUREMENTS.csv` or pass --power)")
+    return cal
+
+
+@click.command("calibrate-energy")
+@click.argument("measurements", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Where to write (default: power.calibration.yaml in the current folder; use it with --power).")
+@click.option("--into-catalog", is_flag=True,
+              help="Replace the shipped models/calibration/power.yaml (the file the planner reads by default).")
+@click.option("--json", "as_json", is_flag=True)
+def calibrate_energy(measurements: str, output: str | None, into_catalog: bool, as_json: bool) -> None:
+    """Fit per-stack steady-state throughput and per-device power curves on measured serving runs
+    (ML.ENERGY CSV: models/measured/measured_energy.csv); deterministic. Kept apart from
+    `planner calibrate` (the latency fit) so either can be refitted alone."""
+    from planner.catalog import load_catalog
+    from planner.perf.energy_runs import read_energy_runs
+    from planner.perf.power import power_file, save_power_calibration
+    from planner.perf.power_fit import fit_power
+
+    rows = read_energy_runs(measurements)
+    cal = fit_power(rows, load_catalog(), data_file=measurements)
+    if output and into_catalog:
+        raise InputError("give either -o FILE or --into-catalog, not both")
+    out = power_file() if into_catalog else Path(output) if output else Path("power.calibration.yaml")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_power_calibration(cal, out)
+    if as_json:
+        echo_json({"file": str(out), **cal.model_dump(mode="json")})
+        return
+    click.echo(f"wrote {out} ({cal.description})")
+    click.echo(table(["device", "stack", "runs", "f_idle", "f_max", "w_c", "w_b", "w_rows", "gamma", "MAPE_power_%", "MAPE_J/tok_%", "MAPE_tok/s_%"],
+                     [[d, cal.curve_stacks.get(d, ""), cal.rows_used.get(d, 0), c.idle_frac, c.max_frac, c.w_compute, c.w_bandwidth, c.w_rows, c.gamma,
+                       cal.residuals[d]["power_mape_pct"], cal.residuals[d]["j_per_output_token_mape_pct"], cal.residuals[d]["throughput_mape_pct"]]
+                      for d, c in cal.curves.items()]))
+
+
+@click.command("validate-energy")
+@click.argument("measurements", type=click.Path(dir_okay=False))
+@click.option("--power", "power_path", type=click.Path(dir_okay=False), default=None,
+              help="Power calibration file (default models/calibration/power.yaml).")
+@click.option("--expert-parallel-as-tp", is_flag=True,
+              help="Also predict expert-parallel runs, approximated as TP over all GPUs (skipped by default).")
+@click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "summary": {...}}, one row per input row.')
+def validate_energy(measurements: str, power_path: str | None, expert_parallel_as_tp: bool, as_json: bool) -> None:
+    """Predict each run's output tokens/s, power and J per output token from its configuration
+    (GPU, GPU count, model, precision, batch cap, task lengths); print MAPE per (GPU, model family)."""
+    from planner.catalog import load_catalog
+    from planner.perf.energy_check import validate_energy as run
+    from planner.perf.energy_runs import read_energy_runs
+
+    rows = read_energy_runs(measurements)
+    result = run(rows, load_catalog(), _power_calibration(power_path), expert_parallel_as_tp=expert_parallel_as_tp)
+    if as_json:
+        echo_json(result)
+        return
+    s = result["summary"]
+    click.echo(f"{s['rows']} rows, {s['predicted']} predicted, {s['skipped']} skipped")
+    click.echo(table(["gpu", "stack", "model family", "runs", "MAPE_J/tok_%", "MAPE_tok/s_%", "MAPE_power_%"],
+                     [[g["gpu"], g["stack"], g["model_family"], g["runs"], g["mape_j_per_output_token_pct"], g["mape_output_tokens_per_s_pct"], g["mape_power_pct"]]
+                      for g in s["by_gpu_family"]]))
+    p = s["pooled"]
+    click.echo(f"pooled: MAPE J per output token {fmt(p['mape_j_per_output_token_pct'])} %, output tokens/s "
+               f"{fmt(p['mape_output_tokens_per_s_pct'])} %, power {fmt(p['mape_power_pct'])} % over {p['runs']} runs (in sample "
+               "when the calibration was fitted on this file; benchmarks/bench_energy.py gives out-of-sample figures)")
+    for reason, count in s["skipped_by_reason"].items():
+        click.echo(f"skipped ({count} rows): {reason}")
+
+
+COMMANDS = [calibrate_energy, validate_energy]

@@ -1,0 +1,121 @@
+"""Check predicted throughput, power and J per output token against measured serving runs
+(``planner validate-energy``), in sample and out of sample by model (the benchmark).
+
+Per predictable run (:mod:`planner.perf.energy_runs`)::
+
+    pred_output_tokens_per_s   = D OSL / T_cyc                      (steady state at the batch cap)
+    pred_power_w_per_gpu       = P(L) of the device's curve         (:mod:`planner.perf.power`)
+    pred_j_per_output_token    = pred_power_w_per_gpu x gpu_count / pred_output_tokens_per_s
+
+MAPE = mean |pred / measured - 1| x 100 over the predicted runs of a group; groups are
+(GPU, model family), the family being the catalog model a run maps to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from planner.catalog import Catalog
+from planner.perf.energy_runs import RunConfig, predict_runs, resolve_runs
+from planner.perf.power import PowerCalibration, curve_for, curve_power_w, load_fraction
+from planner.perf.power_fit import fit_power, stack_calibration
+
+
+def _mape(pred: list[float], meas: list[float]) -> float:
+    if not meas:
+        return float("nan")
+    return float(100.0 * np.mean(np.abs(np.asarray(pred) / np.asarray(meas) - 1.0)))
+
+
+def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalibration, *,
+                   expert_parallel_as_tp: bool = False) -> list[dict[str, Any]]:
+    """One output row per input row: measured and predicted figures, or the reason it is skipped."""
+    runs, reasons, insts = resolve_runs(rows, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
+    pred = predict_runs(runs, insts, stack_calibration(cal))
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(rows):
+        out.append({"row": i, "source": r.get("source", ""), "gpu": r.get("gpu", ""), "model": r.get("model", ""),
+                    "task": r.get("task", ""), "gpu_count": r.get("gpu_count", ""),
+                    "batch_cap": r.get("batch_cap_max_num_seqs", ""), "model_family": "", "device": "", "predicted": False,
+                    "reason": reasons[i]})
+    for j, run in enumerate(runs):
+        o = out[run.index]
+        dev_id = run.device.split("@")[0]
+        o.update({"model_family": run.model, "device": dev_id, "stack": run.engine, "assumed_input_tokens": run.isl,
+                  "output_tokens": run.osl, "meas_output_tokens_per_s": run.meas_tok_per_s,
+                  "meas_j_per_output_token": run.meas_j_per_tok, "meas_power_w_per_gpu": run.meas_power_w_per_gpu})
+        if not pred.feasible[j]:
+            o["reason"] = "weights and one sequence's KV do not fit the GPUs"
+            continue
+        curve = curve_for(catalog.devices[dev_id], cal, run.engine)
+        if curve is None:
+            o["reason"] = f"no power curve for {dev_id} (no TDP or no calibration)"
+            continue
+        tdp = float(catalog.devices[dev_id].tdp_w or 0.0)
+        p = float(curve_power_w(curve, tdp, load_fraction(curve, pred.compute_s[j], pred.memory_s[j], pred.total_s[j], pred.rows[j])))
+        tok = float(pred.tok_per_s[j])
+        o.update({"predicted": True, "reason": "", "running_batch": float(pred.running[j]),
+                  "pred_output_tokens_per_s": tok, "pred_power_w_per_gpu": p,
+                  "pred_j_per_output_token": p * run.gpu_count / tok})
+    return out
+
+
+def _reason_class(reason: str) -> str:
+    """Reasons without the row's own name, so that they count up (``model 'x' is not in the
+    catalog`` -> ``model not in the catalog``)."""
+    for head, text in (("model ", "model not in the catalog"), ("GPU ", "GPU has no catalog device"),
+                       ("task ", "input length not recorded (multimodal task)"), ("record_type ", "not a steady-state serving run"),
+                       ("expert-parallel", "expert-parallel run: the roofline models tensor parallelism only")):
+        if reason.startswith(head):
+            return text
+    return reason
+
+
+def summarize(out: list[dict[str, Any]]) -> dict[str, Any]:
+    """MAPE per (GPU, serving stack, model family) and pooled, with the skipped rows counted by reason."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for o in out:
+        if o["predicted"]:
+            groups.setdefault((o["gpu"], o["stack"], o["model_family"]), []).append(o)
+    def block(items: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"runs": len(items),
+                "mape_j_per_output_token_pct": _mape([x["pred_j_per_output_token"] for x in items], [x["meas_j_per_output_token"] for x in items]),
+                "mape_output_tokens_per_s_pct": _mape([x["pred_output_tokens_per_s"] for x in items], [x["meas_output_tokens_per_s"] for x in items]),
+                "mape_power_pct": _mape([x["pred_power_w_per_gpu"] for x in items], [x["meas_power_w_per_gpu"] for x in items])}
+    skipped: dict[str, int] = {}
+    for o in out:
+        if not o["predicted"]:
+            key = _reason_class(o["reason"])
+            skipped[key] = skipped.get(key, 0) + 1
+    predicted = [o for o in out if o["predicted"]]
+    return {"rows": len(out), "predicted": len(predicted), "skipped": len(out) - len(predicted),
+            "skipped_by_reason": dict(sorted(skipped.items(), key=lambda kv: -kv[1])),
+            "pooled": block(predicted),
+            "by_gpu_family": [{"gpu": g, "stack": st, "model_family": f, **block(v)} for (g, st, f), v in sorted(groups.items())]}
+
+
+def validate_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalibration, *,
+                    expert_parallel_as_tp: bool = False) -> dict[str, Any]:
+    """``{"rows": [...], "summary": {...}}`` (one row per input row)."""
+    out = predict_energy(rows, catalog, cal, expert_parallel_as_tp=expert_parallel_as_tp)
+    return {"rows": out, "summary": summarize(out)}
+
+
+def out_of_sample_by_model(rows: list[dict[str, Any]], catalog: Catalog, *, source: str, gpu: str,
+                           expert_parallel_as_tp: bool = False) -> dict[str, Any]:
+    """Hold out each catalog model in turn: fit throughput and power on the other models' runs
+    of ``source`` on ``gpu``, predict the held-out model's runs. Pooled and per-model MAPE."""
+    sel = [r for r in rows if r.get("source") == source and r.get("gpu") == gpu]
+    runs: list[RunConfig]
+    runs, _reasons, _insts = resolve_runs(sel, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
+    family = {run.index: run.model for run in runs}
+    held: list[dict[str, Any]] = []
+    for model in sorted(set(family.values())):
+        train = [r for k, r in enumerate(sel) if family.get(k) not in (None, model)]
+        test = [r for k, r in enumerate(sel) if family.get(k) == model]
+        cal = fit_power(train, catalog, name=f"without-{model}", expert_parallel_as_tp=expert_parallel_as_tp)
+        held += [o for o in predict_energy(test, catalog, cal, expert_parallel_as_tp=expert_parallel_as_tp) if o["predicted"]]
+    summary = summarize(held)
+    return {"source": source, "gpu": gpu, "held_out_runs": len(held), "pooled": summary["pooled"], "by_gpu_family": summary["by_gpu_family"]}

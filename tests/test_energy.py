@@ -1,0 +1,177 @@
+"""Power as a function of the work (planner.perf.power), its fit and the validate-energy check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.cli import main
+from planner.perf.energy_check import validate_energy
+from planner.perf.energy_runs import EP_REASON, read_energy_runs
+from planner.perf.power import (
+    PowerCurve,
+    curve_for,
+    curve_power_w,
+    device_power_w,
+    load_fraction,
+    load_power_calibration,
+    loaded_idle_power_w,
+    rows_share,
+)
+
+DATA = Path(__file__).resolve().parent / "data" / "energy"
+RUNS = DATA / "runs_fixture.csv"
+POWER = DATA / "power_fixture.yaml"
+
+fractions = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@st.composite
+def curves(draw: st.DrawFn) -> PowerCurve:
+    idle = draw(st.floats(min_value=0.0, max_value=0.5))
+    return PowerCurve(idle_frac=idle, max_frac=draw(st.floats(min_value=idle + 1e-3, max_value=1.1)),
+                      w_compute=draw(st.floats(min_value=0.0, max_value=3.0)), w_bandwidth=draw(st.floats(min_value=0.0, max_value=3.0)),
+                      w_rows=draw(st.floats(min_value=0.0, max_value=3.0)), gamma=draw(st.floats(min_value=0.2, max_value=3.0)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(curves(), fractions, fractions, fractions, fractions, st.floats(min_value=0.0, max_value=1e5), st.floats(min_value=0.0, max_value=1e5))
+def test_power_is_monotone_in_load_and_between_idle_and_max(curve: PowerCurve, uc: float, ub: float, duc: float, dub: float,
+                                                          rows: float, drows: float) -> None:
+    """More compute share, memory share or rows never lowers power; power stays in [idle, max] x TDP."""
+    tdp = 700.0
+    lo = curve_power_w(curve, tdp, load_fraction(curve, uc, ub, 1.0, rows))
+    hi = curve_power_w(curve, tdp, load_fraction(curve, min(uc + duc, 1.0), min(ub + dub, 1.0), 1.0, rows + drows))
+    assert hi >= lo - 1e-9
+    assert curve.idle_frac * tdp - 1e-9 <= lo <= curve.max_frac * tdp + 1e-9
+
+
+def test_rows_share_saturates_at_1024_rows() -> None:
+    assert rows_share(0.0) == 0.0
+    assert rows_share(1024.0) == pytest.approx(1.0)
+    assert rows_share(1e6) == 1.0
+    assert rows_share(1.0) == pytest.approx(0.1, abs=1e-3)
+
+
+def test_shipped_curves_idle_below_busy_for_every_gpu(catalog) -> None:  # noqa: ANN001 - fixture
+    """Loaded idle <= power at any operating point, for every catalog GPU/accelerator with a TDP."""
+    cal = load_power_calibration()
+    assert cal is not None and "h100-sxm" in cal.curves
+    for dev in catalog.devices.values():
+        if dev.tdp_w is None or dev.kind == "cpu":
+            continue
+        idle = loaded_idle_power_w(dev, cal)
+        for uc, ub, rows in ((0.0, 0.0, 0.0), (0.05, 0.7, 8.0), (0.5, 0.3, 512.0), (1.0, 1.0, 8192.0)):
+            busy = device_power_w(dev, uc, ub, 1.0, rows, cal)
+            assert idle <= busy + 1e-9 <= 1.2 * dev.tdp_w
+        assert curve_for(dev, cal) is not None
+
+
+def test_device_without_curve_keeps_flat_busy_power(catalog) -> None:  # noqa: ANN001
+    cpu = next(d for d in catalog.devices.values() if d.kind == "cpu")
+    assert device_power_w(cpu, 0.5, 0.5, 1.0, 64.0) == pytest.approx(float(cpu.busy_power_w or 0.0))
+    assert curve_for(catalog.devices["h100-sxm"], None) is None
+    # a measured busy power (with a source) beats the curve
+    h100 = catalog.devices["h100-sxm"]
+    measured = h100.model_copy(update={"busy_power_w": 512.0, "sources": {**h100.sources, "busy_power_w": "wall meter, 2026"}})
+    assert device_power_w(measured, 0.5, 0.5, 1.0, 64.0) == 512.0
+    assert device_power_w(h100, 0.5, 0.5, 1.0, 64.0) != 512.0
+
+
+def test_operating_point_energy_is_power_times_devices_times_seconds(catalog) -> None:  # noqa: ANN001
+    """E = P x tp x instance-seconds with P between the curve's idle and max (decode and prefill)."""
+    from planner.perf.points import operating_point
+
+    dev = catalog.devices["h100-sxm"]
+    cal = load_power_calibration()
+    assert cal is not None
+    curve = cal.curves["h100-sxm"]
+    for role in ("decode", "prefill", "unified"):
+        op = operating_point(catalog.models["llama-3.1-8b"], dev, 2, role=role, weight_precision="bf16", kv_precision="bf16",  # type: ignore[arg-type]
+                             input_tokens=1024, output_tokens=256, ttft_target_ms=5000, tpot_target_ms=50)
+        assert op.feasible, op.reason
+        per_device_w = op.energy_j_per_request / (2 * op.instance_seconds_per_request)
+        assert curve.idle_frac * 700 - 1e-6 <= per_device_w <= curve.max_frac * 700 + 1e-6
+
+
+def _hand_step_s(catalog) -> float:  # noqa: ANN001
+    """One mean iteration of the fixture run, by hand: llama-3.1-8b bf16 on one H100, batch cap 1,
+    ISL 1, OSL 1000, no overheads, full efficiencies. The cycle has 999 decode steps and one
+    1-token chunk (budget 8192): 1000 iterations each carrying 0.999 decode sequences at context
+    501 and 0.001 prompt tokens. Memory-bound: weights streamed (all but the untied input
+    embedding) plus the KV read, at the full 3.35 TB/s (the GEMMs' compute, 2 P (1 + 64) / F, is
+    ~1 ms against ~4.5 ms)."""
+    m = catalog.models["llama-3.1-8b"]
+    w_s = m.weight_bytes("bf16") - m.vocab_size * m.hidden_size * 2.0
+    k = m.kv_bytes_per_token("bf16")
+    kv = 0.999 * k * 501.0 + k * (0.001 + 0.4995)
+    return (w_s + kv) / 3350e9
+
+
+def test_validate_energy_fixture_matches_hand_computation(catalog) -> None:  # noqa: ANN001
+    cal = load_power_calibration(POWER)
+    assert cal is not None
+    res = validate_energy(read_energy_runs(RUNS), catalog, cal)
+    rows = res["rows"]
+    assert len(rows) == 4
+    t = _hand_step_s(catalog)
+    r0 = rows[0]
+    assert r0["predicted"]
+    assert r0["pred_output_tokens_per_s"] == pytest.approx(1.0 / t, rel=2e-3)
+    assert r0["pred_power_w_per_gpu"] == pytest.approx(560.0)
+    assert r0["pred_j_per_output_token"] == pytest.approx(560.0 * t, rel=2e-3)
+    assert not rows[1]["predicted"] and "not in the catalog" in rows[1]["reason"]
+    assert not rows[2]["predicted"] and "steady-state" in rows[2]["reason"]
+    assert not rows[3]["predicted"] and rows[3]["reason"] == EP_REASON
+    s = res["summary"]
+    assert (s["rows"], s["predicted"], s["skipped"]) == (4, 1, 3)
+    pooled = s["pooled"]
+    assert pooled["mape_power_pct"] == pytest.approx(20.0)  # |560 / 700 - 1|
+    assert pooled["mape_output_tokens_per_s_pct"] == pytest.approx(100 * abs(1.0 / t / 200.0 - 1.0), rel=5e-3)
+    assert pooled["mape_j_per_output_token_pct"] == pytest.approx(100 * abs(560.0 * t / 3.5 - 1.0), rel=5e-3)
+    # energy terms: J per token x tokens/s = power x GPUs
+    assert r0["pred_j_per_output_token"] * r0["pred_output_tokens_per_s"] == pytest.approx(r0["pred_power_w_per_gpu"] * 1)
+
+
+def test_validate_energy_cli_json_and_table() -> None:
+    runner = CliRunner()
+    res = runner.invoke(main, ["validate-energy", str(RUNS), "--power", str(POWER), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert len(data["rows"]) == 4
+    assert {"pred_j_per_output_token", "pred_output_tokens_per_s"} <= set(data["rows"][0])
+    assert data["summary"]["by_gpu_family"][0]["model_family"] == "llama-3.1-8b"
+    res = runner.invoke(main, ["validate-energy", str(RUNS), "--power", str(POWER)])
+    assert res.exit_code == 0, res.output
+    assert "llama-3.1-8b" in res.output and "skipped (1 rows): model not in the catalog" in res.output
+
+
+def test_validate_energy_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "runs.csv"
+    bad.write_text("gpu,model\nH100,x\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["validate-energy", str(bad)])
+    assert res.exit_code == 2
+    assert "missing column(s)" in res.output and "Traceback" not in res.output
+
+
+def test_calibrate_energy_is_deterministic(tmp_path: Path) -> None:
+    """Two fits on the shipped runs write the same file; the H100 curve rises with load."""
+    shipped = Path(__file__).resolve().parents[1] / "models" / "measured" / "measured_energy.csv"
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"p{k}.yaml"
+        res = CliRunner().invoke(main, ["calibrate-energy", str(shipped), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        outs.append(out.read_text(encoding="utf-8"))
+    assert outs[0] == outs[1]
+    cal = load_power_calibration(tmp_path / "p0.yaml")
+    assert cal is not None
+    c = cal.curves["h100-sxm"]
+    p = curve_power_w(c, 700.0, np.array([0.0, 0.5, 1.0]))
+    assert np.all(np.diff(p) >= 0) and p[0] == pytest.approx(0.16 * 700)
