@@ -29,22 +29,54 @@ ToolStatePolicy = Literal["hold", "offload", "recompute"]
 """What happens to a session's KV cache while it waits on a tool (DESIGN §5)."""
 
 
-class LatencyTarget(StrictModel):
-    """A latency SLO: the ``quantile`` of the latency must not exceed ``target_ms``."""
+LatencyStatistic = Literal["quantile", "mean"]
 
-    quantile: Quantile = 0.99
-    """Quantile level in (0, 1), e.g. 0.99 for p99."""
+
+class LatencyTarget(StrictModel):
+    """A latency SLO: the ``quantile`` (or, with ``statistic: mean``, the mean) of the metric
+    must not exceed ``target_ms``."""
+
     target_ms: PosFloat
     """Target, milliseconds."""
+    quantile: Quantile = 0.99
+    """Quantile level in (0, 1), e.g. 0.9 for p90 (ignored when ``statistic`` is ``mean``)."""
+    statistic: LatencyStatistic = "quantile"
+    """``quantile`` (the ``quantile`` level of the metric's distribution) or ``mean``."""
+
+    @property
+    def level(self) -> float | None:
+        """The quantile level, or ``None`` for a mean target."""
+        return None if self.statistic == "mean" else float(self.quantile)
 
 
 class SLO(StrictModel):
-    """Latency targets of a service."""
+    """Latency targets of a service: any subset of TTFT, TPOT, ITL and E2E (at least one).
 
-    ttft: LatencyTarget
-    """Time to first token (queueing + prefill + KV transfer + first decode step)."""
-    tpot: LatencyTarget
-    """Time per output token after the first."""
+    The metrics are defined as vLLM ``bench serve``, SGLang ``bench_serving`` and DistServe
+    define them (DESIGN §3); NVIDIA AIPerf / GenAI-Perf call the per-request TPOT
+    ``inter_token_latency``. Before the ITL metric existed, ``tpot`` bounded every token
+    interval: that reading is now ``itl``."""
+
+    ttft: LatencyTarget | None = None
+    """Time to first token: request arrival to first output token (queueing + prefill + KV
+    transfer + first decode step); its quantile is taken over requests."""
+    tpot: LatencyTarget | None = None
+    """Time per output token, per request: (E2E - TTFT) / (output tokens - 1), the mean of the
+    request's own token gaps; its quantile is taken over requests (one-token outputs have none)."""
+    itl: LatencyTarget | None = None
+    """Inter-token latency: each gap between consecutive output tokens; its quantile is taken
+    over all gaps of all requests (a chunked-prefill step that lengthens a gap shows here)."""
+    e2e: LatencyTarget | None = None
+    """End-to-end latency: request arrival to last output token; quantile over requests."""
+
+    @model_validator(mode="after")
+    def _some_target(self) -> SLO:
+        if self.ttft is None and self.tpot is None and self.itl is None and self.e2e is None:
+            raise ValueError("give at least one latency target: ttft, tpot (per request), itl (per token gap) or e2e")
+        if self.ttft is not None and self.ttft.statistic == "mean":
+            raise ValueError("ttft: a mean TTFT target is not supported (the queueing check sizes pools for a wait "
+                             "quantile); give a quantile, e.g. {quantile: 0.5, target_ms: ...} for the median")
+        return self
 
 
 class ManualBucket(StrictModel):
