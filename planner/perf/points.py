@@ -75,6 +75,7 @@ all-reduces exceed both.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -101,9 +102,14 @@ from planner.schema.llm import LLMProfile
 
 MAX_BATCH = 1024
 """Largest decode batch considered (engines cap ``max_batch_size`` near here)."""
+MAX_PREFILL_BATCH = 256
+"""Most prompts one prefill iteration batches (the token budget binds long before for real prompts)."""
+CHUNK_GRID_STEPS = 20
+"""Chunk sizes tried per batch by the unified point: ``cap · 2^(-j/2)``, ``j = 0..CHUNK_GRID_STEPS``
+(down to ``cap/1024``), plus whole prompts and halves/thirds/quarters of one prompt."""
 LANE_WAIT_QUANTILE = 0.99
-"""Quantile of the prefill-lane wait included in a unified point's TTFT (the example SLOs are
-p99; conservative for a lower TTFT quantile). The point does not see the service's quantile."""
+"""Quantile of the prefill-lane wait included in a unified point's TTFT when the service sets no
+TTFT target (otherwise the TTFT target's quantile)."""
 
 _INST_CACHE: dict[tuple[int, int, int, str, str], tuple[LLMProfile, DeviceProfile, InstanceArrays]] = {}
 _CAL_CACHE: dict[str, Calibration | None] = {}
@@ -136,7 +142,7 @@ def efficiency_of(cal: EngineCalibration) -> Efficiency:
                       cal.seq_overhead_us * 1e-6, cal.allreduce_overhead_us * 1e-6, cal.eta_link)
 
 
-def _bound(step: StepTime, i: int | tuple[()] = ()) -> str:
+def _bound(step: StepTime, i: int | tuple[int, ...] = ()) -> str:
     return str(step.bound()[i])
 
 
@@ -145,6 +151,94 @@ def _infeasible(reason: str, bound: str, source: str, **kw: float) -> OperatingP
         feasible=False, reason=reason, bound=bound, instance_seconds_per_request=math.inf, max_batch=0,
         kv_bytes_per_request=kw.get("kv", 0.0), kv_transfer_bytes_per_request=kw.get("kv_transfer", 0.0),
         energy_j_per_request=math.inf, ttft_ms=kw.get("ttft", math.inf), tpot_ms=kw.get("tpot", math.inf), source=source,
+    )
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """The latency targets one point must meet (``inf``: not set; a quantile of ``None``: the mean)."""
+
+    ttft_ms: float
+    ttft_q: float
+    tpot_ms: float
+    tpot_q: float | None
+    itl_ms: float
+    itl_q: float | None
+    e2e_ms: float
+    e2e_q: float | None
+
+    def token_limit_ms(self) -> float:
+        return min(self.tpot_ms, self.itl_ms)
+
+    def token_label(self) -> str:
+        names = [n for n, v in (("TPOT", self.tpot_ms), ("ITL", self.itl_ms)) if math.isfinite(v)]
+        return "/".join(names) or "step"
+
+
+def _inf(x: float | None) -> float:
+    return math.inf if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _stat(q: float | None) -> str:
+    return "mean" if q is None else f"p{q * 100:g}"
+
+
+def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int,
+                   weight_precision: str, isl: float, n_new: float, cached: float, budget: float, power_w: float,
+                   overhead_ms: float, source: str, targets: _Targets, kv_link_gb_per_s: float | None,
+                   rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint:
+    """The prefill point with its batch ``m`` chosen (module docstring, **prefill**)."""
+    from planner.queueing import max_utilization
+
+    fit = int(max_batch(inst, isl))
+    if fit < 1:
+        return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
+    k = math.ceil(n_new / budget)
+    chunk = n_new / k
+    m_max = max(1, min(int(budget // n_new), fit, MAX_PREFILL_BATCH))
+    ms = np.arange(1, m_max + 1, dtype=float)
+    # m whole prompts in one iteration (k = 1), or one prompt in k chunks at their mean position
+    h_eff = np.where(ms > 1, cached, cached + (n_new - chunk) / 2.0)
+    step = iteration_time(inst, eff, prefill_tokens=ms * chunk, prefill_cached=h_eff, prefill_prompts=ms)
+    t_batch = k * step.total_s
+    kv_req = float(kv_bytes(inst, isl))
+    link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
+    t_xfer = kv_req / link
+    t_first = float(iteration_time(inst, eff, decode_batch=1.0, decode_context=isl).total_s)
+    ttft = 1e3 * (t_batch + t_xfer + t_first) + overhead_ms
+    seconds = t_batch / ms
+    limit_ms = min(targets.ttft_ms, targets.e2e_ms)
+    ok = ttft <= limit_ms
+    if not ok.any():
+        which = "TTFT" if targets.ttft_ms <= targets.e2e_ms else "E2E (its prefill part)"
+        return _infeasible(f"{which} {ttft[0]:.0f} ms > target {limit_ms:.0f} ms even unqueued at batch 1",
+                           _bound(step, 0), source, kv=kv_req, kv_transfer=kv_req, ttft=float(ttft[0]))
+    # instance-seconds per request over the utilisation the TTFT wait budget allows
+    # (planner.optimize.prepare's cap: servers ceil(lambda tau), service tau, the TTFT quantile)
+    cost = np.where(ok, seconds, np.inf)
+    caps = np.ones_like(seconds)
+    rate = float(rate_per_s) if rate_per_s is not None else 0.0
+    queued = rate > 0 and math.isfinite(targets.ttft_ms)
+    if queued:
+        for j in np.nonzero(ok)[0]:
+            n0 = max(1, math.ceil(rate * float(seconds[j])))
+            caps[j] = max_utilization(n0, float(seconds[j]), targets.ttft_q, (targets.ttft_ms - float(ttft[j])) / 1e3,
+                                      service_cv=0.0, arrival_cv=interarrival_cv)
+        cost = np.where(ok & (caps > 0), seconds / np.maximum(caps, 1e-12), np.inf)
+        if not np.isfinite(cost).any():
+            cost = np.where(ok, seconds, np.inf)
+    i = int(np.argmin(cost))
+    m = float(ms[i])
+    sec = float(seconds[i])
+    return OperatingPoint(
+        feasible=True, reason="", bound=_bound(step, i), instance_seconds_per_request=sec, max_batch=1, kv_bytes_per_request=kv_req,
+        kv_transfer_bytes_per_request=kv_req, energy_j_per_request=power_w * sec, ttft_ms=float(ttft[i]), tpot_ms=0.0,
+        source=source,
+        detail={"prefill_ms": 1e3 * float(t_batch[i]), "prompts_per_batch": m, "prompts_per_batch_max": float(m_max),
+                "utilization_cap_at_batch": float(caps[i]) if queued else math.nan, "chunks": float(k),
+                "transfer_ms": 1e3 * t_xfer, "first_step_ms": 1e3 * t_first, "ttft_overhead_ms": overhead_ms,
+                "compute_ms": 1e3 * float(step.compute_s[i]) * k, "memory_ms": 1e3 * float(step.memory_s[i]) * k,
+                "comm_ms": 1e3 * float(step.comm_s[i]) * k},
     )
 
 
@@ -164,8 +258,24 @@ def operating_point(
     engine: str = "default",
     kv_link_gb_per_s: float | None = None,
     calibration: Calibration | None | Literal["auto"] = "auto",
+    ttft_quantile: float = 0.99,
+    tpot_quantile: float | None = 0.99,
+    itl_target_ms: float | None = None,
+    itl_quantile: float | None = 0.99,
+    e2e_target_ms: float | None = None,
+    e2e_quantile: float | None = 0.99,
+    rate_per_s: float | None = None,
+    interarrival_cv: float = 1.0,
 ) -> OperatingPoint:
-    """The operating point of one role; see the module docstring for the model of each role."""
+    """The operating point of one role; see the module docstring for the model of each role.
+
+    Targets (``None``: not set): ``tpot_target_ms`` bounds the per-request TPOT at
+    ``tpot_quantile``, ``itl_target_ms`` every-gap ITL at ``itl_quantile``, ``e2e_target_ms``
+    E2E at ``e2e_quantile`` (a quantile of ``None`` means the mean). ``rate_per_s`` and
+    ``interarrival_cv`` (the bucket's peak arrivals) let the prefill point choose its batch
+    with the queueing wait it implies; without them the batch is chosen unqueued."""
+    targets = _Targets(ttft_ms=_inf(ttft_target_ms), ttft_q=ttft_quantile, tpot_ms=_inf(tpot_target_ms), tpot_q=tpot_quantile,
+                       itl_ms=_inf(itl_target_ms), itl_q=itl_quantile, e2e_ms=_inf(e2e_target_ms), e2e_q=e2e_quantile)
     cal, source = engine_calibration(engine, calibration)
     try:
         inst = _instance(model, device, tp, weight_precision, kv_precision)
@@ -182,32 +292,10 @@ def operating_point(
     budget = float(cal.prefill_token_budget)
 
     if role == "prefill":
-        if max_batch(inst, isl) < 1:
-            return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
-        m = max(1.0, math.floor(budget / n_new))
-        m = min(m, float(max_batch(inst, isl)))
-        k = math.ceil(n_new / budget)
-        chunk = n_new / k
-        # m whole prompts in one iteration (k = 1), or one prompt in k chunks at their mean position
-        h_eff = cached if m > 1 else cached + (n_new - chunk) / 2.0
-        step = iteration_time(inst, eff, prefill_tokens=m * chunk, prefill_cached=h_eff, prefill_prompts=m)
-        t_batch = k * float(step.total_s)
-        kv_req = float(kv_bytes(inst, isl))
-        link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
-        t_xfer = kv_req / link
-        t_first = float(iteration_time(inst, eff, decode_batch=1.0, decode_context=isl).total_s)
-        ttft = 1e3 * (t_batch + t_xfer + t_first) + overhead_ms
-        seconds = t_batch / m
-        ok = ttft_target_ms is None or ttft <= ttft_target_ms
-        return OperatingPoint(
-            feasible=ok, reason="" if ok else f"TTFT {ttft:.0f} ms > target {ttft_target_ms:.0f} ms even unqueued",
-            bound=_bound(step), instance_seconds_per_request=seconds, max_batch=1, kv_bytes_per_request=kv_req,
-            kv_transfer_bytes_per_request=kv_req, energy_j_per_request=power_w * seconds, ttft_ms=ttft, tpot_ms=0.0,
-            source=source,
-            detail={"prefill_ms": 1e3 * t_batch, "prompts_per_batch": m, "chunks": float(k), "transfer_ms": 1e3 * t_xfer,
-                    "first_step_ms": 1e3 * t_first, "ttft_overhead_ms": overhead_ms, "compute_ms": 1e3 * float(step.compute_s) * k,
-                    "memory_ms": 1e3 * float(step.memory_s) * k, "comm_ms": 1e3 * float(step.comm_s) * k},
-        )
+        return _prefill_point(model, device, inst, eff, tp=tp, weight_precision=weight_precision, isl=isl, n_new=n_new,
+                              cached=cached, budget=budget, power_w=power_w, overhead_ms=overhead_ms, source=source,
+                              targets=targets, kv_link_gb_per_s=kv_link_gb_per_s, rate_per_s=rate_per_s,
+                              interarrival_cv=interarrival_cv)
 
     peak = isl + osl
     ctx = isl + osl / 2.0
@@ -221,13 +309,18 @@ def operating_point(
     if role == "unified":
         return _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
                               budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
-                              ttft_target_ms=ttft_target_ms, tpot_target_ms=tpot_target_ms)
+                              targets=targets)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
-    ok_tpot = t <= (tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf)
+    # every gap of a decode-only instance is one step: TPOT (per request) = ITL (per gap) = t_dec(B),
+    # mean or any quantile alike; E2E's decode part (o - 1) t_dec(B) must fit the E2E target too
+    limit_s = min(targets.tpot_ms, targets.itl_ms) / 1e3
+    ok_tpot = (t <= limit_s) & ((osl - 1.0) * t <= targets.e2e_ms / 1e3)
     if not ok_tpot.any():
-        return _infeasible(f"TPOT {1e3 * float(t[0]):.1f} ms at batch 1 > target {tpot_target_ms} ms", _bound(step, 0), source,
-                           kv=kv_req, tpot=1e3 * float(t[0]))
+        return _infeasible(f"{targets.token_label()} {1e3 * float(t[0]):.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms"
+                           if 1e3 * float(t[0]) > targets.token_limit_ms() else
+                           f"E2E decode part {(osl - 1.0) * float(t[0]):.1f} s at batch 1 > E2E target {targets.e2e_ms / 1e3:g} s",
+                           _bound(step, 0), source, kv=kv_req, tpot=1e3 * float(t[0]))
     i = int(np.nonzero(ok_tpot)[0].max())
     b_star = int(batches[i])
     t_star = float(t[i])
@@ -235,7 +328,8 @@ def operating_point(
     seconds = osl * t_star / b_star
     detail = {"step_ms": 1e3 * t_star, "batch": float(b_star), "batch_memory_limit": float(b_mem),
               "compute_ms": 1e3 * float(step.compute_s[i]), "memory_ms": 1e3 * float(step.memory_s[i]),
-              "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i])}
+              "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i]),
+              "itl_ms": 1e3 * t_star}
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
         kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds,
@@ -289,65 +383,99 @@ def lane_wait_quantile_s(quantile: float, utilization: np.ndarray, service_s: np
     return md1_wait_quantile_s(quantile, utilization, service_s)
 
 
+def _chunk_grid(batches: np.ndarray, budget: float, n_new: float) -> np.ndarray:
+    """Candidate chunk sizes per batch (rows), ``1 <= q <= Q - B`` (:data:`CHUNK_GRID_STEPS`)."""
+    cap = np.maximum(np.floor(budget - batches), 1.0)[:, None]
+    geo = np.floor(cap * 2.0 ** (-np.arange(CHUNK_GRID_STEPS + 1) / 2.0))
+    whole = np.minimum(cap, np.ceil(n_new / np.array([1.0, 2.0, 3.0, 4.0]))[None, :])
+    return np.maximum(np.concatenate([geo, whole], axis=1), 1.0)
+
+
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: float, overhead_ms: float,
-                   source: str, ttft_target_ms: float | None, tpot_target_ms: float | None) -> OperatingPoint:
-    """The unified (chunked-prefill) operating point; the model is in the module docstring."""
-    limit_s = tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf
-    cap = np.maximum(budget - batches, 0.0)
-    if np.isfinite(limit_s):
-        q_max = _largest_chunk(inst, eff, batches, ctx, cap, n_new, cached, limit_s)
-    else:
-        q_max = np.floor(cap)
-    safe_q = np.maximum(q_max, 1.0)
-    busy = _chunk_step(inst, eff, batches, ctx, safe_q, n_new, cached)
+                   source: str, targets: _Targets) -> OperatingPoint:
+    """The unified (chunked-prefill) operating point; the model is in the module docstring.
+
+    Every (batch ``B``, chunk ``q``) pair of the grid (:func:`_chunk_grid`, plus the largest chunk
+    whose iteration fits an ITL quantile target) is costed; the feasible pair with the highest
+    throughput is the point."""
+    from planner.queueing import itl_quantile_s, tpot_quantile_s
+
+    grid = _chunk_grid(batches, budget, n_new)
+    if math.isfinite(targets.itl_ms):
+        q_itl = _largest_chunk(inst, eff, batches, ctx, np.maximum(budget - batches, 0.0), n_new, cached, targets.itl_ms / 1e3)
+        grid = np.concatenate([grid, np.maximum(q_itl, 1.0)[:, None]], axis=1)
+    b2 = batches[:, None]
+    busy = _chunk_step(inst, eff, b2, ctx, grid, n_new, cached)
     t_busy = busy.total_s
-    t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s
-    has_lane = q_max >= 1.0
+    t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s[:, None]
+    lane_ok = grid <= np.maximum(budget - b2, 0.0)
     # share of iterations carrying a chunk: prompt tokens needed per iteration / lane capacity
-    u_iter = np.where(has_lane, batches * n_new / osl / safe_q, np.inf)
-    t_mean = np.where(u_iter < 1.0, u_iter * t_busy + (1.0 - np.minimum(u_iter, 1.0)) * t_idle, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = batches / (osl * t_mean)                              # requests/s one instance sustains
-        service = n_new / safe_q * t_busy                             # lane seconds per prompt
-        rho_lane = np.where(u_iter < 1.0, rate * service, np.inf)     # = u_iter t_busy / t_mean
-    wait = lane_wait_quantile_s(LANE_WAIT_QUANTILE, rho_lane, service)
-    ttft_ms = 1e3 * (wait + np.ceil(n_new / safe_q) * t_busy) + overhead_ms
+    u_iter = b2 * n_new / osl / grid
+    stable = lane_ok & (u_iter < 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        t_mean = np.where(stable, u_iter * t_busy + (1.0 - np.minimum(u_iter, 1.0)) * t_idle, np.inf)
+        rate = b2 / (osl * t_mean)                                    # requests/s one instance sustains
+        service = n_new / grid * t_busy                               # lane seconds per prompt
+        rho_lane = np.where(stable, rate * service, np.inf)           # = u_iter t_busy / t_mean
+    wait = lane_wait_quantile_s(targets.ttft_q if math.isfinite(targets.ttft_ms) else LANE_WAIT_QUANTILE, rho_lane, service)
+    chunks = np.where(grid >= n_new, 1.0, np.ceil(n_new / grid))
+    ttft_ms = 1e3 * (wait + chunks * t_busy) + overhead_ms
+    u_c = np.minimum(u_iter, 1.0)
+    tpot_q = targets.tpot_q if math.isfinite(targets.tpot_ms) else 0.99
+    itl_q = targets.itl_q if math.isfinite(targets.itl_ms) else 0.99
+    tpot_s = tpot_quantile_s(tpot_q, osl, u_c, chunks, t_busy, t_idle)
+    itl_s = itl_quantile_s(itl_q, u_c, t_busy, t_idle)
+    # E2E ~ TTFT (with its lane wait) + (o - 1) x TPOT at the E2E statistic (quantiles added: errs long)
+    e2e_q = targets.e2e_q if math.isfinite(targets.e2e_ms) else 0.99
+    e2e_ms = ttft_ms + 1e3 * (osl - 1.0) * tpot_quantile_s(e2e_q, osl, u_c, chunks, t_busy, t_idle)
     # KV: B sequences at their peak plus the prompt(s) being chunked
-    kv_need = batches * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(safe_q, n_new) + cached))
+    kv_need = b2 * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
     fits = kv_need <= kv_capacity_bytes(inst)
-    ok_ttft = ttft_ms <= (ttft_target_ms if ttft_target_ms is not None else np.inf)
-    ok = has_lane & (rho_lane < 1.0) & fits & ok_ttft
+    ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
+    ok_ttft = ttft_ms <= targets.ttft_ms
+    ok_e2e = e2e_ms <= targets.e2e_ms
+    ok = stable & (rho_lane < 1.0) & fits & ok_token & ok_ttft & ok_e2e
     if not ok.any():
-        if not has_lane.any():
-            t1 = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
-            return _infeasible(f"TPOT {1e3 * t1:.1f} ms at batch 1 > target {tpot_target_ms} ms (with a 1-token prefill chunk)",
-                               _bound(busy, 0), source, kv=kv_req, tpot=1e3 * t1)
-        stable = has_lane & (rho_lane < 1.0) & fits
-        if not stable.any():
-            return _infeasible(f"the {tpot_target_ms} ms TPOT cap leaves chunks of at most {q_max.max():.0f} tokens: too few "
-                               f"to prefill {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish",
-                               _bound(busy, 0), source, kv=kv_req, tpot=1e3 * float(t_busy[0]))
-        best = float(np.min(np.where(stable, ttft_ms, np.inf)))
-        return _infeasible(f"TTFT {best:.0f} ms > target {ttft_target_ms:.0f} ms: chunks of at most {q_max.max():.0f} tokens "
-                           f"under the {tpot_target_ms} ms TPOT cap (prefill lane wait included)", _bound(busy, 0), source,
-                           kv=kv_req, ttft=best, tpot=1e3 * float(t_busy[0]))
-    i = int(np.argmax(np.where(ok, rate, -np.inf)))
+        label = targets.token_label()
+        if not (stable & ok_token).any():
+            t1 = float(t_busy[0].min())
+            return _infeasible(f"{label} target {targets.token_limit_ms():g} ms cannot be met with a prefill lane: "
+                               f"the shortest chunk iteration takes {1e3 * t1:.1f} ms at batch 1, and no chunk size "
+                               f"carries {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish within it",
+                               _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * t1)
+        if not (stable & ok_token & fits & (rho_lane < 1.0)).any():
+            return _infeasible(f"no batch fits the KV memory with a stable prefill lane under the {label} target",
+                               "memory_capacity", source, kv=kv_req)
+        cand = stable & ok_token & fits & (rho_lane < 1.0)
+        if not (cand & ok_ttft).any():
+            best = float(np.min(np.where(cand, ttft_ms, np.inf)))
+            return _infeasible(f"TTFT {best:.0f} ms > target {targets.ttft_ms:.0f} ms (prefill lane wait included) with "
+                               f"every chunk the {label} target allows", _bound(busy, (0, 0)), source, kv=kv_req, ttft=best)
+        best = float(np.min(np.where(cand & ok_ttft, e2e_ms, np.inf)))
+        return _infeasible(f"E2E {_stat(targets.e2e_q)} {best:.0f} ms > target {targets.e2e_ms:.0f} ms", _bound(busy, (0, 0)),
+                           source, kv=kv_req)
+    score = np.where(ok, rate, -np.inf)
+    flat = int(np.argmax(score))
+    ij = np.unravel_index(flat, score.shape)
+    i, j = int(ij[0]), int(ij[1])
     b_star = int(batches[i])
-    seconds = float(1.0 / rate[i])
-    bound = "memory_capacity" if i + 1 < len(batches) and not fits[i + 1] and ok_ttft[i + 1] else _bound(busy, i)
-    if i + 1 == len(batches) and b_mem < MAX_BATCH:
-        bound = "memory_capacity"
-    iters = float(np.ceil(n_new / q_max[i]))
-    detail = {"step_ms": 1e3 * float(t_busy[i]), "mean_step_ms": 1e3 * float(t_mean[i]), "decode_only_step_ms": 1e3 * float(t_idle[i]),
-              "batch": float(b_star), "batch_memory_limit": float(b_mem), "prefill_chunk_tokens": float(q_max[i]),
-              "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(service[i]),
-              "chunk_iteration_share": float(u_iter[i]), "lane_utilization": float(rho_lane[i]),
-              "lane_wait_ms": 1e3 * float(wait[i]), "ttft_iterations": iters, "ttft_overhead_ms": overhead_ms,
-              "compute_ms": 1e3 * float(busy.compute_s[i]), "memory_ms": 1e3 * float(busy.memory_s[i]),
-              "comm_ms": 1e3 * float(busy.comm_s[i]), "overhead_ms": 1e3 * float(busy.overhead_s[i])}
+    seconds = float(1.0 / rate[i, j])
+    # memory-bound when the next batch would have been feasible but for memory
+    nxt = i + 1 < len(batches) and not fits[i + 1].any() and bool(ok_ttft[i + 1].any())
+    bound = "memory_capacity" if nxt or (i + 1 == len(batches) and b_mem < MAX_BATCH) else _bound(busy, (i, j))
+    q_star = float(grid[i, j])
+    detail = {"step_ms": 1e3 * float(t_busy[i, j]), "mean_step_ms": 1e3 * float(t_mean[i, j]),
+              "decode_only_step_ms": 1e3 * float(t_idle[i, 0]), "batch": float(b_star), "batch_memory_limit": float(b_mem),
+              "prefill_chunk_tokens": q_star, "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(service[i, j]),
+              "chunk_iteration_share": float(u_iter[i, j]), "lane_utilization": float(rho_lane[i, j]),
+              "lane_wait_ms": 1e3 * float(wait[i, j]), "ttft_iterations": float(chunks[i, j]), "ttft_overhead_ms": overhead_ms,
+              "itl_ms": 1e3 * float(itl_s[i, j]), "e2e_ms": float(e2e_ms[i, j]),
+              "tpot_mean_ms": 1e3 * float(t_mean[i, j]),
+              "compute_ms": 1e3 * float(busy.compute_s[i, j]), "memory_ms": 1e3 * float(busy.memory_s[i, j]),
+              "comm_ms": 1e3 * float(busy.comm_s[i, j]), "overhead_ms": 1e3 * float(busy.overhead_s[i, j])}
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
-        kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds, ttft_ms=float(ttft_ms[i]),
-        tpot_ms=1e3 * float(t_busy[i]), source=source, detail=detail,
+        kv_transfer_bytes_per_request=0.0, energy_j_per_request=power_w * seconds, ttft_ms=float(ttft_ms[i, j]),
+        tpot_ms=1e3 * float(tpot_s[i, j]), source=source, detail=detail,
     )

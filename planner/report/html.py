@@ -43,6 +43,7 @@ from planner.report.charts import Chart, pct, sig, usd
 
 # re-exported: `from planner.report.html import load_plan`
 from planner.report.plan_io import load_plan as load_plan
+from planner.schema.plan import stat_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -233,9 +234,9 @@ def plan_section(plan: PlanResult) -> str:
             table_id=f"table-pools-{a.architecture}"))
         if a.latency:
             out.append(_table(
-                ["service", "TTFT target", "TTFT predicted", "", "TPOT target", "TPOT predicted", ""],
+                ["service", "TTFT target", "TTFT predicted", "", "TPOT/ITL target", "predicted", ""],
                 [(lp.service, f"p{lp.ttft_quantile * 100:g} ≤ {ms(lp.ttft_target_ms)}", ms(lp.ttft_predicted_ms), _met(lp.ttft_met),
-                  f"p{lp.tpot_quantile * 100:g} ≤ {ms(lp.tpot_target_ms)}", ms(lp.tpot_predicted_ms), _met(lp.tpot_met))
+                  f"{lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} ≤ {ms(lp.tpot_target_ms)}", ms(lp.tpot_predicted_ms), _met(lp.tpot_met))
                  for lp in a.latency],
                 numeric=[False, True, True, False, True, True, False], table_id=f"table-latency-{a.architecture}"))
             methods = sorted({lp.method for lp in a.latency if lp.method})

@@ -6,6 +6,7 @@ Paths inside it (traces, profiles, measurement files) are relative to the instan
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -77,6 +78,23 @@ class SLO(StrictModel):
             raise ValueError("ttft: a mean TTFT target is not supported (the queueing check sizes pools for a wait "
                              "quantile); give a quantile, e.g. {quantile: 0.5, target_ms: ...} for the median")
         return self
+
+    @property
+    def token_metric(self) -> Literal["tpot", "itl"]:
+        """The per-token metric reported and simulated for the service: ``tpot`` when set, else ``itl``."""
+        return "itl" if self.tpot is None and self.itl is not None else "tpot"
+
+    def table_columns(self) -> dict[str, Any]:
+        """The demand-table columns of these targets (:mod:`planner.schema.capacity`):
+        ``<metric>_quantile`` (``nan`` for a mean target) and ``<metric>_target_ms`` (``inf``
+        when not set) for ttft, tpot, itl, e2e, and ``token_metric``."""
+        out: dict[str, Any] = {}
+        for name in ("ttft", "tpot", "itl", "e2e"):
+            t: LatencyTarget | None = getattr(self, name)
+            out[f"{name}_quantile"] = 0.99 if t is None else (math.nan if t.statistic == "mean" else float(t.quantile))
+            out[f"{name}_target_ms"] = math.inf if t is None else float(t.target_ms)
+        out["token_metric"] = self.token_metric
+        return out
 
 
 class ManualBucket(StrictModel):

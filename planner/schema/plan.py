@@ -145,6 +145,11 @@ class RoutingShare(StrictModel):
     rate_mean_per_s: float
 
 
+def stat_label(quantile: float | None) -> str:
+    """``p99`` for a quantile level of 0.99, ``mean`` for ``None`` (a mean target)."""
+    return "mean" if quantile is None else f"p{quantile * 100:g}"
+
+
 class LatencyPrediction(StrictModel):
     """Predicted latency quantiles of one service at peak against its targets."""
 
@@ -153,14 +158,18 @@ class LatencyPrediction(StrictModel):
     ttft_target_ms: float
     ttft_predicted_ms: float
     """Worst bucket: service time of the operating point + queueing wait quantile at peak."""
-    tpot_quantile: float
+    tpot_quantile: float | None
+    """Quantile level of the per-token target (``None``: a mean target)."""
     tpot_target_ms: float
     tpot_predicted_ms: float
-    """Worst bucket: TPOT of the decode / unified operating point."""
+    """Worst bucket: the per-token metric (``token_metric``) of the decode / unified operating point."""
     ttft_met: bool
     tpot_met: bool
     method: str = ""
     """How the queueing wait was estimated (e.g. ``erlang-c (M/M/c), Allen-Cunneen CV correction``)."""
+    token_metric: Literal["tpot", "itl"] = "tpot"
+    """Which per-token metric the ``tpot_*`` fields hold: ``tpot`` (per request, (E2E − TTFT)/(output − 1))
+    or ``itl`` (each token gap); the service's TPOT target when it sets one, else its ITL target."""
 
 
 class SolverInfo(StrictModel):
@@ -318,7 +327,8 @@ class SimulatedService(StrictModel):
     ttft_sim_worst_bucket_ms: SimMs
     ttft_worst_bucket: str = ""
     ttft_disagreement: float | None = None
-    tpot_quantile: float
+    tpot_quantile: float | None
+    """Quantile level of the per-token target (``None``: a mean target, compared with the simulated mean)."""
     tpot_target_ms: float
     tpot_p50_ms: SimMs
     tpot_p90_ms: SimMs
@@ -338,6 +348,8 @@ class SimulatedService(StrictModel):
     """Simulated quantile minus target, ms (worst of TTFT and TPOT relative to the target; 0 when met)."""
     miss_share: SimMs = 0.0
     """``miss_ms / target``."""
+    token_metric: Literal["tpot", "itl"] = "tpot"
+    """Which per-token metric the ``tpot_*`` fields hold (as :attr:`LatencyPrediction.token_metric`)."""
 
 
 class SimulatedPool(StrictModel):

@@ -58,6 +58,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -100,6 +101,13 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float:
     w = weights.to_numpy(float)
     v = values.to_numpy(float)
     return float((v * w).sum() / w.sum()) if w.sum() > 0 else float(v.mean())
+
+
+def _itl_fields(d: Any) -> dict[str, Any]:
+    """The route's ITL target and per-token metric from a demand row (absent columns: none)."""
+    get = d.get if hasattr(d, "get") else (lambda k, default=None: default)
+    return {"itl_target_s": float(get("itl_target_ms", math.inf)) / 1e3, "itl_quantile": float(get("itl_quantile", 0.99)),
+            "token_metric": str(get("token_metric", "tpot"))}
 
 
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
@@ -195,6 +203,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             transfer_s_per_token=transfer,
             ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
             tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
+            **_itl_fields(d),
         ))
     return SimInputs(architecture=arch.architecture, pools=pools, routes=routes, demand=demand,
                      pool_plans=pool_plans, notes=notes)
@@ -357,6 +366,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                     transfer_s_per_token=delay / n_rep,
                     ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
                     tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
+                    **_itl_fields(d),
                 ))
                 table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
                               "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,
