@@ -171,8 +171,10 @@ class _Targets:
         return min(self.tpot_ms, self.itl_ms)
 
     def token_label(self) -> str:
-        names = [n for n, v in (("TPOT", self.tpot_ms), ("ITL", self.itl_ms)) if math.isfinite(v)]
-        return "/".join(names) or "step"
+        """The binding per-token target's name (the smaller of TPOT and ITL)."""
+        if not math.isfinite(self.token_limit_ms()):
+            return "step"
+        return "TPOT" if self.tpot_ms <= self.itl_ms else "ITL"
 
 
 def _inf(x: float | None) -> float:
@@ -440,6 +442,10 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         label = targets.token_label()
         if not (stable & ok_token).any():
             t1 = float(t_busy[0].min())
+            one = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
+            if 1e3 * one > targets.token_limit_ms():
+                return _infeasible(f"{label} {1e3 * one:.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms (with a 1-token "
+                                   "prefill chunk)", _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * one)
             return _infeasible(f"{label} target {targets.token_limit_ms():g} ms cannot be met with a prefill lane: "
                                f"the shortest chunk iteration takes {1e3 * t1:.1f} ms at batch 1, and no chunk size "
                                f"carries {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish within it",
