@@ -143,7 +143,10 @@ def efficiency_of(cal: EngineCalibration) -> Efficiency:
 
 
 def _bound(step: StepTime, i: int | tuple[int, ...] = ()) -> str:
-    return str(step.bound()[i])
+    """The dominant term of element ``i`` (``StepTime.bound`` on that element only)."""
+    one = StepTime(*(np.asarray(np.asarray(a)[i]) for a in (step.total_s, step.compute_s, step.memory_s, step.comm_s,
+                                                             np.broadcast_to(step.overhead_s, np.shape(step.total_s)))))
+    return str(one.bound())
 
 
 def _infeasible(reason: str, bound: str, source: str, **kw: float) -> OperatingPoint:
@@ -420,24 +423,43 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         rate = b2 / (osl * t_mean)                                    # requests/s one instance sustains
         service = n_new / grid * t_busy                               # lane seconds per prompt
         rho_lane = np.where(stable, rate * service, np.inf)           # = u_iter t_busy / t_mean
-    wait = lane_wait_quantile_s(targets.ttft_q if math.isfinite(targets.ttft_ms) else LANE_WAIT_QUANTILE, rho_lane, service)
     chunks = np.where(grid >= n_new, 1.0, np.ceil(n_new / grid))
-    ttft_ms = 1e3 * (wait + chunks * t_busy) + overhead_ms
     u_c = np.minimum(u_iter, 1.0)
-    tpot_q = targets.tpot_q if math.isfinite(targets.tpot_ms) else 0.99
-    itl_q = targets.itl_q if math.isfinite(targets.itl_ms) else 0.99
-    tpot_s = tpot_quantile_s(tpot_q, osl, u_c, chunks, t_busy, t_idle)
-    itl_s = itl_quantile_s(itl_q, u_c, t_busy, t_idle)
-    # E2E ~ TTFT (with its lane wait) + (o - 1) x TPOT at the E2E statistic (quantiles added: errs long)
-    e2e_q = targets.e2e_q if math.isfinite(targets.e2e_ms) else 0.99
-    e2e_ms = ttft_ms + 1e3 * (osl - 1.0) * tpot_quantile_s(e2e_q, osl, u_c, chunks, t_busy, t_idle)
+    t_idle_full = np.broadcast_to(t_idle, grid.shape)
     # KV: B sequences at their peak plus the prompt(s) being chunked
     kv_need = b2 * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
     fits = kv_need <= kv_capacity_bytes(inst)
+    pre = stable & (rho_lane < 1.0) & fits
+    # per-token metrics where the pair is otherwise possible (the Poisson quantile is not free)
+    tpot_q = targets.tpot_q if math.isfinite(targets.tpot_ms) else 0.99
+    itl_q = targets.itl_q if math.isfinite(targets.itl_ms) else 0.99
+    tpot_s = np.full(grid.shape, np.inf)
+    itl_s = np.full(grid.shape, np.inf)
+    tpot_s[pre] = tpot_quantile_s(tpot_q, osl, u_c[pre], chunks[pre], t_busy[pre], t_idle_full[pre])
+    itl_s[pre] = itl_quantile_s(itl_q, u_c[pre], t_busy[pre], t_idle_full[pre])
     ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
+    # TTFT (lane wait included) and E2E, in order of falling throughput until a pair meets them
+    wait_q = targets.ttft_q if math.isfinite(targets.ttft_ms) else LANE_WAIT_QUANTILE
+    e2e_q = targets.e2e_q if math.isfinite(targets.e2e_ms) else 0.99
+    wait = np.full(grid.shape, np.inf)
+    ttft_ms = np.full(grid.shape, np.inf)
+    e2e_ms = np.full(grid.shape, np.inf)
+    cand = np.flatnonzero(pre & ok_token)
+    cand = cand[np.argsort(-rate.ravel()[cand], kind="stable")]
+    views = (wait.reshape(-1), ttft_ms.reshape(-1), e2e_ms.reshape(-1))
+    for start in range(0, cand.size, 256):
+        idx = cand[start:start + 256]
+        w = lane_wait_quantile_s(wait_q, rho_lane.ravel()[idx], service.ravel()[idx])
+        tt = 1e3 * (w + chunks.ravel()[idx] * t_busy.ravel()[idx]) + overhead_ms
+        # E2E ~ TTFT (with its lane wait) + (o - 1) x TPOT at the E2E statistic (quantiles added: errs long)
+        ee = tt + 1e3 * (osl - 1.0) * tpot_quantile_s(e2e_q, osl, u_c.ravel()[idx], chunks.ravel()[idx], t_busy.ravel()[idx],
+                                                       t_idle_full.ravel()[idx])
+        views[0][idx], views[1][idx], views[2][idx] = w, tt, ee
+        if ((tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)).any():
+            break
     ok_ttft = ttft_ms <= targets.ttft_ms
     ok_e2e = e2e_ms <= targets.e2e_ms
-    ok = stable & (rho_lane < 1.0) & fits & ok_token & ok_ttft & ok_e2e
+    ok = pre & ok_token & ok_ttft & ok_e2e
     if not ok.any():
         label = targets.token_label()
         if not (stable & ok_token).any():
@@ -450,15 +472,15 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
                                f"the shortest chunk iteration takes {1e3 * t1:.1f} ms at batch 1, and no chunk size "
                                f"carries {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish within it",
                                _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * t1)
-        if not (stable & ok_token & fits & (rho_lane < 1.0)).any():
+        if not (pre & ok_token).any():
             return _infeasible(f"no batch fits the KV memory with a stable prefill lane under the {label} target",
                                "memory_capacity", source, kv=kv_req)
-        cand = stable & ok_token & fits & (rho_lane < 1.0)
-        if not (cand & ok_ttft).any():
-            best = float(np.min(np.where(cand, ttft_ms, np.inf)))
+        feas = pre & ok_token
+        if not (feas & ok_ttft).any():
+            best = float(np.min(np.where(feas, ttft_ms, np.inf)))
             return _infeasible(f"TTFT {best:.0f} ms > target {targets.ttft_ms:.0f} ms (prefill lane wait included) with "
                                f"every chunk the {label} target allows", _bound(busy, (0, 0)), source, kv=kv_req, ttft=best)
-        best = float(np.min(np.where(cand & ok_ttft, e2e_ms, np.inf)))
+        best = float(np.min(np.where(feas & ok_ttft, e2e_ms, np.inf)))
         return _infeasible(f"E2E {_stat(targets.e2e_q)} {best:.0f} ms > target {targets.e2e_ms:.0f} ms", _bound(busy, (0, 0)),
                            source, kv=kv_req)
     score = np.where(ok, rate, -np.inf)
@@ -467,8 +489,8 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     i, j = int(ij[0]), int(ij[1])
     b_star = int(batches[i])
     seconds = float(1.0 / rate[i, j])
-    # memory-bound when the next batch would have been feasible but for memory
-    nxt = i + 1 < len(batches) and not fits[i + 1].any() and bool(ok_ttft[i + 1].any())
+    # memory-bound when the next batch does not fit the KV memory at any chunk
+    nxt = i + 1 < len(batches) and not fits[i + 1].any()
     bound = "memory_capacity" if nxt or (i + 1 == len(batches) and b_mem < MAX_BATCH) else _bound(busy, (i, j))
     q_star = float(grid[i, j])
     detail = {"step_ms": 1e3 * float(t_busy[i, j]), "mean_step_ms": 1e3 * float(t_mean[i, j]),

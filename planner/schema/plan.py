@@ -21,9 +21,10 @@ Consumers (simulator, studies, reports) should use:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from planner.schema.common import Architecture, Role, StrictModel
 
@@ -454,6 +455,19 @@ class CapacitySnapshot(StrictModel):
     budget_usd_per_month: float | None = None
     utilization_caps: list[dict[str, Any]] = []
     """Per (service, bucket, role, config): the utilisation cap rho applied."""
+
+    @field_validator("demand", "points")
+    @classmethod
+    def _unset_targets(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """JSON writes an unset target (``inf``) and a mean target's level (``nan``) as ``null``:
+        read them back as such (``*_target_ms`` -> ``inf``, ``*_quantile`` -> ``nan``)."""
+        out = []
+        for row in rows:
+            if any(v is None and (k.endswith("_target_ms") or k.endswith("_quantile")) for k, v in row.items()):
+                row = {k: (math.inf if k.endswith("_target_ms") else math.nan) if v is None and
+                       (k.endswith("_target_ms") or k.endswith("_quantile")) else v for k, v in row.items()}
+            out.append(row)
+        return out
 
 
 class PlanResult(StrictModel):
