@@ -135,6 +135,21 @@ def _metric_histogram(res: Any, sim: Any, route_ids: list[int], metric: str) -> 
     return merged([res.histograms[f"service:{sim.routes[i].service}:{metric}"] for i in route_ids])
 
 
+def _e2e_check(architecture: str, service: str, route: Any, h: Any, unfinished: int) -> str:
+    """A finding when the service sets an E2E target and the simulation misses it ('' otherwise):
+    the simulated E2E quantile over all measured requests (unfinished ones infinitely late), or
+    the mean of the finished ones for a mean target."""
+    target_s = float(getattr(route, "e2e_target_s", math.inf))
+    if not math.isfinite(target_s):
+        return ""
+    level = _level(float(getattr(route, "e2e_quantile", 0.99)))
+    sim = (h.mean if h.n else math.inf) if level is None else _quantile_all(h, level, unfinished)
+    if sim == sim and sim <= target_s * (1 + 1e-9):
+        return ""
+    return (f"{architecture}: {service} misses its {stat_label(level)} E2E target in simulation at peak: "
+            f"{_txt(_ms(sim), ',.0f')} ms vs {_ms(target_s):,.0f} ms")
+
+
 @dataclass(frozen=True)
 class PeakArrivals:
     """A service's logged arrival seconds and the window its peak is planned over (replay source)."""
@@ -300,6 +315,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
 
     analytic = {lp.service: lp for lp in plan.latency}
     services: list[SimulatedService] = []
+    e2e_missed: set[str] = set()
     findings: list[str] = []
     for svc, g in rt.groupby("service", sort=True):
         svc = str(svc)
@@ -385,6 +401,10 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             ttft_met=t["met"], tpot_met=p["met"], miss_pool=miss_pool, miss_ms=_fin(miss_ms), miss_share=_fin(miss_share),
             token_metric="itl" if p["name"] == "itl" else "tpot",
         ))
+        e2e_finding = _e2e_check(architecture, svc, r0, _metric_histogram(res, sim, idx, "e2e"), unfinished)
+        if e2e_finding:
+            findings.append(e2e_finding)
+            e2e_missed.add(svc)
     measured = sum(s.requests + s.unfinished for s in services)
     src = ("arrivals: " + "; ".join(replayed) if replayed else
            "arrivals: gamma renewal at the peak rate with the within-window inter-arrival CV")
@@ -398,7 +418,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                         f"{cap:,} measured requests (widest half-width {_txt(100 * widest, '.1f')}%): the verdict is uncertain")
     return SimulationCheck(load="peak", seed=seed, duration_s=duration, warmup_s=warm, requests=res.requests,
                            measured_requests=measured, wall_s=time.perf_counter() - t0, ci_level=ci_level,
-                           met=all(s.ttft_met and s.tpot_met for s in services), services=services, pools=pool_rows,
+                           met=all(s.ttft_met and s.tpot_met for s in services) and not e2e_missed, services=services, pools=pool_rows,
                            findings=findings, method=method)
 
 

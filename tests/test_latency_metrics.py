@@ -205,3 +205,38 @@ def test_schema_rejects_bad_targets_with_exit_2(tmp_path: Path, slo: dict, needl
     code, out = _validate(tmp_path, slo)
     assert code == 2, out
     assert "services.chat.slo" in out and needle in out, out
+
+
+# --- E2E -------------------------------------------------------------------------------------------
+
+def test_e2e_target_binds_the_unified_point() -> None:
+    """E2E ~ TTFT + (o - 1) TPOT at the E2E level: a target below it makes the point infeasible and says so."""
+    m, d = _opt13b_a100()
+    kw = dict(weight_precision="bf16", kv_precision="bf16", input_tokens=512, output_tokens=64, ttft_target_ms=400.0,
+              ttft_quantile=0.9, tpot_target_ms=40.0, tpot_quantile=0.9)
+    free = operating_point(m, d, 1, role="unified", **kw)  # type: ignore[arg-type]
+    assert free.feasible and free.detail["e2e_ms"] >= free.ttft_ms + 63 * free.detail["decode_only_step_ms"]
+    tighter = operating_point(m, d, 1, role="unified", e2e_target_ms=0.8 * free.detail["e2e_ms"], e2e_quantile=0.9, **kw)  # type: ignore[arg-type]
+    assert tighter.feasible and tighter.detail["e2e_ms"] <= 0.8 * free.detail["e2e_ms"]
+    assert tighter.instance_seconds_per_request > free.instance_seconds_per_request  # a smaller batch or chunk
+    tight = operating_point(m, d, 1, role="unified", e2e_target_ms=0.2 * free.detail["e2e_ms"], e2e_quantile=0.9, **kw)  # type: ignore[arg-type]
+    assert not tight.feasible and "E2E" in tight.reason
+    loose = operating_point(m, d, 1, role="unified", e2e_target_ms=2.0 * free.detail["e2e_ms"], e2e_quantile=0.9, **kw)  # type: ignore[arg-type]
+    assert loose.feasible and loose.instance_seconds_per_request == pytest.approx(free.instance_seconds_per_request)
+
+
+def test_simulated_e2e_check_reports_a_miss() -> None:
+    from types import SimpleNamespace
+
+    from planner.simulate.stats import LogHistogram
+    from planner.verify import _e2e_check
+
+    h = LogHistogram()
+    for x in np.linspace(1.0, 3.0, 1001):
+        h.add(float(x))
+    h.flush()
+    route = SimpleNamespace(e2e_target_s=2.5, e2e_quantile=0.9)
+    assert "E2E" in _e2e_check("shared", "chat", route, h, 0)          # p90 = 2.8 s > 2.5 s
+    assert _e2e_check("shared", "chat", SimpleNamespace(e2e_target_s=2.9, e2e_quantile=0.9), h, 0) == ""
+    assert _e2e_check("shared", "chat", SimpleNamespace(e2e_target_s=2.1, e2e_quantile=math.nan), h, 0) == ""  # mean 2.0 s
+    assert _e2e_check("shared", "chat", SimpleNamespace(e2e_target_s=math.inf, e2e_quantile=0.9), h, 0) == ""

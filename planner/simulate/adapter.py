@@ -104,10 +104,11 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float:
 
 
 def _itl_fields(d: Any) -> dict[str, Any]:
-    """The route's ITL target and per-token metric from a demand row (absent columns: none)."""
+    """The route's ITL and E2E targets and per-token metric from a demand row (absent columns: none)."""
     get = d.get if hasattr(d, "get") else (lambda k, default=None: default)
     return {"itl_target_s": float(get("itl_target_ms", math.inf)) / 1e3, "itl_quantile": float(get("itl_quantile", 0.99)),
-            "token_metric": str(get("token_metric", "tpot"))}
+            "token_metric": str(get("token_metric", "tpot")), "e2e_target_s": float(get("e2e_target_ms", math.inf)) / 1e3,
+            "e2e_quantile": float(get("e2e_quantile", 0.99))}
 
 
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
