@@ -1,34 +1,53 @@
 """Operating points per role — the contract with the optimiser (DESIGN §3,
 :class:`planner.schema.capacity.OperatingPoint`).
 
-For one (model, device, tp, precisions, length bucket, SLO):
+For one (model, device, tp, precisions, length bucket, SLO). Latency metrics as DESIGN §3 (and
+vLLM, SGLang, DistServe) define them: TTFT; TPOT per request, ``(E2E - TTFT)/(OSL - 1)``, its
+quantile over requests; ITL, each token gap, its quantile over all gaps; E2E. Each target is a
+quantile or a mean; any subset may be set (``None``: not set).
 
 **prefill** (disaggregated prompt pool). ``n = ISL (1 - s)`` new tokens after ``h = ISL s``
-cached ones (``s`` = cached prefix share). Prompts are batched up to the engine's token budget
-``Q``: ``m = max(1, floor(Q / n))`` prompts share one iteration (the weights are streamed once for
-all of them); a prompt longer than ``Q`` runs in ``k = ceil(n / Q)`` chunks. ::
+cached ones (``s`` = cached prefix share). ``m`` prompts may share one iteration (the weights are
+streamed once for all of them), ``1 <= m <= min(floor(Q / n), B_mem,`` :data:`MAX_PREFILL_BATCH` ``)``
+with ``Q`` the engine's token budget; a prompt longer than ``Q`` runs alone in ``k = ceil(n / Q)``
+chunks. For each ``m``::
 
-    instance_seconds_per_request = t_iter(m prompts) / m
-    ttft = t_iter(m prompts) + ISL k_tok / link + t_dec(1, ISL) + ttft_overhead
+    instance_seconds_per_request(m) = t_iter(m prompts) / m
+    ttft(m) = t_iter(m prompts) + ISL k_tok / link + t_dec(1, ISL) + ttft_overhead
     kv_transfer_bytes_per_request = kv(ISL)
 
 (the first decode step is estimated on the same device type and tp; ``link`` is
-``kv_link_gb_per_s`` or the NIC bandwidth of the ``tp`` devices). Feasible iff one prompt's KV
-fits next to the weights and ``ttft <= target``.
+``kv_link_gb_per_s`` or the NIC bandwidth of the ``tp`` devices). The batch is **chosen**: among
+the ``m`` with ``ttft(m) <= min(TTFT, E2E target)``, the one that minimises
+``tau(m) / rho(m)`` — instance-seconds per request over the utilisation cap the TTFT wait budget
+``target - ttft(m)`` allows (:func:`planner.queueing.max_utilization`, the cap
+:func:`planner.optimize.prepare.utilization_caps` applies: ``ceil(lambda tau)`` servers at the
+bucket's peak rate ``lambda``, deterministic service, the arrivals' CV). A bigger batch costs less
+per prompt but spends the TTFT budget the queue needs, so at low rates the choice is one prompt.
+Without a rate (or a TTFT target) the cheapest ``m`` whose unqueued TTFT fits is taken.
+Feasible iff one prompt's KV fits next to the weights and some ``ttft(m)`` fits.
 
 **decode** (disaggregated generation pool). Mean context ``c = ISL + OSL/2``; KV admission at the
-peak ``ISL + OSL``. ``B*`` = the largest batch with ``t_dec(B, c) <= TPOT target`` and ``B <=
-B_mem`` (capped at :data:`MAX_BATCH`). ::
+peak ``ISL + OSL``. Every gap is one step, so TPOT (any statistic) = ITL = ``t_dec(B)``. ``B*`` =
+the largest batch with ``t_dec(B, c) <= min(TPOT, ITL target)``, ``(OSL - 1) t_dec(B) <= E2E
+target`` and ``B <= B_mem`` (capped at :data:`MAX_BATCH`). ::
 
-    instance_seconds_per_request = OSL t_dec(B*) / B*,   tpot = t_dec(B*)
+    instance_seconds_per_request = OSL t_dec(B*) / B*,   tpot = itl = t_dec(B*)
 
 **unified** (shared pool, continuous batching with chunked prefill, Sarathi-Serve). An iteration
 carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of ``q`` tokens.
 
-- *Chunk cap*: the token budget is set by the TPOT target (Sarathi-Serve sizes it from the
-  time-between-tokens SLO): ``q_max(B)`` = the largest chunk with ``t_it(B, q) <= TPOT`` (and
-  ``<= Q - B``). The TPOT target is applied to every iteration: with a p99 target over token
-  intervals, any chunk share above 1% of iterations puts the chunk iteration at the quantile.
+- *Chunk choice*: for every batch ``B`` a grid of chunks ``q <= Q - B`` is costed
+  (:func:`_chunk_grid`: ``(Q - B) 2^(-j/2)``, whole prompts and 1/2, 1/3, 1/4 of one, and with an
+  ITL target the largest ``q`` whose iteration fits it); the feasible ``(B, q)`` with the highest
+  throughput is the point. The per-token targets bind as the metrics are defined
+  (:func:`planner.queueing.itl_quantile_s`, :func:`planner.queueing.tpot_quantile_s`): the ITL
+  ``p`` quantile is the chunk iteration ``t_it(B, q)`` when more than ``1 - p`` of iterations
+  carry a chunk (Sarathi-Serve's time-between-tokens cap), else the decode-only step; a request's
+  TPOT is the mean of its own ``OSL - 1`` gaps, ``K`` of which carry a chunk, ``K = min(c N,
+  OSL - 1)``, ``N ~ Poisson(u (OSL - 1)/c)``, ``c = ceil(n/q)`` — so per-request TPOT allows
+  larger chunks, and its quantile stays honest for short outputs. E2E = TTFT + ``(OSL - 1)`` x
+  TPOT at the E2E level (quantiles added: errs long).
 - *Chunk attention*: chunk ``j`` attends over the ``j q`` tokens of earlier chunks (plus the
   cached prefix): the chunk is costed at its mean position ``h = cached + (n - q)/2``, so the
   ``n/q`` chunks carry exactly the unchunked ``n (n + 2 cached)/2`` pairs, and each chunk rereads
@@ -40,12 +59,13 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   take ``t_dec(B)``::
 
       t_mean = u t_it(B, q_max) + (1 - u) t_dec(B)
-      instance_seconds_per_request = OSL t_mean / B,    tpot = t_it(B, q_max)
+      instance_seconds_per_request = OSL t_mean / B
+      tpot = tpot_quantile_s(...),  itl = itl_quantile_s(...)   (detail: step_ms = t_it, itl_ms, e2e_ms)
 
 - *TTFT waits for the lane*: the lane of one instance is an M/D/1 queue (Poisson arrivals at
   ``B/(OSL t_mean)`` per s, service ``S = n t_it / q_max`` per prompt, utilisation
-  ``rho = u t_it / t_mean``); its :data:`LANE_WAIT_QUANTILE` wait (:func:`lane_wait_quantile_s`,
-  the formula of :func:`planner.queueing.wait_quantile_s`) is part of the point's TTFT::
+  ``rho = u t_it / t_mean``); its wait at the TTFT target's quantile (:data:`LANE_WAIT_QUANTILE`
+  without a TTFT target; :func:`lane_wait_quantile_s`) is part of the point's TTFT::
 
       ttft = W_q(rho, S) + ceil(n / q_max) t_it(B, q_max) + ttft_overhead
 
@@ -60,9 +80,10 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   chunk (:mod:`planner.simulate.adapter`).
 - *Memory*: ``B`` sequences at their peak ``ISL + OSL`` plus the prompt being chunked fit the KV.
 
-``B*`` = the batch with the highest throughput ``B / (OSL t_mean)`` among those meeting TPOT,
-TTFT (target) and memory. Both directions of interference are costed: decode iterations carrying
-a chunk are longer (up to the TPOT cap), and the prefill lane is limited by that cap.
+``(B*, q*)`` = the pair with the highest throughput ``B / (OSL t_mean)`` among those meeting the
+TPOT / ITL / TTFT / E2E targets that are set and memory (TTFT and E2E are evaluated in order of
+falling throughput until a pair meets them). Both directions of interference are costed: decode
+iterations carrying a chunk are longer, and the prefill lane is limited by the per-token targets.
 
 Energy per request = busy power x tp x instance_seconds_per_request. ``service_time_cv`` is 0:
 within a length bucket every request's service time is the same deterministic function of its
