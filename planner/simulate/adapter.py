@@ -30,7 +30,7 @@ approximated, and each approximation is stated here:
   the simulated lane does the lane work the points priced, ``n_b/q_b`` chunk iterations per
   prompt, and the request keeps its whole context in KV); an
   iteration with ``c`` prompt tokens takes ``t_dec + (t − t_dec) · c/q`` (``t`` the planned
-  ``tpot_ms``, the full-chunk iteration; ``t_dec`` the decode-only step; linear in between — a
+  ``step_ms``, the full-chunk iteration — ``tpot_ms`` where a row has no ``step_ms``; ``t_dec`` the decode-only step; linear in between — a
   roofline iteration's time grows about linearly with its tokens); the batch limit ``B`` is
   the capacity-preserving batch as for decode, with the mean iteration time ``mean_step_ms``
   in place of ``t`` (the unified ``τ_b = o_b · mean_step_b / B*_b``). The step time does not
@@ -103,6 +103,16 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float:
     return float((v * w).sum() / w.sum()) if w.sum() > 0 else float(v.mean())
 
 
+def _step_ms(g: pd.DataFrame) -> pd.Series:
+    """The planned iteration time of each row: a unified point's chunk-carrying iteration
+    (``step_ms``; its ``tpot_ms`` is the per-request TPOT, a mean over chunk and decode-only
+    steps), else ``tpot_ms`` (a decode step; measured rows)."""
+    if "step_ms" not in g.columns:
+        return g["tpot_ms"].astype(float)
+    chunk = g["step_ms"].astype(float)
+    return chunk.where((g["role"] == "unified") & chunk.notna(), g["tpot_ms"].astype(float))
+
+
 def _itl_fields(d: Any) -> dict[str, Any]:
     """The route's ITL and E2E targets and per-token metric from a demand row (absent columns: none)."""
     get = d.get if hasattr(d, "get") else (lambda k, default=None: default)
@@ -136,7 +146,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                               / (g["lam"] * g["input_tokens_rep"]).sum())
         else:
             q = g["max_batch"] * g["input_tokens_rep"] / g["output_tokens_rep"]
-            svc_s_per_token[str(svc)] = _weighted(g["tpot_ms"] / 1e3 / q.clip(lower=1.0), g["lam"])
+            svc_s_per_token[str(svc)] = _weighted(_step_ms(g) / 1e3 / q.clip(lower=1.0), g["lam"])
 
     pools: list[PoolSpec] = []
     for p in arch.pools:
@@ -148,7 +158,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                 / (g["lam"] * g["input_tokens_rep"]).sum())
             pools.append(PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_per_token(s_per_token)))
             continue
-        step_s = _weighted(g["tpot_ms"], g["lam"]) / 1e3
+        step_s = _weighted(_step_ms(g), g["lam"]) / 1e3
         lane = unified_lane(g) if p.role == "unified" else None
         batch = effective_batch(g, lane.mean_step_s if lane is not None else step_s)
         kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_rep"] + g["output_tokens_rep"]), g["lam"])
