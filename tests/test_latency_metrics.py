@@ -240,3 +240,14 @@ def test_simulated_e2e_check_reports_a_miss() -> None:
     assert _e2e_check("shared", "chat", SimpleNamespace(e2e_target_s=2.9, e2e_quantile=0.9), h, 0) == ""
     assert _e2e_check("shared", "chat", SimpleNamespace(e2e_target_s=2.1, e2e_quantile=math.nan), h, 0) == ""  # mean 2.0 s
     assert _e2e_check("shared", "chat", SimpleNamespace(e2e_target_s=math.inf, e2e_quantile=0.9), h, 0) == ""
+
+
+def test_impossible_itl_target_is_diagnosed_by_name(tmp_path: Path) -> None:
+    raw = yaml.safe_load((ROOT / "tests/data/instances/valid_minimal.yaml").read_text())
+    raw["services"]["chat"]["slo"] = {"ttft": {"quantile": 0.99, "target_ms": 2000}, "itl": {"quantile": 0.99, "target_ms": 1}}
+    raw["options"]["verify"] = False
+    f = tmp_path / "i.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    r = CliRunner().invoke(main, ["solve", str(f)])
+    assert r.exit_code == 3, r.output
+    assert "ITL target 1 ms is below the fastest decode step" in r.output, r.output
