@@ -200,6 +200,7 @@ def test_schema_accepts_any_subset_and_means(tmp_path: Path) -> None:
     ({"ttft": {"quantile": 0.9, "target_ms": 400}, "tpot": {"statistic": "p90", "target_ms": 40}}, "statistic"),
     ({"ttft": {"quantile": 0.9, "target_ms": 400}, "tbt": {"target_ms": 40}}, "tbt"),
     ({"tpot": {"quantile": 1.5, "target_ms": 40}}, "quantile"),
+    ({"itl": {"quantile": 0.9, "statistic": "mean", "target_ms": 40}}, "a mean target has no quantile"),
 ])
 def test_schema_rejects_bad_targets_with_exit_2(tmp_path: Path, slo: dict, needle: str) -> None:  # type: ignore[type-arg]
     code, out = _validate(tmp_path, slo)

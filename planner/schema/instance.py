@@ -40,9 +40,15 @@ class LatencyTarget(StrictModel):
     target_ms: PosFloat
     """Target, milliseconds."""
     quantile: Quantile = 0.99
-    """Quantile level in (0, 1), e.g. 0.9 for p90 (ignored when ``statistic`` is ``mean``)."""
+    """Quantile level in (0, 1), e.g. 0.9 for p90 (not with ``statistic: mean``)."""
     statistic: LatencyStatistic = "quantile"
     """``quantile`` (the ``quantile`` level of the metric's distribution) or ``mean``."""
+
+    @model_validator(mode="after")
+    def _one_statistic(self) -> LatencyTarget:
+        if self.statistic == "mean" and "quantile" in self.model_fields_set:
+            raise ValueError("a mean target has no quantile: drop 'quantile', or drop 'statistic: mean' for a quantile target")
+        return self
 
     @property
     def level(self) -> float | None:
