@@ -8,7 +8,8 @@ quantile or a mean; any subset may be set (``None``: not set).
 
 **prefill** (disaggregated prompt pool). ``n = ISL (1 - s)`` new tokens after ``h = ISL s``
 cached ones (``s`` = cached prefix share). ``m`` prompts may share one iteration (the weights are
-streamed once for all of them), ``1 <= m <= min(floor(Q / n), B_mem,`` :data:`MAX_PREFILL_BATCH` ``)``
+streamed once for all of them), ``1 <= m <= min(floor(Q / n), B_mem,`` :data:`MAX_PREFILL_BATCH` ``)`` (the batches of
+:data:`_PREFILL_BATCHES` below that bound, and the bound itself)
 with ``Q`` the engine's token budget; a prompt longer than ``Q`` runs alone in ``k = ceil(n / Q)``
 chunks. For each ``m``::
 
@@ -38,7 +39,7 @@ target`` and ``B <= B_mem`` (capped at :data:`MAX_BATCH`). ::
 carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of ``q`` tokens.
 
 - *Chunk choice*: for every batch ``B`` a grid of chunks ``q <= Q - B`` is costed
-  (:func:`_chunk_grid`: ``(Q - B) 2^(-j/2)``, whole prompts and 1/2, 1/3, 1/4 of one, and with an
+  (:func:`_chunk_grid`: ``(Q - B)`` times :data:`CHUNK_GRID_FRACTIONS`, whole prompts and 1/2, 1/3, 1/4 of one, and with an
   ITL target the largest ``q`` whose iteration fits it); the feasible ``(B, q)`` with the highest
   throughput is the point. The per-token targets bind as the metrics are defined
   (:func:`planner.queueing.itl_quantile_s`, :func:`planner.queueing.tpot_quantile_s`): the ITL
@@ -125,9 +126,13 @@ MAX_BATCH = 1024
 """Largest decode batch considered (engines cap ``max_batch_size`` near here)."""
 MAX_PREFILL_BATCH = 256
 """Most prompts one prefill iteration batches (the token budget binds long before for real prompts)."""
-CHUNK_GRID_STEPS = 20
-"""Chunk sizes tried per batch by the unified point: ``cap · 2^(-j/2)``, ``j = 0..CHUNK_GRID_STEPS``
-(down to ``cap/1024``), plus whole prompts and halves/thirds/quarters of one prompt."""
+_PREFILL_BATCHES = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 192.0])
+"""Prefill batches tried (steps of at most 1/4 above 4, plus the largest allowed)."""
+CHUNK_GRID_FRACTIONS = np.concatenate([2.0 ** (-np.arange(5) / 2.0), 2.0 ** -np.arange(3.0, 11.0)])
+"""Chunk sizes tried per batch by the unified point, as shares of ``cap = Q - B``: half-octave
+steps down to ``cap/4``, octaves down to ``cap/1024``; plus whole prompts and halves, thirds and
+quarters of one prompt (:func:`_chunk_grid`)."""
+
 LANE_WAIT_QUANTILE = 0.99
 """Quantile of the prefill-lane wait included in a unified point's TTFT when the service sets no
 TTFT target (otherwise the TTFT target's quantile)."""
@@ -164,10 +169,9 @@ def efficiency_of(cal: EngineCalibration) -> Efficiency:
 
 
 def _bound(step: StepTime, i: int | tuple[int, ...] = ()) -> str:
-    """The dominant term of element ``i`` (``StepTime.bound`` on that element only)."""
-    one = StepTime(*(np.asarray(np.asarray(a)[i]) for a in (step.total_s, step.compute_s, step.memory_s, step.comm_s,
-                                                             np.broadcast_to(step.overhead_s, np.shape(step.total_s)))))
-    return str(one.bound())
+    """The dominant term of element ``i`` (as ``StepTime.bound``, on that element only)."""
+    c, m, x = (float(np.asarray(a)[i]) for a in (step.compute_s, step.memory_s, step.comm_s))
+    return "communication" if x > max(c, m) else ("compute" if c >= m else "memory_bandwidth")
 
 
 def _infeasible(reason: str, bound: str, source: str, **kw: float) -> OperatingPoint:
@@ -222,7 +226,7 @@ def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArray
     k = math.ceil(n_new / budget)
     chunk = n_new / k
     m_max = max(1, min(int(budget // n_new), fit, MAX_PREFILL_BATCH))
-    ms = np.arange(1, m_max + 1, dtype=float)
+    ms = np.unique(np.concatenate([_PREFILL_BATCHES[m_max > _PREFILL_BATCHES], [float(m_max)]]))
     # m whole prompts in one iteration (k = 1), or one prompt in k chunks at their mean position
     h_eff = np.where(ms > 1, cached, cached + (n_new - chunk) / 2.0)
     step = iteration_time(inst, eff, prefill_tokens=ms * chunk, prefill_cached=h_eff, prefill_prompts=ms)
@@ -410,11 +414,55 @@ def lane_wait_quantile_s(quantile: float, utilization: np.ndarray, service_s: np
 
 
 def _chunk_grid(batches: np.ndarray, budget: float, n_new: float) -> np.ndarray:
-    """Candidate chunk sizes per batch (rows), ``1 <= q <= Q - B`` (:data:`CHUNK_GRID_STEPS`)."""
+    """Candidate chunk sizes per batch (rows), ``1 <= q <= Q - B`` (:data:`CHUNK_GRID_FRACTIONS`)."""
     cap = np.maximum(np.floor(budget - batches), 1.0)[:, None]
-    geo = np.floor(cap * 2.0 ** (-np.arange(CHUNK_GRID_STEPS + 1) / 2.0))
+    geo = np.floor(cap * CHUNK_GRID_FRACTIONS[None, :])
     whole = np.minimum(cap, np.ceil(n_new / np.array([1.0, 2.0, 3.0, 4.0]))[None, :])
     return np.maximum(np.concatenate([geo, whole], axis=1), 1.0)
+
+
+def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, busy: StepTime, targets: _Targets,
+                        source: str, *, kv_req: float, ctx: float, n_new: float, cached: float, osl: float, stable: np.ndarray,
+                        pre: np.ndarray, tpot_q: float | None, u_c: np.ndarray, chunks: np.ndarray, t_busy: np.ndarray,
+                        t_idle: np.ndarray, itl_all: np.ndarray, tpot_lb: np.ndarray, ttft_lb: np.ndarray,
+                        ttft_ms: np.ndarray, e2e_ms: np.ndarray) -> OperatingPoint:
+    """Why no (batch, chunk) pair of a unified point is feasible, in the order: per-token target,
+    memory, TTFT, E2E. TTFT and E2E are exact where :func:`_unified_point` evaluated them (every
+    screened pair: no early stop happened) and their lower bounds elsewhere ("at least")."""
+    from planner.queueing import tpot_quantile_s
+
+    label = targets.token_label()
+    tok = stable & (1e3 * itl_all <= targets.itl_ms) & (1e3 * tpot_lb <= targets.tpot_ms)
+    tp = np.full(tok.shape, np.inf)
+    tp[tok] = tpot_quantile_s(tpot_q, osl, u_c[tok], chunks[tok], t_busy[tok], t_idle[tok])
+    ok_token = tok & (1e3 * tp <= targets.tpot_ms)
+    if not ok_token.any():
+        t1 = float(t_busy[0].min())
+        one = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
+        if 1e3 * one > targets.token_limit_ms():
+            return _infeasible(f"{label} {1e3 * one:.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms (with a 1-token "
+                               "prefill chunk)", _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * one)
+        return _infeasible(f"{label} target {targets.token_limit_ms():g} ms cannot be met with a prefill lane: "
+                           f"the shortest chunk iteration takes {1e3 * t1:.1f} ms at batch 1, and no chunk size "
+                           f"carries {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish within it",
+                           _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * t1)
+    feas = pre & ok_token
+    if not feas.any():
+        return _infeasible(f"no batch fits the KV memory with a stable prefill lane under the {label} target",
+                           "memory_capacity", source, kv=kv_req)
+    done = np.isfinite(ttft_ms)
+    ttft_best = np.where(done, ttft_ms, ttft_lb)
+    ttft_can = feas & (ttft_best <= targets.ttft_ms)
+    if not ttft_can.any():
+        best = float(np.min(np.where(feas, ttft_best, np.inf)))
+        exact = bool((feas & done & (ttft_ms <= best)).any())
+        return _infeasible(f"TTFT {'' if exact else 'at least '}{best:.0f} ms > target {targets.ttft_ms:.0f} ms (prefill lane wait "
+                           f"included) with every chunk the {label} target allows", _bound(busy, (0, 0)), source, kv=kv_req,
+                           ttft=best)
+    e2e_best = np.where(done, e2e_ms, ttft_lb + 1e3 * (osl - 1.0) * tpot_lb)
+    best = float(np.min(np.where(ttft_can, e2e_best, np.inf)))
+    return _infeasible(f"E2E {_stat(targets.e2e_q)} at least {best:.0f} ms > target {targets.e2e_ms:.0f} ms", _bound(busy, (0, 0)),
+                       source, kv=kv_req)
 
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
@@ -451,62 +499,48 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     kv_need = b2 * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
     fits = kv_need <= kv_capacity_bytes(inst)
     pre = stable & (rho_lane < 1.0) & fits
-    # per-token metrics where the pair is otherwise possible (the Poisson quantile is not free)
+    # the targets, in order of falling throughput until a pair meets them all (the Poisson quantile
+    # of TPOT and the lane-wait quantile of TTFT are not free): per-token metrics, TTFT with its
+    # lane wait, E2E ~ TTFT + (o - 1) x TPOT at the E2E statistic (quantiles added: errs long)
     tpot_q = targets.tpot_q if math.isfinite(targets.tpot_ms) else 0.99
     itl_q = targets.itl_q if math.isfinite(targets.itl_ms) else 0.99
-    tpot_s = np.full(grid.shape, np.inf)
-    itl_s = np.full(grid.shape, np.inf)
-    tpot_s[pre] = tpot_quantile_s(tpot_q, osl, u_c[pre], chunks[pre], t_busy[pre], t_idle_full[pre])
-    itl_s[pre] = itl_quantile_s(itl_q, u_c[pre], t_busy[pre], t_idle_full[pre])
-    ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
-    # TTFT (lane wait included) and E2E, in order of falling throughput until a pair meets them
     wait_q = targets.ttft_q if math.isfinite(targets.ttft_ms) else LANE_WAIT_QUANTILE
     e2e_q = targets.e2e_q if math.isfinite(targets.e2e_ms) else 0.99
-    wait = np.full(grid.shape, np.inf)
-    ttft_ms = np.full(grid.shape, np.inf)
-    e2e_ms = np.full(grid.shape, np.inf)
-    cand = np.flatnonzero(pre & ok_token)
+    out = {k: np.full(grid.shape, np.inf) for k in ("tpot", "itl", "wait", "ttft", "e2e")}
+    flat = {k: v.reshape(-1) for k, v in out.items()}
+    cols = {"u": u_c.ravel(), "c": chunks.ravel(), "tb": t_busy.ravel(), "ti": t_idle_full.ravel(), "rho": rho_lane.ravel(),
+            "svc": service.ravel()}
+    # cheap bounds first: TTFT >= its unqueued part, TPOT quantile >= its mean; ITL is exact and cheap
+    ttft_lb = 1e3 * chunks * t_busy + overhead_ms
+    tpot_lb = t_idle_full + u_c * np.maximum(t_busy - t_idle_full, 0.0)
+    itl_all = itl_quantile_s(itl_q, u_c, t_busy, t_idle_full)
+    screen = (pre & (ttft_lb <= targets.ttft_ms) & (1e3 * tpot_lb <= targets.tpot_ms) & (1e3 * itl_all <= targets.itl_ms)
+              & (ttft_lb + 1e3 * (osl - 1.0) * tpot_lb <= targets.e2e_ms))
+    cand = np.flatnonzero(screen)
     cand = cand[np.argsort(-rate.ravel()[cand], kind="stable")]
-    views = (wait.reshape(-1), ttft_ms.reshape(-1), e2e_ms.reshape(-1))
-    for start in range(0, cand.size, 256):
-        idx = cand[start:start + 256]
-        w = lane_wait_quantile_s(wait_q, rho_lane.ravel()[idx], service.ravel()[idx])
-        tt = 1e3 * (w + chunks.ravel()[idx] * t_busy.ravel()[idx]) + overhead_ms
-        # E2E ~ TTFT (with its lane wait) + (o - 1) x TPOT at the E2E statistic (quantiles added: errs long)
-        ee = tt + 1e3 * (osl - 1.0) * tpot_quantile_s(e2e_q, osl, u_c.ravel()[idx], chunks.ravel()[idx], t_busy.ravel()[idx],
-                                                       t_idle_full.ravel()[idx])
-        views[0][idx], views[1][idx], views[2][idx] = w, tt, ee
-        if ((tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)).any():
+    for start in range(0, cand.size, 128):
+        idx = cand[start:start + 128]
+        u_i, c_i, tb_i, ti_i = cols["u"][idx], cols["c"][idx], cols["tb"][idx], cols["ti"][idx]
+        tp = tpot_quantile_s(tpot_q, osl, u_i, c_i, tb_i, ti_i)
+        it = itl_quantile_s(itl_q, u_i, tb_i, ti_i)
+        w = lane_wait_quantile_s(wait_q, cols["rho"][idx], cols["svc"][idx])
+        tt = 1e3 * (w + c_i * tb_i) + overhead_ms
+        ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_quantile_s(e2e_q, osl, u_i, c_i, tb_i, ti_i))
+        flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = tp, it, w, tt, ee
+        if ((1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)).any():
             break
+    tpot_s, itl_s, wait, ttft_ms, e2e_ms = out["tpot"], out["itl"], out["wait"], out["ttft"], out["e2e"]
+    ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
     ok_ttft = ttft_ms <= targets.ttft_ms
     ok_e2e = e2e_ms <= targets.e2e_ms
     ok = pre & ok_token & ok_ttft & ok_e2e
     if not ok.any():
-        label = targets.token_label()
-        if not (stable & ok_token).any():
-            t1 = float(t_busy[0].min())
-            one = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
-            if 1e3 * one > targets.token_limit_ms():
-                return _infeasible(f"{label} {1e3 * one:.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms (with a 1-token "
-                                   "prefill chunk)", _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * one)
-            return _infeasible(f"{label} target {targets.token_limit_ms():g} ms cannot be met with a prefill lane: "
-                               f"the shortest chunk iteration takes {1e3 * t1:.1f} ms at batch 1, and no chunk size "
-                               f"carries {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish within it",
-                               _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * t1)
-        if not (pre & ok_token).any():
-            return _infeasible(f"no batch fits the KV memory with a stable prefill lane under the {label} target",
-                               "memory_capacity", source, kv=kv_req)
-        feas = pre & ok_token
-        if not (feas & ok_ttft).any():
-            best = float(np.min(np.where(feas, ttft_ms, np.inf)))
-            return _infeasible(f"TTFT {best:.0f} ms > target {targets.ttft_ms:.0f} ms (prefill lane wait included) with "
-                               f"every chunk the {label} target allows", _bound(busy, (0, 0)), source, kv=kv_req, ttft=best)
-        best = float(np.min(np.where(feas & ok_ttft, e2e_ms, np.inf)))
-        return _infeasible(f"E2E {_stat(targets.e2e_q)} {best:.0f} ms > target {targets.e2e_ms:.0f} ms", _bound(busy, (0, 0)),
-                           source, kv=kv_req)
+        return _unified_infeasible(inst, eff, batches, busy, targets, source, kv_req=kv_req, ctx=ctx, n_new=n_new, cached=cached,
+                                   osl=osl, stable=stable, pre=pre, tpot_q=tpot_q, u_c=u_c, chunks=chunks, t_busy=t_busy,
+                                   t_idle=t_idle_full, itl_all=itl_all, tpot_lb=tpot_lb, ttft_lb=ttft_lb, ttft_ms=ttft_ms,
+                                   e2e_ms=e2e_ms)
     score = np.where(ok, rate, -np.inf)
-    flat = int(np.argmax(score))
-    ij = np.unravel_index(flat, score.shape)
+    ij = np.unravel_index(int(np.argmax(score)), score.shape)
     i, j = int(ij[0]), int(ij[1])
     b_star = int(batches[i])
     seconds = float(1.0 / rate[i, j])
