@@ -39,7 +39,7 @@ def _ms(x: float) -> float:
 def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None, trace_path: str | None,
                  trace_format: str | None, duration_s: float, seed: int, scenario_names: tuple[str, ...],
                  load_gb_per_s: float | None, as_json: bool, html_file: str | None) -> None:
-    """Simulate a plan: TTFT/TPOT quantiles, SLO attainment, queues, KV pressure, utilisation."""
+    """Simulate a plan: TTFT / per-request TPOT quantiles per service, ITL (every token gap) per pool, SLO attainment, queues, KV pressure, utilisation."""
     from planner.instance import load_instance
     from planner.simulate.adapter import demand_stream, plan_to_sim
     from planner.simulate.arrivals import replay_requests
@@ -146,9 +146,12 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
                          "yes" if (s.ttft_met and s.tpot_met) else "NO", s.unfinished + s.rejected])
         click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", "tpot p50 ms", "p99", "target",
                           "slo share", "met", "lost"], rows))
+        itl = {name: res.histograms.get(f"pool:{name}:itl") for name in res.pools}
         prow = [[p.name, p.instances, p.utilization, p.slot_utilization, p.kv_utilization, _ms(p.wait.p99),
+                 *((_ms(h.quantile(0.5)), _ms(h.quantile(0.99))) if (h := itl[p.name]) is not None and h.n else ("-", "-")),
                  p.queue_max, p.preemptions, p.kv_blocked_admissions] for p in res.pools.values()]
-        click.echo(table(["pool", "inst", "util", "slots", "kv", "wait p99 ms", "max queue", "preempt", "kv blocked"], prow))
+        click.echo(table(["pool", "inst", "util", "slots", "kv", "wait p99 ms", "itl p50 ms", "itl p99 ms", "max queue", "preempt",
+                          "kv blocked"], prow))
     for n in notes:
         click.echo(f"note: {n}")
     if html_file:
