@@ -252,3 +252,17 @@ def test_impossible_itl_target_is_diagnosed_by_name(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["solve", str(f)])
     assert r.exit_code == 3, r.output
     assert "ITL target 1 ms is below the fastest decode step" in r.output, r.output
+
+
+def test_no_ttft_mean_tpot_and_e2e_solve_verify_and_round_trip(tmp_path: Path) -> None:
+    """A service with no TTFT target, a mean TPOT and a p90 E2E: solved, simulated, written and
+    re-checked (unset targets travel through plan.json as null and come back as inf)."""
+    raw = yaml.safe_load((ROOT / "tests/data/instances/valid_minimal.yaml").read_text())
+    raw["services"]["chat"]["slo"] = {"tpot": {"statistic": "mean", "target_ms": 60}, "e2e": {"quantile": 0.9, "target_ms": 30000}}
+    f = tmp_path / "i.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    r = CliRunner().invoke(main, ["solve", str(f), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    assert "TPOT mean" in r.output
+    c = CliRunner().invoke(main, ["check", str(tmp_path / "out" / "plan.json")])
+    assert c.exit_code == 0, c.output

@@ -172,6 +172,12 @@ class LatencyPrediction(StrictModel):
     """Which per-token metric the ``tpot_*`` fields hold: ``tpot`` (per request, (E2E − TTFT)/(output − 1))
     or ``itl`` (each token gap); the service's TPOT target when it sets one, else its ITL target."""
 
+    @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
+    @classmethod
+    def _unset_target_is_inf(cls, v: Any) -> Any:
+        """JSON writes an unset target (``inf``) as ``null``: read it back as ``inf``."""
+        return math.inf if v is None else v
+
 
 class SolverInfo(StrictModel):
     solver: str = "highs"
@@ -351,6 +357,12 @@ class SimulatedService(StrictModel):
     """``miss_ms / target``."""
     token_metric: Literal["tpot", "itl"] = "tpot"
     """Which per-token metric the ``tpot_*`` fields hold (as :attr:`LatencyPrediction.token_metric`)."""
+
+    @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
+    @classmethod
+    def _unset_target_is_inf(cls, v: Any) -> Any:
+        """JSON writes an unset target (``inf``) as ``null``: read it back as ``inf``."""
+        return math.inf if v is None else v
 
 
 class SimulatedPool(StrictModel):
