@@ -40,6 +40,11 @@ EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END = range(6)
 _EPS = 1e-9
 
 
+def _stat(h: LogHistogram, quantile: float) -> float:
+    """The ``quantile`` of ``h``, or its mean for a mean target (``quantile`` is ``nan``)."""
+    return h.mean if quantile != quantile else h.quantile(quantile)
+
+
 class _Req:
     __slots__ = ("turn_arrival", "out", "svc", "turns_left", "tool_wait", "append", "context",
                  "ctx", "pf_tokens", "pf_left", "generated", "gen_base", "first", "join_id",
@@ -729,7 +734,7 @@ class _Sim:
                 ttft_target_s=r.ttft_target_s, ttft_quantile=r.ttft_quantile,
                 tpot_target_s=r.tpot_target_s, tpot_quantile=r.tpot_quantile,
                 ttft_met=(done > 0 and self.ttft[i].quantile(r.ttft_quantile) <= r.ttft_target_s),
-                tpot_met=(done > 0 and (self.tpot[i].n == 0 or self.tpot[i].quantile(r.tpot_quantile) <= r.tpot_target_s)),
+                tpot_met=(done > 0 and (self.tpot[i].n == 0 or _stat(self.tpot[i], r.tpot_quantile) <= r.tpot_target_s)),
             )
         pools = {}
         for p in self.pools.values():
