@@ -67,11 +67,13 @@ from planner.pricing import equipment_usd_per_device_hour
 from planner.schema.capacity import (
     CONFIG_COLUMNS,
     DEMAND_COLUMNS,
+    DEMAND_LATENCY_COLUMNS,
     POINT_COLUMNS,
     POINT_KV_CAPACITY_COLUMN,
     POINT_OPTIONAL_COLUMNS,
     CapacityTables,
     CostParams,
+    latency_targets,
 )
 
 ROLES = ("prefill", "decode", "unified")
@@ -131,11 +133,10 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 "input_tokens_mean": b.input_tokens_mean, "output_tokens_mean": b.output_tokens_mean,
                 "input_tokens_rep": b.input_tokens, "output_tokens_rep": b.output_tokens,
                 "interarrival_cv": cv, "interarrival_cv_whole_log": float(prof.arrivals.interarrival_cv),
-                "ttft_quantile": svc.slo.ttft.quantile, "ttft_target_ms": svc.slo.ttft.target_ms,
-                "tpot_quantile": svc.slo.tpot.quantile, "tpot_target_ms": svc.slo.tpot.target_ms,
+                **svc.slo.table_columns(),
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
             })
-    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log"]), profiles, notes
+    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log"]), profiles, notes
 
 
 def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = None) -> tuple[float, str]:
@@ -197,7 +198,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     for rec in demand.to_dict("records"):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
-        share, ttft_t, tpot_t = float(rec["cached_prefix_share"]), float(rec["ttft_target_ms"]), float(rec["tpot_target_ms"])
+        share = float(rec["cached_prefix_share"])
+        lat = latency_targets(rec)
+        rate_cv = (float(rec["rate_peak_per_s"]), float(rec["interarrival_cv"]))
         svc = inst.services[service]
         model = resolved.models[svc.model]
         for cfg in configs.to_dict("records"):
@@ -207,11 +210,12 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 if device in declared:
                     rows.append(_declared_point(service, bucket, role, config, device, tp))
                     continue
-                key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share, ttft_t, tpot_t)
+                key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
+                       tuple(lat.items()), rate_cv if role == "prefill" else None)
                 if key not in cache:
                     cache[key] = operating_point(model, dev, tp, role=role, weight_precision=svc.weight_precision,  # type: ignore[arg-type]
                                                  kv_precision=svc.kv_precision_resolved, input_tokens=isl, output_tokens=osl,
-                                                 cached_prefix_share=share, ttft_target_ms=ttft_t, tpot_target_ms=tpot_t,
+                                                 cached_prefix_share=share, **lat, rate_per_s=rate_cv[0], interarrival_cv=rate_cv[1],
                                                  engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
                 op = cache[key]
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp)
@@ -224,7 +228,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "kv_transfer_bytes_per_request": float(op.kv_transfer_bytes_per_request) if role == "prefill" else 0.0,
                     "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
-                    **{c: float(op.detail.get(c, math.nan)) if role == "unified" else math.nan for c in POINT_OPTIONAL_COLUMNS},
+                    **{c: float(op.detail.get(c, math.nan)) if role == "unified" or c == "itl_ms" else math.nan
+                       for c in POINT_OPTIONAL_COLUMNS},
                     POINT_KV_CAPACITY_COLUMN: kv_cap[kv_key] if role != "prefill" else 0.0,
                 })
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN])

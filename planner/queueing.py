@@ -65,6 +65,9 @@ __all__ = [
     "mg1_tail_decay",
     "mg1_wait_quantile_s",
     "mg1_wait_tail_probability",
+    "poisson_quantile",
+    "itl_quantile_s",
+    "tpot_quantile_s",
     "residual_wait_quantile_s",
     "wait_probability",
     "wait_quantile_s",
@@ -575,3 +578,85 @@ def least_loaded_lane_wait_quantile_s(quantile: float, arrival_rate_per_s: float
     w = min(w_rand, max(w_pool + w_res, w_bal))
     return w, {**info, "lane_wait_random_s": w_rand, "lane_wait_pooled_s": w_pool, "lane_wait_balanced_s": w_bal,
                "lane_wait_residual_s": w_res}
+
+
+# --- token-time metrics of a chunked-prefill (unified) instance ------------------------------
+#
+# Definitions (DESIGN §3, as vLLM ``bench serve``, SGLang ``bench_serving`` and DistServe use
+# them): a request's **TPOT** is ``(E2E − TTFT)/(o − 1)``, the mean of its own ``s = o − 1``
+# token gaps, its quantile taken over requests; **ITL** is each gap, its quantile taken over all
+# gaps. In a unified instance at batch ``B`` an iteration without a prefill chunk takes
+# ``t_plain``, one with a chunk ``t_chunk``; a share ``u`` of iterations carries a chunk.
+#
+# * ITL: every decoding sequence gets one gap per iteration, so a share ``u`` of all gaps is
+#   ``t_chunk``: the ``q`` quantile is ``t_chunk`` if ``u > 1 − q``, else ``t_plain``; the mean is
+#   ``u t_chunk + (1 − u) t_plain``.
+# * TPOT: of a request's ``s`` gaps, ``K`` carry a chunk, ``TPOT = t_plain + (K/s)(t_chunk −
+#   t_plain)``. A prompt occupies ``c = ceil(n/q)`` consecutive chunk iterations, and prompts
+#   arrive (Poisson) while the request decodes, so ``K = min(c N, s)`` with
+#   ``N ~ Poisson(u s / c)`` prompts (a compound Poisson count: clustering by whole prompts
+#   makes it more variable than a Binomial(s, u) count of independent steps; a run cut by the
+#   request's start or end is counted whole, which errs long). Its quantile is
+#   ``t_plain + min(c N_q, s)/s · (t_chunk − t_plain)`` — for short outputs much above the mean
+#   ``t_plain + u (t_chunk − t_plain)``, for long ones close to it. Tested against the
+#   simulator (tests/test_latency_metrics.py).
+
+def poisson_quantile(quantile: float, mean: object) -> np.ndarray:
+    """Smallest ``k`` with ``P(N ≤ k) ≥ quantile`` for ``N ~ Poisson(mean)`` (vectorised).
+
+    Exact (cumulative sum of the pmf) for means up to 40; above, the Cornish–Fisher expansion
+    ``μ + z√μ + (z² − 1)/6 + (z³ − 7z)/(72√μ)`` rounded up from ``− 0.5`` (within one count of
+    the exact quantile for ``μ ≥ 40`` and ``q ≤ 0.999``)."""
+    from statistics import NormalDist
+
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    mu = np.maximum(np.asarray(mean, dtype=float), 0.0)
+    small = mu <= 40.0
+    m = np.where(small, mu, 0.0)
+    pmf = np.exp(-m)
+    cdf = pmf.copy()
+    k_exact = np.zeros_like(m)
+    done = cdf >= quantile
+    for k in range(1, 160):
+        if done.all():
+            break
+        pmf = pmf * m / k
+        cdf = cdf + pmf
+        newly = ~done & (cdf >= quantile)
+        k_exact = np.where(newly, float(k), k_exact)
+        done |= newly
+    k_exact = np.where(done, k_exact, 159.0)
+    z = NormalDist().inv_cdf(quantile)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.sqrt(np.maximum(mu, 1e-300))
+        cf = mu + z * r + (z * z - 1.0) / 6.0 + (z ** 3 - 7.0 * z) / (72.0 * r)
+    k_big = np.maximum(np.ceil(cf - 0.5), 0.0)
+    return np.where(small, k_exact, k_big)
+
+
+def itl_quantile_s(quantile: float | None, chunk_share: object, t_chunk_s: object, t_plain_s: object) -> np.ndarray:
+    """ITL of a unified instance (section comment above): the ``quantile`` of all token gaps, or
+    their mean when ``quantile`` is ``None``. Vectorised (broadcast)."""
+    u = np.clip(np.asarray(chunk_share, dtype=float), 0.0, 1.0)
+    tc, tp = np.asarray(t_chunk_s, dtype=float), np.asarray(t_plain_s, dtype=float)
+    if quantile is None:
+        return u * tc + (1.0 - u) * tp
+    return np.where(u > 1.0 - quantile, tc, tp)
+
+
+def tpot_quantile_s(quantile: float | None, output_tokens: object, chunk_share: object, chunks_per_prompt: object,
+                    t_chunk_s: object, t_plain_s: object) -> np.ndarray:
+    """Per-request TPOT of a unified instance (section comment above): its ``quantile`` over
+    requests with ``output_tokens`` tokens, or its mean when ``quantile`` is ``None``. A one-token
+    output has no TPOT (``t_plain`` is returned). Vectorised (broadcast)."""
+    u = np.clip(np.asarray(chunk_share, dtype=float), 0.0, 1.0)
+    tc, tp = np.asarray(t_chunk_s, dtype=float), np.asarray(t_plain_s, dtype=float)
+    extra = np.maximum(tc - tp, 0.0)
+    if quantile is None:
+        return tp + u * extra
+    s = np.maximum(np.asarray(output_tokens, dtype=float) - 1.0, 1.0)
+    c = np.maximum(np.asarray(chunks_per_prompt, dtype=float), 1.0)
+    n_q = poisson_quantile(quantile, u * s / c)
+    k = np.minimum(c * n_q, s)
+    return tp + k / s * extra

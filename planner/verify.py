@@ -63,7 +63,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.schema.plan import PlanResult, SimulatedPool, SimulatedService, SimulationCheck
+from planner.schema.plan import (
+    PlanResult,
+    SimulatedPool,
+    SimulatedService,
+    SimulationCheck,
+    stat_label,
+)
 
 DEFAULT_REQUESTS = 2500
 """Measured requests per check (over all services)."""
@@ -104,6 +110,44 @@ def _quantile_all(h: Any, q: float, unfinished: int) -> float:
         return math.inf
     qq = q * total / n
     return h.quantile(qq) if qq <= 1.0 else math.inf
+
+
+def _level(q: float) -> float | None:
+    return None if q != q else float(q)
+
+
+def _checked_metrics(route: Any) -> list[tuple[str, float | None, float]]:
+    """(metric, quantile level or ``None`` for a mean, target s) checked for a service: TTFT and
+    its per-token metric (TPOT when the service sets it, else ITL; DESIGN §3)."""
+    tok = ("itl", _level(route.itl_quantile), route.itl_target_s) if route.token_metric == "itl" else (
+        "tpot", _level(route.tpot_quantile), route.tpot_target_s)
+    return [("ttft", route.ttft_quantile, route.ttft_target_s), tok]
+
+
+def _metric_histogram(res: Any, sim: Any, route_ids: list[int], metric: str) -> Any:
+    """The simulated samples of ``metric`` over some routes: per request (``service:*``), or for
+    ITL every token gap of the decode / unified pools those routes use (``pool:*:itl``)."""
+    from planner.simulate.stats import merged
+
+    if metric == "itl":
+        pools = sorted({sim.routes[i].decode or sim.routes[i].unified for i in route_ids})
+        return merged([res.histograms[f"pool:{p}:itl"] for p in pools])
+    return merged([res.histograms[f"service:{sim.routes[i].service}:{metric}"] for i in route_ids])
+
+
+def _e2e_check(architecture: str, service: str, route: Any, h: Any, unfinished: int) -> str:
+    """A finding when the service sets an E2E target and the simulation misses it ('' otherwise):
+    the simulated E2E quantile over all measured requests (unfinished ones infinitely late), or
+    the mean of the finished ones for a mean target."""
+    target_s = float(getattr(route, "e2e_target_s", math.inf))
+    if not math.isfinite(target_s):
+        return ""
+    level = _level(float(getattr(route, "e2e_quantile", 0.99)))
+    sim = (h.mean if h.n else math.inf) if level is None else _quantile_all(h, level, unfinished)
+    if sim == sim and sim <= target_s * (1 + 1e-9):
+        return ""
+    return (f"{architecture}: {service} misses its {stat_label(level)} E2E target in simulation at peak: "
+            f"{_txt(_ms(sim), ',.0f')} ms vs {_ms(target_s):,.0f} ms")
 
 
 @dataclass(frozen=True)
@@ -178,16 +222,18 @@ def _replayed_times(rt: pd.DataFrame, arrivals: Mapping[str, PeakArrivals] | Non
 
 def _widest_interval(res: Any, sim: Any, rt: pd.DataFrame, ci_level: float) -> float:
     """Largest half-width of a service's SLO-quantile interval, as a share of its target (``inf`` when unbounded)."""
-    from planner.simulate.stats import merged, quantile_interval
+    from planner.simulate.stats import quantile_interval
 
     widest = 0.0
     for _svc, g in rt.groupby("service", sort=True):
         names = [sim.routes[i].service for i in g.index]
         r0 = sim.routes[g.index[0]]
         late = sum(res.services[n].unfinished + res.services[n].rejected for n in names)
-        for metric, q, target_s in (("ttft", r0.ttft_quantile, r0.ttft_target_s), ("tpot", r0.tpot_quantile, r0.tpot_target_s)):
-            h = merged([res.histograms[f"service:{n}:{metric}"] for n in names])
+        for metric, q, target_s in _checked_metrics(r0):
+            h = _metric_histogram(res, sim, list(g.index), metric)
             extra = late if metric == "ttft" else 0
+            if q is None or not math.isfinite(target_s):
+                continue  # a mean, or no target: no quantile interval to resolve
             if h.n == 0 or target_s <= 0:
                 return math.inf
             qq = q * (h.n + extra) / h.n
@@ -221,7 +267,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
     from planner.simulate.engine import simulate
     from planner.simulate.spec import SimConfig
-    from planner.simulate.stats import merged, quantile_interval
+    from planner.simulate.stats import quantile_interval
 
     if requests < 100:
         raise ValueError(f"requests must be >= 100 for a tail estimate, got {requests}")
@@ -269,6 +315,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
 
     analytic = {lp.service: lp for lp in plan.latency}
     services: list[SimulatedService] = []
+    e2e_missed: set[str] = set()
     findings: list[str] = []
     for svc, g in rt.groupby("service", sort=True):
         svc = str(svc)
@@ -278,29 +325,32 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
         unfinished = sum(res.services[n].unfinished + res.services[n].rejected for n in names)
         r0 = sim.routes[idx[0]]
         out: dict[str, Any] = {}
-        for metric, q, target_s in (("ttft", r0.ttft_quantile, r0.ttft_target_s), ("tpot", r0.tpot_quantile, r0.tpot_target_s)):
-            hs = [res.histograms[f"service:{n}:{metric}"] for n in names]
-            h = merged(hs)
+        for key, (metric, lvl, target_s) in zip(("ttft", "tpot"), _checked_metrics(r0), strict=True):
+            h = _metric_histogram(res, sim, idx, metric)
             # unfinished requests count as late for TTFT only when they never got a first token; TPOT over finished ones
             late = unfinished if metric == "ttft" else 0
-            sim_q = _quantile_all(h, q, late)
-            lo, hi = quantile_interval(h, min(q * (h.n + late) / h.n, 1.0) if h.n else q, ci_level) if h.n else (math.nan, math.nan)
+            if lvl is None:  # a mean target: the simulated mean
+                sim_q = h.mean if h.n else math.nan
+                lo = hi = sim_q
+            else:
+                sim_q = _quantile_all(h, lvl, late)
+                lo, hi = quantile_interval(h, min(lvl * (h.n + late) / h.n, 1.0) if h.n else lvl, ci_level) if h.n else (math.nan, math.nan)
             if sim_q == math.inf:
                 hi = math.inf
-            # worst bucket: merge routes per bucket
+            # worst bucket: merge routes per bucket (ITL is recorded per pool: the pools serving the bucket)
             worst_b, worst_v = "", -1.0
             for bucket, gb in g.groupby("bucket", sort=True):
-                hb = merged([res.histograms[f"service:{sim.routes[i].service}:{metric}"] for i in gb.index])
+                hb = _metric_histogram(res, sim, list(gb.index), metric)
                 lb = sum(res.services[sim.routes[i].service].unfinished + res.services[sim.routes[i].service].rejected
                          for i in gb.index) if metric == "ttft" else 0
-                v = _quantile_all(hb, q, lb)
+                v = (hb.mean if hb.n else math.nan) if lvl is None else _quantile_all(hb, lvl, lb)
                 if v == v and v > worst_v:
                     worst_b, worst_v = str(bucket), v
             lp = analytic.get(svc)
-            a_ms = (lp.ttft_predicted_ms if metric == "ttft" else lp.tpot_predicted_ms) if lp else math.nan
+            a_ms = (lp.ttft_predicted_ms if key == "ttft" else lp.tpot_predicted_ms) if lp else math.nan
             worst_ms = _ms(worst_v) if worst_v >= 0 else math.nan
             dis = (worst_ms / a_ms - 1.0) if (a_ms and a_ms > 0 and math.isfinite(a_ms) and math.isfinite(worst_ms)) else None
-            out[metric] = {"q": q, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)),
+            out[key] = {"q": lvl, "name": metric, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)),
                            "p99": _ms(h.quantile(0.99)), "sim": _ms(sim_q), "lo": _ms(lo), "hi": _ms(hi), "analytic": a_ms,
                            "worst": worst_ms, "worst_bucket": worst_b, "dis": dis,
                            "met": bool(sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))}
@@ -330,13 +380,13 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                 lane_a = float(str(analytic_pools.at[pool, "lane_wait_ms"])) if pool in analytic_pools.index and "lane_wait_ms" in analytic_pools.columns else math.nan
                 extra += ("; in a unified pool prompts also queue inside the instance for the chunked-prefill lane (not in this wait; "
                           f"analytic lane wait {_txt(lane_a)} ms)")
-            findings.append(f"{architecture}: {svc} misses its p{o['q'] * 100:g} {metric.upper()} target in simulation at peak: "
+            findings.append(f"{architecture}: {svc} misses its {stat_label(o['q'])} {o['name'].upper()} target in simulation at peak: "
                             f"{_txt(o['sim'], ',.1f')} ms vs {o['target_ms']:,.0f} ms (+{_txt(o['sim'] - o['target_ms'], ',.1f')} ms, +{_txt(100 * share)}%); "
                             f"pool {pool}{extra}")
         for metric in ("ttft", "tpot"):
             o = out[metric]
             if o["dis"] is not None and abs(o["dis"]) > DISAGREEMENT_TOLERANCE:
-                findings.append(f"{architecture}: {svc} p{o['q'] * 100:g} {metric.upper()} of the worst bucket ({o['worst_bucket']}): "
+                findings.append(f"{architecture}: {svc} {stat_label(o['q'])} {o['name'].upper()} of the worst bucket ({o['worst_bucket']}): "
                                 f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.0%}, beyond "
                                 f"±{DISAGREEMENT_TOLERANCE:.0%})")
         t, p = out["ttft"], out["tpot"]
@@ -349,7 +399,12 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             tpot_sim_ms=_fin(p["sim"]), tpot_ci_low_ms=_fin(p["lo"]), tpot_ci_high_ms=_fin(p["hi"]), tpot_analytic_ms=_fin(p["analytic"]),
             tpot_sim_worst_bucket_ms=_fin(p["worst"]), tpot_worst_bucket=p["worst_bucket"], tpot_disagreement=p["dis"],
             ttft_met=t["met"], tpot_met=p["met"], miss_pool=miss_pool, miss_ms=_fin(miss_ms), miss_share=_fin(miss_share),
+            token_metric="itl" if p["name"] == "itl" else "tpot",
         ))
+        e2e_finding = _e2e_check(architecture, svc, r0, _metric_histogram(res, sim, idx, "e2e"), unfinished)
+        if e2e_finding:
+            findings.append(e2e_finding)
+            e2e_missed.add(svc)
     measured = sum(s.requests + s.unfinished for s in services)
     src = ("arrivals: " + "; ".join(replayed) if replayed else
            "arrivals: gamma renewal at the peak rate with the within-window inter-arrival CV")
@@ -363,7 +418,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                         f"{cap:,} measured requests (widest half-width {_txt(100 * widest, '.1f')}%): the verdict is uncertain")
     return SimulationCheck(load="peak", seed=seed, duration_s=duration, warmup_s=warm, requests=res.requests,
                            measured_requests=measured, wall_s=time.perf_counter() - t0, ci_level=ci_level,
-                           met=all(s.ttft_met and s.tpot_met for s in services), services=services, pools=pool_rows,
+                           met=all(s.ttft_met and s.tpot_met for s in services) and not e2e_missed, services=services, pools=pool_rows,
                            findings=findings, method=method)
 
 

@@ -29,6 +29,7 @@ EXPECTED_IDS = {
     "gpt-oss-120b",
     "deepseek-v3",
     "mixtral-8x7b",
+    "opt-13b",  # issue 13: DistServe's model (non-gated FFN)
 }
 MOE_IDS = {"qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b"}
 
@@ -67,7 +68,9 @@ def test_computed_active_within_2pct_of_published(model_id: str) -> None:
 def test_count_invariants(model_id: str) -> None:
     m = PROFILES[model_id]
     assert m.params_total() == m.params_non_expert() + m.params_routed_experts()
-    assert 0 < m.params_active_matmul() < m.params_active() <= m.params_total()
+    assert 0 < m.params_active_matmul() <= m.params_active() <= m.params_total()
+    # the input embedding is a lookup, left out of matmuls, unless it is also the (tied) output head (OPT)
+    assert (m.params_active_matmul() == m.params_active()) == m.tie_word_embeddings
     if m.kind == "dense":
         assert m.params_active() == m.params_total()
         assert m.params_routed_experts() == 0

@@ -264,14 +264,16 @@ def test_lane_wait_is_the_md1_quantile_of_planner_queueing() -> None:
 
 
 def test_unified_point_is_consistent_by_hand() -> None:
-    """TPOT cap on the chunk-carrying iteration, throughput B/(OSL t_mean), TTFT = lane wait +
-    ceil(n/q) chunk iterations + overhead; one token more per chunk would break the TPOT cap."""
+    """ITL p99 cap on the chunk-carrying iteration (more than 1 % of gaps carry a chunk; before
+    the ITL metric existed this was the "tpot" target's reading), throughput B/(OSL t_mean), TTFT
+    = lane wait + ceil(n/q) chunk iterations + overhead; one token more per chunk would break the cap."""
     from planner.perf.points import _chunk_step
 
-    kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=16000, output_tokens=400, ttft_target_ms=20000, tpot_target_ms=40)
+    kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=16000, output_tokens=400, ttft_target_ms=20000,
+              tpot_target_ms=None, itl_target_ms=40)
     op = operating_point(L70, H100, 4, role="unified", **kw)  # type: ignore[arg-type]
     d = op.detail
-    assert op.feasible and op.tpot_ms <= 40 and op.tpot_ms == pytest.approx(d["step_ms"])
+    assert op.feasible and d["itl_ms"] <= 40 and d["itl_ms"] == pytest.approx(d["step_ms"])
     assert op.instance_seconds_per_request == pytest.approx(400 * d["mean_step_ms"] / 1e3 / op.max_batch)
     assert d["mean_step_ms"] == pytest.approx(d["chunk_iteration_share"] * d["step_ms"] + (1 - d["chunk_iteration_share"]) * d["decode_only_step_ms"])
     assert d["chunk_iteration_share"] == pytest.approx(op.max_batch * 16000 / 400 / d["prefill_chunk_tokens"])
@@ -289,9 +291,10 @@ def test_unified_point_is_consistent_by_hand() -> None:
 
 
 def test_unified_ttft_infeasible_names_the_chunk_cap() -> None:
-    kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=120000, output_tokens=400, ttft_target_ms=5000, tpot_target_ms=40)
+    kw = dict(weight_precision="fp8", kv_precision="fp8", input_tokens=120000, output_tokens=400, ttft_target_ms=5000,
+              tpot_target_ms=None, itl_target_ms=40)
     op = operating_point(L70, H100, 8, role="unified", **kw)  # type: ignore[arg-type]
-    assert not op.feasible and "TPOT cap" in op.reason and "TTFT" in op.reason
+    assert not op.feasible and "ITL target" in op.reason and "TTFT" in op.reason
 
 
 def test_fp8_kv_read_costs_dequant_factor_and_fp8_gemm_needs_more_rows() -> None:

@@ -40,7 +40,7 @@ def _ms(x: float) -> float:
 def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None, trace_path: str | None,
                  trace_format: str | None, duration_s: float, seed: int, scenario_names: tuple[str, ...],
                  load_gb_per_s: float | None, as_json: bool, html_file: str | None) -> None:
-    """Simulate a plan: TTFT/TPOT quantiles, SLO attainment, queues, KV pressure, utilisation."""
+    """Simulate a plan: TTFT / per-request TPOT quantiles per service, ITL (every token gap) per pool, SLO attainment, queues, KV pressure, utilisation."""
     from planner.instance import load_instance
     from planner.simulate.adapter import (
         bucket_stream,
@@ -167,10 +167,12 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", "tpot p50 ms", "p99", "target",
                           "slo share", "met", "lost"], rows))
         plan_util = {p.name: (p.utilization_mean if r.load == "mean" else p.utilization_peak) for p in sim.pool_plans.values()}
+        itl = {name: res.histograms.get(f"pool:{name}:itl") for name in res.pools}
         prow = [[p.name, p.instances, plan_util.get(p.name), p.utilization if p.role == "prefill" else p.slot_utilization,
-                 p.utilization, p.kv_utilization, _ms(p.wait.p99), p.queue_max, p.preemptions, p.kv_blocked_admissions]
-                for p in res.pools.values()]
-        click.echo(table(["pool", "inst", "plan util", "sim util", "any busy", "kv", "wait p99 ms", "max queue", "preempt",
+                 p.utilization, p.kv_utilization, _ms(p.wait.p99),
+                 *((_ms(h.quantile(0.5)), _ms(h.quantile(0.99))) if (h := itl[p.name]) is not None and h.n else ("-", "-")),
+                 p.queue_max, p.preemptions, p.kv_blocked_admissions] for p in res.pools.values()]
+        click.echo(table(["pool", "inst", "plan util", "sim util", "any busy", "kv", "wait p99 ms", "itl p50 ms", "itl p99 ms", "max queue", "preempt",
                           "kv blocked"], prow))
     for n in notes:
         click.echo(f"note: {n}")

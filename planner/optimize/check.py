@@ -94,6 +94,9 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: TTFT {float(pt['ttft_ms']):.1f} ms > target {float(pt['ttft_target_ms']):g} ms")
         if r.role in ("decode", "unified") and float(pt["tpot_ms"]) > float(pt["tpot_target_ms"]) * (1 + TOL):
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: TPOT {float(pt['tpot_ms']):.1f} ms > target {float(pt['tpot_target_ms']):g} ms")
+        if (r.role in ("decode", "unified") and "itl_target_ms" in pt.index and "itl_ms" in pt.index
+                and float(pt["itl_ms"]) > float(pt["itl_target_ms"]) * (1 + TOL)):
+            out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: ITL {float(pt['itl_ms']):.1f} ms > target {float(pt['itl_target_ms']):g} ms")
         if r.pool not in pools:
             out.append(f"pool[{r.pool}]: routed to a pool the plan does not provision")
         if str(pt["pool"]) != r.pool:

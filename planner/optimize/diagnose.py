@@ -81,6 +81,10 @@ def _explain(svc: str, bucket: str, phase: str, architecture: str, row: Any, can
                              fix="add devices with more memory, allow larger TP degrees, or use a lower weight/KV precision")
     ttft_t = float(row["ttft_target_ms"])
     tpot_t = float(row["tpot_target_ms"])
+    tok = "TPOT"
+    itl_t = float(row.get("itl_target_ms", math.inf))
+    if itl_t < tpot_t:  # the binding per-token target is ITL (every token gap)
+        tpot_t, tok = itl_t, "ITL"
     first = fits[fits["role"].isin(["prefill", "unified"]) & fits["ttft_ms"].map(lambda v: math.isfinite(float(v)))]
     if phase == "prefill" and len(first):
         best = first.iloc[int(np.argmin(first["ttft_ms"].to_numpy(float)))]
@@ -94,8 +98,8 @@ def _explain(svc: str, bucket: str, phase: str, architecture: str, row: Any, can
         best = dec.iloc[int(np.argmin(dec["tpot_ms"].to_numpy(float)))]
         if float(best["tpot_ms"]) > tpot_t:
             return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_tpot",
-                                 message=f"{where}: TPOT target {tpot_t:g} ms is below the fastest decode step ({float(best['tpot_ms']):.1f} ms on {best['role']} {best['config']})",
-                                 fix=f"raise the TPOT target to at least {float(best['tpot_ms']):.1f} ms, or add devices with more memory bandwidth / larger TP")
+                                 message=f"{where}: {tok} target {tpot_t:g} ms is below the fastest decode step ({float(best['tpot_ms']):.1f} ms on {best['role']} {best['config']})",
+                                 fix=f"raise the {tok} target to at least {float(best['tpot_ms']):.1f} ms, or add devices with more memory bandwidth / larger TP")
     if phase == "prefill" and len(first):
         best = first.iloc[int(np.argmin(first["ttft_ms"].to_numpy(float)))]
         return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_ttft",

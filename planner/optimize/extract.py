@@ -69,6 +69,8 @@ import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
+from planner.schema.capacity import quantile_level as _level
+from planner.schema.capacity import token_metric
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
 
 SHARE_EPS = 1e-7
@@ -296,9 +298,15 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     own = np.where(np.isfinite(lane_own_ms), lane_own_ms, 0.0)
     ttft_pt = pts["ttft_ms"].to_numpy(float) + wait_ms[pp] + np.where(has_lane, lane_ms[pp] - own, 0.0)
     tpot_pt = pts["tpot_ms"].to_numpy(float)
+    itl_pt = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else tpot_pt
     roles = pts["role"].to_numpy(str)
     latency: list[LatencyPrediction] = []
     for svc, dgrp in prep.demand.groupby("service", sort=False):
+        r0 = dgrp.iloc[0]
+        metric = token_metric(r0)  # the per-token metric the service targets: TPOT if set, else ITL
+        tok_pt = itl_pt if metric == "itl" else tpot_pt
+        tok_q = _level(r0[f"{metric}_quantile"])
+        tok_t = float(r0[f"{metric}_target_ms"])
         worst_ttft, worst_tpot = 0.0, 0.0
         for d in dgrp["d"]:
             sel = nz[pts["d"].to_numpy(int)[nz] == d]
@@ -307,13 +315,12 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             t_first = max((ttft_pt[i] for i in first), default=0.0)
             t_dec_wait = max((wait_ms[pp[i]] for i in dec), default=0.0)
             worst_ttft = max(worst_ttft, t_first + t_dec_wait)
-            worst_tpot = max(worst_tpot, max((tpot_pt[i] for i in sel if roles[i] in ("decode", "unified")), default=0.0))
-        r0 = dgrp.iloc[0]
+            worst_tpot = max(worst_tpot, max((tok_pt[i] for i in sel if roles[i] in ("decode", "unified")), default=0.0))
         latency.append(LatencyPrediction(
             service=str(svc), ttft_quantile=float(r0["ttft_quantile"]), ttft_target_ms=float(r0["ttft_target_ms"]),
-            ttft_predicted_ms=float(worst_ttft), tpot_quantile=float(r0["tpot_quantile"]), tpot_target_ms=float(r0["tpot_target_ms"]),
+            ttft_predicted_ms=float(worst_ttft), tpot_quantile=tok_q, tpot_target_ms=tok_t, token_metric=metric,
             tpot_predicted_ms=float(worst_tpot), ttft_met=bool(worst_ttft <= float(r0["ttft_target_ms"]) * (1 + 1e-6)),
-            tpot_met=bool(worst_tpot <= float(r0["tpot_target_ms"]) * (1 + 1e-6)),
+            tpot_met=bool(worst_tpot <= tok_t * (1 + 1e-6)),
             method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost; "
                    "unified pools: + the chunked-prefill lane wait of the bucket mix over the live instances behind a least-loaded router "
                    "(planner.queueing.least_loaded_lane_wait_quantile_s) instead of the bucket's own",

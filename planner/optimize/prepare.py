@@ -18,8 +18,9 @@ Utilisation caps (DESIGN §6). A pool is a G/G/c queue (:mod:`planner.queueing`)
 operating point itself:
 
 - prefill / unified: ``budget_i = ttft_target - ttft_ms_i`` (TTFT without queueing);
-- decode: ``budget_i = tpot_target`` — a new sequence waits at most one token time for a
-  slot (stated assumption: decode admission must not visibly delay the first token).
+- decode: ``budget_i = min(tpot_target, itl_target)`` — a new sequence waits at most one token
+  time for a slot (stated assumption: decode admission must not visibly delay the first token),
+  at that target's quantile level (0.99 for a mean target: conservative).
 
 Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
 with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.schema.capacity import CapacityTables
+from planner.schema.capacity import DEMAND_LATENCY_COLUMNS, CapacityTables
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -95,10 +96,19 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     tau = points["instance_seconds_per_request"].to_numpy(float)
     batch = np.maximum(points["max_batch"].to_numpy(float), 1.0)
     lam = points["rate_peak_per_s"].to_numpy(float)
+    ttft_ms = points["ttft_ms"].to_numpy(float)
+    ttft_t = points["ttft_target_ms"].to_numpy(float)
+    tpot_t = points["tpot_target_ms"].to_numpy(float)
+    ttft_q = points["ttft_quantile"].to_numpy(float)
+    tpot_q = points["tpot_quantile"].to_numpy(float)
+    if "itl_target_ms" in points.columns:  # the tighter per-token target sets the admission budget
+        itl_t = points["itl_target_ms"].to_numpy(float)
+        tpot_q = np.where(itl_t < tpot_t, points["itl_quantile"].to_numpy(float), tpot_q)
+        tpot_t = np.minimum(tpot_t, itl_t)
+    tpot_q = np.where(np.isnan(tpot_q), 0.99, tpot_q)  # a mean target: the p99 admission wait
     decode = role == "decode"
-    budget_s = np.where(decode, points["tpot_target_ms"].to_numpy(float) / 1e3,
-                        (points["ttft_target_ms"].to_numpy(float) - points["ttft_ms"].to_numpy(float)) / 1e3)
-    q = np.where(decode, points["tpot_quantile"].to_numpy(float), points["ttft_quantile"].to_numpy(float))
+    budget_s = np.where(decode, tpot_t / 1e3, (ttft_t - ttft_ms) / 1e3)
+    q = np.where(decode, tpot_q, ttft_q)
     b = np.where(role != "prefill", batch, 1.0)
     n0 = np.maximum(1.0, np.ceil(lam * tau))
     servers = (n0 * b).astype(np.int64)
@@ -197,7 +207,8 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     demand["model"] = _model_column(demand)
     keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
                     "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
-                    "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms"]]
+                    "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
+                    *[c for c in DEMAND_LATENCY_COLUMNS if c in tables.demand.columns]]]
     pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
     infeasible = pts[~feasible_mask].reset_index(drop=True)

@@ -1,34 +1,54 @@
 """Operating points per role — the contract with the optimiser (DESIGN §3,
 :class:`planner.schema.capacity.OperatingPoint`).
 
-For one (model, device, tp, precisions, length bucket, SLO):
+For one (model, device, tp, precisions, length bucket, SLO). Latency metrics as DESIGN §3 (and
+vLLM, SGLang, DistServe) define them: TTFT; TPOT per request, ``(E2E - TTFT)/(OSL - 1)``, its
+quantile over requests; ITL, each token gap, its quantile over all gaps; E2E. Each target is a
+quantile or a mean; any subset may be set (``None``: not set).
 
 **prefill** (disaggregated prompt pool). ``n = ISL (1 - s)`` new tokens after ``h = ISL s``
-cached ones (``s`` = cached prefix share). Prompts are batched up to the engine's token budget
-``Q``: ``m = max(1, floor(Q / n))`` prompts share one iteration (the weights are streamed once for
-all of them); a prompt longer than ``Q`` runs in ``k = ceil(n / Q)`` chunks. ::
+cached ones (``s`` = cached prefix share). ``m`` prompts may share one iteration (the weights are
+streamed once for all of them), ``1 <= m <= min(floor(Q / n), B_mem,`` :data:`MAX_PREFILL_BATCH` ``)`` (the batches of
+:data:`_PREFILL_BATCHES` below that bound, and the bound itself)
+with ``Q`` the engine's token budget; a prompt longer than ``Q`` runs alone in ``k = ceil(n / Q)``
+chunks. For each ``m``::
 
-    instance_seconds_per_request = t_iter(m prompts) / m
-    ttft = t_iter(m prompts) + ISL k_tok / link + t_dec(1, ISL) + ttft_overhead
+    instance_seconds_per_request(m) = t_iter(m prompts) / m
+    ttft(m) = t_iter(m prompts) + ISL k_tok / link + t_dec(1, ISL) + ttft_overhead
     kv_transfer_bytes_per_request = kv(ISL)
 
 (the first decode step is estimated on the same device type and tp; ``link`` is
-``kv_link_gb_per_s`` or the NIC bandwidth of the ``tp`` devices). Feasible iff one prompt's KV
-fits next to the weights and ``ttft <= target``.
+``kv_link_gb_per_s`` or the NIC bandwidth of the ``tp`` devices). The batch is **chosen**: among
+the ``m`` with ``ttft(m) <= min(TTFT, E2E target)``, the one that minimises
+``tau(m) / rho(m)`` — instance-seconds per request over the utilisation cap the TTFT wait budget
+``target - ttft(m)`` allows (:func:`planner.queueing.max_utilization`, the cap
+:func:`planner.optimize.prepare.utilization_caps` applies: ``ceil(lambda tau)`` servers at the
+bucket's peak rate ``lambda``, deterministic service, the arrivals' CV). A bigger batch costs less
+per prompt but spends the TTFT budget the queue needs, so at low rates the choice is one prompt.
+Without a rate (or a TTFT target) the cheapest ``m`` whose unqueued TTFT fits is taken.
+Feasible iff one prompt's KV fits next to the weights and some ``ttft(m)`` fits.
 
 **decode** (disaggregated generation pool). Mean context ``c = ISL + OSL/2``; KV admission at the
-peak ``ISL + OSL``. ``B*`` = the largest batch with ``t_dec(B, c) <= TPOT target`` and ``B <=
-B_mem`` (capped at :data:`MAX_BATCH`). ::
+peak ``ISL + OSL``. Every gap is one step, so TPOT (any statistic) = ITL = ``t_dec(B)``. ``B*`` =
+the largest batch with ``t_dec(B, c) <= min(TPOT, ITL target)``, ``(OSL - 1) t_dec(B) <= E2E
+target`` and ``B <= B_mem`` (capped at :data:`MAX_BATCH`). ::
 
-    instance_seconds_per_request = OSL t_dec(B*) / B*,   tpot = t_dec(B*)
+    instance_seconds_per_request = OSL t_dec(B*) / B*,   tpot = itl = t_dec(B*)
 
 **unified** (shared pool, continuous batching with chunked prefill, Sarathi-Serve). An iteration
 carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of ``q`` tokens.
 
-- *Chunk cap*: the token budget is set by the TPOT target (Sarathi-Serve sizes it from the
-  time-between-tokens SLO): ``q_max(B)`` = the largest chunk with ``t_it(B, q) <= TPOT`` (and
-  ``<= Q - B``). The TPOT target is applied to every iteration: with a p99 target over token
-  intervals, any chunk share above 1% of iterations puts the chunk iteration at the quantile.
+- *Chunk choice*: for every batch ``B`` a grid of chunks ``q <= Q - B`` is costed
+  (:func:`_chunk_grid`: ``(Q - B)`` times :data:`CHUNK_GRID_FRACTIONS`, whole prompts and 1/2, 1/3, 1/4 of one, and with an
+  ITL target the largest ``q`` whose iteration fits it); the feasible ``(B, q)`` with the highest
+  throughput is the point. The per-token targets bind as the metrics are defined
+  (:func:`planner.queueing.itl_quantile_s`, :func:`planner.queueing.tpot_quantile_s`): the ITL
+  ``p`` quantile is the chunk iteration ``t_it(B, q)`` when more than ``1 - p`` of iterations
+  carry a chunk (Sarathi-Serve's time-between-tokens cap), else the decode-only step; a request's
+  TPOT is the mean of its own ``OSL - 1`` gaps, ``K`` of which carry a chunk, ``K = min(c N,
+  OSL - 1)``, ``N ~ Poisson(u (OSL - 1)/c)``, ``c = ceil(n/q)`` — so per-request TPOT allows
+  larger chunks, and its quantile stays honest for short outputs. E2E = TTFT + ``(OSL - 1)`` x
+  TPOT at the E2E level (quantiles added: errs long).
 - *Chunk attention*: chunk ``j`` attends over the ``j q`` tokens of earlier chunks (plus the
   cached prefix): the chunk is costed at its mean position ``h = cached + (n - q)/2``, so the
   ``n/q`` chunks carry exactly the unchunked ``n (n + 2 cached)/2`` pairs, and each chunk rereads
@@ -40,12 +60,13 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   take ``t_dec(B)``::
 
       t_mean = u t_it(B, q_max) + (1 - u) t_dec(B)
-      instance_seconds_per_request = OSL t_mean / B,    tpot = t_it(B, q_max)
+      instance_seconds_per_request = OSL t_mean / B
+      tpot = tpot_quantile_s(...),  itl = itl_quantile_s(...)   (detail: step_ms = t_it, itl_ms, e2e_ms)
 
 - *TTFT waits for the lane*: the lane of one instance is an M/D/1 queue (Poisson arrivals at
   ``B/(OSL t_mean)`` per s, service ``S = n t_it / q_max`` per prompt, utilisation
-  ``rho = u t_it / t_mean``); its :data:`LANE_WAIT_QUANTILE` wait (:func:`lane_wait_quantile_s`,
-  the formula of :func:`planner.queueing.wait_quantile_s`) is part of the point's TTFT::
+  ``rho = u t_it / t_mean``); its wait at the TTFT target's quantile (:data:`LANE_WAIT_QUANTILE`
+  without a TTFT target; :func:`lane_wait_quantile_s`) is part of the point's TTFT::
 
       ttft = W_q(rho, S) + ceil(n / q_max) t_it(B, q_max) + ttft_overhead
 
@@ -60,9 +81,10 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   chunk (:mod:`planner.simulate.adapter`).
 - *Memory*: ``B`` sequences at their peak ``ISL + OSL`` plus the prompt being chunked fit the KV.
 
-``B*`` = the batch with the highest throughput ``B / (OSL t_mean)`` among those meeting TPOT,
-TTFT (target) and memory. Both directions of interference are costed: decode iterations carrying
-a chunk are longer (up to the TPOT cap), and the prefill lane is limited by that cap.
+``(B*, q*)`` = the pair with the highest throughput ``B / (OSL t_mean)`` among those meeting the
+TPOT / ITL / TTFT / E2E targets that are set and memory (TTFT and E2E are evaluated in order of
+falling throughput until a pair meets them). Both directions of interference are costed: decode
+iterations carrying a chunk are longer, and the prefill lane is limited by the per-token targets.
 
 Energy per request = P x tp x instance_seconds_per_request, ``P`` the device power at the
 iteration's roofline shares and rows (:mod:`planner.perf.power`; a unified point uses its
@@ -77,6 +99,7 @@ all-reduces exceed both.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -104,9 +127,18 @@ from planner.schema.llm import LLMProfile
 
 MAX_BATCH = 1024
 """Largest decode batch considered (engines cap ``max_batch_size`` near here)."""
+MAX_PREFILL_BATCH = 256
+"""Most prompts one prefill iteration batches (the token budget binds long before for real prompts)."""
+_PREFILL_BATCHES = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0, 192.0])
+"""Prefill batches tried (steps of at most 1/4 above 4, plus the largest allowed)."""
+CHUNK_GRID_FRACTIONS = np.concatenate([2.0 ** (-np.arange(5) / 2.0), 2.0 ** -np.arange(3.0, 11.0)])
+"""Chunk sizes tried per batch by the unified point, as shares of ``cap = Q - B``: half-octave
+steps down to ``cap/4``, octaves down to ``cap/1024``; plus whole prompts and halves, thirds and
+quarters of one prompt (:func:`_chunk_grid`)."""
+
 LANE_WAIT_QUANTILE = 0.99
-"""Quantile of the prefill-lane wait included in a unified point's TTFT (the example SLOs are
-p99; conservative for a lower TTFT quantile). The point does not see the service's quantile."""
+"""Quantile of the prefill-lane wait included in a unified point's TTFT when the service sets no
+TTFT target (otherwise the TTFT target's quantile)."""
 
 _INST_CACHE: dict[tuple[int, int, int, str, str], tuple[LLMProfile, DeviceProfile, InstanceArrays]] = {}
 _CAL_CACHE: dict[str, Calibration | None] = {}
@@ -139,8 +171,10 @@ def efficiency_of(cal: EngineCalibration) -> Efficiency:
                       cal.seq_overhead_us * 1e-6, cal.allreduce_overhead_us * 1e-6, cal.eta_link)
 
 
-def _bound(step: StepTime, i: int | tuple[()] = ()) -> str:
-    return str(step.bound()[i])
+def _bound(step: StepTime, i: int | tuple[int, ...] = ()) -> str:
+    """The dominant term of element ``i`` (as ``StepTime.bound``, on that element only)."""
+    c, m, x = (float(np.asarray(a)[i]) for a in (step.compute_s, step.memory_s, step.comm_s))
+    return "communication" if x > max(c, m) else ("compute" if c >= m else "memory_bandwidth")
 
 
 def _infeasible(reason: str, bound: str, source: str, **kw: float) -> OperatingPoint:
@@ -148,6 +182,97 @@ def _infeasible(reason: str, bound: str, source: str, **kw: float) -> OperatingP
         feasible=False, reason=reason, bound=bound, instance_seconds_per_request=math.inf, max_batch=0,
         kv_bytes_per_request=kw.get("kv", 0.0), kv_transfer_bytes_per_request=kw.get("kv_transfer", 0.0),
         energy_j_per_request=math.inf, ttft_ms=kw.get("ttft", math.inf), tpot_ms=kw.get("tpot", math.inf), source=source,
+    )
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """The latency targets one point must meet (``inf``: not set; a quantile of ``None``: the mean)."""
+
+    ttft_ms: float
+    ttft_q: float
+    tpot_ms: float
+    tpot_q: float | None
+    itl_ms: float
+    itl_q: float | None
+    e2e_ms: float
+    e2e_q: float | None
+
+    def token_limit_ms(self) -> float:
+        return min(self.tpot_ms, self.itl_ms)
+
+    def token_label(self) -> str:
+        """The binding per-token target's name (the smaller of TPOT and ITL)."""
+        if not math.isfinite(self.token_limit_ms()):
+            return "step"
+        return "TPOT" if self.tpot_ms <= self.itl_ms else "ITL"
+
+
+def _inf(x: float | None) -> float:
+    return math.inf if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def _stat(q: float | None) -> str:
+    return "mean" if q is None else f"p{q * 100:g}"
+
+
+def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int,
+                   weight_precision: str, isl: float, n_new: float, cached: float, budget: float, power_w: InstancePower,
+                   overhead_ms: float, source: str, targets: _Targets, kv_link_gb_per_s: float | None,
+                   rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint:
+    """The prefill point with its batch ``m`` chosen (module docstring, **prefill**)."""
+    from planner.queueing import max_utilization
+
+    fit = int(max_batch(inst, isl))
+    if fit < 1:
+        return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
+    k = math.ceil(n_new / budget)
+    chunk = n_new / k
+    m_max = max(1, min(int(budget // n_new), fit, MAX_PREFILL_BATCH))
+    ms = np.unique(np.concatenate([_PREFILL_BATCHES[m_max > _PREFILL_BATCHES], [float(m_max)]]))
+    # m whole prompts in one iteration (k = 1), or one prompt in k chunks at their mean position
+    h_eff = np.where(ms > 1, cached, cached + (n_new - chunk) / 2.0)
+    step = iteration_time(inst, eff, prefill_tokens=ms * chunk, prefill_cached=h_eff, prefill_prompts=ms)
+    t_batch = k * step.total_s
+    kv_req = float(kv_bytes(inst, isl))
+    link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
+    t_xfer = kv_req / link
+    t_first = float(iteration_time(inst, eff, decode_batch=1.0, decode_context=isl).total_s)
+    ttft = 1e3 * (t_batch + t_xfer + t_first) + overhead_ms
+    seconds = t_batch / ms
+    limit_ms = min(targets.ttft_ms, targets.e2e_ms)
+    ok = ttft <= limit_ms
+    if not ok.any():
+        which = "TTFT" if targets.ttft_ms <= targets.e2e_ms else "E2E (its prefill part)"
+        return _infeasible(f"{which} {ttft[0]:.0f} ms > target {limit_ms:.0f} ms even unqueued at batch 1",
+                           _bound(step, 0), source, kv=kv_req, kv_transfer=kv_req, ttft=float(ttft[0]))
+    # instance-seconds per request over the utilisation the TTFT wait budget allows
+    # (planner.optimize.prepare's cap: servers ceil(lambda tau), service tau, the TTFT quantile)
+    cost = np.where(ok, seconds, np.inf)
+    caps = np.ones_like(seconds)
+    rate = float(rate_per_s) if rate_per_s is not None else 0.0
+    queued = rate > 0 and math.isfinite(targets.ttft_ms)
+    if queued:
+        for j in np.nonzero(ok)[0]:
+            n0 = max(1, math.ceil(rate * float(seconds[j])))
+            caps[j] = max_utilization(n0, float(seconds[j]), targets.ttft_q, (targets.ttft_ms - float(ttft[j])) / 1e3,
+                                      service_cv=0.0, arrival_cv=interarrival_cv)
+        cost = np.where(ok & (caps > 0), seconds / np.maximum(caps, 1e-12), np.inf)
+        if not np.isfinite(cost).any():
+            cost = np.where(ok, seconds, np.inf)
+    i = int(np.argmin(cost))
+    m = float(ms[i])
+    sec = float(seconds[i])
+    return OperatingPoint(
+        feasible=True, reason="", bound=_bound(step, i), instance_seconds_per_request=sec, max_batch=1, kv_bytes_per_request=kv_req,
+        kv_transfer_bytes_per_request=kv_req, ttft_ms=float(ttft[i]), tpot_ms=0.0,
+        energy_j_per_request=power_w(float(step.compute_s[i]), float(step.memory_s[i]), float(step.total_s[i]), m * chunk) * sec,
+        source=source,
+        detail={"prefill_ms": 1e3 * float(t_batch[i]), "prompts_per_batch": m, "prompts_per_batch_max": float(m_max),
+                "utilization_cap_at_batch": float(caps[i]) if queued else math.nan, "chunks": float(k),
+                "transfer_ms": 1e3 * t_xfer, "first_step_ms": 1e3 * t_first, "ttft_overhead_ms": overhead_ms,
+                "compute_ms": 1e3 * float(step.compute_s[i]) * k, "memory_ms": 1e3 * float(step.memory_s[i]) * k,
+                "comm_ms": 1e3 * float(step.comm_s[i]) * k},
     )
 
 
@@ -167,8 +292,24 @@ def operating_point(
     engine: str = "default",
     kv_link_gb_per_s: float | None = None,
     calibration: Calibration | None | Literal["auto"] = "auto",
+    ttft_quantile: float = 0.99,
+    tpot_quantile: float | None = 0.99,
+    itl_target_ms: float | None = None,
+    itl_quantile: float | None = 0.99,
+    e2e_target_ms: float | None = None,
+    e2e_quantile: float | None = 0.99,
+    rate_per_s: float | None = None,
+    interarrival_cv: float = 1.0,
 ) -> OperatingPoint:
-    """The operating point of one role; see the module docstring for the model of each role."""
+    """The operating point of one role; see the module docstring for the model of each role.
+
+    Targets (``None``: not set): ``tpot_target_ms`` bounds the per-request TPOT at
+    ``tpot_quantile``, ``itl_target_ms`` every-gap ITL at ``itl_quantile``, ``e2e_target_ms``
+    E2E at ``e2e_quantile`` (a quantile of ``None`` means the mean). ``rate_per_s`` and
+    ``interarrival_cv`` (the bucket's peak arrivals) let the prefill point choose its batch
+    with the queueing wait it implies; without them the batch is chosen unqueued."""
+    targets = _Targets(ttft_ms=_inf(ttft_target_ms), ttft_q=ttft_quantile, tpot_ms=_inf(tpot_target_ms), tpot_q=tpot_quantile,
+                       itl_ms=_inf(itl_target_ms), itl_q=itl_quantile, e2e_ms=_inf(e2e_target_ms), e2e_q=e2e_quantile)
     cal, source = engine_calibration(engine, calibration)
     try:
         inst = _instance(model, device, tp, weight_precision, kv_precision)
@@ -185,32 +326,10 @@ def operating_point(
     budget = float(cal.prefill_token_budget)
 
     if role == "prefill":
-        if max_batch(inst, isl) < 1:
-            return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
-        m = max(1.0, math.floor(budget / n_new))
-        m = min(m, float(max_batch(inst, isl)))
-        k = math.ceil(n_new / budget)
-        chunk = n_new / k
-        # m whole prompts in one iteration (k = 1), or one prompt in k chunks at their mean position
-        h_eff = cached if m > 1 else cached + (n_new - chunk) / 2.0
-        step = iteration_time(inst, eff, prefill_tokens=m * chunk, prefill_cached=h_eff, prefill_prompts=m)
-        t_batch = k * float(step.total_s)
-        kv_req = float(kv_bytes(inst, isl))
-        link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
-        t_xfer = kv_req / link
-        t_first = float(iteration_time(inst, eff, decode_batch=1.0, decode_context=isl).total_s)
-        ttft = 1e3 * (t_batch + t_xfer + t_first) + overhead_ms
-        seconds = t_batch / m
-        ok = ttft_target_ms is None or ttft <= ttft_target_ms
-        return OperatingPoint(
-            feasible=ok, reason="" if ok else f"TTFT {ttft:.0f} ms > target {ttft_target_ms:.0f} ms even unqueued",
-            bound=_bound(step), instance_seconds_per_request=seconds, max_batch=1, kv_bytes_per_request=kv_req,
-            kv_transfer_bytes_per_request=kv_req, energy_j_per_request=power_w(float(step.compute_s), float(step.memory_s), float(step.total_s), m * chunk) * seconds, ttft_ms=ttft, tpot_ms=0.0,
-            source=source,
-            detail={"prefill_ms": 1e3 * t_batch, "prompts_per_batch": m, "chunks": float(k), "transfer_ms": 1e3 * t_xfer,
-                    "first_step_ms": 1e3 * t_first, "ttft_overhead_ms": overhead_ms, "compute_ms": 1e3 * float(step.compute_s) * k,
-                    "memory_ms": 1e3 * float(step.memory_s) * k, "comm_ms": 1e3 * float(step.comm_s) * k},
-        )
+        return _prefill_point(model, device, inst, eff, tp=tp, weight_precision=weight_precision, isl=isl, n_new=n_new,
+                              cached=cached, budget=budget, power_w=power_w, overhead_ms=overhead_ms, source=source,
+                              targets=targets, kv_link_gb_per_s=kv_link_gb_per_s, rate_per_s=rate_per_s,
+                              interarrival_cv=interarrival_cv)
 
     peak = isl + osl
     ctx = isl + osl / 2.0
@@ -224,13 +343,18 @@ def operating_point(
     if role == "unified":
         return _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
                               budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
-                              ttft_target_ms=ttft_target_ms, tpot_target_ms=tpot_target_ms)
+                              targets=targets)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
-    ok_tpot = t <= (tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf)
+    # every gap of a decode-only instance is one step: TPOT (per request) = ITL (per gap) = t_dec(B),
+    # mean or any quantile alike; E2E's decode part (o - 1) t_dec(B) must fit the E2E target too
+    limit_s = min(targets.tpot_ms, targets.itl_ms) / 1e3
+    ok_tpot = (t <= limit_s) & ((osl - 1.0) * t <= targets.e2e_ms / 1e3)
     if not ok_tpot.any():
-        return _infeasible(f"TPOT {1e3 * float(t[0]):.1f} ms at batch 1 > target {tpot_target_ms} ms", _bound(step, 0), source,
-                           kv=kv_req, tpot=1e3 * float(t[0]))
+        return _infeasible(f"{targets.token_label()} {1e3 * float(t[0]):.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms"
+                           if 1e3 * float(t[0]) > targets.token_limit_ms() else
+                           f"E2E decode part {(osl - 1.0) * float(t[0]):.1f} s at batch 1 > E2E target {targets.e2e_ms / 1e3:g} s",
+                           _bound(step, 0), source, kv=kv_req, tpot=1e3 * float(t[0]))
     i = int(np.nonzero(ok_tpot)[0].max())
     b_star = int(batches[i])
     t_star = float(t[i])
@@ -238,7 +362,8 @@ def operating_point(
     seconds = osl * t_star / b_star
     detail = {"step_ms": 1e3 * t_star, "batch": float(b_star), "batch_memory_limit": float(b_mem),
               "compute_ms": 1e3 * float(step.compute_s[i]), "memory_ms": 1e3 * float(step.memory_s[i]),
-              "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i])}
+              "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i]),
+              "itl_ms": 1e3 * t_star}
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
         kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0,
@@ -293,66 +418,153 @@ def lane_wait_quantile_s(quantile: float, utilization: np.ndarray, service_s: np
     return md1_wait_quantile_s(quantile, utilization, service_s)
 
 
+def _chunk_grid(batches: np.ndarray, budget: float, n_new: float) -> np.ndarray:
+    """Candidate chunk sizes per batch (rows), ``1 <= q <= Q - B`` (:data:`CHUNK_GRID_FRACTIONS`)."""
+    cap = np.maximum(np.floor(budget - batches), 1.0)[:, None]
+    geo = np.floor(cap * CHUNK_GRID_FRACTIONS[None, :])
+    whole = np.minimum(cap, np.ceil(n_new / np.array([1.0, 2.0, 3.0, 4.0]))[None, :])
+    return np.maximum(np.concatenate([geo, whole], axis=1), 1.0)
+
+
+def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, busy: StepTime, targets: _Targets,
+                        source: str, *, kv_req: float, ctx: float, n_new: float, cached: float, osl: float, stable: np.ndarray,
+                        pre: np.ndarray, tpot_q: float | None, u_c: np.ndarray, chunks: np.ndarray, t_busy: np.ndarray,
+                        t_idle: np.ndarray, itl_all: np.ndarray, tpot_lb: np.ndarray, ttft_lb: np.ndarray,
+                        ttft_ms: np.ndarray, e2e_ms: np.ndarray) -> OperatingPoint:
+    """Why no (batch, chunk) pair of a unified point is feasible, in the order: per-token target,
+    memory, TTFT, E2E. TTFT and E2E are exact where :func:`_unified_point` evaluated them (every
+    screened pair: no early stop happened) and their lower bounds elsewhere ("at least")."""
+    from planner.queueing import tpot_quantile_s
+
+    label = targets.token_label()
+    tok = stable & (1e3 * itl_all <= targets.itl_ms) & (1e3 * tpot_lb <= targets.tpot_ms)
+    tp = np.full(tok.shape, np.inf)
+    tp[tok] = tpot_quantile_s(tpot_q, osl, u_c[tok], chunks[tok], t_busy[tok], t_idle[tok])
+    ok_token = tok & (1e3 * tp <= targets.tpot_ms)
+    if not ok_token.any():
+        t1 = float(t_busy[0].min())
+        one = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
+        if 1e3 * one > targets.token_limit_ms():
+            return _infeasible(f"{label} {1e3 * one:.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms (with a 1-token "
+                               "prefill chunk)", _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * one)
+        return _infeasible(f"{label} target {targets.token_limit_ms():g} ms cannot be met with a prefill lane: "
+                           f"the shortest chunk iteration takes {1e3 * t1:.1f} ms at batch 1, and no chunk size "
+                           f"carries {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish within it",
+                           _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * t1)
+    feas = pre & ok_token
+    if not feas.any():
+        return _infeasible(f"no batch fits the KV memory with a stable prefill lane under the {label} target",
+                           "memory_capacity", source, kv=kv_req)
+    done = np.isfinite(ttft_ms)
+    ttft_best = np.where(done, ttft_ms, ttft_lb)
+    ttft_can = feas & (ttft_best <= targets.ttft_ms)
+    if not ttft_can.any():
+        best = float(np.min(np.where(feas, ttft_best, np.inf)))
+        exact = bool((feas & done & (ttft_ms <= best)).any())
+        return _infeasible(f"TTFT {'' if exact else 'at least '}{best:.0f} ms > target {targets.ttft_ms:.0f} ms (prefill lane wait "
+                           f"included) with every chunk the {label} target allows", _bound(busy, (0, 0)), source, kv=kv_req,
+                           ttft=best)
+    e2e_best = np.where(done, e2e_ms, ttft_lb + 1e3 * (osl - 1.0) * tpot_lb)
+    best = float(np.min(np.where(ttft_can, e2e_best, np.inf)))
+    return _infeasible(f"E2E {_stat(targets.e2e_q)} at least {best:.0f} ms > target {targets.e2e_ms:.0f} ms", _bound(busy, (0, 0)),
+                       source, kv=kv_req)
+
+
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
-                   source: str, ttft_target_ms: float | None, tpot_target_ms: float | None) -> OperatingPoint:
-    """The unified (chunked-prefill) operating point; the model is in the module docstring."""
-    limit_s = tpot_target_ms / 1e3 if tpot_target_ms is not None else np.inf
-    cap = np.maximum(budget - batches, 0.0)
-    if np.isfinite(limit_s):
-        q_max = _largest_chunk(inst, eff, batches, ctx, cap, n_new, cached, limit_s)
-    else:
-        q_max = np.floor(cap)
-    safe_q = np.maximum(q_max, 1.0)
-    busy = _chunk_step(inst, eff, batches, ctx, safe_q, n_new, cached)
+                   source: str, targets: _Targets) -> OperatingPoint:
+    """The unified (chunked-prefill) operating point; the model is in the module docstring.
+
+    Every (batch ``B``, chunk ``q``) pair of the grid (:func:`_chunk_grid`, plus the largest chunk
+    whose iteration fits an ITL quantile target) is costed; the feasible pair with the highest
+    throughput is the point."""
+    from planner.queueing import itl_quantile_s, tpot_quantile_s
+
+    grid = _chunk_grid(batches, budget, n_new)
+    if math.isfinite(targets.itl_ms):
+        q_itl = _largest_chunk(inst, eff, batches, ctx, np.maximum(budget - batches, 0.0), n_new, cached, targets.itl_ms / 1e3)
+        grid = np.concatenate([grid, np.maximum(q_itl, 1.0)[:, None]], axis=1)
+    b2 = batches[:, None]
+    busy = _chunk_step(inst, eff, b2, ctx, grid, n_new, cached)
     t_busy = busy.total_s
-    t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s
-    has_lane = q_max >= 1.0
+    t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s[:, None]
+    lane_ok = grid <= np.maximum(budget - b2, 0.0)
     # share of iterations carrying a chunk: prompt tokens needed per iteration / lane capacity
-    u_iter = np.where(has_lane, batches * n_new / osl / safe_q, np.inf)
-    t_mean = np.where(u_iter < 1.0, u_iter * t_busy + (1.0 - np.minimum(u_iter, 1.0)) * t_idle, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = batches / (osl * t_mean)                              # requests/s one instance sustains
-        service = n_new / safe_q * t_busy                             # lane seconds per prompt
-        rho_lane = np.where(u_iter < 1.0, rate * service, np.inf)     # = u_iter t_busy / t_mean
-    wait = lane_wait_quantile_s(LANE_WAIT_QUANTILE, rho_lane, service)
-    ttft_ms = 1e3 * (wait + np.ceil(n_new / safe_q) * t_busy) + overhead_ms
+    u_iter = b2 * n_new / osl / grid
+    stable = lane_ok & (u_iter < 1.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        t_mean = np.where(stable, u_iter * t_busy + (1.0 - np.minimum(u_iter, 1.0)) * t_idle, np.inf)
+        rate = b2 / (osl * t_mean)                                    # requests/s one instance sustains
+        service = n_new / grid * t_busy                               # lane seconds per prompt
+        rho_lane = np.where(stable, rate * service, np.inf)           # = u_iter t_busy / t_mean
+    chunks = np.where(grid >= n_new, 1.0, np.ceil(n_new / grid))
+    u_c = np.minimum(u_iter, 1.0)
+    t_idle_full = np.broadcast_to(t_idle, grid.shape)
     # KV: B sequences at their peak plus the prompt(s) being chunked
-    kv_need = batches * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(safe_q, n_new) + cached))
+    kv_need = b2 * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
     fits = kv_need <= kv_capacity_bytes(inst)
-    ok_ttft = ttft_ms <= (ttft_target_ms if ttft_target_ms is not None else np.inf)
-    ok = has_lane & (rho_lane < 1.0) & fits & ok_ttft
+    pre = stable & (rho_lane < 1.0) & fits
+    # the targets, in order of falling throughput until a pair meets them all (the Poisson quantile
+    # of TPOT and the lane-wait quantile of TTFT are not free): per-token metrics, TTFT with its
+    # lane wait, E2E ~ TTFT + (o - 1) x TPOT at the E2E statistic (quantiles added: errs long)
+    tpot_q = targets.tpot_q if math.isfinite(targets.tpot_ms) else 0.99
+    itl_q = targets.itl_q if math.isfinite(targets.itl_ms) else 0.99
+    wait_q = targets.ttft_q if math.isfinite(targets.ttft_ms) else LANE_WAIT_QUANTILE
+    e2e_q = targets.e2e_q if math.isfinite(targets.e2e_ms) else 0.99
+    out = {k: np.full(grid.shape, np.inf) for k in ("tpot", "itl", "wait", "ttft", "e2e")}
+    flat = {k: v.reshape(-1) for k, v in out.items()}
+    cols = {"u": u_c.ravel(), "c": chunks.ravel(), "tb": t_busy.ravel(), "ti": t_idle_full.ravel(), "rho": rho_lane.ravel(),
+            "svc": service.ravel()}
+    # cheap bounds first: TTFT >= its unqueued part, TPOT quantile >= its mean; ITL is exact and cheap
+    ttft_lb = 1e3 * chunks * t_busy + overhead_ms
+    tpot_lb = t_idle_full + u_c * np.maximum(t_busy - t_idle_full, 0.0)
+    itl_all = itl_quantile_s(itl_q, u_c, t_busy, t_idle_full)
+    screen = (pre & (ttft_lb <= targets.ttft_ms) & (1e3 * tpot_lb <= targets.tpot_ms) & (1e3 * itl_all <= targets.itl_ms)
+              & (ttft_lb + 1e3 * (osl - 1.0) * tpot_lb <= targets.e2e_ms))
+    cand = np.flatnonzero(screen)
+    cand = cand[np.argsort(-rate.ravel()[cand], kind="stable")]
+    for start in range(0, cand.size, 128):
+        idx = cand[start:start + 128]
+        u_i, c_i, tb_i, ti_i = cols["u"][idx], cols["c"][idx], cols["tb"][idx], cols["ti"][idx]
+        tp = tpot_quantile_s(tpot_q, osl, u_i, c_i, tb_i, ti_i)
+        it = itl_quantile_s(itl_q, u_i, tb_i, ti_i)
+        w = lane_wait_quantile_s(wait_q, cols["rho"][idx], cols["svc"][idx])
+        tt = 1e3 * (w + c_i * tb_i) + overhead_ms
+        ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_quantile_s(e2e_q, osl, u_i, c_i, tb_i, ti_i))
+        flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = tp, it, w, tt, ee
+        if ((1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)).any():
+            break
+    tpot_s, itl_s, wait, ttft_ms, e2e_ms = out["tpot"], out["itl"], out["wait"], out["ttft"], out["e2e"]
+    ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
+    ok_ttft = ttft_ms <= targets.ttft_ms
+    ok_e2e = e2e_ms <= targets.e2e_ms
+    ok = pre & ok_token & ok_ttft & ok_e2e
     if not ok.any():
-        if not has_lane.any():
-            t1 = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
-            return _infeasible(f"TPOT {1e3 * t1:.1f} ms at batch 1 > target {tpot_target_ms} ms (with a 1-token prefill chunk)",
-                               _bound(busy, 0), source, kv=kv_req, tpot=1e3 * t1)
-        stable = has_lane & (rho_lane < 1.0) & fits
-        if not stable.any():
-            return _infeasible(f"the {tpot_target_ms} ms TPOT cap leaves chunks of at most {q_max.max():.0f} tokens: too few "
-                               f"to prefill {n_new:.0f}-token prompts as fast as {osl:.0f}-token outputs finish",
-                               _bound(busy, 0), source, kv=kv_req, tpot=1e3 * float(t_busy[0]))
-        best = float(np.min(np.where(stable, ttft_ms, np.inf)))
-        return _infeasible(f"TTFT {best:.0f} ms > target {ttft_target_ms:.0f} ms: chunks of at most {q_max.max():.0f} tokens "
-                           f"under the {tpot_target_ms} ms TPOT cap (prefill lane wait included)", _bound(busy, 0), source,
-                           kv=kv_req, ttft=best, tpot=1e3 * float(t_busy[0]))
-    i = int(np.argmax(np.where(ok, rate, -np.inf)))
+        return _unified_infeasible(inst, eff, batches, busy, targets, source, kv_req=kv_req, ctx=ctx, n_new=n_new, cached=cached,
+                                   osl=osl, stable=stable, pre=pre, tpot_q=tpot_q, u_c=u_c, chunks=chunks, t_busy=t_busy,
+                                   t_idle=t_idle_full, itl_all=itl_all, tpot_lb=tpot_lb, ttft_lb=ttft_lb, ttft_ms=ttft_ms,
+                                   e2e_ms=e2e_ms)
+    score = np.where(ok, rate, -np.inf)
+    ij = np.unravel_index(int(np.argmax(score)), score.shape)
+    i, j = int(ij[0]), int(ij[1])
     b_star = int(batches[i])
-    seconds = float(1.0 / rate[i])
-    bound = "memory_capacity" if i + 1 < len(batches) and not fits[i + 1] and ok_ttft[i + 1] else _bound(busy, i)
-    if i + 1 == len(batches) and b_mem < MAX_BATCH:
-        bound = "memory_capacity"
-    iters = float(np.ceil(n_new / q_max[i]))
-    detail = {"step_ms": 1e3 * float(t_busy[i]), "mean_step_ms": 1e3 * float(t_mean[i]), "decode_only_step_ms": 1e3 * float(t_idle[i]),
-              "batch": float(b_star), "batch_memory_limit": float(b_mem), "prefill_chunk_tokens": float(q_max[i]),
-              "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(service[i]),
-              "chunk_iteration_share": float(u_iter[i]), "lane_utilization": float(rho_lane[i]),
-              "lane_wait_ms": 1e3 * float(wait[i]), "ttft_iterations": iters, "ttft_overhead_ms": overhead_ms,
-              "compute_ms": 1e3 * float(busy.compute_s[i]), "memory_ms": 1e3 * float(busy.memory_s[i]),
-              "comm_ms": 1e3 * float(busy.comm_s[i]), "overhead_ms": 1e3 * float(busy.overhead_s[i])}
+    seconds = float(1.0 / rate[i, j])
+    # memory-bound when the next batch does not fit the KV memory at any chunk
+    nxt = i + 1 < len(batches) and not fits[i + 1].any()
+    bound = "memory_capacity" if nxt or (i + 1 == len(batches) and b_mem < MAX_BATCH) else _bound(busy, (i, j))
+    q_star = float(grid[i, j])
+    detail = {"step_ms": 1e3 * float(t_busy[i, j]), "mean_step_ms": 1e3 * float(t_mean[i, j]),
+              "decode_only_step_ms": 1e3 * float(t_idle[i, 0]), "batch": float(b_star), "batch_memory_limit": float(b_mem),
+              "prefill_chunk_tokens": q_star, "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(service[i, j]),
+              "chunk_iteration_share": float(u_iter[i, j]), "lane_utilization": float(rho_lane[i, j]),
+              "lane_wait_ms": 1e3 * float(wait[i, j]), "ttft_iterations": float(chunks[i, j]), "ttft_overhead_ms": overhead_ms,
+              "itl_ms": 1e3 * float(itl_s[i, j]), "e2e_ms": float(e2e_ms[i, j]),
+              "tpot_mean_ms": 1e3 * float(t_mean[i, j]),
+              "compute_ms": 1e3 * float(busy.compute_s[i, j]), "memory_ms": 1e3 * float(busy.memory_s[i, j]),
+              "comm_ms": 1e3 * float(busy.comm_s[i, j]), "overhead_ms": 1e3 * float(busy.overhead_s[i, j])}
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
-        kv_transfer_bytes_per_request=0.0, ttft_ms=float(ttft_ms[i]),
-        energy_j_per_request=power_w(float(busy.compute_s[i]), float(busy.memory_s[i]), float(t_busy[i]), b_star + float(q_max[i])) * seconds,
-        tpot_ms=1e3 * float(t_busy[i]), source=source, detail=detail,
+        kv_transfer_bytes_per_request=0.0, ttft_ms=float(ttft_ms[i, j]),
+        energy_j_per_request=power_w(float(busy.compute_s[i, j]), float(busy.memory_s[i, j]), float(t_busy[i, j]), b_star + q_star) * seconds,
+        tpot_ms=1e3 * float(tpot_s[i, j]), source=source, detail=detail,
     )

@@ -350,7 +350,8 @@ def latency_chart(simulation: Any, plan: PlanResult | None = None) -> Chart | No
     if plan is not None and plan.verdict.winner and plan.verdict.winner in plan.architectures:
         for lp in plan.architectures[plan.verdict.winner].latency:
             targets[(lp.service, "ttft")] = (lp.ttft_target_ms, lp.ttft_quantile)
-            targets[(lp.service, "tpot")] = (lp.tpot_target_ms, lp.tpot_quantile)
+            if lp.token_metric == "tpot" and lp.tpot_quantile is not None:  # the chart plots per-request TPOT quantiles
+                targets[(lp.service, "tpot")] = (lp.tpot_target_ms, lp.tpot_quantile)
     runs = sim_runs(simulation)
     metrics = (("ttft", "Time to first token (ms)"), ("tpot", "Time per output token (ms)"))
     if runs is not None:

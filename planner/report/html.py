@@ -50,6 +50,7 @@ from planner.report.charts import Chart, pct, sig, usd
 
 # re-exported: `from planner.report.html import load_plan`
 from planner.report.plan_io import load_plan as load_plan
+from planner.schema.plan import stat_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -274,9 +275,9 @@ def plan_section(plan: PlanResult) -> list[Block]:
         out += [_p(f"Why: {e}", "why-pool") for e in pool_explanations(a)]
         if a.latency:
             out.append(_table(
-                ["service", "TTFT target", "TTFT predicted", "", "TPOT target", "TPOT predicted", ""],
+                ["service", "TTFT target", "TTFT predicted", "", "TPOT/ITL target", "predicted", ""],
                 [(lp.service, f"p{lp.ttft_quantile * 100:g} ≤ {ms(lp.ttft_target_ms)}", ms(lp.ttft_predicted_ms), _met(lp.ttft_met),
-                  f"p{lp.tpot_quantile * 100:g} ≤ {ms(lp.tpot_target_ms)}", ms(lp.tpot_predicted_ms), _met(lp.tpot_met))
+                  f"{lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} ≤ {ms(lp.tpot_target_ms)}", ms(lp.tpot_predicted_ms), _met(lp.tpot_met))
                  for lp in a.latency],
                 numeric=[False, True, True, False, True, True, False], table_id=f"table-latency-{a.architecture}"))
             methods = sorted({plain_method(lp.method) for lp in a.latency if lp.method})
@@ -303,7 +304,7 @@ def peak_simulation_blocks(a: ArchitecturePlan) -> list[Block]:
         ["service", "TTFT analytic", "TTFT simulated", "interval", "target", "TPOT analytic", "TPOT simulated", "target", ""],
         [(s.service, f"p{s.ttft_quantile * 100:g} {_sim_ms(s.ttft_analytic_ms)}", _sim_ms(s.ttft_sim_ms),
           f"{_sim_ms(s.ttft_ci_low_ms)} – {_sim_ms(s.ttft_ci_high_ms)}", ms(s.ttft_target_ms),
-          f"p{s.tpot_quantile * 100:g} {_sim_ms(s.tpot_analytic_ms)}", _sim_ms(s.tpot_sim_ms), ms(s.tpot_target_ms),
+          f"{stat_label(s.tpot_quantile)} {_sim_ms(s.tpot_analytic_ms)}", _sim_ms(s.tpot_sim_ms), ms(s.tpot_target_ms),
           _met(s.ttft_met and s.tpot_met)) for s in c.services],
         numeric=[False, True, True, True, True, True, True, True, False], table_id=f"table-peak-sim-{a.architecture}"))
     if c.pools:

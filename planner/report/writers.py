@@ -15,7 +15,7 @@ from planner.agents.report import tool_phase_lines, tool_phase_markdown
 from planner.cli.output import fmt, table, to_json
 from planner.optimize.verdict import plain_limit
 from planner.report.explain import pool_explanations
-from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult
+from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult, stat_label
 
 
 def cost_table(result: PlanResult) -> pd.DataFrame:
@@ -49,8 +49,8 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     out.append(table(["pool", "instances", "devices", "util_mean", "util_peak", "cap", "USD/month"],
                      [[p.name, p.instances, p.devices, round(p.utilization_mean, 3), round(p.utilization_peak, 3), round(p.utilization_cap, 3), round(p.cost_usd_per_month)] for p in plan.pools]))
     out.append("")
-    out.append(table(["service", "TTFT pred ms", "target", "TPOT pred ms", "target", "met"],
-                     [[lp.service, f"p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f}", lp.ttft_target_ms, f"p{lp.tpot_quantile * 100:g} {lp.tpot_predicted_ms:.1f}", lp.tpot_target_ms,
+    out.append(table(["service", "TTFT pred ms", "target", "TPOT/ITL pred ms", "target", "met"],
+                     [[lp.service, f"p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f}", lp.ttft_target_ms, f"{lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f}", lp.tpot_target_ms,
                        "yes" if lp.ttft_met and lp.tpot_met else "NO"] for lp in plan.latency]))
     assert plan.costs is not None
     out.append("")
@@ -96,9 +96,9 @@ def simulation_lines(plan: ArchitecturePlan) -> list[str]:
         return []
     out = ["", f"  simulated at peak ({plan.solver.rounds} solve round(s)): {c.requests:,} requests over {c.duration_s:,.0f} s "
            f"(warm-up {c.warmup_s:,.0f} s), seed {c.seed}, {c.wall_s:.2f} s wall; {c.ci_level:.0%} CI from order statistics"]
-    out.append(table(["service", "TTFT analytic ms", "TTFT sim ms", "CI", "target", "TPOT analytic", "TPOT sim", "target", "met"],
+    out.append(table(["service", "TTFT analytic ms", "TTFT sim ms", "CI", "target", "TPOT/ITL analytic", "TPOT/ITL sim", "target", "met"],
                      [[s.service, f"p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)}", _n(s.ttft_sim_ms), _ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms),
-                       s.ttft_target_ms, f"p{s.tpot_quantile * 100:g} {_n(s.tpot_analytic_ms, '.1f')}", _n(s.tpot_sim_ms, '.1f'), s.tpot_target_ms,
+                       s.ttft_target_ms, f"{s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_n(s.tpot_analytic_ms, '.1f')}", _n(s.tpot_sim_ms, '.1f'), s.tpot_target_ms,
                        "yes" if s.ttft_met and s.tpot_met else f"NO ({s.miss_pool}: +{_n(s.miss_ms)} ms)"] for s in c.services]))
     out += [f"  ! {f}" for f in c.findings]
     return out
@@ -111,10 +111,10 @@ def simulation_markdown(plan: ArchitecturePlan) -> list[str]:
         return []
     lines = [f"Simulated at peak after {plan.solver.rounds} solve round(s): {c.requests:,} requests over {c.duration_s:,.0f} s "
              f"(warm-up {c.warmup_s:,.0f} s not measured), seed {c.seed}; {c.ci_level:.0%} confidence intervals from order statistics.", "",
-             "| service | TTFT analytic (ms) | TTFT simulated (ms) | CI | target | TPOT analytic | TPOT simulated | target | met |",
+             "| service | TTFT analytic (ms) | TTFT simulated (ms) | CI | target | TPOT/ITL analytic | TPOT/ITL simulated | target | met |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {s.service} | p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)} | {_n(s.ttft_sim_ms)} | {_ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms)} | "
-              f"{s.ttft_target_ms:g} | p{s.tpot_quantile * 100:g} {_n(s.tpot_analytic_ms, '.1f')} | {_n(s.tpot_sim_ms, '.1f')} | {s.tpot_target_ms:g} | "
+              f"{s.ttft_target_ms:g} | {s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_n(s.tpot_analytic_ms, '.1f')} | {_n(s.tpot_sim_ms, '.1f')} | {s.tpot_target_ms:g} | "
               + ("yes" if s.ttft_met and s.tpot_met else f"**no** — {s.miss_pool} +{_n(s.miss_ms)} ms ({_n(s.miss_share, '+.0%')})") + " |" for s in c.services]
     lines += [""] + [f"- {f}" for f in c.findings] + ([""] if c.findings else [])
     return lines
@@ -153,8 +153,8 @@ def markdown(result: PlanResult) -> str:
             continue
         lines += ["| pool | instances | devices | util mean | util peak | cap | USD/month |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {p.name} | {p.instances} | {p.devices} | {p.utilization_mean:.3f} | {p.utilization_peak:.3f} | {p.utilization_cap:.3f} | {p.cost_usd_per_month:,.0f} |" for p in plan.pools]
-        lines += ["", "| service | TTFT predicted (ms) | target | TPOT predicted (ms) | target |", "|---|---|---|---|---|"]
-        lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | p{lp.tpot_quantile * 100:g} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
+        lines += ["", "| service | TTFT predicted (ms) | target | TPOT/ITL predicted (ms) | target |", "|---|---|---|---|---|"]
+        lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | {lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
         lines += [f"- Why: {e}" for e in pool_explanations(plan)] + ([""] if pool_explanations(plan) else [])
         lines += tool_phase_markdown(plan)  # tool execution phase (planner.agents)

@@ -16,8 +16,17 @@ performance model, or supplied by a user from measurements:
     interarrival_cv                 float burstiness of the service's arrivals at its peak: the inter-arrival
                                           CV inside windows of ``traffic.peak_window`` (the plan already sizes for
                                           the peak rate over that window), or ``traffic.interarrival_cv`` if set
-    ttft_quantile, ttft_target_ms   float the service's TTFT SLO
-    tpot_quantile, tpot_target_ms   float the service's TPOT SLO
+    ttft_quantile, ttft_target_ms   float the service's TTFT target (arrival to first token)
+    tpot_quantile, tpot_target_ms   float the service's per-request TPOT target, (E2E - TTFT)/(output - 1)
+
+Latency columns (DESIGN §3 definitions; ``*_target_ms`` is ``inf`` when the service sets no
+such target, ``*_quantile`` is ``nan`` for a mean target). Required: the four above. Optional
+(:data:`DEMAND_LATENCY_COLUMNS`; a table without them sets no ITL / E2E target)::
+
+    itl_quantile, itl_target_ms     float inter-token latency target: each gap between consecutive tokens
+    e2e_quantile, e2e_target_ms     float end-to-end latency target: arrival to last token
+    token_metric                    str   'tpot' or 'itl': the per-token metric reported and simulated
+                                          (TPOT when the service sets it, else ITL)
 
 ``points`` — one row per (service, bucket, role, config) operating point::
 
@@ -32,7 +41,8 @@ performance model, or supplied by a user from measurements:
     kv_transfer_bytes_per_request   float KV bytes sent prefill -> decode (prefill role; 0 otherwise)
     energy_j_per_request            float busy energy of all tp devices for one request, J
     ttft_ms                         float predicted TTFT without queueing (prefill/unified)
-    tpot_ms                         float predicted TPOT at the operating point (decode/unified)
+    tpot_ms                         float predicted per-request TPOT at the operating point (decode/unified), at
+                                          the TPOT target's statistic (p99 when no TPOT target is set)
     service_time_cv                 float variability of per-request service time (queueing)
     source                          str   'roofline', 'calibrated:<engine>' or 'measured:<file>'
 
@@ -48,6 +58,10 @@ pools (:func:`planner.optimize.extract.lane_wait_quantile_ms`) and the simulator
     step_ms                         float iteration time with a chunk (= tpot_ms)
     decode_only_step_ms             float iteration time without a chunk
     mean_step_ms                    float mean iteration time at the point (chunk share x step + rest x decode-only)
+    itl_ms                          float predicted ITL at the ITL target's statistic (decode: the step; unified:
+                                          the chunk iteration when more than 1 - q of gaps carry a chunk)
+    e2e_ms                          float predicted E2E (unified: TTFT + (output - 1) x TPOT at the E2E statistic)
+    tpot_mean_ms                    float mean per-request TPOT (unified: = mean_step_ms)
 
 Optional ``kv_capacity_bytes`` (:data:`POINT_KV_CAPACITY_COLUMN`): KV bytes one instance holds
 (decode/unified; 0 for prefill) from the perf model's memory fit — the figure ``max_batch`` is
@@ -73,8 +87,10 @@ Scalars (``CostParams``) carry the instance-wide prices the objective needs.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -92,13 +108,41 @@ POINT_COLUMNS: tuple[str, ...] = (
     "kv_transfer_bytes_per_request", "energy_j_per_request", "ttft_ms", "tpot_ms",
     "service_time_cv", "source",
 )
+DEMAND_LATENCY_COLUMNS: tuple[str, ...] = ("itl_quantile", "itl_target_ms", "e2e_quantile", "e2e_target_ms", "token_metric")
+"""Optional latency columns of ``demand`` (module docstring)."""
 POINT_OPTIONAL_COLUMNS: tuple[str, ...] = (
     "prefill_tokens", "prefill_chunk_tokens", "lane_service_ms", "lane_wait_ms", "step_ms",
-    "decode_only_step_ms", "mean_step_ms",
+    "decode_only_step_ms", "mean_step_ms", "itl_ms", "e2e_ms", "tpot_mean_ms",
 )
 """Optional unified-lane columns of ``points`` (module docstring); taken from ``OperatingPoint.detail``."""
 POINT_KV_CAPACITY_COLUMN = "kv_capacity_bytes"
 """Optional column of ``points``: KV bytes one instance holds (module docstring)."""
+
+
+def quantile_level(x: object) -> float | None:
+    """A ``*_quantile`` column value as a level, ``None`` for ``nan`` (a mean target)."""
+    v = float(x)  # type: ignore[arg-type]
+    return None if math.isnan(v) else v
+
+
+def latency_targets(row: Mapping[Any, Any]) -> dict[str, Any]:
+    """A demand row's latency targets as keyword arguments of
+    :func:`planner.perf.operating_point` (``None``: not set; a level of ``None``: the mean)."""
+    out: dict[str, Any] = {}
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        target = float(row.get(f"{name}_target_ms", math.inf))
+        out[f"{name}_target_ms"] = target if math.isfinite(target) else None
+        level = quantile_level(row.get(f"{name}_quantile", 0.99))
+        out[f"{name}_quantile"] = 0.99 if name == "ttft" and level is None else level
+    return out
+
+
+def token_metric(row: Any) -> str:
+    """``tpot`` or ``itl``: the per-token metric a demand row reports (``tpot`` if the column is absent)."""
+    m = str(row.get("token_metric", "tpot"))
+    return m if m in ("tpot", "itl") else "tpot"
+
+
 CONFIG_COLUMNS: tuple[str, ...] = (
     "config", "device", "tp", "kind", "equipment_usd_per_device_hour", "busy_power_w",
     "idle_power_w", "host_power_w", "ops_usd_per_device_month", "license_usd_per_device_month",

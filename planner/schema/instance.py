@@ -6,6 +6,7 @@ Paths inside it (traces, profiles, measurement files) are relative to the instan
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -30,22 +31,77 @@ ToolStatePolicy = Literal["hold", "offload", "recompute"]
 """What happens to a session's KV cache while it waits on a tool (DESIGN §5)."""
 
 
-class LatencyTarget(StrictModel):
-    """A latency SLO: the ``quantile`` of the latency must not exceed ``target_ms``."""
+LatencyStatistic = Literal["quantile", "mean"]
 
-    quantile: Quantile = 0.99
-    """Quantile level in (0, 1), e.g. 0.99 for p99."""
+
+class LatencyTarget(StrictModel):
+    """A latency SLO: the ``quantile`` (or, with ``statistic: mean``, the mean) of the metric
+    must not exceed ``target_ms``."""
+
     target_ms: PosFloat
     """Target, milliseconds."""
+    quantile: Quantile = 0.99
+    """Quantile level in (0, 1), e.g. 0.9 for p90 (not with ``statistic: mean``)."""
+    statistic: LatencyStatistic = "quantile"
+    """``quantile`` (the ``quantile`` level of the metric's distribution) or ``mean``."""
+
+    @model_validator(mode="after")
+    def _one_statistic(self) -> LatencyTarget:
+        if self.statistic == "mean" and "quantile" in self.model_fields_set:
+            raise ValueError("a mean target has no quantile: drop 'quantile', or drop 'statistic: mean' for a quantile target")
+        return self
+
+    @property
+    def level(self) -> float | None:
+        """The quantile level, or ``None`` for a mean target."""
+        return None if self.statistic == "mean" else float(self.quantile)
 
 
 class SLO(StrictModel):
-    """Latency targets of a service."""
+    """Latency targets of a service: any subset of TTFT, TPOT, ITL and E2E (at least one).
 
-    ttft: LatencyTarget
-    """Time to first token (queueing + prefill + KV transfer + first decode step)."""
-    tpot: LatencyTarget
-    """Time per output token after the first."""
+    The metrics are defined as vLLM ``bench serve``, SGLang ``bench_serving`` and DistServe
+    define them (DESIGN §3); NVIDIA AIPerf / GenAI-Perf call the per-request TPOT
+    ``inter_token_latency``. Before the ITL metric existed, ``tpot`` bounded every token
+    interval: that reading is now ``itl``."""
+
+    ttft: LatencyTarget | None = None
+    """Time to first token: request arrival to first output token (queueing + prefill + KV
+    transfer + first decode step); its quantile is taken over requests."""
+    tpot: LatencyTarget | None = None
+    """Time per output token, per request: (E2E - TTFT) / (output tokens - 1), the mean of the
+    request's own token gaps; its quantile is taken over requests (one-token outputs have none)."""
+    itl: LatencyTarget | None = None
+    """Inter-token latency: each gap between consecutive output tokens; its quantile is taken
+    over all gaps of all requests (a chunked-prefill step that lengthens a gap shows here)."""
+    e2e: LatencyTarget | None = None
+    """End-to-end latency: request arrival to last output token; quantile over requests."""
+
+    @model_validator(mode="after")
+    def _some_target(self) -> SLO:
+        if self.ttft is None and self.tpot is None and self.itl is None and self.e2e is None:
+            raise ValueError("give at least one latency target: ttft, tpot (per request), itl (per token gap) or e2e")
+        if self.ttft is not None and self.ttft.statistic == "mean":
+            raise ValueError("ttft: a mean TTFT target is not supported (the queueing check sizes pools for a wait "
+                             "quantile); give a quantile, e.g. {quantile: 0.5, target_ms: ...} for the median")
+        return self
+
+    @property
+    def token_metric(self) -> Literal["tpot", "itl"]:
+        """The per-token metric reported and simulated for the service: ``tpot`` when set, else ``itl``."""
+        return "itl" if self.tpot is None and self.itl is not None else "tpot"
+
+    def table_columns(self) -> dict[str, Any]:
+        """The demand-table columns of these targets (:mod:`planner.schema.capacity`):
+        ``<metric>_quantile`` (``nan`` for a mean target) and ``<metric>_target_ms`` (``inf``
+        when not set) for ttft, tpot, itl, e2e, and ``token_metric``."""
+        out: dict[str, Any] = {}
+        for name in ("ttft", "tpot", "itl", "e2e"):
+            t: LatencyTarget | None = getattr(self, name)
+            out[f"{name}_quantile"] = 0.99 if t is None else (math.nan if t.statistic == "mean" else float(t.quantile))
+            out[f"{name}_target_ms"] = math.inf if t is None else float(t.target_ms)
+        out["token_metric"] = self.token_metric
+        return out
 
 
 class ManualBucket(StrictModel):

@@ -9,7 +9,8 @@ Symbols (DESIGN §3): layers ``L``, query heads ``H_q``, KV heads ``H_kv``, head
 hidden size ``d``, FFN size ``f``, vocabulary ``V``; experts ``E`` of which ``a`` are active,
 expert FFN size ``f_e``; sliding window ``w``.
 
-Parameter count of one decoder layer (gated SwiGLU FFN, RMSNorm, no biases unless stated):
+Parameter count of one decoder layer (gated SwiGLU FFN unless ``ffn_gated: false``, RMSNorm, no
+biases unless stated):
 
 ==========================  ===================================================================
 attention (GQA)             ``d·H_q·d_h + 2·d·H_kv·d_h + H_q·d_h·d``
@@ -18,7 +19,8 @@ attention (GQA)             ``d·H_q·d_h + 2·d·H_kv·d_h + H_q·d_h·d``
   + ``attention_sinks``     ``H_q`` (one learned sink logit per head; gpt-oss)
 attention (MLA)             ``d·r_q + r_q + r_q·H_q·(d_nope+d_rope)``  (q down, norm, up)
                             ``+ d·(r_kv+d_rope) + r_kv + r_kv·H_q·(d_nope+d_v) + H_q·d_v·d``
-dense FFN                   ``3·d·f``
+dense FFN                   ``3·d·f`` (gated: gate, up, down); ``2·d·f`` with ``ffn_gated: false``
+                            (up, activation, down: OPT's ReLU MLP, GPT-2's GELU MLP)
 routed expert               ``3·d·f_e`` (+ ``2·f_e + d`` with ``moe.expert_bias``)
 router                      ``d·E`` (+ ``E`` with ``moe.router_bias``: gpt-oss bias,
                             DeepSeek-V3 ``e_score_correction_bias``)
@@ -91,7 +93,10 @@ class LLMProfile(StrictModel):
     num_kv_heads: PosInt
     head_dim: PosInt
     ffn_size: PosInt
-    """Dense FFN intermediate size (gated: three matrices of ``d x f``)."""
+    """Dense FFN intermediate size (gated: three matrices of ``d x f``; non-gated: two)."""
+    ffn_gated: bool = True
+    """The dense FFN is gated (SwiGLU/GeGLU: gate, up and down matrices, ``3·d·f``); ``false``
+    for a two-matrix MLP with an activation between (OPT, GPT-2, BLOOM: ``2·d·f``)."""
     vocab_size: PosInt
     tie_word_embeddings: bool = False
     attention_bias: bool = False
@@ -196,7 +201,7 @@ class LLMProfile(StrictModel):
         d = self.hidden_size
         per_layer = self.attention_params_per_layer() + 2 * d  # two RMSNorms
         total = self._embedding_params() + d + self.num_layers * per_layer
-        dense_ffn = 3 * d * self.ffn_size
+        dense_ffn = (3 if self.ffn_gated else 2) * d * self.ffn_size
         if self.moe:
             total += self.moe.first_dense_layers * dense_ffn
             shared = self.moe.num_shared_experts * self.expert_params_per_layer()

@@ -21,9 +21,10 @@ Consumers (simulator, studies, reports) should use:
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from planner.schema.common import Architecture, Role, StrictModel
 
@@ -145,6 +146,11 @@ class RoutingShare(StrictModel):
     rate_mean_per_s: float
 
 
+def stat_label(quantile: float | None) -> str:
+    """``p99`` for a quantile level of 0.99, ``mean`` for ``None`` (a mean target)."""
+    return "mean" if quantile is None else f"p{quantile * 100:g}"
+
+
 class LatencyPrediction(StrictModel):
     """Predicted latency quantiles of one service at peak against its targets."""
 
@@ -153,14 +159,24 @@ class LatencyPrediction(StrictModel):
     ttft_target_ms: float
     ttft_predicted_ms: float
     """Worst bucket: service time of the operating point + queueing wait quantile at peak."""
-    tpot_quantile: float
+    tpot_quantile: float | None
+    """Quantile level of the per-token target (``None``: a mean target)."""
     tpot_target_ms: float
     tpot_predicted_ms: float
-    """Worst bucket: TPOT of the decode / unified operating point."""
+    """Worst bucket: the per-token metric (``token_metric``) of the decode / unified operating point."""
     ttft_met: bool
     tpot_met: bool
     method: str = ""
     """How the queueing wait was estimated (e.g. ``erlang-c (M/M/c), Allen-Cunneen CV correction``)."""
+    token_metric: Literal["tpot", "itl"] = "tpot"
+    """Which per-token metric the ``tpot_*`` fields hold: ``tpot`` (per request, (E2E − TTFT)/(output − 1))
+    or ``itl`` (each token gap); the service's TPOT target when it sets one, else its ITL target."""
+
+    @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
+    @classmethod
+    def _unset_target_is_inf(cls, v: Any) -> Any:
+        """JSON writes an unset target (``inf``) as ``null``: read it back as ``inf``."""
+        return math.inf if v is None else v
 
 
 class SolverInfo(StrictModel):
@@ -318,7 +334,8 @@ class SimulatedService(StrictModel):
     ttft_sim_worst_bucket_ms: SimMs
     ttft_worst_bucket: str = ""
     ttft_disagreement: float | None = None
-    tpot_quantile: float
+    tpot_quantile: float | None
+    """Quantile level of the per-token target (``None``: a mean target, compared with the simulated mean)."""
     tpot_target_ms: float
     tpot_p50_ms: SimMs
     tpot_p90_ms: SimMs
@@ -338,6 +355,14 @@ class SimulatedService(StrictModel):
     """Simulated quantile minus target, ms (worst of TTFT and TPOT relative to the target; 0 when met)."""
     miss_share: SimMs = 0.0
     """``miss_ms / target``."""
+    token_metric: Literal["tpot", "itl"] = "tpot"
+    """Which per-token metric the ``tpot_*`` fields hold (as :attr:`LatencyPrediction.token_metric`)."""
+
+    @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
+    @classmethod
+    def _unset_target_is_inf(cls, v: Any) -> Any:
+        """JSON writes an unset target (``inf``) as ``null``: read it back as ``inf``."""
+        return math.inf if v is None else v
 
 
 class SimulatedPool(StrictModel):
@@ -479,6 +504,19 @@ class CapacitySnapshot(StrictModel):
     budget_usd_per_month: float | None = None
     utilization_caps: list[dict[str, Any]] = []
     """Per (service, bucket, role, config): the utilisation cap rho applied."""
+
+    @field_validator("demand", "points")
+    @classmethod
+    def _unset_targets(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """JSON writes an unset target (``inf``) and a mean target's level (``nan``) as ``null``:
+        read them back as such (``*_target_ms`` -> ``inf``, ``*_quantile`` -> ``nan``)."""
+        out = []
+        for row in rows:
+            if any(v is None and (k.endswith("_target_ms") or k.endswith("_quantile")) for k, v in row.items()):
+                row = {k: (math.inf if k.endswith("_target_ms") else math.nan) if v is None and
+                       (k.endswith("_target_ms") or k.endswith("_quantile")) else v for k, v in row.items()}
+            out.append(row)
+        return out
 
 
 class PlanResult(StrictModel):

@@ -32,7 +32,7 @@ approximated, and each approximation is stated here:
   the simulated lane does the lane work the points priced, ``n_b/q_b`` chunk iterations per
   prompt, and the request keeps its whole context in KV); an
   iteration with ``c`` prompt tokens takes ``t_dec + (t − t_dec) · c/q`` (``t`` the planned
-  ``tpot_ms``, the full-chunk iteration; ``t_dec`` the decode-only step; linear in between — a
+  ``step_ms``, the full-chunk iteration — ``tpot_ms`` where a row has no ``step_ms``; ``t_dec`` the decode-only step; linear in between — a
   roofline iteration's time grows about linearly with its tokens); the batch limit ``B`` is
   the capacity-preserving batch as for decode, with the mean iteration time ``mean_step_ms``
   in place of ``t`` (the unified ``τ_b = o_b · mean_step_b / B*_b``). The step time does not
@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -124,6 +125,24 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float:
     return float((v * w).sum() / w.sum()) if w.sum() > 0 else float(v.mean())
 
 
+def _step_ms(g: pd.DataFrame) -> pd.Series:
+    """The planned iteration time of each row: a unified point's chunk-carrying iteration
+    (``step_ms``; its ``tpot_ms`` is the per-request TPOT, a mean over chunk and decode-only
+    steps), else ``tpot_ms`` (a decode step; measured rows)."""
+    if "step_ms" not in g.columns:
+        return g["tpot_ms"].astype(float)
+    chunk = g["step_ms"].astype(float)
+    return chunk.where((g["role"] == "unified") & chunk.notna(), g["tpot_ms"].astype(float))
+
+
+def _itl_fields(d: Any) -> dict[str, Any]:
+    """The route's ITL and E2E targets and per-token metric from a demand row (absent columns: none)."""
+    get = d.get if hasattr(d, "get") else (lambda k, default=None: default)
+    return {"itl_target_s": float(get("itl_target_ms", math.inf)) / 1e3, "itl_quantile": float(get("itl_quantile", 0.99)),
+            "token_metric": str(get("token_metric", "tpot")), "e2e_target_s": float(get("e2e_target_ms", math.inf)) / 1e3,
+            "e2e_quantile": float(get("e2e_quantile", 0.99))}
+
+
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
     """Build :class:`PoolSpec` / :class:`ServiceRoute` values from a plan (module docstring)."""
     arch = choose_architecture(plan, architecture)
@@ -149,7 +168,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                               / (g["lam"] * g["input_tokens_rep"]).sum())
         else:
             q = g["max_batch"] * g["input_tokens_rep"] / g["output_tokens_rep"]
-            svc_s_per_token[str(svc)] = _weighted(g["tpot_ms"] / 1e3 / q.clip(lower=1.0), g["lam"])
+            svc_s_per_token[str(svc)] = _weighted(_step_ms(g) / 1e3 / q.clip(lower=1.0), g["lam"])
 
     measured_row = (rows["bound"].astype(str) == "measured").to_numpy(bool) if "bound" in rows.columns else np.zeros(len(rows), dtype=bool)
     if measured_row.any():
@@ -175,7 +194,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                                 / (g["lam"] * g["input_tokens_rep"]).sum())
             pools.append(PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_per_token(s_per_token)))
             continue
-        step_s = _weighted(g["tpot_ms"], g["lam"]) / 1e3
+        step_s = _weighted(_step_ms(g), g["lam"]) / 1e3
         lane = unified_lane(g) if p.role == "unified" else None
         batch = effective_batch(g, lane.mean_step_s if lane is not None else step_s)
         kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_rep"] + g["output_tokens_rep"]), g["lam"])
@@ -234,6 +253,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             transfer_s_per_token=transfer,
             ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
             tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
+            **_itl_fields(d),
         ))
     return SimInputs(architecture=arch.architecture, pools=pools, routes=routes, demand=demand,
                      pool_plans=pool_plans, notes=notes)
@@ -430,6 +450,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                     transfer_s_per_token=delay / n_rep,
                     ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
                     tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
+                    **_itl_fields(d),
                 ))
                 table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
                               "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,

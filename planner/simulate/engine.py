@@ -12,9 +12,14 @@ sequence adds one token per step; the overflow step is ``⌊(cap − S)/n⌋``. 
 the first step boundary at or after their admission (continuous batching). A unified
 instance with prompt work runs one iteration per event (decode batch + a prefill chunk).
 
-Measured quantities (requests whose turn starts at or after ``warmup_s``):
-TTFT = first token − turn start; TPOT = (last token − first token)/(output − 1);
-per-pool wait = admission (start of service or join) − entry into the pool's queue.
+Measured quantities, as vLLM ``bench serve`` / SGLang ``bench_serving`` / DistServe define them
+(requests whose turn starts at or after ``warmup_s``): TTFT = first token − turn start;
+TPOT = (last token − first token)/(output − 1), one sample per request; E2E = last token − turn
+start; ITL = each gap between consecutive tokens of any sequence, one sample per gap (gaps that
+end at or after ``warmup_s``: a fast-forwarded stretch of ``k`` steps of ``t(b)`` adds ``b·k``
+gaps of ``t(b)`` less the first tokens it produces; a unified iteration adds one gap per
+sequence already decoding); per-pool wait = admission (start of service or join) − entry into
+the pool's queue.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ from planner.simulate.stats import LogHistogram, Summary
 
 EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END = range(6)
 _EPS = 1e-9
+
+
+def _stat(h: LogHistogram, quantile: float) -> float:
+    """The ``quantile`` of ``h``, or its mean for a mean target (``quantile`` is ``nan``)."""
+    return h.mean if quantile != quantile else h.quantile(quantile)
 
 
 class _Req:
@@ -151,6 +161,7 @@ class _Sim:
         self.ttft = [LogHistogram() for _ in range(nsvc)]
         self.tpot = [LogHistogram() for _ in range(nsvc)]
         self.e2e = [LogHistogram() for _ in range(nsvc)]
+        self.itl = {name: LogHistogram() for name in self.pools}
         self.ttft_ok = [0] * nsvc
         self.tpot_ok = [0] * nsvc
         self.slo_ok = [0] * nsvc
@@ -274,6 +285,7 @@ class _Sim:
         old_step, old_t = inst.step, inst.t
         inst.step = step = old_step + k
         inst.t = old_t + dt
+        firsts = 0
         if inst.pending:
             keep = []
             for ent in inst.pending:
@@ -282,9 +294,12 @@ class _Sim:
                     continue
                 if target <= step:
                     self.first_token(req, old_t + (target - old_step) * tc)
+                    firsts += 1
                 else:
                     keep.append(ent)
             inst.pending = keep
+        if inst.t >= self.config.warmup_s and n * k > firsts:
+            self.itl[inst.pool.name].add_many(tc, n * k - firsts)
         fin = inst.fin
         while fin and fin[0][0] <= step:
             f, jid, req = heapq.heappop(fin)
@@ -507,6 +522,8 @@ class _Sim:
     def iteration_end(self, inst: _Inst, now: float) -> None:
         dt = now - inst.t
         n = inst.n
+        if n and now >= self.config.warmup_s:
+            self.itl[inst.pool.name].add_many(dt, n)
         inst.busy_s += dt
         inst.slot_s += n * dt
         inst.kv_s += (inst.S + n * inst.step) * dt
@@ -717,7 +734,7 @@ class _Sim:
                 ttft_target_s=r.ttft_target_s, ttft_quantile=r.ttft_quantile,
                 tpot_target_s=r.tpot_target_s, tpot_quantile=r.tpot_quantile,
                 ttft_met=(done > 0 and self.ttft[i].quantile(r.ttft_quantile) <= r.ttft_target_s),
-                tpot_met=(done > 0 and (self.tpot[i].n == 0 or self.tpot[i].quantile(r.tpot_quantile) <= r.tpot_target_s)),
+                tpot_met=(done > 0 and (self.tpot[i].n == 0 or _stat(self.tpot[i], r.tpot_quantile) <= r.tpot_target_s)),
             )
         pools = {}
         for p in self.pools.values():
@@ -739,6 +756,8 @@ class _Sim:
             hist[f"service:{r.service}:ttft"] = self.ttft[i]
             hist[f"service:{r.service}:tpot"] = self.tpot[i]
             hist[f"service:{r.service}:e2e"] = self.e2e[i]
+        for name, h in self.itl.items():
+            hist[f"pool:{name}:itl"] = h
         return SimResult(services=services, pools=pools, requests=self.requests, events=self.events,
                          wall_s=wall_s, sim_end_s=end, last_arrival_s=last_arrival,
                          timeline=self.timeline, histograms=hist)

@@ -76,7 +76,8 @@ class SimResult:
     timeline: dict[str, list[float]] = field(default_factory=dict)
     """Sampled every interval: ``time_s`` and per pool ``queue``, ``active``, ``kv_used_share``."""
     histograms: dict[str, LogHistogram] = field(default_factory=dict, repr=False)
-    """Fixed-size histograms keyed ``pool:<name>:wait`` and ``service:<name>:<ttft|tpot|e2e>``."""
+    """Fixed-size histograms keyed ``pool:<name>:wait``, ``pool:<name>:itl`` (every token gap of the
+    pool's sequences) and ``service:<name>:<ttft|tpot|e2e>``."""
 
     def share_above(self, kind: str, name: str, metric: str, t_s: float) -> float:
         """Share of samples of a metric above ``t_s`` (e.g. ``("pool", "decode", "wait", 0.1)``)."""

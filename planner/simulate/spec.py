@@ -106,6 +106,15 @@ class ServiceRoute:
     ttft_quantile: float = 0.99
     tpot_target_s: float = math.inf
     tpot_quantile: float = 0.99
+    """Per-request TPOT target and its quantile level (``nan``: a mean target)."""
+    itl_target_s: float = math.inf
+    itl_quantile: float = 0.99
+    """ITL (every token gap) target and its level (``nan``: a mean target)."""
+    token_metric: str = "tpot"
+    """The per-token metric the service is checked on: ``tpot`` or ``itl`` (DESIGN §3)."""
+    e2e_target_s: float = math.inf
+    e2e_quantile: float = 0.99
+    """E2E target and its level (``nan``: a mean target)."""
     tool_policy: ToolPolicy = "hold"
     reload_s_per_token: float = 0.0
 

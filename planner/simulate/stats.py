@@ -40,6 +40,20 @@ class LogHistogram:
         if len(buf) >= self.FLUSH:
             self.flush()
 
+    def add_many(self, x: float, count: int) -> None:
+        """Add ``count`` samples equal to ``x`` (binned at once)."""
+        if count <= 0:
+            return
+        self.flush()
+        self.n += count
+        self.total += x * count
+        self.maximum = max(self.maximum, x)
+        if x <= MIN_S:
+            self.zeros += count
+            return
+        idx = min(max(int((math.log10(x) + 6.0) * BINS_PER_DECADE), 0), self.counts.size - 1)
+        self.counts[idx] += count
+
     def flush(self) -> None:
         if not self.buf:
             return

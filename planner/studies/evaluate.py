@@ -40,7 +40,7 @@ from planner.optimize.prepare import prepare
 from planner.optimize.resolve import Resolver, scale_rates, structure_key, winner_of
 from planner.optimize.solve import SolveSettings
 from planner.schema.capacity import CapacityTables
-from planner.schema.plan import ArchitecturePlan
+from planner.schema.plan import ArchitecturePlan, stat_label
 from planner.studies.fixed import FixedPlan, carries, solve_fixed
 from planner.studies.search import largest_passing_multiplier
 from planner.studies.source import TableSource
@@ -131,7 +131,7 @@ def _slo(plan: ArchitecturePlan) -> tuple[bool, float | None, str]:
     met = [lat.ttft_met and lat.tpot_met for lat in plan.latency]
     detail = "; ".join(
         f"{lat.service}: ttft p{lat.ttft_quantile * 100:g} {lat.ttft_predicted_ms:.0f}/{lat.ttft_target_ms:.0f} ms, "
-        f"tpot p{lat.tpot_quantile * 100:g} {lat.tpot_predicted_ms:.1f}/{lat.tpot_target_ms:.0f} ms" for lat in plan.latency)
+        f"{lat.token_metric} {stat_label(lat.tpot_quantile)} {lat.tpot_predicted_ms:.1f}/{lat.tpot_target_ms:.0f} ms" for lat in plan.latency)
     return all(met), (sum(met) / len(met) if met else None), detail
 
 
