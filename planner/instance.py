@@ -45,7 +45,6 @@ def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, 
     """Read, validate and resolve an instance file; every problem is reported at once."""
     p = Path(path)
     data = read_mapping(p)
-    catalog = load_catalog()
     if scenario is not None:
         scenarios = data.get("scenarios") or {}
         if not isinstance(scenarios, dict):
@@ -57,7 +56,17 @@ def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, 
         data = apply_overrides(data, scenarios[scenario], source=f"{p} (scenario {scenario})")
     if overrides:
         data = apply_overrides(data, overrides, source=str(p))
-    return resolve_instance(data, p, catalog)
+    return resolve_instance(data, p, load_catalog(extra=_catalog_path(data, p)))
+
+
+def _catalog_path(data: dict[str, Any], path: Path) -> tuple[Path, ...]:
+    """The instance's own catalog folder (``catalog.path``, relative to the instance file), if any."""
+    selection = data.get("catalog")
+    folder = selection.get("path") if isinstance(selection, dict) else None
+    if not isinstance(folder, str) or not folder.strip():
+        return ()
+    p = Path(folder).expanduser()
+    return (p if p.is_absolute() else path.parent / p,)
 
 
 def _missing_file_problem(rel: str, base: Path) -> str | None:
@@ -95,7 +104,7 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
                 continue
             model = svc.get("model")
             if isinstance(model, str) and model not in catalog.models:
-                problems.add(f"services.{name}.model", f"unknown model {model!r}", f"use one of: {', '.join(sorted(catalog.models))}")
+                problems.add(f"services.{name}.model", f"unknown model {model!r}", catalog.choices("model"))
             traffic = svc.get("traffic")
             if isinstance(traffic, dict):
                 for key in ("trace", "profile"):
@@ -111,7 +120,7 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
             if isinstance(ids, list):
                 for i, dev_id in enumerate(ids):
                     if isinstance(dev_id, str) and dev_id not in catalog.devices:
-                        problems.add(f"catalog.{key}[{i}]", f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
+                        problems.add(f"catalog.{key}[{i}]", f"unknown device {dev_id!r}", catalog.choices("device"))
         overrides = selection.get("device_overrides")
         if isinstance(overrides, dict):
             for dev_id, fields in overrides.items():
@@ -141,7 +150,7 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
         where = f"services.{name}"
         model = catalog.models.get(svc.model)
         if model is None:
-            problems.add(f"{where}.model", f"unknown model {svc.model!r}", f"use one of: {', '.join(sorted(catalog.models))}")
+            problems.add(f"{where}.model", f"unknown model {svc.model!r}", catalog.choices("model"))
         else:
             models[svc.model] = model
             if svc.weight_precision not in model.supported_weight_precisions:
@@ -164,7 +173,7 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
             where = f"catalog.{key}[{i}]"
             dev = catalog.devices.get(dev_id)
             if dev is None:
-                problems.add(where, f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
+                problems.add(where, f"unknown device {dev_id!r}", catalog.choices("device"))
                 continue
             if key == "devices" and dev.kind == "cpu":
                 problems.add(where, f"{dev_id} is a CPU server", "list it under catalog.cpu_servers")

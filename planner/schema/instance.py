@@ -164,6 +164,9 @@ class CatalogSelection(StrictModel):
     """``rent`` (per device-hour) or ``buy`` (amortised purchase)."""
     device_overrides: dict[str, dict[str, Any]] = {}
     """Per device id: profile fields to override or supply (e.g. a negotiated rental price)."""
+    path: str | None = None
+    """A folder of your own profiles (``hardware/<id>.yaml``, ``llm/<id>.yaml``), relative to the
+    instance file, added beside the shipped catalog; a profile with a shipped id replaces it (with a note)."""
 
 
 class NetworkCosts(StrictModel):
