@@ -77,7 +77,8 @@ class Traffic(StrictModel):
     peak_rate_per_s: PosFloat | None = None
     """Peak request rate to plan for; defaults to the log's peak over ``peak_window``."""
     peak_window: PeakWindow = "60s"
-    """Window over which the log's peak rate is taken."""
+    """Window over which the log's peak rate is taken: the busiest window of that length at any
+    start (sliding), not windows aligned to the first arrival."""
     interarrival_cv: NonNegFloat | None = None
     """Burstiness override (coefficient of variation of inter-arrival times)."""
     lengths: list[ManualBucket] | None = None

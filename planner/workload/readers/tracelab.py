@@ -32,6 +32,8 @@ def _num(value: Any) -> float:
         return float("nan")
     try:
         return float(value)
+    except OverflowError:  # an integer beyond float range: reported as not finite
+        return float("inf")
     except (TypeError, ValueError):
         return float("nan")
 
@@ -52,7 +54,8 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
         missing = [k for k in REQUIRED if k not in obj]
         if missing and not rows and not invalid:
             raise InputError(Problem(file=str(path), path="", message=f"missing field(s) for the tracelab format: {', '.join(missing)} (line {n})", fix="choose the right --format"))
-        events = obj.get("timing_events") or []
+        events = obj.get("timing_events")
+        events = events if isinstance(events, list) else []
         stamps = [str(e["timestamp"]) for e in events if isinstance(e, dict) and e.get("timestamp")]
         start = min(stamps) if stamps else None
         position = len(rows)
@@ -72,7 +75,8 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
         raw_text["output_tokens"].append(obj.get("output_tokens"))
         raw_text["arrival_s"].append(start)
         lines.append(n)
-        for tool in obj.get("tools") or []:
+        tools_field = obj.get("tools")
+        for tool in tools_field if isinstance(tools_field, list) else []:
             if not isinstance(tool, dict):
                 continue
             internal = _num(tool.get("tool_internal_latency_ms"))
