@@ -374,12 +374,17 @@ def to_times(col: pa.ChunkedArray | pa.Array, unit: str | None = "s") -> Times:
         exact = bool(np.all(np.abs(vv) < _EXACT_INT)) if vv.size else True
         ints = vv.astype(np.int64) if exact and (pa.types.is_integer(typ) or np.all(vv == np.round(vv))) else np.empty(0, dtype=np.int64)
     else:
+        import pyarrow.compute as pc
+
+        strings = col.cast(pa.string()) if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_null(typ) else None
         text = pd.Series(col.to_pandas(), dtype="object")
-        as_text = text.map(lambda v: v if isinstance(v, str) else None)
-        parsed = pd.to_datetime(as_text, errors="coerce", format="mixed", utc=True)
+        if strings is None:  # other types (lists, objects): nothing parses as a time
+            text = text.map(lambda v: v if isinstance(v, str) else None)
+        parsed = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)
         valid = parsed.notna().to_numpy()
-        zoned_rows = as_text[valid].str.contains(_ZONED, regex=True, na=False)
-        n_zoned = int(zoned_rows.sum())
+        zoned_mask = (np.asarray(pc.fill_null(pc.match_substring_regex(strings, _ZONED), False).to_numpy(zero_copy_only=False), dtype=bool)
+                      if strings is not None else np.zeros(len(text), dtype=bool))
+        n_zoned = int(np.count_nonzero(zoned_mask & valid))
         kind = "zoned" if valid.any() and n_zoned == int(valid.sum()) else "naive"
         if 0 < n_zoned < int(valid.sum()):
             notes.append(f"{n_zoned} of {int(valid.sum())} timestamps carry a time zone and the rest do not: the others were read as UTC")
