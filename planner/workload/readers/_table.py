@@ -134,9 +134,14 @@ def read_csv(path: Path, *, header: bool = True, column_names: list[str] | None 
     convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in (as_text or [])}, strings_can_be_null=True)
     try:
         table = pcsv.read_csv(path, read_options=read_opts, parse_options=pcsv.ParseOptions(invalid_row_handler=handler), convert_options=convert)
-    except (pa.ArrowInvalid, pa.ArrowKeyError) as exc:
-        raise InputError(Problem(file=str(path), path="", message=f"cannot read as CSV: {str(exc).splitlines()[0]}", fix="check the file is a comma-separated log with a header row")) from None
-    table = table.rename_columns([c.strip() for c in table.column_names])
+        table = table.rename_columns([c.strip() for c in table.column_names])
+    except (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InputError(Problem(file=str(path), path="", message=f"cannot read as CSV: {str(exc).splitlines()[0][:160]}", fix="check the file is a comma-separated log with a header row")) from None
+    except UnicodeDecodeError:
+        raise InputError(Problem(file=str(path), path="", message="is not UTF-8 text (in its header row)", fix="save the log as UTF-8")) from None
+    for i, name in enumerate(table.column_names):  # cells that are not UTF-8 come back as bytes: text with U+FFFD
+        if pa.types.is_binary(table.schema.field(i).type) or pa.types.is_large_binary(table.schema.field(i).type):
+            table = table.set_column(i, name, pa.array(text_series(table.column(i)).map(lambda v: v.decode("utf-8", "replace") if isinstance(v, bytes) else v), type=pa.string()))
     invalid: list[BadRow] = []
     if rejected:
         lines = _locate_lines(path, rejected)
@@ -177,7 +182,10 @@ def read_jsonl(path: Path, scalars: list[str] | None = None, ids: list[str] | No
         except (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             table = None
         if table is not None:
-            names = set(table.column_names)
+            try:
+                names = set(table.column_names)
+            except UnicodeDecodeError:  # a key that is not UTF-8: the line-by-line read replaces it
+                return _jsonl_fields(path, scalars, ids)
             wanted_scalars = [c for c in (scalars if scalars is not None else table.column_names) if c in names and c not in ids]
             usable = all(_scalar_ok(table.schema.field(c).type) for c in wanted_scalars) and all(
                 _ids_ok(table.schema.field(c).type) for c in ids if c in names)
@@ -280,6 +288,16 @@ def read_parquet(path: Path) -> RawTable:
     return RawTable(table=table, invalid=[], first_data_line=1)
 
 
+def text_series(col: pa.ChunkedArray | pa.Array) -> pd.Series:
+    """A column as Python objects (text stays text); bytes that are not UTF-8 are replaced
+    (U+FFFD), never a decode error."""
+    try:
+        return pd.Series(col.to_pandas(), dtype="object")
+    except (pa.ArrowException, UnicodeDecodeError):
+        values = col.cast(pa.binary()).to_pylist() if (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)) else col.to_pylist()
+        return pd.Series([v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values], dtype="object")
+
+
 def to_float(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pd.Series | None]:
     """Numbers as float64 with NaN for missing/unparsable values; the text kept only when some failed.
 
@@ -288,7 +306,7 @@ def to_float(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pd.Series | N
     reports them.
     """
     if pa.types.is_boolean(col.type):
-        text = pd.Series(col.to_pandas(), dtype="object").map(lambda v: None if v is None else str(v).lower())
+        text = text_series(col).map(lambda v: None if v is None else str(v).lower())
         return np.full(len(col), np.nan), text
     if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         arr = col.to_numpy(zero_copy_only=False)
@@ -296,7 +314,7 @@ def to_float(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pd.Series | N
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)):
         text = pd.Series([None if v is None else f"<{col.type}>" for v in col.to_pylist()], dtype="object")
         return np.full(len(col), np.nan), text
-    text = pd.Series(col.to_pandas(), dtype="object")
+    text = text_series(col)
     num = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     return num, (text if np.isnan(num).any() else None)
 
@@ -314,6 +332,8 @@ class Times:
 EPOCH_UNIT_THRESHOLDS: tuple[tuple[float, str], ...] = ((1e17, "ns"), (1e14, "us"), (1e11, "ms"))
 """Numeric times whose median is at least this are epoch times in that unit when no unit is
 given: 1e11 s would be the year 5138, while 1e11 ms is 1973 and 1.7e12 ms is 2023."""
+MAX_TIME_S = 1e12
+"""A numeric time beyond this many seconds (about 31,700 years) is not a time: the row is bad."""
 _EXACT_INT = 2.0**53
 """Largest magnitude at which every integer is a float64 (the gcd quantum needs exact values)."""
 _ZONED = r"(?:[zZ]|[+-]\d{2}:?\d{2})\s*$"
@@ -332,7 +352,7 @@ def detect_time_unit(values: np.ndarray) -> tuple[str, str | None]:
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return "s", None
-    mid = float(np.median(np.abs(finite)))
+    mid = float(np.quantile(np.abs(finite), 0.5, method="lower"))  # an order statistic: no overflow near 1e308
     for threshold, unit in EPOCH_UNIT_THRESHOLDS:
         if mid >= threshold:
             return unit, (f"numeric timestamps (median {mid:.4g}) are epoch {unit}, not seconds: read as {unit} "
@@ -354,11 +374,11 @@ def to_times(col: pa.ChunkedArray | pa.Array, unit: str | None = "s") -> Times:
     notes: list[str] = []
     if pa.types.is_timestamp(typ):
         kind: TimestampKind = "zoned" if typ.tz is not None else "naive"
-        ns_int = col.cast(pa.timestamp("ns", tz=typ.tz)).cast(pa.int64())
-        valid = ~np.asarray(ns_int.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        values = np.asarray(ns_int.to_numpy(zero_copy_only=False), dtype=np.float64)
-        ints = np.asarray(ns_int.drop_null().to_numpy(zero_copy_only=False), dtype=np.int64)
-        scale = 1e-9
+        raw_int = col.cast(pa.int64())  # in the column's own unit: no out-of-range cast to ns
+        valid = ~np.asarray(raw_int.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        values = np.asarray(raw_int.to_numpy(zero_copy_only=False), dtype=np.float64)
+        ints = np.asarray(raw_int.drop_null().to_numpy(zero_copy_only=False), dtype=np.int64)
+        scale = TIME_UNITS_S[typ.unit]
     elif pa.types.is_integer(typ) or pa.types.is_floating(typ):
         kind = "relative"
         values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
@@ -369,7 +389,10 @@ def to_times(col: pa.ChunkedArray | pa.Array, unit: str | None = "s") -> Times:
         if unit not in TIME_UNITS_S:
             raise InputError(f"unknown time unit {unit!r} (use one of {', '.join(TIME_UNITS_S)})")
         scale = TIME_UNITS_S[unit]
-        valid = np.isfinite(values)
+        with np.errstate(over="ignore", invalid="ignore"):
+            valid = np.isfinite(values) & (np.abs(values * scale) <= MAX_TIME_S)
+        if bool(np.any(~valid & ~np.isnan(values))):  # quote the unusable numbers in messages
+            text = pd.Series([None if np.isnan(v) else f"{v:g}" for v in values], dtype="object")
         vv = values[valid]
         exact = bool(np.all(np.abs(vv) < _EXACT_INT)) if vv.size else True
         ints = vv.astype(np.int64) if exact and (pa.types.is_integer(typ) or np.all(vv == np.round(vv))) else np.empty(0, dtype=np.int64)
@@ -377,7 +400,7 @@ def to_times(col: pa.ChunkedArray | pa.Array, unit: str | None = "s") -> Times:
         import pyarrow.compute as pc
 
         strings = col.cast(pa.string()) if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_null(typ) else None
-        text = pd.Series(col.to_pandas(), dtype="object")
+        text = text_series(col)
         if strings is None:  # other types (lists, objects): nothing parses as a time
             text = text.map(lambda v: v if isinstance(v, str) else None)
         parsed = pd.to_datetime(text, errors="coerce", format="mixed", utc=True)

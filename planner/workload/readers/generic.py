@@ -21,6 +21,7 @@ from planner.workload.readers._table import (
     read_csv,
     read_jsonl,
     read_parquet,
+    text_series,
     to_float,
     to_times,
 )
@@ -105,8 +106,8 @@ def log_from_table(
             text["arrival_s"] = times.text
     for key in ("service", "session"):
         if key in mapping:
-            col = table.column(mapping[key]).to_pandas()
-            frame[key] = pd.Series(col).astype("string").fillna("").astype(object).to_numpy()
+            col = text_series(table.column(mapping[key]))
+            frame[key] = col.astype("string").fillna("").astype(object).to_numpy()
     df = pd.DataFrame(frame)
     log = RequestLog(source=str(path), format=fmt, frame=df, timestamps=kind, time_quantum_s=quantum)  # type: ignore[arg-type]
     log.notes.extend(time_notes + raw.notes)

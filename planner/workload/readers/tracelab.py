@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, Problem
-from planner.workload.log import BadRow, OnBadRow, RequestLog, finish_log
+from planner.workload.log import MAX_TOKENS, BadRow, OnBadRow, RequestLog, finish_log
 from planner.workload.readers._table import json_lines
 
 REQUIRED = ("input_tokens_total", "output_tokens")
@@ -101,8 +101,14 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
     ns = np.asarray(starts.tz_convert(None).as_unit("ns").asi8, dtype=np.float64)
     ns[no_start] = np.nan
     df["arrival_s"] = (ns - np.nanmin(ns)) * 1e-9 if len(df) and not np.isnan(ns).all() else ns
-    tools = pd.DataFrame(tool_rows, columns=["request", "tool", "latency_ms", "is_error", "is_timeout"])
+    tools = pd.DataFrame(tool_rows, columns=["request", "tool", "latency_ms", "is_error", "is_timeout"]).astype({"request": np.int64})
+    appended = df["appended_tokens"].to_numpy(dtype=np.float64) if "appended_tokens" in df.columns else np.zeros(0)
+    odd = ~np.isnan(appended) & ~((appended >= 0) & (appended <= MAX_TOKENS))
+    if odd.any():  # only used for session statistics: left out there, with a note
+        df["appended_tokens"] = np.where(odd, np.nan, appended)
     log = RequestLog(source=str(path), format="tracelab", frame=df, timestamps="zoned", time_quantum_s=1e-3, tools=tools)
+    if odd.any():
+        log.notes.append(f"{int(odd.sum())} round(s) have a newly_append_tokens that is negative, not finite or over {MAX_TOKENS:.0e}: left out of the session statistics")
     if tool_rows and not has_timeout_field:
         log.notes.append("tool records have no timeout field: timeout share is reported as 0 (not observed, not measured)")
     bad_tools = tools["latency_ms"].isna() | (tools["latency_ms"] < 0)
