@@ -164,8 +164,12 @@ def test_epoch_milliseconds_are_detected(tmp_path: Path) -> None:
     j = json.loads(out)
     assert code == 0 and j["duration_s"] == pytest.approx(99.75) and j["arrival_rate_mean_per_s"] == pytest.approx(400 / 99.75)
     assert any("epoch ms" in n for n in j["notes"])
-    code, out, _ = run(path, "--format", "generic", "--columns", "time=ts,input=prompt,output=completion,time_unit=s", "--json")
-    assert code == 0 and json.loads(out)["duration_s"] == pytest.approx(99_750)  # an explicit unit is obeyed
+    # an explicit unit is obeyed: 1.7e12 seconds (54,000 years) is not a time
+    code, _, err = run(path, "--format", "generic", "--columns", "time=ts,input=prompt,output=completion,time_unit=s")
+    assert code == 2
+    one_error_line(err, "400 of 400 rows", "arrival_s is '1.7e+12', not a time")
+    code, out, _ = run(path, "--format", "generic", "--columns", "time=ts,input=prompt,output=completion,time_unit=us", "--json")
+    assert code == 0 and json.loads(out)["duration_s"] == pytest.approx(0.09975)
 
 
 # ----------------------------------------------------------------------- busiest window (issue 13 item 8)
