@@ -50,6 +50,10 @@ def sibling_paths(path: Path) -> tuple[Path, Path]:
     raise InputError(Problem(file=str(path), path="", message="a ServeGen file is named <client>-trace.csv or <client>-dataset.json", fix="give one of the pair (both must sit side by side)"))
 
 
+MAX_RATE_PER_S = 1e7
+MAX_CV = 1e3
+"""Bounds of a window row: beyond them the row is not a measurement (and the peak estimates
+``rate + z·cv·sqrt(rate / w)`` would overflow)."""
 MAX_DENSE_TOKENS = 4_000_000
 """Largest token value convolved on a dense grid (32 MB per distribution); larger supports are
 summed pairwise when that stays under :data:`MAX_PAIRS`."""
@@ -135,10 +139,10 @@ def read_servegen(path: Path) -> ServeGenAggregate:
     start = pd.to_numeric(raw[0], errors="coerce")
     rate = pd.to_numeric(raw[1], errors="coerce")
     cv = pd.to_numeric(raw[2], errors="coerce")
-    bad = ~(np.isfinite(start) & np.isfinite(rate) & np.isfinite(cv)) | (rate < 0) | (cv < 0)
+    bad = ~(np.isfinite(start) & np.isfinite(rate) & np.isfinite(cv)) | (rate < 0) | (rate > MAX_RATE_PER_S) | (cv < 0) | (cv > MAX_CV) | (start.abs() > 1e12)
     if bool(bad.any()):
         lines = (np.flatnonzero(bad.to_numpy()) + 1)[:5]
-        raise InputError(Problem(file=str(trace_path), path="", message=f"{int(bad.sum())} unusable window row(s) at lines {', '.join(map(str, lines))} (window start, rate and CV must be finite numbers, rate and CV >= 0)", fix="use the ServeGen trace file unchanged"))
+        raise InputError(Problem(file=str(trace_path), path="", message=f"{int(bad.sum())} unusable window row(s) at lines {', '.join(map(str, lines))} (window start, rate and CV must be finite numbers, 0 <= rate <= {MAX_RATE_PER_S:.0e}/s, 0 <= CV <= {MAX_CV:g})", fix="use the ServeGen trace file unchanged"))
     windows = pd.DataFrame({"window_start_s": start, "rate_rps": rate, "cv": cv, "family": raw[3] if raw.shape[1] > 3 else ""}).sort_values("window_start_s", kind="stable").reset_index(drop=True)
     try:
         dataset = json.loads(dataset_path.read_text(encoding="utf-8-sig"))
