@@ -60,11 +60,7 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path: Path) -> None:
     assert len(wheels) == 1
 
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", venv], tmp_path, env)
-    py = venv / "bin" / "python"
-    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, env).stdout.strip())
-    deps = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]} if Path(p).is_dir()]
-    (site / "zz_planner_test_deps.pth").write_text("\n".join(deps) + "\n", encoding="utf-8")
+    py = _fresh_venv(venv, env)
     _run([py, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", wheels[0]], tmp_path, env)
 
     work = tmp_path / "work"
@@ -87,3 +83,43 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path: Path) -> None:
         repo_env = {**env, "PYTHONPATH": str(ROOT)}
         in_repo = json.loads(_run([sys.executable, "-m", "planner", "solve", f"instances/{name}", "--json"], ROOT, repo_env).stdout)
         assert _plan_summary(installed) == _plan_summary(in_repo), name
+
+
+def _fresh_venv(where: Path, env: dict[str, str]) -> Path:
+    """A new virtual environment that sees this interpreter's dependencies (module docstring)."""
+    _run([sys.executable, "-m", "venv", where], where.parent, env)
+    py = where / "bin" / "python"
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], where.parent, env).stdout.strip())
+    deps = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]} if Path(p).is_dir()]
+    (site / "zz_planner_test_deps.pth").write_text("\n".join(deps) + "\n", encoding="utf-8")
+    return py
+
+
+@pytest.mark.slow
+def test_editable_install_and_sdist_carry_the_catalog(tmp_path: Path) -> None:
+    """The README's `pip install -e .` finds the catalog through the package too, and the sdist
+    stores the catalog and the examples as files (not links)."""
+    import tarfile
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "tests", "benchmarks", "out"))
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PLANNER_MODELS_DIR", "PYTHONHOME"}}
+    py = _fresh_venv(tmp_path / "venv", env)
+    _run([py, "-m", "pip", "install", "--no-deps", "--quiet", "-e", src], tmp_path, env)
+    work = tmp_path / "work"
+    work.mkdir()
+    where = _run([py, "-c", "import planner; print(planner.__file__)"], work, env).stdout.strip()
+    assert Path(where).resolve().is_relative_to(src.resolve())
+    devices = _run([tmp_path / "venv" / "bin" / "planner", "catalog", "devices", "--json"], work, env).stdout
+    assert len(json.loads(devices)["devices"]) >= 20
+
+    dist = tmp_path / "sdist"
+    _run([py, "-c", "import setuptools; setuptools.setup()", "sdist", "-d", dist], src, env)
+    (archive,) = dist.glob("planner-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        members = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if "/" in m.name}
+    for rel in ("planner/models/hardware/h100-sxm.yaml", "planner/models/llm/llama-3.1-70b.yaml",
+                "planner/models/calibration/h100_dense.yaml", "planner/models/measured/silicon_h100_dense.csv",
+                "planner/instances/enterprise-chat.yaml", "planner/instances/traces/azure2023_conv_min00-20.csv"):
+        assert rel in members and members[rel].isfile(), rel
