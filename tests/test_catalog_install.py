@@ -156,3 +156,12 @@ def test_wheel_package_data_covers_every_catalog_and_example_file() -> None:
             if path.is_file() and "__pycache__" not in path.parts:
                 rel = f"{top}/{path.relative_to(ROOT / top).as_posix()}"
                 assert any(fnmatch.fnmatchcase(rel, pat) and rel.count("/") == pat.count("/") for pat in patterns), rel
+
+
+def test_plan_notes_a_profile_that_replaces_a_shipped_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNER_MODELS_DIR", str(_user_catalog(tmp_path)))
+    res = CliRunner().invoke(main, ["solve", str(ROOT / "instances" / "enterprise-chat.yaml"), "--json", "--set", "options.verify=false"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    assert any("device 'h100-sxm'" in n and "replaces" in n for n in plan["notes"])
+    assert plan["catalog_version"] == load_catalog().version

@@ -205,3 +205,14 @@ def test_quantile_over_windows_counts_the_empty_ones() -> None:
     dense = np.bincount(np.floor(t / 1.0).astype(int))
     assert a.rate_quantile_per_s["1s"] == pytest.approx(float(np.quantile(dense, 0.7)))
     assert a.empty_windows["1s"] == int(np.count_nonzero(dense == 0))
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 2, 3, 5, 1 << 20])
+def test_json_depth_bound_counts_brackets_per_line_across_chunks(tmp_path: Path, chunk_bytes: int) -> None:
+    from planner.workload.readers._table import json_depth_bound
+
+    cases = {'{"a":[1]}\n{"b":{"c":{"d":1}}}\n': 3, "[[[[": 4, "{}\n" * 3 + "{" * 10 + "\n{}": 10, "": 0, '{"s": "[[[["}\n': 1 + 4}
+    for text, bound in cases.items():
+        path = tmp_path / "x.jsonl"
+        path.write_text(text, encoding="utf-8")
+        assert json_depth_bound(path, chunk_bytes=chunk_bytes) == bound, text

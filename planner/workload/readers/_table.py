@@ -65,17 +65,17 @@ def json_depth_bound(path: Path, chunk_bytes: int = 1 << 24) -> int:
     with path.open("rb") as fh:
         while chunk := fh.read(chunk_bytes):
             a = np.frombuffer(chunk, dtype=np.uint8)
-            cs = np.cumsum((a == 0x7B) | (a == 0x5B), dtype=np.int64)
+            opens = np.flatnonzero((a == 0x7B) | (a == 0x5B))
             nl = np.flatnonzero(a == 0x0A)
-            if nl.size == 0:
-                carry += int(cs[-1])
+            # opens per line: those before each newline, minus those before the previous one
+            per = np.diff(np.searchsorted(opens, nl), prepend=0)
+            if per.size:
+                per[0] += carry
+                best = max(best, int(per.max()))
+                carry = int(opens.size - np.searchsorted(opens, nl[-1]))
+            else:
+                carry += int(opens.size)
                 best = max(best, carry)
-                continue
-            at = cs[nl]
-            per = np.diff(at, prepend=0)
-            per[0] += carry
-            best = max(best, int(per.max()))
-            carry = int(cs[-1] - at[-1])
     return max(best, carry)
 
 
