@@ -45,7 +45,6 @@ def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, 
     """Read, validate and resolve an instance file; every problem is reported at once."""
     p = Path(path)
     data = read_mapping(p)
-    catalog = load_catalog()
     if scenario is not None:
         scenarios = data.get("scenarios") or {}
         if not isinstance(scenarios, dict):
@@ -57,7 +56,17 @@ def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, 
         data = apply_overrides(data, scenarios[scenario], source=f"{p} (scenario {scenario})")
     if overrides:
         data = apply_overrides(data, overrides, source=str(p))
-    return resolve_instance(data, p, catalog)
+    return resolve_instance(data, p, load_catalog(extra=_catalog_path(data, p)))
+
+
+def _catalog_path(data: dict[str, Any], path: Path) -> tuple[Path, ...]:
+    """The instance's own catalog folder (``catalog.path``, relative to the instance file), if any."""
+    selection = data.get("catalog")
+    folder = selection.get("path") if isinstance(selection, dict) else None
+    if not isinstance(folder, str) or not folder.strip():
+        return ()
+    p = Path(folder).expanduser()
+    return (p if p.is_absolute() else path.parent / p,)
 
 
 def _missing_file_problem(rel: str, base: Path) -> str | None:
@@ -106,7 +115,7 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
                 continue
             model = svc.get("model")
             if isinstance(model, str) and model not in catalog.models:
-                problems.add(f"services.{name}.model", f"unknown model {model!r}", f"use one of: {', '.join(sorted(catalog.models))}")
+                problems.add(f"services.{name}.model", f"unknown model {model!r}", catalog.choices("model"))
             traffic = svc.get("traffic")
             if isinstance(traffic, dict):
                 for key in ("trace", "profile"):
@@ -124,7 +133,7 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
                 declared = declared if isinstance(declared, dict) else {}
                 for i, dev_id in enumerate(ids):
                     if isinstance(dev_id, str) and dev_id not in catalog.devices and dev_id not in declared:
-                        problems.add(f"catalog.{key}[{i}]", f"unknown device {dev_id!r}", f"use one of: {', '.join(sorted(catalog.devices))}")
+                        problems.add(f"catalog.{key}[{i}]", f"unknown device {dev_id!r}", catalog.choices("device"))
         overrides = selection.get("device_overrides")
         if isinstance(overrides, dict):
             for dev_id, fields in overrides.items():
@@ -154,7 +163,7 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
         where = f"services.{name}"
         model = catalog.models.get(svc.model)
         if model is None:
-            problems.add(f"{where}.model", f"unknown model {svc.model!r}", f"use one of: {', '.join(sorted(catalog.models))}")
+            problems.add(f"{where}.model", f"unknown model {svc.model!r}", catalog.choices("model"))
         else:
             models[svc.model] = model
             if svc.weight_precision not in model.supported_weight_precisions:
@@ -195,7 +204,7 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
                 devices[dev_id] = declared_profile(dev_id, decl, file)
                 continue
             if dev is None:
-                hint = f"use one of: {', '.join(sorted(catalog.devices))}"
+                hint = catalog.choices("device")
                 if key == "devices":
                     hint += f"; or declare it (measured-capacity studies) under catalog.declared_devices.{dev_id}"
                 problems.add(where, f"unknown device {dev_id!r}", hint)

@@ -85,8 +85,21 @@ class PlannerGroup(click.Group):
             ctx.exit(1)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from planner import __version__
+    from planner.catalog import version_lines
+
+    click.echo(f"planner {__version__}")
+    for line in version_lines():
+        click.echo(line)
+    ctx.exit()
+
+
 @click.group(cls=PlannerGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="planner")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the package version and the catalog's version (a hash of its files) and exit.")
 def main() -> None:
     """Capacity planner for LLM inference: prefill, decode and tool pools sized by a MIP."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -27,7 +28,9 @@ def catalog_devices(as_json: bool) -> None:
                 "devices": [
                     {**d.model_dump(mode="json"), "complete": d.complete, "missing": d.missing_for_serving(), "file": str(cat.device_files[d.id].name)}
                     for d in cat.devices.values()
-                ]
+                ],
+                "notes": list(cat.notes),
+                "catalog_version": cat.version,
             }
         )
         return
@@ -56,6 +59,14 @@ def catalog_devices(as_json: bool) -> None:
         )
     )
     click.echo("\nDense FLOP/s (no 2:4 sparsity). Sources per figure: planner catalog devices --json")
+    _notes(cat)
+
+
+def _notes(cat: Any) -> None:
+    """Profiles that replace a shipped id (PLANNER_MODELS_DIR), and the folders read."""
+    for note in cat.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"catalog {cat.version} from {', '.join(str(f) for f in cat.folders)}")
 
 
 @catalog.command("models")
@@ -83,7 +94,7 @@ def catalog_models(as_json: bool) -> None:
             }
         )
     if as_json:
-        echo_json({"models": out})
+        echo_json({"models": out, "notes": list(cat.notes), "catalog_version": cat.version})
         return
     rows = [
         [
@@ -103,6 +114,7 @@ def catalog_models(as_json: bool) -> None:
     headers = ["id", "kind", "params_B(computed)", "params_B(published)", "error_%", "active_B", "active_B(publisher's basis)", "active_B(published)", "active_error_%", "KV_KiB/token(bf16)"]
     click.echo(table(headers, rows))
     click.echo("\nActive on the publisher's basis: gpt-oss counts active parameters without the input embedding.")
+    _notes(cat)
 
 
 @click.command("check-instance")

@@ -20,7 +20,15 @@ from planner.cli.output import echo_json, fmt, table, versioned
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=str), help="Write the workload profile YAML here (one file per service when there are several).")
 def characterize(file: str, fmt_name: str | None, service_column: str | None, columns: str | None, buckets: int, peak_quantile: float, on_bad_row: str, as_json: bool, out: str | None) -> None:
-    """Characterise a request log: arrival peaks, token quantiles, length buckets, tools."""
+    """Characterise a request log: arrival peaks, token quantiles, length buckets, tools.
+
+    Peaks over 1 s, 60 s and 600 s are the busiest window of that length at any start (sliding
+    windows), as planning uses them; the peak quantile and empty-window counts are over windows
+    aligned to the first arrival. Numeric times without a unit are seconds unless their size
+    says epoch ms/us/ns (a note says so). Unusable rows (not numbers, negative, not finite,
+    over 1e8 tokens, an arrival far outside the rest of the log) stop the run with their line
+    numbers, or are dropped with --on-bad-row skip. Requests longer than every catalog model's
+    context window get a note."""
     from planner.workload.characterize import characterize_path
     from planner.workload.profile import write_profile
     from planner.workload.readers.generic import parse_columns
@@ -28,7 +36,8 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
     mapping = parse_columns(columns) if columns else None
     if mapping and "service" in mapping and service_column is None:
         service_column = mapping.pop("service")
-    results = characterize_path(file, fmt_name, mapping, buckets=buckets, peak_quantile=peak_quantile, on_bad_row=on_bad_row, service_column=service_column)  # type: ignore[arg-type]
+    results = characterize_path(file, fmt_name, mapping, buckets=buckets, peak_quantile=peak_quantile, on_bad_row=on_bad_row,  # type: ignore[arg-type]
+                                service_column=service_column, context_limit_tokens=_largest_context())
     written: list[str] = []
     if out:
         profiles = {name: c.to_profile() for name, c in results.items()}
@@ -71,6 +80,18 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
             click.echo(f"  note: {note}")
     for w in written:
         click.echo(f"wrote {w}")
+
+
+def _largest_context() -> int | None:
+    """The largest ``max_context_tokens`` in the catalog (None when the catalog cannot be read)."""
+    from planner.catalog import load_catalog
+    from planner.errors import InputError
+
+    try:
+        models = load_catalog().models.values()
+    except InputError:
+        return None
+    return max((m.max_context_tokens for m in models), default=None)
 
 
 COMMANDS = [characterize]

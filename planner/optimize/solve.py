@@ -719,7 +719,7 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     if capacity_file:
         tables = read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
     raw_notes: Any = tables.meta.get("notes", [])
-    notes = tuple(str(n) for n in raw_notes)
+    notes = tuple(str(n) for n in raw_notes) + tuple(getattr(resolved.catalog, "notes", ()))
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
     sim_notes: list[str] = []
     if getattr(resolved.instance.options, "verify", False) and s.simulation_check is None:
@@ -740,4 +740,8 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         res = verify_result(outcome.result)  # reports the checks made in the loop; simulates plans without one
         outcome.result = res.model_copy(update={"notes": list(res.notes) + sim_notes})
     outcome.result = with_emissions(outcome.result, getattr(resolved.instance.costs, "carbon_g_per_kwh", None))  # issue 20
+    from planner import __version__
+
+    outcome.result = outcome.result.model_copy(update={"planner_version": __version__,
+                                                       "catalog_version": getattr(resolved.catalog, "version", "")})
     return outcome

@@ -198,21 +198,30 @@ PUBLISHED_DEFAULT = EngineCalibration(
 
 
 def calibration_dir() -> Path:
+    """Where a new calibration is written: ``calibration/`` of the last catalog folder
+    (``$PLANNER_MODELS_DIR`` when set, else the shipped catalog; see :mod:`planner.catalog`)."""
     from planner.catalog import models_dir
 
     return models_dir() / CALIBRATION_DIR_NAME
 
 
 def load_calibration(name_or_path: str | Path | None = None) -> Calibration | None:
-    """Load ``models/calibration/<name>.yaml`` (or a path). ``None`` name -> the shipped
-    default if present, else ``None`` (the published defaults apply)."""
+    """Load ``calibration/<name>.yaml`` from the catalog folders (the last that has it; see
+    :mod:`planner.catalog`) or a path. ``None`` name -> the shipped default if present, else
+    ``None`` (the published defaults apply)."""
+    from planner.catalog import catalog_file
+
     if name_or_path is None:
-        path = calibration_dir() / f"{DEFAULT_CALIBRATION}.yaml"
-        if not path.exists():
+        found = catalog_file(f"{CALIBRATION_DIR_NAME}/{DEFAULT_CALIBRATION}.yaml")
+        if found is None:
             return None
+        path = found
     else:
         p = Path(name_or_path)
-        path = p if (p.suffix in {".yaml", ".yml"} or p.exists()) else calibration_dir() / f"{name_or_path}.yaml"
+        if p.suffix in {".yaml", ".yml"} or p.exists():
+            path = p
+        else:
+            path = catalog_file(f"{CALIBRATION_DIR_NAME}/{name_or_path}.yaml") or calibration_dir() / f"{name_or_path}.yaml"
     return _load(str(path))
 
 

@@ -137,7 +137,8 @@ class Traffic(StrictModel):
     peak_rate_per_s: PosFloat | None = None
     """Peak request rate to plan for; defaults to the log's peak over ``peak_window``."""
     peak_window: PeakWindow = "60s"
-    """Window over which the log's peak rate is taken."""
+    """Window over which the log's peak rate is taken: the busiest window of that length at any
+    start (sliding), not windows aligned to the first arrival."""
     interarrival_cv: NonNegFloat | None = None
     """Burstiness override (coefficient of variation of inter-arrival times)."""
     lengths: list[ManualBucket] | None = None
@@ -262,6 +263,9 @@ class CatalogSelection(StrictModel):
     declared_devices: dict[str, DeclaredDevice] = {}
     """Devices not in the catalog, by id, for measured-capacity studies: list the id in
     ``devices`` too; it serves only what ``--capacity`` measures for it."""
+    path: str | None = None
+    """A folder of your own profiles (``hardware/<id>.yaml``, ``llm/<id>.yaml``), relative to the
+    instance file, added beside the shipped catalog; a profile with a shipped id replaces it (with a note)."""
 
 
 class NetworkCosts(StrictModel):

@@ -523,6 +523,11 @@ class PlanResult(StrictModel):
     """Everything ``planner solve`` decided, in a form ``planner check`` can re-verify."""
 
     schema_version: str = "1"
+    planner_version: str = ""
+    """Version of the planner package that solved it (``planner --version``); empty in older plans."""
+    catalog_version: str = ""
+    """Version of the catalog it used: ``sha256:<12 hex>`` over the profile and calibration files
+    (``planner --version``); empty in older plans."""
     instance: str
     """Instance name."""
     instance_path: str = ""

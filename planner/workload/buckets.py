@@ -141,7 +141,7 @@ def pmf_buckets(
         buckets.append(
             LengthBucket(
                 name=name,
-                weight=mass,
+                weight=min(mass, 1.0),  # rounding of sum(p) can exceed 1 by an ulp; renormalised below
                 input_tokens=_clamp(pmf_quantile(vv, pp / mass, representative_quantile), f"{name}: input representative", notes),
                 output_tokens=_clamp(out_rep, f"{name}: output representative", notes),
                 input_tokens_mean=_clamp(float(np.dot(vv, pp) / mass), f"{name}: input mean", notes),

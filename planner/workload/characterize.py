@@ -115,7 +115,21 @@ class Characterization:
         return out
 
 
-def _one_service(log: RequestLog, frame: pd.DataFrame, tools: pd.DataFrame | None, service: str, k: int, peak_quantile: float | None, representative_quantile: float) -> Characterization:
+def context_note(inp: np.ndarray, out: np.ndarray, context_limit_tokens: int | None) -> str | None:
+    """A note when some requests need more context (input + output tokens) than
+    ``context_limit_tokens`` (the largest context window of any model in the catalog)."""
+    if not context_limit_tokens or len(inp) == 0:
+        return None
+    need = inp + out
+    over = need > context_limit_tokens
+    if not over.any():
+        return None
+    return (f"{int(over.sum())} request(s) need more context (input + output tokens, up to {float(need.max()):,.0f}) than any "
+            f"model in the catalog offers ({context_limit_tokens:,} tokens): no model can serve them as logged")
+
+
+def _one_service(log: RequestLog, frame: pd.DataFrame, tools: pd.DataFrame | None, service: str, k: int, peak_quantile: float | None,
+                 representative_quantile: float, context_limit_tokens: int | None = None) -> Characterization:
     inp = frame["input_tokens"].to_numpy(dtype=np.float64)
     out = frame["output_tokens"].to_numpy(dtype=np.float64)
     has_cache = "cached_tokens" in frame.columns
@@ -128,6 +142,9 @@ def _one_service(log: RequestLog, frame: pd.DataFrame, tools: pd.DataFrame | Non
         share = min(1.0, float(cached.sum()) / total) if total > 0 else 0.0
     arrivals = None
     notes = list(log.notes) + bucket_notes
+    long_note = context_note(inp, out, context_limit_tokens)
+    if long_note:
+        notes.append(long_note)
     if "arrival_s" in frame.columns:
         arrivals = arrival_stats(frame["arrival_s"].to_numpy(dtype=np.float64), log.timestamps, log.time_quantum_s, peak_quantile)
         if arrivals is None:
@@ -160,11 +177,14 @@ def characterize_log(
     buckets: int = 4,
     peak_quantile: float | None = 0.99,
     representative_quantile: float = REPRESENTATIVE_QUANTILE,
+    context_limit_tokens: int | None = None,
 ) -> dict[str, Characterization]:
-    """Characterise each service of a log (one service, ``default``, without a service column)."""
+    """Characterise each service of a log (one service, ``default``, without a service column).
+
+    ``context_limit_tokens``: the largest context window of any model; requests beyond it get a note."""
     frame = log.frame
     if "service" not in frame.columns:
-        return {DEFAULT_SERVICE: _one_service(log, frame, log.tools, DEFAULT_SERVICE, buckets, peak_quantile, representative_quantile)}
+        return {DEFAULT_SERVICE: _one_service(log, frame, log.tools, DEFAULT_SERVICE, buckets, peak_quantile, representative_quantile, context_limit_tokens)}
     out: dict[str, Characterization] = {}
     codes, names = pd.factorize(frame["service"], sort=True)
     for code, name in enumerate(names):
@@ -178,7 +198,7 @@ def characterize_log(
             t["request"] = pos[t["request"].to_numpy()]
             tools = t
         label = str(name) if str(name) else "(empty)"
-        out[label] = _one_service(log, sub, tools, label, buckets, peak_quantile, representative_quantile)
+        out[label] = _one_service(log, sub, tools, label, buckets, peak_quantile, representative_quantile, context_limit_tokens)
     return out
 
 
@@ -278,8 +298,9 @@ def characterize_path(
     peak_quantile: float | None = 0.99,
     on_bad_row: OnBadRow = "error",
     service_column: str | None = None,
+    context_limit_tokens: int | None = None,
 ) -> dict[str, Characterization]:
-    """Read and characterise a log file (uncached)."""
+    """Read and characterise a log file (uncached); ``context_limit_tokens`` as in :func:`characterize_log`."""
     if buckets < 1:
         raise InputError(Problem(file="", path="buckets", message=f"buckets must be >= 1, got {buckets}", fix="use e.g. --buckets 4"))
     if peak_quantile is not None and not (0.0 < peak_quantile < 1.0):
@@ -288,7 +309,7 @@ def characterize_path(
     if isinstance(log, ServeGenAggregate):
         c = characterize_servegen(log, buckets, peak_quantile)
         return {c.service: c}
-    return characterize_log(log, buckets, peak_quantile)
+    return characterize_log(log, buckets, peak_quantile, context_limit_tokens=context_limit_tokens)
 
 
 @functools.lru_cache(maxsize=64)

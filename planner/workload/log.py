@@ -38,6 +38,15 @@ TimestampKind = Literal["naive", "zoned", "relative", "bucketed", "missing", "sy
 OnBadRow = Literal["error", "skip"]
 EXAMPLES_SHOWN = 5
 """How many bad rows an error message quotes."""
+MAX_TOKENS = 1e8
+"""A token count above this (100 million; 750 times the largest context window in the catalog)
+cannot be a request: the row is bad, like a negative or non-numeric count."""
+FAR_ARRIVAL_SPANS = 10.0
+FAR_ARRIVAL_MIN_S = 86_400.0
+"""An arrival is *far* (a bad row) when it lies more than ``max(FAR_ARRIVAL_SPANS x the span of
+the 1st-99th percentile of arrivals, FAR_ARRIVAL_MIN_S)`` outside that range: e.g. one 1970
+timestamp in a 20-minute log of 2023. Such a value would otherwise set the log's span (its mean
+rate, its windows) by decades."""
 
 
 @dataclass
@@ -101,6 +110,25 @@ def check_columns(path: str, present: list[str], required: dict[str, str], fmt: 
         )
 
 
+def _far_arrivals(t: np.ndarray, already_bad: np.ndarray) -> tuple[np.ndarray, Callable[[int], str]]:
+    """Rows whose arrival lies far outside the bulk of the log (:data:`FAR_ARRIVAL_SPANS`), and
+    the reason for one row."""
+    ok = np.isfinite(t) & ~already_bad
+    far = np.zeros(len(t), dtype=bool)
+    if int(ok.sum()) < 3:
+        return far, str
+    lo, hi = (float(v) for v in np.quantile(t[ok], [0.01, 0.99]))
+    allowed = max(FAR_ARRIVAL_SPANS * (hi - lo), FAR_ARRIVAL_MIN_S)
+    far = ok & ((t < lo - allowed) | (t > hi + allowed))
+
+    def why(i: int) -> str:
+        gap = lo - t[i] if t[i] < lo else t[i] - hi
+        return (f"its arrival time lies {gap:.3g} s ({gap / 86_400 / 365.25:.3g} years) {'before' if t[i] < lo else 'after'} "
+                f"the other arrivals (98 % of them within {hi - lo:.4g} s)")
+
+    return far, why
+
+
 def finish_log(
     log: RequestLog,
     raw_text: dict[str, pd.Series] | None,
@@ -116,16 +144,27 @@ def finish_log(
     """
     df = log.frame
     bad: list[BadRow] = list(pre_bad or [])
-    check = [c for c in ("input_tokens", "output_tokens", "arrival_s") if c in df.columns]
+    check = [c for c in ("input_tokens", "output_tokens", "arrival_s", "cached_tokens") if c in df.columns]
     bad_mask = np.zeros(len(df), dtype=bool)
     reasons: dict[str, np.ndarray] = {}
     for col in check:
-        values = df[col].to_numpy()
-        nan = np.isnan(values)
-        neg = (values < 0) if col != "arrival_s" else np.zeros(len(values), dtype=bool)
+        values = df[col].to_numpy(dtype=np.float64)
+        nan = np.isnan(values) if col != "cached_tokens" else np.zeros(len(values), dtype=bool)  # no cache figure: none counted
+        inf = np.isinf(values)
+        tokens = col != "arrival_s"
+        neg = (values < 0) if tokens else np.zeros(len(values), dtype=bool)
+        huge = (values > MAX_TOKENS) & ~inf if tokens else np.zeros(len(values), dtype=bool)
         reasons[col + ":nan"] = nan
+        reasons[col + ":inf"] = inf
         reasons[col + ":neg"] = neg
-        bad_mask |= nan | neg
+        reasons[col + ":huge"] = huge
+        bad_mask |= nan | inf | neg | huge
+    check_far: Callable[[int], str] = str
+    if "arrival_s" in df.columns:
+        far, far_text = _far_arrivals(df["arrival_s"].to_numpy(dtype=np.float64), bad_mask)
+        reasons["arrival_s:far"] = far
+        bad_mask |= far
+        check_far = far_text
     n_total = len(df) + len(pre_bad or [])
     if bad_mask.any():
         idx = np.flatnonzero(bad_mask)
@@ -134,10 +173,16 @@ def finish_log(
             for col in check:
                 if reasons[col + ":nan"][i]:
                     raw = raw_text[col].iloc[i] if raw_text and col in raw_text else None
-                    shown = "empty" if raw is None or (isinstance(raw, float) and np.isnan(raw)) or str(raw) == "" else repr(str(raw))
+                    shown = "empty" if raw is None or (isinstance(raw, float) and np.isnan(raw)) or str(raw) == "" else repr(str(raw)[:40])
                     why.append(f"{col} is {shown}, not a {'time' if col == 'arrival_s' else 'number'}")
+                elif reasons[col + ":inf"][i]:
+                    why.append(f"{col} is {df[col].iloc[i]:g}, not a finite {'time' if col == 'arrival_s' else 'number'}")
                 elif reasons[col + ":neg"][i]:
                     why.append(f"{col} is negative ({df[col].iloc[i]:g})")
+                elif reasons[col + ":huge"][i]:
+                    why.append(f"{col} is {df[col].iloc[i]:.4g}, beyond any request ({MAX_TOKENS:,.0f} tokens)")
+            if "arrival_s:far" in reasons and reasons["arrival_s:far"][i]:
+                why.append(check_far(int(i)))
             line = line_of(int(i)) if line_of is not None else None
             bad.append(BadRow(line=line, reason=", ".join(why)))
         # the count must cover every bad row, not only the quoted ones

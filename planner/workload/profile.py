@@ -54,7 +54,15 @@ def peak_rate_per_s(profile: WorkloadProfile, window: str) -> float:
 def write_profile(profile: WorkloadProfile, path: str | Path) -> None:
     """Write a profile as YAML (readable back with :func:`read_profile` / ``traffic.profile``)."""
     data = profile.model_dump(mode="json")
-    Path(path).write_text("# workload profile written by `planner characterize`\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(Problem(file=str(target), path="", message=f"cannot create its folder: {exc.strerror or exc}", fix="give a path in a folder you can write")) from None
+    try:
+        target.write_text("# workload profile written by `planner characterize`\n" + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(Problem(file=str(target), path="", message=f"cannot be written: {exc.strerror or exc}", fix="give a writable file path")) from None
 
 
 def read_profile(path: str | Path) -> WorkloadProfile:

@@ -23,7 +23,7 @@ FORMATS = ("azure", "mooncake", "lengths", "tracelab", "servegen", "generic")
 
 
 def _first_line(path: Path) -> str:
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
+    with path.open("r", encoding="utf-8-sig", errors="replace") as fh:
         for line in fh:
             if line.strip():
                 return line.strip()
@@ -46,9 +46,10 @@ def detect_format(path: Path, columns: dict[str, str] | None = None) -> str:
     first = _first_line(path)
     if first.startswith("{"):
         try:
-            keys = set(json.loads(first))
-        except json.JSONDecodeError:
-            keys = set()
+            obj = json.loads(first)
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            obj = {}
+        keys = set(obj) if isinstance(obj, dict) else set()
         if {"input_tokens_total", "timing_events"} & keys:
             return "tracelab"
         if {"input_length", "output_length"} <= keys:

@@ -2,8 +2,10 @@
 
 The mapping names which column holds what: ``time``, ``input``, ``output`` (required:
 ``input`` and ``output``), ``service``, ``session``, ``cached`` (input tokens served from a
-prefix cache) and ``time_unit`` (``s``, ``ms``, ``us``, ``ns`` for numeric times; default s).
-Times may be date-time strings (naive or zoned), Arrow timestamps, or numbers.
+prefix cache) and ``time_unit`` (``s``, ``ms``, ``us``, ``ns`` for numeric times). Without a
+unit, numeric times are seconds unless their size says epoch milli-, micro- or nanoseconds
+(:func:`planner.workload.readers._table.detect_time_unit`, with a note). Times may be date-time
+strings (naive or zoned, or a mix: naive read as UTC, with a note), Arrow timestamps, or numbers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from planner.workload.readers._table import (
     read_csv,
     read_jsonl,
     read_parquet,
+    text_series,
     to_float,
     to_times,
 )
@@ -52,10 +55,11 @@ def check_mapping(mapping: dict[str, str], file: str, where: str) -> None:
         raise InputError(Problem(file=file, path=where, message=f"unknown column key(s) {', '.join(unknown)}", fix=f"use: {', '.join(MAPPING_KEYS)}"))
 
 
-def read_raw(path: Path) -> RawTable:
+def read_raw(path: Path, fields: list[str] | None = None) -> RawTable:
+    """The file as an Arrow table; for JSON Lines only ``fields`` are read (all when None)."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
-        return read_jsonl(path)
+        return read_jsonl(path, fields)
     if suffix in (".parquet", ".pq"):
         return read_parquet(path)
     return read_csv(path)
@@ -92,18 +96,21 @@ def log_from_table(
         frame[name] = to_float(table.column(name))[0]
     kind = "missing"
     quantum = None
+    time_notes: list[str] = []
     if "time" in mapping:
-        times = to_times(table.column(mapping["time"]), mapping.get("time_unit", "s"))
+        times = to_times(table.column(mapping["time"]), mapping.get("time_unit"))
         frame["arrival_s"] = times.seconds
         kind, quantum = times.kind, times.quantum_s
+        time_notes = times.notes
         if times.text is not None:
             text["arrival_s"] = times.text
     for key in ("service", "session"):
         if key in mapping:
-            col = table.column(mapping[key]).to_pandas()
-            frame[key] = pd.Series(col).astype("string").fillna("").astype(object).to_numpy()
+            col = text_series(table.column(mapping[key]))
+            frame[key] = col.astype("string").fillna("").astype(object).to_numpy()
     df = pd.DataFrame(frame)
     log = RequestLog(source=str(path), format=fmt, frame=df, timestamps=kind, time_quantum_s=quantum)  # type: ignore[arg-type]
+    log.notes.extend(time_notes + raw.notes)
     if kind == "missing":
         log.notes.append("the log has no timestamps: arrival rates cannot be measured from it")
     return finish_log(log, text, raw.line_of, on_bad_row, raw.invalid)
@@ -123,4 +130,5 @@ def read_generic(path: Path, mapping: dict[str, str], on_bad_row: OnBadRow, serv
                 fix="pass --columns time=..,input=..,output=.. (and service=.., session=.. if present)",
             )
         )
-    return log_from_table(read_raw(path), path, mapping, "generic", on_bad_row)
+    fields = [mapping[k] for k in ("time", "input", "output", "service", "session", "cached") if k in mapping]
+    return log_from_table(read_raw(path, fields), path, mapping, "generic", on_bad_row)

@@ -2,7 +2,8 @@
 
 ``hash_ids`` are prefix-block hashes of 512-token blocks: a request's leading blocks that an
 earlier request already produced can be served from a prefix cache. For each request we count
-its *leading* blocks whose id appeared in any earlier request (KV reuse needs a shared prefix,
+its *leading* blocks whose id appeared in any earlier request (earlier in time: a log whose
+lines are shuffled gives the same counts) (KV reuse needs a shared prefix,
 so the count stops at the first new block); ``cached_tokens = 512 * leading_seen`` and
 ``cache_basis_tokens = 512 * len(hash_ids)``, so the service's cached-prefix share is
 ``sum(leading_seen) / sum(len(hash_ids))`` — a share of blocks, as the hashes count them.
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from planner.workload.log import OnBadRow, RequestLog
-from planner.workload.readers._table import RawTable, read_jsonl
+from planner.workload.readers._table import RawTable, read_jsonl, to_times
 from planner.workload.readers.generic import log_from_table
 
 BLOCK_TOKENS = 512
@@ -49,8 +50,30 @@ def leading_seen_blocks(offsets: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.bincount(row, weights=run, minlength=n).astype(np.int64)
 
 
+def leading_seen_in_time_order(offsets: np.ndarray, ids: np.ndarray, arrival: np.ndarray | None) -> np.ndarray:
+    """:func:`leading_seen_blocks` with "earlier" meaning earlier in time, not in the file.
+
+    Requests are put in arrival order (stable: ties and missing times keep file order, missing
+    times last), counted, and the counts put back in file order."""
+    n = len(offsets) - 1
+    if arrival is None or n == 0:
+        return leading_seen_blocks(offsets, ids)
+    key = np.where(np.isnan(arrival), np.inf, arrival)
+    order = np.argsort(key, kind="stable")
+    if bool(np.all(order == np.arange(n))):
+        return leading_seen_blocks(offsets, ids)
+    counts = np.diff(offsets)[order]
+    new_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    take = np.repeat(offsets[:-1][order] - new_offsets[:-1], counts) + np.arange(int(new_offsets[-1]))
+    seen_sorted = leading_seen_blocks(new_offsets, ids[take])
+    seen = np.empty(n, dtype=np.int64)
+    seen[order] = seen_sorted
+    return seen
+
+
 def read_mooncake(path: Path, on_bad_row: OnBadRow, service_column: str | None = None) -> RequestLog:
-    raw = read_jsonl(path)
+    fields = [COLUMNS["time"], COLUMNS["input"], COLUMNS["output"], *([service_column] if service_column else [])]
+    raw = read_jsonl(path, fields, ids=["hash_ids"])
     table = raw.table
     extra: dict[str, np.ndarray] = {}
     if "hash_ids" in table.column_names:
@@ -60,7 +83,8 @@ def read_mooncake(path: Path, on_bad_row: OnBadRow, service_column: str | None =
             offsets = np.asarray(filled.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
             offsets = offsets - offsets[0]
             ids = np.asarray(filled.flatten().to_numpy(zero_copy_only=False))
-            seen = leading_seen_blocks(offsets, ids)
+            arrival = to_times(table.column(COLUMNS["time"]), COLUMNS["time_unit"]).seconds if COLUMNS["time"] in table.column_names else None
+            seen = leading_seen_in_time_order(offsets, ids, arrival)
             extra["cached_tokens"] = seen.astype(np.float64) * BLOCK_TOKENS
             extra["cache_basis_tokens"] = np.diff(offsets).astype(np.float64) * BLOCK_TOKENS
     mapping = {**COLUMNS, **({"service": service_column} if service_column else {})}

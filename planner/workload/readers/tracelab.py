@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, Problem
-from planner.workload.log import BadRow, OnBadRow, RequestLog, finish_log
+from planner.workload.log import MAX_TOKENS, BadRow, OnBadRow, RequestLog, finish_log
 from planner.workload.readers._table import json_lines
 
 REQUIRED = ("input_tokens_total", "output_tokens")
@@ -32,6 +32,8 @@ def _num(value: Any) -> float:
         return float("nan")
     try:
         return float(value)
+    except OverflowError:  # an integer beyond float range: reported as not finite
+        return float("inf")
     except (TypeError, ValueError):
         return float("nan")
 
@@ -52,7 +54,8 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
         missing = [k for k in REQUIRED if k not in obj]
         if missing and not rows and not invalid:
             raise InputError(Problem(file=str(path), path="", message=f"missing field(s) for the tracelab format: {', '.join(missing)} (line {n})", fix="choose the right --format"))
-        events = obj.get("timing_events") or []
+        events = obj.get("timing_events")
+        events = events if isinstance(events, list) else []
         stamps = [str(e["timestamp"]) for e in events if isinstance(e, dict) and e.get("timestamp")]
         start = min(stamps) if stamps else None
         position = len(rows)
@@ -72,7 +75,8 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
         raw_text["output_tokens"].append(obj.get("output_tokens"))
         raw_text["arrival_s"].append(start)
         lines.append(n)
-        for tool in obj.get("tools") or []:
+        tools_field = obj.get("tools")
+        for tool in tools_field if isinstance(tools_field, list) else []:
             if not isinstance(tool, dict):
                 continue
             internal = _num(tool.get("tool_internal_latency_ms"))
@@ -97,8 +101,14 @@ def read_tracelab(path: Path, on_bad_row: OnBadRow, service_column: str | None =
     ns = np.asarray(starts.tz_convert(None).as_unit("ns").asi8, dtype=np.float64)
     ns[no_start] = np.nan
     df["arrival_s"] = (ns - np.nanmin(ns)) * 1e-9 if len(df) and not np.isnan(ns).all() else ns
-    tools = pd.DataFrame(tool_rows, columns=["request", "tool", "latency_ms", "is_error", "is_timeout"])
+    tools = pd.DataFrame(tool_rows, columns=["request", "tool", "latency_ms", "is_error", "is_timeout"]).astype({"request": np.int64})
+    appended = df["appended_tokens"].to_numpy(dtype=np.float64) if "appended_tokens" in df.columns else np.zeros(0)
+    odd = ~np.isnan(appended) & ~((appended >= 0) & (appended <= MAX_TOKENS))
+    if odd.any():  # only used for session statistics: left out there, with a note
+        df["appended_tokens"] = np.where(odd, np.nan, appended)
     log = RequestLog(source=str(path), format="tracelab", frame=df, timestamps="zoned", time_quantum_s=1e-3, tools=tools)
+    if odd.any():
+        log.notes.append(f"{int(odd.sum())} round(s) have a newly_append_tokens that is negative, not finite or over {MAX_TOKENS:.0e}: left out of the session statistics")
     if tool_rows and not has_timeout_field:
         log.notes.append("tool records have no timeout field: timeout share is reported as 0 (not observed, not measured)")
     bad_tools = tools["latency_ms"].isna() | (tools["latency_ms"] < 0)
