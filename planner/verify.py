@@ -1,7 +1,7 @@
 """Simulate a solved plan at peak and compare it with the analytic prediction (DESIGN §6, issue 7).
 
 ``planner solve`` sizes pools with queueing approximations (:mod:`planner.queueing`,
-the verify-and-tighten loop of :mod:`planner.optimize.solve`). This module checks each
+the verify-and-tighten loop of :mod:`planner.optimize.tighten`). This module checks each
 feasible architecture's final plan in the discrete-event simulator
 (:mod:`planner.simulate`) and records the outcome in ``ArchitecturePlan.simulation``
 (:class:`planner.schema.plan.SimulationCheck`).
@@ -49,7 +49,7 @@ worst bucket, with their relative difference (flagged above :data:`DISAGREEMENT_
 met or not; when missed, the pool responsible (the largest simulated wait among the pools
 the service visits; for TPOT its decode / unified pool) and by how much. Per pool:
 simulated utilisation and wait quantile against the analytic wait
-(:func:`planner.optimize.solve.predicted_pool_quantiles`).
+(:func:`planner.optimize.latency.predicted_pool_quantiles`).
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                   ci_level: float = CI_LEVEL, max_requests: int = MAX_REQUESTS, precision: float = PRECISION,
                   arrivals: Mapping[str, PeakArrivals] | None = None) -> SimulationCheck:
     """Simulate one architecture's plan at peak and compare with its analytic prediction."""
-    from planner.optimize.solve import predicted_pool_quantiles
+    from planner.optimize.latency import predicted_pool_quantiles
     from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
     from planner.simulate.engine import simulate
     from planner.simulate.spec import SimConfig

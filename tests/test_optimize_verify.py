@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from planner.optimize import SolveSettings, check_plan, solve_tables
-from planner.optimize.solve import bucket_latency, pool_latency, predicted_pool_quantiles
+from planner.optimize.latency import bucket_latency, pool_latency, predicted_pool_quantiles
 from planner.queueing import wait_quantile_s
 from planner.schema.capacity import CapacityTables, CostParams
 

@@ -54,8 +54,8 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     if robust_scenarios:
         raise InputError(Problem("", "--robust-scenario", "needs --robust", "add --robust"))
     from planner.instance import load_instance
-    from planner.optimize.solve import settings_from_instance, solve_instance
     from planner.report import summary_text, write_outputs
+    from planner.solve_instance import settings_from_instance, solve_instance
 
     archs = None
     if architectures:

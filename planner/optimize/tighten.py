@@ -1,0 +1,184 @@
+"""The verify-and-tighten loop: solve one architecture, check its tail latency, tighten the caps of the
+pools that miss and re-solve (DESIGN §6, issue 7).
+
+The analytic check and the factors it asks for are :mod:`planner.optimize.latency` (steps 1–3 there).
+The loop:
+
+4. Stop when every bucket meets its targets, or after ``SolveSettings.verify_rounds`` extra
+   rounds (the plan then reports the miss). ``SolverInfo.rounds`` counts the solves.
+5. With ``SolveSettings.simulation_check`` (``planner solve`` when ``options.verify``): the plan
+   that passes the analytic check is simulated at peak (:func:`planner.verify.simulate_plan`,
+   bursts replayed from the log). Each service missing a quantile names a pool
+   (``SimulatedService.miss_pool``); that pool's caps are divided by the simulated/target
+   ratio ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming it) and the MIP is
+   re-solved, at most ``simulation_rounds`` times. A pool named again in a later round gets
+   ``f_p ** (k + 1)`` on its ``k``-th repeat (clamped the same way): a miss that a modest cap does not
+   fix — e.g. a one-instance pool whose tail is service time more than queueing — is pushed
+   off the pool instead of being chased in equal small steps until the rounds run out. The final plan carries its last check
+   (``ArchitecturePlan.simulation``): met, or which pool misses and by how much. Seeded, so the
+   same input gives the same plan.
+
+Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
+not re-checked: a measured rate already includes queueing at the SLO. The tightened caps
+of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so that
+``planner check`` verifies the load constraint with the caps actually used).
+
+The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
+module does not import :mod:`planner.verify`, which sits above the optimiser
+(:mod:`planner.solve_instance` wires the two together), so the flow stays one-way.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from planner.optimize.architecture import solve_architecture
+from planner.optimize.highs import make_solver
+from planner.optimize.latency import tighten_factors
+from planner.optimize.model import Built, build_model
+from planner.optimize.prepare import Prepared
+from planner.optimize.settings import SolveSettings
+from planner.optimize.verdict import make_verdict
+from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
+
+
+def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:
+    """``prep`` with the caps of the named pools divided by their factors; load coefficients and big-M updated."""
+    pts = prep.points.copy()
+    f = pts["pool"].map(dict(factors)).fillna(1.0).to_numpy(float)
+    pts["rho"] = pts["rho"].to_numpy(float) / f
+    pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
+    pools = prep.pools.copy()
+    per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
+    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9).astype(int) + 1
+    pools["n_max"] = np.maximum(pools["n_max"].to_numpy(int), n_load)
+    tool = prep.tool
+    if tool is not None:
+        from planner.agents.prep import refresh_caps
+
+        tool = refresh_caps(tool, pts)  # reload/recompute load coefficients carry 1/rho too
+    return replace(prep, points=pts, pools=pools, tool=tool)
+
+
+def _solve_tightened(cur: Built, factors: Mapping[str, float], architecture: str,
+                     settings: SolveSettings) -> tuple[ArchitecturePlan, Built]:
+    """Rebuild with the named pools' caps divided by their factors and solve again.
+
+    Rebuilt rather than updated in place: the instance-count bounds (big-M) must grow with the load.
+    """
+    t0 = time.perf_counter()
+    nxt = build_model(tighten_prepared(cur.prep, factors), redundancy=settings.redundancy,
+                      budget_usd_per_month=settings.budget_usd_per_month)
+    nxt.build_s = time.perf_counter() - t0
+    return solve_architecture(nxt, make_solver(), architecture, settings), nxt
+
+
+def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+    """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
+
+    Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
+    """
+    plan = solve_architecture(built, solver, architecture, settings)
+    base_rho = built.prep.points["rho"].to_numpy(float)
+    cur, rounds = built, 1
+    total_time, total_build = plan.solver.time_s, plan.solver.build_s
+    history: list[str] = []
+
+    def tighten(factors: Mapping[str, float], label: str) -> bool:
+        """One more round with the named pools' caps divided; False when it leaves no plan."""
+        nonlocal plan, cur, rounds, total_time, total_build
+        history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
+        cand, nxt = _solve_tightened(cur, factors, architecture, settings)
+        rounds += 1
+        total_time += cand.solver.time_s
+        total_build += cand.solver.build_s
+        if not cand.feasible:
+            history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
+            return False
+        plan, cur = cand, nxt
+        return True
+
+    while plan.feasible and rounds <= settings.verify_rounds:
+        factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
+        if not factors or not tighten(factors, ""):
+            break
+    if settings.simulation_check is not None and plan.feasible and plan.pools:
+        sim_rounds = 0
+        repeats: dict[str, int] = {}
+        while True:
+            check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
+            plan = plan.model_copy(update={"simulation": check})
+            if check.met or sim_rounds >= settings.simulation_rounds:
+                break
+            factors = simulated_factors(check, repeats)
+            for p in factors:
+                repeats[p] = repeats.get(p, 0) + 1
+            analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
+            for p, f in analytic.items():
+                factors[p] = max(factors.get(p, 1.0), f)
+            sim_rounds += 1
+            if not factors or not tighten(factors, "simulation: "):
+                break
+    info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
+    plan = plan.model_copy(update={"solver": info})
+    caps: list[dict[str, Any]] = []
+    if cur is not built:
+        pts = cur.prep.points
+        rho = pts["rho"].to_numpy(float)
+        for i in np.nonzero(rho < base_rho * (1 - 1e-12))[0]:
+            r = pts.iloc[int(i)]
+            caps.append({"architecture": architecture, "service": str(r["service"]), "bucket": str(r["bucket"]),
+                         "role": str(r["role"]), "config": str(r["config"]), "rho": float(rho[i]),
+                         "rho_queueing": float(base_rho[i]), "tightening_factor": float(base_rho[i] / rho[i])})
+    if history:
+        caps_note = f"{architecture}: latency check tightened utilisation caps in {rounds - 1} round(s): " + "; ".join(history)
+        if not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
+            caps_note += f" — targets still missed after {rounds} solves (see the latency table)"
+        caps.append({"architecture": architecture, "note": caps_note})
+    return plan, cur, caps
+
+
+def simulated_factors(check: Any, repeats: Mapping[str, int] | None = None, *, min_step: float = 1.05,
+                      max_step: float = 4.0) -> dict[str, float]:
+    """Per pool a simulated miss names: the factor dividing its caps, ``f = clamp(sim_q / target, min_step, max_step)``
+    raised to ``k + 1`` for a pool already named ``k`` times (``repeats``) and clamped to ``max_step``
+    again (module docstring, step 5); the largest over the services naming the pool."""
+    out: dict[str, float] = {}
+    for s in check.services:
+        if s.miss_pool is None:
+            continue
+        share = s.miss_share if s.miss_share is not None else math.inf  # None: unbounded (requests never finished)
+        f = min(max_step, max(min_step, 1.0 + share))
+        f = float(min(max_step, f ** (1 + (repeats or {}).get(s.miss_pool, 0))))
+        out[s.miss_pool] = max(out.get(s.miss_pool, 1.0), f)
+    return out
+
+
+def _check_result(prep: Prepared, architecture: str, plan: ArchitecturePlan, settings: SolveSettings) -> PlanResult:
+    """A one-architecture :class:`PlanResult` carrying what the simulated check reads (pools, routing, snapshot)."""
+    used = used_points(plan, prep)
+    pts_cols = [c for c in prep.points.columns if c not in ("i",)]
+    snapshot = CapacitySnapshot(
+        demand=prep.demand.drop(columns=["d"]).to_dict("records"), points=prep.points.loc[used, pts_cols].to_dict("records"),
+        configs=prep.tables.configs.to_dict("records"), costs={k: float(v) for k, v in vars(prep.tables.costs).items()},
+        redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+    return PlanResult(instance="check", architectures={architecture: plan}, verdict=make_verdict({architecture: plan}, prep),
+                      capacity=snapshot)
+
+
+
+
+def used_points(plan: ArchitecturePlan, prep: Prepared) -> list[int]:
+    """Row labels (``i``) of ``prep.points`` that ``plan`` routes traffic to."""
+    if not plan.routing:
+        return []
+    pts = prep.points
+    key = dict(zip(zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True),
+                   pts["i"].astype(int), strict=True))
+    return [int(key[(r.service, r.bucket, str(r.role), r.config)]) for r in plan.routing]
