@@ -82,11 +82,13 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     plans: dict[str, ArchitecturePlan] = {}
     caps: list[dict[str, Any]] = []
     final_built: dict[str, Built] = {}
+    history: list[str] = []
     for arch in settings.architectures:
         plan, used_built, arch_caps = solve_verified(built, solver, arch, settings)
         plans[arch] = plan
         final_built[arch] = used_built
         caps += [c for c in arch_caps if "note" not in c]
+        history += [str(c["note"]) for c in arch_caps if "note" in c]
         built.build_s = 0.0  # the build is paid once; later architectures only re-solve
     verdict = make_verdict(plans, prep)
     used = sorted({i for plan in plans.values() for i in used_points(plan, prep)})
@@ -104,6 +106,7 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
         if plan.solver.rounds > 1:
             notes.append(f"{arch}: the latency check tightened utilisation caps and re-solved ({plan.solver.rounds} solves); "
                          "tightened caps are listed in capacity.utilization_caps")
+            notes += [h for h in history if h.startswith(f"{arch}:")]
         if plan.feasible and not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
             notes.append(f"{arch}: predicted latency misses a target after {plan.solver.rounds} solve(s); see the latency table")
         if plan.solver.status == "time_limit":

@@ -9,14 +9,24 @@ The loop:
 5. With ``SolveSettings.simulation_check`` (``planner solve`` when ``options.verify``): the plan
    that passes the analytic check is simulated at peak (:func:`planner.verify.simulate_plan`,
    bursts replayed from the log). Each service missing a quantile names a pool
-   (``SimulatedService.miss_pool``); that pool's caps are divided by the simulated/target
-   ratio ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming it) and the MIP is
-   re-solved, at most ``simulation_rounds`` times. A pool named again in a later round gets
+   (``SimulatedService.miss_pool``: for TTFT the pool with the largest simulated wait on the
+   worst bucket's path — the larger of its mean and its SLO quantile —, ties to the first-token phase, :func:`planner.verify.ttft_miss_pool`; for
+   TPOT its decode / unified pool). The factor is the simulated/target ratio
+   ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming the pool); it divides the
+   caps of the pool's points. When the miss has *moved* — the pool was not named before but a
+   pool of the same phase (service, bucket, role) was — the factor divides the caps of the whole
+   phase (:func:`phase_point_factors`): the pool by ``f_p``, and every other configuration of that
+   role for the (service, bucket) pairs routed to it up to the phase's tightest cap so far, so the
+   next solve cannot dodge again to a configuration that was never tightened (issue 13: a 70B long-prompt plan chased from prefill tp2 to tp4 to an
+   untightened tp8, then dropped). The first round tightens the named pool alone: moving load to
+   an alternative configuration is often the cheapest fix, and the check sees whether it holds. The MIP
+   is re-solved, at most ``simulation_rounds`` times. A pool named again in a later round gets
    ``f_p ** (k + 1)`` on its ``k``-th repeat (clamped the same way): a miss that a modest cap does not
    fix — e.g. a one-instance pool whose tail is service time more than queueing — is pushed
    off the pool instead of being chased in equal small steps until the rounds run out. The final plan carries its last check
-   (``ArchitecturePlan.simulation``): met, or which pool misses and by how much. Seeded, so the
-   same input gives the same plan.
+   (``ArchitecturePlan.simulation``): met, or which pool misses and by how much; a plan that still
+   misses is ranked after those that meet, and the verdict says after how many tightening rounds.
+   Seeded, so the same input gives the same plan.
 
 Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
 not re-checked: a measured rate already includes queueing at the SLO. The tightened caps
@@ -48,10 +58,16 @@ from planner.optimize.verdict import make_verdict
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
 
 
-def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:
-    """``prep`` with the caps of the named pools divided by their factors; load coefficients and big-M updated."""
+def tighten_prepared(prep: Prepared, factors: Mapping[str, float] | np.ndarray) -> Prepared:
+    """``prep`` with caps divided by factors; load coefficients and big-M updated.
+
+    ``factors``: per pool name (every point of the pool), or an array with one factor per row of
+    ``prep.points`` (:func:`phase_point_factors`)."""
     pts = prep.points.copy()
-    f = pts["pool"].map(dict(factors)).fillna(1.0).to_numpy(float)
+    if isinstance(factors, np.ndarray):
+        f = np.maximum(np.asarray(factors, dtype=float), 1.0)
+    else:
+        f = pts["pool"].map(dict(factors)).fillna(1.0).to_numpy(float)
     pts["rho"] = pts["rho"].to_numpy(float) / f
     pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
     pools = prep.pools.copy()
@@ -66,7 +82,38 @@ def tighten_prepared(prep: Prepared, factors: Mapping[str, float]) -> Prepared:
     return replace(prep, points=pts, pools=pools, tool=tool)
 
 
-def _solve_tightened(cur: Built, factors: Mapping[str, float], architecture: str,
+def phase_point_factors(prep: Prepared, plan: ArchitecturePlan, pool_factors: Mapping[str, float],
+                        applied: np.ndarray | None = None) -> np.ndarray:
+    """Per row of ``prep.points``: the factor dividing its cap when a simulated miss has moved to the
+    named pools from another configuration of the same phase (module docstring, step 5).
+
+    A pool ``P`` (role ``r``) named with factor ``f``: every point of ``P`` gets ``f`` (all buckets
+    share its queue); every other point of role ``r`` of the (service, bucket) pairs the plan routes
+    to ``P``, in every configuration, is levelled up to the phase's tightest cap so far (``applied``:
+    per point the tightening already in its cap, ``ρ_base / ρ``). So the next solve cannot dodge to
+    a configuration that was never tightened, while the pool that misses now is tightened by its own
+    miss only (not by another configuration's, which over-tightens: measured on code-completion-8b,
+    shared $274k against $205k)."""
+    pts = prep.points
+    done = np.ones(len(pts)) if applied is None else np.maximum(np.asarray(applied, dtype=float), 1.0)
+    f = np.ones(len(pts))
+    pool_of = pts["pool"].astype(str).to_numpy()
+    role_of = pts["role"].astype(str).to_numpy()
+    pair = (pts["service"].astype(str) + "\x00" + pts["bucket"].astype(str)).to_numpy()
+    roles = {p.name: str(p.role) for p in plan.pools}
+    for pool, fac in pool_factors.items():
+        served = {f"{r.service}\x00{r.bucket}" for r in plan.routing if r.pool == pool}
+        sel = (pool_of == pool) | ((role_of == roles.get(pool, "")) & np.isin(pair, list(served)))
+        if not sel.any():
+            continue
+        others = sel & (pool_of != pool)
+        level = float(done[sel].max())  # the phase's tightest cap so far
+        f = np.where(pool_of == pool, np.maximum(f, float(fac)), f)
+        f = np.where(others, np.maximum(f, level / done), f)
+    return f
+
+
+def _solve_tightened(cur: Built, factors: Mapping[str, float] | np.ndarray, architecture: str,
                      settings: SolveSettings) -> tuple[ArchitecturePlan, Built]:
     """Rebuild with the named pools' caps divided by their factors and solve again.
 
@@ -90,11 +137,12 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
     total_time, total_build = plan.solver.time_s, plan.solver.build_s
     history: list[str] = []
 
-    def tighten(factors: Mapping[str, float], label: str) -> bool:
-        """One more round with the named pools' caps divided; False when it leaves no plan."""
+    def tighten(factors: Mapping[str, float], label: str, per_point: np.ndarray | None = None) -> bool:
+        """One more round with the named pools' caps divided (or ``per_point``, which covers them);
+        False when it leaves no plan."""
         nonlocal plan, cur, rounds, total_time, total_build
         history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
-        cand, nxt = _solve_tightened(cur, factors, architecture, settings)
+        cand, nxt = _solve_tightened(cur, per_point if per_point is not None else factors, architecture, settings)
         rounds += 1
         total_time += cand.solver.time_s
         total_build += cand.solver.build_s
@@ -110,20 +158,30 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
             break
     if settings.simulation_check is not None and plan.feasible and plan.pools:
         sim_rounds = 0
-        repeats: dict[str, int] = {}
+        repeats: dict[str, int] = {}  # per pool: rounds that named it
+        tightened: set[tuple[str, str, str]] = set()  # (service, bucket, role) of the pools named so far
         while True:
             check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
             plan = plan.model_copy(update={"simulation": check})
             if check.met or sim_rounds >= settings.simulation_rounds:
                 break
             factors = simulated_factors(check, repeats)
+            # a miss that moved to another configuration of a phase tightened before: tighten the phase
+            phase_of = _phases(plan, factors)
+            moved = {p: f for p, f in factors.items() if p not in repeats and phase_of[p] & tightened}
             for p in factors:
                 repeats[p] = repeats.get(p, 0) + 1
+                tightened |= phase_of[p]
+            per_point = phase_point_factors(cur.prep, plan, moved, base_rho / cur.prep.points["rho"].to_numpy(float))
+            on_named = cur.prep.points["pool"].astype(str).map(factors).fillna(1.0).to_numpy(float)
+            per_point = np.maximum(per_point, on_named)
             analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
+            on_pool = cur.prep.points["pool"].astype(str).map(analytic).fillna(1.0).to_numpy(float)
+            per_point = np.maximum(per_point, on_pool)
             for p, f in analytic.items():
                 factors[p] = max(factors.get(p, 1.0), f)
             sim_rounds += 1
-            if not factors or not tighten(factors, "simulation: "):
+            if not factors or not tighten(factors, "simulation: ", per_point):
                 break
     info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
     plan = plan.model_copy(update={"solver": info})
@@ -160,6 +218,15 @@ def simulated_factors(check: Any, repeats: Mapping[str, int] | None = None, *, m
     return out
 
 
+def _phases(plan: ArchitecturePlan, pools: Mapping[str, float]) -> dict[str, set[tuple[str, str, str]]]:
+    """Per named pool: the (service, bucket, role) phases the plan routes through it."""
+    out: dict[str, set[tuple[str, str, str]]] = {p: set() for p in pools}
+    for r in plan.routing:
+        if r.pool in out:
+            out[r.pool].add((r.service, r.bucket, str(r.role)))
+    return out
+
+
 def _check_result(prep: Prepared, architecture: str, plan: ArchitecturePlan, settings: SolveSettings) -> PlanResult:
     """A one-architecture :class:`PlanResult` carrying what the simulated check reads (pools, routing, snapshot)."""
     used = used_points(plan, prep)
@@ -170,8 +237,6 @@ def _check_result(prep: Prepared, architecture: str, plan: ArchitecturePlan, set
         redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
     return PlanResult(instance="check", architectures={architecture: plan}, verdict=make_verdict({architecture: plan}, prep),
                       capacity=snapshot)
-
-
 
 
 def used_points(plan: ArchitecturePlan, prep: Prepared) -> list[int]:
