@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -36,10 +37,13 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 @click.option("--robust", is_flag=True, help="Plan for several scenarios at once (devices chosen once, routing per scenario); see --robust-scenario.")
 @click.option("--robust-scenario", "robust_scenarios", multiple=True,
               help="With --robust: a named scenario to plan for (repeatable; 'base' = the instance as written). Default: base and every named scenario.")
+@click.option("--confidence", type=click.Choice(["fast", "exact", "off"]), default="fast", show_default=True,
+              help="How robust the verdict is: the smallest change in prefill time, decode step time or traffic that flips it. "
+                   "fast: re-size each plan's pools (~30 ms, approximate); exact: re-solve scaled capacity tables (tens of solves).")
 @click.pass_context
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
-          html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...]) -> None:
+          html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], confidence: str = "fast") -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
@@ -70,6 +74,7 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     overrides = _parse_sets(sets)
     resolved = load_instance(instance, overrides or None, scenario=scenario)
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
+    settings = replace(settings, confidence=confidence)
     outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides)
     result = outcome.result
     if out_dir:

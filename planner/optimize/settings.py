@@ -30,6 +30,9 @@ class SolveSettings:
     and re-solves (module docstring, step 5)."""
     simulation_rounds: int = 6
     """Extra solve rounds the simulated check may spend tightening caps."""
+    confidence: str = "fast"
+    """How robust the verdict is (:mod:`planner.optimize.confidence`): ``fast`` (re-sizing the plans,
+    ~30 ms), ``exact`` (re-solving scaled capacity tables, tens of solves) or ``off``."""
 
 
 

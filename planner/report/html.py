@@ -199,6 +199,8 @@ def _key_numbers(plan: PlanResult) -> str:
 def verdict_section(plan: PlanResult) -> str:
     cls = "verdict" if plan.verdict.winner else "verdict none"
     out = [f'<p class="{cls}" id="verdict">{esc(verdict_sentence(plan))}</p>', _key_numbers(plan)]
+    if plan.verdict.confidence is not None:  # planner.optimize.confidence
+        out.append(f'<p id="confidence"><b>Confidence:</b> {esc(plan.verdict.confidence.summary)}</p>')
     why = plan.verdict.reasons[1:]
     if why:
         out.append('<h3>Why</h3><ul class="why">' + "".join(f"<li>{esc(r)}</li>" for r in why) + "</ul>")

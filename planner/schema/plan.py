@@ -411,6 +411,45 @@ class ArchitecturePlan(StrictModel):
     """Discrete-event check at peak (``options.verify``); ``None`` when not run."""
 
 
+ConfidenceDimension = Literal["prefill_time", "decode_step_time", "traffic", "bucket_resolution"]
+
+
+class VerdictFlip(StrictModel):
+    """The smallest change along one dimension that flips the verdict (:mod:`planner.optimize.confidence`)."""
+
+    dimension: ConfidenceDimension
+    slower_or_more: float | None = None
+    """Smallest multiplier above 1 at which another architecture wins (prefill time, decode step time
+    or traffic ×m); ``None`` when none up to ``searched_high``. For ``bucket_resolution``: the first
+    bucket count tried that flips it."""
+    faster_or_less: float | None = None
+    """Largest multiplier below 1 at which another architecture wins; ``None`` when none down to ``searched_low``."""
+    winner_after: str | None = None
+    """Who wins past the nearest flip."""
+    searched_low: float = 1.0
+    searched_high: float = 1.0
+    precision: float = 0.0
+    """Relative width of the bisection bracket around a flip (the multiplier is known to ±this share)."""
+    within_error: bool = False
+    """A flip lies inside the performance model's error band (perf dimensions only)."""
+    note: str = ""
+
+
+class VerdictConfidence(StrictModel):
+    """How robust the verdict is: the smallest change that flips it, per dimension (issue 13, item 7)."""
+
+    robust: bool | None = None
+    """True when no flip of prefill or decode time lies within the error band; ``None`` when not
+    assessed (fewer than two architectures meet their targets)."""
+    summary: str
+    """One line: "robust: ..." or "near thing: flips if prefill is 9 % slower"."""
+    error_band: float = 0.25
+    """Relative error of the performance model used as the band (± share)."""
+    error_band_source: str = ""
+    flips: list[VerdictFlip] = []
+    method: str = ""
+
+
 class Verdict(StrictModel):
     """Which architecture wins, by how much, and why."""
 
@@ -428,6 +467,8 @@ class Verdict(StrictModel):
     """Plain-language reasons built from the numbers; when shared wins the first says so."""
     proven: bool = False
     """Both plans proven optimal within the gap (otherwise the verdict may change with more time)."""
+    confidence: VerdictConfidence | None = None
+    """How robust the verdict is (:mod:`planner.optimize.confidence`); ``None`` when not assessed."""
 
 
 class CapacitySnapshot(StrictModel):
