@@ -18,8 +18,24 @@ __all__ = ["settings_from_instance", "solve_instance"]
 
 
 def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str | None = None, scenario: str | None = None,
-                   overrides: dict[str, Any] | None = None) -> SolveOutcome:
-    """Capacity tables of an instance (optionally with measured capacity), then :func:`solve_tables`."""
+                   overrides: dict[str, Any] | None = None, resolution: str = "fixed") -> SolveOutcome:
+    """Capacity tables of an instance (optionally with measured capacity), then :func:`solve_tables`.
+
+    ``resolution="auto"``: the length-bucket counts are chosen first (:mod:`planner.resolution`) and
+    the instance is solved at them; the counts tried go into the verdict's confidence."""
+    if resolution == "auto":
+        from planner.resolution import choose_resolution, resolution_flip
+
+        chosen, steps, why = choose_resolution(resolved, settings, capacity_file=capacity_file)
+        outcome = solve_instance(chosen, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides)
+        res = outcome.result
+        conf = res.verdict.confidence
+        if steps and conf is not None:
+            flip = resolution_flip(steps, res.verdict.winner, why)
+            conf = conf.model_copy(update={"flips": [*conf.flips, flip], "resolution": steps, "summary": f"{conf.summary}; {flip.note}"})
+            res = res.model_copy(update={"verdict": res.verdict.model_copy(update={"confidence": conf})})
+        outcome.result = res.model_copy(update={"notes": [*res.notes, f"resolution: {why}"]})
+        return outcome
     from planner.capacity import build_capacity_tables, read_measured_capacity
 
     tables = build_capacity_tables(resolved)

@@ -95,7 +95,7 @@ def test_a_near_thing_is_named_with_the_flip(monkeypatch: pytest.MonkeyPatch) ->
     arch = {a: SimpleNamespace(architecture=a, feasible=True, costs=object(), simulation=None, pools=[SimpleNamespace(device="d")])
             for a in plans}
     result = SimpleNamespace(verdict=SimpleNamespace(winner="disaggregated"), architectures=arch,
-                             capacity=SimpleNamespace(points=[], redundancy=0))
+                             capacity=SimpleNamespace(points=[], redundancy=0, demand=[]))
     c = verdict_confidence(result)  # type: ignore[arg-type]
     assert c.robust is False
     assert c.summary.startswith("near thing: flips to shared if prefill 11 % slower"), c.summary

@@ -226,8 +226,6 @@ def scaled_tables(tables: Any, m_pf: float = 1.0, m_dec: float = 1.0, m_rate: fl
     instead makes every plan infeasible at the first percent (measured on enterprise-chat)."""
     from dataclasses import replace
 
-    from planner.optimize.resolve import scale_rates
-
     pts = tables.points.copy()
     role = pts["role"].astype(str).to_numpy()
     col = {c: (pts[c].astype(float).to_numpy() if c in pts.columns else np.full(len(pts), np.nan))
@@ -241,10 +239,10 @@ def scaled_tables(tables: Any, m_pf: float = 1.0, m_dec: float = 1.0, m_rate: fl
     t = targets.reindex(pd.MultiIndex.from_arrays([pts["service"], pts["bucket"]])).to_numpy(float)
     late = (pts["ttft_ms"].to_numpy(float) > t) & (role == "prefill")
     pts["feasible"] = pts["feasible"].astype(bool) & ~late
-    out = replace(tables, points=pts)
-    if m_rate != 1.0:
-        out = scale_rates(out, {str(svc): m_rate for svc in tables.demand["service"].unique()})
-    return out
+    demand = tables.demand.copy()
+    for c in ("rate_mean_per_s", "rate_peak_per_s"):  # as planner.optimize.resolve.scale_rates, every service
+        demand[c] = demand[c].astype(float) * float(m_rate)
+    return replace(tables, points=pts, demand=demand)
 
 
 def _exact_nearest_flip(winner: Callable[[float], str], base: str, up: bool) -> tuple[float | None, str | None]:
@@ -266,6 +264,9 @@ def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] |
     (:data:`EXACT_GRID`) bisected to ±:data:`EXACT_PRECISION`."""
     v = result.verdict
     band, source = error_band_for(result, error_bands)
+    buckets: dict[str, int] = {}
+    for d in result.capacity.demand:
+        buckets[str(d["service"])] = buckets.get(str(d["service"]), 0) + 1
     if exact is None:
         method = (f"re-sizing each plan's pools for scaled work with configurations and routing held "
                   f"(planner.optimize.confidence); geometric grid then bisection to ±{100 * PRECISION:g} %; "
@@ -280,7 +281,7 @@ def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] |
     if v is None or v.winner is None or len(ok) < 2 or v.winner not in {a.architecture for a in ok}:
         why = "only one architecture has a plan that meets its targets" if v is not None and v.winner else "no feasible plan"
         return VerdictConfidence(robust=None, summary=f"not assessed: {why}", error_band=band, error_band_source=source,
-                                 method=method, flips=[resolution_flip] if resolution_flip else [])
+                                 method=method, flips=[resolution_flip] if resolution_flip else [], buckets=buckets)
     pts = pd.DataFrame(result.capacity.points)
     plans = [resized_plan(a, pts, result.capacity.redundancy) for a in ok]
     base = winner_at(plans)
@@ -316,7 +317,8 @@ def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] |
     if base != v.winner:
         summary = (f"not assessed: the re-sizing model ranks {base} first at the plans as solved "
                    f"(the verdict's ranking differs; see the reasons)")
-        return VerdictConfidence(robust=None, summary=summary, error_band=band, error_band_source=source, flips=flips, method=method)
+        return VerdictConfidence(robust=None, summary=summary, error_band=band, error_band_source=source, flips=flips, method=method,
+                                 buckets=buckets)
     robust = not near_perf
     words = {"prefill_time": "prefill", "decode_step_time": "decode steps"}
     if robust:
@@ -335,4 +337,7 @@ def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] |
         summary += f"; traffic ×{m:.2f} flips it"
     else:
         summary += f"; no traffic flip within ×{TRAFFIC_RANGE[0]:g}–×{TRAFFIC_RANGE[1]:g}"
-    return VerdictConfidence(robust=robust, summary=summary, error_band=band, error_band_source=source, flips=flips, method=method)
+    if resolution_flip is not None and resolution_flip.note:
+        summary += f"; {resolution_flip.note}"
+    return VerdictConfidence(robust=robust, summary=summary, error_band=band, error_band_source=source, flips=flips, method=method,
+                             buckets=buckets)

@@ -435,6 +435,17 @@ class VerdictFlip(StrictModel):
     note: str = ""
 
 
+class ResolutionStep(StrictModel):
+    """One bucket count tried by ``planner solve --resolution auto`` (:mod:`planner.resolution`)."""
+
+    buckets: dict[str, int]
+    """Length buckets per service whose traffic is a log."""
+    winner: str | None
+    winner_usd_per_month: float | None = None
+    totals_usd_per_month: dict[str, float] = {}
+    """Per feasible architecture (analytic check only, no peak simulation)."""
+
+
 class VerdictConfidence(StrictModel):
     """How robust the verdict is: the smallest change that flips it, per dimension (issue 13, item 7)."""
 
@@ -448,6 +459,10 @@ class VerdictConfidence(StrictModel):
     error_band_source: str = ""
     flips: list[VerdictFlip] = []
     method: str = ""
+    buckets: dict[str, int] = {}
+    """The resolution used: length buckets per service."""
+    resolution: list[ResolutionStep] = []
+    """Bucket counts tried when the resolution was chosen adaptively (``--resolution auto``), in order."""
 
 
 class Verdict(StrictModel):
