@@ -64,7 +64,7 @@ def test_long_prompt_disaggregated_plan_is_tightened_not_dropped() -> None:
     """Issue 13's scenario: 70B, 16,000 in / 200 out, p50 targets. Before, the loop chased the
     miss across prefill configurations, gave up after 7 solves and the verdict named the shared
     plan (64 GPUs, $134,738/month) over the 10-GPU disaggregated one ($23,266 as first solved).
-    Now: disaggregated, 12 GPUs, $27,965/month, met in simulation."""
+    Now: disaggregated, 12 GPUs, $27,965/month, met in simulation (shared $101,555 after refinement)."""
     from planner.instance import load_instance
     from planner.solve_instance import settings_from_instance, solve_instance
 

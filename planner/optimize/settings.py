@@ -30,6 +30,9 @@ class SolveSettings:
     and re-solves (module docstring, step 5)."""
     simulation_rounds: int = 6
     """Extra solve rounds the simulated check may spend tightening caps."""
+    refine_rounds: int = 2
+    """Solves spent bisecting a large last simulated tightening for a cheaper plan that still meets
+    (:mod:`planner.optimize.tighten`, step 6; 0: off)."""
     confidence: str = "fast"
     """How robust the verdict is (:mod:`planner.optimize.confidence`): ``fast`` (re-sizing the plans,
     ~30 ms), ``exact`` (re-solving scaled capacity tables, tens of solves) or ``off``."""

@@ -33,6 +33,15 @@ not re-checked: a measured rate already includes queueing at the SLO. The tighte
 of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so that
 ``planner check`` verifies the load constraint with the caps actually used).
 
+6. Keep the cheaper of neighbouring solutions. The simulated factors are coarse (a miss whose
+   requests never finish gets the largest step, ×4), and an over-tightened pool makes the reported
+   cost jump and lose monotonicity (issue 13: code-completion-8b's disaggregated cost fell from
+   $144,769 to $112,743/month when its traffic grew ×1.5). When the last simulated round that
+   made the plan meet tightened some cap by ``REFINE_MIN_STEP`` (×1.5) or more, the exponent
+   ``t`` of that round's per-point factors is bisected (``SolveSettings.refine_rounds`` solves,
+   from ``t = 1/2``): a plan at ``factors ** t`` that costs less and meets the analytic and the
+   simulated checks replaces the current one; the first ``t`` that is not cheaper stops it.
+
 The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
 module does not import :mod:`planner.verify`, which sits above the optimiser
 (:mod:`planner.solve_instance` wires the two together), so the flow stays one-way.
@@ -56,6 +65,9 @@ from planner.optimize.prepare import Prepared
 from planner.optimize.settings import SolveSettings
 from planner.optimize.verdict import make_verdict
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
+
+REFINE_MIN_STEP = 1.5
+"""A simulated tightening whose largest factor reaches this is refined (module docstring, step 6)."""
 
 
 def tighten_prepared(prep: Prepared, factors: Mapping[str, float] | np.ndarray) -> Prepared:
@@ -152,6 +164,36 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
         plan, cur = cand, nxt
         return True
 
+    last_step: tuple[Built, np.ndarray] | None = None
+
+    def refine(before: Built, step: np.ndarray) -> None:
+        """Keep the cheaper of neighbouring solutions (module docstring, step 6): bisect the exponent
+        ``t`` of the last simulated tightening ``step`` (per point) from the model ``before`` it; a
+        plan at ``step ** t`` that costs less and meets both checks replaces the current one."""
+        nonlocal plan, cur, rounds, total_time, total_build
+        if float(np.max(step)) < REFINE_MIN_STEP or settings.simulation_check is None:
+            return
+        lo, hi = 0.0, 1.0
+        for _ in range(settings.refine_rounds):
+            t = 0.5 * (lo + hi)
+            cand, nxt = _solve_tightened(before, np.power(step, t), architecture, settings)
+            rounds += 1
+            total_time += cand.solver.time_s
+            total_build += cand.solver.build_s
+            assert plan.costs is not None
+            if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < plan.costs.total_usd_per_month - 0.005):
+                break  # no cheaper plan with less tightening: keep the current one
+            chk = None
+            if not tighten_factors(nxt.prep, cand, settings.redundancy)[0]:
+                chk = settings.simulation_check(_check_result(nxt.prep, architecture, cand, settings), architecture)
+            if chk is not None and chk.met:
+                history.append(f"refined: the last tightening to the power {t:.2f} also meets and costs "
+                               f"{plan.costs.total_usd_per_month - cand.costs.total_usd_per_month:,.0f} USD/month less")
+                plan, cur = cand.model_copy(update={"simulation": chk}), nxt
+                hi = t
+            else:
+                lo = t
+
     while plan.feasible and rounds <= settings.verify_rounds:
         factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
         if not factors or not tighten(factors, ""):
@@ -181,8 +223,12 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
             for p, f in analytic.items():
                 factors[p] = max(factors.get(p, 1.0), f)
             sim_rounds += 1
+            before = cur
             if not factors or not tighten(factors, "simulation: ", per_point):
                 break
+            last_step = (before, per_point)
+        if plan.simulation is not None and plan.simulation.met and last_step is not None:
+            refine(*last_step)
     info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
     plan = plan.model_copy(update={"solver": info})
     caps: list[dict[str, Any]] = []
