@@ -132,3 +132,22 @@ def test_exact_confidence_re_solves_and_agrees_at_one(solved) -> None:  # type: 
     assert pf.slower_or_more is not None and abs(pf.slower_or_more / 1.3 - 1) <= 0.011
     assert pf.faster_or_less is None and "re-solving" in c.method
     assert len(calls) < 60
+
+
+def test_cli_states_confidence_and_can_turn_it_off() -> None:
+    import json
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    inst = str(Path(__file__).resolve().parent / "data" / "instances" / "valid_minimal.yaml")
+    r = CliRunner().invoke(main, ["solve", inst, "--set", "options.verify=false"])
+    assert r.exit_code == 0, r.output
+    assert "CONFIDENCE: " in r.output
+    r = CliRunner().invoke(main, ["solve", inst, "--set", "options.verify=false", "--confidence", "off", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["verdict"]["confidence"] is None
+    r = CliRunner().invoke(main, ["solve", inst, "--confidence", "sometimes"])
+    assert r.exit_code == 2 and "sometimes" in r.output
