@@ -279,3 +279,50 @@ def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: 
     return lo
 
 
+
+
+def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float = 0.8,
+                  ceiling: float = 0.95) -> dict[str, float]:
+    """Per prefill pool whose caps are far tighter than its actual size needs: a factor ``f < 1``
+    dividing its caps (raising them), from the wait the pool may add at its current size.
+
+    The caps ``ρ_i`` come from a nominal pool of one bucket, ``n0 = ⌈λ_peak τ⌉`` servers
+    (:func:`planner.optimize.prepare.utilization_caps`): at low rates ``n0 = 1`` and a bursty log
+    (within-window CV 4.7 on the Azure code trace) gives caps of a few per cent, while the plan's
+    pool, sized by those caps, has tens of servers whose real wait is far below the budget — and
+    more traffic (a larger ``n0``, higher caps) then costs less (issue 13, *not monotone*). For a
+    prefill pool ``p`` whose buckets all meet their TTFT: the budget is its current wait plus the
+    smallest slack ``target − predicted`` of those buckets; ``ρ*_p`` the largest utilisation
+    meeting it at the pool's current servers (:func:`planner.queueing.max_utilization`, at most
+    ``ceiling``); ``f_p = u_p / ρ*_p`` when below ``below`` (else the pool is left alone).
+    Shrinking the pool lowers ``ρ*`` again: the loop re-checks and tightens
+    (:func:`planner.optimize.tighten.solve_verified` keeps the relaxed plan only when it passes
+    and costs less)."""
+    from planner.queueing import max_utilization
+
+    pts = prep.points
+    x = plan_shares(plan, pts)
+    inst = {p.name: p.instances for p in plan.pools}
+    pl: dict[str, dict[Any, Any]] = {str(r["pool"]): r for r in pool_latency(pts, x, inst, redundancy).to_dict("records")}
+    waits = {p: float(r["wait_ms"]) for p, r in pl.items()}
+    buckets = bucket_latency(pts, x, waits)
+    given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
+    fixed = set(pts.loc[~np.isnan(given), "pool"].astype(str))
+    slack: dict[str, float] = {}
+    for br in buckets.to_dict("records"):
+        room = float(br["ttft_target_ms"]) - float(br["ttft_predicted_ms"])
+        for p in br["pools"]:
+            slack[str(p)] = min(slack.get(str(p), math.inf), room if br["met"] else -math.inf)
+    out: dict[str, float] = {}
+    for p, row in pl.items():
+        if row["role"] != "prefill" or p in fixed or not (slack.get(p, -math.inf) > 0) or not math.isfinite(slack[p]):
+            continue
+        servers, util = int(row["servers"]), float(row["utilization_peak"])
+        if servers < 1 or not (0 < util < 1) or float(row["mean_service_s"]) <= 0:
+            continue
+        budget_s = (waits[p] + slack[p]) / 1e3
+        rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), budget_s,
+                                   service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]), ceiling=ceiling)
+        if rho_star > 0 and util / rho_star < below:
+            out[p] = util / rho_star
+    return out

@@ -30,6 +30,9 @@ class SolveSettings:
     and re-solves (module docstring, step 5)."""
     simulation_rounds: int = 6
     """Extra solve rounds the simulated check may spend tightening caps."""
+    relax: bool = True
+    """Raise prefill caps far tighter than the pool's actual size needs, and keep the result when it
+    passes the analytic check and costs less (:func:`planner.optimize.latency.relax_factors`)."""
     refine_rounds: int = 2
     """Solves spent bisecting a large last simulated tightening for a cheaper plan that still meets
     (:mod:`planner.optimize.tighten`, step 6; 0: off)."""

@@ -33,6 +33,13 @@ not re-checked: a measured rate already includes queueing at the SLO. The tighte
 of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so that
 ``planner check`` verifies the load constraint with the caps actually used).
 
+4b. Relax caps that are far too tight (:func:`planner.optimize.latency.relax_factors`): a prefill
+   pool sized by caps from a one-server nominal pool can run at 1–2 % (code-completion-8b at rate
+   ×1: 32 prefill instances), so more traffic cost less. After the analytic loop, such caps are
+   raised to what the pool's actual size needs and the model re-solved and re-checked; the relaxed
+   plan is kept only when it passes the analytic check and costs less, and — with the peak
+   simulation — when after its own simulated rounds it meets and still costs less than the first
+   path's final plan (both paths are simulated; ``SolveSettings.relax``).
 6. Keep the cheaper of neighbouring solutions. The simulated factors are coarse (a miss whose
    requests never finish gets the largest step, ×4), and an over-tightened pool makes the reported
    cost jump and lose monotonicity (issue 13: code-completion-8b's disaggregated cost fell from
@@ -59,7 +66,7 @@ import numpy as np
 
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver
-from planner.optimize.latency import tighten_factors
+from planner.optimize.latency import relax_factors, tighten_factors
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import Prepared
 from planner.optimize.settings import SolveSettings
@@ -194,15 +201,47 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
             else:
                 lo = t
 
-    while plan.feasible and rounds <= settings.verify_rounds:
-        factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
-        if not factors or not tighten(factors, ""):
-            break
-    if settings.simulation_check is not None and plan.feasible and plan.pools:
+    def analytic_loop() -> None:
+        while plan.feasible and rounds <= settings.verify_rounds:
+            factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
+            if not factors or not tighten(factors, ""):
+                break
+
+    analytic_loop()
+    relax = relax_factors(cur.prep, plan, settings.redundancy) if plan.feasible and settings.relax else {}
+    relaxed_state: tuple[ArchitecturePlan, Built, list[str]] | None = None
+    if relax and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]:
+        kept, kept_cur, kept_rounds, kept_history = plan, cur, rounds, list(history)
+        pts = cur.prep.points
+        ceiling = np.maximum(pts["rho"].to_numpy(float), 0.95)
+        raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
+        relaxed = replace(cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
+        t0 = time.perf_counter()
+        nxt = build_model(relaxed, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+        nxt.build_s = time.perf_counter() - t0
+        cand = solve_architecture(nxt, make_solver(), architecture, settings)
+        rounds += 1
+        total_time += cand.solver.time_s
+        total_build += cand.solver.build_s
+        if cand.feasible:
+            history.append("relaxed: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(relax.items())))
+            plan, cur = cand, nxt
+            analytic_loop()
+        ok = plan.feasible and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]
+        if ok and plan.costs is not None and kept.costs is not None and plan.costs.total_usd_per_month < kept.costs.total_usd_per_month - 0.005:
+            relaxed_state = (plan, cur, list(history))
+        else:
+            kept_history.append(f"relaxing over-tight prefill caps gave no cheaper plan that passes ({rounds - kept_rounds} solve(s)); kept the first")
+        plan, cur = kept, kept_cur
+        history[:] = kept_history
+
+    def sim_loop() -> None:
+        nonlocal plan, last_step
         sim_rounds = 0
         repeats: dict[str, int] = {}  # per pool: rounds that named it
         tightened: set[tuple[str, str, str]] = set()  # (service, bucket, role) of the pools named so far
         while True:
+            assert settings.simulation_check is not None
             check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
             plan = plan.model_copy(update={"simulation": check})
             if check.met or sim_rounds >= settings.simulation_rounds:
@@ -229,6 +268,25 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
             last_step = (before, per_point)
         if plan.simulation is not None and plan.simulation.met and last_step is not None:
             refine(*last_step)
+
+    if settings.simulation_check is not None and plan.feasible and plan.pools:
+        sim_loop()
+        if relaxed_state is not None:
+            # the relaxed path through the simulated check too; keep the cheaper of the two that meets
+            first, first_cur, first_history = plan, cur, list(history)
+            plan, cur = relaxed_state[0], relaxed_state[1]
+            history[:] = relaxed_state[2]
+            last_step = None
+            sim_loop()
+            met_b = plan.simulation is not None and plan.simulation.met
+            met_a = first.simulation is not None and first.simulation.met
+            cheaper = plan.costs is not None and first.costs is not None and plan.costs.total_usd_per_month < first.costs.total_usd_per_month - 0.005
+            if not (met_b and (cheaper or not met_a)):
+                plan, cur = first, first_cur
+                history[:] = first_history + ["relaxing over-tight prefill caps gave no cheaper plan that meets in simulation; kept the first"]
+    elif relaxed_state is not None:
+        plan, cur = relaxed_state[0], relaxed_state[1]
+        history[:] = relaxed_state[2]
     info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
     plan = plan.model_copy(update={"solver": info})
     caps: list[dict[str, Any]] = []
