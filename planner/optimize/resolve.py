@@ -408,16 +408,20 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
 
 def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> bool:
     """True when the solution fails the analytic tail-latency check of ``planner solve``
-    (:func:`planner.optimize.latency.tighten_factors` names a pool to tighten)."""
+    (:func:`planner.optimize.latency.tighten_factors` names a pool to tighten), or has caps the
+    full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep."""
     from planner.optimize.extract import build_pools_routing_latency
-    from planner.optimize.latency import tighten_factors
+    from planner.optimize.latency import relax_factors, tighten_factors
     from planner.schema.plan import SolverInfo
 
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
     plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency,
                             solver=SolverInfo(status="optimal"))
     factors, _buckets = tighten_factors(built.prep, plan, settings.redundancy)
-    return bool(factors)
+    if factors:
+        return True
+    # caps far tighter than the pools need: the full loop relaxes them (planner.optimize.latency.relax_factors)
+    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy))
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:

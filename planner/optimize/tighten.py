@@ -293,7 +293,7 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
     if cur is not built:
         pts = cur.prep.points
         rho = pts["rho"].to_numpy(float)
-        for i in np.nonzero(rho < base_rho * (1 - 1e-12))[0]:
+        for i in np.nonzero(np.abs(rho - base_rho) > 1e-12 * base_rho)[0]:  # tightened or relaxed
             r = pts.iloc[int(i)]
             caps.append({"architecture": architecture, "service": str(r["service"]), "bucket": str(r["bucket"]),
                          "role": str(r["role"]), "config": str(r["config"]), "rho": float(rho[i]),
