@@ -36,11 +36,13 @@ approximation of re-solving: it holds the configurations, routing and utilisatio
 lie either side), ignores busy energy's growth with the work (a few % of a plan's cost) and does
 not re-check latency feasibility (a slower device may need another configuration, which only
 raises that plan's cost). Measured on enterprise-chat against ``--confidence exact`` (re-solves of
-:func:`scaled_tables`, bisected to ±1 %): nearest flips prefill ×1.071 fast / ×1.044 exact, traffic
-×1.071 / ×1.068, decode ×0.75 / ×0.84; the far side is worse (prefill faster ×0.58 fast / ×0.79
-exact), because re-solving also moves the caps and the configurations. Both call it a near thing.
-``--confidence exact`` costs tens of solves (21 s wall on enterprise-chat against ~2 s for the
-solve); the fast path ~30 ms. Bucket resolution is not varied here (``planner solve
+:func:`scaled_tables`, bisected to ±1 %), fast / exact: prefill slower ×1.071 / ×1.118, prefill
+faster ×0.58 / ×0.79, decode faster ×0.75 / ×0.84, decode slower none within ×2 / ×1.47, traffic
+×1.071 / ×1.230 and ×0.84 / ×0.90. So the fast path is off by up to ~20 points of multiplier, most
+on the side where re-solving changes configurations and caps (the fast path holds them); both call
+enterprise-chat a near thing (fast: prefill 7 % slower; exact: prefill 12 % slower, decode 16 %
+faster). ``--confidence exact`` costs tens of solves (22 s CPU on enterprise-chat against ~2 s
+for the solve); the fast path ~30 ms. Bucket resolution is not varied here (``planner solve
 --resolution auto`` re-solves at finer bucket counts, :mod:`planner.resolution`).
 
 Error band
