@@ -244,7 +244,7 @@ def bench_verify(instance: str = "instances/enterprise-chat.yaml", repeats: int 
     from pathlib import Path
 
     from planner.instance import load_instance
-    from planner.optimize.solve import settings_from_instance, solve_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
     from planner.verify import peak_arrivals_from_instance, simulate_plan
 
     root = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Simulate a solved plan at peak and compare it with the analytic prediction (DESIGN §6, issue 7).
 
 ``planner solve`` sizes pools with queueing approximations (:mod:`planner.queueing`,
-the verify-and-tighten loop of :mod:`planner.optimize.solve`). This module checks each
+the verify-and-tighten loop of :mod:`planner.optimize.tighten`). This module checks each
 feasible architecture's final plan in the discrete-event simulator
 (:mod:`planner.simulate`) and records the outcome in ``ArchitecturePlan.simulation``
 (:class:`planner.schema.plan.SimulationCheck`).
@@ -49,7 +49,7 @@ worst bucket, with their relative difference (flagged above :data:`DISAGREEMENT_
 met or not; when missed, the pool responsible (the largest simulated wait among the pools
 the service visits; for TPOT its decode / unified pool) and by how much. Per pool:
 simulated utilisation and wait quantile against the analytic wait
-(:func:`planner.optimize.solve.predicted_pool_quantiles`).
+(:func:`planner.optimize.latency.predicted_pool_quantiles`).
 """
 
 from __future__ import annotations
@@ -89,6 +89,24 @@ def _ms(x: float) -> float:
 def _pools_serving(routes: pd.DataFrame) -> list[str]:
     """The pools named in a routing frame's ``prefill``, ``decode`` and ``unified`` columns, sorted."""
     return sorted({str(p) for col in ("prefill", "decode", "unified") if col in routes for p in routes[col].dropna()})
+
+
+def ttft_miss_pool(serving: list[str], wait_ms: Mapping[str, float], roles: Mapping[str, str]) -> str:
+    """The pool a TTFT miss is charged to: the one with the largest simulated wait among ``serving``
+    (``wait_ms``: per pool the larger of its mean wait and its wait at the SLO quantile); ties (e.g.
+    no pool queues at all, the miss being service time) go to the first-token phase (prefill or
+    unified) before decode.
+
+    For a tail quantile (p90, p99) the quantile wait is the larger and decides, as it always did.
+    For a p50 target it is not enough: a prefill pool's median wait is often 0 while its upper half
+    is what pushes the median TTFT over, and a 0 against a small decode wait named the decode pool,
+    which tightening cannot fix (issue 13, *tightening drops the cheap plan*). Mean waits add up
+    along a request's path (E[TTFT] = E[prefill wait] + prefill + transfer + E[decode admission
+    wait] + first step), so they say which phase the bulk of TTFT comes from."""
+    def key(p: str) -> tuple[float, int]:
+        w = float(wait_ms.get(p, 0.0))
+        return (round(w, 6) if w == w else 0.0, 1 if roles.get(p) in ("prefill", "unified") else 0)
+    return max(serving, key=key)
 
 
 def _txt(x: float | None, spec: str = ",.0f") -> str:
@@ -263,7 +281,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                   ci_level: float = CI_LEVEL, max_requests: int = MAX_REQUESTS, precision: float = PRECISION,
                   arrivals: Mapping[str, PeakArrivals] | None = None) -> SimulationCheck:
     """Simulate one architecture's plan at peak and compare with its analytic prediction."""
-    from planner.optimize.solve import predicted_pool_quantiles
+    from planner.optimize.latency import predicted_pool_quantiles
     from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
     from planner.simulate.engine import simulate
     from planner.simulate.spec import SimConfig
@@ -296,6 +314,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     analytic_pools = predicted_pool_quantiles(result, architecture).set_index("pool")
     pool_rows: list[SimulatedPool] = []
     pool_wait_sim: dict[str, float] = {}
+    pool_wait_mean: dict[str, float] = {}
     plan_pools = {p.name: p for p in plan.pools}
     batch_of = {ps.name: ps.max_batch for ps in sim.pools}
     for name, pr in res.pools.items():
@@ -304,6 +323,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
         w = h.quantile(q)
         lo, hi = quantile_interval(h, q, ci_level)
         pool_wait_sim[name] = _ms(w)
+        pool_wait_mean[name] = _ms(h.mean) if h.n else 0.0
         pp = plan_pools[name]
         pool_rows.append(SimulatedPool(
             pool=name, role=pr.role, instances=pr.instances, simulated_batch=int(batch_of.get(name, 1)),
@@ -365,10 +385,11 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                 continue
             gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
             if metric == "ttft":
-                # among the pools serving the worst bucket, the one with the longest simulated wait
+                # among the pools serving the worst bucket, the one adding the most to TTFT
                 # (every pool of the service when the bucket is not known)
                 serving = _pools_serving(gw) or pools_of
-                pool = max(serving, key=lambda p: pool_wait_sim.get(p, 0.0) if pool_wait_sim.get(p, 0.0) == pool_wait_sim.get(p, 0.0) else 0.0)
+                pool = ttft_miss_pool(serving, {p: max(pool_wait_mean.get(p, 0.0), w if w == w else 0.0) for p, w in pool_wait_sim.items()},
+                                      {p.pool: p.role for p in pool_rows})
             else:
                 dec = gw["decode"].fillna(gw["unified"]).astype(str)
                 pool = str(dec.iloc[0])

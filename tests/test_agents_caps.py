@@ -7,7 +7,7 @@ from test_agents_mip import RHO_PF, _tables
 
 from planner.agents.prep import refresh_caps
 from planner.optimize.prepare import prepare
-from planner.optimize.solve import tighten_prepared
+from planner.optimize.tighten import tighten_prepared
 
 
 def test_refresh_caps_scales_reload_and_recompute_loads_by_the_tightening_factor() -> None:
@@ -34,7 +34,7 @@ def test_tightening_a_pool_scales_its_reload_and_recompute_loads() -> None:
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance
     from planner.optimize.prepare import prepare
-    from planner.optimize.solve import tighten_prepared
+    from planner.optimize.tighten import tighten_prepared
 
     root = Path(__file__).resolve().parent.parent
     prep = prepare(build_capacity_tables(load_instance(root / "instances" / "agentic-assistant.yaml")))

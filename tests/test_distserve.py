@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from planner.instance import load_instance
-from planner.optimize.solve import settings_from_instance, solve_instance
+from planner.optimize.solve import settings_from_instance
+from planner.solve_instance import solve_instance
 
 INSTANCE = Path(__file__).resolve().parent / "data" / "instances" / "distserve_opt13b.yaml"
 

@@ -17,7 +17,7 @@ import pytest
 
 from planner.instance import load_instance
 from planner.optimize.check import check_plan
-from planner.optimize.solve import settings_from_instance, solve_instance
+from planner.solve_instance import settings_from_instance, solve_instance
 
 INSTANCES = Path(__file__).resolve().parents[1] / "instances"
 

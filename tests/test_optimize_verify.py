@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from planner.optimize import SolveSettings, check_plan, solve_tables
-from planner.optimize.solve import bucket_latency, pool_latency, predicted_pool_quantiles
+from planner.optimize.latency import bucket_latency, pool_latency, predicted_pool_quantiles
 from planner.queueing import wait_quantile_s
 from planner.schema.capacity import CapacityTables, CostParams
 
@@ -69,7 +69,9 @@ def test_first_solve_misses_and_the_loop_fixes_it() -> None:
     assert plan.costs is not None and p0.costs is not None
     assert plan.costs.total_usd_per_month > p0.costs.total_usd_per_month
     caps = res.capacity.utilization_caps
-    assert caps and all(c["architecture"] == "disaggregated" and c["tightening_factor"] >= 1.05 - 1e-9 for c in caps)
+    # every recorded cap was tightened by at least 5 %, or is a prefill cap the relax step raised (at most 0.95)
+    assert caps and all(c["architecture"] == "disaggregated" for c in caps)
+    assert all(c["tightening_factor"] >= 1.05 - 1e-9 or (c["role"] == "prefill" and c["rho"] <= 0.95 + 1e-12) for c in caps)
     assert check_plan(res) == []  # the checker uses the tightened caps
 
 

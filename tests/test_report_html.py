@@ -444,7 +444,7 @@ def test_simulation_per_scenario_rows_and_misses() -> None:
 def agentic_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlanResult, str]:
     """``planner solve instances/agentic-assistant.yaml --html``, and the same plan solved in-process to compare with."""
     from planner.instance import load_instance
-    from planner.optimize.solve import settings_from_instance, solve_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
 
     out = tmp_path_factory.mktemp("agentic")
     res = CliRunner().invoke(main, ["solve", str(AGENTIC), "--html", str(out / "report.html")])

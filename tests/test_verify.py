@@ -192,7 +192,7 @@ def test_peak_window_times_replays_busiest_windows_at_the_planned_rate() -> None
 def test_simulated_factors_tighten_the_named_pool_by_the_miss_ratio() -> None:
     from types import SimpleNamespace
 
-    from planner.optimize.solve import simulated_factors
+    from planner.optimize.tighten import simulated_factors
 
     check = SimpleNamespace(services=[SimpleNamespace(miss_pool="p", miss_share=0.3), SimpleNamespace(miss_pool="p", miss_share=0.01),
                                       SimpleNamespace(miss_pool=None, miss_share=0.0), SimpleNamespace(miss_pool="q", miss_share=None)])

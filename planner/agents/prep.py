@@ -182,7 +182,7 @@ def refresh_caps(tool: ToolPrep, points: pd.DataFrame) -> ToolPrep:
     """``tool`` with the reload / recompute load coefficients at the points' current caps.
 
     ``ℓ^{rl}_{w,j}`` and ``ℓ^{rc}_{w,j}`` carry ``1/ρ_j``; when the latency check tightens the
-    caps (:func:`planner.optimize.solve.tighten_prepared` divides ``ρ`` by a factor) they must
+    caps (:func:`planner.optimize.tighten.tighten_prepared` divides ``ρ`` by a factor) they must
     grow by ``ρ_old / ρ_new`` like the points' own load coefficients, else the re-solved plan
     underestimates the prefill load of reloads and recomputes. Energy and masks do not depend
     on ``ρ``. Call it on the tightened points: ``replace(prep, ..., tool=refresh_caps(prep.tool, pts))``.

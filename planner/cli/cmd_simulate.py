@@ -55,7 +55,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         raise InputError(Problem("", "--duration", f"must be > 0, got {duration_s}", "give a positive number of seconds"))
     resolved = load_instance(instance)
     if plan_path is None:
-        from planner.optimize.solve import settings_from_instance, solve_instance
+        from planner.solve_instance import settings_from_instance, solve_instance
 
         plan = solve_instance(resolved, settings_from_instance(resolved.instance)).result
         plan_label = f"solved from {instance}"

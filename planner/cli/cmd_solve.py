@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,17 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
               help="With --robust: a named scenario to plan for (repeatable; 'base' = the instance as written). Default: base and every named scenario.")
 @click.option("--compare-devices", is_flag=True,
               help="Also solve each candidate device alone: its best plan's cost and what held it back (a few seconds more).")
+@click.option("--confidence", type=click.Choice(["fast", "exact", "off"]), default="fast", show_default=True,
+              help="How robust the verdict is: the smallest change in prefill time, decode step time or traffic that flips it. "
+                   "fast: re-size each plan's pools (~30 ms, approximate); exact: re-solve scaled capacity tables (tens of solves).")
+@click.option("--resolution", type=click.Choice(["fixed", "auto"]), default="fixed", show_default=True,
+              help="Length buckets of services whose traffic is a log: fixed (traffic.buckets) or auto (refine until the winner's "
+                   "cost moves < 2 %, at most 16; each count tried is a solve without the peak simulation).")
 @click.pass_context
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
-          capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool) -> None:
+          capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool,
+          confidence: str = "fast", resolution: str = "fixed") -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
@@ -63,8 +71,8 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     if capacity_only and not capacity_file:
         raise InputError(Problem("", "--capacity-only", "needs --capacity FILE", "add --capacity measured.csv"))
     from planner.instance import load_instance
-    from planner.optimize.solve import settings_from_instance, solve_instance
     from planner.report import summary_text, write_outputs
+    from planner.solve_instance import settings_from_instance, solve_instance
 
     archs = None
     if architectures:
@@ -79,8 +87,9 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     overrides = _parse_sets(sets)
     resolved = load_instance(instance, overrides or None, scenario=scenario)
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
+    settings = replace(settings, confidence=confidence)
     outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
-                             capacity_only=capacity_only)
+                             capacity_only=capacity_only, resolution=resolution)
     result = outcome.result
     if out_dir:
         write_outputs(result, out_dir)

@@ -8,9 +8,12 @@ Public API::
     check_plan(outcome.result)  # [] when every constraint holds
 
 Modules: ``prepare`` (index sets, utilisation caps), ``model`` (formulation, architectures
-as restrictions), ``solve`` (wrapper, timings), ``extract`` (plan, costs, latency),
-``verdict``, ``diagnose`` (infeasibility), ``check`` (independent checker), ``synthetic``
-(random capacity tables for tests and benchmarks).
+as restrictions), ``settings`` (solve settings), ``highs`` (solver backend), ``architecture``
+(solve one architecture, extract its plan), ``extract`` (plan, costs, latency), ``latency``
+(analytic tail-latency check of a plan), ``tighten`` (the verify-and-tighten loop), ``solve``
+(wrapper over architectures), ``verdict``, ``resolve`` (re-solving for sweeps), ``diagnose``
+(infeasibility), ``check`` (independent checker), ``synthetic`` (random capacity tables for
+tests and benchmarks).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from planner.schema.plan import DiagnosisItem
 
 if TYPE_CHECKING:
     from planner.optimize.model import Built
-    from planner.optimize.solve import SolveSettings
+    from planner.optimize.settings import SolveSettings
 
 PHASE_ROLES = {"prefill": ("prefill", "unified"), "decode": ("decode", "unified")}
 
@@ -119,7 +119,7 @@ def diagnose_solver_infeasible(built: Built, architecture: str, settings: SolveS
     together; the first relaxed model with a plan says what it needs beyond each limit.
     """
     from planner.agents.diagnose import explain_relaxed, relaxations
-    from planner.optimize.solve import make_solver
+    from planner.optimize.highs import make_solver
 
     m = built.model
     had_proc = [t for t in m.procurement if m.procurement[t].active]

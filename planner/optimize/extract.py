@@ -185,7 +185,7 @@ def lane_wait_quantile_ms(quantile: float, rates_per_s: np.ndarray, lane_service
 LANE_INFO_KEYS: tuple[str, ...] = ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv",
                                    "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s",
                                    "lane_wait_balanced_s", "lane_wait_residual_s")
-"""Keys of :func:`lane_wait_quantile_ms`'s info (columns of :func:`planner.optimize.solve.pool_latency`)."""
+"""Keys of :func:`lane_wait_quantile_ms`'s info (columns of :func:`planner.optimize.latency.pool_latency`)."""
 
 
 def _lane_columns(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -236,7 +236,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     capped = np.bincount(pp, weights=lam_peak * tau / np.maximum(rho, 1e-12) * x, minlength=n_pool)
     arr_peak = np.bincount(pp, weights=lam_peak * x, minlength=n_pool)
     batch_w = np.bincount(pp, weights=lam_peak * tau * x * batch, minlength=n_pool)
-    # service-time CV of the mixture of the pool's points (as planner.optimize.solve.pool_latency):
+    # service-time CV of the mixture of the pool's points (as planner.optimize.latency.pool_latency):
     # per point the server's service time s = τ (prefill) or the slot holding time τ·B*; c_s² = E[S²]/E[S]² − 1
     s_pt = tau * np.where(pts["role"].to_numpy(str) == "prefill", 1.0, batch)
     cv_pt = pts["service_time_cv"].to_numpy(float)

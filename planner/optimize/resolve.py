@@ -39,7 +39,7 @@ The result is the same :class:`~planner.schema.plan.PlanResult` a fresh
 differently); ``SolveOutcome.result.notes`` says which path was taken.
 
 The lean summaries of sweeps (:func:`summarize`) run the same analytic tail-latency check as
-``planner solve`` (:func:`planner.optimize.solve.tighten_factors`) on every solution; one that
+``planner solve`` (:func:`planner.optimize.latency.tighten_factors`) on every solution; one that
 misses is re-solved on the full path (caps tightened, models rebuilt, at most
 ``SolveSettings.verify_rounds`` rounds), so a sweep row is the plan ``solve_tables`` returns. The
 peak simulation of ``planner solve`` is not run in studies.
@@ -55,15 +55,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.optimize.architecture import solve_architecture
+from planner.optimize.highs import make_solver, solver_status
 from planner.optimize.model import COST_EXPRESSIONS, Built, build_model, restrict
 from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare, utilization_caps
-from planner.optimize.solve import (
-    SolveOutcome,
-    SolveSettings,
-    make_solver,
-    solve_architecture,
-    solve_tables,
-)
+from planner.optimize.settings import SolveSettings
+from planner.optimize.solve import SolveOutcome, solve_tables
 from planner.optimize.verdict import make_verdict
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
@@ -369,7 +366,6 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
         solution_arrays,
         tokens_per_month,
     )
-    from planner.optimize.solve import _status
 
     empty = ArchitectureSummary(architecture=architecture, feasible=False, status="infeasible", costs={}, total_usd_per_month=None,
                                 instances={}, devices={}, tokens_per_month=0.0, usd_per_million_tokens=None,
@@ -388,7 +384,7 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
                        load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
     wall = time.perf_counter() - t0
     has_solution = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
-    status = _status(res.termination_condition, has_solution)
+    status = solver_status(res.termination_condition, has_solution)
     if not has_solution:
         return replace(empty, status=status, solve_s=wall)
     res.solution_loader.load_vars()
@@ -418,23 +414,27 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
 
 def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> bool:
     """True when the solution fails the analytic tail-latency check of ``planner solve``
-    (:func:`planner.optimize.solve.tighten_factors` names a pool to tighten)."""
+    (:func:`planner.optimize.latency.tighten_factors` names a pool to tighten), or has caps the
+    full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep."""
     from planner.optimize.extract import build_pools_routing_latency
-    from planner.optimize.solve import tighten_factors
+    from planner.optimize.latency import relax_factors, tighten_factors
     from planner.schema.plan import SolverInfo
 
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
     plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency,
                             solver=SolverInfo(status="optimal"))
     factors, _buckets = tighten_factors(built.prep, plan, settings.redundancy)
-    return bool(factors)
+    if factors:
+        return True
+    # caps far tighter than the pools need: the full loop relaxes them (planner.optimize.latency.relax_factors)
+    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy))
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
-    """The summary of :func:`planner.optimize.solve._solve_verified`'s plan (solve, check, tighten)."""
-    from planner.optimize.solve import _solve_verified
+    """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve, check, tighten)."""
+    from planner.optimize.tighten import solve_verified
 
-    plan, _final, _caps = _solve_verified(built, solver, architecture, settings)
+    plan, _final, _caps = solve_verified(built, solver, architecture, settings)
     devices: dict[str, int] = {}
     for p in plan.pools:
         devices[p.device] = devices.get(p.device, 0) + p.devices

@@ -104,7 +104,9 @@ def _simulation_notes(ranked: list[ArchitecturePlan]) -> list[str]:
     notes = []
     for p in missing:
         finding = p.simulation.findings[0] if p.simulation and p.simulation.findings else "a latency target is missed"
-        notes.append(f"{p.architecture} misses its latency targets in the discrete-event simulation at peak ({finding}).")
+        tightened = (f" after {p.solver.rounds - 1} tightening round(s) of the pools and phases that miss"
+                     if p.solver.rounds > 1 else "")
+        notes.append(f"{p.architecture} misses its latency targets in the discrete-event simulation at peak{tightened} ({finding}).")
     if len(missing) == len(ranked):
         notes.append("No plan meets its targets in simulation at peak: the verdict compares costs only; add redundancy or tighten options.max_utilization.")
     else:

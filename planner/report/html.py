@@ -238,6 +238,8 @@ def _key_numbers(plan: PlanResult) -> list[Block]:
 def verdict_section(plan: PlanResult) -> list[Block]:
     out: list[Block] = [_p(verdict_sentence(plan), "verdict" if plan.verdict.winner else "verdict none", "verdict")]
     out += _key_numbers(plan)
+    if plan.verdict.confidence is not None:  # planner.optimize.confidence
+        out.append(_p(f"Confidence: {plan.verdict.confidence.summary}", "confidence", "confidence"))
     why = plan.verdict.reasons[1:]
     if why:
         out += [Heading("Why"), Items(list(why), "why")]

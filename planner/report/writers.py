@@ -125,6 +125,8 @@ def summary_text(result: PlanResult) -> str:
     v = result.verdict
     lines.append("")
     lines += [f"VERDICT: {r}" if i == 0 else f"  {r}" for i, r in enumerate(v.reasons)]
+    if v.confidence is not None:  # planner.optimize.confidence
+        lines.append(f"  CONFIDENCE: {v.confidence.summary}")
     for arch in result.architectures:
         lines.append("")
         lines += _arch_lines(result, arch)
@@ -139,6 +141,8 @@ def markdown(result: PlanResult) -> str:
     if result.scenario:
         lines += [f"Scenario: `{result.scenario}`", ""]
     lines += ["## Verdict", ""] + [f"- {r}" for r in result.verdict.reasons] + [""]
+    if result.verdict.confidence is not None:  # planner.optimize.confidence
+        lines += [f"Confidence: {result.verdict.confidence.summary}", ""]
     costs = cost_table(result)
     if len(costs):
         wide = costs.pivot(index="term", columns="architecture", values="usd_per_month").reindex(costs["term"].unique())

@@ -379,7 +379,7 @@ class SimulatedPool(StrictModel):
     capacity-preserving batch makes it comparable with ``utilization_plan``)."""
     quantile: float
     wait_analytic_ms: SimMs
-    """:func:`planner.optimize.solve.predicted_pool_quantiles` (G/G/c, Allen–Cunneen)."""
+    """:func:`planner.optimize.latency.predicted_pool_quantiles` (G/G/c, Allen–Cunneen)."""
     wait_sim_ms: SimMs
     wait_ci_low_ms: SimMs
     wait_ci_high_ms: SimMs
@@ -470,6 +470,60 @@ class ArchitecturePlan(StrictModel):
     """Facility energy by pool and phase, idle energy, emissions (:mod:`planner.optimize.energy_report`)."""
 
 
+ConfidenceDimension = Literal["prefill_time", "decode_step_time", "traffic", "bucket_resolution"]
+
+
+class VerdictFlip(StrictModel):
+    """The smallest change along one dimension that flips the verdict (:mod:`planner.optimize.confidence`)."""
+
+    dimension: ConfidenceDimension
+    slower_or_more: float | None = None
+    """Smallest multiplier above 1 at which another architecture wins (prefill time, decode step time
+    or traffic ×m); ``None`` when none up to ``searched_high``. For ``bucket_resolution``: the first
+    bucket count tried that flips it."""
+    faster_or_less: float | None = None
+    """Largest multiplier below 1 at which another architecture wins; ``None`` when none down to ``searched_low``."""
+    winner_after: str | None = None
+    """Who wins past the nearest flip."""
+    searched_low: float = 1.0
+    searched_high: float = 1.0
+    precision: float = 0.0
+    """Relative width of the bisection bracket around a flip (the multiplier is known to ±this share)."""
+    within_error: bool = False
+    """A flip lies inside the performance model's error band (perf dimensions only)."""
+    note: str = ""
+
+
+class ResolutionStep(StrictModel):
+    """One bucket count tried by ``planner solve --resolution auto`` (:mod:`planner.resolution`)."""
+
+    buckets: dict[str, int]
+    """Length buckets per service whose traffic is a log."""
+    winner: str | None
+    winner_usd_per_month: float | None = None
+    totals_usd_per_month: dict[str, float] = {}
+    """Per feasible architecture (analytic check only, no peak simulation)."""
+
+
+class VerdictConfidence(StrictModel):
+    """How robust the verdict is: the smallest change that flips it, per dimension (issue 13, item 7)."""
+
+    robust: bool | None = None
+    """True when no flip of prefill or decode time lies within the error band; ``None`` when not
+    assessed (fewer than two architectures meet their targets)."""
+    summary: str
+    """One line: "robust: ..." or "near thing: flips if prefill is 9 % slower"."""
+    error_band: float = 0.25
+    """Relative error of the performance model used as the band (± share)."""
+    error_band_source: str = ""
+    flips: list[VerdictFlip] = []
+    method: str = ""
+    buckets: dict[str, int] = {}
+    """The resolution used: length buckets per service."""
+    resolution: list[ResolutionStep] = []
+    """Bucket counts tried when the resolution was chosen adaptively (``--resolution auto``), in order."""
+
+
 class Verdict(StrictModel):
     """Which architecture wins, by how much, and why."""
 
@@ -490,6 +544,8 @@ class Verdict(StrictModel):
     tie_rule: str | None = None
     """Set when winner and runner-up tie on cost (within ``planner.optimize.verdict.TIE_REL_TOL`` of
     the total): the rule that named the winner (fewer devices, fewer pools, simpler architecture)."""
+    confidence: VerdictConfidence | None = None
+    """How robust the verdict is (:mod:`planner.optimize.confidence`); ``None`` when not assessed."""
 
 
 class CapacitySnapshot(StrictModel):

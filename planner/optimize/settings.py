@@ -1,0 +1,55 @@
+"""Settings of a solve: everything besides the capacity tables that shapes the MIP and its checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.schema.plan import PlanResult
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """Everything besides the capacity tables that shapes the MIP."""
+
+    architectures: tuple[str, ...] = ("shared", "disaggregated")
+    redundancy: int = 0
+    budget_usd_per_month: float | None = None
+    max_utilization: float | None = None
+    shared_single_device_type: bool = True
+    time_limit_s: float = 60.0
+    mip_gap: float = 1e-4
+    threads: int = 1
+    extra_notes: tuple[str, ...] = field(default_factory=tuple)
+    verify_rounds: int = 4
+    """Extra solve rounds the latency check may spend tightening caps (0: no check)."""
+    simulation_check: Callable[[PlanResult, str], Any] | None = None
+    """Optional discrete-event check of an architecture's plan (``(result, architecture) ->
+    SimulationCheck``, e.g. :func:`planner.verify.simulate_plan`); a miss tightens the named pool
+    and re-solves (module docstring, step 5)."""
+    simulation_rounds: int = 6
+    """Extra solve rounds the simulated check may spend tightening caps."""
+    relax: bool = True
+    """Raise prefill caps far tighter than the pool's actual size needs, and keep the result when it
+    passes the analytic check and costs less (:func:`planner.optimize.latency.relax_factors`)."""
+    refine_rounds: int = 2
+    """Solves spent bisecting a large last simulated tightening for a cheaper plan that still meets
+    (:mod:`planner.optimize.tighten`, step 6; 0: off)."""
+    confidence: str = "fast"
+    """How robust the verdict is (:mod:`planner.optimize.confidence`): ``fast`` (re-sizing the plans,
+    ~30 ms), ``exact`` (re-solving scaled capacity tables, tens of solves) or ``off``."""
+
+
+
+def settings_from_instance(instance: Any, *, architectures: tuple[str, ...] | None = None, time_limit_s: float | None = None,
+                           mip_gap: float | None = None) -> SolveSettings:
+    """Solve settings from an instance's ``options``; command-line values win."""
+    o = instance.options
+    return SolveSettings(
+        architectures=tuple(architectures or o.architectures), redundancy=o.redundancy, budget_usd_per_month=o.budget_usd_per_month,
+        max_utilization=o.max_utilization, shared_single_device_type=o.shared_single_device_type,
+        time_limit_s=time_limit_s if time_limit_s is not None else o.solver.time_limit_s,
+        mip_gap=mip_gap if mip_gap is not None else o.solver.mip_gap, threads=o.solver.threads,
+    )
+

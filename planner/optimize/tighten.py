@@ -1,0 +1,353 @@
+"""The verify-and-tighten loop: solve one architecture, check its tail latency, tighten the caps of the
+pools that miss and re-solve (DESIGN §6, issue 7).
+
+The analytic check and the factors it asks for are :mod:`planner.optimize.latency` (steps 1–3 there).
+The loop:
+
+4. Stop when every bucket meets its targets, or after ``SolveSettings.verify_rounds`` extra
+   rounds (the plan then reports the miss). ``SolverInfo.rounds`` counts the solves.
+5. With ``SolveSettings.simulation_check`` (``planner solve`` when ``options.verify``): the plan
+   that passes the analytic check is simulated at peak (:func:`planner.verify.simulate_plan`,
+   bursts replayed from the log). Each service missing a quantile names a pool
+   (``SimulatedService.miss_pool``: for TTFT the pool with the largest simulated wait on the
+   worst bucket's path — the larger of its mean and its SLO quantile —, ties to the first-token phase, :func:`planner.verify.ttft_miss_pool`; for
+   TPOT its decode / unified pool). The factor is the simulated/target ratio
+   ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming the pool); it divides the
+   caps of the pool's points. When the miss has *moved* — the pool was not named before but a
+   pool of the same phase (service, bucket, role) was — the factor divides the caps of the whole
+   phase (:func:`phase_point_factors`): the pool by ``f_p``, and every other configuration of that
+   role for the (service, bucket) pairs routed to it up to the phase's tightest cap so far, so the
+   next solve cannot dodge again to a configuration that was never tightened (issue 13: a 70B long-prompt plan chased from prefill tp2 to tp4 to an
+   untightened tp8, then dropped). The first round tightens the named pool alone: moving load to
+   an alternative configuration is often the cheapest fix, and the check sees whether it holds. The MIP
+   is re-solved, at most ``simulation_rounds`` times. A pool named again in a later round gets
+   ``f_p ** (k + 1)`` on its ``k``-th repeat (clamped the same way): a miss that a modest cap does not
+   fix — e.g. a one-instance pool whose tail is service time more than queueing — is pushed
+   off the pool instead of being chased in equal small steps until the rounds run out. The final plan carries its last check
+   (``ArchitecturePlan.simulation``): met, or which pool misses and by how much; a plan that still
+   misses is ranked after those that meet, and the verdict says after how many tightening rounds.
+   Seeded, so the same input gives the same plan.
+
+Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
+not re-checked: a measured rate already includes queueing at the SLO. The tightened caps
+of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so that
+``planner check`` verifies the load constraint with the caps actually used).
+
+4b. Relax caps that are far too tight (:func:`planner.optimize.latency.relax_factors`): a prefill
+   pool sized by caps from a one-server nominal pool can run at 1–2 % (code-completion-8b at rate
+   ×1: 32 prefill instances), so more traffic cost less. After the analytic loop, such caps are
+   raised to what the pool's actual size needs and the model re-solved and re-checked; the relaxed
+   plan is kept only when it passes the analytic check and costs less, and — with the peak
+   simulation — when after its own simulated rounds it meets and still costs less than the first
+   path's final plan (both paths are simulated; ``SolveSettings.relax``).
+6. Keep the cheaper of neighbouring solutions. The simulated factors are coarse (a miss whose
+   requests never finish gets the largest step, ×4), and an over-tightened pool makes the reported
+   cost jump and lose monotonicity (issue 13: code-completion-8b's disaggregated cost fell from
+   $144,769 to $112,743/month when its traffic grew ×1.5). When the last simulated round that
+   made the plan meet tightened some cap by ``REFINE_MIN_STEP`` (×1.5) or more, the exponent
+   ``t`` of that round's per-point factors is bisected (``SolveSettings.refine_rounds`` solves,
+   from ``t = 1/2``): a plan at ``factors ** t`` that costs less and meets the analytic and the
+   simulated checks replaces the current one; the first ``t`` that is not cheaper stops it.
+
+The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
+module does not import :mod:`planner.verify`, which sits above the optimiser
+(:mod:`planner.solve_instance` wires the two together), so the flow stays one-way.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from planner.optimize.architecture import solve_architecture
+from planner.optimize.highs import make_solver
+from planner.optimize.latency import relax_factors, tighten_factors
+from planner.optimize.model import Built, build_model
+from planner.optimize.prepare import Prepared
+from planner.optimize.settings import SolveSettings
+from planner.optimize.verdict import make_verdict
+from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
+
+REFINE_MIN_STEP = 1.5
+"""A simulated tightening whose largest factor reaches this is refined (module docstring, step 6)."""
+
+
+def tighten_prepared(prep: Prepared, factors: Mapping[str, float] | np.ndarray) -> Prepared:
+    """``prep`` with caps divided by factors; load coefficients and big-M updated.
+
+    ``factors``: per pool name (every point of the pool), or an array with one factor per row of
+    ``prep.points`` (:func:`phase_point_factors`)."""
+    pts = prep.points.copy()
+    if isinstance(factors, np.ndarray):
+        f = np.maximum(np.asarray(factors, dtype=float), 1.0)
+    else:
+        f = pts["pool"].map(dict(factors)).fillna(1.0).to_numpy(float)
+    pts["rho"] = pts["rho"].to_numpy(float) / f
+    pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
+    pools = prep.pools.copy()
+    per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
+    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9).astype(int) + 1
+    pools["n_max"] = np.maximum(pools["n_max"].to_numpy(int), n_load)
+    tool = prep.tool
+    if tool is not None:
+        from planner.agents.prep import refresh_caps
+
+        tool = refresh_caps(tool, pts)  # reload/recompute load coefficients carry 1/rho too
+    return replace(prep, points=pts, pools=pools, tool=tool)
+
+
+def phase_point_factors(prep: Prepared, plan: ArchitecturePlan, pool_factors: Mapping[str, float],
+                        applied: np.ndarray | None = None) -> np.ndarray:
+    """Per row of ``prep.points``: the factor dividing its cap when a simulated miss has moved to the
+    named pools from another configuration of the same phase (module docstring, step 5).
+
+    A pool ``P`` (role ``r``) named with factor ``f``: every point of ``P`` gets ``f`` (all buckets
+    share its queue); every other point of role ``r`` of the (service, bucket) pairs the plan routes
+    to ``P``, in every configuration, is levelled up to the phase's tightest cap so far (``applied``:
+    per point the tightening already in its cap, ``ρ_base / ρ``). So the next solve cannot dodge to
+    a configuration that was never tightened, while the pool that misses now is tightened by its own
+    miss only (not by another configuration's, which over-tightens: measured on code-completion-8b,
+    shared $274k against $205k)."""
+    pts = prep.points
+    done = np.ones(len(pts)) if applied is None else np.maximum(np.asarray(applied, dtype=float), 1.0)
+    f = np.ones(len(pts))
+    pool_of = pts["pool"].astype(str).to_numpy()
+    role_of = pts["role"].astype(str).to_numpy()
+    pair = (pts["service"].astype(str) + "\x00" + pts["bucket"].astype(str)).to_numpy()
+    roles = {p.name: str(p.role) for p in plan.pools}
+    for pool, fac in pool_factors.items():
+        served = {f"{r.service}\x00{r.bucket}" for r in plan.routing if r.pool == pool}
+        sel = (pool_of == pool) | ((role_of == roles.get(pool, "")) & np.isin(pair, list(served)))
+        if not sel.any():
+            continue
+        others = sel & (pool_of != pool)
+        level = float(done[sel].max())  # the phase's tightest cap so far
+        f = np.where(pool_of == pool, np.maximum(f, float(fac)), f)
+        f = np.where(others, np.maximum(f, level / done), f)
+    return f
+
+
+def _solve_tightened(cur: Built, factors: Mapping[str, float] | np.ndarray, architecture: str,
+                     settings: SolveSettings) -> tuple[ArchitecturePlan, Built]:
+    """Rebuild with the named pools' caps divided by their factors and solve again.
+
+    Rebuilt rather than updated in place: the instance-count bounds (big-M) must grow with the load.
+    """
+    t0 = time.perf_counter()
+    nxt = build_model(tighten_prepared(cur.prep, factors), redundancy=settings.redundancy,
+                      budget_usd_per_month=settings.budget_usd_per_month)
+    nxt.build_s = time.perf_counter() - t0
+    return solve_architecture(nxt, make_solver(), architecture, settings), nxt
+
+
+def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+    """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
+
+    Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
+    """
+    plan = solve_architecture(built, solver, architecture, settings)
+    base_rho = built.prep.points["rho"].to_numpy(float)
+    cur, rounds = built, 1
+    total_time, total_build = plan.solver.time_s, plan.solver.build_s
+    history: list[str] = []
+
+    def tighten(factors: Mapping[str, float], label: str, per_point: np.ndarray | None = None) -> bool:
+        """One more round with the named pools' caps divided (or ``per_point``, which covers them);
+        False when it leaves no plan."""
+        nonlocal plan, cur, rounds, total_time, total_build
+        history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
+        cand, nxt = _solve_tightened(cur, per_point if per_point is not None else factors, architecture, settings)
+        rounds += 1
+        total_time += cand.solver.time_s
+        total_build += cand.solver.build_s
+        if not cand.feasible:
+            history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
+            return False
+        plan, cur = cand, nxt
+        return True
+
+    last_step: tuple[Built, np.ndarray] | None = None
+
+    def refine(before: Built, step: np.ndarray) -> None:
+        """Keep the cheaper of neighbouring solutions (module docstring, step 6): bisect the exponent
+        ``t`` of the last simulated tightening ``step`` (per point) from the model ``before`` it; a
+        plan at ``step ** t`` that costs less and meets both checks replaces the current one."""
+        nonlocal plan, cur, rounds, total_time, total_build
+        if float(np.max(step)) < REFINE_MIN_STEP or settings.simulation_check is None:
+            return
+        lo, hi = 0.0, 1.0
+        for _ in range(settings.refine_rounds):
+            t = 0.5 * (lo + hi)
+            cand, nxt = _solve_tightened(before, np.power(step, t), architecture, settings)
+            rounds += 1
+            total_time += cand.solver.time_s
+            total_build += cand.solver.build_s
+            assert plan.costs is not None
+            if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < plan.costs.total_usd_per_month - 0.005):
+                break  # no cheaper plan with less tightening: keep the current one
+            chk = None
+            if not tighten_factors(nxt.prep, cand, settings.redundancy)[0]:
+                chk = settings.simulation_check(_check_result(nxt.prep, architecture, cand, settings), architecture)
+            if chk is not None and chk.met:
+                history.append(f"refined: the last tightening to the power {t:.2f} also meets and costs "
+                               f"{plan.costs.total_usd_per_month - cand.costs.total_usd_per_month:,.0f} USD/month less")
+                plan, cur = cand.model_copy(update={"simulation": chk}), nxt
+                hi = t
+            else:
+                lo = t
+
+    def analytic_loop() -> None:
+        while plan.feasible and rounds <= settings.verify_rounds:
+            factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
+            if not factors or not tighten(factors, ""):
+                break
+
+    analytic_loop()
+    relax = relax_factors(cur.prep, plan, settings.redundancy) if plan.feasible and settings.relax else {}
+    relaxed_state: tuple[ArchitecturePlan, Built, list[str]] | None = None
+    if relax and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]:
+        kept, kept_cur, kept_rounds, kept_history = plan, cur, rounds, list(history)
+        pts = cur.prep.points
+        ceiling = np.maximum(pts["rho"].to_numpy(float), 0.95)
+        raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
+        relaxed = replace(cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
+        t0 = time.perf_counter()
+        nxt = build_model(relaxed, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+        nxt.build_s = time.perf_counter() - t0
+        cand = solve_architecture(nxt, make_solver(), architecture, settings)
+        rounds += 1
+        total_time += cand.solver.time_s
+        total_build += cand.solver.build_s
+        if cand.feasible:
+            history.append("relaxed: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(relax.items())))
+            plan, cur = cand, nxt
+            analytic_loop()
+        ok = plan.feasible and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]
+        if ok and plan.costs is not None and kept.costs is not None and plan.costs.total_usd_per_month < kept.costs.total_usd_per_month - 0.005:
+            relaxed_state = (plan, cur, list(history))
+        else:
+            kept_history.append(f"relaxing over-tight prefill caps gave no cheaper plan that passes ({rounds - kept_rounds} solve(s)); kept the first")
+        plan, cur = kept, kept_cur
+        history[:] = kept_history
+
+    def sim_loop() -> None:
+        nonlocal plan, last_step
+        sim_rounds = 0
+        repeats: dict[str, int] = {}  # per pool: rounds that named it
+        tightened: set[tuple[str, str, str]] = set()  # (service, bucket, role) of the pools named so far
+        while True:
+            assert settings.simulation_check is not None
+            check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
+            plan = plan.model_copy(update={"simulation": check})
+            if check.met or sim_rounds >= settings.simulation_rounds:
+                break
+            factors = simulated_factors(check, repeats)
+            # a miss that moved to another configuration of a phase tightened before: tighten the phase
+            phase_of = _phases(plan, factors)
+            moved = {p: f for p, f in factors.items() if p not in repeats and phase_of[p] & tightened}
+            for p in factors:
+                repeats[p] = repeats.get(p, 0) + 1
+                tightened |= phase_of[p]
+            per_point = phase_point_factors(cur.prep, plan, moved, base_rho / cur.prep.points["rho"].to_numpy(float))
+            on_named = cur.prep.points["pool"].astype(str).map(factors).fillna(1.0).to_numpy(float)
+            per_point = np.maximum(per_point, on_named)
+            analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
+            on_pool = cur.prep.points["pool"].astype(str).map(analytic).fillna(1.0).to_numpy(float)
+            per_point = np.maximum(per_point, on_pool)
+            for p, f in analytic.items():
+                factors[p] = max(factors.get(p, 1.0), f)
+            sim_rounds += 1
+            before = cur
+            if not factors or not tighten(factors, "simulation: ", per_point):
+                break
+            last_step = (before, per_point)
+        if plan.simulation is not None and plan.simulation.met and last_step is not None:
+            refine(*last_step)
+
+    if settings.simulation_check is not None and plan.feasible and plan.pools:
+        sim_loop()
+        if relaxed_state is not None:
+            # the relaxed path through the simulated check too; keep the cheaper of the two that meets
+            first, first_cur, first_history = plan, cur, list(history)
+            plan, cur = relaxed_state[0], relaxed_state[1]
+            history[:] = relaxed_state[2]
+            last_step = None
+            sim_loop()
+            met_b = plan.simulation is not None and plan.simulation.met
+            met_a = first.simulation is not None and first.simulation.met
+            cheaper = plan.costs is not None and first.costs is not None and plan.costs.total_usd_per_month < first.costs.total_usd_per_month - 0.005
+            if not (met_b and (cheaper or not met_a)):
+                plan, cur = first, first_cur
+                history[:] = first_history + ["relaxing over-tight prefill caps gave no cheaper plan that meets in simulation; kept the first"]
+    elif relaxed_state is not None:
+        plan, cur = relaxed_state[0], relaxed_state[1]
+        history[:] = relaxed_state[2]
+    info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
+    plan = plan.model_copy(update={"solver": info})
+    caps: list[dict[str, Any]] = []
+    if cur is not built:
+        pts = cur.prep.points
+        rho = pts["rho"].to_numpy(float)
+        for i in np.nonzero(np.abs(rho - base_rho) > 1e-12 * base_rho)[0]:  # tightened or relaxed
+            r = pts.iloc[int(i)]
+            caps.append({"architecture": architecture, "service": str(r["service"]), "bucket": str(r["bucket"]),
+                         "role": str(r["role"]), "config": str(r["config"]), "rho": float(rho[i]),
+                         "rho_queueing": float(base_rho[i]), "tightening_factor": float(base_rho[i] / rho[i])})
+    if history:
+        caps_note = f"{architecture}: latency check tightened utilisation caps in {rounds - 1} round(s): " + "; ".join(history)
+        if not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
+            caps_note += f" — targets still missed after {rounds} solves (see the latency table)"
+        caps.append({"architecture": architecture, "note": caps_note})
+    return plan, cur, caps
+
+
+def simulated_factors(check: Any, repeats: Mapping[str, int] | None = None, *, min_step: float = 1.05,
+                      max_step: float = 4.0) -> dict[str, float]:
+    """Per pool a simulated miss names: the factor dividing its caps, ``f = clamp(sim_q / target, min_step, max_step)``
+    raised to ``k + 1`` for a pool already named ``k`` times (``repeats``) and clamped to ``max_step``
+    again (module docstring, step 5); the largest over the services naming the pool."""
+    out: dict[str, float] = {}
+    for s in check.services:
+        if s.miss_pool is None:
+            continue
+        share = s.miss_share if s.miss_share is not None else math.inf  # None: unbounded (requests never finished)
+        f = min(max_step, max(min_step, 1.0 + share))
+        f = float(min(max_step, f ** (1 + (repeats or {}).get(s.miss_pool, 0))))
+        out[s.miss_pool] = max(out.get(s.miss_pool, 1.0), f)
+    return out
+
+
+def _phases(plan: ArchitecturePlan, pools: Mapping[str, float]) -> dict[str, set[tuple[str, str, str]]]:
+    """Per named pool: the (service, bucket, role) phases the plan routes through it."""
+    out: dict[str, set[tuple[str, str, str]]] = {p: set() for p in pools}
+    for r in plan.routing:
+        if r.pool in out:
+            out[r.pool].add((r.service, r.bucket, str(r.role)))
+    return out
+
+
+def _check_result(prep: Prepared, architecture: str, plan: ArchitecturePlan, settings: SolveSettings) -> PlanResult:
+    """A one-architecture :class:`PlanResult` carrying what the simulated check reads (pools, routing, snapshot)."""
+    used = used_points(plan, prep)
+    pts_cols = [c for c in prep.points.columns if c not in ("i",)]
+    snapshot = CapacitySnapshot(
+        demand=prep.demand.drop(columns=["d"]).to_dict("records"), points=prep.points.loc[used, pts_cols].to_dict("records"),
+        configs=prep.tables.configs.to_dict("records"), costs={k: float(v) for k, v in vars(prep.tables.costs).items()},
+        redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+    return PlanResult(instance="check", architectures={architecture: plan}, verdict=make_verdict({architecture: plan}, prep),
+                      capacity=snapshot)
+
+
+def used_points(plan: ArchitecturePlan, prep: Prepared) -> list[int]:
+    """Row labels (``i``) of ``prep.points`` that ``plan`` routes traffic to."""
+    if not plan.routing:
+        return []
+    pts = prep.points
+    key = dict(zip(zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True),
+                   pts["i"].astype(int), strict=True))
+    return [int(key[(r.service, r.bucket, str(r.role), r.config)]) for r in plan.routing]
