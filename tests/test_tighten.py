@@ -64,7 +64,9 @@ def test_long_prompt_disaggregated_plan_is_tightened_not_dropped() -> None:
     """Issue 13's scenario: 70B, 16,000 in / 200 out, p50 targets. Before, the loop chased the
     miss across prefill configurations, gave up after 7 solves and the verdict named the shared
     plan (64 GPUs, $134,738/month) over the 10-GPU disaggregated one ($23,266 as first solved).
-    Now: disaggregated, 12 GPUs, $27,965/month, met in simulation (shared $101,555 after refinement)."""
+    Now: disaggregated, met in simulation, and the verdict's winner. (On the tightening change alone:
+    12 GPUs, $27,965 against shared $101,555; with the per-request TPOT of the latency-metric work the
+    file's p50 ``tpot`` target lets the shared pool carry larger chunks: $23,266 against $27,078.)"""
     from planner.instance import load_instance
     from planner.solve_instance import settings_from_instance, solve_instance
 
@@ -73,5 +75,5 @@ def test_long_prompt_disaggregated_plan_is_tightened_not_dropped() -> None:
     shared, disagg = result.architectures["shared"], result.architectures["disaggregated"]
     assert disagg.feasible and disagg.simulation is not None and disagg.simulation.met, disagg.simulation
     assert shared.costs is not None and disagg.costs is not None
-    assert disagg.costs.total_usd_per_month < 0.5 * shared.costs.total_usd_per_month
+    assert disagg.costs.total_usd_per_month < shared.costs.total_usd_per_month
     assert result.verdict is not None and result.verdict.winner == "disaggregated", result.verdict.reasons
