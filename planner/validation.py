@@ -106,14 +106,25 @@ def _syntax_message(exc: Exception) -> str:
     return _one_line(str(exc))
 
 
+MAX_MAGNITUDE = 1e12
+"""Largest magnitude of any number in an instance file. Every field is in units where real values
+are far smaller (GB, TFLOPs, USD per device, req/s); 1e20 CPU-seconds per call or a 1e300 price
+would reach HiGHS as an infinite coefficient or overflow a cost to ``inf``."""
+
+
 def nonfinite_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
-    """Problems for every ``.inf``/``.nan`` number in ``data`` (YAML accepts them; no field does)."""
+    """Problems for every ``.inf``/``.nan`` number in ``data`` (YAML accepts them; no field does), and
+    for every number beyond :data:`MAX_MAGNITUDE`."""
     found: list[Problem] = []
     seen: set[int] = set()  # YAML anchors can share (or cycle back to) a container: visit each once
 
     def walk(node: Any, path: str) -> None:
         if isinstance(node, float) and not math.isfinite(node):
             found.append(Problem(file, path, f"{node!r} is not a finite number", "give a finite plain number"))
+            return
+        if isinstance(node, (int, float)) and not isinstance(node, bool) and abs(node) > MAX_MAGNITUDE:
+            found.append(Problem(file, path, f"{node:g} is beyond the range the planner computes with (|x| <= {MAX_MAGNITUDE:g})",
+                                 "give a realistic value in the unit the field name states"))
             return
         if not isinstance(node, (dict, list)) or id(node) in seen:
             return

@@ -134,7 +134,8 @@ class Traffic(StrictModel):
 class ToolOverride(StrictModel):
     """Figures for one tool class that the log does not give, and the KV policies it may use."""
 
-    cpu_seconds_per_call: NonNegFloat | None = None
+    cpu_seconds_per_call: Annotated[float, bounded(ge=0, le=3600, why="at most a core-hour per call: an interactive agent's "
+                                                   "tool; longer jobs are batch work outside this plan")] | None = None
     """CPU work per call on the orchestration pool (serialisation, validation, routing), core-seconds."""
     retry_share: Fraction | None = None
     """Share of calls retried once (each retry repeats the wait and the CPU work)."""
@@ -272,7 +273,8 @@ class ToolPhaseOptions(StrictModel):
     """KV policies the optimiser may choose between (per service and tool class)."""
     cpu_utilization_cap: Fraction = 0.7
     """Largest peak utilisation of CPU-pool cores (headroom for bursts of tool calls)."""
-    tokenizer_cpu_seconds_per_token: NonNegFloat = 0.0
+    tokenizer_cpu_seconds_per_token: Annotated[float, bounded(ge=0, le=0.01, why="tokenisers take ~1e-6 core-seconds per token; "
+                                                              "0.01 s is already 10,000x slower")] = 0.0
     """CPU core-seconds to tokenise / detokenise one token (input + output), on the CPU pool."""
     tokenizer_source: str = ""
     """Where ``tokenizer_cpu_seconds_per_token`` comes from."""
