@@ -86,6 +86,7 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
             click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv, report.md")
         if html_file:
             click.echo(f"wrote {html_file}")
+    _raise_if_check_rejects(result)
     if result.verdict.winner is None:
         from planner.errors import Diagnosis
 
@@ -96,22 +97,76 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
         raise InfeasibleError(diags, headline=f"no architecture of {resolved.instance.name} has a feasible plan")
 
 
+def _raise_if_check_rejects(result: object) -> None:
+    """``solve`` never exits 0 with a plan ``planner check`` rejects (issue 16).
+
+    A winner that misses its own latency targets (predicted, or in the peak simulation) is an
+    infeasible outcome: exit 3 with a diagnosis per miss. Any other violation means the plan is
+    inconsistent (a numerical failure of the solve): exit 4 listing them. The plan files were
+    already written (``--out``) so the plan can be inspected.
+    """
+    from planner.errors import Diagnosis, SolverError
+    from planner.optimize.check import check_plan
+    from planner.optimize.verdict import meets_targets
+    from planner.schema.plan import PlanResult
+
+    assert isinstance(result, PlanResult)
+    violations = check_plan(result)
+    if not violations:
+        return
+    win = result.architectures.get(result.verdict.winner) if result.verdict.winner else None
+    misses = [v for v in violations if v.startswith("verdict: winner") and "misses its latency targets" in v]
+    if win is not None and not meets_targets(win) and len(misses) == len(violations):
+        diags = [Diagnosis(lp.service, "", f"latency[{m}]", f"{win.architecture}: predicted {m.upper()} {pred:,.0f} ms > target {target:g} ms "
+                           "in the cheapest plan, and no architecture's plan meets its targets",
+                           f"raise slo.{m}.target_ms, lower options.max_utilization, or add faster candidate devices")
+                 for lp in win.latency for m, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
+                                                                   ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
+        if win.simulation is not None and not win.simulation.met:
+            diags += [Diagnosis(s.service, s.ttft_worst_bucket if not s.ttft_met else s.tpot_worst_bucket, "simulation",
+                                f"{win.architecture}: misses its target in the peak simulation" + (f" (pool {s.miss_pool}, {s.miss_ms:,.0f} ms over)" if s.miss_pool and s.miss_ms is not None else ""),
+                                "add options.redundancy or lower options.max_utilization")
+                      for s in win.simulation.services if not (s.ttft_met and s.tpot_met)]
+        raise InfeasibleError(diags, headline=f"no architecture of {result.instance} meets its latency targets")
+    raise SolverError(f"the plan fails its own check ({len(violations)} violation(s)); the solve is numerically unreliable:\n"
+                      + "\n".join(f"  - {v}" for v in violations[:20]))
+
+
 @click.command("check")
 @click.argument("plan", type=click.Path(dir_okay=False, path_type=str))
-def check(plan: str) -> None:
-    """Re-verify PLAN.json (written by `planner solve --out`) without the solver; exit 1 on a violation."""
-    from planner.optimize.check import check_plan
+@click.option("--instance", "instance_file", type=click.Path(dir_okay=False, path_type=str),
+              help="Re-derive the capacity snapshot from this instance (default: the instance path the plan records, when it exists).")
+@click.option("--no-instance", is_flag=True, help="Trust the plan's own capacity snapshot (do not re-derive it from the instance).")
+def check(plan: str, instance_file: str | None, no_instance: bool) -> None:
+    """Re-verify PLAN.json (written by `planner solve --out`) without the solver; exit 1 on a violation.
+
+    Every number the plan states is recomputed: routing, masks, load, KV, utilisation, pool and
+    total costs, tokens and $/1M tokens, latency flags, solver status, simulation flags, the
+    verdict's winner and margin. With the instance (``--instance``, or the path recorded in the
+    plan) the capacity snapshot is re-derived from it instead of being trusted.
+    """
+    from planner.optimize.check import check_plan, recompute_snapshot
     from planner.report.plan_io import load_plan
 
+    if instance_file and no_instance:
+        raise InputError(Problem("", "--instance", "cannot be combined with --no-instance", "drop one of them"))
     result = load_plan(plan)
-    problems = check_plan(result)
+    truth, source = None, "the plan's own capacity snapshot (no instance)"
+    path = instance_file or (None if no_instance else (result.instance_path or None))
+    if path is not None and (instance_file or Path(path).is_file()):
+        truth = recompute_snapshot(result, path)
+        source = f"the capacity snapshot re-derived from {path}"
+    elif path is not None:
+        click.echo(f"note: the plan's instance {path} is not found: checking against the plan's own capacity snapshot (give --instance)", err=True)
+    problems = check_plan(result, truth)
     if problems:
-        click.echo(f"{plan}: {len(problems)} violation(s):", err=True)
+        click.echo(f"{plan}: {len(problems)} violation(s) (against {source}):", err=True)
         for v in problems:
             click.echo(f"  - {v}", err=True)
         raise SystemExit(1)
     n = sum(1 for a in result.architectures.values() if a.feasible)
-    click.echo(f"{plan}: valid — {n} feasible architecture plan(s) re-verified (routing, masks, load, KV, procurement, budget, costs)")
+    click.echo(f"{plan}: valid — {n} feasible architecture plan(s) re-verified against {source} "
+               "(routing, masks, load, KV, utilisation, procurement, budget, pool and total costs, tokens, latency flags, solver status, simulation, verdict)")
 
 
 COMMANDS = [solve, check]
