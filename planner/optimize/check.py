@@ -285,6 +285,10 @@ def _check_simulation(plan: ArchitecturePlan) -> list[str]:
     out: list[str] = []
     if sim.met != all(s.ttft_met and s.tpot_met for s in sim.services):
         out.append(f"simulation: met = {sim.met} contradicts its services' flags")
+    sizes = {p.name: p.instances for p in plan.pools}
+    for sp in sim.pools:
+        if sp.pool in sizes and sp.instances != sizes[sp.pool]:
+            out.append(f"simulation: pool {sp.pool} was simulated with {sp.instances} instance(s), the plan has {sizes[sp.pool]}")
     for s in sim.services:
         for metric, q, target, met in (("ttft", s.ttft_sim_ms, s.ttft_target_ms, s.ttft_met), ("tpot", s.tpot_sim_ms, s.tpot_target_ms, s.tpot_met)):
             if q is None:
