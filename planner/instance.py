@@ -12,7 +12,7 @@ from planner.overrides import apply_overrides
 from planner.schema.hardware import DeviceProfile
 from planner.schema.instance import Instance
 from planner.schema.llm import LLMProfile
-from planner.validation import nonfinite_problems, read_mapping, validate_mapping
+from planner.validation import magnitude_problems, nonfinite_problems, read_mapping, validate_mapping
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,7 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
         problems.extend(_raw_reference_problems(data, path, catalog))
         raise InputError(problems.problems) from exc
     problems.extend(nonfinite)
+    problems.extend(magnitude_problems(instance.model_dump(exclude={"scenarios", "forecasts"}), file))
     models: dict[str, LLMProfile] = {}
     for name, svc in instance.services.items():
         where = f"services.{name}"

@@ -112,19 +112,35 @@ are far smaller (GB, TFLOPs, USD per device, req/s); 1e20 CPU-seconds per call o
 would reach HiGHS as an infinite coefficient or overflow a cost to ``inf``."""
 
 
+def magnitude_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
+    """Problems for every number beyond :data:`MAX_MAGNITUDE` in ``data`` (a validated model's
+    ``model_dump()``: numbers written as text, e.g. ``--set x=1e300``, are numbers by then)."""
+    found: list[Problem] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, (int, float)) and not isinstance(node, bool):
+            if math.isfinite(node) and abs(node) > MAX_MAGNITUDE:
+                found.append(Problem(file, path, f"{node:g} is beyond the range the planner computes with (|x| <= {MAX_MAGNITUDE:g})",
+                                     "give a realistic value in the unit the field name states"))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+
+    walk(data, prefix)
+    return found
+
+
 def nonfinite_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
-    """Problems for every ``.inf``/``.nan`` number in ``data`` (YAML accepts them; no field does), and
-    for every number beyond :data:`MAX_MAGNITUDE`."""
+    """Problems for every ``.inf``/``.nan`` number in ``data`` (YAML accepts them; no field does)."""
     found: list[Problem] = []
     seen: set[int] = set()  # YAML anchors can share (or cycle back to) a container: visit each once
 
     def walk(node: Any, path: str) -> None:
         if isinstance(node, float) and not math.isfinite(node):
             found.append(Problem(file, path, f"{node!r} is not a finite number", "give a finite plain number"))
-            return
-        if isinstance(node, (int, float)) and not isinstance(node, bool) and abs(node) > MAX_MAGNITUDE:
-            found.append(Problem(file, path, f"{node:g} is beyond the range the planner computes with (|x| <= {MAX_MAGNITUDE:g})",
-                                 "give a realistic value in the unit the field name states"))
             return
         if not isinstance(node, (dict, list)) or id(node) in seen:
             return
