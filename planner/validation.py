@@ -21,7 +21,7 @@ class DuplicateKeyError(yaml.MarkedYAMLError):
     """A mapping names the same key twice (YAML says keys are unique; PyYAML keeps the last)."""
 
 
-class _UniqueKeyLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
+class _UniqueKeyLoader(_BASE_LOADER):
     """libyaml's C loader when available (several times faster; same safe subset of YAML) that
     rejects a key given twice in one mapping, naming the key and both lines, instead of keeping
     the last silently."""

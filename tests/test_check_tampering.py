@@ -127,7 +127,7 @@ def test_snapshot_attack_is_caught_with_the_instance(plan: dict[str, Any], tmp_p
     data["capacity"]["utilization_caps"] = []
     r = _check(tmp_path, data, "--instance", INSTANCE)
     assert r.exit_code == 1
-    assert f"snapshot: points[" in r.output and ".rho = 1 differs from the instance's" in r.output
+    assert "snapshot: points[" in r.output and ".rho = 1 differs from the instance's" in r.output
     assert f"load[{pool['name']}]" in r.output
 
 

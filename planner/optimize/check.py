@@ -211,14 +211,14 @@ def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
         if _bad(v) or float(v) < 0:
             out.append(f"finite: costs.{k} is {v}")
     rho_of = {_key(p, ("service", "bucket", "role", "config")): float(p.get("rho", math.nan)) for p in snap.points}
-    for c in snap.utilization_caps:
-        if "rho" not in c:
+    for cap in snap.utilization_caps:
+        if "rho" not in cap:
             continue
-        k = _key(c, ("service", "bucket", "role", "config"))
-        base = rho_of.get(k)
-        rho = float(c["rho"])
+        ck = _key(cap, ("service", "bucket", "role", "config"))
+        base = rho_of.get(ck)
+        rho = _num(cap["rho"])
         if not (0 < rho <= 1) or (base is not None and rho > base * (1 + TOL)):
-            out.append(f"caps: {c.get('architecture')}: tightened cap {rho:g} of {'|'.join(k)} is not within (0, its queueing cap {base}]")
+            out.append(f"caps: {cap.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {base}]")
     return out
 
 
@@ -465,12 +465,11 @@ def _check_pool(name: str, p: Any, k: int, load: float, busy_peak: float, busy_m
         out.append(f"pool[{name}]: name, role, config, device and tp disagree ({p.role}, {p.config}, {p.device}, tp{p.tp})")
     if p.redundancy != k:
         out.append(f"pool[{name}]: redundancy {p.redundancy} != the plan's {k}")
-    if p.instances < k + 1:
-        out.append(f"pool_min[{name}]: {p.instances} instance(s) cannot carry traffic and survive the loss of {k}")
-        return out
     avail = p.instances - k
     if load > avail * (1 + TOL) + TOL:
         out.append(f"load[{name}]: peak load {load:.4f} instances (at the utilisation cap) exceeds {avail} instances after losing {k}")
+    if p.instances < k + 1:
+        return [*out, f"pool_min[{name}]: {p.instances} instance(s) cannot carry traffic and survive the loss of {k}"]
     if p.kv_capacity_bytes > 0 and kv > p.kv_capacity_bytes * (1 + TOL):
         out.append(f"kv[{name}]: resident KV at peak {kv:.3g} B exceeds capacity {p.kv_capacity_bytes:.3g} B")
     for what, stated, true in (("busy_instances_peak", p.busy_instances_peak, busy_peak), ("busy_instances_mean", p.busy_instances_mean, busy_mean),
@@ -496,10 +495,10 @@ def _check_pool_costs(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, 
     out: list[str] = []
     H = float(c.hours_per_month)
     kwh_price = float(c.electricity_usd_per_kwh) * float(c.pue)
-    cfg = configs.drop_duplicates("config").set_index("config")
+    cfg: dict[str, Any] = {str(r["config"]): r for r in configs.to_dict("records")}
     per_pool: dict[str, float] = {}
     for p in plan.pools:
-        row = cfg.loc[p.config]
+        row = cfg[p.config]
         dev = float(p.devices)
         sel = (sub["pool"].astype(str) == p.name).to_numpy() if len(sub) else np.zeros(0, dtype=bool)
         s = sub[sel]
@@ -549,7 +548,8 @@ def _check_tokens(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, conf
         host = ptc["host_power_w"].to_numpy(float)
         idle_host = ptc["idle_power_w"].to_numpy(float) + host
         busy_kwh = float(np.sum(lam * (sub["energy_j_per_request"].to_numpy(float) + tau_tp * host))) * SECONDS_PER_HOUR * H / J_PER_KWH
-        prov_w = sum(float(p.devices) * (float(cfg.at[p.config, "idle_power_w"]) + float(cfg.at[p.config, "host_power_w"])) for p in pools.values())
+        rows = {str(r["config"]): r for r in configs.to_dict("records")}
+        prov_w = sum(float(p.devices) * (float(rows[p.config]["idle_power_w"]) + float(rows[p.config]["host_power_w"])) for p in pools.values())
         kwh = float(c.pue) * (busy_kwh + H / 1e3 * (prov_w - float(np.sum(lam * tau_tp * idle_host))))
         wh = kwh * 1e3 / tokens * 1e3
         if plan.energy_wh_per_1k_tokens is None or not _close(plan.energy_wh_per_1k_tokens, wh, rel=1e-5):

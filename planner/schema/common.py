@@ -61,11 +61,11 @@ table grow linearly with them (1,000 buckets took 40–75 s on ``enterprise-chat
 mean anything."""
 
 
-def bounded(*, why: str, **limits: float) -> Any:
+def bounded(*, why: str, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None) -> Any:
     """A :func:`pydantic.Field` with numeric ``limits`` (``gt``, ``ge``, ``lt``, ``le``) and the reason
     for them; :mod:`planner.validation` prints the reason as the fix when a value is out of bounds,
     and ``planner schema`` publishes it (``bounds_reason``)."""
-    return Field(json_schema_extra={"bounds_reason": why}, **limits)  # type: ignore[arg-type]
+    return Field(json_schema_extra={"bounds_reason": why}, gt=gt, ge=ge, lt=lt, le=le)
 
 
 def _no_duplicates(values: list[Any]) -> list[Any]:
