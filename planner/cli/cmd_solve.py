@@ -98,38 +98,31 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
 
 
 def _raise_if_check_rejects(result: object) -> None:
-    """``solve`` never exits 0 with a plan ``planner check`` rejects (issue 16).
+    """``solve`` never exits 0 with a plan ``planner check`` rejects, nor with a winner that misses its
+    targets (issue 16).
 
-    A winner that misses its own latency targets (predicted, or in the peak simulation) is an
-    infeasible outcome: exit 3 with a diagnosis per miss. Any other violation means the plan is
-    inconsistent (a numerical failure of the solve): exit 4 listing them. The plan files were
-    already written (``--out``) so the plan can be inspected.
+    A plan check rejects is inconsistent (a numerical failure of the solve): exit 4 listing the
+    violations. A consistent plan whose winner misses its own latency targets (predicted, or in
+    the peak simulation: no architecture's plan meets them) is an infeasible outcome: exit 3 with
+    a diagnosis per miss. The plan files were already written (``--out``) for inspection.
     """
     from planner.errors import Diagnosis, SolverError
-    from planner.optimize.check import check_plan
-    from planner.optimize.verdict import meets_targets
+    from planner.optimize.check import check_plan, winner_misses
     from planner.schema.plan import PlanResult
 
     assert isinstance(result, PlanResult)
     violations = check_plan(result)
-    if not violations:
-        return
-    win = result.architectures.get(result.verdict.winner) if result.verdict.winner else None
-    misses = [v for v in violations if v.startswith("verdict: winner") and "misses its latency targets" in v]
-    if win is not None and not meets_targets(win) and len(misses) == len(violations):
-        diags = [Diagnosis(lp.service, "", f"latency[{m}]", f"{win.architecture}: predicted {m.upper()} {pred:,.0f} ms > target {target:g} ms "
-                           "in the cheapest plan, and no architecture's plan meets its targets",
-                           f"raise slo.{m}.target_ms, lower options.max_utilization, or add faster candidate devices")
-                 for lp in win.latency for m, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
-                                                                   ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
-        if win.simulation is not None and not win.simulation.met:
-            diags += [Diagnosis(s.service, s.ttft_worst_bucket if not s.ttft_met else s.tpot_worst_bucket, "simulation",
-                                f"{win.architecture}: misses its target in the peak simulation" + (f" (pool {s.miss_pool}, {s.miss_ms:,.0f} ms over)" if s.miss_pool and s.miss_ms is not None else ""),
-                                "add options.redundancy or lower options.max_utilization")
-                      for s in win.simulation.services if not (s.ttft_met and s.tpot_met)]
-        raise InfeasibleError(diags, headline=f"no architecture of {result.instance} meets its latency targets")
-    raise SolverError(f"the plan fails its own check ({len(violations)} violation(s)); the solve is numerically unreliable:\n"
-                      + "\n".join(f"  - {v}" for v in violations[:20]))
+    if violations:
+        raise SolverError(f"the plan fails its own check ({len(violations)} violation(s)); the solve is numerically unreliable:\n"
+                          + "\n".join(f"  - {v}" for v in violations[:20]))
+    misses = winner_misses(result)
+    if misses:
+        fixes = {"ttft": "raise slo.ttft.target_ms, lower options.max_utilization, or add faster candidate devices",
+                 "tpot": "raise slo.tpot.target_ms or add candidate devices with more memory bandwidth",
+                 "simulation": "add options.redundancy or lower options.max_utilization"}
+        raise InfeasibleError([Diagnosis(svc, "", f"latency[{what}]", detail + "; no architecture's plan meets its targets", fixes[what])
+                               for svc, what, detail in misses],
+                              headline=f"no architecture of {result.instance} meets its latency targets (the cheapest plan is in the outputs)")
 
 
 @click.command("check")

@@ -35,8 +35,11 @@ Checks, each violation naming architecture, constraint and item:
   point's, TTFT at least the worst routed point's own TTFT, ``*_met`` flags true to the numbers;
 - ``simulation``: ``met`` true to its services, each service's flags true to its simulated quantiles;
 - ``verdict``: a winner exactly when some plan is feasible, solved and feasible itself; it is
-  the cheapest among the plans that meet their targets (predicted and simulated), and it does
-  meet them; runner-up, margin (USD/month, per 1M tokens, share) and term differences recomputed.
+  the cheapest among the plans that meet their targets (predicted and simulated) — a winner that
+  misses them while another plan meets them is a violation; runner-up, margin (USD/month, per
+  1M tokens, share) and term differences recomputed. A plan whose winner misses its targets
+  because no plan meets them is consistent (``planner solve`` exits 3 on it, see
+  :func:`winner_misses`).
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ def _nonfinite(result: PlanResult) -> list[str]:
     out: list[str] = []
 
     def walk(node: Any, path: str) -> None:
-        if _bad(node):
+        if _bad(node) and not (node == math.inf and path.endswith("_predicted_ms")):  # +inf: an unbounded wait (then not met)
             out.append(f"finite: {path} is {node}")
         elif isinstance(node, dict):
             for k, v in node.items():
@@ -319,11 +322,9 @@ def _check_verdict(result: PlanResult) -> list[str]:
     best = min(meeting or candidates, key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
     if best.architecture != v.winner and best.costs is not None:
         if not meets_targets(win) and meets_targets(best):
-            out.append(f"verdict: winner {v.winner} misses its latency targets while {best.architecture} meets them")
+            out.append(f"verdict: winner {v.winner} misses its latency targets ({_misses(win)}) while {best.architecture} meets them")
         elif win.costs.total_usd_per_month > best.costs.total_usd_per_month * (1 + TOL):
             out.append(f"verdict: winner {v.winner} is not the cheapest feasible architecture ({best.architecture})")
-    if not meets_targets(win):
-        out.append(f"verdict: winner {v.winner} misses its latency targets ({_misses(win)}): no plan meets them")
     others = [p for p in candidates if p.architecture != v.winner]
     if not others:
         if v.runner_up is not None or abs(v.margin_usd_per_month) > 1e-6:
@@ -346,6 +347,21 @@ def _check_verdict(result: PlanResult) -> list[str]:
     for t, d in v.term_differences_usd_per_month.items():
         if t in COST_TERMS and not _close(d, run.costs.terms()[t] - win.costs.terms()[t], rel=1e-6, abs_tol=0.01):
             out.append(f"verdict: term difference {t} {d:,.2f} differs from the plans' {run.costs.terms()[t] - win.costs.terms()[t]:,.2f}")
+    return out
+
+
+def winner_misses(result: PlanResult) -> list[tuple[str, str, str]]:
+    """(service, what, detail) for every target the verdict's winner misses (predicted or simulated); empty when it meets them."""
+    win = result.architectures.get(result.verdict.winner) if result.verdict.winner else None
+    if win is None or meets_targets(win):
+        return []
+    out = [(lp.service, m, f"{win.architecture}: predicted {m.upper()} {pred:,.0f} ms > target {target:g} ms")
+           for lp in win.latency for m, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
+                                                             ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
+    if win.simulation is not None:
+        out += [(s.service, "simulation", f"{win.architecture}: misses its target in the peak simulation"
+                 + (f" (pool {s.miss_pool}, {s.miss_ms:,.0f} ms over)" if s.miss_pool and s.miss_ms is not None else ""))
+                for s in win.simulation.services if not (s.ttft_met and s.tpot_met)]
     return out
 
 
