@@ -119,7 +119,7 @@ def erlang_b(servers: int, offered_load: float) -> float:
     peak = min(float(c), a)  # the largest term T_j is at j ≈ min(c, a)
     lo = max(0, math.floor(peak - half))
     hi = min(c, math.ceil(peak + half))
-    if hi - lo + 1 <= _MAX_TERMS:
+    if hi - lo + 1 <= _MAX_TERMS and peak + half < 2.0**53:  # beyond 2^53 floats no longer resolve the window
         # log T_j = log T_hi + Σ_{i=j+1..hi} log(i/a), cumulated down from hi (T_c = 1)
         log_t_hi = math.lgamma(c + 1.0) - math.lgamma(hi + 1.0) - (c - hi) * math.log(a) if hi < c else 0.0
         logs = np.empty(hi - lo + 1)

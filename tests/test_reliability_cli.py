@@ -116,3 +116,23 @@ def test_winner_meets_its_predicted_targets(tmp_path: Path) -> None:
     data = _plan_checks(tmp_path)
     win = data["architectures"][data["verdict"]["winner"]]
     assert all(lp["ttft_met"] and lp["tpot_met"] for lp in win["latency"])
+
+
+@pytest.mark.slow
+def test_a_solve_cut_by_its_time_limit_says_so_with_the_best_plan(tmp_path: Path) -> None:
+    """--time-limit far below what the MIP needs: the best plan found is kept, marked time_limit with its gap,
+    and the notes and the verdict say it is not proven optimal (or, with no plan at all, exit 4)."""
+    r = CliRunner().invoke(main, ["solve", str(ROOT / "instances" / "code-completion-8b.yaml"), "--time-limit", "0.05", "--out", str(tmp_path)])
+    _clean(r)
+    assert r.exit_code in (0, 4), r.output
+    if r.exit_code == 4:
+        assert "raise --time-limit" in r.stderr
+        return
+    data = _plan_checks(tmp_path)
+    cut = [a for a, p in data["architectures"].items() if p["solver"]["status"] == "time_limit"]
+    if cut:
+        assert data["verdict"]["proven"] is False
+        assert any("not proven optimal" in n for n in data["notes"])
+        assert any("time limit" in line for line in r.output.splitlines())
+        for a in cut:
+            assert data["architectures"][a]["feasible"] and data["architectures"][a]["solver"]["gap"] is not None
