@@ -86,11 +86,11 @@ def _mutate(data: dict[str, Any], draw: Any, values: st.SearchStrategy[Any]) -> 
     op = draw(st.sampled_from(["set", "set", "set", "delete", "unknown", "repeat"]))
     key = path[-1]
     if op == "set":
-        parent[key] = draw(values)
+        parent[key] = copy.deepcopy(draw(values))  # a fresh copy: a shared hostile dict must not be mutated into a cycle
     elif op == "delete":
         del parent[key]
     elif op == "unknown" and isinstance(parent, dict):
-        parent[draw(st.sampled_from(["typo_field", "rate_per_sec", "devices "]))] = draw(values)
+        parent[draw(st.sampled_from(["typo_field", "rate_per_sec", "devices "]))] = copy.deepcopy(draw(values))
     elif op == "repeat" and isinstance(parent, list):
         parent.append(copy.deepcopy(parent[key]))
 
@@ -197,7 +197,7 @@ def plan_mutants(draw: Any) -> tuple[dict[str, Any], bool]:
         parent = _get(_get(data, scope), path[:-1])
         old = parent[path[-1]]
         how = draw(st.sampled_from(["x3", "neg", "nan", "inf", "zero", "hostile"]))
-        new = {"x3": old * 3, "neg": -old, "nan": math.nan, "inf": math.inf, "zero": 0}.get(how, draw(st.sampled_from(HOSTILE)))
+        new = {"x3": old * 3, "neg": -old, "nan": math.nan, "inf": math.inf, "zero": 0}.get(how) if how != "hostile" else copy.deepcopy(draw(st.sampled_from(HOSTILE)))
         parent[path[-1]] = new
         if (path[-1] in RECOMPUTED and isinstance(old, (int, float)) and abs(old) > 1e-6 and how in ("x3", "neg", "nan")
                 and scope[0] != "capacity" and "simulation" not in path):
