@@ -183,10 +183,10 @@ RECOMPUTED = ("utilization_peak", "utilization_mean", "busy_instances_peak", "bu
 
 
 @st.composite
-def plan_mutants(draw: Any) -> tuple[dict[str, Any], bool]:
+def plan_mutants(draw: Any) -> tuple[dict[str, Any], list[str]]:
     data = copy.deepcopy(_solved()[0])
     scopes = [("architectures",), ("verdict",), ("capacity", "points"), ("capacity", "configs")]
-    must_catch = False
+    must_catch: list[tuple[tuple[Any, ...], Any]] = []
     for _ in range(draw(st.integers(1, 3))):
         scope = draw(st.sampled_from(scopes))
         numeric = [p for p in _paths(_get(data, scope)) if isinstance(_get(_get(data, scope), p), (int, float))
@@ -201,11 +201,14 @@ def plan_mutants(draw: Any) -> tuple[dict[str, Any], bool]:
         parent[path[-1]] = new
         if (path[-1] in RECOMPUTED and isinstance(old, (int, float)) and abs(old) > 1e-6 and how in ("x3", "neg", "nan")
                 and scope[0] != "capacity" and "simulation" not in path):
-            must_catch = True
-    return data, must_catch
+            must_catch.append((scope + path, old))
+    base = _solved()[0]
+    changed = [f"{'.'.join(map(str, p))}: {_get(base, p)!r} -> {_get(data, p)!r}" for p, _old in must_catch
+               if _get(data, p) != _get(base, p)]  # a later mutation may undo an earlier one
+    return data, changed
 
 
-def _fuzz_plan(case: tuple[dict[str, Any], bool]) -> None:
+def _fuzz_plan(case: tuple[dict[str, Any], list[str]]) -> None:
     from planner.optimize.check import check_plan
     from planner.schema.plan import PlanResult
 
@@ -223,7 +226,7 @@ def _fuzz_plan(case: tuple[dict[str, Any], bool]) -> None:
     outcome = "caught (exit 1)" if violations else "valid (exit 0)"
     COUNTS["plans"][outcome] += 1
     if must_catch:
-        assert violations, "a recomputed number changed by x3, a sign or nan went unnoticed"
+        assert violations, f"a recomputed number changed by x3, a sign or nan went unnoticed: {must_catch}"
 
 
 # --- CI budget ----------------------------------------------------------------------------------------
@@ -245,7 +248,7 @@ def test_fuzz_instances_solve(data: dict[str, Any]) -> None:
 
 @_CI
 @given(plan_mutants())
-def test_fuzz_plans_check(case: tuple[dict[str, Any], bool]) -> None:
+def test_fuzz_plans_check(case: tuple[dict[str, Any], list[str]]) -> None:
     _fuzz_plan(case)
 
 
@@ -271,7 +274,7 @@ class TestLongRun:
 
     @_long("PLANNER_FUZZ_PLANS", 4000)
     @given(plan_mutants())
-    def test_plans(self, case: tuple[dict[str, Any], bool]) -> None:
+    def test_plans(self, case: tuple[dict[str, Any], list[str]]) -> None:
         _fuzz_plan(case)
 
     def test_zz_report(self) -> None:

@@ -45,6 +45,7 @@ Checks, each violation naming architecture, constraint and item:
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -248,8 +249,16 @@ def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = 
     """Violations found (empty when the plan is valid); each names architecture, constraint and item.
 
     ``instance_snapshot``: the snapshot re-derived from the instance (:func:`recompute_snapshot`);
-    when given, the plan's snapshot is compared with it and the plan checked against it.
+    when given, the plan's snapshot is compared with it and the plan checked against it. A plan
+    may hold any number (nan, inf, 1e308): arithmetic on them is silent here, and the ``finite``
+    check reports them.
     """
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _check_plan(result, instance_snapshot)
+
+
+def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) -> list[str]:
     out: list[str] = _nonfinite(result)
     snap = result.capacity
     if instance_snapshot is not None:
