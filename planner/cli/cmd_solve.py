@@ -40,7 +40,11 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
           html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...]) -> None:
-    """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
+    """Size the pools of INSTANCE, compare architectures and say which wins.
+
+    Exit 3 if infeasible or if no architecture's plan meets its latency targets (the cheapest plan
+    is still written); exit 4 if the solver fails, or its plan fails `planner check`.
+    """
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
 
