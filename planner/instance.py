@@ -12,7 +12,12 @@ from planner.overrides import apply_overrides
 from planner.schema.hardware import DeviceProfile
 from planner.schema.instance import DeclaredDevice, Instance
 from planner.schema.llm import LLMProfile
-from planner.validation import nonfinite_problems, read_mapping, validate_mapping
+from planner.validation import (
+    magnitude_problems,
+    nonfinite_problems,
+    read_mapping,
+    validate_mapping,
+)
 
 
 @dataclass(frozen=True)
@@ -152,12 +157,14 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
     try:
         instance = validate_mapping(Instance, data, file)
     except InputError as exc:
-        problems.extend(exc.problems)
-        seen = {p.path for p in exc.problems}
-        problems.extend([p for p in nonfinite if p.path not in seen])
+        # an inf/nan also breaks a bound or a type: "not a finite number" says it best
+        bad_numbers = {p.path for p in nonfinite}
+        problems.extend([p for p in exc.problems if p.path not in bad_numbers])
+        problems.extend(nonfinite)
         problems.extend(_raw_reference_problems(data, path, catalog))
         raise InputError(problems.problems) from exc
     problems.extend(nonfinite)
+    problems.extend(magnitude_problems(instance.model_dump(exclude={"scenarios", "forecasts"}), file))
     models: dict[str, LLMProfile] = {}
     for name, svc in instance.services.items():
         where = f"services.{name}"

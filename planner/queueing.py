@@ -82,12 +82,28 @@ UTILIZATION_CEILING = 0.999
 _SMALL_C = 64
 
 
+_WINDOW_SD = 40.0
+"""Half-width of the summation window of :func:`erlang_b` around its largest term, in standard
+deviations ``√a`` of the Poisson(a) law the terms follow (terms outside are below e^-800 of the peak)."""
+_MAX_TERMS = 1 << 20
+"""Most terms :func:`erlang_b` sums exactly; beyond, it uses the normal (Halfin–Whitt) asymptotic."""
+
+
 def erlang_b(servers: int, offered_load: float) -> float:
     """Erlang-B blocking probability ``B(c, a)`` for ``c`` servers and load ``a`` Erlangs.
 
-    Uses the recursion ``B(0)=1, B(k) = a·B(k−1) / (k + a·B(k−1))`` for small ``c`` and, for
-    large ``c``, the equivalent sum ``1/B = Σ_{j=0..c} Π_{i<j} (c−i)/a`` evaluated as a
-    log-sum-exp over a numpy vector (no factorials, no overflow, O(c) vectorised).
+    ``1/B = Σ_{j=0..c} T_j`` with ``T_j = c!/(j!·a^{c−j})`` (``T_c = 1``). Evaluated by
+
+    * the recursion ``B(0)=1, B(k) = a·B(k−1) / (k + a·B(k−1))`` for ``c ≤ 64``;
+    * otherwise as a log-sum-exp over the terms within ``40√a + 40`` of the largest one
+      (``j* = min(c, a)``; the terms follow a Poisson(a) law, so those outside are below
+      ``e^−800`` of it), ``log T_j`` from ``lgamma`` — memory and time O(min(c, √a)), never
+      O(c) or O(a): a huge load or server count cannot allocate an array of its size;
+    * when even that window holds more than 2²⁰ terms (``a`` above ~10⁸ Erlangs) and ``c`` is
+      within the window (near saturation), the normal asymptotic
+      ``B ≈ φ(β)/(√a·Φ(β))``, ``β = (c − a)/√a`` (Jagerman 1974; relative error O(1/√a) < 1e-4);
+      far below saturation ``B`` is the Poisson ratio ``pmf(c)/cdf(c)`` with ``cdf = 1`` to
+      double precision, ``exp(c·ln a − a − lgamma(c+1))`` (underflows to 0, as the true value does).
     """
     c = int(servers)
     a = float(offered_load)
@@ -102,13 +118,32 @@ def erlang_b(servers: int, offered_load: float) -> float:
         for k in range(1, c + 1):
             b = a * b / (k + a * b)
         return b
-    # log of the j-th term: Σ_{i<j} log((c−i)/a), j = 0..c
-    logs = np.empty(c + 1)
-    logs[0] = 0.0
-    np.cumsum(np.log(np.arange(c, 0, -1, dtype=float)) - math.log(a), out=logs[1:])
-    m = float(logs.max())
-    log_inv_b = m + math.log(float(np.exp(logs - m).sum()))
-    return math.exp(-log_inv_b)
+    half = _WINDOW_SD * math.sqrt(a) + _WINDOW_SD
+    peak = min(float(c), a)  # the largest term T_j is at j ≈ min(c, a)
+    lo = max(0, math.floor(peak - half))
+    hi = min(c, math.ceil(peak + half))
+    if hi - lo + 1 <= _MAX_TERMS and peak + half < 2.0**53:  # beyond 2^53 floats no longer resolve the window
+        # log T_j = log T_hi + Σ_{i=j+1..hi} log(i/a), cumulated down from hi (T_c = 1)
+        log_t_hi = math.lgamma(c + 1.0) - math.lgamma(hi + 1.0) - (c - hi) * math.log(a) if hi < c else 0.0
+        logs = np.empty(hi - lo + 1)
+        logs[-1] = log_t_hi
+        steps = np.log(np.arange(hi, lo, -1, dtype=float)) - math.log(a)  # log(i/a), i = hi .. lo+1
+        logs[-2::-1] = log_t_hi + np.cumsum(steps)
+        m = float(logs.max())
+        return math.exp(-(m + math.log(float(np.exp(logs - m).sum()))))
+    if c - a > half:  # far below saturation: B = Poisson pmf(c) / cdf(c), cdf = 1 to double precision
+        return math.exp(min(0.0, c * math.log(a) - a - math.lgamma(c + 1.0)))
+    beta = (c - a) / math.sqrt(a)
+    return min(1.0, _normal_pdf_over_cdf(beta) / math.sqrt(a))
+
+
+def _normal_pdf_over_cdf(beta: float) -> float:
+    """``φ(β)/Φ(β)`` of the standard normal, stable for very negative ``β`` (Mills ratio series)."""
+    if beta > -30.0:
+        cdf = 0.5 * math.erfc(-beta / math.sqrt(2.0))
+        return math.exp(-0.5 * beta * beta) / math.sqrt(2.0 * math.pi) / cdf
+    z2 = 1.0 / (beta * beta)
+    return -beta / (1.0 - z2 + 3.0 * z2 * z2 - 15.0 * z2**3)
 
 
 def erlang_c(servers: int, offered_load: float) -> float:

@@ -14,8 +14,40 @@ from planner.errors import InputError, Problem
 
 M = TypeVar("M", bound=BaseModel)
 
-# libyaml's C loader when available (several times faster; same safe subset of YAML).
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A mapping names the same key twice (YAML says keys are unique; PyYAML keeps the last)."""
+
+
+class _UniqueKeyLoader(_BASE_LOADER):
+    """libyaml's C loader when available (several times faster; same safe subset of YAML) that
+    rejects a key given twice in one mapping, naming the key and both lines, instead of keeping
+    the last silently."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                try:
+                    key = self.construct_object(key_node, deep=True)
+                    hash(key)
+                except (TypeError, yaml.YAMLError):
+                    continue  # an unhashable key: the base constructor reports it
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise DuplicateKeyError(
+                        "while reading a mapping", node.start_mark,
+                        f"key {key!r} appears twice (lines {seen[key]} and {line}); YAML keys must be unique", key_node.start_mark)
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:map", _UniqueKeyLoader.construct_yaml_map)
+_YAML_LOADER: Any = _UniqueKeyLoader
 
 
 def read_mapping(path: str | Path) -> dict[str, Any]:
@@ -30,8 +62,10 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(Problem(str(p), "", f"cannot be read: {exc}", "give a UTF-8 text file")) from exc
     try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+        data = json.loads(text, object_pairs_hook=_unique_json_object) if p.suffix == ".json" else yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        if isinstance(exc, DuplicateKeyError):
+            raise InputError(Problem(str(p), "", f"{_syntax_message(exc)}", "keep one of the two entries (PyYAML would silently keep the last)")) from exc
         raise InputError(Problem(str(p), "", f"is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {_syntax_message(exc)}", "fix the syntax at the line shown")) from exc
     except RecursionError as exc:  # absurdly deep nesting
         raise InputError(Problem(str(p), "", "is nested too deeply to read", "write a flat YAML mapping (see `planner schema`)")) from exc
@@ -40,6 +74,15 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(Problem(str(p), "", f"top level is a {type(data).__name__}, not a mapping", "the file must be a mapping of field: value"))
     return data
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise json.JSONDecodeError(f"key {key!r} appears twice in one object; JSON keys must be unique", "", 0)
+        out[key] = value
+    return out
 
 
 def _one_line(text: str) -> str:
@@ -61,6 +104,33 @@ def _syntax_message(exc: Exception) -> str:
         context = f" ({exc.context})" if exc.context else ""
         return f"{what}{context} at line {mark.line + 1}, column {mark.column + 1}"
     return _one_line(str(exc))
+
+
+MAX_MAGNITUDE = 1e12
+"""Largest magnitude of any number in an instance file. Every field is in units where real values
+are far smaller (GB, TFLOPs, USD per device, req/s); 1e20 CPU-seconds per call or a 1e300 price
+would reach HiGHS as an infinite coefficient or overflow a cost to ``inf``."""
+
+
+def magnitude_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
+    """Problems for every number beyond :data:`MAX_MAGNITUDE` in ``data`` (a validated model's
+    ``model_dump()``: numbers written as text, e.g. ``--set x=1e300``, are numbers by then)."""
+    found: list[Problem] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, (int, float)) and not isinstance(node, bool):
+            if math.isfinite(node) and abs(node) > MAX_MAGNITUDE:
+                found.append(Problem(file, path, f"{node:g} is beyond the range the planner computes with (|x| <= {MAX_MAGNITUDE:g})",
+                                     "give a realistic value in the unit the field name states"))
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}[{i}]")
+
+    walk(data, prefix)
+    return found
 
 
 def nonfinite_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
@@ -111,8 +181,11 @@ def _fix_for(error: dict[str, Any], model: type[BaseModel], loc: tuple[int | str
         return f"remove it or correct the spelling{hint}"
     if kind == "missing":
         return "add this field"
+    if kind in {"too_short", "too_long"}:
+        return "give a list of the length stated"
     if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
-        return "use a value within the bound stated"
+        why = _bounds_reason(model, loc)
+        return f"use a value within the bound stated: {why}" if why else "use a value within the bound stated"
     if kind.startswith("literal"):
         return "use one of the values listed"
     if kind in {"float_parsing", "int_parsing", "float_type", "int_type", "int_from_float"}:
@@ -139,6 +212,44 @@ def _valid_fields(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[st
             return []
     inner = _inner_model(current)
     return sorted(inner.model_fields) if inner is not None else []
+
+
+def _bounds_reason(model: type[BaseModel], loc: tuple[int | str, ...]) -> str:
+    """The ``bounds_reason`` of the field at ``loc`` (:func:`planner.schema.common.bounded`), or ''."""
+    current: Any = model
+    reason = ""
+    for item in loc:
+        if _is_tag(item):
+            continue
+        inner = _inner_model(current) if not isinstance(item, int) else None
+        if inner is not None and isinstance(item, str) and item in inner.model_fields:
+            reason = _reason_of(inner.model_fields[item])
+        current = _step(current, item)
+        if current is None:
+            break
+        reason = reason or _reason_in(current)
+    return reason
+
+
+def _reason_of(field: Any) -> str:
+    extra = getattr(field, "json_schema_extra", None)
+    if isinstance(extra, dict) and isinstance(extra.get("bounds_reason"), str):
+        return str(extra["bounds_reason"])
+    return _reason_in(getattr(field, "annotation", None)) or next(
+        (r for m in getattr(field, "metadata", []) if (r := _reason_of(m))), "") if hasattr(field, "metadata") else ""
+
+
+def _reason_in(annotation: Any) -> str:
+    """A ``bounds_reason`` carried by ``Annotated[..., Field(...)]`` metadata inside an annotation."""
+    for meta in getattr(annotation, "__metadata__", ()) or ():
+        extra = getattr(meta, "json_schema_extra", None)
+        if isinstance(extra, dict) and isinstance(extra.get("bounds_reason"), str):
+            return str(extra["bounds_reason"])
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _reason_in(arg)
+        if found:
+            return found
+    return ""
 
 
 def _step(annotation: Any, item: int | str) -> Any:
@@ -200,7 +311,12 @@ def problems_from_validation(exc: ValidationError, model: type[BaseModel], file:
             value = err.get("input")
             if not isinstance(value, (dict, list)) and value is not None:
                 msg = f"{msg} (got {_short_repr(value)})"
-        problems.append(Problem(file, path, msg, _fix_for(dict(err), model, loc)))
+        fix = _fix_for(dict(err), model, loc)
+        if err.get("type") == "value_error":  # our validators: "<what>; fix: <fix>"
+            msg = msg.removeprefix("Value error, ")
+            if "; fix: " in msg:
+                msg, fix = msg.split("; fix: ", 1)
+        problems.append(Problem(file, path, msg, fix))
     return problems
 
 

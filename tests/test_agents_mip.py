@@ -123,15 +123,21 @@ def test_breakeven_closed_form_matches_hand_numbers() -> None:
 
 
 def test_mip_switches_from_hold_to_offload_exactly_at_the_breakeven_wait() -> None:
+    # The decode pool serves every request, so it exists with at least one instance (route_on, even at
+    # a negligible decode load); that instance's KV holds sessions for free. At lam = 100 the held KV at
+    # W* needs ~4.5 decode instances, so the free instance covers a known share 1 / (held / K_DEC).
+    lam = 100.0
     w_star = _closed_form_breakeven()
-    hold, off, rec, _ = _relaxed_shares(_tables(w_star * (1 - 1e-3)))
+    hold, off, rec, _ = _relaxed_shares(_tables(w_star * (1 - 1e-3), lam=lam))
     assert hold == pytest.approx(1.0) and off == pytest.approx(0.0, abs=1e-9) and rec == pytest.approx(0.0, abs=1e-9)
-    hold, off, rec, _ = _relaxed_shares(_tables(w_star * (1 + 1e-3)))
-    assert off == pytest.approx(1.0) and hold == pytest.approx(0.0, abs=1e-6)  # free KV slack of the 1e-8 decode load
+    w = w_star * (1 + 1e-3)
+    free = K_DEC / (lam * w * B)  # share of the sessions the one provisioned decode instance holds for free
+    hold, off, rec, _ = _relaxed_shares(_tables(w, lam=lam))
+    assert hold == pytest.approx(free, rel=1e-6) and off == pytest.approx(1.0 - free, rel=1e-6)
     # At W* both policies cost the same: the LP objective equals the hand-computed hold cost.
-    _, _, _, obj = _relaxed_shares(_tables(w_star))
-    hold_cost = LAM * w_star * B / K_DEC * EQ_DEC * H  # decode instances for the held KV x USD per instance-month
-    base = LAM * 0.5 / RHO_PF * EQ_PF * H  # prefill work; the decode pool is sized by the held KV (its load is negligible)
+    _, _, _, obj = _relaxed_shares(_tables(w_star, lam=lam))
+    hold_cost = lam * w_star * B / K_DEC * EQ_DEC * H  # decode instances for the held KV x USD per instance-month
+    base = lam * 0.5 / RHO_PF * EQ_PF * H  # prefill work; the decode pool is sized by the held KV (its load is negligible)
     assert obj == pytest.approx(base + hold_cost, rel=1e-6)
 
 

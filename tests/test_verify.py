@@ -212,7 +212,8 @@ def test_check_plan_accepts_a_winner_ranked_above_a_cheaper_plan_that_misses_in_
     assert not miss.met and meet.met
     archs = {cheap: feasible[cheap].model_copy(update={"simulation": miss}), dear: feasible[dear].model_copy(update={"simulation": meet})}
     ranked = plan.model_copy(update={"architectures": archs, "verdict": plan.verdict.model_copy(update={"winner": dear})})
-    assert not any(v.startswith("verdict:") for v in check_plan(ranked))
+    # (the hand-made verdict keeps the old runner-up and margin: only the winner's rank is at stake here)
+    assert not any(v.startswith("verdict: winner") for v in check_plan(ranked))
     # without the simulations the dearer winner is a violation
     plain = {a: p.model_copy(update={"simulation": None}) for a, p in archs.items()}
-    assert any(v.startswith("verdict:") for v in check_plan(ranked.model_copy(update={"architectures": plain})))
+    assert any(v.startswith("verdict: winner") for v in check_plan(ranked.model_copy(update={"architectures": plain})))

@@ -139,8 +139,9 @@ def tool_phase_plan(built: Any, x: np.ndarray, n: np.ndarray, redundancy: int) -
         first = grp.iloc[0]
         sel_pf = np.isin(pf_w, ws)
         xw = np.array([x[int(j)] * lam_peak_d[int(pts["d"].iat[int(j)])] for j in pf_j[sel_pf]])
-        reload_ms = float(np.sum(xw * pf["reload_s"].to_numpy(float)[sel_pf] * 1e3) / xw.sum()) if xw.sum() > 0 else math.nan
-        recompute_ms = float(np.sum(xw * pf["recompute_s"].to_numpy(float)[sel_pf] * 1e3) / xw.sum()) if xw.sum() > 0 else math.nan
+        on = xw > 0  # an unrouted point's time may be inf (no link to reload over): 0 x inf is not 0 in floats
+        reload_ms = float(np.sum(xw[on] * pf["reload_s"].to_numpy(float)[sel_pf][on] * 1e3) / xw.sum()) if xw.sum() > 0 else math.nan
+        recompute_ms = float(np.sum(xw[on] * pf["recompute_s"].to_numpy(float)[sel_pf][on] * 1e3) / xw.sum()) if xw.sum() > 0 else math.nan
         # Alternatives: this (service, tool)'s waits all under one policy, the rest of the plan fixed;
         # priced as the extra capacity beyond the plan's slack (module docstring).
         hold_c, off_c, rec_c, off_reason, rec_reason, hold_reason, tier_part, reload_part, hold_lin = _alternatives(

@@ -59,8 +59,14 @@ def prepare_tool_phase(prep: Any, agents: AgentTables, redundancy_hint: int = 0)
     cfg = prep.tables.configs.drop_duplicates("config").set_index("config")
     d_of = {(str(s), str(b)): int(d) for s, b, d in zip(dem["service"], dem["bucket"], dem["d"], strict=True)}
     waits = agents.waits.copy()
-    waits = waits[[k in d_of for k in zip(waits["service"].astype(str), waits["bucket"].astype(str), strict=True)]].reset_index(drop=True)
-    waits["d"] = [d_of[(str(s), str(b))] for s, b in zip(waits["service"], waits["bucket"], strict=True)]
+    # Waits of demand rows that have an operating point: a row without any is reported by the
+    # routability diagnosis (exit 3) and must not leave a wait with no policy to choose
+    # (``tool_balance`` would read 0 = 1). A boolean array, not a list: ``frame[[]]`` selects no columns.
+    routable = set(pts["d"].astype(int)) if len(pts) else set()
+    keep = np.array([k in d_of and d_of[k] in routable
+                     for k in zip(waits["service"].astype(str), waits["bucket"].astype(str), strict=True)], dtype=bool)
+    waits = waits.loc[keep].reset_index(drop=True)
+    waits["d"] = np.array([d_of[(str(s), str(b))] for s, b in zip(waits["service"], waits["bucket"], strict=True)], dtype=int)
     waits["w"] = np.arange(len(waits))
     lam_peak = dem["rate_peak_per_s"].to_numpy(float)
     lam_mean = dem["rate_mean_per_s"].to_numpy(float)

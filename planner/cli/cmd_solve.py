@@ -55,7 +55,11 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
           capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool,
           confidence: str = "fast", resolution: str = "fixed") -> None:
-    """Size the pools of INSTANCE, compare architectures and say which wins (exit 3 if infeasible)."""
+    """Size the pools of INSTANCE, compare architectures and say which wins.
+
+    Exit 3 if infeasible or if no architecture's plan meets its latency targets (the cheapest plan
+    is still written); exit 4 if the solver fails, or its plan fails `planner check`.
+    """
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
 
@@ -115,6 +119,7 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
             click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv (and .parquet), report.md")
         if html_file:
             click.echo(f"wrote {html_file}")
+    _raise_if_check_rejects(result)
     if result.verdict.winner is None:
         from planner.errors import Diagnosis
 
@@ -137,22 +142,69 @@ def _compare_devices(resolved: Any, capacity_file: str | None) -> Any:
         return device_comparison(source, progress=bar.update)
 
 
+def _raise_if_check_rejects(result: object) -> None:
+    """``solve`` never exits 0 with a plan ``planner check`` rejects, nor with a winner that misses its
+    targets (issue 16).
+
+    A plan check rejects is inconsistent (a numerical failure of the solve): exit 4 listing the
+    violations. A consistent plan whose winner misses its own latency targets (predicted, or in
+    the peak simulation: no architecture's plan meets them) is an infeasible outcome: exit 3 with
+    a diagnosis per miss. The plan files were already written (``--out``) for inspection.
+    """
+    from planner.errors import Diagnosis, SolverError
+    from planner.optimize.check import check_plan, winner_misses
+    from planner.schema.plan import PlanResult
+
+    assert isinstance(result, PlanResult)
+    violations = check_plan(result)
+    if violations:
+        raise SolverError(f"the plan fails its own check ({len(violations)} violation(s)); the solve is numerically unreliable:\n"
+                          + "\n".join(f"  - {v}" for v in violations[:20]))
+    misses = winner_misses(result)
+    if misses:
+        fixes = {"ttft": "raise slo.ttft.target_ms, lower options.max_utilization, or add faster candidate devices",
+                 "tpot": "raise the per-token target (slo.tpot or slo.itl) or add candidate devices with more memory bandwidth",
+                 "simulation": "add options.redundancy or lower options.max_utilization"}
+        raise InfeasibleError([Diagnosis(svc, "", f"latency[{what}]", detail + "; no architecture's plan meets its targets", fixes[what])
+                               for svc, what, detail in misses],
+                              headline=f"no architecture of {result.instance} meets its latency targets (the cheapest plan is in the outputs)")
+
+
 @click.command("check")
 @click.argument("plan", type=click.Path(dir_okay=False, path_type=str))
-def check(plan: str) -> None:
-    """Re-verify PLAN.json (written by `planner solve --out`) without the solver; exit 1 on a violation."""
-    from planner.optimize.check import check_plan
+@click.option("--instance", "instance_file", type=click.Path(dir_okay=False, path_type=str),
+              help="Re-derive the capacity snapshot from this instance (default: the instance path the plan records, when it exists).")
+@click.option("--no-instance", is_flag=True, help="Trust the plan's own capacity snapshot (do not re-derive it from the instance).")
+def check(plan: str, instance_file: str | None, no_instance: bool) -> None:
+    """Re-verify PLAN.json (written by `planner solve --out`) without the solver; exit 1 on a violation.
+
+    Every number the plan states is recomputed: routing, masks, load, KV, utilisation, pool and
+    total costs, tokens and $/1M tokens, latency flags, solver status, simulation flags, the
+    verdict's winner and margin. With the instance (``--instance``, or the path recorded in the
+    plan) the capacity snapshot is re-derived from it instead of being trusted.
+    """
+    from planner.optimize.check import check_plan, recompute_snapshot
     from planner.report.plan_io import load_plan
 
+    if instance_file and no_instance:
+        raise InputError(Problem("", "--instance", "cannot be combined with --no-instance", "drop one of them"))
     result = load_plan(plan)
-    problems = check_plan(result)
+    truth, source = None, "the plan's own capacity snapshot (no instance)"
+    path = instance_file or (None if no_instance else (result.instance_path or None))
+    if path is not None and (instance_file or Path(path).is_file()):
+        truth = recompute_snapshot(result, path)
+        source = f"the capacity snapshot re-derived from {path}"
+    elif path is not None:
+        click.echo(f"note: the plan's instance {path} is not found: checking against the plan's own capacity snapshot (give --instance)", err=True)
+    problems = check_plan(result, truth)
     if problems:
-        click.echo(f"{plan}: {len(problems)} violation(s):", err=True)
+        click.echo(f"{plan}: {len(problems)} violation(s) (against {source}):", err=True)
         for v in problems:
             click.echo(f"  - {v}", err=True)
         raise SystemExit(1)
     n = sum(1 for a in result.architectures.values() if a.feasible)
-    click.echo(f"{plan}: valid — {n} feasible architecture plan(s) re-verified (routing, masks, load, KV, procurement, budget, costs)")
+    click.echo(f"{plan}: valid — {n} feasible architecture plan(s) re-verified against {source} "
+               "(routing, masks, load, KV, utilisation, procurement, budget, pool and total costs, tokens, latency flags, solver status, simulation, verdict)")
 
 
 COMMANDS = [solve, check]

@@ -1,47 +1,281 @@
-"""Independent plan checker: re-verifies a :class:`PlanResult` from its capacity snapshot alone.
+"""Independent plan checker: re-verifies every number a :class:`PlanResult` states.
 
-No solver and no pyomo: plain arithmetic over the snapshot rows and the plan's numbers.
-For every feasible architecture it checks
+No solver and no pyomo: plain arithmetic over the capacity snapshot and the plan's numbers.
+With the instance at hand (:func:`recompute_snapshot`, ``planner check PLAN --instance FILE``
+or the ``instance_path`` the plan records) the snapshot itself is re-derived from the
+instance and its inputs (capacity tables and queueing caps) instead of being trusted: a
+plan whose snapshot was edited (a point's ``rho`` raised to 1, prices lowered) is rejected.
 
-- ``route``: each (service, bucket) is fully routed (shares sum to 1 ± 1e-6) in each phase,
-  only through roles the architecture allows;
+Checks, each violation naming architecture, constraint and item:
+
+- ``finite``: no NaN or infinity in any number of a feasible plan, the verdict or the used
+  snapshot rows (``inf`` is allowed only where it means "unlimited": a procurement limit);
+- ``snapshot``: (with the instance) demand, used operating points, configurations, prices,
+  redundancy and budget equal the recomputed ones (relative 1e-6); tightened caps in
+  ``capacity.utilization_caps`` never exceed the queueing cap of their point;
+- ``status``: a feasible plan has a solver status with a plan (``optimal``, ``feasible``,
+  ``time_limit``), pools, routing and costs; an infeasible one has none of those statuses;
+  the gap matches objective and bound;
+- ``route``: each (service, bucket) is fully routed (shares sum to 1 ± 1e-5) in each phase,
+  only through roles the architecture allows; routed rates = point rates × share;
 - ``mask``: every routed operating point is in the snapshot and marked feasible, and its
   TTFT / TPOT without queueing is within the service's targets;
-- ``pool``: every routed pool exists, ``devices = instances × tp``;
+- ``pool``: every routed pool exists with ``k+1`` or more instances, ``devices = instances × tp``,
+  name/config/device/tp agree; busy instances, utilisation (in [0, 1]) and the effective cap
+  recomputed from the routed loads; the pool's monthly cost recomputed from counts and prices;
 - ``load``: ``Σ λ_peak τ/ρ x ≤ instances − redundancy`` (1e-6 relative tolerance), with
   ``ρ`` the architecture's tightened cap where the latency check tightened it
   (``capacity.utilization_caps``), else the snapshot point's ``rho``;
 - ``kv``: resident KV at peak within the surviving instances' KV capacity (when known);
 - ``procurement`` and ``budget``;
-- ``costs``: the terms recomputed from the snapshot equal the plan's, and sum to its total.
+- ``costs``: the terms recomputed from the snapshot equal the plan's, and sum to its total;
+  pool costs + per-device-type operations + tool-phase terms = total; tokens per month,
+  $/1M tokens (and energy per 1k tokens without a tool phase) recomputed;
+- ``latency``: one prediction per service with the snapshot's targets, TPOT = the worst routed
+  point's, TTFT at least the worst routed point's own TTFT, ``*_met`` flags true to the numbers;
+- ``simulation``: ``met`` true to its services, each service's flags true to its simulated quantiles;
+- ``verdict``: a winner exactly when some plan is feasible, solved and feasible itself; it is
+  the cheapest among the plans that meet their targets (predicted and simulated) — a winner that
+  misses them while another plan meets them is a violation; runner-up, margin (USD/month, per
+  1M tokens, share) and term differences recomputed. A plan whose winner misses its targets
+  because no plan meets them is consistent (``planner solve`` exits 3 on it, see
+  :func:`winner_misses`).
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from planner.agents.check import check_tool_phase
 from planner.optimize.extract import cost_breakdown
-from planner.optimize.prepare import ARCH_ROLES
-from planner.optimize.verdict import meets_in_simulation
-from planner.schema.capacity import CostParams
-from planner.schema.plan import COST_TERMS, TOOL_COST_TERMS, ArchitecturePlan, PlanResult
+from planner.optimize.prepare import ARCH_ROLES, J_PER_KWH, SECONDS_PER_HOUR
+from planner.optimize.verdict import meets_targets
+from planner.schema.capacity import CostParams, token_metric
+from planner.schema.plan import (
+    COST_TERMS,
+    TOOL_COST_TERMS,
+    ArchitecturePlan,
+    CapacitySnapshot,
+    PlanResult,
+)
 
 TOL = 1e-6
+_PLAN_STATUSES = ("optimal", "feasible", "time_limit")
+_POINT_NUMBERS = ("rate_peak_per_s", "rate_mean_per_s", "instance_seconds_per_request", "rho", "ttft_ms", "tpot_ms",
+                  "ttft_target_ms", "tpot_target_ms", "kv_peak_coef", "energy_j_per_request", "kv_transfer_bytes_per_request",
+                  "input_tokens_mean", "output_tokens_mean", "max_batch", "tp", "ttft_quantile", "tpot_quantile",
+                  "service_time_cv", "interarrival_cv")
+"""Numeric point columns that must be finite and (with the instance) equal the recomputed ones."""
+_DEMAND_NUMBERS = ("weight", "rate_mean_per_s", "rate_peak_per_s", "input_tokens_mean", "output_tokens_mean",
+                   "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms")
+_CONFIG_NUMBERS = ("tp", "equipment_usd_per_device_hour", "busy_power_w", "idle_power_w", "host_power_w",
+                   "ops_usd_per_device_month", "license_usd_per_device_month", "procurement_limit", "nic_bw_gb_per_s")
 
 
-def check_plan(result: PlanResult) -> list[str]:
-    """Violations found (empty when the plan is valid); each names architecture, constraint and item."""
+def _close(a: float, b: float, rel: float = 1e-6, abs_tol: float = 1e-9) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= rel * max(abs(a), abs(b)) + abs_tol
+
+
+def _num(v: Any) -> float:
+    """A snapshot number; ``None`` (how JSON stores nan and inf) reads as nan."""
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _bad(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+# --- the instance side: a snapshot re-derived from the instance -------------------------------
+
+def recompute_snapshot(result: PlanResult, instance_path: str | Path) -> CapacitySnapshot:
+    """The capacity snapshot re-derived from the instance (with the plan's scenario and overrides):
+    capacity tables (:func:`planner.capacity.build_capacity_tables`), queueing caps
+    (:func:`planner.optimize.prepare.prepare`), prices, redundancy and budget. Every point of
+    the instance is included (the checker looks up the routed ones)."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.prepare import prepare
+
+    resolved = load_instance(instance_path, result.overrides or None, scenario=result.scenario)
+    opts = resolved.instance.options
+    tables = build_capacity_tables(resolved)
+    prep = prepare(tables, max_utilization=opts.max_utilization)
+    cols = [c for c in prep.points.columns if c != "i"]
+    return CapacitySnapshot(
+        demand=prep.demand.drop(columns=["d"]).to_dict("records"), points=prep.points[cols].to_dict("records"),
+        configs=tables.configs.to_dict("records"), costs={k: float(v) for k, v in vars(tables.costs).items()},
+        redundancy=opts.redundancy, budget_usd_per_month=opts.budget_usd_per_month, utilization_caps=[])
+
+
+def _key(r: dict[str, Any], cols: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(str(r.get(c)) for c in cols)
+
+
+def _diff_rows(what: str, cols: tuple[str, ...], numbers: tuple[str, ...], stated: list[dict[str, Any]],
+               truth: list[dict[str, Any]], *, require_all: bool) -> list[str]:
     out: list[str] = []
+    true_rows = {_key(r, cols): r for r in truth}
+    stated_keys = set()
+    for r in stated:
+        k = _key(r, cols)
+        stated_keys.add(k)
+        t = true_rows.get(k)
+        if t is None:
+            out.append(f"snapshot: {what}[{'|'.join(k)}] is not in the instance's capacity table")
+            continue
+        for c in numbers:
+            if c not in t or c not in r:
+                continue
+            a, b = _num(r[c]), _num(t[c])
+            if math.isnan(a) and (math.isnan(b) or math.isinf(b)):  # JSON writes inf and nan as null
+                continue
+            if not _close(a, b):
+                out.append(f"snapshot: {what}[{'|'.join(k)}].{c} = {a:.6g} differs from the instance's {b:.6g}")
+        if "feasible" in t and bool(r.get("feasible")) != bool(t["feasible"]):
+            out.append(f"snapshot: {what}[{'|'.join(k)}].feasible = {r.get('feasible')} differs from the instance's {t['feasible']}")
+    if require_all:
+        out += [f"snapshot: {what}[{'|'.join(k)}] of the instance is missing" for k in true_rows if k not in stated_keys]
+    return out
+
+
+def _snapshot_problems(snap: CapacitySnapshot, truth: CapacitySnapshot) -> list[str]:
+    out = _diff_rows("demand", ("service", "bucket"), _DEMAND_NUMBERS, snap.demand, truth.demand, require_all=True)
+    measured = [p for p in snap.points if str(p.get("source", "")).startswith("measured")]
+    if not measured:  # measured capacity (--capacity FILE) cannot be re-derived from the instance
+        out += _diff_rows("points", ("service", "bucket", "role", "config"), _POINT_NUMBERS, snap.points, truth.points, require_all=False)
+    out += _diff_rows("configs", ("config",), _CONFIG_NUMBERS, snap.configs, truth.configs, require_all=False)
+    for k, v in truth.costs.items():
+        if k not in snap.costs or not _close(float(snap.costs[k]), float(v)):
+            out.append(f"snapshot: costs.{k} = {snap.costs.get(k)} differs from the instance's {v}")
+    if snap.redundancy != truth.redundancy:
+        out.append(f"snapshot: redundancy {snap.redundancy} differs from the instance's options.redundancy {truth.redundancy}")
+    if truth.budget_usd_per_month is not None and (snap.budget_usd_per_month is None or snap.budget_usd_per_month > truth.budget_usd_per_month * (1 + TOL)):
+        out.append(f"snapshot: budget {snap.budget_usd_per_month} differs from the instance's options.budget_usd_per_month {truth.budget_usd_per_month}")
+    return out
+
+
+def _trusted(snap: CapacitySnapshot, truth: CapacitySnapshot) -> CapacitySnapshot:
+    """The snapshot to check against: the instance's rows for everything the plan stated, with the plan's tightened caps."""
+    measured = any(str(p.get("source", "")).startswith("measured") for p in snap.points)
+    return snap.model_copy(update={"demand": truth.demand, "configs": truth.configs, "costs": truth.costs,
+                                   "points": snap.points if measured else truth.points,
+                                   "redundancy": truth.redundancy, "budget_usd_per_month": truth.budget_usd_per_month})
+
+
+# --- the plan side ------------------------------------------------------------------------------
+
+def _nonfinite(result: PlanResult) -> list[str]:
+    out: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if _bad(node) and not (node == math.inf and path.endswith("_predicted_ms")):  # +inf: an unbounded wait (then not met)
+            out.append(f"finite: {path} is {node}")
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+
+    for arch, plan in result.architectures.items():
+        if plan.feasible:
+            walk(plan.model_dump(exclude={"tool_phase", "diagnosis"}), arch)
+    walk(result.verdict.model_dump(), "verdict")
+    return out
+
+
+def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
+    out: list[str] = []
+    for r in snap.points:
+        for c in _POINT_NUMBERS:
+            if c in r and _bad(r[c]):
+                out.append(f"finite: point {r.get('service')}|{r.get('bucket')}|{r.get('role')}|{r.get('config')}: {c} is {r[c]}")
+    for r in snap.demand:
+        for c in _DEMAND_NUMBERS:
+            if c in r and _bad(r[c]):
+                out.append(f"finite: demand {r.get('service')}|{r.get('bucket')}: {c} is {r[c]}")
+    for r in snap.configs:
+        for c in _CONFIG_NUMBERS:
+            v = r.get(c)
+            if _bad(v) and not (c == "procurement_limit" and v == math.inf):
+                out.append(f"finite: config {r.get('config')}: {c} is {v}")
+    for k, v in snap.costs.items():
+        if _bad(v) or float(v) < 0:
+            out.append(f"finite: costs.{k} is {v}")
+    rho_of = {_key(p, ("service", "bucket", "role", "config")): float(p.get("rho", math.nan)) for p in snap.points}
+    for cap in snap.utilization_caps:
+        if "rho" not in cap:
+            continue
+        ck = _key(cap, ("service", "bucket", "role", "config"))
+        base = rho_of.get(ck)
+        rho = _num(cap["rho"])
+        if not (0 < rho <= 1) or (base is not None and rho > base * (1 + TOL)):
+            out.append(f"caps: {cap.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {base}]")
+    return out
+
+
+def _check_status(arch: str, plan: ArchitecturePlan) -> list[str]:
+    out: list[str] = []
+    s = plan.solver
+    if plan.feasible:
+        if s.status not in _PLAN_STATUSES:
+            out.append(f"{arch}: status: a feasible plan with solver status {s.status!r}")
+        if not plan.pools or not plan.routing or plan.costs is None:
+            out.append(f"{arch}: status: a feasible plan without pools, routing or costs")
+        if s.objective_usd_per_month is not None and s.bound_usd_per_month is not None and s.gap is not None:
+            obj, bound = s.objective_usd_per_month, s.bound_usd_per_month
+            if abs(obj) > 1e-9 and not _close(s.gap, max(0.0, (obj - bound) / abs(obj)), rel=1e-4, abs_tol=1e-9):
+                out.append(f"{arch}: status: gap {s.gap:g} differs from (objective - bound) / objective")
+            if s.status == "optimal" and s.mip_gap is not None and s.gap > s.mip_gap * 1.01 + 1e-6:
+                out.append(f"{arch}: status: 'optimal' with gap {s.gap:g} above the MIP gap {s.mip_gap:g}")
+    elif s.status in ("optimal", "feasible"):
+        out.append(f"{arch}: status: solver status {s.status!r} on a plan marked infeasible")
+    return out
+
+
+def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = None) -> list[str]:
+    """Violations found (empty when the plan is valid); each names architecture, constraint and item.
+
+    ``instance_snapshot``: the snapshot re-derived from the instance (:func:`recompute_snapshot`);
+    when given, the plan's snapshot is compared with it and the plan checked against it. A plan
+    may hold any number (nan, inf, 1e308): arithmetic on them is silent here, and the ``finite``
+    check reports them.
+    """
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _check_plan(result, instance_snapshot)
+
+
+def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) -> list[str]:
+    out: list[str] = _nonfinite(result)
     snap = result.capacity
+    if instance_snapshot is not None:
+        out += _snapshot_problems(snap, instance_snapshot)
+        snap = _trusted(snap, instance_snapshot)
+    out += _snapshot_numbers(snap)
     pts = pd.DataFrame(snap.points)
     demand = pd.DataFrame(snap.demand)
     configs = pd.DataFrame(snap.configs)
-    costs = CostParams(**snap.costs)
+    try:
+        costs = CostParams(**snap.costs)
+    except TypeError as exc:
+        return [*out, f"snapshot: costs do not name the price scalars ({exc})"]
     for arch, plan in result.architectures.items():
+        if plan.architecture != arch:
+            out.append(f"{arch}: the plan says it is {plan.architecture}")
+        out += _check_status(arch, plan)
         if plan.feasible:
             caps = {(str(c["service"]), str(c["bucket"]), str(c["role"]), str(c["config"])): float(c["rho"])
                     for c in snap.utilization_caps if c.get("architecture") == arch and "rho" in c}
@@ -51,16 +285,102 @@ def check_plan(result: PlanResult) -> list[str]:
                 keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
                 arch_pts["rho"] = [caps.get(k, r) for k, r in zip(keys, pts["rho"].astype(float), strict=True)]
             out += [f"{arch}: {v}" for v in _check_arch(plan, arch_pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month)]
-    if result.verdict.winner is not None:
-        # the verdict ranks plans that miss a target in the peak simulation after those that meet
-        candidates = [p for p in result.architectures.values() if p.feasible and p.costs]
-        meeting = [p for p in candidates if meets_in_simulation(p)]
-        best = min(meeting or candidates, key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
-        if best.architecture != result.verdict.winner and best.costs is not None:
-            other = result.architectures[result.verdict.winner].costs
-            if other is None or other.total_usd_per_month > best.costs.total_usd_per_month * (1 + TOL):
-                out.append(f"verdict: winner {result.verdict.winner} is not the cheapest feasible architecture ({best.architecture})")
+            out += [f"{arch}: {v}" for v in _check_simulation(plan)]
+    out += _check_verdict(result)
     return out
+
+
+def _check_simulation(plan: ArchitecturePlan) -> list[str]:
+    sim = plan.simulation
+    if sim is None:
+        return []
+    out: list[str] = []
+    if sim.met != all(s.ttft_met and s.tpot_met for s in sim.services):
+        out.append(f"simulation: met = {sim.met} contradicts its services' flags")
+    sizes = {p.name: p.instances for p in plan.pools}
+    for sp in sim.pools:
+        if sp.pool in sizes and sp.instances != sizes[sp.pool]:
+            out.append(f"simulation: pool {sp.pool} was simulated with {sp.instances} instance(s), the plan has {sizes[sp.pool]}")
+    for s in sim.services:
+        for metric, q, target, met in (("ttft", s.ttft_sim_ms, s.ttft_target_ms, s.ttft_met), ("tpot", s.tpot_sim_ms, s.tpot_target_ms, s.tpot_met)):
+            if q is None:
+                if met:
+                    out.append(f"simulation[{s.service}]: {metric}_met true with an unbounded simulated quantile")
+            elif met and q > target * (1 + TOL):
+                out.append(f"simulation[{s.service}]: {metric}_met true but simulated {q:,.1f} ms > target {target:g} ms")
+            elif not met and q < target * (1 - TOL):
+                out.append(f"simulation[{s.service}]: {metric}_met false but simulated {q:,.1f} ms < target {target:g} ms")
+    return out
+
+
+def _check_verdict(result: PlanResult) -> list[str]:
+    out: list[str] = []
+    v = result.verdict
+    candidates = [p for a, p in result.architectures.items() if p.feasible and p.costs is not None and a == p.architecture]
+    if v.winner is None:
+        if candidates:
+            out.append(f"verdict: no winner, but {', '.join(p.architecture for p in candidates)} has a feasible plan")
+        return out
+    win = result.architectures.get(v.winner)
+    if win is None:
+        return [*out, f"verdict: winner {v.winner} was not solved (architectures: {', '.join(result.architectures) or 'none'})"]
+    if not win.feasible or win.costs is None:
+        return [*out, f"verdict: winner {v.winner} has no feasible plan"]
+    # The verdict ranks plans that miss a target (predicted or in the peak simulation) after those that meet.
+    meeting = [p for p in candidates if meets_targets(p)]
+    best = min(meeting or candidates, key=lambda p: p.costs.total_usd_per_month if p.costs else 0.0)
+    if best.architecture != v.winner and best.costs is not None:
+        if not meets_targets(win) and meets_targets(best):
+            out.append(f"verdict: winner {v.winner} misses its latency targets ({_misses(win)}) while {best.architecture} meets them")
+        elif win.costs.total_usd_per_month > best.costs.total_usd_per_month * (1 + TOL):
+            out.append(f"verdict: winner {v.winner} is not the cheapest feasible architecture ({best.architecture})")
+    others = [p for p in candidates if p.architecture != v.winner]
+    if not others:
+        if v.runner_up is not None or abs(v.margin_usd_per_month) > 1e-6:
+            out.append("verdict: a runner-up or margin with only one feasible plan")
+        return out
+    run = result.architectures.get(v.runner_up) if v.runner_up else None
+    if run is None or run not in others or run.costs is None:
+        return [*out, f"verdict: runner-up {v.runner_up} is not another feasible plan"]
+    margin = run.costs.total_usd_per_month - win.costs.total_usd_per_month
+    if not _close(v.margin_usd_per_month, margin, rel=1e-6, abs_tol=0.01):
+        out.append(f"verdict: margin {v.margin_usd_per_month:,.2f} USD/month, the totals give {margin:,.2f}")
+    if margin < -0.01 and meets_targets(run) == meets_targets(win):
+        out.append(f"verdict: negative margin {margin:,.2f}: the runner-up {run.architecture} is cheaper")
+    tokens = win.tokens_per_month or 1.0
+    if not _close(v.margin_usd_per_million_tokens, margin / tokens * 1e6, rel=1e-6, abs_tol=1e-6):
+        out.append(f"verdict: margin per 1M tokens {v.margin_usd_per_million_tokens:g}, the totals give {margin / tokens * 1e6:g}")
+    share = margin / run.costs.total_usd_per_month if run.costs.total_usd_per_month > 0 else 0.0
+    if not _close(v.margin_share, share, rel=1e-6, abs_tol=1e-9):
+        out.append(f"verdict: margin share {v.margin_share:g}, the totals give {share:g}")
+    for t, d in v.term_differences_usd_per_month.items():
+        if t in COST_TERMS and not _close(d, run.costs.terms()[t] - win.costs.terms()[t], rel=1e-6, abs_tol=0.01):
+            out.append(f"verdict: term difference {t} {d:,.2f} differs from the plans' {run.costs.terms()[t] - win.costs.terms()[t]:,.2f}")
+    return out
+
+
+def winner_misses(result: PlanResult) -> list[tuple[str, str, str]]:
+    """(service, what, detail) for every target the verdict's winner misses (predicted or simulated); empty when it meets them."""
+    win = result.architectures.get(result.verdict.winner) if result.verdict.winner else None
+    if win is None or meets_targets(win):
+        return []
+    out = [(lp.service, m, f"{win.architecture}: predicted {m.upper()} {pred:,.0f} ms > target {target:g} ms")
+           for lp in win.latency for m, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
+                                                             ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
+    if win.simulation is not None:
+        out += [(s.service, "simulation", f"{win.architecture}: misses its target in the peak simulation"
+                 + (f" (pool {s.miss_pool}, {s.miss_ms:,.0f} ms over)" if s.miss_pool and s.miss_ms is not None else ""))
+                for s in win.simulation.services if not (s.ttft_met and s.tpot_met)]
+    return out
+
+
+def _misses(plan: ArchitecturePlan) -> str:
+    parts = [f"{lp.service} {m.upper()} predicted {pred:,.0f} ms > {target:g} ms"
+             for lp in plan.latency for m, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
+                                                                 ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
+    if plan.simulation is not None and not plan.simulation.met:
+        parts.append("missed in the peak simulation" + (f": {plan.simulation.findings[0]}" if plan.simulation.findings else ""))
+    return "; ".join(parts) or "no latency prediction"
 
 
 def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame, configs: pd.DataFrame,
@@ -71,12 +391,16 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
     for pos, row in enumerate(pts.itertuples(index=False)):
         key[(str(row.service), str(row.bucket), str(row.role), str(row.config))] = pos
     pools = {p.name: p for p in plan.pools}
+    if len(pools) != len(plan.pools):
+        out.append("pool: a pool name appears twice")
     phase_sum: dict[tuple[str, str, str], float] = defaultdict(float)
     load: dict[str, float] = defaultdict(float)
+    busy_peak: dict[str, float] = defaultdict(float)
+    busy_mean: dict[str, float] = defaultdict(float)
     kv: dict[str, float] = defaultdict(float)
     rows, shares = [], []
     for r in plan.routing:
-        if r.share < -TOL or r.share > 1 + TOL:
+        if not (-TOL <= r.share <= 1 + TOL):
             out.append(f"route[{r.service}|{r.bucket}]: share {r.share} outside [0, 1]")
         if r.role not in allowed:
             out.append(f"route[{r.service}|{r.bucket}]: role {r.role} not allowed in {plan.architecture}")
@@ -88,8 +412,9 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: routed to an operating point missing from the capacity snapshot")
             continue
         pt = pts.iloc[j]
-        if not bool(pt["feasible"]) or float(pt["rho"]) <= 0:
-            out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: operating point is infeasible ({pt['reason']})")
+        rho = float(pt["rho"])
+        if not bool(pt["feasible"]) or not rho > 0:
+            out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: operating point is infeasible ({pt.get('reason', '')})")
         if r.role in ("prefill", "unified") and float(pt["ttft_ms"]) > float(pt["ttft_target_ms"]) * (1 + TOL):
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: TTFT {float(pt['ttft_ms']):.1f} ms > target {float(pt['ttft_target_ms']):g} ms")
         if r.role in ("decode", "unified") and float(pt["tpot_ms"]) > float(pt["tpot_target_ms"]) * (1 + TOL):
@@ -101,7 +426,13 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
             out.append(f"pool[{r.pool}]: routed to a pool the plan does not provision")
         if str(pt["pool"]) != r.pool:
             out.append(f"pool[{r.pool}]: routing names pool {r.pool}, the operating point belongs to {pt['pool']}")
-        load[r.pool] += float(pt["rate_peak_per_s"]) * float(pt["instance_seconds_per_request"]) / float(pt["rho"]) * r.share if float(pt["rho"]) > 0 else float("inf")
+        lam_p, lam_m, tau = float(pt["rate_peak_per_s"]), float(pt["rate_mean_per_s"]), float(pt["instance_seconds_per_request"])
+        if not _close(r.rate_peak_per_s, lam_p * r.share) or not _close(r.rate_mean_per_s, lam_m * r.share):
+            out.append(f"route[{r.service}|{r.bucket}|{r.role}|{r.config}]: routed rates {r.rate_peak_per_s:g}/{r.rate_mean_per_s:g} req/s "
+                       f"!= point rates x share {lam_p * r.share:g}/{lam_m * r.share:g}")
+        load[r.pool] += lam_p * tau / rho * r.share if rho > 0 else math.inf
+        busy_peak[r.pool] += lam_p * tau * r.share
+        busy_mean[r.pool] += lam_m * tau * r.share
         kv[r.pool] += float(pt["kv_peak_coef"]) * r.share
         rows.append(j)
         shares.append(r.share)
@@ -110,35 +441,35 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
             s = phase_sum.get((str(d.service), str(d.bucket), phase), 0.0)
             if abs(s - 1.0) > 1e-5:
                 out.append(f"route[{d.service}|{d.bucket}|{phase}]: shares sum to {s:.6f}, not 1")
+    tool = plan.tool_phase is not None and bool(plan.tool_phase.tools)
     for name, p in pools.items():
-        if p.devices != p.instances * p.tp:
-            out.append(f"pool[{name}]: devices {p.devices} != instances {p.instances} x tp {p.tp}")
-        avail = p.instances - k
-        if load.get(name, 0.0) > avail * (1 + TOL) + TOL:
-            out.append(f"load[{name}]: peak load {load[name]:.4f} instances (at the utilisation cap) exceeds {avail} instances after losing {k}")
-        if p.kv_capacity_bytes > 0 and kv.get(name, 0.0) > p.kv_capacity_bytes * (1 + TOL):
-            out.append(f"kv[{name}]: resident KV at peak {kv[name]:.3g} B exceeds capacity {p.kv_capacity_bytes:.3g} B")
-        if p.instances > 0 and p.instances < k + 1:
-            out.append(f"pool_min[{name}]: {p.instances} instances cannot survive the loss of {k}")
+        out += _check_pool(name, p, k, load.get(name, 0.0), busy_peak.get(name, 0.0), busy_mean.get(name, 0.0), kv.get(name, 0.0), tool)
     per_device: dict[str, int] = defaultdict(int)
     for p in pools.values():
         per_device[p.device] += p.devices
     for dev, used in per_device.items():
-        lim = configs.loc[configs["device"] == dev, "procurement_limit"].astype(float).min()
+        lim = configs.loc[configs["device"] == dev, "procurement_limit"].astype(float).min() if len(configs) else math.nan
         if np.isfinite(lim) and used > lim:
             out.append(f"procurement[{dev}]: {used} devices exceed the limit {lim:g}")
     if plan.costs is None:
         return out + ["costs: a feasible plan without costs"]
+    total = plan.costs.total_usd_per_month
     total_terms = sum(plan.costs.terms().values())
-    if abs(total_terms - plan.costs.total_usd_per_month) > 1e-6 * max(1.0, abs(plan.costs.total_usd_per_month)):
-        out.append(f"costs: terms sum to {total_terms:.2f}, total says {plan.costs.total_usd_per_month:.2f}")
-    if budget is not None and plan.costs.total_usd_per_month > budget * (1 + TOL):
-        out.append(f"budget: total {plan.costs.total_usd_per_month:,.2f} exceeds the budget {budget:,.2f}")
+    if abs(total_terms - total) > 1e-6 * max(1.0, abs(total)):
+        out.append(f"costs: terms sum to {total_terms:.2f}, total says {total:.2f}")
+    for t, v in plan.costs.terms().items():
+        if v < -1e-6 * max(1.0, abs(total)):
+            out.append(f"costs: {t} is negative ({v:,.2f})")
+    if budget is not None and total > budget * (1 + TOL):
+        out.append(f"budget: total {total:,.2f} exceeds the budget {budget:,.2f}")
     pool_df = pd.DataFrame([{"pool": p.name, "tp": p.tp, "config": p.config, "device": p.device, "sends_kv": p.sends_kv} for p in pools.values()],
                            columns=["pool", "tp", "config", "device", "sends_kv"])
     n = np.array([p.instances for p in pools.values()], dtype=int)
     sub = pts.iloc[rows].reset_index(drop=True) if rows else pts.iloc[0:0]
-    again = cost_breakdown(costs, configs, sub, np.array(shares, dtype=float), pool_df, n, redundancy=k)
+    x = np.array(shares, dtype=float)
+    if len(configs) and not set(pool_df["config"]) <= set(configs["config"].astype(str)):
+        return out + [f"pool: configuration(s) {', '.join(sorted(set(pool_df['config']) - set(configs['config'].astype(str))))} not in the snapshot"]
+    again = cost_breakdown(costs, configs, sub, x, pool_df, n, redundancy=k)
     out += check_tool_phase(plan)  # tool-phase terms and constraints (planner.agents)
     for t in COST_TERMS:
         if t in TOOL_COST_TERMS:
@@ -146,6 +477,157 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         a, b = getattr(again, t), getattr(plan.costs, t)
         if abs(a - b) > 1e-4 * max(1.0, abs(b)):
             out.append(f"costs: {t} recomputes to {a:,.2f}, plan says {b:,.2f}")
-    if plan.solver.objective_usd_per_month is not None and abs(plan.solver.objective_usd_per_month - plan.costs.total_usd_per_month) > 1e-4 * max(1.0, plan.costs.total_usd_per_month):
-        out.append(f"costs: total {plan.costs.total_usd_per_month:,.2f} differs from the solver objective {plan.solver.objective_usd_per_month:,.2f}")
+    obj = plan.solver.objective_usd_per_month
+    # A proven optimum costs what its objective says. An incumbent cut short (time limit) may carry
+    # a device-type or pool indicator at 1 that no pool uses: the plan's recomputed cost is then
+    # below its objective, never above.
+    if obj is not None and abs(obj - total) > 1e-4 * max(1.0, abs(total)) and (plan.solver.status == "optimal" or total > obj):
+        out.append(f"costs: total {total:,.2f} differs from the solver objective {obj:,.2f}")
+    out += _check_pool_costs(plan, sub, x, configs, costs)
+    out += _check_tokens(plan, sub, x, configs, costs, pools)
+    out += _check_latency(plan, sub, x, demand)
+    return out
+
+
+def _check_pool(name: str, p: Any, k: int, load: float, busy_peak: float, busy_mean: float, kv: float, tool: bool) -> list[str]:
+    out: list[str] = []
+    if p.devices != p.instances * p.tp:
+        out.append(f"pool[{name}]: devices {p.devices} != instances {p.instances} x tp {p.tp}")
+    if p.config != f"{p.device}/tp{p.tp}" or name != f"{p.role}:{p.config}:{p.model}":
+        out.append(f"pool[{name}]: name, role, config, device and tp disagree ({p.role}, {p.config}, {p.device}, tp{p.tp})")
+    if p.redundancy != k:
+        out.append(f"pool[{name}]: redundancy {p.redundancy} != the plan's {k}")
+    avail = p.instances - k
+    if load > avail * (1 + TOL) + TOL:
+        out.append(f"load[{name}]: peak load {load:.4f} instances (at the utilisation cap) exceeds {avail} instances after losing {k}")
+    if p.instances < k + 1:
+        return [*out, f"pool_min[{name}]: {p.instances} instance(s) cannot carry traffic and survive the loss of {k}"]
+    if p.kv_capacity_bytes > 0 and kv > p.kv_capacity_bytes * (1 + TOL):
+        out.append(f"kv[{name}]: resident KV at peak {kv:.3g} B exceeds capacity {p.kv_capacity_bytes:.3g} B")
+    for what, stated, true in (("busy_instances_peak", p.busy_instances_peak, busy_peak), ("busy_instances_mean", p.busy_instances_mean, busy_mean),
+                               ("utilization_peak", p.utilization_peak, busy_peak / p.instances),
+                               ("utilization_mean", p.utilization_mean, busy_mean / p.instances),
+                               ("utilization_cap", p.utilization_cap, busy_peak / load if load > 0 else 0.0)):
+        if not _close(stated, true):
+            out.append(f"pool[{name}]: {what} {stated:.6g} differs from the routed loads' {true:.6g}")
+    for what, v in (("utilization_peak", p.utilization_peak), ("utilization_mean", p.utilization_mean), ("utilization_cap", p.utilization_cap)):
+        if not (0.0 <= v <= 1.0 + TOL):
+            out.append(f"pool[{name}]: {what} {v:g} outside [0, 1]")
+    if not tool and p.kv_bytes_peak > 0 and not _close(p.kv_bytes_peak, kv, rel=1e-6, abs_tol=1.0):
+        out.append(f"pool[{name}]: kv_bytes_peak {p.kv_bytes_peak:.6g} differs from the routed points' {kv:.6g}")
+    if p.cost_usd_per_month < 0:
+        out.append(f"pool[{name}]: negative cost {p.cost_usd_per_month:,.2f}")
+    return out
+
+
+def _check_pool_costs(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, configs: pd.DataFrame, c: CostParams) -> list[str]:
+    """Each pool's cost recomputed as :func:`planner.optimize.solve._pool_costs` does (every term restricted
+    to the pool, without the per-device-type cost), and pools + device types + tool terms = total."""
+    assert plan.costs is not None
+    out: list[str] = []
+    H = float(c.hours_per_month)
+    kwh_price = float(c.electricity_usd_per_kwh) * float(c.pue)
+    cfg: dict[str, Any] = {str(r["config"]): r for r in configs.to_dict("records")}
+    per_pool: dict[str, float] = {}
+    for p in plan.pools:
+        row = cfg[p.config]
+        dev = float(p.devices)
+        sel = (sub["pool"].astype(str) == p.name).to_numpy() if len(sub) else np.zeros(0, dtype=bool)
+        s = sub[sel]
+        lam = s["rate_mean_per_s"].to_numpy(float) * x[sel]
+        tau = s["instance_seconds_per_request"].to_numpy(float)
+        host = float(row["host_power_w"])
+        idle = float(row["idle_power_w"])
+        busy_j = s["energy_j_per_request"].to_numpy(float) + tau * float(p.tp) * host
+        busy = float(np.sum(lam * busy_j)) * SECONDS_PER_HOUR * H / J_PER_KWH * kwh_price
+        idle_cost = kwh_price * H * (dev * (idle + host) / 1e3 - float(np.sum(lam * tau * float(p.tp) * (idle + host))) / 1e3)
+        kvtx = np.where(s["role"].to_numpy(str) == "prefill", s["kv_transfer_bytes_per_request"].to_numpy(float), 0.0)
+        transfer = float(np.sum(lam * kvtx)) / 1e9 * SECONDS_PER_HOUR * H * float(c.transfer_usd_per_gb)
+        cost = (dev * float(row["equipment_usd_per_device_hour"]) * H + busy + idle_cost
+                + (dev * float(c.nic_usd_per_device_month) if p.sends_kv else 0.0) + transfer
+                + (float(c.ops_usd_per_pool_month) if p.instances > 0 else 0.0)
+                + dev * (float(row["ops_usd_per_device_month"]) + float(row["license_usd_per_device_month"])))
+        per_pool[p.name] = cost
+        if not _close(p.cost_usd_per_month, cost, rel=1e-4, abs_tol=0.01):
+            out.append(f"pool[{p.name}]: cost {p.cost_usd_per_month:,.2f} USD/month recomputes to {cost:,.2f} from its counts and prices")
+    rest = plan.costs.ops_device_types_usd_per_month + sum(getattr(plan.costs, t) for t in TOOL_COST_TERMS)
+    total = sum(per_pool.values()) + rest
+    if not _close(total, plan.costs.total_usd_per_month, rel=1e-4, abs_tol=0.01):
+        out.append(f"costs: pool costs + device types + tool phase = {total:,.2f}, total says {plan.costs.total_usd_per_month:,.2f}")
+    return out
+
+
+def _check_tokens(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, configs: pd.DataFrame, c: CostParams,
+                  pools: dict[str, Any]) -> list[str]:
+    assert plan.costs is not None
+    out: list[str] = []
+    H = float(c.hours_per_month)
+    first = sub["role"].isin(["prefill", "unified"]).to_numpy() if len(sub) else np.zeros(0, dtype=bool)
+    per_req = (sub["input_tokens_mean"] + sub["output_tokens_mean"]).to_numpy(float) if len(sub) else np.zeros(0)
+    lam = sub["rate_mean_per_s"].to_numpy(float) * x if len(sub) else np.zeros(0)
+    tokens = float(np.sum((lam * per_req)[first])) * SECONDS_PER_HOUR * H
+    if not _close(plan.tokens_per_month, tokens):
+        out.append(f"costs: tokens_per_month {plan.tokens_per_month:.6g} recomputes to {tokens:.6g}")
+    total = plan.costs.total_usd_per_month
+    per_m = total / tokens * 1e6 if tokens > 0 else None
+    stated = plan.usd_per_million_tokens
+    if (per_m is None) != (stated is None) or (per_m is not None and stated is not None and not _close(stated, per_m)):
+        out.append(f"costs: usd_per_million_tokens {stated} recomputes to {per_m}")
+    if plan.tool_phase is None and tokens > 0 and len(sub):
+        cfg = configs.drop_duplicates("config").set_index("config")
+        ptc = cfg.reindex(sub["config"].to_numpy())
+        tau_tp = sub["instance_seconds_per_request"].to_numpy(float) * sub["tp"].to_numpy(float)
+        host = ptc["host_power_w"].to_numpy(float)
+        idle_host = ptc["idle_power_w"].to_numpy(float) + host
+        busy_kwh = float(np.sum(lam * (sub["energy_j_per_request"].to_numpy(float) + tau_tp * host))) * SECONDS_PER_HOUR * H / J_PER_KWH
+        rows = {str(r["config"]): r for r in configs.to_dict("records")}
+        prov_w = sum(float(p.devices) * (float(rows[p.config]["idle_power_w"]) + float(rows[p.config]["host_power_w"])) for p in pools.values())
+        kwh = float(c.pue) * (busy_kwh + H / 1e3 * (prov_w - float(np.sum(lam * tau_tp * idle_host))))
+        wh = kwh * 1e3 / tokens * 1e3
+        if plan.energy_wh_per_1k_tokens is None or not _close(plan.energy_wh_per_1k_tokens, wh, rel=1e-5):
+            out.append(f"costs: energy_wh_per_1k_tokens {plan.energy_wh_per_1k_tokens} recomputes to {wh:.6g}")
+        if not _close(plan.power_kw_mean, kwh / H, rel=1e-5):
+            out.append(f"costs: power_kw_mean {plan.power_kw_mean:.6g} recomputes to {kwh / H:.6g}")
+    return out
+
+
+def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, demand: pd.DataFrame) -> list[str]:
+    out: list[str] = []
+    by_service = {lp.service: lp for lp in plan.latency}
+    if len(by_service) != len(plan.latency):
+        out.append("latency: a service has two predictions")
+    for svc, g in demand.groupby("service", sort=False):
+        lp = by_service.get(str(svc))
+        if lp is None:
+            out.append(f"latency[{svc}]: no prediction")
+            continue
+        r0 = g.iloc[0]
+        metric = token_metric(r0)  # the per-token metric the service targets (TPOT if set, else ITL), as extract reports it
+        if lp.token_metric != metric:
+            out.append(f"latency[{svc}]: reports {lp.token_metric.upper()} but the service's per-token target is {metric.upper()}")
+        tok_q = float(r0[f"{metric}_quantile"]) if f"{metric}_quantile" in r0 else math.nan
+        for what, stated, true in (("ttft_target_ms", lp.ttft_target_ms, float(r0["ttft_target_ms"])),
+                                   (f"{metric}_target_ms", lp.tpot_target_ms, float(r0.get(f"{metric}_target_ms", math.inf))),
+                                   ("ttft_quantile", lp.ttft_quantile, float(r0["ttft_quantile"])),
+                                   (f"{metric}_quantile", math.nan if lp.tpot_quantile is None else lp.tpot_quantile, tok_q)):
+            if not (_close(stated, true) or (math.isnan(stated) and math.isnan(true))):
+                out.append(f"latency[{svc}]: {what} {stated:g} differs from the service's {true:g}")
+        s = sub[(sub["service"].astype(str) == str(svc)).to_numpy()] if len(sub) else sub
+        xs = x[(sub["service"].astype(str) == str(svc)).to_numpy()] if len(sub) else x
+        on = xs > 0
+        roles = s["role"].to_numpy(str)
+        dec = np.isin(roles, ("decode", "unified")) & on
+        col = "itl_ms" if metric == "itl" and "itl_ms" in s.columns else "tpot_ms"
+        tpot = float(s[col].to_numpy(float)[dec].max()) if dec.any() else 0.0
+        if not _close(lp.tpot_predicted_ms, tpot, rel=1e-6, abs_tol=1e-6):
+            out.append(f"latency[{svc}]: {metric.upper()} predicted {lp.tpot_predicted_ms:,.1f} ms, the worst routed point has {tpot:,.1f} ms")
+        first = np.isin(roles, ("prefill", "unified")) & on
+        own_lane = np.nan_to_num(s["lane_wait_ms"].to_numpy(float)) if "lane_wait_ms" in s.columns else np.zeros(len(s))
+        floor = float((s["ttft_ms"].to_numpy(float) - np.where(roles == "unified", own_lane, 0.0))[first].max()) if first.any() else 0.0
+        if lp.ttft_predicted_ms < floor * (1 - 1e-6) - 1e-6:
+            out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms is below the routed points' own TTFT {floor:,.1f} ms")
+        for metric, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
+                                          ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)):
+            if met != bool(pred <= target * (1 + TOL)):
+                out.append(f"latency[{svc}]: {metric}_met = {met} but predicted {pred:,.1f} ms vs target {target:g} ms")
     return out

@@ -96,6 +96,28 @@ def meets_in_simulation(plan: ArchitecturePlan) -> bool:
     return plan.simulation is None or plan.simulation.met
 
 
+def meets_predicted(plan: ArchitecturePlan) -> bool:
+    """Every service meets its TTFT and TPOT targets in the plan's own latency prediction."""
+    return all(lp.ttft_met and lp.tpot_met for lp in plan.latency)
+
+
+def meets_targets(plan: ArchitecturePlan) -> bool:
+    """The plan meets its targets as predicted and (when simulated) in the peak simulation."""
+    return meets_predicted(plan) and meets_in_simulation(plan)
+
+
+def _prediction_notes(ranked: list[ArchitecturePlan]) -> list[str]:
+    """Say which plans miss a target in their own latency prediction (they rank after those that meet)."""
+    notes = []
+    for p in ranked:
+        miss = [f"{lp.service} {m} {pred:,.0f} ms > {target:g} ms" for lp in p.latency
+                for m, pred, target, met in (("TTFT", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
+                                             ("TPOT", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
+        if miss:
+            notes.append(f"{p.architecture} misses its predicted latency targets ({'; '.join(miss)}): it ranks after plans that meet them.")
+    return notes
+
+
 def _simulation_notes(ranked: list[ArchitecturePlan]) -> list[str]:
     """Say which plans miss their targets in the peak simulation and how that ranked them."""
     missing = [p for p in ranked if not meets_in_simulation(p)]
@@ -134,16 +156,16 @@ def energy_reasons(win: ArchitecturePlan, run: ArchitecturePlan, margin: float, 
 
 
 def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
-    # Plans that meet their targets in the peak simulation (or were not simulated) first, then
+    # Plans that meet their targets (predicted, and in the peak simulation when simulated) first, then
     # cheapest first; a tie (to the cent) goes to the simpler architecture.
     feasible = sorted((p for p in plans.values() if p.feasible and p.costs is not None),
-                      key=lambda p: (not meets_in_simulation(p),
+                      key=lambda p: (not meets_targets(p),
                                      round(p.costs.total_usd_per_month, 2) if p.costs else 0.0, _SIMPLICITY[p.architecture]))
     if not feasible:
         return Verdict(winner=None, reasons=["no architecture has a feasible plan; see each architecture's diagnosis"])
     feasible, tie_rule = tie_break(feasible)
     win = feasible[0]
-    simulation_notes = _simulation_notes(feasible)
+    simulation_notes = _prediction_notes(feasible) + _simulation_notes(feasible)
     assert win.costs is not None
     rate_mean = float(prep.demand["rate_mean_per_s"].sum())
     proven = all(p.solver.status == "optimal" for p in feasible)
@@ -176,9 +198,9 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     elif margin >= 0:
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture} "
                        f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {rate_mean:.3g} req/s mean traffic.")
-    else:  # the cheaper plan misses its targets in simulation (ranked after, see _simulation_notes)
+    else:  # the cheaper plan misses its targets, predicted or in simulation (ranked after, see the notes)
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture}, "
-                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets in simulation at peak ({rate_mean:.3g} req/s mean traffic).")
+                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets ({rate_mean:.3g} req/s mean traffic).")
     worse = sorted(((d, t) for t, d in diffs.items() if d > 0.005 * max(margin, 1.0)), reverse=True)
     better = sorted(((d, t) for t, d in diffs.items() if d < -0.005 * max(margin, 1.0)))
     if worse:

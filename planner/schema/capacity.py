@@ -195,7 +195,20 @@ class CapacityTables:
     CPU servers (:mod:`planner.agents.tables`). ``None``: no tool phase."""
 
     def check_columns(self) -> None:
+        """Raise ``ValueError`` when a table lacks a column, and :class:`planner.errors.InputError` when a
+        service's planned peak exceeds :data:`planner.schema.common.MAX_PEAK_RATE_PER_S` (a log's peak
+        times ``rate_multiplier``: the instance schema can only bound rates it is given)."""
         for name, frame, cols in (("demand", self.demand, DEMAND_COLUMNS), ("points", self.points, POINT_COLUMNS), ("configs", self.configs, CONFIG_COLUMNS)):
             missing = [c for c in cols if c not in frame.columns]
             if missing:
                 raise ValueError(f"capacity table {name!r} lacks columns: {', '.join(missing)}")
+        from planner.errors import InputError, Problem
+        from planner.schema.common import MAX_PEAK_RATE_PER_S
+
+        peaks = self.demand.groupby("service", sort=True)["rate_peak_per_s"].sum() if len(self.demand) else pd.Series(dtype=float)
+        over = [(str(s), float(v)) for s, v in peaks.items() if not float(v) <= MAX_PEAK_RATE_PER_S]
+        if over:
+            where = f"instance {self.meta['instance']}" if self.meta.get("instance") else "the capacity tables"
+            raise InputError([Problem(where, f"services.{s}.traffic", f"planned peak {v:g} req/s exceeds {MAX_PEAK_RATE_PER_S:,.0f} req/s "
+                                      "(the log's peak x rate_multiplier)", "lower traffic.rate_multiplier or plan one region or cluster "
+                                      "(a share of the traffic) and replicate the plan") for s, v in over])

@@ -7,21 +7,25 @@ Paths inside it (traces, profiles, measurement files) are relative to the instan
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from planner.schema.common import (
+    MAX_BUCKETS,
+    MAX_PEAK_RATE_PER_S,
+    MAX_REDUNDANCY,
     Architecture,
     Fraction,
     NonNegFloat,
-    NonNegInt,
     PosFloat,
     PosInt,
     Precision,
     Pricing,
     Quantile,
     StrictModel,
+    UniqueItems,
+    bounded,
 )
 from planner.schema.horizon import Horizon
 from planner.schema.workload import ToolStats
@@ -29,6 +33,15 @@ from planner.schema.workload import ToolStats
 PeakWindow = Literal["1s", "60s", "600s"]
 ToolStatePolicy = Literal["hold", "offload", "recompute"]
 """What happens to a session's KV cache while it waits on a tool (DESIGN §5)."""
+
+_UNIQUE = Field(json_schema_extra={"uniqueItems": True})
+UniqueIds = Annotated[list[str], UniqueItems, _UNIQUE]
+"""Catalog ids, each listed once."""
+_RATE_WHY = (f"a service's planned peak is at most {MAX_PEAK_RATE_PER_S:,.0f} req/s (planner.schema.common.MAX_PEAK_RATE_PER_S): "
+             "plan one region or cluster and replicate the plan")
+RatePerS = Annotated[float, bounded(gt=0, le=MAX_PEAK_RATE_PER_S, why=_RATE_WHY)]
+TpDegree = Annotated[int, bounded(gt=0, le=72, why="tensor parallelism runs inside one scale-up domain (8 devices in an HGX/OAM node, "
+                                         "at most 72 in an NVL72 rack); degrees above a device's devices_per_node are skipped")]
 
 
 LatencyStatistic = Literal["quantile", "mean"]
@@ -131,25 +144,30 @@ class Traffic(StrictModel):
     """When the log holds several services: the value of the service column to keep."""
     profile: str | None = None
     """A workload profile YAML written by ``planner characterize`` (relative path)."""
-    rate_per_s: PosFloat | None = None
+    rate_per_s: RatePerS | None = None
     """Mean request rate, requests/s: the traffic without a log (with ``lengths``), or, with
     ``trace``, the rate the log is scaled to (its shape kept)."""
-    peak_rate_per_s: PosFloat | None = None
+    peak_rate_per_s: RatePerS | None = None
     """Peak request rate to plan for; defaults to the log's peak over ``peak_window``."""
     peak_window: PeakWindow = "60s"
     """Window over which the log's peak rate is taken: the busiest window of that length at any
     start (sliding), not windows aligned to the first arrival."""
-    interarrival_cv: NonNegFloat | None = None
+    interarrival_cv: Annotated[float, bounded(ge=0, le=100, why="a CV of inter-arrival times above 100 is not a traffic pattern "
+                                              "(the bursty Azure code trace has 4.7)")] | None = None
     """Burstiness override (coefficient of variation of inter-arrival times)."""
     lengths: list[ManualBucket] | None = None
     """Length buckets for traffic given by rate."""
-    buckets: PosInt = 4
+    buckets: Annotated[int, bounded(gt=0, le=MAX_BUCKETS, why=f"at most {MAX_BUCKETS}: 4-8 are typical; the solve grows linearly with "
+                                   "buckets and a log's buckets beyond that hold too few requests for their representatives")] = 4
     """Number of length buckets when characterising a log."""
-    rate_multiplier: PosFloat = 1.0
+    rate_multiplier: Annotated[float, bounded(gt=0, le=1e4, why="a growth factor on the log's rates: above 10,000x the log no longer "
+                                         "describes the traffic; give rate_per_s / peak_rate_per_s instead")] = 1.0
     """Scales mean and peak rate (growth scenarios)."""
-    input_length_multiplier: PosFloat = 1.0
+    input_length_multiplier: Annotated[float, bounded(gt=0, le=1e3, why="scales the log's lengths: 1,000x already puts a "
+                                                 "1k-token prompt past every model's context")] = 1.0
     """Scales input lengths (length-mix scenarios)."""
-    output_length_multiplier: PosFloat = 1.0
+    output_length_multiplier: Annotated[float, bounded(gt=0, le=1e3, why="scales the log's lengths: 1,000x already puts a "
+                                                  "1k-token answer past every model's context")] = 1.0
     """Scales output lengths (length-mix scenarios)."""
 
     @model_validator(mode="after")
@@ -160,6 +178,11 @@ class Traffic(StrictModel):
                 "give exactly one of 'trace' (a request log), 'profile' (a workload profile) "
                 f"or 'rate_per_s' (with 'lengths'), or 'trace' with 'rate_per_s' (the log scaled to that rate); got {given or 'none'}"
             )
+        rate = self.peak_rate_per_s if self.peak_rate_per_s is not None else self.rate_per_s
+        if rate is not None and rate * self.rate_multiplier > MAX_PEAK_RATE_PER_S:
+            raise ValueError(
+                f"planned peak {rate:g} req/s x rate_multiplier {self.rate_multiplier:g} = {rate * self.rate_multiplier:g} req/s exceeds "
+                f"{MAX_PEAK_RATE_PER_S:,.0f} req/s; fix: {_RATE_WHY}")
         if self.trace is not None and self.rate_per_s is not None and self.lengths:
             raise ValueError("'lengths' do not go with 'trace' (the log gives the lengths); drop 'lengths'")
         if self.trace is None and self.rate_per_s is not None and not self.lengths:
@@ -174,13 +197,14 @@ class Traffic(StrictModel):
 class ToolOverride(StrictModel):
     """Figures for one tool class that the log does not give, and the KV policies it may use."""
 
-    cpu_seconds_per_call: NonNegFloat | None = None
+    cpu_seconds_per_call: Annotated[float, bounded(ge=0, le=3600, why="at most a core-hour per call: an interactive agent's "
+                                                   "tool; longer jobs are batch work outside this plan")] | None = None
     """CPU work per call on the orchestration pool (serialisation, validation, routing), core-seconds."""
     retry_share: Fraction | None = None
     """Share of calls retried once (each retry repeats the wait and the CPU work)."""
     timeout_share: Fraction | None = None
     """Share of calls that hit the tool's timeout (reported)."""
-    policies: list[ToolStatePolicy] | None = None
+    policies: Annotated[list[ToolStatePolicy], UniqueItems, _UNIQUE] | None = None
     """KV policies allowed while waiting on this tool (default: ``tool_phase.policies``)."""
     source: str = ""
     """Where the figures come from (measurement, assumption and why)."""
@@ -250,11 +274,11 @@ class DeclaredDevice(StrictModel):
 class CatalogSelection(StrictModel):
     """Which hardware profiles are candidates, and how they are paid for."""
 
-    devices: list[str] = Field(min_length=1)
+    devices: Annotated[UniqueIds, Field(min_length=1)]
     """Candidate device ids for LLM pools (``planner catalog devices``)."""
-    cpu_servers: list[str] = []
+    cpu_servers: UniqueIds = []
     """Candidate CPU server ids for the tool/orchestration pool."""
-    tp_degrees: list[PosInt] = [1, 2, 4, 8]
+    tp_degrees: Annotated[list[TpDegree], UniqueItems, _UNIQUE, Field(min_length=1)] = [1, 2, 4, 8]
     """Tensor-parallel degrees to consider."""
     pricing: Pricing = "rent"
     """``rent`` (per device-hour) or ``buy`` (amortised purchase)."""
@@ -292,7 +316,7 @@ class Costs(StrictModel):
     """Power usage effectiveness of the facility (1.0 = no overhead). Default 1.54: industry
     average of the Uptime Institute Global Data Center Survey 2025 (1.58 in 2023, 1.56 in 2024);
     new large facilities reach about 1.3."""
-    hours_per_month: PosFloat = 730.0
+    hours_per_month: Annotated[float, bounded(gt=0, le=744, why="a month has at most 744 hours (31 x 24)")] = 730.0
     ops_usd_per_pool_month: NonNegFloat = 1500.0
     """Fixed operations per distinct pool (scheduler, observability, on-call), USD/month.
     Default 1500 — an assumption, not a measurement: about 0.1 of an engineer at a loaded
@@ -314,19 +338,21 @@ class Costs(StrictModel):
 
 
 class SolverOptions(StrictModel):
-    time_limit_s: PosFloat = 60.0
-    mip_gap: NonNegFloat = 1e-4
+    time_limit_s: Annotated[float, bounded(gt=0, le=86400, why="at most a day per architecture")] = 60.0
+    mip_gap: Annotated[float, bounded(ge=0, le=1, why="a relative gap: 0.01 stops within 1% of the optimum")] = 1e-4
     """Relative MIP gap at which HiGHS stops."""
-    threads: PosInt = 1
+    threads: Annotated[int, bounded(gt=0, le=256, why="HiGHS threads on this machine")] = 1
 
 
 class Options(StrictModel):
-    architectures: list[Architecture] = ["shared", "disaggregated"]
+    architectures: Annotated[list[Architecture], UniqueItems, _UNIQUE, Field(min_length=1)] = ["shared", "disaggregated"]
     """Architectures to solve and compare."""
-    redundancy: NonNegInt = 0
+    redundancy: Annotated[int, bounded(ge=0, le=MAX_REDUNDANCY, why=f"at most {MAX_REDUNDANCY} spare instances per pool (N+k): beyond a "
+                                       "handful spares size the plan, not the load; use options.max_utilization for headroom")] = 0
     """Instances each pool can lose and still carry peak load (N+k)."""
     budget_usd_per_month: PosFloat | None = None
-    max_utilization: Fraction | None = None
+    max_utilization: Annotated[float, bounded(ge=0.01, le=1, why="a cap on peak utilisation as a fraction: 0.01 already provisions "
+                                              "100x the peak load; write 0.7, not 70")] | None = None
     """Cap on pool utilisation at peak; by default it comes from the queueing model."""
     shared_single_device_type: bool = True
     """Shared architecture: one device type for the whole pool."""
@@ -359,11 +385,12 @@ class KVTierOptions(StrictModel):
 class ToolPhaseOptions(StrictModel):
     """Tool execution phase: CPU pool, KV policies during tool waits, host-memory tier (DESIGN §5)."""
 
-    policies: list[ToolStatePolicy] = ["hold", "offload", "recompute"]
+    policies: Annotated[list[ToolStatePolicy], UniqueItems, _UNIQUE] = ["hold", "offload", "recompute"]
     """KV policies the optimiser may choose between (per service and tool class)."""
     cpu_utilization_cap: Fraction = 0.7
     """Largest peak utilisation of CPU-pool cores (headroom for bursts of tool calls)."""
-    tokenizer_cpu_seconds_per_token: NonNegFloat = 0.0
+    tokenizer_cpu_seconds_per_token: Annotated[float, bounded(ge=0, le=0.01, why="tokenisers take ~1e-6 core-seconds per token; "
+                                                              "0.01 s is already 10,000x slower")] = 0.0
     """CPU core-seconds to tokenise / detokenise one token (input + output), on the CPU pool."""
     tokenizer_source: str = ""
     """Where ``tokenizer_cpu_seconds_per_token`` comes from."""

@@ -6,11 +6,19 @@ instance can include one (``traffic.profile``) or point at a log (``traffic.trac
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, Quantile, StrictModel
+from planner.schema.common import (
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    Quantile,
+    StrictModel,
+    bounded,
+)
 
 
 class TokenStats(StrictModel):
@@ -101,7 +109,8 @@ class ToolStats(StrictModel):
     calls_per_request: NonNegFloat
     """Calls of this tool per LLM call (request)."""
     latency: ToolLatency
-    cpu_seconds_per_call: NonNegFloat = 0.0
+    cpu_seconds_per_call: Annotated[float, bounded(ge=0, le=3600, why="at most a core-hour per call: an interactive agent's "
+                                                   "tool; longer jobs are batch work outside this plan")] = 0.0
     """CPU work per call on the orchestration pool (serialisation, validation, routing)."""
     error_share: Fraction = 0.0
     timeout_share: Fraction = 0.0

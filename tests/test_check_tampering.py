@@ -1,0 +1,139 @@
+"""`planner check` catches every class of tampering with a solved plan (issue 16).
+
+One solve of ``enterprise-chat`` (module fixture, ~3 s); each test edits one class of numbers in
+its ``plan.json`` and asserts that ``planner check`` exits 1 naming the right constraint. The
+unedited plan passes, against its own snapshot and against the one re-derived from the instance.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from planner.cli import main
+
+INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterprise-chat.yaml")
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("plan")
+    r = CliRunner().invoke(main, ["solve", INSTANCE, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    data: dict[str, Any] = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+    assert data["verdict"]["winner"] and data["verdict"]["runner_up"]  # both architectures feasible: margins to tamper with
+    return data
+
+
+def _check(tmp_path: Path, data: dict[str, Any], *extra: str) -> Any:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(data), encoding="utf-8")  # json writes inf/nan as Infinity/NaN, as a hostile editor may
+    return CliRunner().invoke(main, ["check", str(path), *extra])
+
+
+def _win(d: dict[str, Any]) -> dict[str, Any]:
+    return d["architectures"][d["verdict"]["winner"]]
+
+
+@pytest.mark.parametrize("extra", [(), ("--no-instance",), ("--instance", INSTANCE)])
+def test_untouched_plan_is_valid(plan: dict[str, Any], tmp_path: Path, extra: tuple[str, ...]) -> None:
+    r = _check(tmp_path, plan, *extra)
+    assert r.exit_code == 0, r.output
+    assert "valid" in r.output
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(d: dict[str, Any]) -> None:
+        node: Any = d
+        parts = path.split(".")
+        for p in parts[:-1]:
+            node = _win(d) if p == "WIN" else (node[int(p)] if isinstance(node, list) else node[p])
+        last = parts[-1]
+        node[last] = value(node[last]) if callable(value) else value
+    return edit
+
+
+TAMPERINGS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "utilisation 1.7": (_set("WIN.pools.0.utilization_peak", 1.7), "utilization_peak"),
+    "utilisation inf": (_set("WIN.pools.0.utilization_peak", float("inf")), "finite:"),
+    "pool cost tripled": (_set("WIN.pools.0.cost_usd_per_month", lambda v: 3 * v), "cost"),
+    "pool cost negative": (_set("WIN.pools.0.cost_usd_per_month", lambda v: -v), "negative cost"),
+    "total NaN": (_set("WIN.costs.total_usd_per_month", float("nan")), "finite:"),
+    "latency 10x target": (_set("WIN.latency.0.ttft_predicted_ms", lambda v: 10 * v), "ttft_met"),
+    "ttft_met false": (_set("WIN.latency.0.ttft_met", False), "ttft_met"),
+    "solver status infeasible": (_set("WIN.solver.status", "infeasible"), "status:"),
+    "winner marked infeasible": (_set("WIN.feasible", False), "verdict:"),
+    "winner fails its simulation": (_set("WIN.simulation.met", False), "simulation"),
+    "winner null": (_set("verdict.winner", None), "verdict: no winner"),
+    "margin negated": (_set("verdict.margin_usd_per_month", lambda v: -v), "verdict: margin"),
+    "margin wrong": (_set("verdict.margin_usd_per_month", lambda v: v * 1.5 + 100), "verdict: margin"),
+    "margin per 1M tokens wrong": (_set("verdict.margin_usd_per_million_tokens", lambda v: v * 2 + 1), "per 1M tokens"),
+    "usd per 1M tokens falsified": (_set("WIN.usd_per_million_tokens", lambda v: v / 2), "usd_per_million_tokens"),
+    "tokens per month falsified": (_set("WIN.tokens_per_month", lambda v: v * 2), "tokens_per_month"),
+    "winner hybrid, not solved": (_set("verdict.winner", "hybrid"), "not solved"),
+    "instances removed": (_set("WIN.pools.0.instances", 0), "pool"),
+    "cost term lowered": (_set("WIN.costs.equipment_usd_per_month", lambda v: v / 2), "costs:"),
+    "routing share lowered": (_set("WIN.routing.0.share", lambda v: v / 2), "route["),
+    "pool removed": (lambda d: _win(d)["pools"].pop(0), "pool["),
+    "busy instances falsified": (_set("WIN.pools.0.busy_instances_peak", lambda v: v / 3), "busy_instances_peak"),
+    "snapshot rate lowered": (lambda d: [p.update(rate_peak_per_s=p["rate_peak_per_s"] / 10) for p in d["capacity"]["points"]], "snapshot:"),
+    "snapshot price lowered": (lambda d: [c.update(equipment_usd_per_device_hour=c["equipment_usd_per_device_hour"] / 2)
+                                          for c in d["capacity"]["configs"]], "snapshot:"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERINGS))
+def test_check_rejects_tampering(plan: dict[str, Any], tmp_path: Path, name: str) -> None:
+    edit, expect = TAMPERINGS[name]
+    data = copy.deepcopy(plan)
+    edit(data)
+    r = _check(tmp_path, data, "--instance", INSTANCE)
+    assert r.exit_code == 1, (name, r.output)
+    assert "Traceback" not in r.output and "internal error" not in r.output
+    assert expect in r.output, (name, r.output)
+
+
+def test_check_simulation_flags_must_match_numbers(plan: dict[str, Any], tmp_path: Path) -> None:
+    data = copy.deepcopy(plan)
+    svc = _win(data)["simulation"]["services"][0]
+    svc["ttft_sim_ms"] = svc["ttft_target_ms"] * 2  # a simulated miss still flagged as met
+    r = _check(tmp_path, data, "--no-instance")
+    assert r.exit_code == 1
+    assert "ttft_met true but simulated" in r.output
+
+
+def test_snapshot_attack_is_caught_with_the_instance(plan: dict[str, Any], tmp_path: Path) -> None:
+    """The issue's attack: cut a pool's instances, raise its points' rho to 1.0 so the load check passes
+    against the plan's own snapshot, rewrite the pool's numbers. Re-deriving the snapshot from the
+    instance restores the true caps: the cut pool is overloaded."""
+    data = copy.deepcopy(plan)
+    arch = max(data["architectures"].values(), key=lambda a: max(p["instances"] for p in a["pools"]))
+    pool = max(arch["pools"], key=lambda p: p["instances"])
+    assert pool["instances"] >= 2
+    n = pool["instances"] - 1
+    pool["utilization_peak"] = pool["busy_instances_peak"] / n
+    pool["utilization_mean"] = pool["busy_instances_mean"] / n
+    pool["utilization_cap"] = 1.0
+    pool["instances"], pool["devices"] = n, n * pool["tp"]
+    for p in data["capacity"]["points"]:
+        if p["pool"] == pool["name"]:
+            p["rho"] = 1.0
+    data["capacity"]["utilization_caps"] = []
+    r = _check(tmp_path, data, "--instance", INSTANCE)
+    assert r.exit_code == 1
+    assert "snapshot: points[" in r.output and ".rho = 1 differs from the instance's" in r.output
+    assert f"load[{pool['name']}]" in r.output
+
+
+def test_missing_instance_path_falls_back_with_a_note(plan: dict[str, Any], tmp_path: Path) -> None:
+    data = copy.deepcopy(plan)
+    data["instance_path"] = str(tmp_path / "gone.yaml")
+    r = _check(tmp_path, data)
+    assert r.exit_code == 0, r.output
+    assert "not found" in r.stderr and "own capacity snapshot" in r.output
