@@ -55,6 +55,7 @@ import pandas as pd
 
 from planner.agents.check import check_tool_phase
 from planner.optimize.extract import cost_breakdown
+from planner.optimize.latency import RELAX_CEILING
 from planner.optimize.prepare import ARCH_ROLES, J_PER_KWH, SECONDS_PER_HOUR
 from planner.optimize.verdict import meets_targets
 from planner.schema.capacity import CostParams, token_metric
@@ -93,8 +94,14 @@ def _num(v: Any) -> float:
         return math.nan
 
 
-def _bad(v: Any) -> bool:
-    return isinstance(v, float) and not math.isfinite(v)
+def _bad(v: Any, column: str = "") -> bool:
+    """Not a finite number — except where the table contract gives the value a meaning: a latency
+    target not set is +inf (``*_target_ms``), a mean target has no quantile level (``*_quantile`` NaN)."""
+    if not isinstance(v, float) or math.isfinite(v):
+        return False
+    if column.endswith("_target_ms") and v == math.inf:
+        return False
+    return not (column.endswith("_quantile") and math.isnan(v))
 
 
 # --- the instance side: a snapshot re-derived from the instance -------------------------------
@@ -200,11 +207,11 @@ def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
     out: list[str] = []
     for r in snap.points:
         for c in _POINT_NUMBERS:
-            if c in r and _bad(r[c]):
+            if c in r and _bad(r[c], c):
                 out.append(f"finite: point {r.get('service')}|{r.get('bucket')}|{r.get('role')}|{r.get('config')}: {c} is {r[c]}")
     for r in snap.demand:
         for c in _DEMAND_NUMBERS:
-            if c in r and _bad(r[c]):
+            if c in r and _bad(r[c], c):
                 out.append(f"finite: demand {r.get('service')}|{r.get('bucket')}: {c} is {r[c]}")
     for r in snap.configs:
         for c in _CONFIG_NUMBERS:
@@ -221,8 +228,11 @@ def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
         ck = _key(cap, ("service", "bucket", "role", "config"))
         base = rho_of.get(ck)
         rho = _num(cap["rho"])
-        if not (0 < rho <= 1) or (base is not None and rho > base * (1 + TOL)):
-            out.append(f"caps: {cap.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {base}]")
+        # a prefill cap may have been relaxed up to RELAX_CEILING (planner.optimize.latency.relax_factors: the
+        # nominal one-server pool behind the queueing cap is far smaller than the pool the plan has)
+        limit = max(base, RELAX_CEILING) if base is not None and str(cap.get("role")) == "prefill" else base
+        if not (0 < rho <= 1) or (limit is not None and rho > limit * (1 + TOL)):
+            out.append(f"caps: {cap.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {limit}]")
     return out
 
 

@@ -285,8 +285,12 @@ def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: 
 
 
 
+RELAX_CEILING = 0.95
+"""Highest utilisation cap a relaxed prefill pool gets (:func:`relax_factors`; :mod:`planner.optimize.check`)."""
+
+
 def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float = 0.8,
-                  ceiling: float = 0.95) -> dict[str, float]:
+                  ceiling: float = RELAX_CEILING) -> dict[str, float]:
     """Per prefill pool whose caps are far tighter than its actual size needs: a factor ``f < 1``
     dividing its caps (raising them), from the wait the pool may add at its current size.
 

@@ -66,7 +66,7 @@ import numpy as np
 
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver
-from planner.optimize.latency import relax_factors, tighten_factors
+from planner.optimize.latency import RELAX_CEILING, relax_factors, tighten_factors
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import Prepared
 from planner.optimize.settings import SolveSettings
@@ -213,7 +213,7 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
     if relax and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]:
         kept, kept_cur, kept_rounds, kept_history = plan, cur, rounds, list(history)
         pts = cur.prep.points
-        ceiling = np.maximum(pts["rho"].to_numpy(float), 0.95)
+        ceiling = np.maximum(pts["rho"].to_numpy(float), RELAX_CEILING)
         raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
         relaxed = replace(cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
         t0 = time.perf_counter()
