@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from planner.schema.plan import (
+    E2E_MISS,
     PlanResult,
     SimulatedPool,
     SimulatedService,
@@ -164,7 +165,7 @@ def _e2e_check(architecture: str, service: str, route: Any, h: Any, unfinished: 
     sim = (h.mean if h.n else math.inf) if level is None else _quantile_all(h, level, unfinished)
     if sim == sim and sim <= target_s * (1 + 1e-9):
         return ""
-    return (f"{architecture}: {service} misses its {stat_label(level)} E2E target in simulation at peak: "
+    return (f"{architecture}: {service} misses its {stat_label(level)} {E2E_MISS} at peak: "
             f"{_txt(_ms(sim), ',.0f')} ms vs {_ms(target_s):,.0f} ms")
 
 

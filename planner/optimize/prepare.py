@@ -8,7 +8,8 @@ Optional columns the optimiser understands beyond the contract:
 
 - ``demand.model`` — model group of the service (one set of weights per instance, e.g.
   ``llama-3.1-70b@bf16``). Instances of different groups are different pools. Absent: one group.
-- ``points.kv_capacity_bytes`` — KV bytes one instance can hold (decode/unified). Absent: the
+- ``points.kv_capacity_bytes`` — KV bytes one instance can hold (decode/unified). Absent (or NaN,
+  as in measured rows, which carry their KV limit inside the measured rate): the
   KV constraint is implied by ``max_batch`` and is not built.
 - ``points.utilization_cap`` — a utilisation cap supplied with the table (measured files).
   Absent: computed from the queueing model (:func:`utilization_caps`).
@@ -234,7 +235,7 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
         device = str(first["device"])
         # Big-M for n: every routable point of the pool sent here at share 1, plus slack.
         n_load = math.ceil(grp.groupby("d")["load_peak_coef"].max().sum() + 1e-9)
-        kvcap = float(grp["kv_capacity_bytes"].min()) if has_kvcap else 0.0
+        kvcap = float(np.nan_to_num(grp["kv_capacity_bytes"].min(), nan=0.0)) if has_kvcap else 0.0  # NaN: a measured row
         n_kv = math.ceil(grp.groupby("d")["kv_peak_coef"].max().sum() / kvcap + 1e-9) if kvcap > 0 else 0
         n_max = max(n_load, n_kv) + 1  # procurement limits are constraints, not bounds (diagnosis relaxes them)
         rows.append({

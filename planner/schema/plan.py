@@ -146,6 +146,11 @@ class RoutingShare(StrictModel):
     rate_mean_per_s: float
 
 
+E2E_MISS = "E2E target in simulation"
+"""How the peak simulation words an E2E miss in its findings (:func:`planner.verify._e2e_check`), the
+only record of it: :mod:`planner.optimize.check` reads ``SimulationCheck.met`` against it."""
+
+
 def stat_label(quantile: float | None) -> str:
     """``p99`` for a quantile level of 0.99, ``mean`` for ``None`` (a mean target)."""
     return "mean" if quantile is None else f"p{quantile * 100:g}"

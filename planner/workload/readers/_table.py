@@ -125,7 +125,11 @@ def read_csv(path: Path, *, header: bool = True, column_names: list[str] | None 
     rejected: list[str] = []
 
     def handler(row: pcsv.InvalidRow) -> str:
-        rejected.append(row.text or "")
+        # never raise here: pyarrow calls this from C and would only print the exception ("ignored")
+        try:
+            rejected.append(row.text or "")
+        except (UnicodeDecodeError, ValueError):
+            rejected.append(f"<row {row.number} is not UTF-8 text>" if row.number is not None else "<a row that is not UTF-8 text>")
         return "skip"
 
     if path.stat().st_size == 0:
