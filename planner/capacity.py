@@ -87,6 +87,8 @@ def cost_params(resolved: ResolvedInstance) -> CostParams:
 
 
 def _configs(resolved: ResolvedInstance) -> pd.DataFrame:
+    from planner.perf.power import loaded_idle_power_w
+
     inst = resolved.instance
     c = inst.costs
     rows = []
@@ -99,7 +101,7 @@ def _configs(resolved: ResolvedInstance) -> pd.DataFrame:
             rows.append({
                 "config": f"{dev_id}/tp{tp}", "device": dev_id, "tp": tp, "kind": dev.kind,
                 "equipment_usd_per_device_hour": eq, "busy_power_w": float(dev.busy_power_w or 0.0),
-                "idle_power_w": float(dev.idle_power_w or 0.0), "host_power_w": float(dev.host_power_w),
+                "idle_power_w": loaded_idle_power_w(dev), "host_power_w": float(dev.host_power_w),  # weights loaded, no work (planner.perf.power)
                 "ops_usd_per_device_month": float(dev.operations_usd_per_month) + float(c.ops_usd_per_device_month),
                 "license_usd_per_device_month": float(dev.software_license_usd_per_month),
                 "procurement_limit": float(dev.procurement_limit) if dev.procurement_limit else math.inf,

@@ -175,3 +175,19 @@ def test_calibrate_energy_is_deterministic(tmp_path: Path) -> None:
     c = cal.curves["h100-sxm"]
     p = curve_power_w(c, 700.0, np.array([0.0, 0.5, 1.0]))
     assert np.all(np.diff(p) >= 0) and p[0] == pytest.approx(0.16 * 700)
+
+
+def test_calibrate_fits_power_when_the_measurements_carry_it(tmp_path: Path) -> None:
+    """`planner calibrate` on a measured-energy file writes the same power fit as `calibrate-energy`, beside
+    the instance, never into models/ unless asked; mixing it with latency files is refused."""
+    shipped = Path(__file__).resolve().parents[1] / "models" / "measured" / "measured_energy.csv"
+    ref = tmp_path / "ref.yaml"
+    assert CliRunner().invoke(main, ["calibrate-energy", str(shipped), "-o", str(ref)]).exit_code == 0
+    inst = tmp_path / "site.yaml"
+    inst.write_text("name: x\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["calibrate", str(shipped), "--instance", str(inst), "--name", "site"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "site.power.yaml").read_text(encoding="utf-8") == ref.read_text(encoding="utf-8")
+    silicon = Path(__file__).resolve().parents[1] / "models" / "measured" / "silicon_h100_dense.csv"
+    res = CliRunner().invoke(main, ["calibrate", str(shipped), str(silicon), "-o", str(tmp_path / "x.yaml")])
+    assert res.exit_code == 2 and "on its own" in res.output

@@ -32,16 +32,33 @@ def calibrate_energy(measurements: str, output: str | None, into_catalog: bool, 
     """Fit per-stack steady-state throughput and per-device power curves on measured serving runs
     (ML.ENERGY CSV: models/measured/measured_energy.csv); deterministic. Kept apart from
     `planner calibrate` (the latency fit) so either can be refitted alone."""
+    from planner.perf.power import power_file
+
+    if output and into_catalog:
+        raise InputError("give either -o FILE or --into-catalog, not both")
+    fit_and_write_power(measurements, power_file() if into_catalog else Path(output) if output else Path("power.calibration.yaml"), as_json)
+
+
+def is_energy_file(path: str) -> bool:
+    """True for a measured-energy CSV (the ML.ENERGY format of models/measured/measured_energy.csv): its header
+    carries J per output token and GPU power. ``planner calibrate`` hands such files to the power fit."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            head = fh.readline()
+    except OSError:
+        return False
+    return "energy_j_per_output_token" in head and "avg_power_w_per_gpu" in head
+
+
+def fit_and_write_power(measurements: str, out: Path, as_json: bool) -> None:
+    """Fit the power curves (and per-stack throughput) on ``measurements`` and write them to ``out``."""
     from planner.catalog import load_catalog
     from planner.perf.energy_runs import read_energy_runs
-    from planner.perf.power import power_file, save_power_calibration
+    from planner.perf.power import save_power_calibration
     from planner.perf.power_fit import fit_power
 
     rows = read_energy_runs(measurements)
     cal = fit_power(rows, load_catalog(), data_file=measurements)
-    if output and into_catalog:
-        raise InputError("give either -o FILE or --into-catalog, not both")
-    out = power_file() if into_catalog else Path(output) if output else Path("power.calibration.yaml")
     out.parent.mkdir(parents=True, exist_ok=True)
     save_power_calibration(cal, out)
     if as_json:

@@ -135,7 +135,8 @@ def estimate(model_id: str, device_id: str, tp: int, precision: str, kv_precisio
 def calibrate(measurements: tuple[str, ...], name: str | None, output: str | None, instance_path: str | None, into_catalog: bool,
               as_json: bool, **given: Any) -> None:
     """Fit per-engine efficiencies and overheads on measured closed-loop runs; write a calibration file and,
-    next to it, the rows it was fitted on (<stem>.measurements.csv).
+    next to it, the rows it was fitted on (<stem>.measurements.csv). A measured-energy CSV (ML.ENERGY
+    format, with power) is fitted as `planner calibrate-energy` does: <name or power>.power.yaml.
 
     The file is the user's: it goes to -o, next to --instance, or the current directory
     (<name>.calibration.yaml); never into the package unless --into-catalog is given."""
@@ -151,6 +152,19 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
 
     if sum(bool(x) for x in (output, instance_path, into_catalog)) > 1:
         raise InputError("give only one of -o, --instance and --into-catalog")
+    from planner.cli.cmd_energy import fit_and_write_power, is_energy_file
+
+    energy = [m for m in measurements if is_energy_file(m)]
+    if energy:  # measured power: the power fit (planner calibrate-energy), written where a latency fit would go
+        if len(energy) != len(measurements) or len(energy) > 1:
+            raise InputError("give one measured-energy CSV on its own (its power is fitted apart from latency files)")
+        from planner.perf.power import power_file
+
+        stem = name or "power"
+        out_p = (Path(output) if output else power_file() if into_catalog
+                 else Path(instance_path).parent / f"{stem}.power.yaml" if instance_path else Path.cwd() / f"{stem}.power.yaml")
+        fit_and_write_power(energy[0], out_p, as_json)
+        return
     imported = _read(measurements, given.pop("fmt_name"), given)
     cal_name = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(measurements[0]).stem)
     if output:

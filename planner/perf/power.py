@@ -39,9 +39,9 @@ Energy of a request at an operating point of ``tp`` devices (:func:`instance_pow
     E = P(u) x tp x instance_seconds_per_request        (J; GPU board power only)
 
 and per output token ``E / OSL``. A powered-down device draws 0 (the optimiser counts only
-provisioned devices); a provisioned device with nothing to do draws ``f_idle x TDP`` (the
-capacity table keeps the profile's ``idle_power_w`` for the optimiser's idle term;
-:func:`loaded_idle_power_w` is the measured-fraction alternative). Host power (CPU, DRAM, NICs, fans, PSU loss) is not in ``P``:
+provisioned devices); a provisioned device with nothing to do draws ``f_idle x TDP``
+(:func:`loaded_idle_power_w`: the capacity table's ``idle_power_w``, the optimiser's idle term;
+the profile's ``idle_power_w`` where no curve applies: CPUs, devices without a TDP, measured busy power). Host power (CPU, DRAM, NICs, fans, PSU loss) is not in ``P``:
 the profile's ``host_power_w`` covers it, and PUE the facility.
 
 Where the numbers come from (``models/calibration/power.yaml``, written by ``planner
