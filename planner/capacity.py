@@ -177,6 +177,20 @@ def _kv_capacity_bytes(model: Any, dev: Any, tp: int, weight_precision: str, kv_
         return 0.0
 
 
+def _error_bands(inst: Any, calibration: Any) -> dict[str, float]:
+    """Per ``device/engine`` of the instance: the validated relative error of the performance model
+    (:func:`planner.perf.calibration.error_band`, the wider of TTFT and TPOT; wider still for a device
+    the calibration has no rows for), read by the verdict's confidence (:mod:`planner.optimize.confidence`)."""
+    from planner.perf.calibration import error_band
+
+    out: dict[str, float] = {}
+    for dev in inst.catalog.devices:
+        for engine in sorted({s.engine for s in inst.services.values()}):
+            ttft, tpot, _src = error_band(dev, engine, calibration)
+            out[f"{dev}/{engine}"] = max(float(ttft), float(tpot))
+    return out
+
+
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
     from planner.perf import operating_point
@@ -242,7 +256,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         notes = notes + list(agents.params.notes)
     return CapacityTables(demand=demand, points=points, configs=configs, costs=cost_params(resolved),
                           meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)",
-                                "calibration": cal_ref.record()}, agents=agents)
+                                "calibration": cal_ref.record(), "perf_error_band": _error_bands(inst, calibration)}, agents=agents)
 
 
 def _declared_point(service: str, bucket: str, role: str, config: str, device: str, tp: int) -> dict[str, Any]:
