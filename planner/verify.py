@@ -210,7 +210,7 @@ def peak_arrivals_from_instance(resolved: Any) -> tuple[dict[str, PeakArrivals],
                 w = WINDOWS_S[t.peak_window]
                 if dup > 0.5:
                     why = f"{dup:.0%} of its arrivals share a timestamp (bucketed log: replay would create artificial bursts)"
-                elif a.size < 2 or int(np.bincount(np.floor((a - a[0]) / w).astype(np.int64)).max()) < 11:
+                elif a.size < 2 or int(np.unique(np.floor((a - a[0]) / w).astype(np.int64), return_counts=True)[1].max()) < 11:
                     why = f"its busiest {t.peak_window} window holds fewer than 11 arrivals"
                 else:
                     peak_window_times(a, w, 1.0, 1.0)  # validates

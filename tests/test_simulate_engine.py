@@ -223,3 +223,19 @@ def test_bad_inputs_raise() -> None:
                  [ServiceRoute("s", decode="pf")], replay_requests(_log([(0.0, 1, 1)])))
     with pytest.raises(ValueError, match="lacks columns"):
         list(replay_requests(pd.DataFrame({"arrival_s": [0.0]})))
+
+
+def test_peak_window_replay_memory_follows_the_arrivals_not_the_span() -> None:
+    """Two bursts 30,000 years apart (a log's span must never size an array): the replay keeps only
+    occupied windows, so this runs in kilobytes (a per-window count array would need ~130 GB)."""
+    import tracemalloc
+
+    from planner.simulate.arrivals import peak_window_times
+
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.uniform(0, 60, 300), 1e12 + rng.uniform(0, 60, 200)])
+    tracemalloc.start()
+    out = peak_window_times(a, 60.0, 5.0, 120.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 5e6 and out.size > 0 and out.max() < 120.0

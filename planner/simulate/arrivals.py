@@ -204,11 +204,11 @@ def peak_window_times(arrival_s: np.ndarray, window_s: float, rate_per_s: float,
         raise ValueError("need >= 2 arrivals and positive window, rate and duration")
     t = t - t[0]
     idx = np.floor(t / window_s).astype(np.int64)
-    counts = np.bincount(idx)
+    wins, counts = np.unique(idx, return_counts=True)  # occupied windows only: memory follows the arrivals, not the span
     keep = max(11, int(math.ceil(peak_like_share * counts.max())))
-    order = [int(j) for j in np.argsort(-counts, kind="stable") if counts[j] >= keep]
+    order = [int(wins[p]) for p in np.argsort(-counts, kind="stable") if counts[p] >= keep]
     if not order:
-        order = [int(np.argmax(counts))]
+        order = [int(wins[int(np.argmax(counts))])]
     pieces: list[np.ndarray] = []
     start = 0.0
     while start < duration_s:
