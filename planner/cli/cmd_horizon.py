@@ -124,8 +124,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         write_horizon_html(html_file, result, inst.name, "req/s", float(tables.demand["rate_peak_per_s"].sum()))
     if as_json:
         doc = to_document(result, inst.name)
-        doc["regret"] = [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "regret_usd": g.regret_usd,
-                          "status": g.status} for g in regrets]
+        doc["regret"] = [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "replanned_gap": g.replanned_gap,
+                          "regret_usd": g.regret_usd, "status": g.status} for g in regrets]
         if mc is not None:
             doc["monte_carlo"] = {"growth_dist": growth_dist, "seed": seed, "draws": mc.to_dict("records")}
         if budget is not None:
@@ -138,9 +138,13 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
             from planner.cli.output import fmt, table
 
             click.echo(f"\nregret of the {result.winner} schedule (purchases and reservations held, rentals re-planned):")
-            click.echo(table(["growth", "held USD", "re-planned USD", "regret USD"],
+            click.echo(table(["growth", "held USD", "re-planned USD", "re-plan gap", "regret USD"],
                              [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)), fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
+                               "-" if g.replanned_gap is None else f"{g.replanned_gap:.1%}",
                                fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets]))
+            if any(g.regret_usd is not None and g.regret_usd < 0 for g in regrets):
+                click.echo("  a negative regret: the re-planned (heuristic, fleet-scale) solve found a costlier plan than holding the "
+                           "schedule; its gap says how far from the bound it stopped")
         if mc is not None:
             from planner.cli.output import fmt, table
 

@@ -7,7 +7,8 @@ on-demand and spot rentals per slot, pool sizes, routing, resale where allowed �
 
     cost_held(g)     = min over rentals and pools, commitments fixed, demand grown by g
     cost_replanned(g) = the horizon plan made knowing g
-    regret(g)        = cost_held(g) − cost_replanned(g)  ≥ 0
+    regret(g)        = cost_held(g) − cost_replanned(g)  (≥ 0 for exact solves; at fleet scale both are
+                                                          heuristic and a negative value is the re-plan's shortfall)
 
 Both are present values over the horizon; the regret is what not knowing ``g`` cost. A held
 schedule can be infeasible under ``g`` when the rentals it would need are capped; that is said.
@@ -32,12 +33,16 @@ class GrowthRegret:
     held_usd: float | None
     replanned_usd: float | None
     status: str
+    replanned_gap: float | None = None
+    """Gap of the re-planned solve: at fleet scale the plans are heuristic (planner.horizon.solve), and a
+    negative regret — the held schedule cheaper than the re-planned one — measures that, not a gain."""
 
     @property
     def regret_usd(self) -> float | None:
+        """held − re-planned; not clipped at 0 (a negative value is the re-planned solve's shortfall)."""
         if self.held_usd is None or self.replanned_usd is None:
             return None
-        return max(0.0, self.held_usd - self.replanned_usd)
+        return self.held_usd - self.replanned_usd
 
 
 def hold_schedule(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame, *,
@@ -64,7 +69,8 @@ def growth_regret(tables: CapacityTables, inputs: HorizonInputs, architecture: s
         other = replace(inputs, growth=np.asarray(growth, dtype=float))
         held, status = hold_schedule(tables, other, architecture, schedule, time_limit_s=time_limit_s, mip_gap=mip_gap)
         again = solve_horizon(tables, other, (architecture,), time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=False)
-        out.append(GrowthRegret(label, np.asarray(growth, dtype=float), held, again.architectures[architecture].total_usd, status))
+        re = again.architectures[architecture]
+        out.append(GrowthRegret(label, np.asarray(growth, dtype=float), held, re.total_usd, status, re.gap))
     return out
 
 
@@ -80,6 +86,7 @@ def growth_monte_carlo(tables: CapacityTables, inputs: HorizonInputs, architectu
     out = growth_regret(tables, inputs, architecture, schedule, paths, time_limit_s=time_limit_s, mip_gap=mip_gap)
     return pd.DataFrame({"monthly_rate": np.asarray(monthly_rates, dtype=float),
                          "held_usd": [g.held_usd for g in out], "replanned_usd": [g.replanned_usd for g in out],
+                         "replanned_gap": [g.replanned_gap for g in out],
                          "regret_usd": [g.regret_usd for g in out], "status": [g.status for g in out]})
 
 
