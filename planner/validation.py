@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -112,48 +113,36 @@ are far smaller (GB, TFLOPs, USD per device, req/s); 1e20 CPU-seconds per call o
 would reach HiGHS as an infinite coefficient or overflow a cost to ``inf``."""
 
 
+def _numbers(data: Any, prefix: str = "") -> Iterator[tuple[str, float | int]]:
+    """Every number in a nested mapping/list with its dotted path; each container visited once (YAML
+    anchors can share, or cycle back to, a container)."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(data, prefix)]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, (int, float)) and not isinstance(node, bool):
+            yield path, node
+            continue
+        if not isinstance(node, (dict, list)) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        children = [(v, (f"{path}.{k}" if path else str(k)) if isinstance(node, dict) else f"{path}[{k}]") for k, v in items]
+        stack.extend(reversed(children))
+
+
 def magnitude_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
     """Problems for every number beyond :data:`MAX_MAGNITUDE` in ``data`` (a validated model's
     ``model_dump()``: numbers written as text, e.g. ``--set x=1e300``, are numbers by then)."""
-    found: list[Problem] = []
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, (int, float)) and not isinstance(node, bool):
-            if math.isfinite(node) and abs(node) > MAX_MAGNITUDE:
-                found.append(Problem(file, path, f"{node:g} is beyond the range the planner computes with (|x| <= {MAX_MAGNITUDE:g})",
-                                     "give a realistic value in the unit the field name states"))
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                walk(value, f"{path}[{i}]")
-
-    walk(data, prefix)
-    return found
+    return [Problem(file, path, f"{v:g} is beyond the range the planner computes with (|x| <= {MAX_MAGNITUDE:g})",
+                    "give a realistic value in the unit the field name states")
+            for path, v in _numbers(data, prefix) if math.isfinite(v) and abs(v) > MAX_MAGNITUDE]
 
 
 def nonfinite_problems(data: Any, file: str, prefix: str = "") -> list[Problem]:
     """Problems for every ``.inf``/``.nan`` number in ``data`` (YAML accepts them; no field does)."""
-    found: list[Problem] = []
-    seen: set[int] = set()  # YAML anchors can share (or cycle back to) a container: visit each once
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, float) and not math.isfinite(node):
-            found.append(Problem(file, path, f"{node!r} is not a finite number", "give a finite plain number"))
-            return
-        if not isinstance(node, (dict, list)) or id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                walk(value, f"{path}[{i}]")
-
-    walk(data, prefix)
-    return found
+    return [Problem(file, path, f"{v!r} is not a finite number", "give a finite plain number")
+            for path, v in _numbers(data, prefix) if isinstance(v, float) and not math.isfinite(v)]
 
 
 def loc_to_path(loc: tuple[int | str, ...]) -> str:
