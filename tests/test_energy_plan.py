@@ -3,37 +3,19 @@ emissions at a grid carbon intensity, and the verdict naming energy when it deci
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
+from micro_tables import micro_tables
 
 from planner.optimize import SolveSettings, solve_tables
 from planner.optimize.energy_report import with_emissions
 from planner.optimize.synthetic import synthetic_tables
 from planner.optimize.verdict import energy_reasons
-from planner.schema.capacity import CapacityTables, CostParams
+from planner.schema.capacity import CapacityTables
 
 
 def _micro() -> CapacityTables:
     """One unified pool: 10 req/s peak (5 mean), 1 s per request, 500 J per request, cap 0.5 -> 20 devices."""
-    demand = pd.DataFrame([{
-        "service": "chat", "bucket": "b0", "weight": 1.0, "rate_mean_per_s": 5.0, "rate_peak_per_s": 10.0,
-        "input_tokens_mean": 1000.0, "output_tokens_mean": 100.0, "input_tokens_rep": 1000.0, "output_tokens_rep": 100.0,
-        "interarrival_cv": 1.0, "ttft_quantile": 0.99, "ttft_target_ms": 1000.0, "tpot_quantile": 0.99, "tpot_target_ms": 50.0,
-    }])
-    points = pd.DataFrame([{
-        "service": "chat", "bucket": "b0", "role": "unified", "config": "g/tp1", "device": "g", "tp": 1, "feasible": True,
-        "reason": "", "bound": "compute", "instance_seconds_per_request": 1.0, "max_batch": 1, "kv_bytes_per_request": 0.0,
-        "kv_transfer_bytes_per_request": 0.0, "energy_j_per_request": 500.0, "ttft_ms": 200.0, "tpot_ms": 20.0,
-        "service_time_cv": 0.0, "source": "hand", "utilization_cap": 0.5,
-    }])
-    configs = pd.DataFrame([{
-        "config": "g/tp1", "device": "g", "tp": 1, "kind": "gpu", "equipment_usd_per_device_hour": 2.0, "busy_power_w": 700.0,
-        "idle_power_w": 100.0, "host_power_w": 50.0, "ops_usd_per_device_month": 10.0, "license_usd_per_device_month": 5.0,
-        "procurement_limit": float("inf"), "nic_bw_gb_per_s": 50.0,
-    }])
-    costs = CostParams(electricity_usd_per_kwh=0.1, pue=1.5, hours_per_month=730.0, ops_usd_per_pool_month=100.0,
-                       ops_usd_per_device_type_month=1000.0, nic_usd_per_device_month=40.0, transfer_usd_per_gb=0.0)
-    return CapacityTables(demand=demand, points=points, configs=configs, costs=costs)
+    return micro_tables(price_kwh=0.1, ops_pool=100.0, ops_type=1000.0)
 
 
 def test_micro_energy_by_pool_and_emissions_by_hand() -> None:

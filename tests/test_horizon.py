@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from micro_tables import micro_tables
 
 from planner.cli import main
 from planner.horizon.demand import _read_window_csv, growth_multipliers, slots_from_windows
 from planner.horizon.model import Acquisition, HorizonInputs
 from planner.horizon.solve import solve_horizon
 from planner.optimize.solve import SolveSettings, solve_tables
-from planner.schema.capacity import CapacityTables, CostParams
+from planner.schema.capacity import CapacityTables
 from planner.schema.horizon import DemandProfile, Growth
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,25 +27,7 @@ FLEET = ROOT / "instances" / "traces" / "servegen_m-large_fleet_sum.csv"
 
 def _micro(*, price_kwh: float = 0.0, ops_pool: float = 0.0, ops_type: float = 0.0, cap: float = 0.5) -> CapacityTables:
     """One bucket, one unified tp1 configuration: 10 req/s at peak x 1 s / cap 0.5 = 20 instances."""
-    demand = pd.DataFrame([{
-        "service": "chat", "bucket": "b0", "weight": 1.0, "rate_mean_per_s": 5.0, "rate_peak_per_s": 10.0,
-        "input_tokens_mean": 1000.0, "output_tokens_mean": 100.0, "input_tokens_rep": 1000.0, "output_tokens_rep": 100.0,
-        "interarrival_cv": 1.0, "ttft_quantile": 0.99, "ttft_target_ms": 1000.0, "tpot_quantile": 0.99, "tpot_target_ms": 50.0,
-    }])
-    points = pd.DataFrame([{
-        "service": "chat", "bucket": "b0", "role": "unified", "config": "g/tp1", "device": "g", "tp": 1, "feasible": True,
-        "reason": "", "bound": "compute", "instance_seconds_per_request": 1.0, "max_batch": 1, "kv_bytes_per_request": 0.0,
-        "kv_transfer_bytes_per_request": 0.0, "energy_j_per_request": 500.0, "ttft_ms": 200.0, "tpot_ms": 20.0,
-        "service_time_cv": 0.0, "source": "hand", "utilization_cap": cap,
-    }])
-    configs = pd.DataFrame([{
-        "config": "g/tp1", "device": "g", "tp": 1, "kind": "gpu", "equipment_usd_per_device_hour": 2.0, "busy_power_w": 700.0,
-        "idle_power_w": 100.0, "host_power_w": 50.0, "ops_usd_per_device_month": 10.0, "license_usd_per_device_month": 5.0,
-        "procurement_limit": math.inf, "nic_bw_gb_per_s": 50.0,
-    }])
-    costs = CostParams(electricity_usd_per_kwh=price_kwh, pue=1.5, hours_per_month=730.0, ops_usd_per_pool_month=ops_pool,
-                       ops_usd_per_device_type_month=ops_type, nic_usd_per_device_month=40.0, transfer_usd_per_gb=0.0)
-    return CapacityTables(demand=demand, points=points, configs=configs, costs=costs)
+    return micro_tables(price_kwh=price_kwh, ops_pool=ops_pool, ops_type=ops_type, cap=cap)
 
 
 def _slots(*mult: float) -> pd.DataFrame:
