@@ -16,7 +16,7 @@ level's rate rounded **down** to a power of 1.5 and its burstiness rounded **up*
 the grid errs on the safe side (at fleet scale the caps move by about a percent per step).
 
 Fleet scale. When even the best pool needs more than :data:`INTEGER_INSTANCES_MAX` instances at the
-busiest level, the
+busiest level, or the model has more than :data:`INTEGER_COUNTS_MAX` instance counts, the
 model is solved in three steps (:func:`planner.horizon.solve._solve_built`): (1) the LP
 relaxation, binaries included — a lower bound of the whole problem; (2) the pools and device types
 the relaxation uses in a period switched on, the others off, counts still continuous; (3) counts
@@ -98,6 +98,10 @@ CAP_RATE_STEP = 1.5
 """Utilisation caps are evaluated at the slot's rate rounded down to a power of this (module docstring)."""
 CAP_CV_STEP = 1.25
 """... and at its inter-arrival CV rounded up to a power of this."""
+INTEGER_COUNTS_MAX = 2000
+"""Most integer instance counts (levels x pools) the horizon MIP is solved with as it is; above it the
+fleet-scale steps apply whatever the scale (a 24 x 24 plan of 20 instances per pool has 15,000 integer
+counts: HiGHS stopped at its 60 s limit 69 % from the bound)."""
 INTEGER_INSTANCES_MAX = 60
 """Largest plan scale — at the busiest level, the fewest instances one pool would need to carry all of
 it — for which the horizon MIP keeps every count integer; above it the fleet-scale steps apply
@@ -313,7 +317,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
         carriers = np.where(n_max > red + 1, n_max, np.iinfo(np.int64).max)
         smallest = carriers.min(axis=1) if n_pool else np.zeros(K, dtype=int)
         scale = int(smallest[smallest < np.iinfo(np.int64).max].max(initial=0))
-        integer = scale <= INTEGER_INSTANCES_MAX
+        integer = scale <= INTEGER_INSTANCES_MAX and K * n_pool <= INTEGER_COUNTS_MAX
     counts = pe.NonNegativeIntegers if integer else pe.NonNegativeReals
     m = pe.ConcreteModel(name="horizon")
     m.K = pe.RangeSet(0, K - 1)

@@ -23,6 +23,7 @@ import pandas as pd
 
 from planner.horizon.model import (
     COST_TERMS,
+    INTEGER_COUNTS_MAX,
     INTEGER_INSTANCES_MAX,
     HorizonBuilt,
     HorizonInputs,
@@ -287,7 +288,7 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
         archs[arch] = ha
     notes = list(hb.levels.notes)
     if not hb.integer:
-        notes.append(f"fleet scale: pools above {INTEGER_INSTANCES_MAX} instances, so counts were solved continuous and rounded up "
-                     "(the gap reported covers the rounding)")
+        notes.append(f"fleet scale (the best pool above {INTEGER_INSTANCES_MAX} instances, or more than {INTEGER_COUNTS_MAX:,} "
+                     "instance counts): LP relaxation, the pools it uses, counts rounded up (the gap reported is against the relaxation's bound)")
     return HorizonResult(architectures=archs, levels=hb.levels.m_peak.size, periods=hb.levels.periods, slots=hb.levels.slot_names,
                          build_s=hb.build_s + (base_hb.build_s if base_hb else 0.0), notes=notes, size=size)
