@@ -6,39 +6,21 @@ import itertools
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
+from micro_tables import micro_tables
 
 from planner.optimize import SolveSettings, check_plan, solve_tables
 from planner.optimize.extract import cost_breakdown
 from planner.optimize.prepare import ARCH_ROLES, prepare
 from planner.optimize.solve import check_costs_match_model
 from planner.optimize.synthetic import synthetic_tables
-from planner.schema.capacity import CapacityTables, CostParams
+from planner.schema.capacity import CapacityTables
 from planner.schema.plan import COST_TERMS
 
 
 def _micro(rate_peak: float = 10.0, tau: float = 1.0, cap: float = 0.5, *, ops_pool: float = 100.0, ops_type: float = 1000.0,
            price_kwh: float = 0.0, limit: float = math.inf) -> CapacityTables:
-    demand = pd.DataFrame([{
-        "service": "chat", "bucket": "b0", "weight": 1.0, "rate_mean_per_s": rate_peak / 2, "rate_peak_per_s": rate_peak,
-        "input_tokens_mean": 1000.0, "output_tokens_mean": 100.0, "input_tokens_rep": 1000.0, "output_tokens_rep": 100.0,
-        "interarrival_cv": 1.0, "ttft_quantile": 0.99, "ttft_target_ms": 1000.0, "tpot_quantile": 0.99, "tpot_target_ms": 50.0,
-    }])
-    points = pd.DataFrame([{
-        "service": "chat", "bucket": "b0", "role": "unified", "config": "g/tp1", "device": "g", "tp": 1, "feasible": True,
-        "reason": "", "bound": "compute", "instance_seconds_per_request": tau, "max_batch": 1, "kv_bytes_per_request": 0.0,
-        "kv_transfer_bytes_per_request": 0.0, "energy_j_per_request": 500.0, "ttft_ms": 200.0, "tpot_ms": 20.0,
-        "service_time_cv": 0.0, "source": "hand", "utilization_cap": cap,
-    }])
-    configs = pd.DataFrame([{
-        "config": "g/tp1", "device": "g", "tp": 1, "kind": "gpu", "equipment_usd_per_device_hour": 2.0, "busy_power_w": 700.0,
-        "idle_power_w": 100.0, "host_power_w": 50.0, "ops_usd_per_device_month": 10.0, "license_usd_per_device_month": 5.0,
-        "procurement_limit": limit, "nic_bw_gb_per_s": 50.0,
-    }])
-    costs = CostParams(electricity_usd_per_kwh=price_kwh, pue=1.5, hours_per_month=730.0, ops_usd_per_pool_month=ops_pool,
-                       ops_usd_per_device_type_month=ops_type, nic_usd_per_device_month=40.0, transfer_usd_per_gb=0.0)
-    return CapacityTables(demand=demand, points=points, configs=configs, costs=costs)
+    return micro_tables(rate_peak=rate_peak, tau=tau, cap=cap, price_kwh=price_kwh, ops_pool=ops_pool, ops_type=ops_type, limit=limit)
 
 
 def test_micro_instance_exact_count_and_cost() -> None:
