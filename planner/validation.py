@@ -319,3 +319,19 @@ def validate_mapping(model: type[M], data: dict[str, Any], file: str, prefix: st
 
 def load_model(model: type[M], path: str | Path) -> M:
     return validate_mapping(model, read_mapping(path), str(path))
+
+
+def load_model_cached(model: type[M], path: Path, cache: dict[str, tuple[float, Any]]) -> M:
+    """``path`` read and validated as ``model`` (one error per problem), re-read only when its
+    modification time changes; ``cache`` is the caller's (one per kind of file)."""
+    mtime = path.stat().st_mtime if path.exists() else -1.0
+    hit = cache.get(str(path))
+    if hit and hit[0] == mtime:
+        return hit[1]
+    data = read_mapping(path)
+    try:
+        obj = model.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc, model, str(path))) from exc
+    cache[str(path)] = (mtime, obj)
+    return obj

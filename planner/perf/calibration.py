@@ -47,11 +47,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from planner.errors import InputError
 from planner.schema.common import StrictModel
-from planner.validation import problems_from_validation, read_mapping
+from planner.validation import load_model_cached
 
 CALIBRATION_DIR_NAME = "calibration"
 DEFAULT_CALIBRATION = "h100_dense"
@@ -225,22 +224,11 @@ def load_calibration(name_or_path: str | Path | None = None) -> Calibration | No
     return _load(str(path))
 
 
-_CACHE: dict[str, tuple[float, Calibration]] = {}
+_CACHE: dict[str, tuple[float, Any]] = {}
 
 
 def _load(path: str) -> Calibration:
-    p = Path(path)
-    mtime = p.stat().st_mtime if p.exists() else -1.0
-    hit = _CACHE.get(path)
-    if hit and hit[0] == mtime:
-        return hit[1]
-    data = read_mapping(p)
-    try:
-        cal = Calibration.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(problems_from_validation(exc, Calibration, str(p))) from exc
-    _CACHE[path] = (mtime, cal)
-    return cal
+    return load_model_cached(Calibration, Path(path), _CACHE)
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:

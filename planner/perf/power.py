@@ -65,13 +65,12 @@ from typing import Any
 
 import numpy as np
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from planner.errors import InputError
 from planner.perf.calibration import EngineCalibration, calibration_dir
 from planner.schema.common import StrictModel
 from planner.schema.hardware import DeviceProfile
-from planner.validation import problems_from_validation, read_mapping
+from planner.validation import load_model_cached
 
 POWER_FILE_NAME = "power.yaml"
 """Shipped power calibration, ``models/calibration/power.yaml``."""
@@ -131,7 +130,7 @@ def power_file() -> Path:
     return calibration_dir() / POWER_FILE_NAME
 
 
-_CACHE: dict[str, tuple[float, PowerCalibration]] = {}
+_CACHE: dict[str, tuple[float, Any]] = {}
 
 
 def load_power_calibration(path: str | Path | None = None) -> PowerCalibration | None:
@@ -140,17 +139,7 @@ def load_power_calibration(path: str | Path | None = None) -> PowerCalibration |
     p = Path(path) if path is not None else power_file()
     if path is None and not p.exists():
         return None
-    mtime = p.stat().st_mtime if p.exists() else -1.0
-    hit = _CACHE.get(str(p))
-    if hit and hit[0] == mtime:
-        return hit[1]
-    data = read_mapping(p)
-    try:
-        cal = PowerCalibration.model_validate(data)
-    except ValidationError as exc:
-        raise InputError(problems_from_validation(exc, PowerCalibration, str(p))) from exc
-    _CACHE[str(p)] = (mtime, cal)
-    return cal
+    return load_model_cached(PowerCalibration, p, _CACHE)
 
 
 def save_power_calibration(cal: PowerCalibration, path: str | Path) -> None:
