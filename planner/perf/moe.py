@@ -482,6 +482,59 @@ def replica_kv_capacity_bytes(model: LLMProfile, device: DeviceProfile, par: Par
     return max(kv_capacity_per_rank_bytes(rep), 0.0) * par.dp
 
 
-__all__ = ["DEFAULT_EP_DEGREES", "DEFAULT_LINK_LATENCY_US", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
+# --- calibration ------------------------------------------------------------------------------
+MOE_ROW_COLUMNS: tuple[str, ...] = ("model", "device", "ep", "dp", "tp", "precision", "kv_precision", "engine", "role", "isl", "osl",
+                                    "batch_per_rank", "step_ms")
+"""One measured expert-parallel iteration per row: the replica (``ep``, ``dp``, attention ``tp``), the role
+(``decode``: a step of ``batch_per_rank`` sequences at context ``isl + osl/2``; ``prefill``: an iteration of
+``batch_per_rank`` prompts of ``isl`` tokens per rank) and its measured time ``step_ms`` (decode: the ITL at that
+batch; prefill: prompt tokens per rank / measured input tokens/s per GPU)."""
+FITTED_MOE_FIELDS: tuple[str, ...] = ("ep_imbalance", "a2a_efficiency")
+"""The MoE parameters :func:`fit_moe_calibration` fits (the others stay at their published values)."""
+
+
+def predict_moe_rows(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
+                     params: MoECalibration, calibration: Calibration | None) -> np.ndarray:
+    """Predicted iteration time (ms) of each measured row (:data:`MOE_ROW_COLUMNS`) under ``params``."""
+    from planner.perf.points import efficiency_of, engine_calibration
+
+    out = np.empty(len(rows))
+    for k, r in enumerate(rows):
+        par = Parallelism(tp=int(r["tp"]), ep=int(r["ep"]), dp=int(r["dp"]))
+        rep = ep_replica(models[str(r["model"])], devices[str(r["device"])], par, str(r["precision"]), str(r["kv_precision"]), params)
+        eff = efficiency_of(engine_calibration(str(r["engine"]), calibration)[0])
+        b, isl, osl = float(r["batch_per_rank"]), float(r["isl"]), float(r["osl"])
+        st = (ep_iteration_time(rep, eff, decode_batch=b, decode_context=isl + osl / 2.0) if r["role"] == "decode"
+              else ep_iteration_time(rep, eff, prefill_tokens=b * isl, prefill_prompts=b))
+        out[k] = 1e3 * float(st.total_s)
+    return out
+
+
+def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
+                        calibration: Calibration | None, start: MoECalibration | None = None) -> MoECalibration:
+    """Fit :data:`FITTED_MOE_FIELDS` on measured expert-parallel rows, as the dense fit does: least absolute
+    ``log(predicted / measured)`` (Nelder-Mead on the two parameters, kept inside their schema bounds; the
+    engine's dense efficiencies fixed). No rows: ``start`` (the published defaults) unchanged."""
+    from scipy.optimize import minimize
+
+    base = start or MoECalibration()
+    if not rows:
+        return base
+    measured = np.array([float(r["step_ms"]) for r in rows])
+
+    def params_of(x: np.ndarray) -> MoECalibration:
+        return base.model_copy(update={"ep_imbalance": float(np.clip(x[0], 1.0, 4.0)), "a2a_efficiency": float(np.clip(x[1], 0.05, 1.0))})
+
+    def loss(x: np.ndarray) -> float:
+        pred = predict_moe_rows(rows, models, devices, params_of(x), calibration)
+        return float(np.mean(np.abs(np.log(pred / measured))))
+
+    res = minimize(loss, np.array([base.ep_imbalance, base.a2a_efficiency]), method="Nelder-Mead",
+                   options={"xatol": 1e-4, "fatol": 1e-7, "maxiter": 400})
+    fitted = params_of(np.asarray(res.x))
+    return fitted.model_copy(update={"source": f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {float(res.fun):.4f}"})
+
+
+__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "DEFAULT_LINK_LATENCY_US", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
            "ep_iteration_time", "ep_operating_point", "ep_parallelisms", "ep_replica", "experts_per_gpu", "kv_capacity_per_rank_bytes",
            "replica_kv_capacity_bytes"]
