@@ -26,6 +26,8 @@ sustains while meeting the service's SLO. Columns::
     service, bucket          must match the instance's demand rows (see ``planner solve --json``)
     device, tp               a candidate device id and tensor-parallel degree
     role                     optional: unified (default), prefill or decode
+    parallelism              optional: an expert-parallel replica's label (``tp1·ep32·dp32`` or ``tp1-ep32-dp32``;
+                             ``tp`` is then its GPUs); empty = TP only
     max_rate_per_s           requests/s one instance sustains within SLO (measured)
     ttft_ms, tpot_ms         optional: measured latencies at that rate (reported, checked against targets)
     max_batch                optional (default 1)
@@ -75,6 +77,7 @@ from planner.schema.capacity import (
     POINT_OPTIONAL_COLUMNS,
     CapacityTables,
     CostParams,
+    config_devices,
     latency_targets,
 )
 
@@ -320,7 +323,8 @@ def _declared_point(service: str, bucket: str, role: str, config: str, device: s
 MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")
 MEASURED_COLUMNS: tuple[str, ...] = (*MEASURED_REQUIRED, "role", "ttft_ms", "tpot_ms", "max_batch", "energy_j_per_request",
                                      "kv_transfer_bytes_per_request")
-"""Every column of the measured capacity format (module docstring); the first five are required."""
+"""Every column of the measured capacity format (module docstring); the first five are required. ``parallelism``
+is added (and read) when a configuration is expert-parallel."""
 
 
 def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
@@ -334,7 +338,11 @@ def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
         "max_batch": p["max_batch"].astype(int), "energy_j_per_request": p["energy_j_per_request"].astype(float),
         "kv_transfer_bytes_per_request": p["kv_transfer_bytes_per_request"].astype(float),
     })
-    return out.reset_index(drop=True)[list(MEASURED_COLUMNS)]
+    cols = list(MEASURED_COLUMNS)
+    if CONFIG_PARALLELISM_COLUMN in tables.configs.columns and p["config"].astype(str).str.contains("-ep").any():
+        out[CONFIG_PARALLELISM_COLUMN] = [str(c).rpartition("/")[2] if "-ep" in str(c) else "" for c in p["config"]]
+        cols.append(CONFIG_PARALLELISM_COLUMN)
+    return out.reset_index(drop=True)[cols]
 
 
 def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_listed: bool = False) -> CapacityTables:
@@ -363,7 +371,12 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_lis
     rows = []
     for i, r in enumerate(df.to_dict("records")):
         where = f"row {i + 2}"
-        config = f"{r['device']}/tp{int(r['tp'])}"
+        par = str(r.get(CONFIG_PARALLELISM_COLUMN) or "").replace("·", "-") if pd.notna(r.get(CONFIG_PARALLELISM_COLUMN)) else ""
+        config = f"{r['device']}/{par}" if "ep" in par else f"{r['device']}/tp{int(r['tp'])}"
+        if "ep" in par and config_devices(config)[1] != int(r["tp"]):
+            problems.add(where, f"tp {int(r['tp'])} is not the {config_devices(config)[1]} GPUs of {par}",
+                         "give an expert-parallel row's GPUs per replica (dp x tp) in the tp column")
+            continue
         if (r["service"], r["bucket"]) not in known:
             problems.add(where, f"unknown (service, bucket) ({r['service']}, {r['bucket']})", f"use one of: {', '.join(f'{s}/{b}' for s, b in sorted(known))}")
             continue

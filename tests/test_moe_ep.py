@@ -309,3 +309,26 @@ def test_capacity_tables_get_ep_rows_only_for_moe_services(tmp_path: Path) -> No
     none = build_capacity_tables(load_instance(_instance(tmp_path, "deepseek-v3", {"tp_degrees": [8], "ep_degrees": []})))
     assert list(none.configs["parallelism"]) == ["tp8"]
     assert math.isfinite(float(np.nanmin(moe.points["instance_seconds_per_request"])))
+
+
+def test_measured_capacity_names_expert_parallel_configs(tmp_path: Path) -> None:
+    """A measured capacity file carries an EP replica's parallelism; reading the planner's own frame back gives
+    the same per-request replica time, and a tp column that is not the replica's GPUs is bad input."""
+    from planner.capacity import build_capacity_tables, measured_capacity_frame, read_measured_capacity
+    from planner.instance import load_instance
+
+    tables = build_capacity_tables(load_instance(_instance(tmp_path, "deepseek-v3", {"tp_degrees": [8], "ep_degrees": [72]})))
+    frame = measured_capacity_frame(tables)
+    ep_rows = frame[frame["parallelism"] == "tp1-ep72-dp72"]
+    assert len(ep_rows) == 2 and set(ep_rows["tp"]) == {72}
+    path = tmp_path / "m.csv"
+    frame.to_csv(path, index=False)
+    back = read_measured_capacity(path, tables).points
+    got = back[(back["config"] == "h100-sxm/tp1-ep72-dp72") & (back["role"] == "decode")]
+    want = tables.points[(tables.points["config"] == "h100-sxm/tp1-ep72-dp72") & (tables.points["role"] == "decode")]
+    assert float(got["instance_seconds_per_request"].iloc[0]) == pytest.approx(float(want["instance_seconds_per_request"].iloc[0]))
+    bad = frame.copy()
+    bad.loc[bad["parallelism"] == "tp1-ep72-dp72", "tp"] = 8
+    bad.to_csv(path, index=False)
+    with pytest.raises(InputError, match="not the 72 GPUs"):
+        read_measured_capacity(path, tables)
