@@ -314,7 +314,11 @@ def test_capacity_tables_get_ep_rows_only_for_moe_services(tmp_path: Path) -> No
 def test_measured_capacity_names_expert_parallel_configs(tmp_path: Path) -> None:
     """A measured capacity file carries an EP replica's parallelism; reading the planner's own frame back gives
     the same per-request replica time, and a tp column that is not the replica's GPUs is bad input."""
-    from planner.capacity import build_capacity_tables, measured_capacity_frame, read_measured_capacity
+    from planner.capacity import (
+        build_capacity_tables,
+        measured_capacity_frame,
+        read_measured_capacity,
+    )
     from planner.instance import load_instance
 
     tables = build_capacity_tables(load_instance(_instance(tmp_path, "deepseek-v3", {"tp_degrees": [8], "ep_degrees": [72]})))
