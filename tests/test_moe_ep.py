@@ -336,3 +336,22 @@ def test_measured_capacity_names_expert_parallel_configs(tmp_path: Path) -> None
     bad.to_csv(path, index=False)
     with pytest.raises(InputError, match="not the 72 GPUs"):
         read_measured_capacity(path, tables)
+
+
+def test_calibrate_moe_cli_fits_and_writes_the_moe_block(tmp_path: Path) -> None:
+    import pandas as pd
+
+    truth = P.model_copy(update={"ep_imbalance": 1.3, "a2a_efficiency": 0.7})
+    rows = _rows()
+    for r, t in zip(rows, predict_moe_rows(rows, CAT.models, CAT.devices, truth, None), strict=True):
+        r["step_ms"] = float(t)
+    csv = tmp_path / "ep.csv"
+    pd.DataFrame(rows).to_csv(csv, index=False)
+    out = tmp_path / "c.yaml"
+    res = CliRunner().invoke(main, ["calibrate-moe", str(csv), "--calibration", "none", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    cal = Calibration.model_validate(yaml.safe_load(out.read_text(encoding="utf-8")))
+    assert cal.moe.ep_imbalance == pytest.approx(1.3, rel=0.02) and cal.moe.a2a_efficiency == pytest.approx(0.7, rel=0.02)
+    pd.DataFrame([{**rows[0], "ep": 12, "dp": 12}]).to_csv(csv, index=False)
+    bad = CliRunner().invoke(main, ["calibrate-moe", str(csv), "-o", str(out)])
+    assert bad.exit_code == 2 and "row 2" in bad.output and "Traceback" not in bad.output

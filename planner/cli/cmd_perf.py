@@ -286,4 +286,35 @@ def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) ->
     click.echo(f"wrote {len(imported.all_rows)} rows to {output}")
 
 
-COMMANDS = [estimate, calibrate, validate_perf, convert_measurements]
+@click.command("calibrate-moe")
+@click.argument("rows_csv", type=click.Path(dir_okay=False))
+@click.option("--calibration", "cal_name", default=None, help="Calibration to start from and write back (default: the shipped one).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="moe.calibration.yaml", show_default=True,
+              help="Where to write the calibration with its fitted moe: block.")
+@click.option("--json", "as_json", is_flag=True)
+def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: bool) -> None:
+    """Fit the expert-parallel parameters (EPLB imbalance, all-to-all efficiency) on measured EP iterations: a CSV of
+    model, device, ep, dp, tp, precision, kv_precision, engine, role, isl, osl, batch_per_rank, step_ms
+    (planner/perf/moe.py MOE_ROW_COLUMNS). Writes the calibration with its moe: block to -o."""
+    from planner.catalog import load_catalog
+    from planner.perf.calibration import Calibration, save_calibration
+    from planner.perf.moe import fit_moe_calibration, predict_moe_rows, read_moe_rows
+
+    cat = load_catalog()
+    rows = read_moe_rows(rows_csv, cat.models, cat.devices)
+    base = _calibration(cal_name)
+    fitted = fit_moe_calibration(rows, cat.models, cat.devices, base, base.moe if base is not None else None)
+    cal = (base or Calibration(name="moe", engines={})).model_copy(update={"moe": fitted})
+    save_calibration(cal, output)
+    import numpy as np
+
+    pred = predict_moe_rows(rows, cat.models, cat.devices, fitted, base)
+    err = float(np.mean(np.abs(pred / np.array([float(r["step_ms"]) for r in rows]) - 1.0))) if rows else 0.0
+    if as_json:
+        echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json")})
+        return
+    click.echo(f"fitted on {len(rows)} rows: ep_imbalance {fitted.ep_imbalance:.3f}, a2a_efficiency {fitted.a2a_efficiency:.3f}; "
+               f"mean |pred/meas - 1| {err:.1%}\nwrote {output}")
+
+
+COMMANDS = [estimate, calibrate, validate_perf, convert_measurements, calibrate_moe]

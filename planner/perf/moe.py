@@ -493,6 +493,49 @@ FITTED_MOE_FIELDS: tuple[str, ...] = ("ep_imbalance", "a2a_efficiency")
 """The MoE parameters :func:`fit_moe_calibration` fits (the others stay at their published values)."""
 
 
+def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, DeviceProfile]) -> list[dict[str, Any]]:
+    """Measured expert-parallel rows (CSV with :data:`MOE_ROW_COLUMNS`); :class:`planner.errors.InputError`
+    naming the row and field of every problem (unknown model or device, bad number, invalid parallelism)."""
+    import pandas as pd
+
+    from planner.errors import InputError, Problem, ProblemCollector
+
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(Problem(path, "", f"cannot read the CSV: {exc}", f"write a CSV with the columns {', '.join(MOE_ROW_COLUMNS)}")) from None
+    problems = ProblemCollector(file=path)
+    missing = [c for c in MOE_ROW_COLUMNS if c not in df.columns]
+    if missing:
+        problems.add("header", f"missing columns: {', '.join(missing)}", f"required: {', '.join(MOE_ROW_COLUMNS)}")
+        problems.raise_if_any()
+    rows: list[dict[str, Any]] = []
+    for i, r in enumerate(df.to_dict("records")):
+        where = f"row {i + 2}"
+        if r["model"] not in models or r["device"] not in devices:
+            problems.add(where, f"unknown model {r['model']!r} or device {r['device']!r}", "use ids of planner catalog models / devices")
+            continue
+        if r["role"] not in ("prefill", "decode"):
+            problems.add(where, f"role {r['role']!r}", "use prefill or decode")
+            continue
+        try:
+            nums = {k: float(r[k]) for k in ("ep", "dp", "tp", "isl", "osl", "batch_per_rank", "step_ms")}
+        except (TypeError, ValueError):
+            problems.add(where, "a numeric field is not a number", "give ep, dp, tp, isl, osl, batch_per_rank, step_ms as numbers")
+            continue
+        if not all(math.isfinite(v) and v > 0 for v in nums.values()):
+            problems.add(where, "numeric fields must be finite and > 0", "fix the row")
+            continue
+        par = Parallelism(tp=int(nums["tp"]), ep=int(nums["ep"]), dp=int(nums["dp"]))
+        why = check_parallelism(models[r["model"]], devices[r["device"]], par, MoECalibration())
+        if why:
+            problems.add(where, why, "give a valid replica (ep = dp x tp)")
+            continue
+        rows.append({**{str(k): v for k, v in r.items()}, **nums})
+    problems.raise_if_any()
+    return rows
+
+
 def predict_moe_rows(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
                      params: MoECalibration, calibration: Calibration | None) -> np.ndarray:
     """Predicted iteration time (ms) of each measured row (:data:`MOE_ROW_COLUMNS`) under ``params``."""
@@ -535,6 +578,6 @@ def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile
     return fitted.model_copy(update={"source": f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {float(res.fun):.4f}"})
 
 
-__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "DEFAULT_LINK_LATENCY_US", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
+__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "read_moe_rows", "DEFAULT_LINK_LATENCY_US", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
            "ep_iteration_time", "ep_operating_point", "ep_parallelisms", "ep_replica", "experts_per_gpu", "kv_capacity_per_rank_bytes",
            "replica_kv_capacity_bytes"]
