@@ -308,6 +308,8 @@ def test_capacity_tables_get_ep_rows_only_for_moe_services(tmp_path: Path) -> No
     assert any("expert-parallel candidates" in n for n in moe.meta["notes"])  # type: ignore[attr-defined]
     none = build_capacity_tables(load_instance(_instance(tmp_path, "deepseek-v3", {"tp_degrees": [8], "ep_degrees": []})))
     assert list(none.configs["parallelism"]) == ["tp8"]
+    auto = build_capacity_tables(load_instance(_instance(tmp_path, "deepseek-v3", {"tp_degrees": [8]})))  # MoE: default EP sizes
+    assert list(auto.configs["parallelism"])[1:] == [f"tp1·ep{e}·dp{e}" for e in (8, 16, 32, 64, 72, 144)]
     assert math.isfinite(float(np.nanmin(moe.points["instance_seconds_per_request"])))
 
 
