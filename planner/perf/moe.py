@@ -89,7 +89,6 @@ import numpy as np
 
 from planner.perf.calibration import Calibration, MoECalibration
 from planner.perf.roofline import (
-    DEFAULT_LINK_LATENCY_US,
     DEFAULT_NIC_GB_PER_S,
     GEMM_M_HALF_TOKENS,
     RESERVE_GB,
@@ -578,6 +577,6 @@ def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile
     return fitted.model_copy(update={"source": f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {float(res.fun):.4f}"})
 
 
-__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "read_moe_rows", "DEFAULT_LINK_LATENCY_US", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
+__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "read_moe_rows", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
            "ep_iteration_time", "ep_operating_point", "ep_parallelisms", "ep_replica", "experts_per_gpu", "kv_capacity_per_rank_bytes",
            "replica_kv_capacity_bytes"]
