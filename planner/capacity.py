@@ -26,6 +26,8 @@ sustains while meeting the service's SLO. Columns::
     service, bucket          must match the instance's demand rows (see ``planner solve --json``)
     device, tp               a candidate device id and tensor-parallel degree
     role                     optional: unified (default), prefill or decode
+    parallelism              optional: an expert-parallel replica's label (``tp1·ep32·dp32`` or ``tp1-ep32-dp32``;
+                             ``tp`` is then its GPUs); empty = TP only
     max_rate_per_s           requests/s one instance sustains within SLO (measured)
     ttft_ms, tpot_ms         optional: measured latencies at that rate (reported, checked against targets)
     max_batch                optional (default 1)
@@ -63,9 +65,11 @@ import pandas as pd
 
 from planner.errors import InputError, Problem, ProblemCollector
 from planner.instance import ResolvedInstance
+from planner.perf.moe import Parallelism
 from planner.pricing import equipment_usd_per_device_hour
 from planner.schema.capacity import (
     CONFIG_COLUMNS,
+    CONFIG_PARALLELISM_COLUMN,
     DEMAND_COLUMNS,
     DEMAND_LATENCY_COLUMNS,
     POINT_COLUMNS,
@@ -73,6 +77,7 @@ from planner.schema.capacity import (
     POINT_OPTIONAL_COLUMNS,
     CapacityTables,
     CostParams,
+    config_devices,
     latency_targets,
 )
 
@@ -95,19 +100,42 @@ def _configs(resolved: ResolvedInstance) -> pd.DataFrame:
     for dev_id in inst.catalog.devices:
         dev = resolved.devices[dev_id]
         eq = equipment_usd_per_device_hour(dev, inst.catalog.pricing, c.hours_per_month, years=c.amortization_years, rate=c.cost_of_capital_rate)
-        for tp in inst.catalog.tp_degrees:
-            if tp > dev.devices_per_node:
-                continue
+        candidates = [Parallelism(tp) for tp in inst.catalog.tp_degrees if tp <= dev.devices_per_node]
+        candidates += ep_candidates(resolved) if dev_id not in inst.catalog.declared_devices else []
+        for par in candidates:
             rows.append({
-                "config": f"{dev_id}/tp{tp}", "device": dev_id, "tp": tp, "kind": dev.kind,
+                "config": f"{dev_id}/{par.key()}", "device": dev_id, "tp": par.gpus, "kind": dev.kind,
                 "equipment_usd_per_device_hour": eq, "busy_power_w": float(dev.busy_power_w or 0.0),
                 "idle_power_w": loaded_idle_power_w(dev), "host_power_w": float(dev.host_power_w),  # weights loaded, no work (planner.perf.power)
                 "ops_usd_per_device_month": float(dev.operations_usd_per_month) + float(c.ops_usd_per_device_month),
                 "license_usd_per_device_month": float(dev.software_license_usd_per_month),
                 "procurement_limit": float(dev.procurement_limit) if dev.procurement_limit else math.inf,
-                "nic_bw_gb_per_s": float(dev.nic_bw_gb_per_s or 0.0),
+                "nic_bw_gb_per_s": float(dev.nic_bw_gb_per_s or 0.0), CONFIG_PARALLELISM_COLUMN: par.label(),
             })
-    return pd.DataFrame(rows, columns=list(CONFIG_COLUMNS))
+    return pd.DataFrame(rows, columns=[*CONFIG_COLUMNS, CONFIG_PARALLELISM_COLUMN])
+
+
+def ep_candidates(resolved: ResolvedInstance) -> list[Parallelism]:
+    """Expert-parallel replicas to consider (``catalog.ep_degrees`` x ``catalog.attention_tp_degrees``;
+    :data:`planner.perf.moe.DEFAULT_EP_DEGREES` when ``ep_degrees`` is not given and a service serves a
+    MoE model, none for dense-only instances so that their candidates stay TP-only)."""
+    from planner.perf.moe import DEFAULT_EP_DEGREES, ep_parallelisms
+
+    cat = resolved.instance.catalog
+    degrees = cat.ep_degrees
+    if degrees is None:
+        moe = any(resolved.models[s.model].moe is not None for s in resolved.instance.services.values())
+        degrees = list(DEFAULT_EP_DEGREES) if moe else []
+    return ep_parallelisms(degrees, cat.attention_tp_degrees)
+
+
+def _parallelism(configs: pd.DataFrame) -> dict[str, Parallelism]:
+    """Config name -> its :class:`Parallelism` (from the ``parallelism`` label)."""
+    out: dict[str, Parallelism] = {}
+    for config, label in zip(configs["config"].astype(str), configs[CONFIG_PARALLELISM_COLUMN].astype(str), strict=True):
+        parts = {p[:2]: int(p[2:]) for p in label.split("·")}
+        out[config] = Parallelism(parts["tp"], parts.get("ep", 1), parts.get("dp", 1))
+    return out
 
 
 def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
@@ -195,6 +223,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
     from planner.perf import operating_point
     from planner.perf.instance_calibration import instance_calibration
+    from planner.perf.moe import ep_operating_point, moe_params, replica_kv_capacity_bytes
 
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)
@@ -211,6 +240,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     rows = []
     cache: dict[tuple[Any, ...], Any] = {}
     kv_cap: dict[tuple[Any, ...], float] = {}
+    pars = _parallelism(configs)
+    if any(p.is_ep for p in pars.values()):
+        notes.append(_ep_note(resolved, configs, pars, calibration))
     for rec in demand.to_dict("records"):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
@@ -226,17 +258,20 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 if device in declared:
                     rows.append(_declared_point(service, bucket, role, config, device, tp))
                     continue
+                par = pars[config]
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
-                       tuple(lat.items()), rate_cv if role == "prefill" else None)
+                       tuple(lat.items()), rate_cv if role == "prefill" else None, par)
                 if key not in cache:
-                    cache[key] = operating_point(model, dev, tp, role=role, weight_precision=svc.weight_precision,  # type: ignore[arg-type]
-                                                 kv_precision=svc.kv_precision_resolved, input_tokens=isl, output_tokens=osl,
-                                                 cached_prefix_share=share, **lat, rate_per_s=rate_cv[0], interarrival_cv=rate_cv[1],
-                                                 engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
+                    kw: dict[str, Any] = dict(role=role, weight_precision=svc.weight_precision, kv_precision=svc.kv_precision_resolved,
+                                              input_tokens=isl, output_tokens=osl, cached_prefix_share=share, **lat, rate_per_s=rate_cv[0],
+                                              interarrival_cv=rate_cv[1], engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
+                    cache[key] = ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point(model, dev, tp, **kw)
                 op = cache[key]
-                kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp)
+                kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
                 if role != "prefill" and kv_key not in kv_cap:
-                    kv_cap[kv_key] = _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved)
+                    kv_cap[kv_key] = (replica_kv_capacity_bytes(model, dev, par, svc.weight_precision, svc.kv_precision_resolved,
+                                                                moe_params(calibration)) if par.is_ep else
+                                      _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved))
                 rows.append({
                     "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
                     "instance_seconds_per_request": float(op.instance_seconds_per_request), "max_batch": int(op.max_batch),
@@ -259,6 +294,23 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                 "calibration": cal_ref.record(), "perf_error_band": _error_bands(inst, calibration)}, agents=agents)
 
 
+def _ep_note(resolved: ResolvedInstance, configs: pd.DataFrame, pars: dict[str, Parallelism], calibration: Any) -> str:
+    """What the expert-parallel candidates are and which parameters price them (one note line)."""
+    from planner.perf.moe import moe_params
+
+    p = moe_params(calibration)
+    labels = sorted({pars[c].label() for c in configs["config"].astype(str) if pars[c].is_ep}, key=lambda s: int(s.split("ep")[1].split("·")[0]))
+    no_nic = sorted({str(d) for d, c in zip(configs["device"], configs["config"], strict=True)
+                     if pars[str(c)].is_ep and not resolved.devices[str(d)].nic_bw_gb_per_s})
+    from planner.perf.roofline import DEFAULT_NIC_GB_PER_S
+
+    nic = (f"; {', '.join(no_nic)} lack nic_bw_gb_per_s: all-to-all across nodes at the default {DEFAULT_NIC_GB_PER_S:g} GB/s per GPU "
+           "(planner.perf.roofline.DEFAULT_NIC_GB_PER_S)") if no_nic else ""
+    return (f"expert-parallel candidates (planner.perf.moe): {', '.join(labels)} for MoE services (prefill and decode only); "
+            f"EPLB imbalance {p.ep_imbalance:g}, {p.redundant_experts} redundant experts, all-to-all at {p.a2a_efficiency:g} of the NIC, "
+            f"two-batch overlap {p.tbo_overlap:g} ({p.source}){nic}")
+
+
 def _declared_point(service: str, bucket: str, role: str, config: str, device: str, tp: int) -> dict[str, Any]:
     """The placeholder-free row of a declared device (no performance profile): infeasible until measured."""
     return {"service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": False,
@@ -271,7 +323,8 @@ def _declared_point(service: str, bucket: str, role: str, config: str, device: s
 MEASURED_REQUIRED = ("service", "bucket", "device", "tp", "max_rate_per_s")
 MEASURED_COLUMNS: tuple[str, ...] = (*MEASURED_REQUIRED, "role", "ttft_ms", "tpot_ms", "max_batch", "energy_j_per_request",
                                      "kv_transfer_bytes_per_request")
-"""Every column of the measured capacity format (module docstring); the first five are required."""
+"""Every column of the measured capacity format (module docstring); the first five are required. ``parallelism``
+is added (and read) when a configuration is expert-parallel."""
 
 
 def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
@@ -285,7 +338,11 @@ def measured_capacity_frame(tables: CapacityTables) -> pd.DataFrame:
         "max_batch": p["max_batch"].astype(int), "energy_j_per_request": p["energy_j_per_request"].astype(float),
         "kv_transfer_bytes_per_request": p["kv_transfer_bytes_per_request"].astype(float),
     })
-    return out.reset_index(drop=True)[list(MEASURED_COLUMNS)]
+    cols = list(MEASURED_COLUMNS)
+    if CONFIG_PARALLELISM_COLUMN in tables.configs.columns and p["config"].astype(str).str.contains("-ep").any():
+        out[CONFIG_PARALLELISM_COLUMN] = [str(c).rpartition("/")[2] if "-ep" in str(c) else "" for c in p["config"]]
+        cols.append(CONFIG_PARALLELISM_COLUMN)
+    return out.reset_index(drop=True)[cols]
 
 
 def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_listed: bool = False) -> CapacityTables:
@@ -314,7 +371,12 @@ def read_measured_capacity(path: str | Path, tables: CapacityTables, *, only_lis
     rows = []
     for i, r in enumerate(df.to_dict("records")):
         where = f"row {i + 2}"
-        config = f"{r['device']}/tp{int(r['tp'])}"
+        par = str(r.get(CONFIG_PARALLELISM_COLUMN) or "").replace("·", "-") if pd.notna(r.get(CONFIG_PARALLELISM_COLUMN)) else ""
+        config = f"{r['device']}/{par}" if "ep" in par else f"{r['device']}/tp{int(r['tp'])}"
+        if "ep" in par and config_devices(config)[1] != int(r["tp"]):
+            problems.add(where, f"tp {int(r['tp'])} is not the {config_devices(config)[1]} GPUs of {par}",
+                         "give an expert-parallel row's GPUs per replica (dp x tp) in the tp column")
+            continue
         if (r["service"], r["bucket"]) not in known:
             problems.add(where, f"unknown (service, bucket) ({r['service']}, {r['bucket']})", f"use one of: {', '.join(f'{s}/{b}' for s, b in sorted(known))}")
             continue

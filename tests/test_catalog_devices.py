@@ -19,7 +19,7 @@ from planner.schema.hardware import DeviceProfile
 HARDWARE = Path(__file__).resolve().parent.parent / "models" / "hardware"
 
 REQUIRED_IDS = [
-    "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "b200", "gb200", "b300", "gb300", "l40s", "l4",
+    "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h800", "h200-sxm", "b200", "gb200", "b300", "gb300", "l40s", "l4",
     "rtx-pro-6000", "mi300x", "mi325x", "mi355x", "gaudi3",
     "trainium2", "inferentia2", "sn40l", "corsair", "tpu-v6e", "n300", "p150a",
     "xeon6-6980p", "epyc-9965",
@@ -29,6 +29,7 @@ REQUIRED_IDS = [
 PRICE = "purchase_usd or rental_usd_per_hour"
 INCOMPLETE = {
     "l4": [PRICE],
+    "h800": [PRICE],  # sold only in China in 2023: no sourced price (models/hardware/h800.yaml notes)
     "mi355x": [PRICE],
     "b300": [PRICE],
     "gb300": [PRICE],

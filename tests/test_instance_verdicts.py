@@ -39,6 +39,10 @@ EXPECTED_WINNER: dict[str, str] = {
     # `planner solve` plans the length log's own ~5 req/s (H100/H200, bought): one shared pool; the same instance's
     # `horizon` (the ServeGen fleet, hundreds of req/s) is planned by `planner horizon` (tests/test_horizon.py)
     "fleet-horizon": "shared",
+    # DeepSeek-V3 at 300 req/s of 2,000/500 tokens on H100/H200: the shared pool can only be TP8 on H200 (DeepSeek's
+    # 671 GB of fp8 weights do not fit 8 H100; expert-parallel replicas cannot run a unified pool), the
+    # disaggregated plan decodes on an expert-parallel replica with DP attention (planner.perf.moe)
+    "deepseek-v3-wide-ep": "disaggregated",
 }
 
 FILES = sorted(INSTANCES.glob("*.yaml"))
@@ -67,3 +71,16 @@ def test_example_instance_verdict_and_plan(path: Path) -> None:
             assert plan.simulation.met, (arch, plan.simulation.findings)
         if not plan.feasible and plan.diagnosis:
             assert any(r.startswith(f"{arch} has no plan:") for r in result.verdict.reasons), result.verdict.reasons
+
+
+def test_deepseek_wide_ep_plan_decodes_with_expert_parallelism() -> None:
+    """The DeepSeek-V3 example's disaggregated plan decodes on expert-parallel replicas (EP over whole
+    nodes, one DP attention rank per GPU) and the plan names the parallelism of every pool."""
+    resolved = load_instance(INSTANCES / "deepseek-v3-wide-ep.yaml")
+    result = solve_instance(resolved, settings_from_instance(resolved.instance)).result
+    plan = result.architectures["disaggregated"]
+    pools = {p.role: p for p in plan.pools if p.instances > 0}
+    assert pools["decode"].parallelism == "tp1·ep32·dp32"
+    assert pools["decode"].tp == 32 and pools["decode"].devices == 32 * pools["decode"].instances
+    assert all(p.parallelism for p in plan.pools)
+    assert result.architectures["shared"].pools[0].parallelism == "tp8"

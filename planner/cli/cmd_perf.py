@@ -92,7 +92,11 @@ def _calibration(name: str | None) -> Any:
 @click.command("estimate")
 @click.option("--model", "model_id", required=True, help="Model id (planner catalog models).")
 @click.option("--device", "device_id", required=True, help="Device id (planner catalog devices).")
-@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor-parallel degree of one replica.")
+@click.option("--tp", type=click.IntRange(min=1), default=None,
+              help="Tensor-parallel degree of one replica (required without --ep); with --ep, the attention TP inside each DP rank (default ep/dp).")
+@click.option("--ep", type=click.IntRange(min=2), default=None,
+              help="Expert-parallel replica of EP GPUs (MoE models; planner/perf/moe.py): prints the all-to-all time.")
+@click.option("--dp", type=click.IntRange(min=1), default=None, help="Data-parallel attention ranks of the --ep replica (default: ep, i.e. attention tp 1).")
 @click.option("--precision", default="bf16", show_default=True, type=click.Choice(["bf16", "fp8", "fp4", "int8"]), help="Weight/activation precision.")
 @click.option("--kv-precision", default="bf16", show_default=True, type=click.Choice(["bf16", "fp8", "fp4", "int8"]))
 @click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens per request.")
@@ -103,13 +107,40 @@ def _calibration(name: str | None) -> Any:
 @click.option("--tpot-ms", type=float, default=None, help="Optional TPOT target: fail (exit 2) if even batch 1 misses it.")
 @click.option("--calibration", "cal_name", default=None, help="Calibration name or file ('none' = published defaults).")
 @click.option("--json", "as_json", is_flag=True)
-def estimate(model_id: str, device_id: str, tp: int, precision: str, kv_precision: str, isl: int, osl: int, concurrency: int,
-             engine: str, ttft_ms: float | None, tpot_ms: float | None, cal_name: str | None, as_json: bool) -> None:
-    """Predict TTFT, TPOT and throughput of a closed-loop benchmark at fixed concurrency."""
+def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: int | None, precision: str, kv_precision: str, isl: int,
+             osl: int, concurrency: int, engine: str, ttft_ms: float | None, tpot_ms: float | None, cal_name: str | None,
+             as_json: bool) -> None:
+    """Predict TTFT, TPOT and throughput of a closed-loop benchmark at fixed concurrency; with --ep (and --dp),
+    one expert-parallel replica's decode step (with its all-to-all time) and prefill throughput."""
     from planner.catalog import load_catalog
-    from planner.perf.estimate import estimate_closed_loop
+    from planner.errors import InputError
+    from planner.perf.estimate import estimate_closed_loop, estimate_expert_parallel
 
     cat = load_catalog()
+    if ep is not None:
+        if ttft_ms is not None or tpot_ms is not None:
+            raise InputError("--ttft-ms / --tpot-ms are not checked with --ep: read tpot_ms and ttft_ms from the output")
+        res = estimate_expert_parallel(cat.model(model_id), cat.device(device_id), ep=ep, dp=dp or (ep // tp if tp else ep), tp=tp,
+                                       precision=precision, kv_precision=kv_precision, isl=isl, osl=osl, concurrency=concurrency,
+                                       engine=engine, calibration=_calibration(cal_name))
+        if as_json:
+            echo_json(res)
+            return
+        comp = res["decode_step_components_ms"]
+        rows = [[k, res[k]] for k in ("experts_per_gpu", "weights_gb_per_gpu", "kv_capacity_gb_per_rank", "batch_per_rank",
+                                      "max_batch_per_rank", "tpot_ms", "ttft_ms", "output_tokens_per_s_per_node",
+                                      "input_tokens_per_s_per_node", "prefill_iteration_ms", "prefill_all_to_all_ms")]
+        rows += [[f"decode {k} ms", v] for k, v in comp.items()] + [["two_batch_overlap", res["two_batch_overlap"]]]
+        click.echo(f"{model_id} on {res['gpus']} x {device_id} ({res['parallelism']}, {res['nodes']} node(s); {precision}, KV {kv_precision}), "
+                   f"ISL {isl}, OSL {osl}, {concurrency} users, source {res['source']}")
+        click.echo(table(["quantity", "value"], rows, align_right=False))
+        nic = (f" (device profile has no nic_bw_gb_per_s: the default {res['nic_gb_per_s']:g} GB/s per GPU is used)" if res["nic_defaulted"]
+               else f" at {res['nic_gb_per_s']:g} GB/s per GPU across nodes")
+        click.echo(f"\nAll-to-all (dispatch + combine, all MoE layers) {comp['all_to_all']:.1f} ms per decode step, "
+                   f"{comp['all_to_all_exposed']:.1f} ms not hidden by two-batch overlap{nic}. Model: planner/perf/moe.py.")
+        return
+    if tp is None:
+        raise InputError("give --tp (or --ep with --dp for an expert-parallel replica)")
     result = estimate_closed_loop(cat.model(model_id), cat.device(device_id), tp, precision=precision, kv_precision=kv_precision,
                                   isl=isl, osl=osl, concurrency=concurrency, engine=engine, calibration=_calibration(cal_name),
                                   ttft_target_ms=ttft_ms, tpot_target_ms=tpot_ms)
@@ -255,4 +286,35 @@ def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) ->
     click.echo(f"wrote {len(imported.all_rows)} rows to {output}")
 
 
-COMMANDS = [estimate, calibrate, validate_perf, convert_measurements]
+@click.command("calibrate-moe")
+@click.argument("rows_csv", type=click.Path(dir_okay=False))
+@click.option("--calibration", "cal_name", default=None, help="Calibration to start from and write back (default: the shipped one).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="moe.calibration.yaml", show_default=True,
+              help="Where to write the calibration with its fitted moe: block.")
+@click.option("--json", "as_json", is_flag=True)
+def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: bool) -> None:
+    """Fit the expert-parallel parameters (EPLB imbalance, all-to-all efficiency) on measured EP iterations: a CSV of
+    model, device, ep, dp, tp, precision, kv_precision, engine, role, isl, osl, batch_per_rank, step_ms
+    (planner/perf/moe.py MOE_ROW_COLUMNS). Writes the calibration with its moe: block to -o."""
+    from planner.catalog import load_catalog
+    from planner.perf.calibration import Calibration, save_calibration
+    from planner.perf.moe import fit_moe_calibration, predict_moe_rows, read_moe_rows
+
+    cat = load_catalog()
+    rows = read_moe_rows(rows_csv, cat.models, cat.devices)
+    base = _calibration(cal_name)
+    fitted = fit_moe_calibration(rows, cat.models, cat.devices, base, base.moe if base is not None else None)
+    cal = (base or Calibration(name="moe", engines={})).model_copy(update={"moe": fitted})
+    save_calibration(cal, output)
+    import numpy as np
+
+    pred = predict_moe_rows(rows, cat.models, cat.devices, fitted, base)
+    err = float(np.mean(np.abs(pred / np.array([float(r["step_ms"]) for r in rows]) - 1.0))) if rows else 0.0
+    if as_json:
+        echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json")})
+        return
+    click.echo(f"fitted on {len(rows)} rows: ep_imbalance {fitted.ep_imbalance:.3f}, a2a_efficiency {fitted.a2a_efficiency:.3f}; "
+               f"mean |pred/meas - 1| {err:.1%}\nwrote {output}")
+
+
+COMMANDS = [estimate, calibrate, validate_perf, convert_measurements, calibrate_moe]

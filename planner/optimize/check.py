@@ -58,7 +58,7 @@ from planner.optimize.extract import cost_breakdown
 from planner.optimize.latency import RELAX_CEILING
 from planner.optimize.prepare import ARCH_ROLES, J_PER_KWH, SECONDS_PER_HOUR
 from planner.optimize.verdict import meets_targets
-from planner.schema.capacity import CostParams, token_metric
+from planner.schema.capacity import CostParams, config_devices, token_metric
 from planner.schema.plan import (
     COST_TERMS,
     E2E_MISS,
@@ -505,7 +505,7 @@ def _check_pool(name: str, p: Any, k: int, load: float, busy_peak: float, busy_m
     out: list[str] = []
     if p.devices != p.instances * p.tp:
         out.append(f"pool[{name}]: devices {p.devices} != instances {p.instances} x tp {p.tp}")
-    if p.config != f"{p.device}/tp{p.tp}" or name != f"{p.role}:{p.config}:{p.model}":
+    if config_devices(p.config) != (p.device, p.tp) or name != f"{p.role}:{p.config}:{p.model}":
         out.append(f"pool[{name}]: name, role, config, device and tp disagree ({p.role}, {p.config}, {p.device}, tp{p.tp})")
     if p.redundancy != k:
         out.append(f"pool[{name}]: redundancy {p.redundancy} != the plan's {k}")

@@ -69,8 +69,8 @@ import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
+from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
-from planner.schema.capacity import token_metric
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
 
 SHARE_EPS = 1e-7
@@ -248,6 +248,9 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     lane_s, lane_own_ms = _lane_columns(pts)
     roles_all = pts["role"].to_numpy(str)
     pool_list: list[PoolPlan] = []
+    cfgs = prep.tables.configs
+    parallelism = (dict(zip(cfgs["config"].astype(str), cfgs[CONFIG_PARALLELISM_COLUMN].astype(str), strict=True))
+                   if CONFIG_PARALLELISM_COLUMN in cfgs.columns else {})
     wait_ms = np.zeros(n_pool)
     lane_ms = np.full(n_pool, np.nan)
     measured = measured_pools(pts, pp, x, n_pool)
@@ -276,7 +279,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             wait_ms[p] = math.inf
         pool_list.append(PoolPlan(
             name=str(row["pool"]), role=row["role"], device=str(row["device"]), tp=int(row["tp"]),
-            config=str(row["config"]), model=str(row["model"]), instances=int(n[p]), devices=int(n[p] * row["tp"]),
+            config=str(row["config"]), parallelism=parallelism.get(str(row["config"]), f"tp{int(row['tp'])}"), model=str(row["model"]), instances=int(n[p]), devices=int(n[p] * row["tp"]),
             redundancy=redundancy, busy_instances_mean=float(busy_mean[p]), busy_instances_peak=float(busy_peak[p]),
             utilization_mean=float(busy_mean[p] / n[p]), utilization_peak=float(busy_peak[p] / n[p]),
             utilization_cap=float(busy_peak[p] / capped[p]) if capped[p] > 0 else 0.0,

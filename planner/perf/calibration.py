@@ -158,6 +158,56 @@ class FitRecord(StrictModel):
     notes: str = ""
 
 
+class MoECalibration(StrictModel):
+    """Expert-parallel (EP) serving parameters of the MoE step-time model (:mod:`planner.perf.moe`).
+
+    Every default is a published or physical figure, named here; a calibration file may set them
+    (``moe:`` block) and ``planner.perf.moe.fit_moe_calibration`` fits ``ep_imbalance`` and
+    ``a2a_efficiency`` from measured expert-parallel rows."""
+
+    redundant_experts: int = Field(32, ge=0)
+    """Extra expert slots EPLB places replicas of hot experts in: ``E + R`` slots spread over the EP
+    GPUs, ``ceil((E + R) / EP)`` per GPU. 32 = DeepSeek's inference system (open-source week day 6:
+    256 + 32 = 288 expert slots) and the SGLang 96-H100 deployment (LMSYS blog 2025-05-05:
+    "32 additional experts ... a pool of 288 experts")."""
+    ep_imbalance: float = Field(1.18, ge=1.0, le=4.0)
+    """Max over mean tokens per GPU in a MoE layer after EPLB (the step waits on the busiest GPU);
+    multiplies the expert GEMM rows and the all-to-all bytes. 1.18 = SGLang's prefill throughput
+    with simulated perfect EPLB over its real EPLB placement, 59,337 / 50,302 tokens/s per node
+    (LMSYS blog 2025-05-05, "Overall Throughput" table): the throughput ratio spreads over the
+    non-MoE time too, so the MoE-layer imbalance is at least this."""
+    a2a_efficiency: float = Field(0.8, gt=0, le=1)
+    """Achieved fraction of the per-GPU NIC bandwidth in dispatch/combine across nodes. 0.8 = DeepEP
+    low-latency kernels on H800 + CX7 400 Gb/s (~50 GB/s): 39-46 GB/s at EP 64-256 (DeepEP
+    docs/legacy.md, "Low-latency kernels with pure RDMA")."""
+    a2a_nvlink_efficiency: float = Field(0.77, gt=0, le=1)
+    """Achieved fraction of the per-direction scale-up bandwidth inside a node: 153-158 GB/s of H800's
+    200 GB/s per direction (DeepEP docs/legacy.md, intranode normal kernels)."""
+    a2a_latency_us: float = Field(12.0, ge=0)
+    """Fixed latency per dispatch or combine call, us (the roofline's network hop, 4 x 3 us)."""
+    tbo_overlap: float = Field(0.75, ge=0, le=1)
+    """Share of the smaller of (compute, all-to-all) that two-batch overlap hides in each stage pair
+    (1: the larger of the two only, DeepSeek's design intent; 0: no overlap). Used only when it makes
+    the step faster (TBO splits the batch in two, so every GEMM runs at half the rows). 0.75 = the
+    share at which this model reproduces SGLang's measured TBO gains (LMSYS blog 2025-05-05, "Ablation
+    Study: Two-batch Overlap"): +27-35 % prefill throughput at the same tokens per device (model at
+    8k tokens per GPU, EP32: +29 %) and +25.5 % decode at 256 sequences per GPU (model, EP72: +27 %);
+    at 1.0 the model's gains are +50 % and +43 %. Communication kernels contending for SMs and memory
+    bandwidth, CPU-blocking dispatch and stage imbalance are what the measured gap holds."""
+    prefill_comm_sm_share: float = Field(24.0 / 132.0, ge=0, lt=1)
+    """Share of SMs the prefill (normal) all-to-all kernels take while they overlap compute:
+    ``Buffer.set_num_sms(24)`` of H100/H800's 132 SMs (DeepEP docs/legacy.md example). Decode
+    (low-latency) kernels hold no SMs while in flight (DeepEP receive hooks)."""
+    prefill_tokens_per_rank: int = Field(16384, gt=0)
+    """Prompt tokens one DP rank carries per prefill iteration: 16,384 per device in DeepSeek's
+    profile and SGLang's (LMSYS blog 2025-05-05; two-batch overlap lets it fit)."""
+    decode_max_tokens_per_rank: int = Field(256, gt=0)
+    """Largest decode batch per DP rank: DeepEP's low-latency buffers are sized for
+    ``num_max_dispatch_tokens_per_rank``, recommended below 256 (DeepEP docs/legacy.md); SGLang's
+    96-H100 run used 256."""
+    source: str = "published defaults (planner/perf/calibration.py MoECalibration)"
+
+
 class Calibration(StrictModel):
     """A set of engine calibrations (one file)."""
 
@@ -169,6 +219,8 @@ class Calibration(StrictModel):
     Rows of a harness not listed use their engine's values (for SGLang: the locked cohort). A pooled
     fallback (row-weighted mean over the fitted harnesses) was tried in round 9 and dropped."""
     fit: FitRecord | None = None
+    moe: MoECalibration = Field(default_factory=MoECalibration)
+    """Expert-parallel parameters (:class:`MoECalibration`); defaults when the file has no ``moe`` block."""
 
     def for_engine(self, engine: str) -> tuple[EngineCalibration, str]:
         """The engine's calibration, else ``default``; with the ``source`` label for outputs."""

@@ -90,3 +90,70 @@ def estimate_closed_loop(
                                       "communication": 1e3 * float(step.comm_s), "overhead": 1e3 * float(step.overhead_s)},
         "prefill_alone_ms": prefill_alone,
     }
+
+
+def estimate_expert_parallel(
+    model: LLMProfile, device: DeviceProfile, *, ep: int, dp: int, tp: int | None, precision: str, kv_precision: str, isl: int,
+    osl: int, concurrency: int, engine: str = "default", calibration: Calibration | None | Literal["auto"] = "auto",
+) -> dict[str, Any]:
+    """One expert-parallel replica (``planner estimate --ep --dp``; :mod:`planner.perf.moe`): the decode step of
+    ``concurrency`` users spread over the ``dp`` attention ranks (each rank's batch capped by its KV memory
+    and DeepEP's per-rank token limit), with its all-to-all time, and a prefill iteration at the per-rank
+    token budget. Not a closed-loop replay: TTFT is one prompt per rank plus the first step and the engine's
+    TTFT overhead (no queueing)."""
+    from planner.perf.moe import (
+        Parallelism,
+        ep_iteration_time,
+        ep_replica,
+        kv_capacity_per_rank_bytes,
+        moe_params,
+    )
+    from planner.perf.points import _CAL_CACHE
+
+    tp_attn = tp if tp is not None else max(ep // dp, 1)
+    if tp_attn * dp != ep:
+        raise InputError(Problem("", "ep", f"EP {ep} must equal dp {dp} x attention tp {tp_attn}: the experts are spread over every GPU "
+                                 "of the replica", f"use a --dp that divides {ep} and --tp = {ep} / dp (e.g. --dp {ep} for attention tp 1)"))
+    cal, source = engine_calibration(engine, calibration)
+    file_cal = _CAL_CACHE.get("auto") if calibration == "auto" else calibration
+    params = moe_params(file_cal if isinstance(file_cal, Calibration) else None)
+    par = Parallelism(tp=tp_attn, ep=ep, dp=dp)
+    try:
+        rep = ep_replica(model, device, par, precision, kv_precision, params)
+    except ValueError as exc:
+        raise InputError(Problem("", "ep", str(exc), "choose another --ep / --dp / --tp, model or device")) from exc
+    eff = efficiency_of(cal)
+    cap = kv_capacity_per_rank_bytes(rep)
+    per_seq = float(kv_bytes(rep.rank, isl + osl))
+    b_mem = int(min(max(cap, 0.0) // max(per_seq, 1.0), params.decode_max_tokens_per_rank))
+    if b_mem < 1:
+        raise InputError(Problem("", "ep", f"{model.id} at {par.label()} holds {rep.weights_per_gpu_bytes / 1e9:.1f} GB of weights per GPU: "
+                                 f"one {isl + osl}-token sequence's KV does not fit {device.memory_gb} GB", "use a larger --ep or shorter sequences"))
+    batch = int(min(-(-concurrency // dp), b_mem))
+    ctx = isl + osl / 2.0
+    dec = ep_iteration_time(rep, eff, decode_batch=float(batch), decode_context=ctx)
+    n_pre = max(1, min(params.prefill_tokens_per_rank // isl, int(cap // max(float(kv_bytes(rep.rank, isl)), 1.0))))
+    pre = ep_iteration_time(rep, eff, prefill_tokens=float(n_pre * isl), prefill_prompts=float(n_pre))
+    one = ep_iteration_time(rep, eff, prefill_tokens=float(isl))
+    step_ms = 1e3 * float(dec.total_s)
+    ttft = 1e3 * (float(one.total_s) + float(dec.total_s)) + cal.ttft_overhead_ms
+    gpus = par.gpus
+    per_node = min(device.devices_per_node, gpus)
+    return {
+        "model": model.id, "device": device.id, "parallelism": par.label(), "gpus": gpus, "nodes": rep.nodes,
+        "precision": precision, "kv_precision": kv_precision, "isl": isl, "osl": osl, "concurrency": concurrency, "engine": engine,
+        "source": f"{source}+moe ({params.source})", "experts_per_gpu": rep.experts_per_gpu,
+        "weights_gb_per_gpu": rep.weights_per_gpu_bytes / 1e9, "kv_capacity_gb_per_rank": max(cap, 0.0) / 1e9,
+        "batch_per_rank": batch, "max_batch_per_rank": b_mem, "tpot_ms": step_ms, "ttft_ms": ttft,
+        "decode_step_components_ms": {"attention_and_dense": 1e3 * float(dec.dense_s), "experts": 1e3 * float(dec.expert_s),
+                                      "all_to_all": 1e3 * float(dec.a2a_s), "all_to_all_exposed": 1e3 * float(dec.exposed_a2a_s()),
+                                      "overhead": 1e3 * float(dec.overhead_s)},
+        "two_batch_overlap": bool(dec.tbo),
+        "output_tokens_per_s_per_device": batch * dp / float(dec.total_s) / gpus,
+        "output_tokens_per_s_per_node": batch * dp / float(dec.total_s) / gpus * per_node,
+        "prefill_prompts_per_rank": n_pre, "prefill_iteration_ms": 1e3 * float(pre.total_s),
+        "prefill_all_to_all_ms": 1e3 * float(pre.a2a_s), "prefill_all_to_all_exposed_ms": 1e3 * float(pre.exposed_a2a_s()),
+        "input_tokens_per_s_per_device": n_pre * isl * dp / float(pre.total_s) / gpus,
+        "input_tokens_per_s_per_node": n_pre * isl * dp / float(pre.total_s) / gpus * per_node,
+        "nic_gb_per_s": rep.nic_bytes_per_s / 1e9, "nic_defaulted": rep.nic_defaulted,
+    }

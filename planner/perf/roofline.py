@@ -54,7 +54,8 @@ the H100 data it cannot be told apart from ``o_layer`` within one model).
 larger than ``devices_per_node`` crosses nodes and its ring runs at the NIC bandwidth.
 
 Memory fit per device: ``W/tp + reserve + KV <= M u_mem``. KV is split over ``min(tp, H_kv)``
-devices (heads are replicated when ``tp > H_kv``). ``M`` is the memory the driver reports, not the
+devices (heads are replicated when ``tp > H_kv``); an MLA latent is not split at all (``H_kv`` counts as 1:
+under TP every rank keeps the whole latent cache, the reason wide-EP deployments use DP attention). ``M`` is the memory the driver reports, not the
 datasheet's decimal gigabytes: :func:`device_memory_bytes` (round 9 of ``planner/perf/README.md``).
 Engines size their KV pool each their own way (:func:`engine_kv_pool_bytes`: vLLM a fraction of ``M``,
 TensorRT-LLM a fraction of what is free after the weights, SGLang ``M`` minus a reserve by device
@@ -194,7 +195,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         lat = 4.0 * DEFAULT_LINK_LATENCY_US * 1e-6  # a network hop: ~20 us per ring step
     assert device.memory_gb is not None and device.memory_bandwidth_gb_per_s is not None and flops is not None
     values = dict(
-        tp=tp, layers=model.num_layers, hidden=model.hidden_size, kv_heads=model.num_kv_heads,
+        tp=tp, layers=model.num_layers, hidden=model.hidden_size, kv_heads=1 if model.mla else model.num_kv_heads,  # MLA: one latent, not split by TP
         p_matmul=model.params_active_matmul(), p_lm_head=model.vocab_size * model.hidden_size, attn_pair_flops=a_pair - a_win, attn_pair_flops_window=a_win,
         w_shared_bytes=w_shared, w_expert_bytes=w_expert, expert_frac=frac,
         kv_read_scale=KV_DEQUANT_READ_FACTOR if PRECISION_BYTES[kv_precision] < PRECISION_BYTES["bf16"] else 1.0,

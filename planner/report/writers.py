@@ -38,6 +38,14 @@ def pool_table(result: PlanResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def parallelism_lines(plan: ArchitecturePlan) -> list[str]:
+    """One line per pool naming its parallelism, when a pool is expert-parallel (TP-only plans: none, the
+    pool name already says ``tpK``)."""
+    if not any("ep" in p.parallelism for p in plan.pools):
+        return []
+    return [f"parallelism of {p.name}: {p.parallelism} ({p.tp} devices per instance, {p.instances} instance(s))" for p in plan.pools]
+
+
 def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     plan = result.architectures[arch]
     s = plan.solver
@@ -48,6 +56,7 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
         return out
     out.append(table(["pool", "instances", "devices", "util_mean", "util_peak", "cap", "USD/month"],
                      [[p.name, p.instances, p.devices, round(p.utilization_mean, 3), round(p.utilization_peak, 3), round(p.utilization_cap, 3), round(p.cost_usd_per_month)] for p in plan.pools]))
+    out += [f"  {line}" for line in parallelism_lines(plan)]
     out.append("")
     out.append(table(["service", "TTFT pred ms", "target", "TPOT/ITL pred ms", "target", "met"],
                      [[lp.service, f"p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f}", lp.ttft_target_ms, f"{lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f}", lp.tpot_target_ms,
@@ -157,6 +166,7 @@ def markdown(result: PlanResult) -> str:
             continue
         lines += ["| pool | instances | devices | util mean | util peak | cap | USD/month |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {p.name} | {p.instances} | {p.devices} | {p.utilization_mean:.3f} | {p.utilization_peak:.3f} | {p.utilization_cap:.3f} | {p.cost_usd_per_month:,.0f} |" for p in plan.pools]
+        lines += (["", *[f"- {line}" for line in parallelism_lines(plan)]] if parallelism_lines(plan) else [])
         lines += ["", "| service | TTFT predicted (ms) | target | TPOT/ITL predicted (ms) | target |", "|---|---|---|---|---|"]
         lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | {lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]

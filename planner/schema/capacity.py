@@ -148,6 +148,21 @@ CONFIG_COLUMNS: tuple[str, ...] = (
     "idle_power_w", "host_power_w", "ops_usd_per_device_month", "license_usd_per_device_month",
     "procurement_limit", "nic_bw_gb_per_s",
 )
+CONFIG_PARALLELISM_COLUMN = "parallelism"
+"""Optional column of ``configs``: the replica's parallelism label (``tp4``, ``tp1·ep32·dp32``). An
+expert-parallel configuration is named ``{device}/tp{t}-ep{e}-dp{d}`` and its ``tp`` column holds the
+devices of one replica (``t x d``): every consumer of the table reads ``tp`` as devices per instance."""
+
+
+def config_devices(config: str) -> tuple[str, int]:
+    """``(device, devices per instance)`` of a config name: ``h100-sxm/tp4`` -> 4,
+    ``h100-sxm/tp1-ep32-dp32`` -> 32 (``tp x dp``)."""
+    device, _, key = config.rpartition("/")
+    try:
+        parts = {p[:2]: int(p[2:]) for p in key.split("-")}
+        return device, parts["tp"] * parts.get("dp", 1)
+    except (KeyError, ValueError):
+        return device, -1  # not a planner config name (the caller reports the mismatch)
 
 
 @dataclass(frozen=True)

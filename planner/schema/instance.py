@@ -280,6 +280,16 @@ class CatalogSelection(StrictModel):
     """Candidate CPU server ids for the tool/orchestration pool."""
     tp_degrees: Annotated[list[TpDegree], UniqueItems, _UNIQUE, Field(min_length=1)] = [1, 2, 4, 8]
     """Tensor-parallel degrees to consider."""
+    ep_degrees: Annotated[list[PosInt], UniqueItems, _UNIQUE] | None = None
+    """Expert-parallel replica sizes (GPUs per replica, EP = DP x attention TP) considered for MoE
+    models (:mod:`planner.perf.moe`): a replica may span nodes (a size above ``devices_per_node`` must
+    be a multiple of it). Empty (default): ``planner.perf.moe.DEFAULT_EP_DEGREES`` when a service
+    serves a MoE model, none otherwise (dense-only instances keep their TP-only candidates);
+    ``[]``: no expert-parallel candidates."""
+    attention_tp_degrees: Annotated[list[PosInt], UniqueItems, _UNIQUE, Field(min_length=1)] = [1]
+    """Tensor-parallel degree of the attention inside each data-parallel rank of an expert-parallel
+    replica (``dp = ep / tp``). Default ``[1]``: pure DP attention, as DeepSeek's and SGLang's
+    wide-EP deployments run it."""
     pricing: Pricing = "rent"
     """``rent`` (per device-hour) or ``buy`` (amortised purchase)."""
     device_overrides: dict[str, dict[str, Any]] = {}

@@ -105,8 +105,12 @@ class PoolPlan(StrictModel):
     role: Role
     device: str
     tp: int
+    """Devices per instance (the TP degree; for an expert-parallel replica its ``dp x tp`` GPUs)."""
     config: str
-    """``{device}/tp{tp}``."""
+    """``{device}/tp{tp}``, or ``{device}/tp{t}-ep{e}-dp{d}`` for an expert-parallel replica."""
+    parallelism: str = ""
+    """Parallelism of one instance: ``tp4``, or ``tp1·ep32·dp32`` (attention TP, expert parallelism,
+    data-parallel attention ranks; :class:`planner.perf.moe.Parallelism`)."""
     model: str
     """Model group served by the pool (one set of weights per instance)."""
     instances: int

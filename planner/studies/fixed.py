@@ -29,6 +29,7 @@ import numpy as np
 
 from planner.optimize.model import Built, restrict
 from planner.optimize.solve import SolveSettings, solve_architecture
+from planner.schema.capacity import config_devices
 from planner.schema.plan import ArchitecturePlan, PlanResult
 
 
@@ -53,12 +54,11 @@ class FixedPlan:
 
     @property
     def devices(self) -> dict[str, int]:
-        """Device id -> devices, from pool names ``role:device/tpK:model``."""
+        """Device id -> devices, from pool names ``role:device/tpK:model`` (or ``role:device/tpT-epE-dpD:model``)."""
         out: dict[str, int] = {}
         for name, n in self.instances.items():
-            config = name.split(":")[1]
-            dev, tp = config.rsplit("/tp", 1)
-            out[dev] = out.get(dev, 0) + n * int(tp)
+            dev, per_instance = config_devices(name.split(":")[1])
+            out[dev] = out.get(dev, 0) + n * per_instance
         return out
 
 
