@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from planner.horizon.model import HorizonInputs, build_horizon
-from planner.horizon.solve import solve_architecture, solve_horizon
+from planner.horizon.model import HorizonInputs
+from planner.horizon.solve import model_for, solve_architecture, solve_horizon
 from planner.schema.capacity import CapacityTables
 
 
@@ -48,7 +48,7 @@ class GrowthRegret:
 def hold_schedule(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame, *,
                   time_limit_s: float = 60.0, mip_gap: float = 1e-3) -> tuple[float | None, str]:
     """Cost of ``schedule``'s purchases and reservations under ``inputs`` (rentals and pools re-optimised)."""
-    hb = build_horizon(tables, inputs)
+    hb = model_for(tables, inputs, architecture)
     T = hb.levels.periods
     sched = schedule.set_index(["period", "device"])
     fix = {}

@@ -199,8 +199,9 @@ def _quiet_highs() -> Any:
     return h
 
 
-def solve(model: LinearModel, b: Bounds, *, time_limit_s: float, mip_gap: float) -> Solution:
-    """One HiGHS run of ``model`` under bounds ``b`` (single thread, seed 0: reproducible)."""
+def solve(model: LinearModel, b: Bounds, *, time_limit_s: float, mip_gap: float, options: dict[str, Any] | None = None) -> Solution:
+    """One HiGHS run of ``model`` under bounds ``b`` (single thread, seed 0: reproducible); ``options`` are further
+    HiGHS options (e.g. ``{"solver": "ipm"}``)."""
     import highspy
 
     assert model.A is not None and model.cost is not None, "call LinearModel.finish() first"
@@ -210,6 +211,8 @@ def solve(model: LinearModel, b: Bounds, *, time_limit_s: float, mip_gap: float)
     h.setOptionValue("random_seed", 0)
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", float(mip_gap))
+    for key, val in (options or {}).items():
+        h.setOptionValue(key, val)
     A = model.A
     has_int = bool(b.integer.any())
     h.passModel(model.n_cols, model.n_rows, int(A.nnz), int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),

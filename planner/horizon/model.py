@@ -70,14 +70,15 @@ brought up loads one replica of its model's weights ``W`` (bytes); each of its `
 Per-slot architecture (``horizon.per_slot_architecture: [A, B]``, e.g. shared at night, disaggregated at the
 daily peak): one MIP with the pools of both, a binary ``w[k]`` per level (1: B carries the slot's traffic, 0: A):
 
-- ``arch_route`` :math:`x_{k,i} \le 1 - w_k` for points of roles only A has, :math:`x_{k,i} \le w_k` for B's;
-- ``arch_pool`` :math:`n_{k,p} \le M_{k,p}(1 - w_k)` (A's pools), :math:`n_{k,p} \le M_{k,p} w_k` (B's);
+- ``arch_route[k,d,phase]`` :math:`\sum_{i \in A\setminus B} x_{k,i} \le 1 - w_k`, :math:`\sum_{i \in B\setminus A} x_{k,i} \le w_k`
+  over the points serving ``d`` in that phase (roles only A has, only B has);
 - ``arch_spares`` spares follow the carrying architecture: ``r·z[t,p]`` in ``load`` and ``kv`` becomes
   ``r·both[k,p]`` with :math:`both_{k,p} \ge z_{t,p} - w_k` (A), :math:`both_{k,p} \ge z_{t,p} + w_k - 1` (B),
   ``both ∈ [0,1]`` (the AND of "pool on in the period" and "its architecture carries slot k");
-- a switch costs through weight loading: the pools of the architecture taking over grow from 0, so with
-  ``weight_load`` (required with a per-slot architecture) every switch pays :math:`tp_p L_p c^{load}` per
-  instance brought up, and obeys the ramp.
+- a switch costs through weight loading (``weight_load`` is required with a per-slot architecture): the pools
+  of the architecture taking over grow, and every instance brought up pays :math:`tp_p L_p c^{load}` and counts
+  against the ramp; a pool may instead stay loaded through the slots it does not carry (its devices then
+  count in ``supply`` and idle power like any other).
 
 Cost per period (USD; ``h_s`` hours of slot ``s`` in a period, ``H = Σ h_s``; electricity ``e``, PUE ``η``)
 -------------------------------------------------------------------------------------------------------
@@ -411,7 +412,9 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     with np.errstate(divide="ignore", invalid="ignore"):
         coef = np.where(lv.rho > 0, lam_peak[None, :] * lv.m_peak[:, None] * tau[None, :] / lv.rho, 0.0)
     n_max = _n_max(prep, lv, coef, kv_pc, lam_peak, red)
-    if static_pools:  # one size through a period's slots: every slot may need the period's largest
+    ramped = S > 1 and not static_pools and (inputs.ramp_instances_per_slot is not None
+                                             or (inputs.weight_load is not None and inputs.weight_load.fleet_gb_per_s is not None))
+    if static_pools or ramped:  # one size through a period's slots, or a ramp: a quiet slot may hold the period's largest pool
         n_max = np.repeat(n_max.reshape(T, S, P).max(axis=1), S, axis=0)
     if integer is None:
         # the scale of the plan: at the busiest level, the fewest instances any one pool would need to carry it all
@@ -437,6 +440,9 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
         raise InputError(Problem("", "horizon.acquisition", "spot capacity needs spare instances", "set options.redundancy >= 1 or drop spot"))
     idle_owned = inputs.owned_when_unused == "idle" or static_pools
     wl = inputs.weight_load if not static_pools else None
+    if switching and wl is None:
+        raise InputError(Problem("", "horizon.per_slot_architecture", "a per-slot architecture needs weight loading: a switch "
+                                 "reloads the weights of the pools taking over, and that is its cost", "add horizon.weight_load"))
 
     # --- variables ------------------------------------------------------------------------------------
     lp = LinearModel()
@@ -572,27 +578,27 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
                          hi=wl.fleet_gb_per_s * 1e9 * 3600.0 * wl.slot_length_h[k_all % S])
     if switching:
         # Per-slot architecture (module docstring): w[k] = 1 → B carries slot k, 0 → A.
-        # x[k,i] ≤ 1 − w[k] (roles only A has), x[k,i] ≤ w[k] (only B); n[k,p] ≤ M (1 − w[k]) or M w[k];
-        # both[k,p] ≥ z[t,p] + act[k,p] − 1 (act = 1 − w or w): spares only where the pool carries the slot.
+        # arch_route[k,d,phase]: Σ_{i of roles only A has} x[k,i] ≤ 1 − w[k];  Σ_{i of roles only B has} x[k,i] ≤ w[k]
+        # arch_spares[k,p]: both[k,p] ≥ z[t,p] − w[k] (A's pools), ≥ z[t,p] + w[k] − 1 (B's): spares where the pool carries
         ra, rb = ARCH_ROLES[switching[0]], ARCH_ROLES[switching[1]]
         side_pt = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in role_of])
         side_pool = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in pools["role"]])
         for side, sign in ((0, -1.0), (1, 1.0)):
-            ip = np.flatnonzero(side_pt == side)
-            if ip.size:  # x[k,i] + w[k] ≤ 1  (A)   /   x[k,i] − w[k] ≤ 0  (B)
-                r2 = np.arange(K * ip.size).reshape(K, ip.size)
-                e = lp.expr(K * ip.size, np.stack([r2, r2]), np.stack([x[:, ip], np.repeat(w[:, None], ip.size, 1)]),
-                            np.stack([np.ones((K, ip.size)), np.full((K, ip.size), -sign)]))
-                lp.constrain(f"arch_route_{side}", e, hi=1.0 if side == 0 else 0.0)
+            on = side_pt[ri] == side  # (route key, point) pairs of this side
+            if on.any():  # A: Σ x + w ≤ 1   B: Σ x − w ≤ 0
+                e = lp.expr(K * R, np.concatenate([(k_all[:, None] * R + rj[on][None, :]).ravel(), k_all[:, None].repeat(R, 1).ravel() * R
+                                                   + np.tile(np.arange(R), K)]),
+                            np.concatenate([x[:, ri[on]].ravel(), np.repeat(w, R)]),
+                            np.concatenate([np.ones(K * int(on.sum())), np.full(K * R, -sign)]))
+                used = np.unique(rj[on])
+                lp.constrain(f"arch_route_{side}", e.rows((k_all[:, None] * R + used[None, :]).ravel()), hi=1.0 if side == 0 else 0.0)
             pp = np.flatnonzero(side_pool == side)
-            if pp.size:  # n[k,p] + M w[k] ≤ M (A)  /  n[k,p] − M w[k] ≤ 0 (B)
+            if pp.size:
                 r2 = np.arange(K * pp.size).reshape(K, pp.size)
-                M = n_max[:, pp].astype(float)
-                e = lp.expr(K * pp.size, np.stack([r2, r2]), np.stack([n[:, pp], np.repeat(w[:, None], pp.size, 1)]), np.stack([np.ones_like(M), -sign * M]))
-                lp.constrain(f"arch_pool_{side}", e, hi=M.ravel() if side == 0 else 0.0)
-                # both[k,p] − z[t,p] ± w[k] ≥ −1 + (1 for A): A: both ≥ z − w ; B: both ≥ z + w − 1
+                ones = np.ones((K, pp.size))
+                # A: both[k,p] − z[t,p] + w[k] ≥ 0  (both ≥ z − w);  B: both[k,p] − z[t,p] − w[k] ≥ −1  (both ≥ z + w − 1)
                 e = lp.expr(K * pp.size, np.stack([r2, r2, r2]), np.stack([both[:, pp], z[t_of_k][:, pp], np.repeat(w[:, None], pp.size, 1)]),
-                            np.stack([np.ones_like(M), -np.ones_like(M), np.full_like(M, sign)]))
+                            np.stack([ones, -ones, -sign * ones]))
                 lp.constrain(f"arch_spares_{side}", e, lo=0.0 if side == 0 else -1.0)
         pb = np.flatnonzero(side_pool == -1)
         if pb.size:  # roles in both architectures (none for shared vs disaggregated): spares whenever on

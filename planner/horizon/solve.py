@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from planner.errors import InputError, Problem
 from planner.horizon.lp import Bounds, Solution, solve
 from planner.horizon.model import (
     COST_TERMS,
@@ -29,6 +30,7 @@ from planner.horizon.model import (
     architecture_bounds,
     build_horizon,
 )
+from planner.optimize.prepare import ARCH_ROLES
 from planner.schema.capacity import CapacityTables
 
 
@@ -68,7 +70,7 @@ class HorizonResult:
         ok = [a for a in self.architectures.values() if a.feasible and a.total_usd is not None]
         if not ok:
             return None
-        order = {"shared": 0, "disaggregated": 1, "hybrid": 2}
+        order = {"shared": 0, "disaggregated": 1, "hybrid": 2}  # then a per-slot plan
         return min(ok, key=lambda a: (round(float(a.total_usd or 0.0), 2), order.get(a.architecture, 9))).architecture
 
 
@@ -141,8 +143,8 @@ def extract(hb: HorizonBuilt, v: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame
 def _solve_built(hb: HorizonBuilt, b: Bounds, time_limit_s: float, mip_gap: float) -> Solution:
     """Solve under bounds ``b``. A continuous (fleet-scale) model goes in three steps (model docstring), each a
     HiGHS run on the same matrix with its own bounds: (1) the LP relaxation (binaries too: its objective is a lower
-    bound of the whole problem); (2) the pools and device types the relaxation uses fixed on and the rest off,
-    counts continuous; (3) counts rounded up and fixed, purchases, reservations and rentals integer. The gap
+    bound of the whole problem); (2) the pools and device types the relaxation uses fixed on and the rest off
+    (and, in a per-slot plan, each slot's architecture: ``w`` rounded), counts continuous; (3) counts rounded up and fixed, purchases, reservations and rentals integer. The gap
     reported is against step 1's bound."""
     if hb.integer:
         return solve(hb.lp, b, time_limit_s=time_limit_s, mip_gap=mip_gap)
@@ -170,6 +172,26 @@ def _solve_built(hb: HorizonBuilt, b: Bounds, time_limit_s: float, mip_gap: floa
     fixed_b = relaxed_b.copy()
     fixed_b.col_lb[z], fixed_b.col_ub[z] = z_on, np.minimum(z_on, b.col_ub[z])
     fixed_b.col_lb[u], fixed_b.col_ub[u] = u_on, u_on
+    w = hb.block("w")
+    if w.size and hb.switching is not None:
+        # per-slot plan: each slot goes to the architecture the relaxation leans on (w rounded); a pool whose
+        # architecture carries no slot of a period is off in that period
+        w_on = (vals[w] >= 0.5).astype(float)
+        fixed_b.col_lb[w], fixed_b.col_ub[w] = w_on, w_on
+        S = len(hb.levels.slot_names)
+        carries = {0: (w_on.reshape(-1, S) < 0.5).any(axis=1), 1: (w_on.reshape(-1, S) > 0.5).any(axis=1)}  # per period
+        ra, rb = ARCH_ROLES[hb.switching[0]], ARCH_ROLES[hb.switching[1]]
+        for p, role in enumerate(hb.prep.pools["role"].astype(str)):
+            side = 0 if role in ra and role not in rb else 1 if role in rb and role not in ra else -1
+            if side >= 0:
+                off = ~carries[side]
+                fixed_b.col_lb[z[off, p]] = 0.0
+                fixed_b.col_ub[z[off, p]] = 0.0
+        dev_on = np.array([[fixed_b.col_ub[z[t, p]] > 0 for p in range(len(dev_pool))] for t in range(hb.levels.periods)])
+        for j, y in enumerate(hb.devices):  # a device type with no pool left on is off
+            mine = np.array([d == y for d in dev_pool])
+            u_y = (dev_on[:, mine].any(axis=1) & (u_on[:, j] > 0)).astype(float)
+            fixed_b.col_lb[u[:, j]], fixed_b.col_ub[u[:, j]] = u_y, u_y
     fixed = solve(hb.lp, fixed_b, time_limit_s=time_limit_s, mip_gap=mip_gap)  # an LP: n continuous, pools chosen
     wall, highs = wall + fixed.wall_s, highs + fixed.highs_s
     final = fixed
@@ -202,18 +224,17 @@ def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float,
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
                   mip_gap: float = 1e-3, baseline: bool = True) -> HorizonResult:
     """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving.
-    With ``inputs.per_slot_architecture`` = (A, B), one more plan, ``A/B per slot``: one MIP with both
-    architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
+    An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
+    one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
     hb = build_horizon(tables, inputs)
     build_s = hb.build_s
     archs: dict[str, HorizonArchitecture] = {}
     base_hb: HorizonBuilt | None = None
-    plans: list[tuple[str, HorizonBuilt]] = [(a, hb) for a in architectures]
-    if inputs.per_slot_architecture is not None:
-        sw = build_horizon(tables, inputs, switching=inputs.per_slot_architecture, integer=hb.integer, like=hb)
-        build_s += sw.build_s
-        plans.append((switching_name(inputs.per_slot_architecture), sw))
-    for arch, model in plans:
+    for arch in architectures:
+        model = hb
+        if arch not in ARCH_ROLES:
+            model = build_horizon(tables, inputs, switching=per_slot_pair(inputs, arch), integer=hb.integer, like=hb)
+            build_s += model.build_s
         sol, _ = solve_architecture(model, arch, time_limit_s, mip_gap)
         ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s)
         if sol.ok and sol.values is not None:
@@ -226,9 +247,8 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
                 if base_hb is None:
                     base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
                     build_s += base_hb.build_s
-                base_archs = model.switching or (arch,)
                 best: Solution | None = None
-                for a in base_archs:  # the per-slot plan's baseline: the better of its two architectures, owned at peak
+                for a in model.switching or (arch,):  # a per-slot plan's baseline: the better of its two, owned at peak
                     base, _ = solve_architecture(base_hb, a, time_limit_s, mip_gap)
                     ha.solve_s += base.wall_s
                     ha.highs_s += base.highs_s
@@ -240,8 +260,30 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     if not hb.integer:
         notes.append(f"fleet scale (the best pool above {INTEGER_INSTANCES_MAX} instances, or more than {INTEGER_COUNTS_MAX:,} "
                      "instance counts): LP relaxation, the pools it uses, counts rounded up (the gap reported is against the relaxation's bound)")
+    if inputs.weight_load is not None:
+        wl = inputs.weight_load
+        notes.append(f"weight loading: {wl.device_gb_per_s:g} GB/s per device"
+                     + (f", {wl.fleet_gb_per_s:g} GB/s for the whole weight store (the ramp limit)" if wl.fleet_gb_per_s else "")
+                     + f"; loading device-hours priced at {', '.join(f'{y} ${p:.2f}/h' for y, p in wl.usd_per_device_hour.items())}"
+                     + (f" ({wl.source})" if wl.source else ""))
     return HorizonResult(architectures=archs, levels=hb.levels.m_peak.size, periods=hb.levels.periods, slots=hb.levels.slot_names,
                          build_s=build_s, notes=notes, size=hb.size)
+
+
+def per_slot_pair(inputs: HorizonInputs, name: str) -> tuple[str, str]:
+    """The two architectures of the per-slot plan called ``name`` (an error if the inputs have none by that name)."""
+    pair = inputs.per_slot_architecture
+    if pair is None or name != switching_name(pair):
+        known = ", ".join(ARCH_ROLES) + (f", {switching_name(pair)}" if pair else "")
+        raise InputError(Problem("", "architecture", f"unknown architecture {name!r}", f"use one of {known}"))
+    return pair
+
+
+def model_for(tables: CapacityTables, inputs: HorizonInputs, architecture: str) -> HorizonBuilt:
+    """The model a plan of ``architecture`` is solved on (the per-slot model for a per-slot plan)."""
+    if architecture in ARCH_ROLES:
+        return build_horizon(tables, inputs)
+    return build_horizon(tables, inputs, switching=per_slot_pair(inputs, architecture))
 
 
 def switching_name(pair: tuple[str, str]) -> str:
