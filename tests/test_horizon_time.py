@@ -173,3 +173,12 @@ def test_cli_per_slot_architecture_flag_checks_its_input(tmp_path: Path) -> None
     assert r.exit_code == 2 and "--per-slot-architecture" in r.output
     r = CliRunner().invoke(main, ["horizon", str(inst), "--per-slot-architecture", "shared,disaggregated"])
     assert r.exit_code == 2 and "weight_load" in r.output
+    with_load = _cli_instance(tmp_path, dict(SMALL, weight_load={"device_gb_per_s": 5.0, "source": "assumption for the test"}))
+    r = CliRunner().invoke(main, ["horizon", str(with_load), "--per-slot-architecture", "shared,disaggregated", "--no-baseline",
+                                  "--html", str(tmp_path / "p.html"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "== shared/disaggregated per slot" in r.output and "periods 0-1: " in r.output and "weight loading: 5 GB/s" in r.output
+    slots = pd.read_csv(tmp_path / "o" / "slots.csv")
+    per = slots[slots["architecture"] == "shared/disaggregated per slot"]
+    assert set(per["carried_by"]) <= {"shared", "disaggregated"} and len(per) > 0
+    assert (tmp_path / "p.html").read_text().count("<svg") >= 2
