@@ -182,3 +182,20 @@ def test_cli_per_slot_architecture_flag_checks_its_input(tmp_path: Path) -> None
     per = slots[slots["architecture"] == "shared/disaggregated per slot"]
     assert set(per["carried_by"]) <= {"shared", "disaggregated"} and len(per) > 0
     assert (tmp_path / "p.html").read_text().count("<svg") >= 2
+
+
+@pytest.mark.slow
+def test_example_instance_keeps_its_plan_over_time() -> None:
+    # instances/fleet-horizon.yaml: the figures of the pyomo build this model replaced (same to the dollar when the
+    # matrix build landed); a change in the model, the fleet-scale steps or the caps shows up here.
+    from planner.capacity import build_capacity_tables
+    from planner.horizon.inputs import horizon_inputs
+    from planner.instance import load_instance
+
+    resolved = load_instance(Path(__file__).resolve().parent.parent / "instances" / "fleet-horizon.yaml")
+    res = solve_horizon(build_capacity_tables(resolved), horizon_inputs(resolved), ("shared", "disaggregated"), time_limit_s=120)
+    assert res.winner == "disaggregated"
+    dis, sh = res.architectures["disaggregated"], res.architectures["shared"]
+    assert dis.total_usd == pytest.approx(8_704_046, rel=1e-4) and sh.total_usd == pytest.approx(11_587_704, rel=1e-4)
+    assert dis.baseline_usd == pytest.approx(9_627_824, rel=1e-4) and sh.baseline_usd == pytest.approx(12_527_570, rel=1e-4)
+    assert res.size["variables"] == 70_392 and res.size["constraints"] == 43_224

@@ -515,7 +515,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     kp = k_all[:, None] * P + np.arange(P)[None, :]  # row k·P + p
     spares = lp.expr(K * P, kp, both if switching else z[t_of_k], float(red))
     minus_n = lp.expr(K * P, kp, n, -1.0)
-    # load_c[k,p]: Σ_{i∈p} λ^peak_{k,d(i)} τ_i / ρ_{k,i} x[k,i] − n[k,p] + r·z[t,p] ≤ 0
+    # load[k,p]: Σ_{i∈p} λ^peak_{k,d(i)} τ_i / ρ_{k,i} x[k,i] − n[k,p] + r·z[t,p] ≤ 0
     kk, ii = np.nonzero(coef > 0)
     load = lp.expr(K * P, kk * P + pool_of[ii], x[kk, ii], coef[kk, ii])
     lp.constrain("load", load + minus_n + spares, hi=0.0)
