@@ -8,7 +8,11 @@ Outputs (tidy DataFrames, one row per ...):
 - ``pools``: (period, slot, pool) — instances, devices, peak utilisation (busy instances at the slot's
   peak over instances);
 - ``costs``: (period, term) — USD in the period and its present value;
-- ``slots``: (period, slot) — demand multipliers, devices in pools, on demand, spot, owned unused.
+- ``slots``: (period, slot, device) — demand multipliers, devices in pools, on demand, spot, owned unused; a
+  per-slot plan adds ``carried_by`` (the architecture carrying the slot).
+
+Each plan is solved on one sparse model (:mod:`planner.horizon.lp`) that HiGHS keeps between solves: the
+architectures and the fleet-scale steps differ only in bounds (:func:`planner.horizon.model.architecture_bounds`).
 """
 
 from __future__ import annotations
