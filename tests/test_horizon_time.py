@@ -199,3 +199,18 @@ def test_example_instance_keeps_its_plan_over_time() -> None:
     assert dis.total_usd == pytest.approx(8_704_046, rel=1e-4) and sh.total_usd == pytest.approx(11_587_704, rel=1e-4)
     assert dis.baseline_usd == pytest.approx(9_627_824, rel=1e-4) and sh.baseline_usd == pytest.approx(12_527_570, rel=1e-4)
     assert res.size["variables"] == 70_392 and res.size["constraints"] == 43_224
+
+
+@settings(max_examples=12, deadline=None)
+@given(night=st.floats(0.1, 1.0), day=st.floats(0.1, 1.5), fleet=st.sampled_from([None, 0.02, 0.05, 1.0]))
+def test_weight_loading_only_adds_cost_and_the_terms_sum_to_the_objective(night: float, day: float, fleet: float | None) -> None:
+    # Exact MIPs (micro scale): weight loading adds a cost term and constraints, so it never makes a plan cheaper;
+    # the cost table adds up to the objective either way.
+    free = solve_horizon(micro_tables(), _inputs(_slots(night, day)), ("shared",), baseline=False).architectures["shared"]
+    loaded = solve_horizon(micro_tables(), _inputs(_slots(night, day), weight_load=_weights(fleet)), ("shared",),
+                           baseline=False).architectures["shared"]
+    assert free.status == "optimal" and loaded.status == "optimal"
+    assert float(loaded.total_usd or 0) >= float(free.total_usd or 0) * (1 - 1e-6)
+    for a in (free, loaded):
+        assert a.costs["usd_present_value"].sum() == pytest.approx(a.total_usd, rel=1e-9)
+    assert (loaded.costs["usd"] >= -1e-9).all()
