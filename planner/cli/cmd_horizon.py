@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,8 +21,17 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable), e.g. horizon.growth.monthly_rate=0.08.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), help="Also write a self-contained HTML report (devices by source over time with demand, cost per period).")
 @click.option("--no-baseline", is_flag=True, help="Skip the owned-peak baseline (one solve fewer per architecture).")
-@click.option("--regret-growth", help="Comma-separated monthly growth rates: hold the winner's purchases and reservations, "
-              "re-plan rentals under each rate, and print the regret against re-planning with that rate known.")
+@click.option("--regret-growth", "--growth", "regret_growth", help="Comma-separated monthly growth rates: hold the winner's (or "
+              "--evaluate's) purchases and reservations, re-plan rentals under each rate, and print the regret against re-planning "
+              "with that rate known.")
+@click.option("--evaluate", "evaluate_file", type=click.Path(dir_okay=False, exists=True), help="A horizon.json (from --out, or "
+              "--json output): hold its schedule's purchases and reservations under this instance and each --growth rate "
+              "(default: the instance's own growth) and print the regret, instead of planning.")
+@click.option("--evaluate-architecture", help="Which plan of the --evaluate file to hold (default: its winner).")
+@click.option("--sweep", "sweeps", multiple=True, help="PATH=V1,V2,... (repeatable; several make a grid): plan the horizon for "
+              "every value, e.g. --sweep horizon.growth.monthly_rate=0.02,0.05,0.08, and print each plan's present value.")
+@click.option("--per-slot-architecture", help="Two architectures, e.g. shared,disaggregated: also plan one of them per slot "
+              "(a binary per slot; switching pays the weight reload; needs horizon.weight_load). Sets horizon.per_slot_architecture.")
 @click.option("--monte-carlo", "draws", type=int, default=0, help="With --growth-dist: draws of the monthly growth rate; "
               "each holds the winner's purchases and reservations and reports cost and regret (mean, p10, p90).")
 @click.option("--growth-dist", help="Distribution of the monthly growth rate for --monte-carlo, e.g. 'normal(0.05,0.02)' "
@@ -31,7 +41,8 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
               "most this much in every year of the horizon, USD (bisection on the rate).")
 def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
             mip_gap: float | None, sets: tuple[str, ...], html_file: str | None, no_baseline: bool, regret_growth: str | None,
-            draws: int, growth_dist: str | None, seed: int, budget_per_year: float | None) -> None:
+            draws: int, growth_dist: str | None, seed: int, budget_per_year: float | None, evaluate_file: str | None,
+            evaluate_architecture: str | None, sweeps: tuple[str, ...], per_slot_architecture: str | None) -> None:
     """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
 
     Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
@@ -78,7 +89,14 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
             raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
     if budget_per_year is not None and not budget_per_year > 0:
         raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
-    resolved = load_instance(instance, _parse_sets(sets) or None)
+    overrides = _parse_sets(sets)
+    if per_slot_architecture:
+        pair = [a.strip() for a in per_slot_architecture.split(",") if a.strip()]
+        if len(pair) != 2 or len(set(pair)) != 2 or any(a not in ("shared", "disaggregated", "hybrid") for a in pair):
+            raise InputError(Problem("", "--per-slot-architecture", f"{per_slot_architecture!r} is not two different architectures",
+                                     "e.g. --per-slot-architecture shared,disaggregated"))
+        overrides["horizon.per_slot_architecture"] = pair
+    resolved = load_instance(instance, overrides or None)
     inst = resolved.instance
     if any(s.tools or s.tools_from_trace for s in inst.services.values()) or inst.catalog.cpu_servers:
         raise InputError(Problem(instance, "services", "plans over time do not cover the tool execution phase yet",
@@ -86,7 +104,15 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
     inputs = horizon_inputs(resolved)
     tables = build_capacity_tables(resolved)
     solver = inst.options.solver
-    result = solve_horizon(tables, inputs, archs or tuple(inst.options.architectures),
+    plans = plan_names(inst, archs)
+    gap_default = mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3)
+    if sweeps:
+        _sweep(resolved, sweeps, plans, time_limit or solver.time_limit_s, gap_default, not no_baseline, as_json)
+        return
+    if evaluate_file:
+        _evaluate(evaluate_file, evaluate_architecture, tables, inputs, inst, rates, time_limit or solver.time_limit_s, gap_default, as_json)
+        return
+    result = solve_horizon(tables, inputs, plans,
                            time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3),
                            baseline=not no_baseline)
     regrets = []
@@ -100,7 +126,6 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         paths = {f"{100 * r:g} %/month": growth_multipliers(Growth(monthly_rate=r), hz.periods, hz.months_per_period) for r in rates}
         regrets = growth_regret(tables, inputs, result.winner, result.architectures[result.winner].schedule, paths,
                                 time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3))
-    gap_default = mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3)
     mc = None
     if dist is not None and result.winner is not None:
         import numpy as np
@@ -124,8 +149,7 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         write_horizon_html(html_file, result, inst.name, "req/s", float(tables.demand["rate_peak_per_s"].sum()))
     if as_json:
         doc = to_document(result, inst.name)
-        doc["regret"] = [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "replanned_gap": g.replanned_gap,
-                          "regret_usd": g.regret_usd, "status": g.status} for g in regrets]
+        doc["regret"] = _regret_records(regrets)
         if mc is not None:
             doc["monte_carlo"] = {"growth_dist": growth_dist, "seed": seed, "draws": mc.to_dict("records")}
         if budget is not None:
@@ -135,16 +159,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
     else:
         click.echo("\n".join(summary_lines(result, inst.name)))
         if regrets:
-            from planner.cli.output import fmt, table
-
-            click.echo(f"\nregret of the {result.winner} schedule (purchases and reservations held, rentals re-planned):")
-            click.echo(table(["growth", "held USD", "re-planned USD", "re-plan gap", "regret USD"],
-                             [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)), fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
-                               "-" if g.replanned_gap is None else f"{g.replanned_gap:.1%}",
-                               fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets]))
-            if any(g.regret_usd is not None and g.regret_usd < 0 for g in regrets):
-                click.echo("  a negative regret: the re-planned (heuristic, fleet-scale) solve found a costlier plan than holding the "
-                           "schedule; its gap says how far from the bound it stopped")
+            click.echo("\n" + "\n".join(_regret_table(f"regret of the {result.winner} schedule (purchases and reservations held, "
+                                                        "rentals re-planned):", regrets)))
         if mc is not None:
             from planner.cli.output import fmt, table
 
@@ -184,6 +200,136 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                            "raise the caps (on_demand.max_devices, procurement limits), add a way to get capacity, shorten lead times, or lower growth")
                  for arch, a in result.architectures.items()]
         raise InfeasibleError(diags, headline=f"no architecture of {inst.name} has a plan over the horizon")
+
+
+def plan_names(inst: Any, archs: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The plans to make: the architectures asked for, and the per-slot plan when the instance has one."""
+    from planner.horizon.solve import switching_name
+
+    names = tuple(archs or inst.options.architectures)
+    hz = inst.horizon
+    if hz is not None and hz.per_slot_architecture is not None:
+        names += (switching_name(tuple(hz.per_slot_architecture)),)
+    return names
+
+
+def _regret_table(label: str, regrets: list[Any]) -> list[str]:
+    from planner.cli.output import fmt, table
+
+    out = [label, table(["growth", "held USD", "re-planned USD", "re-plan gap", "regret USD"],
+                        [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)), fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
+                          "-" if g.replanned_gap is None else f"{g.replanned_gap:.1%}",
+                          fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets])]
+    if any(g.regret_usd is not None and g.regret_usd < 0 for g in regrets):
+        out.append("  a negative regret: the re-planned (heuristic, fleet-scale) solve found a costlier plan than holding the "
+                   "schedule; its gap says how far from the bound it stopped")
+    return out
+
+
+def _regret_records(regrets: list[Any]) -> list[dict[str, Any]]:
+    return [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "replanned_gap": g.replanned_gap,
+             "regret_usd": g.regret_usd, "status": g.status} for g in regrets]
+
+
+def _evaluate(path: str, architecture: str | None, tables: Any, inputs: Any, inst: Any, rates: list[float], time_limit_s: float,
+              mip_gap: float, as_json: bool) -> None:
+    """Hold a saved schedule's purchases and reservations under the instance and each growth rate (module docstring of
+    :mod:`planner.horizon.evaluate`)."""
+    import json
+
+    import pandas as pd
+
+    from planner.horizon.demand import growth_multipliers
+    from planner.horizon.evaluate import growth_regret
+    from planner.schema.horizon import Growth
+
+    try:
+        doc = json.loads(Path(path).read_text())
+        plans = doc["architectures"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(Problem(path, "architectures", "not a plan over time (horizon.json)",
+                                 "give the horizon.json written by `planner horizon --out DIR` (or its --json output)")) from None
+    arch = architecture or doc.get("winner")
+    if arch not in plans or not plans[arch].get("schedule"):
+        raise InputError(Problem(path, f"architectures.{arch}", "no schedule to hold",
+                                 f"pick one with --evaluate-architecture: {', '.join(k for k, v in plans.items() if v.get('schedule'))}"))
+    schedule = pd.DataFrame(plans[arch]["schedule"])
+    if int(schedule["period"].max()) + 1 != len(inputs.growth):
+        raise InputError(Problem(path, "periods", f"the schedule has {int(schedule['period'].max()) + 1} periods, the instance "
+                                 f"{len(inputs.growth)}", "evaluate with the instance the schedule was planned for"))
+    missing = sorted(set(schedule["device"]) - set(inputs.acquisition))
+    if missing:
+        raise InputError(Problem(path, "schedule.device", f"devices {', '.join(missing)} are not candidates of the instance",
+                                 "evaluate with the instance the schedule was planned for"))
+    hz = inst.horizon
+    paths = ({f"{100 * r:g} %/month": growth_multipliers(Growth(monthly_rate=r), hz.periods, hz.months_per_period) for r in rates}
+             if rates else {"the instance's growth": inputs.growth})
+    regrets = growth_regret(tables, inputs, arch, schedule, paths, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    if as_json:
+        echo_json({"schema_version": 1, "instance": inst.name, "evaluated": path, "architecture": arch, "regret": _regret_records(regrets)})
+        return
+    click.echo("\n".join(_regret_table(f"{path}: the {arch} schedule held (purchases and reservations), rentals and pools re-planned:",
+                                        regrets)))
+
+
+def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_limit_s: float, mip_gap: float, baseline: bool,
+           as_json: bool) -> None:
+    """Plan the horizon at every point of a grid of instance fields; one row per point and plan."""
+    import itertools
+
+    from planner.capacity import build_capacity_tables
+    from planner.cli.output import fmt, table
+    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.report import saving
+    from planner.horizon.solve import solve_horizon
+    from planner.overrides import parse_value
+
+    axes: dict[str, list[Any]] = {}
+    for item in sweeps:
+        if "=" not in item:
+            raise InputError(Problem("", "--sweep", f"{item!r} is not PATH=V1,V2,...", "e.g. --sweep horizon.growth.monthly_rate=0.02,0.05"))
+        key, vals = item.split("=", 1)
+        axes[key.strip()] = [parse_value(v.strip()) for v in vals.split(",") if v.strip()]
+        if not axes[key.strip()]:
+            raise InputError(Problem("", "--sweep", f"no values for {key.strip()}", "e.g. --sweep horizon.growth.monthly_rate=0.02,0.05"))
+    rows = []
+    for point in itertools.product(*axes.values()):
+        over = dict(zip(axes, point, strict=True))
+        r = resolved.with_overrides(over)
+        res = solve_horizon(build_capacity_tables(r), horizon_inputs(r), plans, time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=baseline)
+        for name, a in res.architectures.items():
+            sv = saving(a)
+            rows.append({**over, "architecture": name, "feasible": a.feasible, "total_usd_present_value": a.total_usd, "gap": a.gap,
+                         "baseline_owned_peak_usd": a.baseline_usd, "saving_share": sv[1] if sv else None, "winner": name == res.winner})
+    if as_json:
+        echo_json({"schema_version": 1, "instance": resolved.instance.name, "sweep": rows})
+        return
+    click.echo(f"plans over time for {resolved.instance.name} at {len(rows) // max(1, len(plans))} point(s) of {', '.join(axes)}:")
+    click.echo(table([*axes, "architecture", "present value USD", "gap", "saving vs owned peak", "winner"],
+                     [[*(r[k] for k in axes), r["architecture"], fmt(None if r["total_usd_present_value"] is None else round(r["total_usd_present_value"])),
+                       "-" if r["gap"] is None else f"{r['gap']:.1%}", "-" if r["saving_share"] is None else f"{100 * r['saving_share']:.1f} %",
+                       "yes" if r["winner"] else ""] for r in rows]))
+
+
+def refuse_horizon(resolved: Any, command: str, use: str) -> None:
+    """`planner sweep / budget / evaluate` on an instance with a horizon: one clear error pointing at `planner horizon`."""
+    if getattr(resolved.instance, "horizon", None) is not None:
+        raise InputError(Problem(str(resolved.path), "horizon", f"this instance plans over time; `planner {command}` studies a single-peak plan",
+                                 f"use `planner horizon {resolved.path} {use}`"))
+
+
+
+def refuse_horizon_plan(plan_file: str) -> None:
+    """`planner evaluate` given a plan over time (horizon.json): one clear error pointing at `planner horizon --evaluate`."""
+    import json
+
+    try:
+        doc = json.loads(Path(plan_file).read_text())
+    except (OSError, ValueError):
+        return  # not ours to diagnose: `planner evaluate` reports it
+    if isinstance(doc, dict) and "periods" in doc and "slots" in doc and "architectures" in doc:
+        raise InputError(Problem(plan_file, "periods", "this is a plan over time (horizon.json), not a single-peak plan",
+                                 f"use `planner horizon INSTANCE --evaluate {plan_file} --growth RATES`"))
 
 
 COMMANDS = [horizon]

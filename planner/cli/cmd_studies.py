@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from planner.cli.cmd_horizon import refuse_horizon, refuse_horizon_plan
 from planner.cli.output import echo_json, note, progress, step, table, versioned
 
 SET_HELP = ("PATH=VALUES, repeatable. PATH is a dot-path into the instance (as in `scenarios:`). "
@@ -77,6 +78,7 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
     if capacity_only and not capacity_file:
         raise InputError(Problem("", "--capacity-only", "needs --capacity FILE", "add --capacity measured.csv"))
     resolved = _load(instance, None)
+    refuse_horizon(resolved, "sweep", "--sweep PATH=V1,V2 (or --monte-carlo N --growth-dist DIST)")
     spec, study = _study(resolved, sets, scenarios, monte_carlo, seed, crossover_paths)
     source = TableSource.from_instance(resolved, capacity_file=capacity_file, capacity_only=capacity_only)
     with progress(len(study), f"solving {len(study)} scenarios") as bar:
@@ -156,6 +158,7 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
     if spec.grid or spec.distributions:
         raise InputError(Problem("--set", next(iter(spec.paths)), "budget takes fixed values only", "give PATH=VALUE"))
     resolved = _load(instance, scenario)
+    refuse_horizon(resolved, "budget", "--budget-per-year USD")
     check_paths(resolved.raw, list(spec.fixed), file=str(resolved.path))
     check_values(resolved.raw, spec, file=str(resolved.path))
     if spec.fixed:
@@ -207,6 +210,7 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     from planner.studies.fixed import FixedPlan
     from planner.studies.source import TableSource
 
+    refuse_horizon_plan(plan_file)
     result = load_plan(plan_file)
     try:
         fixed = FixedPlan.from_result(result, architecture)

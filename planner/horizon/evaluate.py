@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from planner.horizon.model import HorizonInputs, build_horizon, restrict_horizon
-from planner.horizon.solve import _solve_built, solve_horizon
+from planner.horizon.model import HorizonInputs
+from planner.horizon.solve import model_for, solve_architecture, solve_horizon
 from planner.schema.capacity import CapacityTables
 
 
@@ -48,16 +48,14 @@ class GrowthRegret:
 def hold_schedule(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame, *,
                   time_limit_s: float = 60.0, mip_gap: float = 1e-3) -> tuple[float | None, str]:
     """Cost of ``schedule``'s purchases and reservations under ``inputs`` (rentals and pools re-optimised)."""
-    hb = build_horizon(tables, inputs)
-    restrict_horizon(hb, architecture)
-    m = hb.model
-    for t, y, bought, started in zip(schedule["period"].astype(int), schedule["device"].astype(str),
-                                     schedule["bought"].astype(int), schedule["reserved_started"].astype(int), strict=True):
-        if (t, y) in m.buy:
-            m.buy[t, y].fix(int(bought))
-        if (t, y) in m.res:
-            m.res[t, y].fix(int(started))
-    sol = _solve_built(hb, time_limit_s, mip_gap)
+    hb = model_for(tables, inputs, architecture)
+    T = hb.levels.periods
+    sched = schedule.set_index(["period", "device"])
+    fix = {}
+    for block, names, column in (("buy", hb.buy_y, "bought"), ("res", hb.res_y, "reserved_started")):
+        if names:
+            fix[block] = np.array([[float(sched[column].get((t, y), 0)) for y in names] for t in range(T)])
+    sol, _ = solve_architecture(hb, architecture, time_limit_s, mip_gap, fix=fix)
     return sol.objective if sol.ok else None, sol.status
 
 

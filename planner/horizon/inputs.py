@@ -13,7 +13,7 @@ from typing import Any
 from planner.capacity import equipment_usd_per_device_hour
 from planner.errors import InputError, Problem
 from planner.horizon.demand import growth_multipliers, slot_profile
-from planner.horizon.model import HOURS_PER_MONTH, Acquisition, HorizonInputs
+from planner.horizon.model import HOURS_PER_MONTH, Acquisition, HorizonInputs, WeightLoad
 
 
 def acquisition_for(resolved: Any) -> dict[str, Acquisition]:
@@ -80,10 +80,38 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
     if prof.absolute and len(inst.services) != 1:
         raise InputError(Problem(str(resolved.path), "horizon.demand", "a demand profile from a log gives one service's rates, "
                                  f"the instance has {len(inst.services)} services", "plan one service, or give slots by hand (multipliers)"))
+    weight_load = None
+    if hz.weight_load is not None:
+        acq = acquisition_for(resolved)
+        weight_load = WeightLoad(
+            weight_bytes={name: resolved.models[svc.model].weight_bytes(svc.weight_precision) for name, svc in inst.services.items()},
+            device_gb_per_s=hz.weight_load.device_gb_per_s, fleet_gb_per_s=hz.weight_load.fleet_gb_per_s,
+            usd_per_device_hour={y: load_price(a, hz.weight_load.usd_per_device_hour) for y, a in acq.items()},
+            slot_length_h=slot_lengths_h(prof.slots, prof.absolute, hz.hours_per_period), source=hz.weight_load.source)
     return HorizonInputs(slots=prof.slots, absolute=prof.absolute,
                          growth=growth_multipliers(hz.growth, hz.periods, hz.months_per_period),
                          months_per_period=hz.months_per_period, acquisition=acquisition_for(resolved),
                          owned_when_unused=hz.owned_when_unused, ramp_instances_per_slot=hz.ramp_instances_per_slot,
                          discount_rate_per_year=hz.discount_rate_per_year, redundancy=inst.options.redundancy,
                          max_utilization=inst.options.max_utilization,
-                         shared_single_device_type=inst.options.shared_single_device_type)
+                         shared_single_device_type=inst.options.shared_single_device_type, weight_load=weight_load,
+                         per_slot_architecture=hz.per_slot_architecture)
+
+
+def load_price(a: Acquisition, given: float | None) -> float:
+    """USD per device-hour spent loading weights: the given price, else on demand, else reserved, else owned per hour."""
+    for v in (given, a.on_demand_usd_per_hour, a.reserve_usd_per_hour, a.buy_usd_per_device_hour, a.spot_usd_per_hour):
+        if v is not None:
+            return float(v)
+    return 0.0
+
+
+def slot_lengths_h(slots: Any, absolute: bool, hours_per_period: float) -> Any:
+    """Hours of one occurrence of each slot: 1 for slots read from a log (hours of the day); slots given by hand
+    are taken as parts of one day, each occurring once a day (``hours_per_period / days per period``)."""
+    import numpy as np
+
+    h = slots["hours_per_period"].to_numpy(float)
+    if absolute:
+        return np.ones_like(h)
+    return h / (hours_per_period / 24.0)

@@ -1,5 +1,10 @@
 r"""The plan-over-time MIP: one model over periods × slots, built from one capacity table.
 
+The model is built as one sparse matrix from numpy index arrays (:mod:`planner.horizon.lp`) and solved
+by HiGHS through highspy; each constraint family below is built in :func:`build_horizon` under a
+comment repeating its formula. (Built term by term in pyomo the example instance took ~80 s to
+build and ~20 s to hand over; as arrays it takes ~2 s, the queueing caps included.)
+
 Index sets
 ----------
 Periods ``t = 0..T-1`` (months by default), slots ``s`` (representative hours,
@@ -17,7 +22,7 @@ the grid errs on the safe side (at fleet scale the caps move by about a percent 
 
 Fleet scale. When even the best pool needs more than :data:`INTEGER_INSTANCES_MAX` instances at the
 busiest level, or the model has more than :data:`INTEGER_COUNTS_MAX` instance counts, the
-model is solved in three steps (:func:`planner.horizon.solve._solve_built`): (1) the LP
+model is solved in three steps (:func:`planner.horizon.solve._solve_built`), each a HiGHS run of the same matrix with its own bounds: (1) the LP
 relaxation, binaries included — a lower bound of the whole problem; (2) the pools and device types
 the relaxation uses in a period switched on, the others off, counts still continuous; (3) counts
 rounded up (``n ← ⌈n⌉``) and purchases, reservations and rentals integer. The gap reported is the
@@ -36,7 +41,7 @@ spot devices per slot (integer).
 Constraints
 -----------
 - ``route[k,d,phase]``  :math:`\sum_{i} x_{k,i} = 1` over the points serving ``d`` in that phase;
-- ``load_c[k,p]``  :math:`\sum_{i\in p} λ^{peak}_{k,d(i)} τ_i / ρ_{k,i}\; x_{k,i} \le n_{k,p} - r\,z_{t,p}` (``r`` redundancy);
+- ``load[k,p]``  :math:`\sum_{i\in p} λ^{peak}_{k,d(i)} τ_i / ρ_{k,i}\; x_{k,i} \le n_{k,p} - r\,z_{t,p}` (``r`` redundancy);
 - ``kv[k,p]``  KV bytes resident at the slot's peak within the instances' KV capacity (as in a single plan);
 - ``pool_on[k,p]`` :math:`n_{k,p} \le M z_{t,p}`; ``type_on[t,p]`` :math:`z_{t,p} \le u_{t,y(p)}`;
   shared architecture: :math:`\sum_y u_{t,y} \le 1`;
@@ -45,8 +50,35 @@ Constraints
   (never falls unless resale is allowed: ``sell`` exists only then, with :math:`O \ge 0`),
   reserved :math:`R_{t,y} = \sum_{t-term < t' \le t} res_{t',y}`, spot availability ``a = 1 − interruption rate``
   (spot only with redundancy ≥ 1: an interrupted instance is one of the ``r`` spares);
-- ``od_cap``, ``spot_cap`` and ``procurement[k,y]`` (all devices of a type ≤ the profile's limit);
-- ``ramp[k,p]`` :math:`n_{k,p} - n_{k^-,p} \le` ramp (the previous slot of the same period, cyclic).
+- ``od`` / ``spot`` upper bounds (caps) and ``procurement[k,y]`` (all devices of a type ≤ the profile's limit);
+- ``ramp[k,p]`` :math:`n_{k,p} - n_{k^-,p} \le` ramp (the previous slot of the same period, cyclic: the
+  day repeats), when ``ramp_instances_per_slot`` is given.
+
+Weight loading (``horizon.weight_load``; absent: pools grow freely and at no cost). An instance that is
+brought up loads one replica of its model's weights ``W`` (bytes); each of its ``tp`` devices loads
+``W / tp`` at ``b`` GB/s, so it is loading for :math:`L_p = W / (tp_p\, b \cdot 10^9)` seconds.
+
+- ``grown[k,p]`` :math:`up_{k,p} \ge n_{k,p} - n_{k^-,p}`, ``up ≥ 0`` (instances brought up at the slot's start);
+- ``weight_ramp[k]`` :math:`\sum_p up_{k,p} W \le B \cdot 10^9 \cdot 3600\, \ell_s` — the weight store's total
+  bandwidth ``B`` (GB/s) over one occurrence of the slot (``ℓ_s`` hours: 1 for hour-of-day slots) bounds what
+  can load within the slot: the ramp limit; ``grown_slow[k,p]`` :math:`up_{k,p} = 0` if :math:`L_p > 3600\,ℓ_s`;
+- cost ``weight_reload`` :math:`\sum_{s,p} (h_s / ℓ_s)\, up_{k,p}\, tp_p\, (L_p / 3600)\, c^{load}_{y(p)}`: each of the
+  slot's ``h_s / ℓ_s`` occurrences in a period brings the instances up again; their devices spend ``L_p`` loading
+  instead of serving, priced per device-hour (``c^{load}``: ``weight_load.usd_per_device_hour`` or the device's
+  on-demand price, else its reserved price, else its owned price per hour).
+
+Per-slot architecture (``horizon.per_slot_architecture: [A, B]``, e.g. shared at night, disaggregated at the
+daily peak): one MIP with the pools of both, a binary ``w[k]`` per level (1: B carries the slot's traffic, 0: A):
+
+- ``arch_route[k,d,phase]`` :math:`\sum_{i \in A\setminus B} x_{k,i} \le 1 - w_k`, :math:`\sum_{i \in B\setminus A} x_{k,i} \le w_k`
+  over the points serving ``d`` in that phase (roles only A has, only B has);
+- ``arch_spares`` spares follow the carrying architecture: ``r·z[t,p]`` in ``load`` and ``kv`` becomes
+  ``r·both[k,p]`` with :math:`both_{k,p} \ge z_{t,p} - w_k` (A), :math:`both_{k,p} \ge z_{t,p} + w_k - 1` (B),
+  ``both ∈ [0,1]`` (the AND of "pool on in the period" and "its architecture carries slot k");
+- a switch costs through weight loading (``weight_load`` is required with a per-slot architecture): the pools
+  of the architecture taking over grow, and every instance brought up pays :math:`tp_p L_p c^{load}` and counts
+  against the ramp; a pool may instead stay loaded through the slots it does not carry (its devices then
+  count in ``supply`` and idle power like any other).
 
 Cost per period (USD; ``h_s`` hours of slot ``s`` in a period, ``H = Σ h_s``; electricity ``e``, PUE ``η``)
 -------------------------------------------------------------------------------------------------------
@@ -63,7 +95,8 @@ Cost per period (USD; ``h_s`` hours of slot ``s`` in a period, ``H = Σ h_s``; e
   powered-down devices cost only their ownership;
 - ``network_nic`` and ``ops_devices`` (per-device operations and licences) pro-rated by device-hours in pools
   (:math:`h_s / 730` of a month), ``network_transfer`` per GB of KV moved;
-- ``ops_pools``, ``ops_device_types``  :math:`c^{pool} \cdot months \cdot \sum_p z_{t,p}` and alike.
+- ``ops_pools``, ``ops_device_types``  :math:`c^{pool} \cdot months \cdot \sum_p z_{t,p}` and alike;
+- ``weight_reload`` (above; 0 without ``weight_load``).
 
 Objective: :math:`\sum_t δ_t \,\text{cost}_t`, ``δ_t = (1 + i)^{-t·months/12}`` at the yearly discount rate ``i``.
 
@@ -77,12 +110,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from planner.errors import InputError, Problem
+from planner.horizon.lp import Bounds, Expr, LinearModel
 from planner.optimize.model import PHASE_ROLES, PHASES
 from planner.optimize.prepare import (
     ARCH_ROLES,
@@ -110,7 +144,7 @@ HOURS_PER_MONTH = 730.0
 
 COST_TERMS: tuple[str, ...] = (
     "ownership", "resale_writeoff", "reserved", "on_demand", "spot", "power_busy", "power_idle",
-    "network_nic", "network_transfer", "ops_pools", "ops_device_types", "ops_devices",
+    "network_nic", "network_transfer", "ops_pools", "ops_device_types", "ops_devices", "weight_reload",
 )
 
 
@@ -152,6 +186,10 @@ class HorizonInputs:
     redundancy: int = 0
     max_utilization: float | None = None
     shared_single_device_type: bool = True
+    weight_load: WeightLoad | None = None
+    """Weight loading: the ramp limit and the reload cost of growing pools (None: pools grow freely and at no cost)."""
+    per_slot_architecture: tuple[str, str] | None = None
+    """Also plan one architecture per slot, chosen between these two (e.g. shared at night, disaggregated at the peak)."""
 
 
 @dataclass
@@ -170,16 +208,64 @@ class Levels:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class WeightLoad:
+    """Bringing instances up: every new instance loads one replica of its model's weights (module docstring,
+    *Weight loading*)."""
+
+    weight_bytes: dict[str, float]
+    """Bytes of one replica of each service's model weights (an instance of TP ``tp`` holds ``W / tp`` per device)."""
+    device_gb_per_s: float
+    """Per device, weight store → device memory, GB/s (1e9 bytes/s)."""
+    fleet_gb_per_s: float | None
+    """The weight store's total bandwidth, GB/s: the ramp limit (None: only the per-device time counts)."""
+    usd_per_device_hour: dict[str, float]
+    """Price of one device-hour spent loading instead of serving, per device type."""
+    slot_length_h: np.ndarray
+    """(S,) hours of one occurrence of each slot (1 for hour-of-day slots)."""
+    source: str = ""
+
+    def reload_s(self, service: str, tp: int) -> float:
+        """Seconds to load one instance: each of its ``tp`` devices loads ``W / tp`` at ``device_gb_per_s``."""
+        return self.weight_bytes[service] / tp / (self.device_gb_per_s * 1e9)
+
+
 @dataclass
 class HorizonBuilt:
-    model: Any
+    """The horizon MIP as a sparse matrix (:class:`planner.horizon.lp.LinearModel`), its default bounds and the
+    linear expressions the extraction reads (owned and reserved devices per period and type, cost per term)."""
+
+    lp: LinearModel
+    bounds: Bounds
     prep: Prepared
     levels: Levels
     inputs: HorizonInputs
     devices: list[str]
+    owned: Expr
+    """(T·Y,) owned devices, row ``t·Y + y``."""
+    reserved: Expr
+    costs: dict[str, Expr]
+    """Per term of :data:`COST_TERMS`: (T,) USD in each period."""
+    discount: np.ndarray
+    buy_y: list[str]
+    sell_y: list[str]
+    res_y: list[str]
+    od_y: list[str]
+    spot_y: list[str]
     integer: bool = True
     """Counts integer from the start (False: continuous, rounded up by :func:`planner.horizon.solve.solve_horizon`)."""
+    switching: tuple[str, str] | None = None
+    """Per-slot architecture: (the architecture when ``w = 0``, the one when ``w = 1``)."""
     build_s: float = 0.0
+
+    def block(self, name: str) -> np.ndarray:
+        """Column indices of a variable block (shape of the block)."""
+        return self.lp.blocks[name].col
+
+    @property
+    def size(self) -> dict[str, int]:
+        return {"variables": self.lp.n_cols, "integer_variables": int(self.bounds.integer.sum()),
+                "constraints": self.lp.n_rows, "nonzeros": self.lp.nonzeros}
 
 
 def _service_reference(prep: Prepared) -> tuple[float, float]:
@@ -220,48 +306,83 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
     base_rate = pts["rate_peak_per_s"].to_numpy(float)
     base_cv = pts["interarrival_cv"].to_numpy(float)
     cv_cap = np.where(np.isfinite(cv_slot), _grid_up(np.where(np.isfinite(cv_slot), cv_slot, 1.0), CAP_CV_STEP), np.nan)
-    rho = np.zeros((T * S, len(pts)))
-    cache: dict[tuple[float, float], np.ndarray] = {}
+    # one queueing evaluation per distinct (rate step, burstiness step), all in one vectorised call (the
+    # bisection is element by element, so batching changes no cap; it runs the Erlang recursion once, not per key)
+    keys: dict[tuple[float, float], int] = {}
+    key_of = np.zeros(T * S, dtype=int)
     for k in range(T * S):
         cv = float(cv_cap[k % S])
         key = (round(float(m_cap[k]), 9), round(cv, 6) if math.isfinite(cv) else -1.0)
-        if key not in cache:
-            scaled = pts.assign(rate_peak_per_s=base_rate * m_cap[k],
-                                interarrival_cv=np.full(len(pts), cv) if math.isfinite(cv) else base_cv)
-            cache[key], _ = utilization_caps(scaled, max_utilization=inputs.max_utilization)
-        rho[k] = cache[key]
+        key_of[k] = keys.setdefault(key, len(keys))
+    n_pts = len(pts)
+    if n_pts and keys:
+        scaled = pd.concat([pts.assign(rate_peak_per_s=base_rate * m, interarrival_cv=np.full(n_pts, cv) if cv >= 0 else base_cv)
+                            for (m, cv) in keys], ignore_index=True)
+        caps, _ = utilization_caps(scaled, max_utilization=inputs.max_utilization)
+        rho = caps.reshape(len(keys), n_pts)[key_of]
+    else:
+        rho = np.zeros((T * S, n_pts))
+    cache = keys
     notes = [f"{T} periods x {S} slots = {T * S} levels; utilisation caps from {len(cache)} queueing evaluations "
              f"(rate rounded down to x{CAP_RATE_STEP:g} steps, burstiness up to x{CAP_CV_STEP:g} steps: caps on the safe side)"]
     return Levels(periods=T, slot_names=slots["slot"].astype(str).tolist(), hours=slots["hours_per_period"].to_numpy(float),
                   m_peak=m_peak, m_mean=m_mean, rho=rho, notes=notes)
 
 
-def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools: bool = False,
-                  buy_only: bool = False, integer: bool | None = None) -> HorizonBuilt:
-    """Build the horizon MIP (module docstring). ``static_pools``/``buy_only`` give the owned-peak baseline;
-    ``integer`` None chooses by fleet size (:data:`INTEGER_INSTANCES_MAX`)."""
-    import pyomo.environ as pe
+def _n_max(prep: Prepared, lv: Levels, coef: np.ndarray, kv_pc: np.ndarray, lam_peak: np.ndarray, red: int) -> np.ndarray:
+    """Big-M of ``n[k, p]``: all load the pool could be routed at level ``k`` (and the KV it could hold), plus spares."""
+    pts, pools = prep.points, prep.pools
+    K = lv.m_peak.size
+    d_of = pts["d"].to_numpy(int)
+    pool_pos = {p: j for j, p in enumerate(pools["pool"])}
+    point_pool = np.array([pool_pos[p] for p in pts["pool"]], dtype=int)
+    kvcap = pools["kv_capacity_bytes"].to_numpy(float)
+    n_max = np.zeros((K, len(pools)), dtype=int)
+    for p in range(len(pools)):
+        ids = np.flatnonzero(point_pool == p)
+        if not ids.size:
+            continue
+        sub = pd.DataFrame(coef[:, ids].T)
+        sub["d"] = d_of[ids]
+        need = sub.groupby("d").max().sum(axis=0).to_numpy(float)
+        kv_need = np.zeros(K)
+        if kvcap[p] > 0 and pools["role"].iat[p] != "prefill":
+            kvs = pd.DataFrame((lam_peak[ids] * kv_pc[ids] / kvcap[p])[:, None] * lv.m_peak[None, :])
+            kvs["d"] = d_of[ids]
+            kv_need = kvs.groupby("d").max().sum(axis=0).to_numpy(float)
+        n_max[:, p] = np.ceil(np.maximum(need, kv_need) + 1e-9).astype(int) + 1 + red
+    return n_max
 
+
+def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools: bool = False,
+                  buy_only: bool = False, integer: bool | None = None, switching: tuple[str, str] | None = None,
+                  like: HorizonBuilt | None = None) -> HorizonBuilt:
+    """Build the horizon MIP (module docstring) as one sparse matrix. ``static_pools``/``buy_only`` give the
+    owned-peak baseline; ``integer`` None chooses by fleet size (:data:`INTEGER_INSTANCES_MAX`); ``switching``
+    = (architecture A, architecture B) adds the per-slot choice between them (module docstring); ``like`` (a model
+    built from the same tables and inputs) lends its prepared table and levels (the queueing caps are the slow part)."""
     t0 = time.perf_counter()
     if tables.agents is not None:
         raise InputError(Problem("", "services", "plans over time do not cover the tool execution phase yet",
                                  "plan agentic services with `planner solve`"))
-    prep = prepare(tables, max_utilization=None)
-    lv = levels_for(prep, inputs)
+    prep = like.prep if like is not None else prepare(tables, max_utilization=None)
+    lv = like.levels if like is not None else levels_for(prep, inputs)
     pts, pools = prep.points, prep.pools
     cfg = tables.configs.drop_duplicates("config").set_index("config")
     costs = tables.costs
     T, S = lv.periods, len(lv.slot_names)
     K = T * S
-    n_pts, n_pool = len(pts), len(pools)
-    devices = sorted(pools["device"].unique().tolist()) if n_pool else []
+    n_i, P = len(pts), len(pools)  # points i, pools p
+    devices = sorted(pools["device"].unique().tolist()) if P else []
+    Y = len(devices)
     missing = [d for d in devices if d not in inputs.acquisition]
     if missing:
         raise InputError(Problem("", "horizon.acquisition", f"no way to get {', '.join(missing)}", "add buy / reserve / on_demand / spot for them"))
     acq = inputs.acquisition
     red = int(inputs.redundancy)
+    y_pos = {y: j for j, y in enumerate(devices)}
     pool_pos = {p: j for j, p in enumerate(pools["pool"])}
-    point_pool = np.array([pool_pos[p] for p in pts["pool"]], dtype=int)
+    pool_of = np.array([pool_pos[p] for p in pts["pool"]], dtype=int)
     d_of = pts["d"].to_numpy(int)
     role_of = pts["role"].to_numpy(str)
     tau = pts["instance_seconds_per_request"].to_numpy(float)
@@ -273,65 +394,34 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     idle_pt = pts["config"].map(cfg["idle_power_w"]).to_numpy(float)
     busy_j = pts["energy_j_per_request"].to_numpy(float) + tau * tp_pt * host_pt
     kvtx = pts["kv_transfer_bytes_per_request"].to_numpy(float)
-    tp_pool = pools["tp"].to_numpy(int)
-    dev_pool = pools["device"].tolist()
+    tp_pool = pools["tp"].to_numpy(float)
+    y_of_pool = np.array([y_pos[y] for y in pools["device"]], dtype=int)
     kvcap = pools["kv_capacity_bytes"].to_numpy(float)
     sends = pools["sends_kv"].to_numpy(bool)
     pool_cfg = cfg.loc[pools["config"].tolist()]
     idle_w_pool = (pool_cfg["idle_power_w"] + pool_cfg["host_power_w"]).to_numpy(float)
     opsdev_pool = (pool_cfg["ops_usd_per_device_month"] + pool_cfg["license_usd_per_device_month"]).to_numpy(float)
-    pts_of_pool: list[list[int]] = [[] for _ in range(n_pool)]
-    for i, p in enumerate(point_pool):
-        pts_of_pool[p].append(int(i))
-    route: dict[tuple[int, str], list[int]] = {}
-    for i in range(n_pts):
-        for ph in PHASES:
-            if role_of[i] in PHASE_ROLES[ph]:
-                route.setdefault((int(d_of[i]), ph), []).append(i)
     hours = lv.hours
     Hp = float(hours.sum())
     months = inputs.months_per_period
     kwh = float(costs.electricity_usd_per_kwh) * float(costs.pue)
+    k_all = np.arange(K)
+    t_of_k = k_all // S
+    h_of_k = hours[k_all % S]
 
-    # big-M per (level, pool): all routable load of the pool at that level, plus spares
     with np.errstate(divide="ignore", invalid="ignore"):
         coef = np.where(lv.rho > 0, lam_peak[None, :] * lv.m_peak[:, None] * tau[None, :] / lv.rho, 0.0)
-    n_max = np.zeros((K, n_pool), dtype=int)
-    for p in range(n_pool):
-        ids = pts_of_pool[p]
-        if not ids:
-            continue
-        sub = pd.DataFrame(coef[:, ids].T)
-        sub["d"] = d_of[ids]
-        need = sub.groupby("d").max().sum(axis=0).to_numpy(float)
-        kv_need = np.zeros(K)
-        if kvcap[p] > 0 and pools["role"].iat[p] != "prefill":
-            kvs = pd.DataFrame((lam_peak[ids] * kv_pc[ids] / kvcap[p])[:, None] * lv.m_peak[None, :])
-            kvs["d"] = d_of[ids]
-            kv_need = kvs.groupby("d").max().sum(axis=0).to_numpy(float)
-        n_max[:, p] = np.ceil(np.maximum(need, kv_need) + 1e-9).astype(int) + 1 + red
-    if static_pools:  # one size through a period's slots: every slot may need the period's largest
-        n_max = np.repeat(n_max.reshape(T, S, n_pool).max(axis=1), S, axis=0)
+    n_max = _n_max(prep, lv, coef, kv_pc, lam_peak, red)
+    ramped = S > 1 and not static_pools and (inputs.ramp_instances_per_slot is not None
+                                             or (inputs.weight_load is not None and inputs.weight_load.fleet_gb_per_s is not None))
+    if static_pools or ramped:  # one size through a period's slots, or a ramp: a quiet slot may hold the period's largest pool
+        n_max = np.repeat(n_max.reshape(T, S, P).max(axis=1), S, axis=0)
     if integer is None:
         # the scale of the plan: at the busiest level, the fewest instances any one pool would need to carry it all
         carriers = np.where(n_max > red + 1, n_max, np.iinfo(np.int64).max)
-        smallest = carriers.min(axis=1) if n_pool else np.zeros(K, dtype=int)
+        smallest = carriers.min(axis=1) if P else np.zeros(K, dtype=int)
         scale = int(smallest[smallest < np.iinfo(np.int64).max].max(initial=0))
-        integer = scale <= INTEGER_INSTANCES_MAX and K * n_pool <= INTEGER_COUNTS_MAX
-    counts = pe.NonNegativeIntegers if integer else pe.NonNegativeReals
-    m = pe.ConcreteModel(name="horizon")
-    m.K = pe.RangeSet(0, K - 1)
-    m.Tp = pe.RangeSet(0, T - 1)
-    m.P = pe.RangeSet(0, n_pool - 1) if n_pool else pe.Set(initialize=[])
-    m.I = pe.RangeSet(0, n_pts - 1) if n_pts else pe.Set(initialize=[])
-    m.Y = pe.Set(initialize=devices, ordered=True)
-    m.n = pe.Var(m.K, m.P, domain=counts, bounds=lambda _m, k, p: (0, int(n_max[k, p])))
-    m.x = pe.Var(m.K, m.I, bounds=(0.0, 1.0))
-    for k, i in zip(*np.nonzero(lv.rho <= 0), strict=True):
-        m.x[int(k), int(i)].setub(0.0)
-    m.z = pe.Var(m.Tp, m.P, domain=pe.Binary)
-    m.u = pe.Var(m.Tp, m.Y, domain=pe.Binary)
-    m.types_max = pe.Param(initialize=max(1, len(devices)), mutable=True)
+        integer = scale <= INTEGER_INSTANCES_MAX and K * P <= INTEGER_COUNTS_MAX
 
     def has(y: str, what: str) -> bool:
         a = acq[y]
@@ -348,138 +438,261 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     spot_y = [y for y in devices if has(y, "spot")]
     if spot_y and red < 1:
         raise InputError(Problem("", "horizon.acquisition", "spot capacity needs spare instances", "set options.redundancy >= 1 or drop spot"))
-    m.buy = pe.Var(m.Tp, buy_y, domain=counts)
-    m.sell = pe.Var(m.Tp, sell_y, domain=counts)
-    m.res = pe.Var(m.Tp, res_y, domain=counts)
-    m.od = pe.Var(m.K, od_y, domain=counts)
-    m.spot = pe.Var(m.K, spot_y, domain=counts)
-    for y in od_y:
-        if acq[y].on_demand_max is not None:
-            for k in range(K):
-                m.od[k, y].setub(int(acq[y].on_demand_max or 0))
-    for y in spot_y:
-        if acq[y].spot_max is not None:
-            for k in range(K):
-                m.spot[k, y].setub(int(acq[y].spot_max or 0))
-
-    def owned(_m: Any, t: int, y: str) -> Any:
-        a = acq[y]
-        e: Any = float(a.initial_owned)
-        if y in buy_y:
-            lead = 0 if buy_only else a.lead_time_periods  # the baseline has its fleet in place
-            e = e + pe.quicksum(_m.buy[tt, y] for tt in range(0, t - lead + 1))
-        if y in sell_y:
-            e = e - pe.quicksum(_m.sell[tt, y] for tt in range(0, t + 1))
-        return e
-
-    m.owned = pe.Expression(m.Tp, m.Y, rule=owned)
-    m.reserved = pe.Expression(m.Tp, m.Y, rule=lambda _m, t, y: pe.quicksum(
-        _m.res[tt, y] for tt in range(max(0, t - acq[y].reserve_term_periods + 1), t + 1)) if y in res_y else 0.0)
-    m.owned_nonneg = pe.Constraint(m.Tp, sell_y, rule=lambda _m, t, y: _m.owned[t, y] >= 0)
-
-    # --- per-level constraints ---------------------------------------------------------------
-    route_keys = sorted(route)
-    m.route = pe.Constraint(m.K, route_keys, rule=lambda _m, k, d, ph: pe.quicksum(_m.x[k, i] for i in route[(d, ph)]) == 1)
-
-    def load_rule(_m: Any, k: int, p: int) -> Any:
-        t = k // S
-        return pe.quicksum(float(coef[k, i]) * _m.x[k, i] for i in pts_of_pool[p] if coef[k, i] > 0) <= _m.n[k, p] - red * _m.z[t, p]
-
-    m.load_c = pe.Constraint(m.K, m.P, rule=load_rule)
-    kv_pools = [p for p in range(n_pool) if kvcap[p] > 0 and pools["role"].iat[p] != "prefill"]
-    m.kv = pe.Constraint(m.K, kv_pools, rule=lambda _m, k, p: pe.quicksum(
-        float(lv.m_peak[k] * lam_peak[i] * kv_pc[i] / kvcap[p]) * _m.x[k, i] for i in pts_of_pool[p]) <= _m.n[k, p] - red * _m.z[k // S, p])
-    m.pool_on = pe.Constraint(m.K, m.P, rule=lambda _m, k, p: _m.n[k, p] <= int(n_max[k, p]) * _m.z[k // S, p])
-    m.type_on = pe.Constraint(m.Tp, m.P, rule=lambda _m, t, p: _m.z[t, p] <= _m.u[t, dev_pool[p]])
-    m.types_max_c = pe.Constraint(m.Tp, rule=lambda _m, t: pe.quicksum(_m.u[t, y] for y in devices) <= _m.types_max)
-    pools_of_dev = {y: [p for p in range(n_pool) if dev_pool[p] == y] for y in devices}
-
-    def supply_rule(_m: Any, k: int, y: str) -> Any:
-        t = k // S
-        avail = _m.owned[t, y] + _m.reserved[t, y]
-        if y in od_y:
-            avail = avail + _m.od[k, y]
-        if y in spot_y:
-            avail = avail + float(acq[y].spot_availability) * _m.spot[k, y]
-        return pe.quicksum(int(tp_pool[p]) * _m.n[k, p] for p in pools_of_dev[y]) <= avail
-
-    m.supply = pe.Constraint(m.K, m.Y, rule=supply_rule)
-    limited = [y for y in devices if math.isfinite(acq[y].procurement_limit)]
-
-    def total_devices(_m: Any, k: int, y: str) -> Any:
-        t = k // S
-        e = _m.owned[t, y] + _m.reserved[t, y]
-        if y in od_y:
-            e = e + _m.od[k, y]
-        if y in spot_y:
-            e = e + _m.spot[k, y]
-        return e
-
-    m.procurement = pe.Constraint(m.K, limited, rule=lambda _m, k, y: total_devices(_m, k, y) <= float(acq[y].procurement_limit))
-    if inputs.ramp_instances_per_slot is not None and S > 1 and not static_pools:
-        r = int(inputs.ramp_instances_per_slot)
-        m.ramp = pe.Constraint(m.K, m.P, rule=lambda _m, k, p: _m.n[k, p] - _m.n[(k // S) * S + (k % S - 1) % S, p] <= r)
-    if static_pools and S > 1:
-        m.static = pe.Constraint(m.K, m.P, rule=lambda _m, k, p: _m.n[k, p] == _m.n[(k // S) * S, p]
-                                 if k % S else pe.Constraint.Skip)
     idle_owned = inputs.owned_when_unused == "idle" or static_pools
+    wl = inputs.weight_load if not static_pools else None
+    if switching and wl is None:
+        raise InputError(Problem("", "horizon.per_slot_architecture", "a per-slot architecture needs weight loading: a switch "
+                                 "reloads the weights of the pools taking over, and that is its cost", "add horizon.weight_load"))
+
+    # --- variables ------------------------------------------------------------------------------------
+    lp = LinearModel()
+    n = lp.var("n", (K, P), ub=n_max, integer=integer).col
+    x = lp.var("x", (K, n_i), ub=(lv.rho > 0).astype(float)).col
+    z = lp.var("z", (T, P), ub=1.0, integer=True).col
+    u = lp.var("u", (T, Y), ub=1.0, integer=True).col
+
+    def cap(vals: list[int | None]) -> np.ndarray:
+        return np.array([np.inf if v is None else float(v) for v in vals])
+
+    buy = lp.var("buy", (T, len(buy_y)), integer=integer).col
+    sell = lp.var("sell", (T, len(sell_y)), integer=integer).col
+    res = lp.var("res", (T, len(res_y)), integer=integer).col
+    od = lp.var("od", (K, len(od_y)), ub=cap([acq[y].on_demand_max for y in od_y])[None, :], integer=integer).col
+    spot = lp.var("spot", (K, len(spot_y)), ub=cap([acq[y].spot_max for y in spot_y])[None, :], integer=integer).col
+    unused = lp.var("unused", (K, Y if idle_owned else 0)).col
+    up = lp.var("up", (K, P if wl is not None else 0)).col
+    w = lp.var("w", (K if switching else 0,), ub=1.0, integer=True).col
+    both = lp.var("both", (K, P if switching else 0), ub=1.0).col
+
+    # --- owned and reserved devices per period: linear expressions, row t·Y + y -------------------------
+    # O[t,y] = O0_y + Σ_{t' ≤ t − lead_y} buy[t',y] − Σ_{t' ≤ t} sell[t',y];  R[t,y] = Σ_{t − term_y < t' ≤ t} res[t',y]
+    tt, tq = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")  # (period t, earlier period t')
+    r_o: list[np.ndarray] = []
+    c_o: list[np.ndarray] = []
+    v_o: list[np.ndarray] = []
+    for j, y in enumerate(buy_y):
+        lead = 0 if buy_only else acq[y].lead_time_periods  # the baseline has its fleet in place
+        mask = tq <= tt - lead
+        r_o.append(tt[mask] * Y + y_pos[y])
+        c_o.append(buy[tq[mask], j])
+        v_o.append(np.ones(mask.sum()))
+    for j, y in enumerate(sell_y):
+        mask = tq <= tt
+        r_o.append(tt[mask] * Y + y_pos[y])
+        c_o.append(sell[tq[mask], j])
+        v_o.append(-np.ones(mask.sum()))
+    o0 = np.tile(np.array([float(acq[y].initial_owned) for y in devices]), T)
+    cat = np.concatenate
+    owned = lp.expr(T * Y, cat(r_o) if r_o else [], cat(c_o) if c_o else [], cat(v_o) if v_o else [], o0)
+    r_r, c_r = [], []
+    for j, y in enumerate(res_y):
+        mask = (tq <= tt) & (tq > tt - acq[y].reserve_term_periods)
+        r_r.append(tt[mask] * Y + y_pos[y])
+        c_r.append(res[tq[mask], j])
+    reserved = lp.expr(T * Y, cat(r_r) if r_r else [], cat(c_r) if c_r else [], 1.0)
+    ky = (t_of_k[:, None] * Y + np.arange(Y)[None, :]).ravel()  # level row k·Y + y → period row t·Y + y
+    held = (owned + reserved).rows(ky)  # O + R at each level, row k·Y + y
+    # devices in pools D[k,y] = Σ_{p: y(p)=y} tp_p n[k,p]
+    in_pools = lp.expr(K * Y, (k_all[:, None] * Y + y_of_pool[None, :]), n, np.broadcast_to(tp_pool, (K, P)))
+
+    def rented(spot_weight: np.ndarray) -> Expr:
+        """od[k,y] + a_y spot[k,y], row k·Y + y (``a`` the spot weight per spot device type)."""
+        rows = cat([(k_all[:, None] * Y + np.array([y_pos[y] for y in od_y], dtype=int)[None, :]).ravel(),
+                    (k_all[:, None] * Y + np.array([y_pos[y] for y in spot_y], dtype=int)[None, :]).ravel()])
+        return lp.expr(K * Y, rows, cat([od.ravel(), spot.ravel()]),
+                       cat([np.ones(od.size), np.broadcast_to(spot_weight, spot.shape).ravel()]))
+
+    # --- constraints (one family per formula) --------------------------------------------------------------
+    # route[k,d,phase]: Σ_{i serves d in phase} x[k,i] = 1
+    pairs = [(d, ph, i) for i in range(n_i) for ph in PHASES if role_of[i] in PHASE_ROLES[ph] for d in (int(d_of[i]),)]
+    keys = sorted({(d, ph) for d, ph, _ in pairs})
+    key_pos = {kk: j for j, kk in enumerate(keys)}
+    rj = np.array([key_pos[(d, ph)] for d, ph, _ in pairs], dtype=int)
+    ri = np.array([i for _, _, i in pairs], dtype=int)
+    R = len(keys)
+    lp.constrain("route", lp.expr(K * R, (k_all[:, None] * R + rj[None, :]), x[:, ri], 1.0), 1.0, 1.0)
+    # spares: r·z[t,p]; with per-slot architectures, r·both[k,p] (both = z[t,p] AND the pool's architecture carries slot k)
+    kp = k_all[:, None] * P + np.arange(P)[None, :]  # row k·P + p
+    spares = lp.expr(K * P, kp, both if switching else z[t_of_k], float(red))
+    minus_n = lp.expr(K * P, kp, n, -1.0)
+    # load[k,p]: Σ_{i∈p} λ^peak_{k,d(i)} τ_i / ρ_{k,i} x[k,i] − n[k,p] + r·z[t,p] ≤ 0
+    kk, ii = np.nonzero(coef > 0)
+    load = lp.expr(K * P, kk * P + pool_of[ii], x[kk, ii], coef[kk, ii])
+    lp.constrain("load", load + minus_n + spares, hi=0.0)
+    # kv[k,p] (decode / unified pools with a KV capacity): Σ_{i∈p} m_k λ^peak_{d(i)} kv_i / KV_p x[k,i] − n[k,p] + r·z[t,p] ≤ 0
+    kv_pool = (kvcap > 0) & (pools["role"].to_numpy(str) != "prefill")
+    if kv_pool.any():
+        ik = np.flatnonzero(kv_pool[pool_of])
+        kvc = lv.m_peak[:, None] * (lam_peak[ik] * kv_pc[ik] / kvcap[pool_of[ik]])[None, :]
+        kv = lp.expr(K * P, k_all[:, None] * P + pool_of[ik][None, :], x[:, ik], kvc)
+        sel = (k_all[:, None] * P + np.flatnonzero(kv_pool)[None, :]).ravel()
+        lp.constrain("kv", (kv + minus_n + spares).rows(sel), hi=0.0)
+    # pool_on[k,p]: n[k,p] − M_{k,p} z[t,p] ≤ 0
+    lp.constrain("pool_on", lp.expr(K * P, np.stack([kp, kp]), np.stack([n, z[t_of_k]]),
+                                    np.stack([np.ones((K, P)), -n_max.astype(float)])), hi=0.0)
+    # type_on[t,p]: z[t,p] − u[t,y(p)] ≤ 0
+    tpr = np.arange(T)[:, None] * P + np.arange(P)[None, :]
+    lp.constrain("type_on", lp.expr(T * P, np.stack([tpr, tpr]), np.stack([z, u[:, y_of_pool]]),
+                                    np.stack([np.ones((T, P)), -np.ones((T, P))])), hi=0.0)
+    # types_max[t]: Σ_y u[t,y] ≤ types_max (the row bound, set per architecture: 1 for a shared single-type plan)
+    lp.constrain("types_max", lp.expr(T, np.repeat(np.arange(T), Y), u.ravel(), 1.0), hi=float(max(1, Y)))
+    # owned_nonneg[t,y] (types that can be sold): O[t,y] ≥ 0
+    if sell_y:
+        lp.constrain("owned_nonneg", owned.rows((np.arange(T)[:, None] * Y + np.array([y_pos[y] for y in sell_y])[None, :]).ravel()), lo=0.0)
+    # supply[k,y]: D[k,y] ≤ O[t,y] + R[t,y] + od[k,y] + a_y spot[k,y]
+    avail = np.array([acq[y].spot_availability for y in spot_y])
+    lp.constrain("supply", in_pools - held - rented(avail), hi=0.0)
+    # procurement[k,y] (types with a limit): O + R + od + spot ≤ limit
+    limited = [y for y in devices if math.isfinite(acq[y].procurement_limit)]
+    if limited:
+        sel = (k_all[:, None] * Y + np.array([y_pos[y] for y in limited])[None, :]).ravel()
+        lim = np.tile(np.array([acq[y].procurement_limit for y in limited]), K)
+        lp.constrain("procurement", (held + rented(np.ones(len(spot_y)))).rows(sel), hi=lim)
+    # n[k^-,p]: the previous slot of the same period (cyclic: the day repeats)
+    prev = t_of_k * S + (k_all % S - 1) % S
+    growth_kp = lp.expr(K * P, np.stack([kp, kp]), np.stack([n, n[prev]]), np.stack([np.ones((K, P)), -np.ones((K, P))]))
+    # ramp[k,p]: n[k,p] − n[k^-,p] ≤ ramp
+    if inputs.ramp_instances_per_slot is not None and S > 1 and not static_pools:
+        lp.constrain("ramp", growth_kp, hi=float(inputs.ramp_instances_per_slot))
+    # static[k,p] (baseline): n[k,p] − n[t·S,p] = 0 for s > 0
+    if static_pools and S > 1:
+        first = t_of_k * S
+        sel = np.flatnonzero(k_all % S)
+        st = lp.expr(K * P, np.stack([kp, kp]), np.stack([n, n[first]]), np.stack([np.ones((K, P)), -np.ones((K, P))]))
+        lp.constrain("static", st.rows((sel[:, None] * P + np.arange(P)[None, :]).ravel()), 0.0, 0.0)
+    # unused[k,y] (idle owned devices): unused[k,y] − O[t,y] − R[t,y] + D[k,y] ≥ 0
     if idle_owned:
-        m.unused = pe.Var(m.K, m.Y, domain=pe.NonNegativeReals)
-        m.unused_c = pe.Constraint(m.K, m.Y, rule=lambda _m, k, y: _m.unused[k, y] >= _m.owned[k // S, y] + _m.reserved[k // S, y]
-                                   - pe.quicksum(int(tp_pool[p]) * _m.n[k, p] for p in pools_of_dev[y]))
+        lp.constrain("unused", lp.expr(K * Y, np.arange(K * Y), unused.ravel(), 1.0) - held + in_pools, lo=0.0)
+    pool_svc = pools["pool"].map(pts.drop_duplicates("pool").set_index("pool")["service"]).tolist()
+    load_h = np.zeros(P)
+    if wl is not None and S > 1:
+        # Weight loading (module docstring): up[k,p] ≥ n[k,p] − n[k^-,p]; Σ_p up[k,p] W_p ≤ B · 3600 · len_s
+        lp.constrain("grown", lp.expr(K * P, kp, up, 1.0) - growth_kp, lo=0.0)
+        load_h = np.array([wl.reload_s(pool_svc[p], int(tp_pool[p])) / 3600.0 for p in range(P)])
+        too_slow = load_h[None, :] > wl.slot_length_h[k_all % S][:, None]
+        if too_slow.any():  # a pool whose instance loads for longer than a slot cannot grow inside one
+            lp.constrain("grown_slow", lp.expr(K * P, kp, up, 1.0).rows(np.flatnonzero(too_slow.ravel())), hi=0.0)
+        if wl.fleet_gb_per_s is not None:
+            wb = np.array([wl.weight_bytes[pool_svc[p]] for p in range(P)])
+            lp.constrain("weight_ramp", lp.expr(K, np.repeat(k_all, P), up.ravel(), np.tile(wb, K)),
+                         hi=wl.fleet_gb_per_s * 1e9 * 3600.0 * wl.slot_length_h[k_all % S])
+    if switching:
+        # Per-slot architecture (module docstring): w[k] = 1 → B carries slot k, 0 → A.
+        # arch_route[k,d,phase]: Σ_{i of roles only A has} x[k,i] ≤ 1 − w[k];  Σ_{i of roles only B has} x[k,i] ≤ w[k]
+        # arch_spares[k,p]: both[k,p] ≥ z[t,p] − w[k] (A's pools), ≥ z[t,p] + w[k] − 1 (B's): spares where the pool carries
+        ra, rb = ARCH_ROLES[switching[0]], ARCH_ROLES[switching[1]]
+        side_pt = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in role_of])
+        side_pool = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in pools["role"]])
+        for side, sign in ((0, -1.0), (1, 1.0)):
+            on = side_pt[ri] == side  # (route key, point) pairs of this side
+            if on.any():  # A: Σ x + w ≤ 1   B: Σ x − w ≤ 0
+                e = lp.expr(K * R, np.concatenate([(k_all[:, None] * R + rj[on][None, :]).ravel(), k_all[:, None].repeat(R, 1).ravel() * R
+                                                   + np.tile(np.arange(R), K)]),
+                            np.concatenate([x[:, ri[on]].ravel(), np.repeat(w, R)]),
+                            np.concatenate([np.ones(K * int(on.sum())), np.full(K * R, -sign)]))
+                used = np.unique(rj[on])
+                lp.constrain(f"arch_route_{side}", e.rows((k_all[:, None] * R + used[None, :]).ravel()), hi=1.0 if side == 0 else 0.0)
+            pp = np.flatnonzero(side_pool == side)
+            if pp.size:
+                r2 = np.arange(K * pp.size).reshape(K, pp.size)
+                ones = np.ones((K, pp.size))
+                # A: both[k,p] − z[t,p] + w[k] ≥ 0  (both ≥ z − w);  B: both[k,p] − z[t,p] − w[k] ≥ −1  (both ≥ z + w − 1)
+                e = lp.expr(K * pp.size, np.stack([r2, r2, r2]), np.stack([both[:, pp], z[t_of_k][:, pp], np.repeat(w[:, None], pp.size, 1)]),
+                            np.stack([ones, -ones, -sign * ones]))
+                lp.constrain(f"arch_spares_{side}", e, lo=0.0 if side == 0 else -1.0)
+        pb = np.flatnonzero(side_pool == -1)
+        if pb.size:  # roles in both architectures (none for shared vs disaggregated): spares whenever on
+            r2 = np.arange(K * pb.size).reshape(K, pb.size)
+            lp.constrain("arch_spares_any", lp.expr(K * pb.size, np.stack([r2, r2]), np.stack([both[:, pb], z[t_of_k][:, pb]]),
+                                                    np.stack([np.ones((K, pb.size)), -np.ones((K, pb.size))])), lo=0.0)
 
-    # --- cost per period ------------------------------------------------------------------------
-    def slot_sum(t: int, f: Any) -> Any:
-        return pe.quicksum(f(t * S + s, float(hours[s])) for s in range(S))
+    # --- cost per period (row t) -------------------------------------------------------------------------
+    def per_period_n(per_instance: np.ndarray) -> Expr:
+        """Σ_{s,p} c_{k,p} n[k,p] into period rows (``per_instance`` (K,P) USD per instance over the slot)."""
+        return lp.expr(T, np.repeat(t_of_k, P), n.ravel(), per_instance.ravel())
 
-    cfg_idle = {y: float(cfg.loc[cfg["device"] == y, "idle_power_w"].iloc[0] + cfg.loc[cfg["device"] == y, "host_power_w"].iloc[0])
-                for y in devices}
-    terms: dict[str, Any] = {
-        "ownership": lambda _m, t: pe.quicksum(float(acq[y].buy_usd_per_device_hour or 0.0) * Hp * _m.owned[t, y] for y in devices
-                                               if acq[y].buy_usd_per_device_hour is not None),
-        "resale_writeoff": lambda _m, t: pe.quicksum((1.0 - float(acq[y].resale_fraction or 0.0)) * acq[y].purchase_usd * _m.sell[t, y]
-                                                     for y in sell_y),
-        "reserved": lambda _m, t: pe.quicksum(float(acq[y].reserve_usd_per_hour or 0.0) * Hp * _m.reserved[t, y] for y in res_y),
-        "on_demand": lambda _m, t: slot_sum(t, lambda k, h: pe.quicksum(float(acq[y].on_demand_usd_per_hour or 0.0) * h * _m.od[k, y] for y in od_y)),
-        "spot": lambda _m, t: slot_sum(t, lambda k, h: pe.quicksum(float(acq[y].spot_usd_per_hour or 0.0) * h * _m.spot[k, y] for y in spot_y)),
-        "power_busy": lambda _m, t: kwh * slot_sum(t, lambda k, h: pe.quicksum(
-            float(lv.m_mean[k] * lam_mean[i] * busy_j[i] * SECONDS_PER_HOUR * h / J_PER_KWH) * _m.x[k, i] for i in range(n_pts))),
-        "power_idle": lambda _m, t: kwh / 1e3 * slot_sum(t, lambda k, h: (
-            pe.quicksum(float(h * tp_pool[p] * idle_w_pool[p]) * _m.n[k, p] for p in range(n_pool))
-            - pe.quicksum(float(lv.m_mean[k] * lam_mean[i] * tau[i] * tp_pt[i] * (idle_pt[i] + host_pt[i]) * h) * _m.x[k, i] for i in range(n_pts))
-            + (pe.quicksum(h * cfg_idle[y] * _m.unused[k, y] for y in devices) if idle_owned else 0.0))),
-        "network_nic": lambda _m, t: slot_sum(t, lambda k, h: pe.quicksum(
-            float(h / HOURS_PER_MONTH * tp_pool[p] * costs.nic_usd_per_device_month) * _m.n[k, p] for p in range(n_pool) if sends[p])),
-        "network_transfer": lambda _m, t: slot_sum(t, lambda k, h: pe.quicksum(
-            float(lv.m_mean[k] * lam_mean[i] * kvtx[i] / 1e9 * SECONDS_PER_HOUR * h * costs.transfer_usd_per_gb) * _m.x[k, i]
-            for i in range(n_pts) if role_of[i] == "prefill" and kvtx[i] > 0 and costs.transfer_usd_per_gb > 0)),
-        "ops_pools": lambda _m, t: float(costs.ops_usd_per_pool_month) * months * pe.quicksum(_m.z[t, p] for p in range(n_pool)),
-        "ops_device_types": lambda _m, t: float(costs.ops_usd_per_device_type_month) * months * pe.quicksum(_m.u[t, y] for y in devices),
-        "ops_devices": lambda _m, t: slot_sum(t, lambda k, h: pe.quicksum(
-            float(h / HOURS_PER_MONTH * tp_pool[p] * opsdev_pool[p]) * _m.n[k, p] for p in range(n_pool))),
+    def per_period_x(per_share: np.ndarray) -> Expr:
+        return lp.expr(T, np.repeat(t_of_k, n_i), x.ravel(), per_share.ravel())
+
+    def per_period_k(cols: np.ndarray, vals: np.ndarray) -> Expr:
+        return lp.expr(T, np.repeat(t_of_k, cols.shape[1]), cols.ravel(), vals.ravel())
+
+    def per_type(e: Expr, price: dict[str, float]) -> Expr:
+        """Σ_y price_y e[t,y] for (T·Y)-row expressions."""
+        f = np.tile(np.array([price.get(y, 0.0) for y in devices]), T)
+        g = sp.csr_matrix((np.ones(T * Y), (np.repeat(np.arange(T), Y), np.arange(T * Y))), shape=(T, T * Y))
+        scaled = e.scale(f)
+        return Expr((g @ scaled.A).tocsr(), g @ scaled.c)
+
+    buy_h = {y: float(acq[y].buy_usd_per_device_hour or 0.0) * Hp for y in buy_y}
+    res_h = {y: float(acq[y].reserve_usd_per_hour or 0.0) * Hp for y in res_y}
+    mm = lv.m_mean[:, None]
+    hk = h_of_k[:, None]
+    idle_share = mm * (lam_mean * tau * tp_pt * (idle_pt + host_pt))[None, :] * hk
+    prefill_tx = (role_of == "prefill") & (kvtx > 0)
+    cfg_idle = np.array([float((cfg.loc[cfg["device"] == y, "idle_power_w"] + cfg.loc[cfg["device"] == y, "host_power_w"]).iloc[0])
+                         for y in devices])
+    zero = lp.zero(T)
+    terms: dict[str, Expr] = {
+        # ownership: Σ_y O[t,y] c^buy_y H
+        "ownership": per_type(owned, buy_h),
+        # resale_writeoff: Σ_y sell[t,y] (1 − f_y) P_y
+        "resale_writeoff": lp.expr(T, np.repeat(np.arange(T), len(sell_y)), sell.ravel(),
+                                   np.tile([(1.0 - float(acq[y].resale_fraction or 0.0)) * acq[y].purchase_usd for y in sell_y], T)),
+        # reserved: Σ_y R[t,y] c^res_y H
+        "reserved": per_type(reserved, res_h),
+        # on_demand / spot: Σ_{s,y} od[k,y] c^od_y h_s
+        "on_demand": per_period_k(od, h_of_k[:, None] * np.array([acq[y].on_demand_usd_per_hour or 0.0 for y in od_y])[None, :]),
+        "spot": per_period_k(spot, h_of_k[:, None] * np.array([acq[y].spot_usd_per_hour or 0.0 for y in spot_y])[None, :]),
+        # power_busy: eη Σ_s h_s Σ_i λ^mean_{k,d(i)} x[k,i] (E_i + τ_i tp_i P^host) · 3600 / 3.6e6
+        "power_busy": per_period_x(kwh * mm * (lam_mean * busy_j)[None, :] * SECONDS_PER_HOUR * hk / J_PER_KWH),
+        # power_idle: eη/1000 Σ_s h_s [Σ_p tp_p n (P^idle + P^host) − Σ_i λ^mean x τ_i tp_i (P^idle + P^host) + Σ_y unused P^idle_y]
+        "power_idle": (per_period_n(kwh / 1e3 * hk * (tp_pool * idle_w_pool)[None, :]) + per_period_x(-kwh / 1e3 * idle_share)
+                       + (per_period_k(unused, kwh / 1e3 * hk * cfg_idle[None, :]) if idle_owned else zero)),
+        # network_nic: Σ_{s,p sends KV} h_s / 730 · tp_p · c^nic n[k,p]
+        "network_nic": per_period_n(hk / HOURS_PER_MONTH * (tp_pool * sends * float(costs.nic_usd_per_device_month))[None, :]),
+        # network_transfer: Σ_{s,i prefill} λ^mean x kvtx_i / 1e9 · 3600 h_s · c^GB
+        "network_transfer": per_period_x(mm * (lam_mean * kvtx * prefill_tx)[None, :] / 1e9 * SECONDS_PER_HOUR * hk
+                                         * float(costs.transfer_usd_per_gb)),
+        # ops_pools / ops_device_types: c^pool · months · Σ_p z[t,p]; c^type · months · Σ_y u[t,y]
+        "ops_pools": lp.expr(T, np.repeat(np.arange(T), P), z.ravel(), float(costs.ops_usd_per_pool_month) * months),
+        "ops_device_types": lp.expr(T, np.repeat(np.arange(T), Y), u.ravel(), float(costs.ops_usd_per_device_type_month) * months),
+        # ops_devices: Σ_{s,p} h_s / 730 · tp_p (c^ops + c^licence) n[k,p]
+        "ops_devices": per_period_n(hk / HOURS_PER_MONTH * (tp_pool * opsdev_pool)[None, :]),
+        # weight_reload: Σ_{s,p} (h_s / len_s) up[k,p] tp_p L_p c^load_{y(p)}  (each occurrence of the slot reloads)
+        "weight_reload": zero,
     }
-    for name, rule in terms.items():
-        m.add_component(f"cost_{name}", pe.Expression(m.Tp, rule=rule))
+    if wl is not None and S > 1:
+        price = np.array([wl.usd_per_device_hour[devices[y_of_pool[p]]] for p in range(P)])
+        per_up = (h_of_k / wl.slot_length_h[k_all % S])[:, None] * (tp_pool * load_h * price)[None, :]
+        terms["weight_reload"] = per_period_k(up, per_up)
     disc = np.array([(1.0 + inputs.discount_rate_per_year) ** (-t * months / 12.0) for t in range(T)])
-    m.cost_period = pe.Expression(m.Tp, rule=lambda _m, t: pe.quicksum(getattr(_m, f"cost_{n}")[t] for n in COST_TERMS))
-    m.objective = pe.Objective(expr=pe.quicksum(float(disc[t]) * m.cost_period[t] for t in range(T)), sense=pe.minimize)
-    m.discount = disc
-    return HorizonBuilt(model=m, prep=prep, levels=lv, inputs=inputs, devices=devices, integer=integer, build_s=time.perf_counter() - t0)
+    total = zero
+    for name in COST_TERMS:
+        total = total + terms[name]
+    lp.minimize(total.scale(disc))
+    bounds = lp.finish()
+    return HorizonBuilt(lp=lp, bounds=bounds, prep=prep, levels=lv, inputs=inputs, devices=devices, owned=owned, reserved=reserved,
+                        costs=terms, discount=disc, buy_y=buy_y, sell_y=sell_y, res_y=res_y, od_y=od_y, spot_y=spot_y,
+                        integer=integer, switching=switching, build_s=time.perf_counter() - t0)
 
 
-def restrict_horizon(hb: HorizonBuilt, architecture: str) -> None:
-    """Allow only the roles of ``architecture`` (bounds only: the persistent solver re-solves the same model)."""
-    m = hb.model
-    allowed = ARCH_ROLES[architecture]
+def architecture_bounds(hb: HorizonBuilt, architecture: str) -> Bounds:
+    """Bounds that allow only the roles of ``architecture`` (a copy: the model is not touched). For a
+    per-slot model (``hb.switching``), ``architecture`` is ignored: both architectures' roles stay open."""
+    b = hb.bounds.copy()
     roles = hb.prep.points["role"].to_numpy(str)
-    rho = hb.levels.rho
-    K = rho.shape[0]
-    for k in range(K):
-        for i in range(len(roles)):
-            m.x[k, i].setub(1.0 if roles[i] in allowed and rho[k, i] > 0 else 0.0)
     prole = hb.prep.pools["role"].to_numpy(str)
-    for p in range(len(prole)):
-        for t in range(hb.levels.periods):
-            m.z[t, p].setub(1 if prole[p] in allowed else 0)
-    single = architecture == "shared" and hb.inputs.shared_single_device_type
-    m.types_max.set_value(1 if single else max(1, len(hb.devices)))
+    if hb.switching:
+        allowed = ARCH_ROLES[hb.switching[0]] | ARCH_ROLES[hb.switching[1]]
+        single = False
+    else:
+        allowed = ARCH_ROLES[architecture]
+        single = architecture == "shared" and hb.inputs.shared_single_device_type
+    ok_pt = np.array([r in allowed for r in roles], dtype=bool)
+    x = hb.block("x")
+    b.col_ub[x] = np.where(ok_pt[None, :] & (hb.levels.rho > 0), 1.0, 0.0)
+    ok_pool = np.array([r in allowed for r in prole], dtype=float)
+    b.col_ub[hb.block("z")] = np.broadcast_to(ok_pool, hb.block("z").shape)
+    b.row_ub[hb.lp.families["types_max"]] = 1.0 if single else float(max(1, len(hb.devices)))
+    return b

@@ -58,14 +58,32 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         cols = ["period", "device", "bought", "owned", "sold", "reserved", "on_demand_peak", "spot_peak", "in_pools_peak"]
         active = sch[(sch[cols[2:]] != 0).any(axis=1)]
         out.append(table(cols, active[cols].to_numpy().tolist()))
+        if "carried_by" in arch.slots.columns:
+            out.extend(f"  {line}" for line in slot_architecture_lines(arch.slots))
         per = arch.costs.pivot_table(index="period", columns="term", values="usd", aggfunc="sum")
         shown = ["ownership", "reserved", "on_demand", "spot", "power_busy", "power_idle"]
+        if "weight_reload" in per.columns and float(per["weight_reload"].abs().sum()) > 0:
+            shown.append("weight_reload")
         crow = [[int(t), *[fmt(round(float(v))) for v in vals], fmt(round(float(sum(vals_all))))]
                 for t, vals, vals_all in zip(per.index, per[shown].to_numpy(), per.to_numpy(), strict=True)]
-        out.append(table(["period", "ownership", "reserved", "on_demand", "spot", "power_busy", "power_idle", "total USD"], crow))
+        out.append(table(["period", *shown, "total USD"], crow))
     for n in result.notes:
         out.append(f"  note: {n}")
     return out
+
+
+def slot_architecture_lines(slots: pd.DataFrame) -> list[str]:
+    """A per-slot plan: which architecture carries which slots, for each run of periods with the same split."""
+    per = slots.drop_duplicates(["period", "slot"]).groupby("period", sort=True)
+    runs: list[tuple[int, int, str]] = []
+    for t, grp in per:
+        split = "; ".join(f"{a}: {', '.join(grp.loc[grp['carried_by'] == a, 'slot'].astype(str))}"
+                          for a in sorted(grp["carried_by"].unique()))
+        if runs and runs[-1][2] == split:
+            runs[-1] = (runs[-1][0], int(t), split)  # type: ignore[arg-type]
+        else:
+            runs.append((int(t), int(t), split))  # type: ignore[arg-type]
+    return [f"periods {a}-{b}: {split}" if a != b else f"period {a}: {split}" for a, b, split in runs]
 
 
 def to_document(result: HorizonResult, name: str) -> dict[str, Any]:

@@ -8,28 +8,33 @@ Outputs (tidy DataFrames, one row per ...):
 - ``pools``: (period, slot, pool) — instances, devices, peak utilisation (busy instances at the slot's
   peak over instances);
 - ``costs``: (period, term) — USD in the period and its present value;
-- ``slots``: (period, slot) — demand multipliers, devices in pools, on demand, spot, owned unused.
+- ``slots``: (period, slot, device) — demand multipliers, devices in pools, on demand, spot, owned unused; a
+  per-slot plan adds ``carried_by`` (the architecture carrying the slot).
+
+Each plan is solved on one sparse model (:mod:`planner.horizon.lp`) that HiGHS keeps between solves: the
+architectures and the fleet-scale steps differ only in bounds (:func:`planner.horizon.model.architecture_bounds`).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from planner.errors import InputError, Problem
+from planner.horizon.lp import Bounds, Solution, solve
 from planner.horizon.model import (
     COST_TERMS,
     INTEGER_COUNTS_MAX,
     INTEGER_INSTANCES_MAX,
     HorizonBuilt,
     HorizonInputs,
+    architecture_bounds,
     build_horizon,
-    restrict_horizon,
 )
+from planner.optimize.prepare import ARCH_ROLES
 from planner.schema.capacity import CapacityTables
 
 
@@ -69,226 +74,232 @@ class HorizonResult:
         ok = [a for a in self.architectures.values() if a.feasible and a.total_usd is not None]
         if not ok:
             return None
-        order = {"shared": 0, "disaggregated": 1, "hybrid": 2}
+        order = {"shared": 0, "disaggregated": 1, "hybrid": 2}  # then a per-slot plan
         return min(ok, key=lambda a: (round(float(a.total_usd or 0.0), 2), order.get(a.architecture, 9))).architecture
 
 
-def _solver() -> Any:
-    from pyomo.contrib.solver.solvers.highs import Highs
-
-    return Highs()
-
-
-@dataclass
-class _Solved:
-    ok: bool
-    status: str
-    objective: float | None = None
-    gap: float | None = None
-    wall_s: float = 0.0
-    highs_s: float = 0.0
-
-
-def _solve(m: Any, time_limit_s: float, mip_gap: float) -> _Solved:
-    t0 = time.perf_counter()
-    res = _solver().solve(m, time_limit=time_limit_s, rel_gap=mip_gap, threads=1, load_solutions=False,
-                          raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
-    wall = time.perf_counter() - t0
-    highs = float(getattr(res.timing_info, "highs_time", 0.0) or 0.0)
-    sol = getattr(res.solution_status, "name", "")
-    term = getattr(res.termination_condition, "name", str(res.termination_condition))
-    if sol not in ("optimal", "feasible"):
-        return _Solved(False, "infeasible" if "infeasible" in term.lower() else term, wall_s=wall, highs_s=highs)
-    res.solution_loader.load_vars()
-    obj, bound = res.incumbent_objective, res.objective_bound
-    gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
-    status = "optimal" if sol == "optimal" else f"feasible ({term}; best plan found, not proven optimal)"
-    return _Solved(True, status, float(obj) if obj is not None else None, gap, wall, highs)
-
-
-def _val(v: Any) -> float:
-    x = v.value
-    return float(x) if x is not None else 0.0
-
-
-def extract(hb: HorizonBuilt) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Schedule, pools, costs and slots of a solved model (module docstring)."""
-    import pyomo.environ as pe
-
-    m, lv, prep = hb.model, hb.levels, hb.prep
+def extract(hb: HorizonBuilt, v: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Schedule, pools, costs and slots of a solution ``v`` (one value per column; module docstring)."""
+    lv, prep = hb.levels, hb.prep
     T, S = lv.periods, len(lv.slot_names)
-    pools = prep.pools
-    pts = prep.points
+    K = T * S
+    pools, pts = prep.pools, prep.points
+    Y = len(hb.devices)
     tau = pts["instance_seconds_per_request"].to_numpy(float)
     lam = prep.demand["rate_peak_per_s"].to_numpy(float)[pts["d"].to_numpy(int)]
     pool_of = pts["pool"].map({p: j for j, p in enumerate(pools["pool"])}).to_numpy(int)
     acq = hb.inputs.acquisition
-    pool_dev = pools["device"].astype(str).tolist()
-    pool_tp = pools["tp"].astype(int).tolist()
-    pool_name = pools["pool"].astype(str).tolist()
-    pool_rows, slot_rows = [], []
-    for k in range(T * S):
-        t, s = divmod(k, S)
-        x = np.array([_val(m.x[k, i]) for i in range(len(pts))])
-        busy = np.bincount(pool_of, weights=lam * lv.m_peak[k] * tau * x, minlength=len(pools)) if len(pts) else np.zeros(len(pools))
-        used = dict.fromkeys(hb.devices, 0)
-        for p in range(len(pools)):
-            n = round(_val(m.n[k, p]))
-            if n <= 0:
-                continue
-            used[pool_dev[p]] += n * pool_tp[p]
-            pool_rows.append({"period": t, "slot": lv.slot_names[s], "pool": pool_name[p], "instances": n,
-                              "devices": n * pool_tp[p], "utilization_peak": float(busy[p] / n)})
-        for y in hb.devices:
-            od = round(_val(m.od[k, y])) if (k, y) in m.od else 0
-            sp = round(_val(m.spot[k, y])) if (k, y) in m.spot else 0
-            avail = pe.value(m.owned[t, y]) + pe.value(m.reserved[t, y])
-            slot_rows.append({"period": t, "slot": lv.slot_names[s], "device": y, "peak_multiplier": float(lv.m_peak[k]),
-                              "mean_multiplier": float(lv.m_mean[k]), "in_pools": used[y], "on_demand": od, "spot": sp,
-                              "owned_or_reserved_unused": max(0.0, float(avail) - max(0, used[y] - od - sp * acq[y].spot_availability))})
-    slots = pd.DataFrame(slot_rows)
-    sched_rows = []
-    for t in range(T):
-        for y in hb.devices:
-            a = acq[y]
-            bought = round(_val(m.buy[t, y])) if (t, y) in m.buy else 0
-            delivered = round(_val(m.buy[t - a.lead_time_periods, y])) if (t - a.lead_time_periods, y) in m.buy else 0
-            sl = slots[(slots["period"] == t) & (slots["device"] == y)]
-            sched_rows.append({
-                "period": t, "device": y, "bought": bought, "delivered": delivered,
-                "owned": round(float(pe.value(m.owned[t, y]))),
-                "sold": round(_val(m.sell[t, y])) if (t, y) in m.sell else 0,
-                "reserved": round(float(pe.value(m.reserved[t, y]))),
-                "reserved_started": round(_val(m.res[t, y])) if (t, y) in m.res else 0,
-                "on_demand_peak": int(sl["on_demand"].max()) if len(sl) else 0,
-                "spot_peak": int(sl["spot"].max()) if len(sl) else 0,
-                "in_pools_peak": int(sl["in_pools"].max()) if len(sl) else 0,
-            })
-    cost_rows = []
-    disc = m.discount
-    for t in range(T):
-        for term in COST_TERMS:
-            v = float(pe.value(getattr(m, f"cost_{term}")[t]))
-            cost_rows.append({"period": t, "term": term, "usd": v, "usd_present_value": v * float(disc[t])})
-    return pd.DataFrame(sched_rows), pd.DataFrame(pool_rows, columns=["period", "slot", "pool", "instances", "devices", "utilization_peak"]), \
-        pd.DataFrame(cost_rows), slots
+    y_pos = {y: j for j, y in enumerate(hb.devices)}
+    y_of_pool = np.array([y_pos[y] for y in pools["device"]], dtype=int)
+    tp_pool = pools["tp"].to_numpy(int)
+    n = np.rint(v[hb.block("n")]).astype(int)                      # (K, P)
+    x = v[hb.block("x")]                                            # (K, I)
+    P = n.shape[1]
+    busy = (lam[None, :] * lv.m_peak[:, None] * tau[None, :] * x) @ np.eye(P)[pool_of]  # busy instances per pool at the peak
+    kk, pp = np.nonzero(n > 0)
+    slot_names = np.asarray(lv.slot_names, dtype=object)
+    pool_df = pd.DataFrame({"period": kk // S, "slot": slot_names[kk % S], "pool": pools["pool"].astype(str).to_numpy()[pp],
+                            "instances": n[kk, pp], "devices": n[kk, pp] * tp_pool[pp], "utilization_peak": busy[kk, pp] / n[kk, pp]})
+    used = (n * tp_pool[None, :]) @ np.eye(Y, dtype=int)[y_of_pool]  # devices in pools per type
+
+    def per_type(block: str, names: list[str]) -> np.ndarray:
+        out = np.zeros((K, Y), dtype=int)
+        if names:
+            out[:, [y_pos[y] for y in names]] = np.rint(v[hb.block(block)]).astype(int)
+        return out
+
+    od, sp_ = per_type("od", hb.od_y), per_type("spot", hb.spot_y)
+    owned = hb.owned.value(v).reshape(T, Y)
+    reserved = hb.reserved.value(v).reshape(T, Y)
+    avail_spot = np.array([acq[y].spot_availability for y in hb.devices])
+    held = (owned + reserved)[np.arange(K) // S]
+    unused = np.maximum(0.0, held - np.maximum(0, used - od - sp_ * avail_spot[None, :]))
+    kY = np.repeat(np.arange(K), Y)
+    slots = pd.DataFrame({"period": kY // S, "slot": slot_names[kY % S], "device": np.tile(np.asarray(hb.devices, dtype=object), K),
+                          "peak_multiplier": lv.m_peak[kY], "mean_multiplier": lv.m_mean[kY], "in_pools": used.ravel(),
+                          "on_demand": od.ravel(), "spot": sp_.ravel(), "owned_or_reserved_unused": unused.ravel()})
+
+    def per_period(block: str, names: list[str]) -> np.ndarray:
+        out = np.zeros((T, Y), dtype=int)
+        if names:
+            out[:, [y_pos[y] for y in names]] = np.rint(v[hb.block(block)]).astype(int)
+        return out
+
+    bought, sold, started = per_period("buy", hb.buy_y), per_period("sell", hb.sell_y), per_period("res", hb.res_y)
+    lead = np.array([acq[y].lead_time_periods for y in hb.devices], dtype=int)
+    tY = np.repeat(np.arange(T), Y)
+    yy = np.tile(np.arange(Y), T)
+    src = tY - lead[yy]
+    delivered = np.where(src >= 0, bought[np.maximum(src, 0), yy], 0)
+    peak = lambda a: a.reshape(T, S, Y).max(axis=1).ravel()  # noqa: E731 - most in any slot of the period
+    schedule = pd.DataFrame({"period": tY, "device": np.tile(np.asarray(hb.devices, dtype=object), T), "bought": bought.ravel(),
+                             "delivered": delivered, "owned": np.rint(owned).astype(int).ravel(), "sold": sold.ravel(),
+                             "reserved": np.rint(reserved).astype(int).ravel(), "reserved_started": started.ravel(),
+                             "on_demand_peak": peak(od), "spot_peak": peak(sp_), "in_pools_peak": peak(used)})
+    rows = []
+    for term in COST_TERMS:
+        usd = hb.costs[term].value(v)
+        rows.append(pd.DataFrame({"period": np.arange(T), "term": term, "usd": usd, "usd_present_value": usd * hb.discount}))
+    costs = pd.concat(rows).sort_values("period", kind="stable").reset_index(drop=True)  # terms in COST_TERMS order
+    return schedule, pool_df, costs, slots
 
 
-def _solve_built(hb: HorizonBuilt, time_limit_s: float, mip_gap: float) -> _Solved:
-    """Solve. A continuous (fleet-scale) model goes in three steps (model docstring): the LP relaxation
-    (binaries too: its objective is a lower bound of the whole problem), the pools and device types the
-    relaxation uses switched on and the rest off, then counts rounded up and purchases, reservations and
-    rentals made integer. The gap reported is measured against the relaxation's bound."""
-    import pyomo.environ as pe
-
-    m = hb.model
+def _solve_built(hb: HorizonBuilt, b: Bounds, time_limit_s: float, mip_gap: float) -> Solution:
+    """Solve under bounds ``b``. A continuous (fleet-scale) model goes in three steps (model docstring), each a
+    HiGHS run on the same matrix with its own bounds: (1) the LP relaxation (binaries too: its objective is a lower
+    bound of the whole problem); (2) the pools and device types the relaxation uses fixed on and the rest off
+    (and, in a per-slot plan, each slot's architecture: ``w`` rounded), counts continuous; (3) counts rounded up and fixed, purchases, reservations and rentals integer. The gap
+    reported is against step 1's bound."""
     if hb.integer:
-        return _solve(m, time_limit_s, mip_gap)
-    binaries = [(v, i) for v in (m.z, m.u) for i in v if v[i].ub is None or v[i].ub > 0]
-    for v, i in binaries:
-        v[i].domain = pe.UnitInterval
-    relaxed = _solve(m, time_limit_s, mip_gap)
+        return solve(hb.lp, b, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    z, u = hb.block("z"), hb.block("u")
+    relaxed_b = b.copy()
+    relaxed_b.integer[:] = 0
+    relaxed = solve(hb.lp, relaxed_b, time_limit_s=time_limit_s, mip_gap=mip_gap)
     wall, highs = relaxed.wall_s, relaxed.highs_s
-    if not relaxed.ok:
-        for v, i in binaries:
-            v[i].domain = pe.Binary
+    if not relaxed.ok or relaxed.values is None:
         return relaxed
-    bound = relaxed.objective
-    on = {(v.name, i): 1 if (v[i].value or 0.0) > 1e-6 else 0 for v, i in binaries}
-    if int(pe.value(m.types_max)) < len(hb.devices):
-        # at most types_max device types per period: keep the types the relaxation leans on most
-        dev_pool = hb.prep.pools["device"].tolist()
-        for t in range(hb.levels.periods):
-            weight = {y: sum(float(m.z[t, p].value or 0.0) for p in range(len(dev_pool)) if dev_pool[p] == y) for y in hb.devices}
-            keep = set(sorted(weight, key=lambda y: -weight[y])[: int(pe.value(m.types_max))])
-            for p, y in enumerate(dev_pool):
-                if y not in keep:
-                    on[("z", (t, p))] = 0
-            for y in hb.devices:
-                on[("u", (t, y))] = 1 if y in keep and any(on.get(("z", (t, p)), 0) for p in range(len(dev_pool)) if dev_pool[p] == y) else 0
-    for v, i in binaries:
-        v[i].domain = pe.Binary
-        v[i].setlb(on[(v.name, i)])
-        v[i].setub(on[(v.name, i)])
-    fixed = _solve(m, time_limit_s, mip_gap)  # an LP again: n continuous with the pools chosen
+    vals = relaxed.values
+    z_on = (vals[z] > 1e-6).astype(float)
+    types_max = int(round(float(b.row_ub[hb.lp.families["types_max"]][0])))
+    dev_pool = hb.prep.pools["device"].tolist()
+    u_on = np.zeros(u.shape)
+    for t in range(hb.levels.periods):
+        keep = set(hb.devices)
+        if types_max < len(hb.devices):
+            # at most types_max device types per period: keep the types the relaxation leans on most
+            weight = {y: sum(float(vals[z[t, p]]) for p in range(len(dev_pool)) if dev_pool[p] == y) for y in hb.devices}
+            keep = set(sorted(weight, key=lambda y: -weight[y])[:types_max])
+            z_on[t] *= np.array([y in keep for y in dev_pool], dtype=float)
+        u_on[t] = [1.0 if y in keep and any(z_on[t, p] for p in range(len(dev_pool)) if dev_pool[p] == y) else 0.0
+                   for y in hb.devices]
+    fixed_b = relaxed_b.copy()
+    fixed_b.col_lb[z], fixed_b.col_ub[z] = z_on, np.minimum(z_on, b.col_ub[z])
+    fixed_b.col_lb[u], fixed_b.col_ub[u] = u_on, u_on
+    w = hb.block("w")
+    if w.size and hb.switching is not None:
+        # per-slot plan: each slot goes to the architecture the relaxation leans on (w rounded); a pool whose
+        # architecture carries no slot of a period is off in that period
+        w_on = (vals[w] >= 0.5).astype(float)
+        fixed_b.col_lb[w], fixed_b.col_ub[w] = w_on, w_on
+        S = len(hb.levels.slot_names)
+        carries = {0: (w_on.reshape(-1, S) < 0.5).any(axis=1), 1: (w_on.reshape(-1, S) > 0.5).any(axis=1)}  # per period
+        ra, rb = ARCH_ROLES[hb.switching[0]], ARCH_ROLES[hb.switching[1]]
+        for p, role in enumerate(hb.prep.pools["role"].astype(str)):
+            side = 0 if role in ra and role not in rb else 1 if role in rb and role not in ra else -1
+            if side >= 0:
+                off = ~carries[side]
+                fixed_b.col_lb[z[off, p]] = 0.0
+                fixed_b.col_ub[z[off, p]] = 0.0
+        dev_on = np.array([[fixed_b.col_ub[z[t, p]] > 0 for p in range(len(dev_pool))] for t in range(hb.levels.periods)])
+        for j, y in enumerate(hb.devices):  # a device type with no pool left on is off
+            mine = np.array([d == y for d in dev_pool])
+            u_y = (dev_on[:, mine].any(axis=1) & (u_on[:, j] > 0)).astype(float)
+            fixed_b.col_lb[u[:, j]], fixed_b.col_ub[u[:, j]] = u_y, u_y
+    fixed = solve(hb.lp, fixed_b, time_limit_s=time_limit_s, mip_gap=mip_gap)  # an LP: n continuous, pools chosen
     wall, highs = wall + fixed.wall_s, highs + fixed.highs_s
-    if fixed.ok:
-        for idx in m.n:
-            v = math.ceil((m.n[idx].value or 0.0) - 1e-6)
-            m.n[idx].setlb(v)
-            m.n[idx].setub(v)
-        for var in (m.buy, m.sell, m.res, m.od, m.spot):
-            for idx in var:
-                var[idx].domain = pe.NonNegativeIntegers
-        final = _solve(m, time_limit_s, mip_gap)
+    final = fixed
+    if fixed.ok and fixed.values is not None:
+        final_b = fixed_b.copy()
+        n = hb.block("n")
+        n_up = np.ceil(fixed.values[n] - 1e-6)
+        final_b.col_lb[n], final_b.col_ub[n] = n_up, n_up
+        for name in ("buy", "sell", "res", "od", "spot"):
+            final_b.integer[hb.block(name)] = 1
+        final = solve(hb.lp, final_b, time_limit_s=time_limit_s, mip_gap=mip_gap)
         wall, highs = wall + final.wall_s, highs + final.highs_s
-    else:
-        final = fixed
-    for v, i in binaries:
-        v[i].setlb(0)
-        v[i].setub(1)
     if not final.ok:
-        return _Solved(False, f"rounding the fleet-scale solution failed: {final.status}", wall_s=wall, highs_s=highs)
-    obj = final.objective
-    gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
-    return _Solved(True, f"{final.status} (fleet scale: pools from the LP relaxation, counts rounded up; the gap is "
-                   "against the relaxation's bound)", obj, gap, wall, highs)
+        return Solution(False, f"rounding the fleet-scale solution failed: {final.status}", wall_s=wall, highs_s=highs)
+    return Solution(True, f"{final.status} (fleet scale: pools from the LP relaxation, counts rounded up; the gap is "
+                    "against the relaxation's bound)", final.values, final.objective, relaxed.objective, wall, highs)
 
 
-def _unfix(hb: HorizonBuilt, bounds: dict) -> None:
-    import pyomo.environ as pe
-
-    m = hb.model
-    for idx, (lb, ub) in bounds.items():
-        m.n[idx].setlb(lb)
-        m.n[idx].setub(ub)
-    if not hb.integer:
-        for var in (m.buy, m.sell, m.res, m.od, m.spot):
-            for idx in var:
-                var[idx].domain = pe.NonNegativeReals
-
-
-def _model_size(m: Any) -> dict[str, int]:
-    import pyomo.environ as pe
-
-    return {"variables": int(sum(len(v) for v in m.component_objects(ctype=pe.Var))),
-            "integer_variables": int(sum(1 for v in m.component_data_objects(ctype=pe.Var) if v.is_integer() or v.is_binary())),
-            "constraints": int(sum(len(c) for c in m.component_objects(ctype=pe.Constraint)))}
+def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float, mip_gap: float,
+                       fix: dict[str, np.ndarray] | None = None) -> tuple[Solution, Bounds]:
+    """Solve ``hb`` for one architecture; ``fix`` holds variable blocks at given values (e.g. a schedule's purchases)."""
+    b = architecture_bounds(hb, architecture)
+    for name, val in (fix or {}).items():
+        col = hb.block(name)
+        b.col_lb[col] = val
+        b.col_ub[col] = val
+    return _solve_built(hb, b, time_limit_s, mip_gap), b
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
                   mip_gap: float = 1e-3, baseline: bool = True) -> HorizonResult:
-    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving."""
+    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving.
+    An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
+    one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
     hb = build_horizon(tables, inputs)
-    m = hb.model
-    size = _model_size(m)
-    n_bounds = {idx: (m.n[idx].lb, m.n[idx].ub) for idx in m.n}
+    build_s = hb.build_s
     archs: dict[str, HorizonArchitecture] = {}
     base_hb: HorizonBuilt | None = None
-    base_bounds: dict = {}
     for arch in architectures:
-        _unfix(hb, n_bounds)
-        restrict_horizon(hb, arch)
-        sol = _solve_built(hb, time_limit_s, mip_gap)
+        model = hb
+        if arch not in ARCH_ROLES:
+            model = build_horizon(tables, inputs, switching=per_slot_pair(inputs, arch), integer=hb.integer, like=hb)
+            build_s += model.build_s
+        sol, _ = solve_architecture(model, arch, time_limit_s, mip_gap)
         ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s)
-        if sol.ok:
+        if sol.ok and sol.values is not None:
             t1 = time.perf_counter()
-            ha.schedule, ha.pools, ha.costs, ha.slots = extract(hb)
+            ha.schedule, ha.pools, ha.costs, ha.slots = extract(model, sol.values)
+            if model.switching:
+                ha.slots = ha.slots.merge(_slot_architecture(model, sol.values), on=["period", "slot"], how="left")
             ha.extract_s = time.perf_counter() - t1
             if baseline:
                 if base_hb is None:
-                    base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer)
-                    base_bounds = {idx: (base_hb.model.n[idx].lb, base_hb.model.n[idx].ub) for idx in base_hb.model.n}
-                _unfix(base_hb, base_bounds)
-                restrict_horizon(base_hb, arch)
-                base = _solve_built(base_hb, time_limit_s, mip_gap)
-                ha.baseline_usd = base.objective if base.ok else None
-                ha.solve_s += base.wall_s
-                ha.highs_s += base.highs_s
+                    base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
+                    build_s += base_hb.build_s
+                best: Solution | None = None
+                for a in model.switching or (arch,):  # a per-slot plan's baseline: the better of its two, owned at peak
+                    base, _ = solve_architecture(base_hb, a, time_limit_s, mip_gap)
+                    ha.solve_s += base.wall_s
+                    ha.highs_s += base.highs_s
+                    if base.ok and (best is None or (base.objective or 0.0) < (best.objective or 0.0)):
+                        best = base
+                ha.baseline_usd = best.objective if best is not None else None
         archs[arch] = ha
     notes = list(hb.levels.notes)
     if not hb.integer:
         notes.append(f"fleet scale (the best pool above {INTEGER_INSTANCES_MAX} instances, or more than {INTEGER_COUNTS_MAX:,} "
                      "instance counts): LP relaxation, the pools it uses, counts rounded up (the gap reported is against the relaxation's bound)")
+    if inputs.weight_load is not None:
+        wl = inputs.weight_load
+        notes.append(f"weight loading: {wl.device_gb_per_s:g} GB/s per device"
+                     + (f", {wl.fleet_gb_per_s:g} GB/s for the whole weight store (the ramp limit)" if wl.fleet_gb_per_s else "")
+                     + f"; loading device-hours priced at {', '.join(f'{y} ${p:.2f}/h' for y, p in wl.usd_per_device_hour.items())}"
+                     + (f" ({wl.source})" if wl.source else ""))
     return HorizonResult(architectures=archs, levels=hb.levels.m_peak.size, periods=hb.levels.periods, slots=hb.levels.slot_names,
-                         build_s=hb.build_s + (base_hb.build_s if base_hb else 0.0), notes=notes, size=size)
+                         build_s=build_s, notes=notes, size=hb.size)
+
+
+def per_slot_pair(inputs: HorizonInputs, name: str) -> tuple[str, str]:
+    """The two architectures of the per-slot plan called ``name`` (an error if the inputs have none by that name)."""
+    pair = inputs.per_slot_architecture
+    if pair is None or name != switching_name(pair):
+        known = ", ".join(ARCH_ROLES) + (f", {switching_name(pair)}" if pair else "")
+        raise InputError(Problem("", "architecture", f"unknown architecture {name!r}", f"use one of {known}"))
+    return pair
+
+
+def model_for(tables: CapacityTables, inputs: HorizonInputs, architecture: str) -> HorizonBuilt:
+    """The model a plan of ``architecture`` is solved on (the per-slot model for a per-slot plan)."""
+    if architecture in ARCH_ROLES:
+        return build_horizon(tables, inputs)
+    return build_horizon(tables, inputs, switching=per_slot_pair(inputs, architecture))
+
+
+def switching_name(pair: tuple[str, str]) -> str:
+    """Name of the per-slot plan between two architectures, e.g. ``shared/disaggregated per slot``."""
+    return f"{pair[0]}/{pair[1]} per slot"
+
+
+def _slot_architecture(hb: HorizonBuilt, v: np.ndarray) -> pd.DataFrame:
+    """(period, slot) → ``carried_by``: the architecture that carries the slot in a per-slot plan."""
+    assert hb.switching is not None
+    S = len(hb.levels.slot_names)
+    w = np.rint(v[hb.block("w")]).astype(int)
+    k = np.arange(w.size)
+    return pd.DataFrame({"period": k // S, "slot": np.asarray(hb.levels.slot_names, dtype=object)[k % S],
+                         "carried_by": np.where(w == 1, hb.switching[1], hb.switching[0])})

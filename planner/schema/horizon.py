@@ -143,6 +143,25 @@ class DeviceAcquisition(StrictModel):
         return self
 
 
+class WeightLoad(StrictModel):
+    """Bringing instances up: every new instance loads one replica of its model's weights
+    (:mod:`planner.horizon.model`, *Weight loading*): the reload time and its price, and the ramp limit."""
+
+    device_gb_per_s: PosFloat
+    """Per device, weight store → device memory, GB/s (each of an instance's ``tp`` devices loads ``W / tp``)."""
+    fleet_gb_per_s: PosFloat | None = None
+    """Total bandwidth of the weight store, GB/s: what loads within one slot bounds how far the pools can
+    grow in it (the ramp limit). None: only the per-device time counts."""
+    usd_per_device_hour: PosFloat | None = None
+    """Price of a device-hour spent loading instead of serving (default: the device's on-demand price, else
+    its reserved price, else its owned price per hour)."""
+    source: str
+    """Where the bandwidths come from."""
+
+
+Architecture = Literal["shared", "disaggregated", "hybrid"]
+
+
 class Horizon(StrictModel):
     """Plan over time: periods × representative slots, growth, and how capacity is obtained."""
 
@@ -159,6 +178,23 @@ class Horizon(StrictModel):
     """Most instances a pool may add from one slot to the next (weights must load); none = unlimited."""
     discount_rate_per_year: Fraction = 0.0
     """Discount rate for the present value of later periods' costs."""
+    weight_load: WeightLoad | None = None
+    """Weight loading: ramp limit and reload cost of growing pools (none: pools grow freely and at no cost)."""
+    per_slot_architecture: tuple[Architecture, Architecture] | None = None
+    """Also plan one architecture per slot, chosen between these two (e.g. [shared, disaggregated]: shared at
+    night, split at the daily peak); switching pays the weight reload of the pools taking over (needs
+    ``weight_load``)."""
+
+    @model_validator(mode="after")
+    def _switching(self) -> Horizon:
+        if self.per_slot_architecture is not None:
+            a, b = self.per_slot_architecture
+            if a == b:
+                raise ValueError("per_slot_architecture needs two different architectures, e.g. [shared, disaggregated]")
+            if self.weight_load is None:
+                raise ValueError("per_slot_architecture needs weight_load (device_gb_per_s, source): a switch reloads the "
+                                 "weights of the pools taking over, and that is its cost")
+        return self
 
     @property
     def hours_per_period(self) -> float:
