@@ -97,6 +97,12 @@ class EngineCalibration(StrictModel):
     """Admission reserves KV for a request's full ``ISL + OSL`` (TensorRT-LLM's default
     ``GUARANTEED_NO_EVICT`` capacity scheduler) rather than admitting on current usage (vLLM,
     SGLang: admission by the mean footprint ``ISL + OSL/2``, preempting when the pool fills)."""
+    kv_preempt: bool = False
+    """When the KV pool is short, the engine admits a prompt as soon as its blocks fit and preempts
+    running requests (recompute) as their contexts grow (vLLM V1's scheduler), so part of the slot
+    wait comes after the first token: the closed loop puts the share ``ISL / (ISL + OSL)`` of the
+    wait in TTFT and the rest in TPOT (:mod:`planner.perf.closed_loop`, round 10). False: the whole
+    wait is before the first token (TensorRT-LLM reserves the peak; SGLang admits conservatively)."""
     memory_fraction: float | None = Field(0.9, gt=0, le=1)
     """Share of device memory (or, with ``kv_share_of_free``, of the memory free after weights and
     workspace) the engine gives its KV pool: vLLM ``gpu_memory_utilization`` 0.9, TensorRT-LLM

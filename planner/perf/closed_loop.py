@@ -87,6 +87,7 @@ class EngineArrays:
     budget_tokens: np.ndarray
     kv_share_of_free: np.ndarray | bool = False
     kv_reserve_peak: np.ndarray | bool = False
+    kv_preempt: np.ndarray | bool = False
     eta_link: np.ndarray | float = 1.0
     cohort_exponent: np.ndarray | float = 0.0
     memory_fraction: np.ndarray | float = 0.9
@@ -240,8 +241,12 @@ def predict_agg(inst: InstanceArrays, eng: EngineArrays, users: np.ndarray, isl:
     w_share = np.minimum(d / (REQUESTS_PER_USER * n_users), 1.0)
     in_cycle = steady + eng.ttft_overhead_s
     slot_wait = np.maximum(n_users - d, 0.0) * cycle / d
-    ttft = w_share * first + (1.0 - w_share) * steady + eng.ttft_overhead_s + slot_wait
-    tpot = np.where(mixed, t_it, np.maximum((cycle - in_cycle) / steps, t_dec))
+    # an engine that preempts (vLLM) admits a prompt once its blocks fit and evicts running requests
+    # as they grow: the share ISL / (ISL + OSL) of the wait (the prompt's part of the footprint) comes
+    # before the first token, the rest as stalls between output tokens (round 10)
+    pre = np.where(eng.kv_preempt, isl / (isl + osl), 1.0)
+    ttft = w_share * first + (1.0 - w_share) * steady + eng.ttft_overhead_s + pre * slot_wait
+    tpot = np.where(mixed, t_it, np.maximum((cycle - in_cycle) / steps, t_dec)) + (1.0 - pre) * slot_wait / steps
     return LoopResult(ttft, tpot, feasible, bmax, d, t_dec, cycle)
 
 

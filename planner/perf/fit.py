@@ -54,7 +54,7 @@ from planner.perf.validate import Prepared, mape, predict_prepared, prepare_rows
 ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
     "trtllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": True, "kv_reserve_peak": True,
                "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 32},
-    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
+    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False, "kv_preempt": True,
              "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 16},
     "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
                "memory_fraction": None, "workspace_gb": 0.0, "kv_block_tokens": 1, "cohort_exponent": 1.0},

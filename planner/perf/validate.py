@@ -118,6 +118,7 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
         budget_tokens=np.array([float(c.prefill_token_budget) for c in cals]),
         kv_share_of_free=np.array([c.kv_share_of_free for c in cals]),
         kv_reserve_peak=np.array([c.kv_reserve_peak for c in cals]),
+        kv_preempt=np.array([c.kv_preempt for c in cals]),
         memory_fraction=np.array([np.nan if c.memory_fraction is None else c.memory_fraction for c in cals], dtype=float),
         workspace_gb=np.array([c.workspace_gb for c in cals]),
         kv_block_tokens=np.array([float(c.kv_block_tokens) for c in cals]),
