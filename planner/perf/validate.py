@@ -147,13 +147,21 @@ def calibration_for_rows(prep: Prepared, idx: np.ndarray, calibration: Calibrati
         # closed-loop replay: a row of a known harness takes that harness's TTFT overhead and cohorts
         ttft = spread["ttft_overhead_s"].astype(float).copy()
         kappa = spread["cohort_exponent"].astype(float).copy()
+        layer = spread["layer_overhead_s"].astype(float).copy()
+        seq = spread["seq_overhead_s"].astype(float).copy()
         for j, i in enumerate(idx):
             h = harnesses.get(str(prep.rows[i].get("harness") or ""))
             if h is not None:
                 if h.ttft_overhead_ms is not None:
                     ttft[j] = h.ttft_overhead_ms * 1e-3
                 kappa[j] = h.cohort_exponent
+                if str(prep.rows[i].get("engine")) in h.engines:
+                    if h.layer_overhead_us is not None:
+                        layer[j] = h.layer_overhead_us * 1e-6
+                    if h.seq_overhead_us is not None:
+                        seq[j] = h.seq_overhead_us * 1e-6
         spread["ttft_overhead_s"], spread["cohort_exponent"] = ttft, kappa
+        spread["layer_overhead_s"], spread["seq_overhead_s"] = layer, seq
     return EngineArrays(**spread), [labels[j] for j in inverse]
 
 
