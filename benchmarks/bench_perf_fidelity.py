@@ -7,8 +7,13 @@
    and score on all rows). Targets: TPOT MAPE <= 15 %, TTFT MAPE <= 30 % out of sample.
    H100 -> H200 (models/measured/silicon_h200_dense.csv, 199 rows; round 9): fit on the H100
    rows only and predict the H200 rows (transfer; targets TPOT <= 15 %, TTFT <= 30 %), and fit on
-   both (in sample), each per (model, engine). The FP8 checkpoint nvidia/Llama-3.1-8B-Instruct-FP8
-   is read as llama-3.1-8b at fp8 (passed to the converter as a known Hugging Face id).
+   both (in sample). Round 10: every figure per group (device, model, engine, harness = one benchmark
+   series of one engine version, precision): H100 out of sample by model, H100 in sample (shipped file),
+   H100 -> H200, in sample on both, and meas/floor (median measured TPOT over the model's TPOT at 100 %
+   of every datasheet figure with no overheads; :func:`floor_calibration`). Then the transfer with and
+   without the H200 groups the H100 rows cannot inform (README round 10 says why); the headline is the
+   full figure. The FP8 checkpoint nvidia/Llama-3.1-8B-Instruct-FP8 is read as llama-3.1-8b at fp8
+   (passed to the converter as a known Hugging Face id).
 2. MLPerf Llama-2-70B Offline per-accelerator throughput (models/measured/mlperf_llama2-70b_public.csv).
    Offline = throughput with no latency target: each accelerator group runs data-parallel
    replicas of tp devices; we take the best tp in {1, 2, 4, 8} (the submissions choose their
@@ -36,10 +41,11 @@ import numpy as np
 
 from planner.catalog import load_catalog
 from planner.perf import operating_point
-from planner.perf.calibration import load_calibration
-from planner.perf.fit import fit_calibration
+from planner.perf.calibration import PUBLISHED_DEFAULT, Calibration, load_calibration
+from planner.perf.closed_loop import engine_slots
+from planner.perf.fit import ENGINE_SCHEDULERS, fit_calibration
 from planner.perf.measurements import convert_silicon
-from planner.perf.validate import mape, predict_prepared, prepare_rows
+from planner.perf.validate import calibration_for_rows, mape, predict_prepared, prepare_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "models" / "measured" / "silicon_h100_dense.csv"
@@ -71,20 +77,77 @@ def score(rows, cat, cal, mask):
     return mape(ttft[mask], mt[mask]), mape(tpot[mask], mp[mask])
 
 
+def predictions(rows, cat, cal):
+    """Predicted TTFT and TPOT (ms) of every row under ``cal``."""
+    ttft, tpot, _, _ = predict_prepared(prepare_rows(rows, cat), cal)
+    return ttft, tpot
+
+
+def group_key(r):
+    """(device, model, engine, harness, precision): one benchmark series of one engine version."""
+    return (r["device"], r["model"], r["engine"], (r.get("harness") or "-").replace("aic-auto-gap-analysis/", "aic/"), r["precision"])
+
+
+def floor_calibration():
+    """Every engine at 100 % of the datasheet FLOP/s, bandwidth and link figures with no overheads
+    (its own scheduler and KV rules): the fastest the model lets a row run. ``measured / floor`` near
+    or below 1 means the row ran faster than the stated work allows at the datasheet peaks."""
+    ideal = {"eta_f": 1.0, "eta_b": 1.0, "eta_link": 1.0, "layer_overhead_us": 0.0, "seq_overhead_us": 0.0,
+             "allreduce_overhead_us": 0.0, "step_overhead_ms": 0.0, "ttft_overhead_ms": 0.0}
+    engines = {e: PUBLISHED_DEFAULT.model_copy(update={**ideal, **sched}) for e, sched in ENGINE_SCHEDULERS.items()}
+    return Calibration(name="floor", engines=engines)
+
+
+def kv_limited(rows, cat, cal):
+    """Rows where the engine's KV pool (its rules, the row's KV precision) holds fewer requests than
+    the benchmark's concurrency, i.e. where the model predicts a wait for a KV slot."""
+    prep = prepare_rows(rows, cat)
+    out = np.zeros(len(rows), bool)
+    if prep.agg_inst is not None:
+        eng, _ = calibration_for_rows(prep, prep.agg_idx, cal)
+        isl = np.array([rows[i]["isl"] for i in prep.agg_idx], dtype=float)
+        osl = np.array([rows[i]["osl"] for i in prep.agg_idx], dtype=float)
+        users = np.array([rows[i]["concurrency"] for i in prep.agg_idx], dtype=float)
+        out[prep.agg_idx] = engine_slots(prep.agg_inst, eng, isl, osl) < users
+    return out
+
+
+def group_table(rows, columns, meas_t, meas_p, floor_p, title):
+    """Per-group MAPE of TTFT / TPOT for each (label, (ttft, tpot)) in ``columns`` (NaN where not scored)."""
+    keys = sorted({group_key(r) for r in rows})
+    print(f"\n{title}")
+    head = " ".join(f"{lab:>15s}" for lab, _ in columns)
+    print(f"{'device':9s} {'model':13s} {'engine':6s} {'harness':24s} {'prec':4s} {'rows':>4s} {head} {'meas/floor':>10s}")
+    for k in keys:
+        m = np.array([group_key(r) == k for r in rows])
+        cells = []
+        for _, (t, p) in columns:
+            a, b = mape(t[m], meas_t[m]), mape(p[m], meas_p[m])
+            cells.append(f"{a:7.1f} /{b:6.1f}" if np.isfinite(a) else f"{'-':>15s}")
+        fl = float(np.nanmedian(meas_p[m] / floor_p[m]))
+        print(f"{k[0]:9s} {k[1]:13s} {k[2]:6s} {k[3]:24s} {k[4]:4s} {int(m.sum()):4d} {' '.join(cells)} {fl:10.2f}")
+
+
 def main() -> None:
     cat, where = catalog()
     print(f"profiles from {where}")
-    rows = convert_silicon(DATA, {m.hf_id: m.id for m in cat.models.values()})
+    hf = {**{m.hf_id: m.id for m in cat.models.values()}, **CHECKPOINTS}
+    rows = convert_silicon(DATA, hf)
     models = np.array([r["model"] for r in rows])
+    mt = np.array([r["ttft_ms"] for r in rows], dtype=float)
+    mp = np.array([r["tpot_ms"] for r in rows], dtype=float)
     print("\n== H100 closed-loop data: OUT OF SAMPLE by model (fit on the other two) ==")
     print(f"{'held-out model':16s} {'rows':>5s} {'TTFT MAPE %':>12s} {'TPOT MAPE %':>12s}")
     errs_t, errs_p, n_all = [], [], 0
+    oos_t, oos_p = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
     for held in sorted(set(models)):
         test = models == held
         t0 = time.perf_counter()
         cal = fit_calibration(rows, cat, name="oos", data_file=DATA, train_mask=~test)
         fit_s = time.perf_counter() - t0
-        a, b = score(rows, cat, cal, test)
+        t, p = predictions(rows, cat, cal)
+        oos_t[test], oos_p[test] = t[test], p[test]
+        a, b = mape(t[test], mt[test]), mape(p[test], mp[test])
         print(f"{held:16s} {int(test.sum()):5d} {a:12.1f} {b:12.1f}   (fit {fit_s:.1f} s)")
         errs_t.append(a * test.sum())
         errs_p.append(b * test.sum())
@@ -99,30 +162,51 @@ def main() -> None:
     print(f"uncalibrated published defaults: TTFT MAPE {a:.1f} %, TPOT MAPE {b:.1f} %")
 
     print("\n== H100 -> H200: fit on H100 only, predict H200 (transfer) / fit on both (in sample) ==")
-    hf = {**{m.hf_id: m.id for m in cat.models.values()}, **CHECKPOINTS}
     both = convert_silicon(DATA, hf) + convert_silicon(DATA_H200, hf)
     dev = np.array([r["device"] for r in both])
+    bt = np.array([r["ttft_ms"] for r in both], dtype=float)
+    bp = np.array([r["tpot_ms"] for r in both], dtype=float)
     t0 = time.perf_counter()
     only_h100 = fit_calibration(both, cat, name="h100-only", data_file=DATA, train_mask=dev == "h100-sxm")
     t_fit1 = time.perf_counter() - t0
     t0 = time.perf_counter()
     on_both = fit_calibration(both, cat, name="both", data_file=DATA)
     t_fit2 = time.perf_counter() - t0
-    keys = sorted({(r["device"], r["model"], r["engine"]) for r in both})
-    print(f"{'device':9s} {'model':14s} {'engine':7s} {'rows':>5s} {'transfer TTFT/TPOT %':>21s} {'in sample TTFT/TPOT %':>22s}")
-    for d, m, e in keys:
-        mask = np.array([(r["device"], r["model"], r["engine"]) == (d, m, e) for r in both])
-        a, b = score(both, cat, only_h100, mask)
-        c, f = score(both, cat, on_both, mask)
-        tr = f"{a:9.1f} / {b:5.1f}" if d != "h100-sxm" else f"{'(fitted)':>17s}"
-        print(f"{d:9s} {m:14s} {e:7s} {int(mask.sum()):5d} {tr:>21s} {c:12.1f} / {f:5.1f}")
-    h2 = dev == "h200-sxm"
-    a, b = score(both, cat, only_h100, h2)
-    c, f = score(both, cat, on_both, h2)
-    print(f"H200 all rows: transfer TTFT {a:.1f} % / TPOT {b:.1f} % (targets <= 30 / <= 15; fit {t_fit1:.1f} s); "
+    tr_t, tr_p = predictions(both, cat, only_h100)
+    in_t, in_p = predictions(both, cat, on_both)
+    _, fl_p = predictions(both, cat, floor_calibration())
+    h1 = dev == "h100-sxm"
+    oos_both_t = np.concatenate([oos_t, np.full(int((~h1).sum()), np.nan)])
+    oos_both_p = np.concatenate([oos_p, np.full(int((~h1).sum()), np.nan)])
+    ship_t, ship_p = predictions(both, cat, shipped)
+    ship_t[~h1], ship_p[~h1] = np.nan, np.nan
+    tr_t_h2, tr_p_h2 = np.where(h1, np.nan, tr_t), np.where(h1, np.nan, tr_p)
+    group_table(both, [("H100 oos", (oos_both_t, oos_both_p)), ("H100 in sample", (ship_t, ship_p)),
+                       ("H100->H200", (tr_t_h2, tr_p_h2)), ("in sample both", (in_t, in_p))],
+                bt, bp, fl_p, "TTFT / TPOT MAPE % per group (harness = benchmark series of one engine version; "
+                "meas/floor = median measured TPOT / the model at 100 % of datasheet figures, no overheads)")
+    h2 = ~h1
+    a, b = mape(tr_t[h2], bt[h2]), mape(tr_p[h2], bp[h2])
+    c, f = mape(in_t[h2], bt[h2]), mape(in_p[h2], bp[h2])
+    print(f"\nH200 all rows: transfer TTFT {a:.1f} % / TPOT {b:.1f} % (targets <= 30 / <= 15; fit {t_fit1:.1f} s); "
           f"in sample {c:.1f} / {f:.1f} (fit {t_fit2:.1f} s)")
-    c, f = score(both, cat, on_both, ~h2)
+    c, f = mape(in_t[h1], bt[h1]), mape(in_p[h1], bp[h1])
     print(f"H100 rows, fitted on both: TTFT {c:.1f} % / TPOT {f:.1f} %")
+    # groups that the H100 rows cannot inform (README round 10 says why); the headline is the full figure
+    sgl = np.array([r["engine"] == "sglang" and "0.5.6" in (r.get("harness") or "") for r in both]) & h2
+    fp8ck = np.array([r["engine"] == "vllm" and r["model"] == "llama-3.1-8b" for r in both]) & h2
+    bf16_kv_short = h2 & kv_limited(both, cat, only_h100) & np.array([r["engine"] == "vllm" for r in both])
+    print("H200 transfer without the groups the H100 rows cannot inform (README round 10; headline = all rows):")
+    for label, drop in (("all 199 rows (headline)", np.zeros(len(both), bool)),
+                        ("without SGLang 0.5.6 (no aggregated runs of it on H100)", sgl),
+                        ("  and without the Llama-3.1-8B-FP8 vLLM rows (TPOT near the floor)", sgl | fp8ck),
+                        ("  and without the vLLM rows KV-limited at bf16 KV (KV dtype)", sgl | fp8ck | bf16_kv_short)):
+            keep = h2 & ~drop
+            print(f"  {label:70s} {int(keep.sum()):4d} rows  TTFT {mape(tr_t[keep], bt[keep]):6.1f} %  TPOT {mape(tr_p[keep], bp[keep]):5.1f} %")
+    shared = h2 & np.array([r["model"] == "llama-3.1-70b" and r["engine"] == "vllm" for r in both])
+    for label, keep in (("Llama-3.1-70B vLLM (the harness both devices share)", shared),
+                        ("  without its rows KV-limited at bf16 KV", shared & ~bf16_kv_short)):
+        print(f"  {label:70s} {int(keep.sum()):4d} rows  TTFT {mape(tr_t[keep], bt[keep]):6.1f} %  TPOT {mape(tr_p[keep], bp[keep]):5.1f} %")
 
     print("\n== MLPerf Llama-2-70B Offline, tokens/s per accelerator (ISL 294 / OSL 284 assumed, best tp, KV fp8) ==")
     if "llama-2-70b" not in cat.models:

@@ -73,8 +73,8 @@ def test_validate_perf_regression_on_shipped_data() -> None:
     s = r["summary"]
     assert s["not_predicted"] == 0
     # achieved in-sample MAPE with the shipped calibration (see benchmarks/bench_perf_fidelity.py)
-    assert s["mape_tpot_pct"] <= 9.5  # 8.9 (round 8: link efficiency and closed-loop cohorts)
-    assert s["mape_ttft_pct"] <= 24.0  # 23.5
+    assert s["mape_tpot_pct"] <= 9.5  # 9.0 (round 10; 8.9 round 8: link efficiency and closed-loop cohorts)
+    assert s["mape_ttft_pct"] <= 21.5  # 21.0 (round 10: vLLM preemption split, engine-version overheads; 23.5 round 8)
     assert {(g["model"], g["engine"]) for g in s["per_group"]} == {
         ("llama-3.1-70b", "vllm"), ("llama-3.1-8b", "trtllm"), ("qwen3-32b", "sglang"), ("qwen3-32b", "trtllm"), ("qwen3-32b", "vllm")}
 

@@ -136,10 +136,12 @@ def test_simulate_reports_per_service_and_routes_by_the_plans_shares(plan_file: 
 
 @pytest.mark.slow
 def test_agentic_simulation_uses_every_planned_pool() -> None:
-    """agentic-assistant's shared plan has two unified pools (tp2 and tp4): both carry traffic at peak,
-    and no pool is said to be missing from the instance."""
-    path = str(Path(INSTANCE).with_name("agentic-assistant.yaml"))
-    r = CliRunner().invoke(main, ["simulate", path, "--duration", "300", "--scenario", "peak", "--json"])
+    """A shared plan with two unified pools of one service (tp2 and tp4): both carry traffic at peak,
+    and no pool is said to be missing from the instance. Was agentic-assistant's shared plan (2 tp2 +
+    168 tp4 GPUs); with the round-10 perf calibration it is one tp4 pool (172 GPUs), so the case is now
+    code-completion-8b's shared plan (38 tp2 + 68 tp4 H100s), simulated with --architecture shared."""
+    path = str(Path(INSTANCE).with_name("code-completion-8b.yaml"))
+    r = CliRunner().invoke(main, ["simulate", path, "--architecture", "shared", "--duration", "300", "--scenario", "peak", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     pools = d["scenarios"]["peak"]["pools"]

@@ -24,14 +24,16 @@ defaults, not fitted:
 ``seq_overhead_us``, ``allreduce_overhead_us``, ``ttft_overhead_ms``, ``eta_link`` (the achieved
 fraction of the datasheet scale-up bandwidth in a TP all-reduce) and ``cohort_exponent`` (closed-loop
 benchmarks only: the size of the cohorts a mixed-prefill engine's closed loop keeps in step) are
-fitted too; ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
+fitted too (``allreduce_overhead_us`` up to round 9; since round 10 it is 0 unless set, like
+``step_overhead_ms``); ``step_overhead_ms`` and ``admit_share`` are kept for users who know them but are not
 fitted (on the H100 data the first cannot be told from ``layer_overhead_us`` within one model, and
 fitting the second made out-of-sample TTFT worse: it absorbs a benchmark artefact of one model's
 runs). An engine without rows of its own gets the pooled values with its own scheduler facts.
 Each engine also records how it sizes its KV pool (``memory_fraction``, ``workspace_gb``,
 ``kv_block_tokens``, ``kv_share_of_free``; documented engine defaults, overridable). Closed-loop
 harness effects — the benchmark's TTFT overhead and cohort size — are fitted per harness
-(:class:`HarnessCalibration`, ``harnesses``) and used only to replay benchmarks; the engine's own
+(:class:`HarnessCalibration`, ``harnesses``; since round 10 with the per-layer and per-sequence
+overheads of the engine version a one-engine harness ran) and used only to replay benchmarks; the engine's own
 ``ttft_overhead_ms`` (what the open-loop operating points add) is the lowest of its harnesses'. Each
 fit records its validated error per (device, engine) (:class:`ErrorBand`), read with
 :func:`error_band`. Round 9 of ``planner/perf/README.md``.
@@ -97,6 +99,12 @@ class EngineCalibration(StrictModel):
     """Admission reserves KV for a request's full ``ISL + OSL`` (TensorRT-LLM's default
     ``GUARANTEED_NO_EVICT`` capacity scheduler) rather than admitting on current usage (vLLM,
     SGLang: admission by the mean footprint ``ISL + OSL/2``, preempting when the pool fills)."""
+    kv_preempt: bool = False
+    """When the KV pool is short, the engine admits a prompt as soon as its blocks fit and preempts
+    running requests (recompute) as their contexts grow (vLLM V1's scheduler), so part of the slot
+    wait comes after the first token: the closed loop puts the share ``ISL / (ISL + OSL)`` of the
+    wait in TTFT and the rest in TPOT (:mod:`planner.perf.closed_loop`, round 10). False: the whole
+    wait is before the first token (TensorRT-LLM reserves the peak; SGLang admits conservatively)."""
     memory_fraction: float | None = Field(0.9, gt=0, le=1)
     """Share of device memory (or, with ``kv_share_of_free``, of the memory free after weights and
     workspace) the engine gives its KV pool: vLLM ``gpu_memory_utilization`` 0.9, TensorRT-LLM
@@ -123,6 +131,11 @@ class HarnessCalibration(StrictModel):
     cohort_exponent: float = Field(0.0, ge=0, le=1)
     """Mean size ``D ** cohort_exponent`` of the groups of requests that come back together in this
     harness's closed loops (see :mod:`planner.perf.closed_loop`)."""
+    layer_overhead_us: float | None = Field(None, ge=0)
+    """Per-layer overhead of the engine version this harness ran (round 10), us; replaces the engine's
+    value for the harness's rows of the engines in ``engines``. Empty: the engine's value."""
+    seq_overhead_us: float | None = Field(None, ge=0)
+    """Per-sequence host overhead of the engine version this harness ran (round 10), us; as above."""
     rows: int = Field(0, ge=0)
     """Rows the values were fitted on."""
     engines: list[str] = Field(default_factory=list)

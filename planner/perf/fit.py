@@ -28,6 +28,12 @@ an engine's own ``ttft_overhead_ms`` becomes the lowest of its harnesses'; the f
 per (device, engine) (:func:`error_bands`). ``scipy.optimize.least_squares`` with a ``soft_l1`` loss
 (:data:`FIT_METHOD` ``"scipy"``) was measured against the hand-written loop and not adopted
 (README round 9). :func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
+
+Round 10: ``allreduce_overhead_us`` is no longer fitted (0 unless a user sets it): the H100 rows of
+the 70B model (tp 2-8 only) cannot tell a cost per all-reduce (160 per step, whatever the tp) from a
+cost per layer, the fit put vLLM's overhead into the all-reduce, and the H200 tp 1 rows — no
+all-reduce — show the same ~7 ms per step. A harness of one engine also gets its engine version's
+per-layer and per-sequence overheads (:data:`FIT_HARNESS_OVERHEADS`).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from planner.perf.validate import Prepared, mape, predict_prepared, prepare_rows
 ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
     "trtllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": True, "kv_reserve_peak": True,
                "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 32},
-    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
+    "vllm": {"mixed_prefill": True, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False, "kv_preempt": True,
              "memory_fraction": 0.9, "workspace_gb": 3.0, "kv_block_tokens": 16},
     "sglang": {"mixed_prefill": False, "prefill_token_budget": 8192, "kv_share_of_free": False, "kv_reserve_peak": False,
                "memory_fraction": None, "workspace_gb": 0.0, "kv_block_tokens": 1, "cohort_exponent": 1.0},
@@ -79,7 +85,7 @@ FITTED: tuple[tuple[str, str, float], ...] = (
     ("eta_b", "logit", 1.0),
     ("layer_overhead_us", "log", 1e-2),
     ("seq_overhead_us", "log", 1e-2),
-    ("allreduce_overhead_us", "log", 1e-2),
+    # allreduce_overhead_us: not fitted since round 10 (see README)
     ("ttft_overhead_ms", "log", 1.0),
     ("eta_link", "logit", 1.0),
     ("cohort_exponent", "logit", 1.0),
@@ -234,15 +240,18 @@ def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarra
 
 def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray,
                  engines: list[str], iters: int = 40) -> HarnessCalibration:
-    """The closed-loop parameters of one harness (``ttft_overhead_ms``, and ``cohort_exponent`` when
-    one of its engines mixes prefill into decode iterations) on its rows, the engines' fitted
-    parameters fixed. Started from the row-weighted engine values."""
+    """The closed-loop parameters of one harness (``ttft_overhead_ms`` and ``cohort_exponent``) on its
+    rows, the engines' fitted parameters fixed; for a harness of one engine (one engine version) also
+    that version's ``layer_overhead_us`` and ``seq_overhead_us`` (:data:`FIT_HARNESS_OVERHEADS`).
+    Started from the engine's values."""
     mixed = True  # round 9: separate-prefill engines' cohorts are fitted per harness too (1 = locked)
     n = int(mask.sum())
+    own = FIT_HARNESS_OVERHEADS and len(engines) == 1  # engine-version overheads: one engine per harness only
 
     def build(theta: np.ndarray) -> HarnessCalibration:
         kappa = float(1.0 / (1.0 + np.exp(-theta[1]))) if mixed else 0.0
-        return HarnessCalibration(ttft_overhead_ms=float(np.exp(theta[0])), cohort_exponent=kappa, rows=n, engines=engines)
+        extra = {"layer_overhead_us": float(np.exp(theta[2])), "seq_overhead_us": float(np.exp(theta[3]))} if own else {}
+        return HarnessCalibration(ttft_overhead_ms=float(np.exp(theta[0])), cohort_exponent=kappa, rows=n, engines=engines, **extra)
 
     def fn(theta: np.ndarray) -> np.ndarray:
         c = cal.model_copy(update={"harnesses": {harness: build(theta)}})
@@ -252,6 +261,9 @@ def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: st
     k0 = min(max(e0.cohort_exponent, 0.05), 0.95)
     theta0 = np.array([math.log(max(e0.ttft_overhead_ms, 1.0)), math.log(k0 / (1.0 - k0))] if mixed else [math.log(max(e0.ttft_overhead_ms, 1.0))])
     starts = [theta0] + ([np.array([theta0[0], math.log(c / (1.0 - c))]) for c in COHORT_STARTS] if mixed else [])
+    if own:
+        tail = np.array([math.log(max(e0.layer_overhead_us, 1e-2)), math.log(max(e0.seq_overhead_us, 1e-2))])
+        starts = [np.concatenate([t, tail]) for t in starts]
     best = min((_minimise(fn, t, PROBE_ITERS) for t in starts), key=lambda tc: tc[1])
     return build(_minimise(fn, best[0], iters)[0])
 
@@ -276,6 +288,11 @@ ROW_KEY = ("device", "model", "engine", "harness", "mode", "precision", "kv_prec
 residuals and stops on a relative gain, so the input order moved fitted values in the third
 digit (round 9); a canonical order makes a refit reproduce the file whatever the row order."""
 FIT_HARNESSES = True
+FIT_HARNESS_OVERHEADS = True
+"""Round 10: a harness that ran one engine (aiconfigurator's harnesses are one engine version each:
+``aic-auto-gap-analysis/vllm/0.12.0``) also gets that engine version's ``layer_overhead_us`` and
+``seq_overhead_us``, with the engine's efficiencies fixed; a version the data do not cover uses the
+engine's values. H100 -> H200 transfer TPOT of the shared harness (Llama-3.1-70B vLLM) 11.3 -> 8.0 %."""
 """Fit closed-loop parameters per harness (round 9); False reproduces the per-engine-only fit."""
 
 

@@ -118,6 +118,7 @@ def engine_arrays(cals: list[EngineCalibration]) -> EngineArrays:
         budget_tokens=np.array([float(c.prefill_token_budget) for c in cals]),
         kv_share_of_free=np.array([c.kv_share_of_free for c in cals]),
         kv_reserve_peak=np.array([c.kv_reserve_peak for c in cals]),
+        kv_preempt=np.array([c.kv_preempt for c in cals]),
         memory_fraction=np.array([np.nan if c.memory_fraction is None else c.memory_fraction for c in cals], dtype=float),
         workspace_gb=np.array([c.workspace_gb for c in cals]),
         kv_block_tokens=np.array([float(c.kv_block_tokens) for c in cals]),
@@ -146,13 +147,21 @@ def calibration_for_rows(prep: Prepared, idx: np.ndarray, calibration: Calibrati
         # closed-loop replay: a row of a known harness takes that harness's TTFT overhead and cohorts
         ttft = spread["ttft_overhead_s"].astype(float).copy()
         kappa = spread["cohort_exponent"].astype(float).copy()
+        layer = spread["layer_overhead_s"].astype(float).copy()
+        seq = spread["seq_overhead_s"].astype(float).copy()
         for j, i in enumerate(idx):
             h = harnesses.get(str(prep.rows[i].get("harness") or ""))
             if h is not None:
                 if h.ttft_overhead_ms is not None:
                     ttft[j] = h.ttft_overhead_ms * 1e-3
                 kappa[j] = h.cohort_exponent
+                if str(prep.rows[i].get("engine")) in h.engines:
+                    if h.layer_overhead_us is not None:
+                        layer[j] = h.layer_overhead_us * 1e-6
+                    if h.seq_overhead_us is not None:
+                        seq[j] = h.seq_overhead_us * 1e-6
         spread["ttft_overhead_s"], spread["cohort_exponent"] = ttft, kappa
+        spread["layer_overhead_s"], spread["seq_overhead_s"] = layer, seq
     return EngineArrays(**spread), [labels[j] for j in inverse]
 
 
