@@ -49,9 +49,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
     windows or a window_start_s,rate_rps CSV), grown per period; every slot's pools meet the same
     latency caps as `planner solve`. Exit 3 if no architecture has a plan.
     """
-    from planner.capacity import build_capacity_tables
     from planner.cli.cmd_solve import _parse_sets
-    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.inputs import horizon_inputs, horizon_tables
     from planner.horizon.report import summary_lines, to_document, write_outputs
     from planner.horizon.solve import solve_horizon
     from planner.instance import load_instance
@@ -102,7 +101,7 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         raise InputError(Problem(instance, "services", "plans over time do not cover the tool execution phase yet",
                                  "plan agentic services with `planner solve`, or drop tools / cpu_servers"))
     inputs = horizon_inputs(resolved)
-    tables = build_capacity_tables(resolved)
+    tables = horizon_tables(resolved, inputs)
     solver = inst.options.solver
     plans = plan_names(inst, archs)
     gap_default = mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3)
@@ -277,9 +276,8 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
     """Plan the horizon at every point of a grid of instance fields; one row per point and plan."""
     import itertools
 
-    from planner.capacity import build_capacity_tables
     from planner.cli.output import fmt, table
-    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.inputs import horizon_inputs, horizon_tables
     from planner.horizon.report import saving
     from planner.horizon.solve import solve_horizon
     from planner.overrides import parse_value
@@ -296,7 +294,8 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
     for point in itertools.product(*axes.values()):
         over = dict(zip(axes, point, strict=True))
         r = resolved.with_overrides(over)
-        res = solve_horizon(build_capacity_tables(r), horizon_inputs(r), plans, time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=baseline)
+        r_inputs = horizon_inputs(r)
+        res = solve_horizon(horizon_tables(r, r_inputs), r_inputs, plans, time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=baseline)
         for name, a in res.architectures.items():
             sv = saving(a)
             rows.append({**over, "architecture": name, "feasible": a.feasible, "total_usd_present_value": a.total_usd, "gap": a.gap,

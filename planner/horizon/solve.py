@@ -5,8 +5,8 @@ Outputs (tidy DataFrames, one row per ...):
 - ``schedule``: (period, device) — ``bought`` (orders placed), ``delivered``, ``owned``, ``sold``,
   ``reserved`` (active), ``reserved_started``, ``on_demand_peak`` / ``spot_peak`` (most in any slot),
   ``in_pools_peak`` (devices serving in the busiest slot);
-- ``pools``: (period, slot, pool) — instances, devices, peak utilisation (busy instances at the slot's
-  peak over instances);
+- ``pools``: (period, slot, pool) — the services it can serve (comma-separated; one for a client-service's
+  own pools), instances, devices, peak utilisation (busy instances at the slot's peak over instances);
 - ``costs``: (period, term) — USD in the period and its present value;
 - ``slots``: (period, slot, device) — demand multipliers, devices in pools, on demand, spot, owned unused; a
   per-slot plan adds ``carried_by`` (the architecture carrying the slot).
@@ -95,10 +95,13 @@ def extract(hb: HorizonBuilt, v: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame
     n = np.rint(v[hb.block("n")]).astype(int)                      # (K, P)
     x = v[hb.block("x")]                                            # (K, I)
     P = n.shape[1]
-    busy = (lam[None, :] * lv.m_peak[:, None] * tau[None, :] * x) @ np.eye(P)[pool_of]  # busy instances per pool at the peak
+    busy = (lam[None, :] * lv.m_peak_d[:, pts["d"].to_numpy(int)] * tau[None, :] * x) @ np.eye(P)[pool_of]  # busy instances per pool at the peak
     kk, pp = np.nonzero(n > 0)
     slot_names = np.asarray(lv.slot_names, dtype=object)
+    served = pts.groupby("pool")["service"].agg(lambda v: ", ".join(sorted(set(map(str, v)))))
+    pool_svc = pools["pool"].map(served).astype(str).to_numpy()
     pool_df = pd.DataFrame({"period": kk // S, "slot": slot_names[kk % S], "pool": pools["pool"].astype(str).to_numpy()[pp],
+                            "services": pool_svc[pp],
                             "instances": n[kk, pp], "devices": n[kk, pp] * tp_pool[pp], "utilization_peak": busy[kk, pp] / n[kk, pp]})
     used = (n * tp_pool[None, :]) @ np.eye(Y, dtype=int)[y_of_pool]  # devices in pools per type
 
