@@ -37,12 +37,17 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
 @click.option("--growth-dist", help="Distribution of the monthly growth rate for --monte-carlo, e.g. 'normal(0.05,0.02)' "
               "(grammar of `planner sweep --help`).")
 @click.option("--seed", type=int, default=0, help="Seed of the --monte-carlo draws.")
+@click.option("--verify/--no-verify", default=False, show_default=True, help="Simulate the busiest slots of each plan "
+              "(--verify-slots of them): per slot and service TTFT / TPOT analytic vs simulated, met or missed (planner.horizon.verify; "
+              "~3-4 s per slot and plan on the example, so off by default).")
+@click.option("--verify-slots", type=int, default=3, show_default=True, help="How many of the busiest (period, slot) levels --verify simulates.")
 @click.option("--budget-per-year", type=float, help="Largest monthly growth whose plan (the winner's architecture) costs at "
               "most this much in every year of the horizon, USD (bisection on the rate).")
 def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
             mip_gap: float | None, sets: tuple[str, ...], html_file: str | None, no_baseline: bool, regret_growth: str | None,
             draws: int, growth_dist: str | None, seed: int, budget_per_year: float | None, evaluate_file: str | None,
-            evaluate_architecture: str | None, sweeps: tuple[str, ...], per_slot_architecture: str | None) -> None:
+            evaluate_architecture: str | None, sweeps: tuple[str, ...], per_slot_architecture: str | None, verify: bool = False,
+            verify_slots: int = 3) -> None:
     """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
 
     Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
@@ -86,6 +91,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
             dist = parse_distribution(growth_dist)
         except ValueError as exc:
             raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
+    if verify_slots < 1:
+        raise InputError(Problem("", "--verify-slots", "must be >= 1", "e.g. --verify-slots 3, or --no-verify"))
     if budget_per_year is not None and not budget_per_year > 0:
         raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
     overrides = _parse_sets(sets)
@@ -113,7 +120,7 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         return
     result = solve_horizon(tables, inputs, plans,
                            time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3),
-                           baseline=not no_baseline)
+                           baseline=not no_baseline, verify_slots=verify_slots if verify else 0)
     regrets = []
     if rates and result.winner is not None:
         from planner.horizon.demand import growth_multipliers

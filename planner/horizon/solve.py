@@ -57,6 +57,10 @@ class HorizonArchitecture:
     slots: pd.DataFrame = field(default_factory=pd.DataFrame)
     baseline_usd: float | None = None
     """Owned-peak baseline: only buying, each period's pools sized for its busiest slot, unused devices idle."""
+    slot_checks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per-slot verification (:mod:`planner.horizon.verify`): the busiest levels simulated; empty when not run."""
+    slot_checks_method: str = ""
+    verify_s: float = 0.0
 
 
 @dataclass
@@ -229,8 +233,9 @@ def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float,
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
-                  mip_gap: float = 1e-3, baseline: bool = True) -> HorizonResult:
-    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving.
+                  mip_gap: float = 1e-3, baseline: bool = True, verify_slots: int = 0) -> HorizonResult:
+    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving; with
+    ``verify_slots`` > 0, simulate that many of each plan's busiest levels (:mod:`planner.horizon.verify`).
     An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
     one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
     hb = build_horizon(tables, inputs)
@@ -250,6 +255,12 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
             if model.switching:
                 ha.slots = ha.slots.merge(_slot_architecture(model, sol.values), on=["period", "slot"], how="left")
             ha.extract_s = time.perf_counter() - t1
+            if verify_slots > 0:
+                from planner.horizon.verify import verify_slots as check_slots
+
+                t2 = time.perf_counter()
+                chk = check_slots(model, sol.values, arch, verify_slots)
+                ha.slot_checks, ha.slot_checks_method, ha.verify_s = chk.rows, chk.method, time.perf_counter() - t2
             if baseline:
                 if base_hb is None:
                     base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
