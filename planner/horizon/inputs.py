@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner.capacity import equipment_usd_per_device_hour
-from planner.errors import InputError, Problem
 import pandas as pd
 
+from planner.capacity import equipment_usd_per_device_hour
+from planner.errors import InputError, Problem
 from planner.horizon.demand import client_slot_profiles, growth_multipliers, slot_profile
 from planner.horizon.model import HOURS_PER_MONTH, Acquisition, HorizonInputs, WeightLoad
 from planner.schema.capacity import CapacityTables

@@ -81,7 +81,7 @@ def slot_check_lines(arch: Any) -> list[str]:
     sc = arch.slot_checks
     missed = sc[sc["met"] == False]  # noqa: E712 - None (not simulated) is neither
     unsim = sc[sc["met"].isna()]
-    head = (f"  per-slot check ({sc[['period', 'slot']].drop_duplicates().shape[0]} busiest levels simulated, {arch.verify_s:.1f} s): "
+    head = (f"  per-slot check ({sc[['period', 'slot']].drop_duplicates().shape[0]} busiest slot(s) simulated, {arch.verify_s:.1f} s): "
             + ("every checked slot meets its targets" if missed.empty and unsim.empty else
                f"{len(missed)} service-slot(s) MISS their targets in simulation" if not missed.empty else
                f"{len(unsim)} service-slot(s) not simulated"))

@@ -76,7 +76,7 @@ def level_tables(hb: HorizonBuilt, k: int) -> CapacityTables:
         src = inputs.service_slots.get(svc) if inputs.service_slots is not None else inputs.slots
         if src is None:
             continue
-        cv = float(src.set_index(src["slot"].astype(str)).at[name, "interarrival_cv"])
+        cv = float(src.set_index(src["slot"].astype(str))["interarrival_cv"].astype(float)[name])
         if math.isfinite(cv):
             dem.loc[dem["service"].astype(str) == svc, "interarrival_cv"] = cv
     if "model" in tables.demand.columns:
@@ -108,7 +108,7 @@ def level_plan(hb: HorizonBuilt, v: np.ndarray, k: int, architecture: str) -> ob
                   n_max=prep.pools["n_max"].to_numpy(int))
     pools, routing, latency = build_pools_routing_latency(built, x, n, red)
     costs = cost_breakdown(prep.tables.costs, prep.tables.configs, prep.points, x, prep.pools, n, redundancy=red)
-    plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency, costs=costs,  # type: ignore[arg-type]
+    plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency, costs=costs,
                             solver=SolverInfo(status="optimal", termination="horizon plan (level taken from the horizon MIP)"))
     used = np.flatnonzero(x > 0)
     snapshot = CapacitySnapshot(demand=prep.demand.drop(columns=["d"]).to_dict("records"),
