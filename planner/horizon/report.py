@@ -90,7 +90,7 @@ def slot_check_lines(arch: Any) -> list[str]:
         return "-" if v is None or v != v else fmt(round(float(v), 1))
 
     rows = [[int(r.period), r.slot, r.service, fmt(round(float(r.peak_rate_per_s), 1)), f"{ms(r.ttft_analytic_ms)} / {ms(r.ttft_sim_ms)}",
-             fmt(round(float(r.ttft_target_ms))), f"{ms(r.tpot_analytic_ms)} / {ms(r.tpot_sim_ms)}", fmt(round(float(r.tpot_target_ms), 1)),
+             ms(r.ttft_target_ms), f"{ms(r.tpot_analytic_ms)} / {ms(r.tpot_sim_ms)}", ms(r.tpot_target_ms),
              "-" if r.met is None or r.met != r.met else ("met" if r.met else "MISSED")] for r in sc.itertuples()]
     out = [head, table(["period", "slot", "service", "peak req/s", "TTFT ms analytic / sim", "target", "TPOT ms analytic / sim",
                         "target", "simulated"], rows)]

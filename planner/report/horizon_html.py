@@ -113,7 +113,7 @@ def slot_check_html(arch: Any) -> str:
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
             int(r.period), r.slot, r.service, f"{float(r.peak_rate_per_s):,.1f}", ms(r.ttft_analytic_ms), ms(r.ttft_sim_ms),
-            f"{float(r.ttft_target_ms):,.0f}", ms(r.tpot_analytic_ms), ms(r.tpot_sim_ms), f"{float(r.tpot_target_ms):,.1f}",
+            ms(r.ttft_target_ms), ms(r.tpot_analytic_ms), ms(r.tpot_sim_ms), ms(r.tpot_target_ms),
             "-" if r.met is None or r.met != r.met else ("met" if r.met else "MISSED"))) + "</tr>" for r in sc.itertuples())
     head = "".join(f"<th>{h}</th>" for h in ("period", "slot", "service", "peak req/s", "TTFT analytic ms", "TTFT simulated ms",
                                              "TTFT target ms", "TPOT analytic ms", "TPOT simulated ms", "TPOT target ms", "simulated"))
