@@ -16,7 +16,7 @@ single-peak plan. This module checks the ``K`` busiest slots of a solved plan, e
    the slot's CV — ServeGen's windows carry a rate and a CV, not timestamps — adaptive length, seeded).
 
 Each row reports per service the analytic and simulated TTFT / TPOT at their SLO quantiles and met or
-missed. Cost: one simulation per checked level (3.3-5.4 s each on the example; ``wall_s``).
+missed. Cost: one simulation per checked level (3-6 s each on the example; ``wall_s``).
 """
 
 from __future__ import annotations
