@@ -37,21 +37,24 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
 @click.option("--growth-dist", help="Distribution of the monthly growth rate for --monte-carlo, e.g. 'normal(0.05,0.02)' "
               "(grammar of `planner sweep --help`).")
 @click.option("--seed", type=int, default=0, help="Seed of the --monte-carlo draws.")
+@click.option("--verify/--no-verify", default=False, show_default=True, help="Simulate the busiest slots of each plan "
+              "(--verify-slots of them): per slot and service TTFT / TPOT analytic vs simulated, met or missed (planner.horizon.verify; "
+              "3-6 s per slot and plan on the example, so off by default).")
+@click.option("--verify-slots", type=int, default=3, show_default=True, help="How many of the busiest (period, slot) levels --verify simulates.")
 @click.option("--budget-per-year", type=float, help="Largest monthly growth whose plan (the winner's architecture) costs at "
               "most this much in every year of the horizon, USD (bisection on the rate).")
 def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: str | None, time_limit: float | None,
             mip_gap: float | None, sets: tuple[str, ...], html_file: str | None, no_baseline: bool, regret_growth: str | None,
             draws: int, growth_dist: str | None, seed: int, budget_per_year: float | None, evaluate_file: str | None,
-            evaluate_architecture: str | None, sweeps: tuple[str, ...], per_slot_architecture: str | None) -> None:
+            evaluate_architecture: str | None, sweeps: tuple[str, ...], per_slot_architecture: str | None, verify: bool = False,
+            verify_slots: int = 3) -> None:
     """Plan INSTANCE over its `horizon`: what to buy and when, what to reserve, what to rent per hour of the day.
 
     Demand per slot is the busiest window inside that hour of the day over the log (ServeGen fleet
     windows or a window_start_s,rate_rps CSV), grown per period; every slot's pools meet the same
     latency caps as `planner solve`. Exit 3 if no architecture has a plan.
     """
-    from planner.capacity import build_capacity_tables
-    from planner.cli.cmd_solve import _parse_sets
-    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.inputs import horizon_inputs, horizon_tables
     from planner.horizon.report import summary_lines, to_document, write_outputs
     from planner.horizon.solve import solve_horizon
     from planner.instance import load_instance
@@ -87,9 +90,11 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
             dist = parse_distribution(growth_dist)
         except ValueError as exc:
             raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
+    if verify_slots < 1:
+        raise InputError(Problem("", "--verify-slots", "must be >= 1", "e.g. --verify-slots 3, or --no-verify"))
     if budget_per_year is not None and not budget_per_year > 0:
         raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
-    overrides = _parse_sets(sets)
+    overrides = _parse_sets(sets)  # as `planner solve --set` (not imported from cmd_solve: cmd_solve -> cmd_studies -> here)
     if per_slot_architecture:
         pair = [a.strip() for a in per_slot_architecture.split(",") if a.strip()]
         if len(pair) != 2 or len(set(pair)) != 2 or any(a not in ("shared", "disaggregated", "hybrid") for a in pair):
@@ -102,7 +107,7 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         raise InputError(Problem(instance, "services", "plans over time do not cover the tool execution phase yet",
                                  "plan agentic services with `planner solve`, or drop tools / cpu_servers"))
     inputs = horizon_inputs(resolved)
-    tables = build_capacity_tables(resolved)
+    tables = horizon_tables(resolved, inputs)
     solver = inst.options.solver
     plans = plan_names(inst, archs)
     gap_default = mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3)
@@ -114,7 +119,7 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         return
     result = solve_horizon(tables, inputs, plans,
                            time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3),
-                           baseline=not no_baseline)
+                           baseline=not no_baseline, verify_slots=verify_slots if verify else 0)
     regrets = []
     if rates and result.winner is not None:
         from planner.horizon.demand import growth_multipliers
@@ -277,9 +282,8 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
     """Plan the horizon at every point of a grid of instance fields; one row per point and plan."""
     import itertools
 
-    from planner.capacity import build_capacity_tables
     from planner.cli.output import fmt, table
-    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.inputs import horizon_inputs, horizon_tables
     from planner.horizon.report import saving
     from planner.horizon.solve import solve_horizon
     from planner.overrides import parse_value
@@ -296,7 +300,8 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
     for point in itertools.product(*axes.values()):
         over = dict(zip(axes, point, strict=True))
         r = resolved.with_overrides(over)
-        res = solve_horizon(build_capacity_tables(r), horizon_inputs(r), plans, time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=baseline)
+        r_inputs = horizon_inputs(r)
+        res = solve_horizon(horizon_tables(r, r_inputs), r_inputs, plans, time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=baseline)
         for name, a in res.architectures.items():
             sv = saving(a)
             rows.append({**over, "architecture": name, "feasible": a.feasible, "total_usd_present_value": a.total_usd, "gap": a.gap,
@@ -309,6 +314,18 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
                      [[*(r[k] for k in axes), r["architecture"], fmt(None if r["total_usd_present_value"] is None else round(r["total_usd_present_value"])),
                        "-" if r["gap"] is None else f"{r['gap']:.1%}", "-" if r["saving_share"] is None else f"{100 * r['saving_share']:.1f} %",
                        "yes" if r["winner"] else ""] for r in rows]))
+
+
+def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
+    from planner.overrides import parse_value
+
+    out: dict[str, object] = {}
+    for v in values:
+        if "=" not in v:
+            raise InputError(Problem("", "--set", f"{v!r} is not PATH=VALUE", "write e.g. --set horizon.growth.monthly_rate=0.08"))
+        k, val = v.split("=", 1)
+        out[k.strip()] = parse_value(val)
+    return out
 
 
 def refuse_horizon(resolved: Any, command: str, use: str) -> None:

@@ -90,6 +90,9 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
         raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
     overrides = _parse_sets(sets)
     resolved = load_instance(instance, overrides or None, scenario=scenario)
+    if resolved.instance.horizon is not None:  # one line, on stderr (the --json output stays a document)
+        click.echo(f"note: {instance} has a horizon section; this is the single-peak plan of its services' own traffic. "
+                   f"Plan over time (periods x slots, buy / reserve / rent) with `planner horizon {instance}`.", err=True)
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
     settings = replace(settings, confidence=confidence)
     outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,

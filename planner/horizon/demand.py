@@ -18,6 +18,17 @@ of independent renewal streams is the rate-weighted mean of the clients' squared
 System Technical Journal 62(9), 1983, eq. 34 — the asymptotic method; it is exact for Poisson
 clients and understates burstiness when clients burst together).
 
+Clients as services (``demand.clients``, ServeGen fleets only). ``fleet`` (the default) is the sum
+above, one service. ``each`` makes every client with traffic its own service, named
+``<service>/<client>`` (``chat/chunk-12`` for ``chunk-12-trace.csv``); ``{top: N}`` does so for the
+``N`` clients with the largest mean rate (their summed rate over the log's windows, over the number of
+windows the fleet's log has — a window a client's file lacks counts as 0 req/s) and sums the rest into
+one ``<service>/others`` service (rates and CV as for a fleet). Each client-service's slots come from
+its own windows: a window missing from its file is 0 req/s, so every service has the same slots and
+hours; its peak is its own busiest window in the slot (the sum of the clients' slot peaks is at least
+the fleet's slot peak: clients do not all peak in the same window). A client without any traffic is
+left out (a note says so).
+
 Growth: period ``t`` (0-based) multiplies every rate by ``(1 + r)^{t · months_per_period}``
 for a monthly rate ``r``, or by the given multiplier.
 
@@ -88,22 +99,74 @@ def _read_window_csv(path: Path) -> pd.DataFrame:
     return pd.DataFrame({"window_start_s": starts, "rate_rps": rates, "cv": cvs})
 
 
-def fleet_windows(directory: Path) -> pd.DataFrame:
-    """Sum the clients of a ServeGen fleet directory per window (module docstring: CV by Whitt's QNA)."""
+def _client_files(directory: Path) -> list[Path]:
     files = sorted(directory.glob("*-trace.csv"))
     if not files:
         raise InputError(Problem(str(directory), "", "no ServeGen '*-trace.csv' client files here",
                                  "point servegen_fleet at the directory holding chunk-*-trace.csv"))
+    return files
+
+
+def client_windows(directory: Path) -> pd.DataFrame:
+    """Every client's windows of a ServeGen fleet directory, one row per row of its files: ``client``
+    (the file name without ``-trace.csv``), ``window_start_s``, ``rate_rps``, ``cv`` (missing CV: 1)."""
     parts = []
-    for f in files:
+    for f in _client_files(directory):
         w = _read_window_csv(f)
         w["cv"] = w["cv"].fillna(1.0)
+        w.insert(0, "client", f.name.removesuffix("-trace.csv"))
         parts.append(w)
-    allw = pd.concat(parts, ignore_index=True)
-    allw["rate_cv2"] = allw["rate_rps"] * allw["cv"] ** 2
-    g = allw.groupby("window_start_s", sort=True)[["rate_rps", "rate_cv2"]].sum().reset_index()
+    out = pd.concat(parts, ignore_index=True)
+    out["client"] = out["client"].astype("category")
+    return out
+
+
+def sum_windows(windows: pd.DataFrame) -> pd.DataFrame:
+    """Sum clients' windows per window start (module docstring: CV by Whitt's QNA)."""
+    w = windows.assign(rate_cv2=windows["rate_rps"] * windows["cv"] ** 2)
+    g = w.groupby("window_start_s", sort=True)[["rate_rps", "rate_cv2"]].sum().reset_index()
     g["cv"] = np.where(g["rate_rps"] > 0, np.sqrt(g["rate_cv2"] / g["rate_rps"].where(g["rate_rps"] > 0, 1.0)), 1.0)
     return g[["window_start_s", "rate_rps", "cv"]]
+
+
+def fleet_windows(directory: Path) -> pd.DataFrame:
+    """Sum the clients of a ServeGen fleet directory per window (module docstring: CV by Whitt's QNA)."""
+    return sum_windows(client_windows(directory))
+
+
+def client_groups(windows: pd.DataFrame, clients: object) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Split a fleet's client windows into the services of ``demand.clients`` (module docstring, *Clients as
+    services*): name suffix → that service's windows (``window_start_s, rate_rps, cv``) on the fleet's whole
+    window grid, and notes."""
+    starts = np.sort(windows["window_start_s"].unique())
+    n_windows = len(starts)
+    mean = windows.groupby("client", observed=True)["rate_rps"].sum() / n_windows
+    active = mean[mean > 0].sort_values(ascending=False, kind="stable")
+    notes: list[str] = []
+    silent = sorted(str(c) for c in mean.index if mean[c] <= 0)
+    if silent:
+        notes.append(f"{len(silent)} client(s) without traffic left out: {', '.join(silent[:5])}{' ...' if len(silent) > 5 else ''}")
+    top = getattr(clients, "top", None)
+    own = list(active.index.astype(str)) if top is None else list(active.index.astype(str)[: int(top)])
+    rest = [] if top is None else list(active.index.astype(str)[int(top):])
+    grid = pd.DataFrame({"window_start_s": starts})
+
+    def on_grid(w: pd.DataFrame) -> pd.DataFrame:
+        g = grid.merge(w[["window_start_s", "rate_rps", "cv"]], on="window_start_s", how="left")
+        return g.fillna({"rate_rps": 0.0, "cv": 1.0})
+
+    out: dict[str, pd.DataFrame] = {}
+    by_client = {str(c): g for c, g in windows.groupby("client", observed=True)}
+    for c in own:
+        out[c] = on_grid(sum_windows(by_client[c]))  # sum_windows: one row per window even if a file repeats one
+    if rest:
+        out["others"] = on_grid(sum_windows(windows[windows["client"].astype(str).isin(rest)]))
+        notes.append(f"the {len(own)} largest clients by mean rate are services of their own ({', '.join(own)}: "
+                     f"{', '.join(f'{active[c]:.3g}' for c in own)} req/s); the other {len(rest)} are summed into 'others' "
+                     f"({float(active[rest].sum()):.3g} req/s)")
+    else:
+        notes.append(f"{len(own)} clients, each a service of its own")
+    return out, notes
 
 
 def slot_key(window_start_s: np.ndarray, grouping: str, day0_weekday: int | None) -> np.ndarray:
@@ -161,6 +224,21 @@ def slot_profile(horizon: Horizon, base_dir: Path) -> SlotProfile:
     if not f.is_file():
         raise InputError(Problem(str(f), "horizon.demand.fleet_file", "file not found", "give a window_start_s, rate_rps[, cv] CSV"))
     return slots_from_windows(_read_window_csv(f), prof, hours, str(f))
+
+
+def client_slot_profiles(horizon: Horizon, base_dir: Path) -> tuple[dict[str, SlotProfile], list[str]]:
+    """Per client-service (``demand.clients`` ``each`` or ``{top: N}``): its slots from its own windows
+    (module docstring, *Clients as services*), keyed by the client's name (or ``others``), and notes."""
+    prof = horizon.demand
+    assert prof.servegen_fleet is not None
+    d = base_dir / prof.servegen_fleet
+    if not d.is_dir():
+        raise InputError(Problem(str(d), "horizon.demand.servegen_fleet", "not a directory", "give the folder of chunk-*-trace.csv files"))
+    groups, notes = client_groups(client_windows(d), prof.clients)
+    if not groups:
+        raise InputError(Problem(str(d), "horizon.demand", "the log has no traffic", "give a log with requests in it"))
+    out = {name: slots_from_windows(w, prof, horizon.hours_per_period, f"{d} ({name})") for name, w in groups.items()}
+    return out, notes
 
 
 def growth_multipliers(growth: Growth, periods: int, months_per_period: float) -> np.ndarray:

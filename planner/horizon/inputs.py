@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pandas as pd
+
 from planner.capacity import equipment_usd_per_device_hour
 from planner.errors import InputError, Problem
-from planner.horizon.demand import growth_multipliers, slot_profile
+from planner.horizon.demand import client_slot_profiles, growth_multipliers, slot_profile
 from planner.horizon.model import HOURS_PER_MONTH, Acquisition, HorizonInputs, WeightLoad
+from planner.schema.capacity import CapacityTables
 
 
 def acquisition_for(resolved: Any) -> dict[str, Acquisition]:
@@ -76,15 +79,30 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
     if hz is None:
         raise InputError(Problem(str(resolved.path), "horizon", "the instance has no horizon section",
                                  "add horizon: {periods, demand, growth, acquisition} (see `planner schema`), or use `planner solve`"))
-    prof = slot_profile(hz, resolved.base_dir)
+    service_slots: dict[str, pd.DataFrame] | None = None
+    client_notes: list[str] = []
+    if hz.demand.clients != "fleet":
+        per_client, client_notes = client_slot_profiles(hz, resolved.base_dir)
+        base = next(iter(inst.services))
+        service_slots = {client_service(base, c): p.slots for c, p in per_client.items()}
+        first = next(iter(per_client.values()))
+        agg = first.slots.copy()  # slot names and hours; rates summed over the client-services (their slot peaks need not coincide)
+        for p in list(per_client.values())[1:]:
+            agg[["peak_rate_per_s", "mean_rate_per_s"]] += p.slots[["peak_rate_per_s", "mean_rate_per_s"]].to_numpy(float)
+        prof = type(first)(agg, absolute=True, source=first.source, notes=first.notes)
+    else:
+        prof = slot_profile(hz, resolved.base_dir)
     if prof.absolute and len(inst.services) != 1:
         raise InputError(Problem(str(resolved.path), "horizon.demand", "a demand profile from a log gives one service's rates, "
                                  f"the instance has {len(inst.services)} services", "plan one service, or give slots by hand (multipliers)"))
     weight_load = None
     if hz.weight_load is not None:
         acq = acquisition_for(resolved)
+        weights = {name: resolved.models[svc.model].weight_bytes(svc.weight_precision) for name, svc in inst.services.items()}
+        if service_slots is not None:
+            weights.update({name: weights[next(iter(inst.services))] for name in service_slots})
         weight_load = WeightLoad(
-            weight_bytes={name: resolved.models[svc.model].weight_bytes(svc.weight_precision) for name, svc in inst.services.items()},
+            weight_bytes=weights,
             device_gb_per_s=hz.weight_load.device_gb_per_s, fleet_gb_per_s=hz.weight_load.fleet_gb_per_s,
             usd_per_device_hour={y: load_price(a, hz.weight_load.usd_per_device_hour) for y, a in acq.items()},
             slot_length_h=slot_lengths_h(prof.slots, prof.absolute, hz.hours_per_period), source=hz.weight_load.source)
@@ -95,7 +113,50 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
                          discount_rate_per_year=hz.discount_rate_per_year, redundancy=inst.options.redundancy,
                          max_utilization=inst.options.max_utilization,
                          shared_single_device_type=inst.options.shared_single_device_type, weight_load=weight_load,
-                         per_slot_architecture=hz.per_slot_architecture)
+                         per_slot_architecture=hz.per_slot_architecture, service_slots=service_slots,
+                         demand_notes=tuple(client_notes))
+
+
+def client_service(base: str, client: str) -> str:
+    """Name of a client-service: ``<service>/<client>`` (:mod:`planner.horizon.demand`, *Clients as services*)."""
+    return f"{base}/{client}"
+
+
+def horizon_tables(resolved: Any, inputs: HorizonInputs) -> CapacityTables:
+    """The capacity table of a plan over time: the instance's, with the service copied once per client-service
+    when ``horizon.demand.clients`` splits the fleet (:func:`split_services`)."""
+    from planner.capacity import build_capacity_tables
+
+    tables = build_capacity_tables(resolved)
+    if inputs.service_slots is None:
+        return tables
+    return split_services(tables, next(iter(resolved.instance.services)), inputs.service_slots)
+
+
+def split_services(tables: CapacityTables, base: str, service_slots: dict[str, pd.DataFrame]) -> CapacityTables:
+    """One copy of ``base``'s demand and point rows per client-service (same model, SLO, lengths, operating
+    points), each its own model group — so its own pools — with its rates scaled to its own busiest slot
+    (peak) and its mean over the slots (the horizon's multipliers are relative to these rates; the
+    queueing caps are recomputed at every level's actual rate, :func:`planner.horizon.model.levels_for`)."""
+    dem = tables.demand[tables.demand["service"] == base]
+    pts = tables.points[tables.points["service"] == base]
+    ref_peak = float(dem["rate_peak_per_s"].sum())
+    ref_mean = float(dem["rate_mean_per_s"].sum())
+    demands, points = [], []
+    for name, slots in service_slots.items():
+        h = slots["hours_per_period"].to_numpy(float)
+        peak = float(slots["peak_rate_per_s"].max())
+        mean = float((slots["mean_rate_per_s"].to_numpy(float) * h).sum() / h.sum())
+        d = dem.copy()
+        d["service"] = name
+        d["rate_peak_per_s"] = d["rate_peak_per_s"] * (peak / ref_peak)
+        d["rate_mean_per_s"] = d["rate_mean_per_s"] * (mean / ref_mean if ref_mean > 0 else 0.0)
+        model = d["model"].astype(str) if "model" in d.columns else pd.Series("default", index=d.index)
+        d["model"] = model + "/" + name.split("/", 1)[-1]
+        demands.append(d)
+        points.append(pts.assign(service=name))
+    return CapacityTables(demand=pd.concat(demands, ignore_index=True), points=pd.concat(points, ignore_index=True),
+                          configs=tables.configs, costs=tables.costs, meta=dict(tables.meta), agents=tables.agents)
 
 
 def load_price(a: Acquisition, given: float | None) -> float:

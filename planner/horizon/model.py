@@ -190,6 +190,10 @@ class HorizonInputs:
     """Weight loading: the ramp limit and the reload cost of growing pools (None: pools grow freely and at no cost)."""
     per_slot_architecture: tuple[str, str] | None = None
     """Also plan one architecture per slot, chosen between these two (e.g. shared at night, disaggregated at the peak)."""
+    service_slots: dict[str, pd.DataFrame] | None = None
+    """Clients as services: per service of the table its own slots (absolute rates, the same slot names and
+    hours as ``slots``); None: every service follows ``slots``."""
+    demand_notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -201,10 +205,14 @@ class Levels:
     hours: np.ndarray
     """Hours of each slot in a period (length S)."""
     m_peak: np.ndarray
-    """(K,) peak multiplier (rounded up to the grid)."""
+    """(K,) peak multiplier."""
     m_mean: np.ndarray
+    """(K,) the whole demand's peak / mean rate at the level as a multiple of the table's (reports)."""
     rho: np.ndarray
     """(K, n_points) utilisation caps; 0 = the point cannot meet its targets at that level."""
+    m_peak_d: np.ndarray
+    """(K, D) peak multiplier of each demand row ``d`` (its service's slots; the model reads these)."""
+    m_mean_d: np.ndarray
     notes: list[str] = field(default_factory=list)
 
 
@@ -282,51 +290,79 @@ def _grid_up(v: np.ndarray, step: float) -> np.ndarray:
 
 
 def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
-    """Multipliers and utilisation caps of every (period, slot) (module docstring)."""
+    """Multipliers and utilisation caps of every (period, slot) and demand row (module docstring)."""
     slots = inputs.slots
     S = len(slots)
     T = len(inputs.growth)
-    ref_peak, ref_mean = _service_reference(prep)
-    if inputs.absolute and len(prep.demand["service"].unique()) != 1:
+    dem = prep.demand
+    svc_of_d = dem["service"].astype(str).to_numpy()
+    if inputs.service_slots is None and inputs.absolute and len(np.unique(svc_of_d)) != 1:
         raise InputError(Problem("", "horizon.demand", "a demand profile read from a log gives one service's rates",
                                  "plan exactly one service, or give slots by hand (multipliers)"))
-    slot_peak = slots["peak_rate_per_s"].to_numpy(float)
-    slot_mean = slots["mean_rate_per_s"].to_numpy(float)
-    if inputs.absolute:
-        slot_peak = slot_peak / ref_peak
-        slot_mean = slot_mean / ref_mean
+    names = slots["slot"].astype(str).tolist()
     g = np.repeat(inputs.growth, S)
-    m_peak = g * np.tile(slot_peak, T)
-    m_mean = np.minimum(g * np.tile(slot_mean, T), m_peak)
-    # Caps on a coarse grid, always on the safe side: the rate rounded DOWN (a cap only rises
-    # with the rate: more servers pool better), the burstiness rounded UP.
-    m_cap = _grid_down(m_peak, CAP_RATE_STEP)
-    cv_slot = slots["interarrival_cv"].to_numpy(float)
+    # one group per service with its own slots (clients as services), else one group for every demand row
+    groups: list[tuple[np.ndarray, pd.DataFrame]] = []
+    if inputs.service_slots is None:
+        groups.append((np.ones(len(dem), dtype=bool), slots))
+    else:
+        for svc in sorted(set(svc_of_d)):
+            own = inputs.service_slots.get(svc)
+            if own is None:
+                raise InputError(Problem("", "horizon.demand.clients", f"service {svc!r} has no slots of its own",
+                                         "a split fleet plans only its client-services"))
+            groups.append((svc_of_d == svc, own.set_index(own["slot"].astype(str)).loc[names].reset_index(drop=True)))
+    K = T * S
+    m_peak_d = np.zeros((K, len(dem)))
+    m_mean_d = np.zeros((K, len(dem)))
     pts = prep.points
+    pt_d = pts["d"].to_numpy(int)
+    n_pts = len(pts)
+    rho = np.zeros((K, n_pts))
     base_rate = pts["rate_peak_per_s"].to_numpy(float)
     base_cv = pts["interarrival_cv"].to_numpy(float)
-    cv_cap = np.where(np.isfinite(cv_slot), _grid_up(np.where(np.isfinite(cv_slot), cv_slot, 1.0), CAP_CV_STEP), np.nan)
-    # one queueing evaluation per distinct (rate step, burstiness step), all in one vectorised call (the
-    # bisection is element by element, so batching changes no cap; it runs the Erlang recursion once, not per key)
-    keys: dict[tuple[float, float], int] = {}
-    key_of = np.zeros(T * S, dtype=int)
-    for k in range(T * S):
-        cv = float(cv_cap[k % S])
-        key = (round(float(m_cap[k]), 9), round(cv, 6) if math.isfinite(cv) else -1.0)
-        key_of[k] = keys.setdefault(key, len(keys))
-    n_pts = len(pts)
-    if n_pts and keys:
-        scaled = pd.concat([pts.assign(rate_peak_per_s=base_rate * m, interarrival_cv=np.full(n_pts, cv) if cv >= 0 else base_cv)
-                            for (m, cv) in keys], ignore_index=True)
-        caps, _ = utilization_caps(scaled, max_utilization=inputs.max_utilization)
-        rho = caps.reshape(len(keys), n_pts)[key_of]
-    else:
-        rho = np.zeros((T * S, n_pts))
-    cache = keys
-    notes = [f"{T} periods x {S} slots = {T * S} levels; utilisation caps from {len(cache)} queueing evaluations "
-             f"(rate rounded down to x{CAP_RATE_STEP:g} steps, burstiness up to x{CAP_CV_STEP:g} steps: caps on the safe side)"]
-    return Levels(periods=T, slot_names=slots["slot"].astype(str).tolist(), hours=slots["hours_per_period"].to_numpy(float),
-                  m_peak=m_peak, m_mean=m_mean, rho=rho, notes=notes)
+    n_evals = 0
+    for rows, sl in groups:
+        slot_peak = sl["peak_rate_per_s"].to_numpy(float)
+        slot_mean = sl["mean_rate_per_s"].to_numpy(float)
+        if inputs.absolute:
+            slot_peak = slot_peak / float(dem.loc[rows, "rate_peak_per_s"].sum())
+            slot_mean = slot_mean / max(float(dem.loc[rows, "rate_mean_per_s"].sum()), 1e-300)
+        m_peak = g * np.tile(slot_peak, T)
+        m_peak_d[:, rows] = m_peak[:, None]
+        m_mean_d[:, rows] = np.minimum(g * np.tile(slot_mean, T), m_peak)[:, None]
+        # Caps on a coarse grid, always on the safe side: the rate rounded DOWN (a cap only rises
+        # with the rate: more servers pool better), the burstiness rounded UP.
+        m_cap = _grid_down(m_peak, CAP_RATE_STEP)
+        cv_slot = sl["interarrival_cv"].to_numpy(float)
+        cv_cap = np.where(np.isfinite(cv_slot), _grid_up(np.where(np.isfinite(cv_slot), cv_slot, 1.0), CAP_CV_STEP), np.nan)
+        mine = np.flatnonzero(rows[pt_d]) if n_pts else np.zeros(0, dtype=int)
+        # one queueing evaluation per distinct (rate step, burstiness step), all in one vectorised call (the
+        # bisection is element by element, so batching changes no cap; it runs the Erlang recursion once, not per key)
+        keys: dict[tuple[float, float], int] = {}
+        key_of = np.zeros(K, dtype=int)
+        for k in range(K):
+            cv = float(cv_cap[k % S])
+            key = (round(float(m_cap[k]), 9), round(cv, 6) if math.isfinite(cv) else -1.0)
+            key_of[k] = keys.setdefault(key, len(keys))
+        n_evals += len(keys)
+        if mine.size and keys:
+            sub = pts.iloc[mine]
+            scaled = pd.concat([sub.assign(rate_peak_per_s=base_rate[mine] * m,
+                                           interarrival_cv=np.full(mine.size, cv) if cv >= 0 else base_cv[mine])
+                                for (m, cv) in keys], ignore_index=True)
+            caps, _ = utilization_caps(scaled, max_utilization=inputs.max_utilization)
+            rho[:, mine] = caps.reshape(len(keys), mine.size)[key_of]
+    lam = dem["rate_peak_per_s"].to_numpy(float)
+    lam_mean = dem["rate_mean_per_s"].to_numpy(float)
+    m_peak_all = m_peak_d @ lam / max(float(lam.sum()), 1e-300)  # the whole demand's peak as a multiple of the table's
+    m_mean_all = m_mean_d @ lam_mean / max(float(lam_mean.sum()), 1e-300)
+    per = f" over {len(groups)} services" if inputs.service_slots is not None else ""
+    notes = [f"{T} periods x {S} slots = {K} levels; utilisation caps from {n_evals} queueing evaluations{per} "
+             f"(rate rounded down to x{CAP_RATE_STEP:g} steps, burstiness up to x{CAP_CV_STEP:g} steps: caps on the safe side)",
+             *inputs.demand_notes]
+    return Levels(periods=T, slot_names=names, hours=slots["hours_per_period"].to_numpy(float),
+                  m_peak=m_peak_all, m_mean=m_mean_all, rho=rho, m_peak_d=m_peak_d, m_mean_d=m_mean_d, notes=notes)
 
 
 def _n_max(prep: Prepared, lv: Levels, coef: np.ndarray, kv_pc: np.ndarray, lam_peak: np.ndarray, red: int) -> np.ndarray:
@@ -347,7 +383,7 @@ def _n_max(prep: Prepared, lv: Levels, coef: np.ndarray, kv_pc: np.ndarray, lam_
         need = sub.groupby("d").max().sum(axis=0).to_numpy(float)
         kv_need = np.zeros(K)
         if kvcap[p] > 0 and pools["role"].iat[p] != "prefill":
-            kvs = pd.DataFrame((lam_peak[ids] * kv_pc[ids] / kvcap[p])[:, None] * lv.m_peak[None, :])
+            kvs = pd.DataFrame((lam_peak[ids] * kv_pc[ids] / kvcap[p])[:, None] * lv.m_peak_d[:, d_of[ids]].T)
             kvs["d"] = d_of[ids]
             kv_need = kvs.groupby("d").max().sum(axis=0).to_numpy(float)
         n_max[:, p] = np.ceil(np.maximum(need, kv_need) + 1e-9).astype(int) + 1 + red
@@ -410,7 +446,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     h_of_k = hours[k_all % S]
 
     with np.errstate(divide="ignore", invalid="ignore"):
-        coef = np.where(lv.rho > 0, lam_peak[None, :] * lv.m_peak[:, None] * tau[None, :] / lv.rho, 0.0)
+        coef = np.where(lv.rho > 0, lam_peak[None, :] * lv.m_peak_d[:, d_of] * tau[None, :] / lv.rho, 0.0)
     n_max = _n_max(prep, lv, coef, kv_pc, lam_peak, red)
     ramped = S > 1 and not static_pools and (inputs.ramp_instances_per_slot is not None
                                              or (inputs.weight_load is not None and inputs.weight_load.fleet_gb_per_s is not None))
@@ -523,7 +559,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     kv_pool = (kvcap > 0) & (pools["role"].to_numpy(str) != "prefill")
     if kv_pool.any():
         ik = np.flatnonzero(kv_pool[pool_of])
-        kvc = lv.m_peak[:, None] * (lam_peak[ik] * kv_pc[ik] / kvcap[pool_of[ik]])[None, :]
+        kvc = lv.m_peak_d[:, d_of[ik]] * (lam_peak[ik] * kv_pc[ik] / kvcap[pool_of[ik]])[None, :]
         kv = lp.expr(K * P, k_all[:, None] * P + pool_of[ik][None, :], x[:, ik], kvc)
         sel = (k_all[:, None] * P + np.flatnonzero(kv_pool)[None, :]).ravel()
         lp.constrain("kv", (kv + minus_n + spares).rows(sel), hi=0.0)
@@ -626,7 +662,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
 
     buy_h = {y: float(acq[y].buy_usd_per_device_hour or 0.0) * Hp for y in buy_y}
     res_h = {y: float(acq[y].reserve_usd_per_hour or 0.0) * Hp for y in res_y}
-    mm = lv.m_mean[:, None]
+    mm = lv.m_mean_d[:, d_of]  # (K, n_i): each point's demand row's mean multiplier
     hk = h_of_k[:, None]
     idle_share = mm * (lam_mean * tau * tp_pt * (idle_pt + host_pt))[None, :] * hk
     prefill_tx = (role_of == "prefill") & (kvtx > 0)

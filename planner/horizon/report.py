@@ -67,8 +67,34 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         crow = [[int(t), *[fmt(round(float(v))) for v in vals], fmt(round(float(sum(vals_all))))]
                 for t, vals, vals_all in zip(per.index, per[shown].to_numpy(), per.to_numpy(), strict=True)]
         out.append(table(["period", *shown, "total USD"], crow))
+        if len(arch.slot_checks):
+            out.extend(slot_check_lines(arch))
     for n in result.notes:
         out.append(f"  note: {n}")
+    return out
+
+
+def slot_check_lines(arch: Any) -> list[str]:
+    """The per-slot verification (:mod:`planner.horizon.verify`) as a table with a verdict line."""
+    from planner.cli.output import fmt, table
+
+    sc = arch.slot_checks
+    missed = sc[sc["met"] == False]  # noqa: E712 - None (not simulated) is neither
+    unsim = sc[sc["met"].isna()]
+    head = (f"  per-slot check ({sc[['period', 'slot']].drop_duplicates().shape[0]} busiest slot(s) simulated, {arch.verify_s:.1f} s): "
+            + ("every checked slot meets its targets" if missed.empty and unsim.empty else
+               f"{len(missed)} service-slot(s) MISS their targets in simulation" if not missed.empty else
+               f"{len(unsim)} service-slot(s) not simulated"))
+
+    def ms(v: Any) -> str:
+        return "-" if v is None or v != v else fmt(round(float(v), 1))
+
+    rows = [[int(r.period), r.slot, r.service, fmt(round(float(r.peak_rate_per_s), 1)), f"{ms(r.ttft_analytic_ms)} / {ms(r.ttft_sim_ms)}",
+             ms(r.ttft_target_ms), f"{ms(r.tpot_analytic_ms)} / {ms(r.tpot_sim_ms)}", ms(r.tpot_target_ms),
+             "-" if r.met is None or r.met != r.met else ("met" if r.met else "MISSED")] for r in sc.itertuples()]
+    out = [head, table(["period", "slot", "service", "peak req/s", "TTFT ms analytic / sim", "target", "TPOT ms analytic / sim",
+                        "target", "simulated"], rows)]
+    out.extend(f"  {n}" for n in sorted(set(sc["note"].dropna().astype(str))) if n)
     return out
 
 
@@ -96,6 +122,7 @@ def to_document(result: HorizonResult, name: str) -> dict[str, Any]:
             "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
             "schedule": a.schedule.to_dict("records"), "costs": a.costs.to_dict("records"),
             "pools": a.pools.to_dict("records"), "slots": a.slots.to_dict("records"),
+            "slot_checks": a.slot_checks.to_dict("records"), "slot_checks_method": a.slot_checks_method, "verify_s": a.verify_s,
         }
     return {"schema_version": SCHEMA_VERSION, "instance": name, "periods": result.periods, "slots": result.slots,
             "winner": result.winner, "size": result.size, "build_s": result.build_s, "notes": result.notes, "architectures": archs}
@@ -108,8 +135,10 @@ def write_outputs(result: HorizonResult, out_dir: Path, name: str) -> list[Path]
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "horizon.json"]
     written[0].write_text(to_json(to_document(result, name)))
-    for table_name in ("schedule", "pools", "costs", "slots"):
+    for table_name in ("schedule", "pools", "costs", "slots", "slot_checks"):
         frames = [getattr(a, table_name).assign(architecture=k) for k, a in result.architectures.items() if a.feasible]
+        if table_name == "slot_checks" and not any(len(f) for f in frames):
+            continue
         df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         for ext in ("csv", "parquet"):
             p = out_dir / f"{table_name}.{ext}"

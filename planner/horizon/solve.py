@@ -5,8 +5,8 @@ Outputs (tidy DataFrames, one row per ...):
 - ``schedule``: (period, device) — ``bought`` (orders placed), ``delivered``, ``owned``, ``sold``,
   ``reserved`` (active), ``reserved_started``, ``on_demand_peak`` / ``spot_peak`` (most in any slot),
   ``in_pools_peak`` (devices serving in the busiest slot);
-- ``pools``: (period, slot, pool) — instances, devices, peak utilisation (busy instances at the slot's
-  peak over instances);
+- ``pools``: (period, slot, pool) — the services it can serve (comma-separated; one for a client-service's
+  own pools), instances, devices, peak utilisation (busy instances at the slot's peak over instances);
 - ``costs``: (period, term) — USD in the period and its present value;
 - ``slots``: (period, slot, device) — demand multipliers, devices in pools, on demand, spot, owned unused; a
   per-slot plan adds ``carried_by`` (the architecture carrying the slot).
@@ -57,6 +57,10 @@ class HorizonArchitecture:
     slots: pd.DataFrame = field(default_factory=pd.DataFrame)
     baseline_usd: float | None = None
     """Owned-peak baseline: only buying, each period's pools sized for its busiest slot, unused devices idle."""
+    slot_checks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per-slot verification (:mod:`planner.horizon.verify`): the busiest levels simulated; empty when not run."""
+    slot_checks_method: str = ""
+    verify_s: float = 0.0
 
 
 @dataclass
@@ -95,10 +99,13 @@ def extract(hb: HorizonBuilt, v: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame
     n = np.rint(v[hb.block("n")]).astype(int)                      # (K, P)
     x = v[hb.block("x")]                                            # (K, I)
     P = n.shape[1]
-    busy = (lam[None, :] * lv.m_peak[:, None] * tau[None, :] * x) @ np.eye(P)[pool_of]  # busy instances per pool at the peak
+    busy = (lam[None, :] * lv.m_peak_d[:, pts["d"].to_numpy(int)] * tau[None, :] * x) @ np.eye(P)[pool_of]  # busy instances per pool at the peak
     kk, pp = np.nonzero(n > 0)
     slot_names = np.asarray(lv.slot_names, dtype=object)
+    served = pts.groupby("pool")["service"].agg(lambda v: ", ".join(sorted(set(map(str, v)))))
+    pool_svc = pools["pool"].map(served).astype(str).to_numpy()
     pool_df = pd.DataFrame({"period": kk // S, "slot": slot_names[kk % S], "pool": pools["pool"].astype(str).to_numpy()[pp],
+                            "services": pool_svc[pp],
                             "instances": n[kk, pp], "devices": n[kk, pp] * tp_pool[pp], "utilization_peak": busy[kk, pp] / n[kk, pp]})
     used = (n * tp_pool[None, :]) @ np.eye(Y, dtype=int)[y_of_pool]  # devices in pools per type
 
@@ -226,8 +233,9 @@ def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float,
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
-                  mip_gap: float = 1e-3, baseline: bool = True) -> HorizonResult:
-    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving.
+                  mip_gap: float = 1e-3, baseline: bool = True, verify_slots: int = 0) -> HorizonResult:
+    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving; with
+    ``verify_slots`` > 0, simulate that many of each plan's busiest levels (:mod:`planner.horizon.verify`).
     An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
     one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
     hb = build_horizon(tables, inputs)
@@ -247,6 +255,12 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
             if model.switching:
                 ha.slots = ha.slots.merge(_slot_architecture(model, sol.values), on=["period", "slot"], how="left")
             ha.extract_s = time.perf_counter() - t1
+            if verify_slots > 0:
+                from planner.horizon.verify import verify_slots as check_slots
+
+                t2 = time.perf_counter()
+                chk = check_slots(model, sol.values, arch, verify_slots)
+                ha.slot_checks, ha.slot_checks_method, ha.verify_s = chk.rows, chk.method, time.perf_counter() - t2
             if baseline:
                 if base_hb is None:
                     base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)

@@ -103,6 +103,24 @@ def cost_chart(arch: Any) -> str:
     return _svg(fig, f"{arch.architecture}: cost per period by term")
 
 
+def slot_check_html(arch: Any) -> str:
+    """The per-slot verification table (:mod:`planner.horizon.verify`)."""
+    sc = arch.slot_checks
+
+    def ms(v: Any) -> str:
+        return "-" if v is None or v != v else f"{float(v):,.1f}"
+
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
+            int(r.period), r.slot, r.service, f"{float(r.peak_rate_per_s):,.1f}", ms(r.ttft_analytic_ms), ms(r.ttft_sim_ms),
+            ms(r.ttft_target_ms), ms(r.tpot_analytic_ms), ms(r.tpot_sim_ms), ms(r.tpot_target_ms),
+            "-" if r.met is None or r.met != r.met else ("met" if r.met else "MISSED"))) + "</tr>" for r in sc.itertuples())
+    head = "".join(f"<th>{h}</th>" for h in ("period", "slot", "service", "peak req/s", "TTFT analytic ms", "TTFT simulated ms",
+                                             "TTFT target ms", "TPOT analytic ms", "TPOT simulated ms", "TPOT target ms", "simulated"))
+    return (f"<h3>Per-slot check</h3><p>{html.escape(arch.slot_checks_method)} ({arch.verify_s:.1f} s).</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+
+
 def render(result: HorizonResult, name: str, demand_unit: str, demand_scale: float = 1.0) -> str:
     from planner.horizon.report import saving
 
@@ -128,6 +146,8 @@ def render(result: HorizonResult, name: str, demand_unit: str, demand_scale: flo
         head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in cols)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in sch.to_numpy().tolist())
         parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        if len(arch.slot_checks):
+            parts.append(slot_check_html(arch))
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in result.notes)
     parts.append(f"<h2>Notes</h2><ul>{notes}</ul>")
     style = ("body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}"

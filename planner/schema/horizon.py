@@ -33,6 +33,17 @@ class GivenSlot(StrictModel):
     """Burstiness inside the slot's busiest window (default: the service's)."""
 
 
+class TopClients(StrictModel):
+    """The ``top`` clients by mean rate each their own service; the rest summed into one ``others`` service."""
+
+    top: PosInt
+
+
+ClientSplit = Literal["fleet", "each"] | TopClients
+"""How a ServeGen fleet becomes services: ``fleet`` (one service, the sum), ``each`` (every client its own
+service) or ``{top: N}`` (the N largest clients by mean rate, the rest one ``others`` service)."""
+
+
 class DemandProfile(StrictModel):
     """Where the daily / weekly shape of demand comes from: a multi-day log or slots given by hand.
 
@@ -53,6 +64,12 @@ class DemandProfile(StrictModel):
     """Weekday of the log's first day (0 = Monday); needed for ``hour_of_day_weekpart``."""
     rate_scale: PosFloat = 1.0
     """Scales the log's rates (plan for a share of the fleet, or a bigger one)."""
+    clients: ClientSplit = "fleet"
+    """With ``servegen_fleet``: ``fleet`` plans the sum of the clients as the instance's one service (default);
+    ``each`` makes every client its own service, ``{top: N}`` the N largest clients by mean rate, with the rest
+    summed into one ``others`` service. Client services copy the instance's service (model, SLO, lengths), each
+    with its own slots (peak, mean, burstiness from its own windows) and its own pools
+    (:mod:`planner.horizon.demand`, *Clients as services*)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> DemandProfile:
@@ -65,6 +82,9 @@ class DemandProfile(StrictModel):
                              "which day it starts on")
         if self.slots is not None and len({s.name for s in self.slots}) != len(self.slots):
             raise ValueError("slot names must be distinct")
+        if self.clients != "fleet" and self.servegen_fleet is None:
+            raise ValueError("clients 'each' / {top: N} split a ServeGen fleet into services: it needs 'servegen_fleet' (a directory "
+                             "of per-client chunk-*-trace.csv files)")
         return self
 
 
