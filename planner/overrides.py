@@ -82,3 +82,16 @@ def parse_value(text: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+
+
+def parse_set_options(values: tuple[str, ...] | list[str], *, example: str = "services.chat.traffic.rate_multiplier=1.5") -> dict[str, Any]:
+    """``--set PATH=VALUE`` options (repeatable) as ``{path: value}``; each value through :func:`parse_value`.
+
+    ``example`` is the PATH=VALUE the error message suggests when an item has no ``=``."""
+    out: dict[str, Any] = {}
+    for v in values:
+        if "=" not in v:
+            raise InputError(Problem("", "--set", f"{v!r} is not PATH=VALUE", f"write e.g. --set {example}"))
+        k, val = v.split("=", 1)
+        out[k.strip()] = parse_value(val)
+    return out

@@ -94,7 +94,9 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         raise InputError(Problem("", "--verify-slots", "must be >= 1", "e.g. --verify-slots 3, or --no-verify"))
     if budget_per_year is not None and not budget_per_year > 0:
         raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
-    overrides = _parse_sets(sets)  # as `planner solve --set` (not imported from cmd_solve: cmd_solve -> cmd_studies -> here)
+    from planner.overrides import parse_set_options
+
+    overrides = parse_set_options(sets, example="horizon.growth.monthly_rate=0.08")  # as `planner solve --set`
     if per_slot_architecture:
         pair = [a.strip() for a in per_slot_architecture.split(",") if a.strip()]
         if len(pair) != 2 or len(set(pair)) != 2 or any(a not in ("shared", "disaggregated", "hybrid") for a in pair):
@@ -314,18 +316,6 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
                      [[*(r[k] for k in axes), r["architecture"], fmt(None if r["total_usd_present_value"] is None else round(r["total_usd_present_value"])),
                        "-" if r["gap"] is None else f"{r['gap']:.1%}", "-" if r["saving_share"] is None else f"{100 * r['saving_share']:.1f} %",
                        "yes" if r["winner"] else ""] for r in rows]))
-
-
-def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
-    from planner.overrides import parse_value
-
-    out: dict[str, object] = {}
-    for v in values:
-        if "=" not in v:
-            raise InputError(Problem("", "--set", f"{v!r} is not PATH=VALUE", "write e.g. --set horizon.growth.monthly_rate=0.08"))
-        k, val = v.split("=", 1)
-        out[k.strip()] = parse_value(val)
-    return out
 
 
 def refuse_horizon(resolved: Any, command: str, use: str) -> None:

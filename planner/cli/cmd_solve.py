@@ -12,18 +12,6 @@ from planner.cli.output import echo_json
 from planner.errors import InfeasibleError, InputError, Problem, SolverError
 
 
-def _parse_sets(values: tuple[str, ...]) -> dict[str, object]:
-    from planner.overrides import parse_value
-
-    out: dict[str, object] = {}
-    for v in values:
-        if "=" not in v:
-            raise InputError(Problem("", "--set", f"{v!r} is not PATH=VALUE", "write e.g. --set services.chat.traffic.rate_multiplier=1.5"))
-        k, val = v.split("=", 1)
-        out[k.strip()] = parse_value(val)
-    return out
-
-
 @click.command("solve")
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (verdict, architectures, costs, solver).")
@@ -88,7 +76,9 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
         raise InputError(Problem("", "--time-limit", "must be > 0", "give seconds, e.g. --time-limit 10"))
     if mip_gap is not None and mip_gap < 0:
         raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
-    overrides = _parse_sets(sets)
+    from planner.overrides import parse_set_options
+
+    overrides = parse_set_options(sets)
     resolved = load_instance(instance, overrides or None, scenario=scenario)
     if resolved.instance.horizon is not None:  # one line, on stderr (the --json output stays a document)
         click.echo(f"note: {instance} has a horizon section; this is the single-peak plan of its services' own traffic. "
