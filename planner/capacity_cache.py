@@ -45,13 +45,17 @@ CACHE_FORMAT = "capacity-tables-1"
 ENV_CACHE_DIR = "PLANNER_CACHE_DIR"
 
 
-def cache_dir() -> Path:
-    """``$PLANNER_CACHE_DIR``, else ``$XDG_CACHE_HOME/planner``, else ``~/.cache/planner``."""
+def cache_dir() -> Path | None:
+    """``$PLANNER_CACHE_DIR``, else ``$XDG_CACHE_HOME/planner``, else ``~/.cache/planner``; None
+    when none is set and there is no home directory (then nothing is cached)."""
     env = os.environ.get(ENV_CACHE_DIR, "").strip()
-    if env:
-        return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "planner"
+    try:
+        if env:
+            return Path(env).expanduser()
+        return (Path(xdg) if xdg else Path.home() / ".cache") / "planner"
+    except RuntimeError:  # "~" cannot be expanded: no home directory
+        return None
 
 
 @lru_cache(maxsize=1)
@@ -92,12 +96,12 @@ def _referenced_files(value: Any, base: Path, out: dict[str, str]) -> None:
             target = p if p.is_absolute() else base / p
             if not (target.is_file() or target.is_dir()) or str(target.resolve()) in out:
                 return
-            if target.is_dir() and target.resolve() in (base.resolve(), Path.home().resolve(), Path("/")):
-                return  # "." or the like is a name, not a data folder
+            if target.is_dir() and (target.resolve() == base.resolve() or len(target.resolve().parts) <= 2):
+                return  # ".", "/", "/home" and the like are names, not data folders
             digest = hashlib.sha256()
             _hash_path(digest, target)
             out[str(target.resolve())] = digest.hexdigest()
-        except (OSError, ValueError):
+        except (OSError, ValueError, RuntimeError):  # RuntimeError: "~word" naming no user (a description's "~5 req/s")
             return
 
 
@@ -140,6 +144,8 @@ def cached_capacity_tables(resolved: Any, *, directory: Path | None = None) -> t
     from planner.capacity import build_capacity_tables
 
     folder = directory or cache_dir()
+    if folder is None:
+        return build_capacity_tables(resolved), "miss (not stored: no cache folder: set PLANNER_CACHE_DIR)"
     key = cache_key(resolved)
     path = folder / f"{key}.pkl"
     try:
