@@ -23,12 +23,14 @@ Never wrong: the key is a SHA-256 over everything the tables are computed from â
 
 A missing, unreadable or corrupt entry is rebuilt and rewritten (atomically: a temporary file
 then a rename, so concurrent runs never read half a file). ``planner solve --no-cache`` bypasses
-it; deleting the folder clears it. The entries are pickles the planner wrote itself into the
+it; deleting the folder clears it. At most :data:`MAX_ENTRIES` entries are kept (the least
+recently used go first). The entries are pickles the planner wrote itself into the
 user's own cache folder: do not point ``PLANNER_CACHE_DIR`` at a folder others can write to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -43,6 +45,9 @@ CACHE_FORMAT = "capacity-tables-1"
 """Raised when the pickled layout changes (older entries are then ignored)."""
 
 ENV_CACHE_DIR = "PLANNER_CACHE_DIR"
+
+MAX_ENTRIES = 256
+"""Entries kept; past that the least recently used are deleted when a new one is stored."""
 
 
 def cache_dir() -> Path | None:
@@ -152,6 +157,8 @@ def cached_capacity_tables(resolved: Any, *, directory: Path | None = None) -> t
         with path.open("rb") as fh:
             format_, stored_key, tables = pickle.load(fh)
         if format_ == CACHE_FORMAT and stored_key == key:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # recently used: pruned last
             return tables, "hit"
     except FileNotFoundError:
         pass
@@ -170,4 +177,15 @@ def cached_capacity_tables(resolved: Any, *, directory: Path | None = None) -> t
             raise
     except OSError as exc:
         return tables, f"miss (not stored: {exc})"
+    _prune(folder)
     return tables, "miss"
+
+
+def _prune(folder: Path, keep: int = MAX_ENTRIES) -> None:
+    """Delete the least recently used entries beyond ``keep``."""
+    try:
+        entries = sorted(folder.glob("*.pkl"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[keep:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -107,6 +107,19 @@ def test_a_corrupt_entry_is_rebuilt(setup, tmp_path: Path) -> None:
     assert cached_capacity_tables(resolved, directory=store)[1] == "hit"
 
 
+def test_least_recently_used_entries_are_pruned(tmp_path: Path) -> None:
+    import os
+
+    from planner.capacity_cache import _prune
+
+    for i in range(5):
+        f = tmp_path / f"{i}.pkl"
+        f.write_bytes(b"x")
+        os.utime(f, (1000 + i, 1000 + i))
+    _prune(tmp_path, keep=3)
+    assert sorted(p.name for p in tmp_path.glob("*.pkl")) == ["2.pkl", "3.pkl", "4.pkl"]
+
+
 def test_cache_dir_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "c"))
     assert cache_dir() == tmp_path / "c"
