@@ -18,18 +18,21 @@ __all__ = ["settings_from_instance", "solve_instance"]
 
 
 def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str | None = None, scenario: str | None = None,
-                   overrides: dict[str, Any] | None = None, resolution: str = "fixed", capacity_only: bool = False) -> SolveOutcome:
+                   overrides: dict[str, Any] | None = None, resolution: str = "fixed", capacity_only: bool = False, cache: bool = False) -> SolveOutcome:
     """Capacity tables of an instance (optionally with measured capacity, only its rows with
     ``capacity_only``), then :func:`solve_tables`.
 
     ``resolution="auto"``: the length-bucket counts are chosen first (:mod:`planner.resolution`) and
-    the instance is solved at them; the counts tried go into the verdict's confidence."""
+    the instance is solved at them; the counts tried go into the verdict's confidence.
+
+    ``cache``: the capacity tables come through the on-disk cache
+    (:mod:`planner.capacity_cache`, keyed on everything they are computed from); the CLI's default."""
     if resolution == "auto":
         from planner.resolution import choose_resolution, resolution_flip
 
         chosen, steps, why = choose_resolution(resolved, settings, capacity_file=capacity_file)
         outcome = solve_instance(chosen, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
-                                 capacity_only=capacity_only)
+                                 capacity_only=capacity_only, cache=cache)
         res = outcome.result
         conf = res.verdict.confidence
         if steps and conf is not None:
@@ -40,7 +43,12 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         return outcome
     from planner.capacity import build_capacity_tables, read_measured_capacity
 
-    tables = build_capacity_tables(resolved)
+    if cache:
+        from planner.capacity_cache import cached_capacity_tables
+
+        tables, _status = cached_capacity_tables(resolved)
+    else:
+        tables = build_capacity_tables(resolved)
     if capacity_file:
         tables = read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
     raw_notes: Any = tables.meta.get("notes", [])

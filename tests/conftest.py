@@ -1,12 +1,41 @@
-"""Shared fixtures."""
+"""Shared fixtures.
+
+The capacity-table cache (:mod:`planner.capacity_cache`) of ``planner solve`` goes to a folder of
+this test session, never the user's ``~/.cache/planner``: set here at import (so subprocesses
+inherit it; pytest-xdist workers reuse the folder of the process that started them), and removed
+when the session that created it ends.
+
+:func:`solved_example` solves each example instance (``instances/*.yaml``) once per session with
+``planner solve INSTANCE --json --out DIR``, for the tests that read the same plan (the verdict
+regression, the browser test of each report, ``check`` and its tampering cases). Its folder is
+shared: tests read it and write elsewhere (``tmp_path``); its JSON comes back as fresh copies.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+_SESSION_VAR = "PLANNER_TEST_SESSION_CACHE_DIR"
+_OWN_CACHE = not os.environ.get(_SESSION_VAR)
+if _OWN_CACHE:
+    os.environ[_SESSION_VAR] = tempfile.mkdtemp(prefix="planner-test-cache-")
+os.environ["PLANNER_CACHE_DIR"] = os.environ[_SESSION_VAR]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ[_SESSION_VAR], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +48,49 @@ def catalog():
     from planner.catalog import load_catalog
 
     return load_catalog()
+
+
+@dataclass(frozen=True)
+class SolvedExample:
+    """One ``planner solve instances/<stem>.yaml --json --out DIR`` of the session."""
+
+    instance: Path
+    exit_code: int
+    stdout: str
+    output: str
+    """stdout and stderr, as the click runner gives them."""
+    out_dir: Path
+
+    def json(self) -> dict[str, Any]:
+        """The printed JSON (a fresh copy: callers may edit it)."""
+        return json.loads(self.stdout)
+
+    def plan_data(self) -> dict[str, Any]:
+        """``plan.json`` as a mapping (a fresh copy)."""
+        return json.loads((self.out_dir / "plan.json").read_text(encoding="utf-8"))
+
+    def plan(self) -> Any:
+        """``plan.json`` as a :class:`planner.schema.plan.PlanResult` (a fresh copy)."""
+        from planner.report.plan_io import load_plan
+
+        return load_plan(self.out_dir / "plan.json")
+
+
+@pytest.fixture(scope="session")
+def solved_example(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], SolvedExample]:
+    """``solved_example("enterprise-chat")``: the session's solve of that example instance."""
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    done: dict[str, SolvedExample] = {}
+
+    def get(stem: str) -> SolvedExample:
+        if stem not in done:
+            instance = ROOT / "instances" / f"{stem}.yaml"
+            out = tmp_path_factory.mktemp(f"solved-{stem}")
+            r = CliRunner().invoke(main, ["solve", str(instance), "--json", "--out", str(out)])
+            done[stem] = SolvedExample(instance, r.exit_code, r.stdout, r.output, out)
+        return done[stem]
+
+    return get

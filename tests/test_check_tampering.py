@@ -1,6 +1,6 @@
 """`planner check` catches every class of tampering with a solved plan (issue 16).
 
-One solve of ``enterprise-chat`` (module fixture, ~3 s); each test edits one class of numbers in
+One solve of ``enterprise-chat`` (the session's, tests/conftest.py ``solved_example``); each test edits one class of numbers in
 its ``plan.json`` and asserts that ``planner check`` exits 1 naming the right constraint. The
 unedited plan passes, against its own snapshot and against the one re-derived from the instance.
 """
@@ -22,11 +22,10 @@ INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterpris
 
 
 @pytest.fixture(scope="module")
-def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("plan")
-    r = CliRunner().invoke(main, ["solve", INSTANCE, "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    data: dict[str, Any] = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+def plan(solved_example) -> dict[str, Any]:
+    solved = solved_example("enterprise-chat")  # `planner solve INSTANCE --json --out DIR`, once per session (tests/conftest.py)
+    assert solved.exit_code == 0, solved.output
+    data: dict[str, Any] = solved.plan_data()
     assert data["verdict"]["winner"] and data["verdict"]["runner_up"]  # both architectures feasible: margins to tamper with
     return data
 

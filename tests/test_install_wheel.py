@@ -48,7 +48,7 @@ def _plan_summary(plan: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_wheel_installs_and_runs_from_any_folder(tmp_path: Path) -> None:
+def test_wheel_installs_and_runs_from_any_folder(tmp_path: Path, solved_example) -> None:
     # a copy of the sources (symlinks kept), so the build leaves nothing in the repository
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
@@ -80,9 +80,9 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in (work / "my-plan").glob("*.yaml")) == EXAMPLES
     for name in EXAMPLES:
         installed = json.loads(_run([planner, "solve", f"my-plan/{name}", "--json"], work, env).stdout)
-        repo_env = {**env, "PYTHONPATH": str(ROOT)}
-        in_repo = json.loads(_run([sys.executable, "-m", "planner", "solve", f"instances/{name}", "--json"], ROOT, repo_env).stdout)
-        assert _plan_summary(installed) == _plan_summary(in_repo), name
+        in_repo = solved_example(Path(name).stem)  # `planner solve instances/NAME --json` in the repository, once per session
+        assert in_repo.exit_code == 0, in_repo.output
+        assert _plan_summary(installed) == _plan_summary(in_repo.json()), name
 
 
 def _fresh_venv(where: Path, env: dict[str, str]) -> Path:

@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.instance import load_instance
 from planner.optimize.check import check_plan
-from planner.solve_instance import settings_from_instance, solve_instance
 
 INSTANCES = Path(__file__).resolve().parents[1] / "instances"
 
@@ -54,11 +52,14 @@ def test_expected_winners_cover_both_architectures() -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
-def test_example_instance_verdict_and_plan(path: Path) -> None:
+def test_example_instance_verdict_and_plan(path: Path, solved_example) -> None:
+    """``planner solve`` (the session's solve, tests/conftest.py, shared with the browser test of
+    each report) exits 0, and its plan.json has the expected winner, passes ``check_plan`` and meets
+    in simulation."""
     assert path.stem in EXPECTED_WINNER, f"new example instance {path.name}: add its expected winner to EXPECTED_WINNER"
-    resolved = load_instance(path)
-    outcome = solve_instance(resolved, settings_from_instance(resolved.instance))
-    result = outcome.result
+    solved = solved_example(path.stem)
+    assert solved.exit_code == 0, solved.output
+    result = solved.plan()
     assert result.verdict is not None
     assert result.verdict.winner == EXPECTED_WINNER[path.stem], result.verdict.reasons
     winner = result.architectures[result.verdict.winner]

@@ -441,17 +441,15 @@ def test_simulation_per_scenario_rows_and_misses() -> None:
 
 
 @pytest.fixture(scope="module")
-def agentic_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlanResult, str]:
-    """``planner solve instances/agentic-assistant.yaml --html``, and the same plan solved in-process to compare with."""
-    from planner.instance import load_instance
-    from planner.solve_instance import settings_from_instance, solve_instance
-
+def agentic_plan(tmp_path_factory: pytest.TempPathFactory, solved_example) -> tuple[PlanResult, str]:
+    """``planner solve instances/agentic-assistant.yaml --html``, and the same instance's plan from
+    another solve (the session's ``planner solve --out``, tests/conftest.py) to compare with."""
     out = tmp_path_factory.mktemp("agentic")
     res = CliRunner().invoke(main, ["solve", str(AGENTIC), "--html", str(out / "report.html")])
     assert res.exit_code == 0, res.output
-    resolved = load_instance(AGENTIC)
-    plan = solve_instance(resolved, settings_from_instance(resolved.instance)).result
-    return plan, (out / "report.html").read_text(encoding="utf-8")
+    solved = solved_example("agentic-assistant")
+    assert solved.exit_code == 0, solved.output
+    return solved.plan(), (out / "report.html").read_text(encoding="utf-8")
 
 
 def test_tool_phase_section_from_the_plan(agentic_plan: tuple[PlanResult, str]) -> None:

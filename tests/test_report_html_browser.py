@@ -218,16 +218,17 @@ EXAMPLES = sorted((ROOT / "instances").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("instance", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_instance_report(page: Page, instance: Path, tmp_path: Path) -> None:
-    """``planner solve`` then ``planner html`` on each example instance, checked in the browser."""
+def test_example_instance_report(page: Page, instance: Path, tmp_path: Path, solved_example) -> None:
+    """``planner solve`` (the session's solve of the example, tests/conftest.py) then ``planner html``
+    on each example instance, checked in the browser."""
     from click.testing import CliRunner
 
     from planner.cli import main
     from planner.report.html import load_plan, verdict_sentence
 
-    res = CliRunner().invoke(main, ["solve", str(instance), "--out", str(tmp_path / "solve")])
-    assert res.exit_code == 0, res.output
-    plan_file = tmp_path / "solve" / "plan.json"
+    solved = solved_example(instance.stem)
+    assert solved.exit_code == 0, solved.output
+    plan_file = solved.out_dir / "plan.json"
     res = CliRunner().invoke(main, ["html", str(plan_file), "-o", str(tmp_path / "report.html")])
     assert res.exit_code == 0, res.output
     plan = load_plan(plan_file)

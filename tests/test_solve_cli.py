@@ -14,11 +14,11 @@ INSTANCE = str(Path(__file__).resolve().parent.parent / "instances" / "enterpris
 
 
 @pytest.fixture(scope="module")
-def solved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("plan")
-    r = CliRunner().invoke(main, ["solve", INSTANCE, "--json", "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    return out, json.loads(r.output)
+def solved(solved_example) -> tuple[Path, dict]:
+    """``planner solve enterprise-chat.yaml --json --out DIR`` (the session's solve, tests/conftest.py)."""
+    s = solved_example("enterprise-chat")
+    assert s.exit_code == 0, s.output
+    return s.out_dir, s.json()
 
 
 def test_solve_json_has_verdict_costs_and_solver(solved: tuple[Path, dict]) -> None:

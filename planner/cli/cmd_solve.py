@@ -38,11 +38,14 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
 @click.option("--resolution", type=click.Choice(["fixed", "auto"]), default="fixed", show_default=True,
               help="Length buckets of services whose traffic is a log: fixed (traffic.buckets) or auto (refine until the winner's "
                    "cost moves < 2 %, at most 16; each count tried is a solve without the peak simulation).")
+@click.option("--no-cache", is_flag=True,
+              help="Rebuild the capacity tables instead of reading them from the cache ($PLANNER_CACHE_DIR, default ~/.cache/planner; "
+                   "keyed on the instance, the files it names, the catalog, the calibration and the planner's code: planner.capacity_cache).")
 @click.pass_context
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
           capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool,
-          confidence: str = "fast", resolution: str = "fixed") -> None:
+          confidence: str = "fast", resolution: str = "fixed", no_cache: bool = False) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins.
 
     Exit 3 if infeasible or if no architecture's plan meets its latency targets (the cheapest plan
@@ -86,7 +89,7 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
     settings = replace(settings, confidence=confidence)
     outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
-                             capacity_only=capacity_only, resolution=resolution)
+                             capacity_only=capacity_only, resolution=resolution, cache=not no_cache)
     result = outcome.result
     if out_dir:
         write_outputs(result, out_dir)

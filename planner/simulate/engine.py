@@ -119,6 +119,7 @@ class _Pool:
         self.max_batch = spec.max_batch
         self.prefill_time = spec.prefill_time_s
         self.wait = LogHistogram()
+        self.itl = LogHistogram()
         self.preemptions = 0
         self.kv_blocked = 0
         self.rejected = 0
@@ -141,6 +142,7 @@ class _Sim:
         self.pools = {p.name: _Pool(p) for p in pools}
         self.routes = list(routes)
         self.config = config
+        self.warmup_s = config.warmup_s
         for r in self.routes:
             for key, role in (("prefill", "prefill"), ("decode", "decode"), ("unified", "unified")):
                 name = getattr(r, key)
@@ -161,7 +163,7 @@ class _Sim:
         self.ttft = [LogHistogram() for _ in range(nsvc)]
         self.tpot = [LogHistogram() for _ in range(nsvc)]
         self.e2e = [LogHistogram() for _ in range(nsvc)]
-        self.itl = {name: LogHistogram() for name in self.pools}
+        self.itl = {name: p.itl for name, p in self.pools.items()}
         self.ttft_ok = [0] * nsvc
         self.tpot_ok = [0] * nsvc
         self.slo_ok = [0] * nsvc
@@ -298,8 +300,8 @@ class _Sim:
                 else:
                     keep.append(ent)
             inst.pending = keep
-        if inst.t >= self.config.warmup_s and n * k > firsts:
-            self.itl[inst.pool.name].add_many(tc, n * k - firsts)
+        if inst.t >= self.warmup_s and n * k > firsts:
+            inst.pool.itl.add_many(tc, n * k - firsts)
         fin = inst.fin
         while fin and fin[0][0] <= step:
             f, jid, req = heapq.heappop(fin)
@@ -522,8 +524,9 @@ class _Sim:
     def iteration_end(self, inst: _Inst, now: float) -> None:
         dt = now - inst.t
         n = inst.n
-        if n and now >= self.config.warmup_s:
-            self.itl[inst.pool.name].add_many(dt, n)
+        pool = inst.pool
+        if n and now >= self.warmup_s:
+            pool.itl.add_many(dt, n)
         inst.busy_s += dt
         inst.slot_s += n * dt
         inst.kv_s += (inst.S + n * inst.step) * dt
@@ -549,8 +552,10 @@ class _Sim:
                 else:
                     self.join(inst, req)
         inst.plan = []
-        self.preempt_if_full(inst)
-        self.admit(inst.pool, now)
+        if inst.n > 0 and inst.S + inst.n * (inst.step + 1) > pool.cap:  # preempt_if_full's test, without the call
+            self.preempt_if_full(inst)
+        if pool.queue:  # admit() does nothing on an empty queue
+            self.admit(pool, now)
         self.reschedule(inst, now)
 
     def inst_event(self, inst: _Inst, now: float) -> None:
@@ -560,8 +565,10 @@ class _Sim:
         pool = inst.pool
         self.move(inst, inst.target - inst.step, pool.table[inst.n] if inst.n else 0.0)
         inst.t = now if inst.n == 0 else inst.t
-        self.preempt_if_full(inst)
-        self.admit(pool, now)
+        if inst.n > 0 and inst.S + inst.n * (inst.step + 1) > pool.cap:  # preempt_if_full's test, without the call
+            self.preempt_if_full(inst)
+        if pool.queue:  # admit() does nothing on an empty queue
+            self.admit(pool, now)
         self.reschedule(inst, now)
 
     # ---------------------------------------------------------------- outages

@@ -22,7 +22,7 @@ class LogHistogram:
     """Streaming histogram: samples are buffered (at most ``FLUSH`` of them) and binned in
     vectorised batches, so adding is cheap and memory stays bounded."""
 
-    __slots__ = ("counts", "zeros", "n", "total", "maximum", "buf")
+    __slots__ = ("counts", "zeros", "n", "total", "maximum", "buf", "bin_of")
 
     FLUSH = 4096
 
@@ -33,6 +33,8 @@ class LogHistogram:
         self.total = 0.0
         self.maximum = 0.0
         self.buf: list[float] = []
+        self.bin_of: dict[float, int] = {}
+        """Bin of each value :meth:`add_many` has seen (a simulation repeats a few step times)."""
 
     def add(self, x: float) -> None:
         buf = self.buf
@@ -44,14 +46,20 @@ class LogHistogram:
         """Add ``count`` samples equal to ``x`` (binned at once)."""
         if count <= 0:
             return
-        self.flush()
+        if self.buf:
+            self.flush()
         self.n += count
         self.total += x * count
-        self.maximum = max(self.maximum, x)
+        if x > self.maximum:
+            self.maximum = x
         if x <= MIN_S:
             self.zeros += count
             return
-        idx = min(max(int((math.log10(x) + 6.0) * BINS_PER_DECADE), 0), self.counts.size - 1)
+        idx = self.bin_of.get(x)
+        if idx is None:
+            if len(self.bin_of) > 65536:
+                self.bin_of.clear()
+            idx = self.bin_of[x] = min(max(int((math.log10(x) + 6.0) * BINS_PER_DECADE), 0), self.counts.size - 1)
         self.counts[idx] += count
 
     def flush(self) -> None:
