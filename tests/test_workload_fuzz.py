@@ -10,6 +10,7 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,3 +35,16 @@ def test_every_seed_reads_cleanly_unmutated(tmp_path: Path) -> None:
     for seed in SEEDS:
         case = fuzz_logs.Case(seed.name, dict(seed.files), ["{dir}/" + seed.main, "--format", seed.fmt, *seed.args])
         assert fuzz_logs.run_case(case, tmp_path / seed.name)[0] == "ok", seed.name
+
+
+def test_a_short_row_that_is_not_utf8_is_one_clear_error(tmp_path: Path) -> None:
+    """pyarrow decodes a rejected row before our handler runs; a non-UTF-8 one used to end in an
+    "Exception ignored" print (an error under pytest) and a bare parse error."""
+    from planner.errors import InputError
+    from planner.workload.readers._table import read_csv
+
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\n1,2\n3,\xff\xfe,4\n5,6\n")
+    with pytest.raises(InputError, match="not UTF-8 text") as err:
+        read_csv(bad)
+    assert "save the log as UTF-8" in str(err.value)

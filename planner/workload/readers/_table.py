@@ -7,6 +7,7 @@ and nothing per row in Python, which is what lets a 10-million-row log fit in a 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,13 +137,32 @@ def read_csv(path: Path, *, header: bool = True, column_names: list[str] | None 
         raise InputError(Problem(file=str(path), path="", message="the file is empty", fix="give a log with a header and at least one request row"))
     read_opts = pcsv.ReadOptions(autogenerate_column_names=not header and column_names is None, column_names=column_names)
     convert = pcsv.ConvertOptions(column_types={c: pa.string() for c in (as_text or [])}, strings_can_be_null=True)
+    # A rejected row that is not UTF-8 fails inside pyarrow's own wrapper, before ``handler`` runs
+    # (it decodes the row's text to build ``InvalidRow``); pyarrow can only print such an exception
+    # ("Exception ignored in ...") and then stops with a parse error. Catch it here instead, so the
+    # user sees one line that says what is wrong with the file.
+    undecodable: list[BaseException] = []
+    previous_hook = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        if isinstance(info.exc_value, UnicodeDecodeError):
+            undecodable.append(info.exc_value)
+        else:
+            previous_hook(info)
+
+    sys.unraisablehook = unraisable
     try:
         table = pcsv.read_csv(path, read_options=read_opts, parse_options=pcsv.ParseOptions(invalid_row_handler=handler), convert_options=convert)
         table = table.rename_columns([c.strip() for c in table.column_names])
     except (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        if undecodable:
+            raise InputError(Problem(file=str(path), path="", message=f"a row with the wrong number of fields is not UTF-8 text ({str(exc).splitlines()[0][:120]})",
+                                     fix="save the log as UTF-8 and give every row the header's fields")) from None
         raise InputError(Problem(file=str(path), path="", message=f"cannot read as CSV: {str(exc).splitlines()[0][:160]}", fix="check the file is a comma-separated log with a header row")) from None
     except UnicodeDecodeError:
         raise InputError(Problem(file=str(path), path="", message="is not UTF-8 text (in its header row)", fix="save the log as UTF-8")) from None
+    finally:
+        sys.unraisablehook = previous_hook
     for i, name in enumerate(table.column_names):  # cells that are not UTF-8 come back as bytes: text with U+FFFD
         if pa.types.is_binary(table.schema.field(i).type) or pa.types.is_large_binary(table.schema.field(i).type):
             table = table.set_column(i, name, pa.array(text_series(table.column(i)).map(lambda v: v.decode("utf-8", "replace") if isinstance(v, bytes) else v), type=pa.string()))
