@@ -29,11 +29,12 @@ prefill stall of 80-170 ms must fit in what the step leaves of 40 ms), so the pu
 property of that testbed's speed: scaling every efficiency and overhead of the calibration by one
 slowdown factor k, the phase figures imply k = 1.4 (prefill) but k = 2.0 (decode), and the
 colocated/disaggregated ratio moves from 1.1 (k = 1) to 2.0 (k = 2) to 3.1 (k = 2.2). Fitting the
-testbed's extra time as a per-iteration overhead (eta_f 0.54, step 18.9 ms) reproduces both phase
+testbed's extra time as a per-iteration overhead (eta_f 0.53, step 18.8 ms) reproduces both phase
 figures and predicts 0.9 colocated req/s (ratio about 4); as per-sequence host time (eta_f 0.44,
 664 us per sequence) it predicts 3.6 (ratio about 1); DistServe measured 1.6. The two phase figures
 cannot tell those apart, so reaching the published band would mean choosing that knob: the strict
-xfail below records the gap and fails if it closes.
+xfail below records the gap and fails if it closes. These figures: ``python
+benchmarks/bench_distserve_testbed.py``.
 """
 
 from __future__ import annotations
