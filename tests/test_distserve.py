@@ -23,7 +23,7 @@ at 30: a ratio of 1.0-1.2, not 1.6-2.6.
 Why the model disagrees with DistServe's measurements: its testbed (2023 kernels, vLLM with Ray
 workers) was much slower per phase than the shipped calibration (2025 engines on H100): decode-only
 10 req/s at TPOT P90 40 ms means about 25 sequences in flight at a 40 ms step, where the model's step
-at batch 25 is about 21 ms; prefill-only 5.6 req/s within TTFT P90 0.4 s against the model's 9.3.
+at batch 25 is about 20 ms; prefill-only 5.6 req/s within TTFT P90 0.4 s against the model's 9.3.
 The colocated rate is very sensitive to the decode step's share of the TPOT target (a 512-token
 prefill stall of 80-170 ms must fit in what the step leaves of 40 ms), so the published ratio is a
 property of that testbed's speed: scaling every efficiency and overhead of the calibration by one
