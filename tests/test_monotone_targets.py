@@ -7,8 +7,8 @@ The example: long-context-assistant's disaggregated plan cost $413,378/month at 
 3 s and $439,172 at 10 s (more tightening rounds in the peak simulation). The capacity tables of
 the two are identical (its decode points are memory-bound: the same batch and step under either
 target); what moved was the decode pools' admission budget, which was the per-token target itself
-and is now one token time, the point's own step (planner.optimize.prepare). Since then both
-targets give the same plan ($399,055/month).
+and is now, where KV memory sets a decode point's batch, that point's own step
+(planner.optimize.prepare). Since then both targets give the same plan ($399,055/month).
 """
 
 from __future__ import annotations

@@ -19,15 +19,16 @@ Utilisation caps (DESIGN §6). A pool is a G/G/c queue (:mod:`planner.queueing`)
 operating point itself:
 
 - prefill / unified: ``budget_i = ttft_target - ttft_ms_i`` (TTFT without queueing);
-- decode: ``budget_i = min(tpot_ms_i, tpot_target, itl_target)`` — a new sequence waits at most
-  one token time for a slot: the point's own step ``tpot_ms_i`` (at most the per-token targets by
-  the feasibility mask). Stated assumption: decode admission must not visibly delay the first
-  token (the slot wait is counted in the TTFT, :mod:`planner.optimize.extract`); the quantile is
-  the binding per-token target's (0.99 for a mean target: conservative). The step, not the target:
-  a looser per-token target must not loosen the admission of a point whose batch it does not
-  change (a memory-bound decode point has the same step under a 3 s and a 10 s ITL target); with
-  the target as the budget, long-context-assistant's disaggregated plan cost $413,378/month at an
-  ITL target of 3 s and $439,172 at 10 s (issue 13 item 6).
+- decode: ``budget_i = min(tpot_target, itl_target)`` — a new sequence waits at most one token
+  time for a slot (stated assumption: decode admission must not visibly delay the first token;
+  the slot wait is counted in the TTFT, :mod:`planner.optimize.extract`), at that target's
+  quantile level (0.99 for a mean target: conservative). Where KV memory, not the target, sets
+  the point's batch (``bound`` ``memory_capacity``) the token time is the point's own step
+  ``tpot_ms_i`` (at most the target): a looser per-token target does not change such a point,
+  so it must not loosen its admission either. With the target as the budget there,
+  long-context-assistant's disaggregated plan cost $413,378/month at an ITL target of 3 s and
+  $439,172 at 10 s (identical capacity tables; the looser admission loaded the decode pools harder
+  and the peak simulation tightened them ×4; issue 13 item 6).
 
 Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
 with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
@@ -115,7 +116,8 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     tpot_q = np.where(np.isnan(tpot_q), 0.99, tpot_q)  # a mean target: the p99 admission wait
     decode = role == "decode"
     step_ms = points["tpot_ms"].to_numpy(float)
-    token_ms = np.where(np.isfinite(step_ms) & (step_ms > 0), np.minimum(step_ms, tpot_t), tpot_t)  # one token time
+    own = (points["bound"].astype(str).to_numpy() == "memory_capacity") & np.isfinite(step_ms) & (step_ms > 0)
+    token_ms = np.where(own, np.minimum(step_ms, tpot_t), tpot_t)  # one token time: the target, or the step it does not bind
     budget_s = np.where(decode, token_ms / 1e3, (ttft_t - ttft_ms) / 1e3)
     q = np.where(decode, tpot_q, ttft_q)
     b = np.where(role != "prefill", batch, 1.0)
