@@ -20,8 +20,15 @@ operating point itself:
 
 - prefill / unified: ``budget_i = ttft_target - ttft_ms_i`` (TTFT without queueing);
 - decode: ``budget_i = min(tpot_target, itl_target)`` — a new sequence waits at most one token
-  time for a slot (stated assumption: decode admission must not visibly delay the first token),
-  at that target's quantile level (0.99 for a mean target: conservative).
+  time for a slot (stated assumption: decode admission must not visibly delay the first token;
+  the slot wait is counted in the TTFT, :mod:`planner.optimize.extract`), at that target's
+  quantile level (0.99 for a mean target: conservative). Where KV memory, not the target, sets
+  the point's batch (``bound`` ``memory_capacity``) the token time is the point's own step
+  ``tpot_ms_i`` (at most the target): a looser per-token target does not change such a point,
+  so it must not loosen its admission either. With the target as the budget there,
+  long-context-assistant's disaggregated plan cost $413,378/month at an ITL target of 3 s and
+  $439,172 at 10 s (identical capacity tables; the looser admission loaded the decode pools harder
+  and the peak simulation tightened them ×4; issue 13 item 6).
 
 Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
 with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
@@ -108,7 +115,10 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         tpot_t = np.minimum(tpot_t, itl_t)
     tpot_q = np.where(np.isnan(tpot_q), 0.99, tpot_q)  # a mean target: the p99 admission wait
     decode = role == "decode"
-    budget_s = np.where(decode, tpot_t / 1e3, (ttft_t - ttft_ms) / 1e3)
+    step_ms = points["tpot_ms"].to_numpy(float)
+    own = (points["bound"].astype(str).to_numpy() == "memory_capacity") & np.isfinite(step_ms) & (step_ms > 0)
+    token_ms = np.where(own, np.minimum(step_ms, tpot_t), tpot_t)  # one token time: the target, or the step it does not bind
+    budget_s = np.where(decode, token_ms / 1e3, (ttft_t - ttft_ms) / 1e3)
     q = np.where(decode, tpot_q, ttft_q)
     b = np.where(role != "prefill", batch, 1.0)
     n0 = np.maximum(1.0, np.ceil(lam * tau))

@@ -79,6 +79,18 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   ``mean_step_ms``) so that a pool mixing several buckets can price the lane wait of the mix
   (:func:`planner.optimize.extract.lane_wait_quantile_ms`) and the simulator can run the same
   chunk (:mod:`planner.simulate.adapter`).
+- *Not mixed* (the engine calibration's ``mixed_prefill`` false: vLLM before chunked prefill —
+  V0 without ``--enable-chunked-prefill``, the colocated baseline of DistServe — and SGLang
+  without ``--enable-mixed-chunk``): prefill has priority and runs in iterations of its own that
+  carry no decode tokens, so each one stalls the whole decode batch. The same lane model holds
+  with a "chunk-carrying iteration" that is a decode step followed by the stall,
+  ``t_it(B, q) = t_dec(B) + t_pre(q)`` (two iterations, each with its own overheads;
+  :func:`_stall_step`), and the chunk is the engine's, not chosen to protect TPOT / ITL: ``q =
+  m n`` for ``m`` whole waiting prompts (``m`` from :data:`_PREFILL_BATCHES`, ``m n <= Q``; only
+  the choice of ``m`` is the planner's, standing for prompts that queue while others prefill),
+  or ``Q``-token chunks of a longer prompt. A request's TPOT then includes every stall during its
+  decode (the Poisson count above), its TTFT the lane wait plus ``t_it`` (a full decode step
+  before its prefill: errs long by up to one step).
 - *Memory*: ``B`` sequences at their peak ``ISL + OSL`` plus the prompt being chunked fit the KV.
 
 ``(B*, q*)`` = the pair with the highest throughput ``B / (OSL t_mean)`` among those meeting the
@@ -343,7 +355,7 @@ def operating_point(
     if role == "unified":
         return _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
                               budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
-                              targets=targets)
+                              targets=targets, mixed=cal.mixed_prefill)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
     # every gap of a decode-only instance is one step: TPOT (per request) = ITL (per gap) = t_dec(B),
@@ -370,6 +382,21 @@ def operating_point(
         energy_j_per_request=power_w(float(step.compute_s[i]), float(step.memory_s[i]), t_star, float(b_star)) * seconds,
         ttft_ms=0.0, tpot_ms=1e3 * t_star, source=source, detail=detail,
     )
+
+
+def _stall_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, q: np.ndarray, n_new: float,
+                cached: float) -> StepTime:
+    """A prefill-priority (not mixed) engine's decode step followed by a prefill-only iteration of
+    ``q`` tokens that stalls it (module docstring, *Not mixed*): the two iterations' times add,
+    each with its own overheads. ``q <= n``: one chunk at its mean position; ``q > n``: ``q/n``
+    whole prompts."""
+    dec = iteration_time(inst, eff, decode_batch=batch, decode_context=ctx)
+    several = q > n_new
+    m = np.where(several, q / n_new, 1.0)
+    h = np.where(several, cached, cached + (n_new - np.minimum(q, n_new)) / 2.0)
+    pre = iteration_time(inst, eff, prefill_tokens=q, prefill_cached=h, prefill_prompts=m)
+    return StepTime(*(np.broadcast_arrays(*(getattr(dec, f) + getattr(pre, f) for f in
+                                           ("total_s", "compute_s", "memory_s", "comm_s", "overhead_s")))))
 
 
 def _chunk_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, q: np.ndarray, n_new: float,
@@ -430,7 +457,7 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
                         source: str, *, kv_req: float, ctx: float, n_new: float, cached: float, osl: float, stable: np.ndarray,
                         pre: np.ndarray, tpot_q: float | None, u_c: np.ndarray, chunks: np.ndarray, t_busy: np.ndarray,
                         t_idle: np.ndarray, itl_all: np.ndarray, tpot_lb: np.ndarray, ttft_lb: np.ndarray,
-                        ttft_ms: np.ndarray, e2e_ms: np.ndarray) -> OperatingPoint:
+                        ttft_ms: np.ndarray, e2e_ms: np.ndarray, mixed: bool = True) -> OperatingPoint:
     """Why no (batch, chunk) pair of a unified point is feasible, in the order: per-token target,
     memory, TTFT, E2E. TTFT and E2E are exact where :func:`_unified_point` evaluated them (every
     screened pair: no early stop happened) and their lower bounds elsewhere ("at least")."""
@@ -443,6 +470,10 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
     ok_token = tok & (1e3 * tp <= targets.tpot_ms)
     if not ok_token.any():
         t1 = float(t_busy[0].min())
+        if not mixed:
+            return _infeasible(f"{label} target {targets.token_limit_ms():g} ms cannot be met: each prefill iteration stalls the decode "
+                               f"batch (engine without mixed/chunked prefill), {1e3 * t1:.1f} ms with the decode step at batch 1, "
+                               f"too long for {osl:.0f}-token outputs", _bound(busy, (0, 0)), source, kv=kv_req, tpot=1e3 * t1)
         one = float(_chunk_step(inst, eff, batches[:1], ctx, np.ones(1), n_new, cached).total_s[0])
         if 1e3 * one > targets.token_limit_ms():
             return _infeasible(f"{label} {1e3 * one:.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms (with a 1-token "
@@ -472,23 +503,33 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
-                   source: str, targets: _Targets) -> OperatingPoint:
-    """The unified (chunked-prefill) operating point; the model is in the module docstring.
+                   source: str, targets: _Targets, mixed: bool = True) -> OperatingPoint:
+    """The unified operating point; the model is in the module docstring.
 
-    Every (batch ``B``, chunk ``q``) pair of the grid (:func:`_chunk_grid`, plus the largest chunk
-    whose iteration fits an ITL quantile target) is costed; the feasible pair with the highest
-    throughput is the point."""
+    ``mixed`` (chunked prefill): every (batch ``B``, chunk ``q``) pair of the grid
+    (:func:`_chunk_grid`, plus the largest chunk whose iteration fits an ITL quantile target) is
+    costed; the feasible pair with the highest throughput is the point. Not ``mixed``
+    (prefill-priority): the engine's chunk is ``min(n, Q)`` and each prefill iteration stalls
+    the decode batch (:func:`_stall_step`); only the batch is chosen."""
     from planner.queueing import itl_quantile_s, tpot_quantile_s
 
-    grid = _chunk_grid(batches, budget, n_new)
-    if math.isfinite(targets.itl_ms):
-        q_itl = _largest_chunk(inst, eff, batches, ctx, np.maximum(budget - batches, 0.0), n_new, cached, targets.itl_ms / 1e3)
-        grid = np.concatenate([grid, np.maximum(q_itl, 1.0)[:, None]], axis=1)
     b2 = batches[:, None]
-    busy = _chunk_step(inst, eff, b2, ctx, grid, n_new, cached)
+    if mixed:
+        grid = _chunk_grid(batches, budget, n_new)
+        if math.isfinite(targets.itl_ms):
+            q_itl = _largest_chunk(inst, eff, batches, ctx, np.maximum(budget - batches, 0.0), n_new, cached, targets.itl_ms / 1e3)
+            grid = np.concatenate([grid, np.maximum(q_itl, 1.0)[:, None]], axis=1)
+        busy = _chunk_step(inst, eff, b2, ctx, grid, n_new, cached)
+        lane_ok = grid <= np.maximum(budget - b2, 0.0)
+    else:
+        # the engine prefills whole waiting prompts (several when they queue, up to the budget ``Q``),
+        # a longer prompt in ``Q``-token chunks; it cannot shrink a chunk to protect TPOT / ITL
+        ms = _PREFILL_BATCHES[max(1.0, budget // n_new) >= _PREFILL_BATCHES] if n_new <= budget else np.ones(1)
+        grid = np.broadcast_to(np.minimum(ms * n_new, budget)[None, :], (batches.size, ms.size)).copy()
+        busy = _stall_step(inst, eff, b2, ctx, grid, n_new, cached)
+        lane_ok = np.ones(grid.shape, dtype=bool)
     t_busy = busy.total_s
     t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s[:, None]
-    lane_ok = grid <= np.maximum(budget - b2, 0.0)
     # share of iterations carrying a chunk: prompt tokens needed per iteration / lane capacity
     u_iter = b2 * n_new / osl / grid
     stable = lane_ok & (u_iter < 1.0)
@@ -543,7 +584,7 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         return _unified_infeasible(inst, eff, batches, busy, targets, source, kv_req=kv_req, ctx=ctx, n_new=n_new, cached=cached,
                                    osl=osl, stable=stable, pre=pre, tpot_q=tpot_q, u_c=u_c, chunks=chunks, t_busy=t_busy,
                                    t_idle=t_idle_full, itl_all=itl_all, tpot_lb=tpot_lb, ttft_lb=ttft_lb, ttft_ms=ttft_ms,
-                                   e2e_ms=e2e_ms)
+                                   e2e_ms=e2e_ms, mixed=mixed)
     score = np.where(ok, rate, -np.inf)
     ij = np.unravel_index(int(np.argmax(score)), score.shape)
     i, j = int(ij[0]), int(ij[1])
