@@ -186,8 +186,10 @@ def test_cli_per_slot_architecture_flag_checks_its_input(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_example_instance_keeps_its_plan_over_time() -> None:
-    # instances/fleet-horizon.yaml: the figures of the pyomo build this model replaced (same to the dollar when the
-    # matrix build landed); a change in the model, the fleet-scale steps or the caps shows up here.
+    # instances/fleet-horizon.yaml: the pyomo build this model replaced gave $8,704,046 / $11,587,704 (the matrix
+    # build matched it to the dollar); the round-10 calibration refit (planner/perf/README.md) moved them +0.36 % /
+    # +0.02 %. Tolerance 0.1 %: the fleet-scale rounding (gap 2.5 % / 3.3 % against the relaxation) differs by
+    # ~$140 between the library call and the CLI. A change in the model, the fleet-scale steps or the caps shows here.
     from planner.capacity import build_capacity_tables
     from planner.horizon.inputs import horizon_inputs
     from planner.instance import load_instance
@@ -196,8 +198,8 @@ def test_example_instance_keeps_its_plan_over_time() -> None:
     res = solve_horizon(build_capacity_tables(resolved), horizon_inputs(resolved), ("shared", "disaggregated"), time_limit_s=120)
     assert res.winner == "disaggregated"
     dis, sh = res.architectures["disaggregated"], res.architectures["shared"]
-    assert dis.total_usd == pytest.approx(8_704_046, rel=1e-4) and sh.total_usd == pytest.approx(11_587_704, rel=1e-4)
-    assert dis.baseline_usd == pytest.approx(9_627_824, rel=1e-4) and sh.baseline_usd == pytest.approx(12_527_570, rel=1e-4)
+    assert dis.total_usd == pytest.approx(8_735_500, rel=1e-3) and sh.total_usd == pytest.approx(11_590_298, rel=1e-3)
+    assert dis.baseline_usd == pytest.approx(9_660_839, rel=1e-3) and sh.baseline_usd == pytest.approx(12_529_989, rel=1e-3)
     assert res.size["variables"] == 70_392 and res.size["constraints"] == 43_224
 
 
