@@ -74,14 +74,13 @@ def test_example_instance_verdict_and_plan(path: Path, solved_example) -> None:
             assert any(r.startswith(f"{arch} has no plan:") for r in result.verdict.reasons), result.verdict.reasons
 
 
-def test_deepseek_wide_ep_plan_decodes_with_expert_parallelism() -> None:
+def test_deepseek_wide_ep_plan_decodes_with_expert_parallelism(solved_example) -> None:
     """The DeepSeek-V3 example's disaggregated plan decodes on expert-parallel replicas (EP over whole
     nodes, one DP attention rank per GPU) and the plan names the parallelism of every pool."""
-    resolved = load_instance(INSTANCES / "deepseek-v3-wide-ep.yaml")
-    result = solve_instance(resolved, settings_from_instance(resolved.instance)).result
-    plan = result.architectures["disaggregated"]
-    pools = {p.role: p for p in plan.pools if p.instances > 0}
-    assert pools["decode"].parallelism == "tp1·ep32·dp32"
-    assert pools["decode"].tp == 32 and pools["decode"].devices == 32 * pools["decode"].instances
-    assert all(p.parallelism for p in plan.pools)
-    assert result.architectures["shared"].pools[0].parallelism == "tp8"
+    plan = solved_example("deepseek-v3-wide-ep").json()
+    dis = plan["architectures"]["disaggregated"]
+    pools = {p["role"]: p for p in dis["pools"] if p["instances"] > 0}
+    assert pools["decode"]["parallelism"] == "tp1·ep32·dp32"
+    assert pools["decode"]["tp"] == 32 and pools["decode"]["devices"] == 32 * pools["decode"]["instances"]
+    assert all(p["parallelism"] for p in dis["pools"])
+    assert plan["architectures"]["shared"]["pools"][0]["parallelism"] == "tp8"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planner.optimize import SolveSettings, solve_tables
@@ -39,6 +39,7 @@ def test_more_traffic_never_costs_less(seed: int, scale: float, grow: float) -> 
 
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), scale=st.floats(0.3, 6.0), loosen=st.floats(1.1, 3.0))
+@example(seed=598, scale=4.5, loosen=2.0)  # shared $87,301 -> $91,699 before the analytic refine (planner.optimize.tighten step 6)
 def test_a_looser_ttft_target_never_costs_more(seed: int, scale: float, loosen: float) -> None:
     t = synthetic_tables(services=1, buckets=2, devices=2, tps=(1, 2), seed=seed, rate_scale=scale)
     tight = _totals(t)
