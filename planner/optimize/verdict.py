@@ -222,7 +222,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
             reasons.append(f"Disaggregated needs {dw} devices ({_mix(disagg)}) against {ds} shared ({_mix(shared)}); its extra pools, device types and KV network add {_usd(fixed)}/month "
                            f"{_equipment_clause(sd['equipment_usd_per_month'])}: the batching gain of separate phases does not pay for them.")
         else:
-            reasons.append(f"The shared pool needs {ds} devices ({_mix(shared)}) against {dw} disaggregated ({_mix(disagg)}): chunked prefill interferes with decode batches, "
+            reasons.append(f"The shared pool needs {ds} devices ({_mix(shared)}) against {dw} disaggregated ({_mix(disagg)}): prefill in a shared pool slows its decode batches (chunks ride in decode steps, or whole-prompt iterations stall them), "
                            f"so separating the phases saves {_usd(-sd['equipment_usd_per_month'])}/month in equipment and {_usd(-(sd['power_busy_usd_per_month'] + sd['power_idle_usd_per_month']))} in power, "
                            f"more than the {_usd(fixed)}/month of extra pools, device types and KV network.")
     hyb = by_arch.get("hybrid")
