@@ -28,7 +28,7 @@ def _never_lower(before: dict[str, float | None], after: dict[str, float | None]
     return [a for a, c in after.items() if c is not None and before.get(a) is not None and c < before[a] * (1 - 1e-6)]  # type: ignore[operator]
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, derandomize=True)  # reproducible in CI
 @given(seed=st.integers(0, 10_000), scale=st.floats(0.3, 6.0), grow=st.floats(1.05, 2.5))
 def test_more_traffic_never_costs_less(seed: int, scale: float, grow: float) -> None:
     t = synthetic_tables(services=1, buckets=2, devices=2, tps=(1, 2), seed=seed, rate_scale=scale)
@@ -37,7 +37,7 @@ def test_more_traffic_never_costs_less(seed: int, scale: float, grow: float) -> 
     assert not _never_lower(base, more), (base, more)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, derandomize=True)  # reproducible in CI (a random run found seed 598 below)
 @given(seed=st.integers(0, 10_000), scale=st.floats(0.3, 6.0), loosen=st.floats(1.1, 3.0))
 @example(seed=598, scale=4.5, loosen=2.0)  # shared $87,301 -> $91,699 before the analytic refine (planner.optimize.tighten step 6)
 def test_a_looser_ttft_target_never_costs_more(seed: int, scale: float, loosen: float) -> None:
