@@ -360,7 +360,14 @@ def ep_operating_point(
     """The operating point of one EP replica (module docstring); arguments as
     :func:`planner.perf.points.operating_point`. ``instance_seconds_per_request`` is replica-seconds
     (the replica of ``par.gpus`` devices is one instance) and ``max_batch`` the replica's sequences."""
-    from planner.perf.points import _CAL_CACHE, _inf, _Targets, efficiency_of, engine_calibration
+    from planner.perf.points import (
+        _CAL_CACHE,
+        _inf,
+        _Targets,
+        efficiency_of,
+        engine_calibration,
+        request_tokens,
+    )
     from planner.perf.power import instance_power_w
     from planner.queueing import max_utilization
 
@@ -379,11 +386,7 @@ def ep_operating_point(
     targets = _Targets(ttft_ms=_inf(ttft_target_ms), ttft_q=ttft_quantile, tpot_ms=_inf(tpot_target_ms), tpot_q=None,
                        itl_ms=_inf(itl_target_ms), itl_q=None, e2e_ms=_inf(e2e_target_ms), e2e_q=None)
     eff = efficiency_of(cal)
-    isl = float(input_tokens)
-    osl = max(float(output_tokens), 1.0)
-    share = min(max(cached_prefix_share, 0.0), 1.0)
-    n_new = max(isl * (1.0 - share), 1.0)
-    cached = isl - n_new if share > 0 else 0.0
+    isl, osl, n_new, cached = request_tokens(input_tokens, output_tokens, cached_prefix_share)
     power = instance_power_w(device, par.gpus)
     cap = kv_capacity_per_rank_bytes(rep)
     nic_note = {"nic_defaulted": 1.0} if rep.nic_defaulted else {}

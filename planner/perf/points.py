@@ -224,6 +224,16 @@ def _inf(x: float | None) -> float:
     return math.inf if x is None or not math.isfinite(float(x)) else float(x)
 
 
+def request_tokens(input_tokens: float, output_tokens: float, cached_prefix_share: float) -> tuple[float, float, float, float]:
+    """A request's token counts as the operating points use them: ``(isl, osl, n_new, cached)`` —
+    prompt tokens, output tokens (at least 1), prompt tokens computed (at least 1; the share of the
+    prompt found in the prefix cache, clamped to [0, 1], is not) and prompt tokens read from the cache."""
+    isl = float(input_tokens)
+    share = min(max(cached_prefix_share, 0.0), 1.0)
+    n_new = max(isl * (1.0 - share), 1.0)
+    return isl, max(float(output_tokens), 1.0), n_new, (isl - n_new if share > 0 else 0.0)
+
+
 def _stat(q: float | None) -> str:
     return "mean" if q is None else f"p{q * 100:g}"
 
@@ -328,11 +338,7 @@ def operating_point(
     except ValueError as exc:
         return _infeasible(str(exc), "memory_capacity", source)
     eff = efficiency_of(cal)
-    isl = float(input_tokens)
-    osl = max(float(output_tokens), 1.0)
-    share = min(max(cached_prefix_share, 0.0), 1.0)
-    n_new = max(isl * (1.0 - share), 1.0)
-    cached = isl - n_new if share > 0 else 0.0
+    isl, osl, n_new, cached = request_tokens(input_tokens, output_tokens, cached_prefix_share)
     power_w = instance_power_w(device, tp)  # W of the instance at an iteration's roofline times (planner.perf.power)
     overhead_ms = cal.ttft_overhead_ms
     budget = float(cal.prefill_token_budget)
