@@ -56,7 +56,7 @@ and the summary says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,9 +179,15 @@ def nearest_flip(winner: Callable[[float], str], base_winner: str, end: float, s
                  precision: float = PRECISION) -> tuple[float | None, str | None]:
     """The multiplier nearest 1 (towards ``end``) at which the winner differs from ``base_winner``:
     a geometric grid, then bisection of the first step that flips. ``(None, None)`` when none."""
+    return _first_flip(winner, base_winner, (float(end ** (k / steps)) for k in range(1, steps + 1)), precision)
+
+
+def _first_flip(winner: Callable[[float], str], base_winner: str, grid: Iterable[float],
+                precision: float) -> tuple[float | None, str | None]:
+    """Walk ``grid`` (multipliers moving away from 1) to the first whose winner differs from
+    ``base_winner``, then bisect the step before it; ``(None, None)`` when none flips."""
     prev = 1.0
-    for k in range(1, steps + 1):
-        m = float(end ** (k / steps))
+    for m in grid:
         w = winner(m)
         if w != base_winner:
             _lo, hi, w_hi = bisect_flip(winner, prev, m, base_winner, precision)
@@ -248,15 +254,7 @@ def scaled_tables(tables: Any, m_pf: float = 1.0, m_dec: float = 1.0, m_rate: fl
 
 
 def _exact_nearest_flip(winner: Callable[[float], str], base: str, up: bool) -> tuple[float | None, str | None]:
-    prev = 1.0
-    for g in EXACT_GRID:
-        m = g if up else 1.0 / g
-        w = winner(m)
-        if w != base:
-            _lo, hi, w_hi = bisect_flip(winner, prev, m, base, EXACT_PRECISION)
-            return hi, w_hi
-        prev = m
-    return None, None
+    return _first_flip(winner, base, (g if up else 1.0 / g for g in EXACT_GRID), EXACT_PRECISION)
 
 
 def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] | None = None,
