@@ -357,3 +357,7 @@ def test_calibrate_moe_cli_fits_and_writes_the_moe_block(tmp_path: Path) -> None
     pd.DataFrame([{**rows[0], "ep": 12, "dp": 12}]).to_csv(csv, index=False)
     bad = CliRunner().invoke(main, ["calibrate-moe", str(csv), "-o", str(out)])
     assert bad.exit_code == 2 and "row 2" in bad.output and "Traceback" not in bad.output
+    for hostile in ({"ep": 1e308}, {"ep": 2.5}):  # one short line, never the 300-digit replica or a truncated one
+        pd.DataFrame([{**rows[0], **hostile}]).to_csv(csv, index=False)
+        bad = CliRunner().invoke(main, ["calibrate-moe", str(csv), "-o", str(out)])
+        assert bad.exit_code == 2 and "whole numbers from 1 to 4096" in bad.output and len(bad.output.splitlines()) == 1

@@ -485,6 +485,10 @@ def replica_kv_capacity_bytes(model: LLMProfile, device: DeviceProfile, par: Par
 
 
 # --- calibration ------------------------------------------------------------------------------
+MAX_ROW_PARALLELISM = 4096
+"""Largest ep / dp / tp a measured MoE row may state (the largest published replica is DeepSeek's
+EP144 decode; a bound so a hostile row cannot carry a 300-digit replica into the error message)."""
+
 MOE_ROW_COLUMNS: tuple[str, ...] = ("model", "device", "ep", "dp", "tp", "precision", "kv_precision", "engine", "role", "isl", "osl",
                                     "batch_per_rank", "step_ms")
 """One measured expert-parallel iteration per row: the replica (``ep``, ``dp``, attention ``tp``), the role
@@ -527,6 +531,10 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
             continue
         if not all(math.isfinite(v) and v > 0 for v in nums.values()):
             problems.add(where, "numeric fields must be finite and > 0", "fix the row")
+            continue
+        if not all(nums[k] == int(nums[k]) and nums[k] <= MAX_ROW_PARALLELISM for k in ("ep", "dp", "tp")):
+            problems.add(where, f"ep, dp and tp must be whole numbers from 1 to {MAX_ROW_PARALLELISM}",
+                         "give the replica's GPU counts (ep = dp x tp)")
             continue
         par = Parallelism(tp=int(nums["tp"]), ep=int(nums["ep"]), dp=int(nums["dp"]))
         why = check_parallelism(models[r["model"]], devices[r["device"]], par, MoECalibration())
