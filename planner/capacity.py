@@ -224,6 +224,12 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     from planner.perf import operating_point
     from planner.perf.instance_calibration import instance_calibration
     from planner.perf.moe import ep_operating_point, moe_params, replica_kv_capacity_bytes
+    from planner.perf.speculative import (
+        SPEC_POINT_COLUMNS,
+        draft_profile,
+        spec_columns,
+        speculation_notes,
+    )
 
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)
@@ -259,12 +265,15 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     rows.append(_declared_point(service, bucket, role, config, device, tp))
                     continue
                 par = pars[config]
+                spec = svc.speculative if role == "decode" and not par.is_ep else None  # planner.perf.speculative: decode pools
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
-                       tuple(lat.items()), rate_cv if role == "prefill" else None, par)
+                       tuple(lat.items()), rate_cv if role == "prefill" else None, par, spec.model_dump_json() if spec else None)
                 if key not in cache:
                     kw: dict[str, Any] = dict(role=role, weight_precision=svc.weight_precision, kv_precision=svc.kv_precision_resolved,
                                               input_tokens=isl, output_tokens=osl, cached_prefix_share=share, **lat, rate_per_s=rate_cv[0],
                                               interarrival_cv=rate_cv[1], engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
+                    if spec is not None:
+                        kw.update(speculative=spec, draft_model=draft_profile(resolved, service, spec))
                     cache[key] = ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point(model, dev, tp, **kw)
                 op = cache[key]
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
@@ -282,8 +291,10 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     **{c: float(op.detail.get(c, math.nan)) if role == "unified" or c == "itl_ms" else math.nan
                        for c in POINT_OPTIONAL_COLUMNS},
                     POINT_KV_CAPACITY_COLUMN: kv_cap[kv_key] if role != "prefill" else 0.0,
+                    **spec_columns(spec, op.detail),
                 })
-    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN])
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])
+    notes = notes + speculation_notes(inst, points)
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
 
     agents = build_agent_tables(resolved, demand, configs)

@@ -39,7 +39,9 @@ def tables() -> CapacityTables:
 def test_contract_columns_and_shape(tables: CapacityTables) -> None:
     tables.check_columns()
     assert set(DEMAND_COLUMNS) <= set(tables.demand.columns)
-    assert list(tables.points.columns) == [*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN] and list(tables.configs.columns) == [*CONFIG_COLUMNS, CONFIG_PARALLELISM_COLUMN]
+    from planner.perf.speculative import SPEC_POINT_COLUMNS
+
+    assert list(tables.points.columns) == [*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS] and list(tables.configs.columns) == [*CONFIG_COLUMNS, CONFIG_PARALLELISM_COLUMN]
     # one point per (demand row, config, role); configs = devices x tp degrees within the scale-up domain
     assert len(tables.points) == len(tables.demand) * len(tables.configs) * 3
     assert not tables.points.duplicated(["service", "bucket", "role", "config"]).any()

@@ -145,7 +145,7 @@ def _points_of(plan: PlanResult, pool: PoolPlan, arch: str) -> list[tuple[dict[s
 def _spec_of(rows: list[tuple[dict[str, Any], float]]) -> SpeculativeLaunch | None:
     for row, _ in rows:
         method = row.get("spec_method")
-        if method:
+        if isinstance(method, str) and method:
             return SpeculativeLaunch(str(method), int(row.get("spec_tokens") or 0), str(row.get("spec_draft_model") or ""))
     return None
 

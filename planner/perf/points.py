@@ -136,6 +136,7 @@ from planner.perf.roofline import (
 from planner.schema.capacity import OperatingPoint
 from planner.schema.hardware import DeviceProfile
 from planner.schema.llm import LLMProfile
+from planner.schema.speculative import SpeculativeDecoding
 
 MAX_BATCH = 1024
 """Largest decode batch considered (engines cap ``max_batch_size`` near here)."""
@@ -322,6 +323,8 @@ def operating_point(
     e2e_quantile: float | None = 0.99,
     rate_per_s: float | None = None,
     interarrival_cv: float = 1.0,
+    speculative: SpeculativeDecoding | None = None,
+    draft_model: LLMProfile | None = None,
 ) -> OperatingPoint:
     """The operating point of one role; see the module docstring for the model of each role.
 
@@ -329,7 +332,11 @@ def operating_point(
     ``tpot_quantile``, ``itl_target_ms`` every-gap ITL at ``itl_quantile``, ``e2e_target_ms``
     E2E at ``e2e_quantile`` (a quantile of ``None`` means the mean). ``rate_per_s`` and
     ``interarrival_cv`` (the bucket's peak arrivals) let the prefill point choose its batch
-    with the queueing wait it implies; without them the batch is chosen unqueued."""
+    with the queueing wait it implies; without them the batch is chosen unqueued.
+
+    ``speculative`` (decode role; ``draft_model``: the catalog draft of a ``draft_model`` method):
+    the speculative decode point is costed too and the cheaper one that meets the targets is
+    returned (:mod:`planner.perf.speculative`)."""
     targets = _Targets(ttft_ms=_inf(ttft_target_ms), ttft_q=ttft_quantile, tpot_ms=_inf(tpot_target_ms), tpot_q=tpot_quantile,
                        itl_ms=_inf(itl_target_ms), itl_q=itl_quantile, e2e_ms=_inf(e2e_target_ms), e2e_q=e2e_quantile)
     cal, source = engine_calibration(engine, calibration)
@@ -369,10 +376,12 @@ def operating_point(
     limit_s = min(targets.tpot_ms, targets.itl_ms) / 1e3
     ok_tpot = (t <= limit_s) & ((osl - 1.0) * t <= targets.e2e_ms / 1e3)
     if not ok_tpot.any():
-        return _infeasible(f"{targets.token_label()} {1e3 * float(t[0]):.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms"
-                           if 1e3 * float(t[0]) > targets.token_limit_ms() else
-                           f"E2E decode part {(osl - 1.0) * float(t[0]):.1f} s at batch 1 > E2E target {targets.e2e_ms / 1e3:g} s",
-                           _bound(step, 0), source, kv=kv_req, tpot=1e3 * float(t[0]))
+        plain = _infeasible(f"{targets.token_label()} {1e3 * float(t[0]):.1f} ms at batch 1 > target {targets.token_limit_ms():g} ms"
+                            if 1e3 * float(t[0]) > targets.token_limit_ms() else
+                            f"E2E decode part {(osl - 1.0) * float(t[0]):.1f} s at batch 1 > E2E target {targets.e2e_ms / 1e3:g} s",
+                            _bound(step, 0), source, kv=kv_req, tpot=1e3 * float(t[0]))
+        return _speculate(plain, speculative, draft_model, model, device, inst, eff, tp=tp, weight_precision=weight_precision,
+                          kv_precision=kv_precision, isl=isl, osl=osl, targets=targets, power_w=power_w, source=source)
     i = int(np.nonzero(ok_tpot)[0].max())
     b_star = int(batches[i])
     t_star = float(t[i])
@@ -382,12 +391,34 @@ def operating_point(
               "compute_ms": 1e3 * float(step.compute_s[i]), "memory_ms": 1e3 * float(step.memory_s[i]),
               "comm_ms": 1e3 * float(step.comm_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i]),
               "itl_ms": 1e3 * t_star}
-    return OperatingPoint(
+    plain = OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
         kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0,
         energy_j_per_request=power_w(float(step.compute_s[i]), float(step.memory_s[i]), t_star, float(b_star)) * seconds,
         ttft_ms=0.0, tpot_ms=1e3 * t_star, source=source, detail=detail,
     )
+    return _speculate(plain, speculative, draft_model, model, device, inst, eff, tp=tp, weight_precision=weight_precision,
+                      kv_precision=kv_precision, isl=isl, osl=osl, targets=targets, power_w=power_w, source=source)
+
+
+def _speculate(plain: OperatingPoint, spec: SpeculativeDecoding | None, draft: LLMProfile | None, model: LLMProfile,
+               device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int, weight_precision: str,
+               kv_precision: str, isl: float, osl: float, targets: _Targets, power_w: InstancePower, source: str) -> OperatingPoint:
+    """``plain`` or the speculative decode point, whichever is cheaper (:mod:`planner.perf.speculative`)."""
+    if spec is None:
+        return plain
+    from planner.perf.speculative import spec_cost, speculative_decode_point
+
+    draft_inst = None
+    if spec.method == "draft_model" and draft is not None:
+        try:
+            draft_inst = _instance(draft, device, tp, weight_precision, kv_precision)
+        except ValueError:
+            return plain
+    cost = spec_cost(spec, model, inst, weight_precision, draft, draft_inst, kv_precision)
+    return speculative_decode_point(plain, cost, inst, eff, isl=isl, osl=osl, tpot_limit_s=targets.tpot_ms / 1e3,
+                                    itl_limit_s=targets.itl_ms / 1e3, itl_quantile=targets.itl_q,
+                                    e2e_limit_s=targets.e2e_ms / 1e3, power_w=power_w, source=source, max_batch=MAX_BATCH)
 
 
 def _stall_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, q: np.ndarray, n_new: float,

@@ -28,6 +28,7 @@ from planner.schema.common import (
     bounded,
 )
 from planner.schema.horizon import Horizon
+from planner.schema.speculative import SpeculativeDecoding
 from planner.schema.workload import ToolStats
 
 PeakWindow = Literal["1s", "60s", "600s"]
@@ -224,6 +225,9 @@ class Service(StrictModel):
     """KV-cache precision; defaults to the weight precision (fp4 weights keep fp8 KV)."""
     engine: str = "default"
     """Serving engine whose calibration to use (``trtllm``, ``vllm``, ``sglang`` or ``default``)."""
+    speculative: SpeculativeDecoding | None = None
+    """Speculative decoding (MTP, EAGLE, draft model, n-gram): offered next to plain decoding for
+    disaggregated decode pools; the cheaper point is kept (:mod:`planner.perf.speculative`)."""
     slo: SLO
     traffic: Traffic
     tools: dict[str, ToolStats] = {}

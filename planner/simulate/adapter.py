@@ -132,7 +132,18 @@ def _step_ms(g: pd.DataFrame) -> pd.Series:
     if "step_ms" not in g.columns:
         return g["tpot_ms"].astype(float)
     chunk = g["step_ms"].astype(float)
-    return chunk.where((g["role"] == "unified") & chunk.notna(), g["tpot_ms"].astype(float))
+    out = chunk.where((g["role"] == "unified") & chunk.notna(), g["tpot_ms"].astype(float))
+    if "spec_step_ms" in g.columns:  # a speculative decode point: its verify + draft step (tpot_ms is per token)
+        spec = g["spec_step_ms"].astype(float)
+        out = spec.where(spec.notna(), out)
+    return out
+
+
+def _tokens_per_step(g: pd.DataFrame) -> pd.Series:
+    """Tokens a decode step yields per sequence: ``spec_tokens_per_step`` of a speculative point, else 1."""
+    if "spec_tokens_per_step" not in g.columns:
+        return pd.Series(1.0, index=g.index)
+    return g["spec_tokens_per_step"].astype(float).fillna(1.0).clip(lower=1.0)
 
 
 def _itl_fields(d: Any) -> dict[str, Any]:
@@ -202,9 +213,15 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
         cap_tokens = (p.kv_capacity_bytes / live / kv_per_token) if (p.kv_capacity_bytes > 0 and kv_per_token > 0) else math.inf
         recompute = _weighted(pd.Series([svc_s_per_token.get(str(s), step_s) for s in g["service"]]), g["lam"])
         if p.role == "decode":
+            e = _tokens_per_step(g)
+            if bool((e > 1.0).any()):  # speculative decoding: bursts of E tokens per step (planner.perf.speculative)
+                e_pool = _weighted(e, g["lam"] * g["output_tokens_rep"])
+                batch = effective_batch(g.assign(output_tokens_rep=g["output_tokens_rep"] / e), step_s)
+            else:
+                e_pool = 1.0
             pools.append(PoolSpec(p.name, "decode", p.instances, prefill_time_s=_per_token(recompute),
                                   step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
-                                  kv_capacity_tokens=cap_tokens))
+                                  kv_capacity_tokens=cap_tokens, tokens_per_step=e_pool))
         else:
             if lane is None:  # no lane columns (measured points or an older plan): the stated estimate
                 chunk = int(max(1, round(batch * float((g["lam"] * g["input_tokens_rep"]).sum())

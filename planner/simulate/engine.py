@@ -118,6 +118,8 @@ class _Pool:
         self.cap = float(spec.kv_capacity_tokens)
         self.max_batch = spec.max_batch
         self.prefill_time = spec.prefill_time_s
+        self.burst = spec.tokens_per_step - 1.0 if spec.role == "decode" else 0.0
+        """Tokens beyond the first per sequence and step (speculative decoding; 0 otherwise)."""
         self.wait = LogHistogram()
         self.itl = LogHistogram()
         self.preemptions = 0
@@ -302,6 +304,8 @@ class _Sim:
             inst.pending = keep
         if inst.t >= self.warmup_s and n * k > firsts:
             inst.pool.itl.add_many(tc, n * k - firsts)
+            if inst.pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per step arrive at once
+                inst.pool.itl.add_many(0.0, int(round(inst.pool.burst * n * k)))
         fin = inst.fin
         while fin and fin[0][0] <= step:
             f, jid, req = heapq.heappop(fin)
@@ -327,6 +331,8 @@ class _Sim:
         inst.n += 1
         inst.active[jid] = req
         remaining = req.out - req.generated
+        if inst.pool.burst > 0.0:  # E tokens per step: the sequence finishes in ceil(remaining / E) steps
+            remaining = max(1, math.ceil(remaining / (1.0 + inst.pool.burst) - _EPS))
         heapq.heappush(inst.fin, (inst.step + remaining, jid, req))
         if req.first < 0:
             inst.pending.append((inst.step + 1, jid, req))
@@ -464,8 +470,8 @@ class _Sim:
             jid, req = inst.active.popitem()  # newest sequence first
             inst.n -= 1
             inst.S -= req.kv_off
-            steps = inst.step - req.join_step
-            req.generated = req.gen_base + steps
+            steps = int((inst.step - req.join_step) * (1.0 + pool.burst))  # tokens generated since joining
+            req.generated = min(req.out - 1, req.gen_base + steps) if pool.burst > 0.0 else req.gen_base + steps
             req.ctx = req.ctx + steps
             req.recompute = True
             req.join_id = -1
@@ -581,8 +587,8 @@ class _Sim:
             inst.pf_batch = []
         else:
             for req in inst.active.values():
-                steps = inst.step - req.join_step
-                req.generated = req.gen_base + steps
+                steps = int((inst.step - req.join_step) * (1.0 + pool.burst))  # tokens generated since joining
+                req.generated = min(req.out - 1, req.gen_base + steps) if pool.burst > 0.0 else req.gen_base + steps
                 req.ctx += steps
                 req.recompute = True
                 req.join_id = -1

@@ -52,6 +52,11 @@ class PoolSpec:
     prefill_batch_tokens: int = 0
     chunk_tokens: int = 512
     iteration_time_s: Callable[[int, int], float] | None = None
+    tokens_per_step: float = 1.0
+    """Decode: tokens each step yields per sequence (speculative decoding: the mean accepted
+    tokens ``E``); a sequence of ``o`` tokens takes ``ceil(o / E)`` steps and its tokens arrive in
+    bursts (one gap of the step, ``E - 1`` gaps of ~0). KV still grows one token per step per
+    sequence here (undercounts the growth of generated tokens by ``E``)."""
 
     def __post_init__(self) -> None:
         if self.instances < 0:
@@ -60,6 +65,8 @@ class PoolSpec:
             raise ValueError(f"pool {self.name}: max_batch must be >= 1")
         if self.role in ("decode", "unified") and self.step_time_s is None:
             raise ValueError(f"pool {self.name}: a {self.role} pool needs step_time_s")
+        if self.tokens_per_step < 1.0:
+            raise ValueError(f"pool {self.name}: tokens_per_step must be >= 1")
         if self.role == "unified" and self.chunk_tokens < 1:
             raise ValueError(f"pool {self.name}: chunk_tokens must be >= 1")
 

@@ -1,0 +1,300 @@
+"""Speculative decoding: the decode step that verifies ``k + 1`` tokens and pays the draft.
+
+Symbols as :mod:`planner.perf.roofline`. A service option (:class:`planner.schema.speculative.
+SpeculativeDecoding`): method, ``k`` proposed tokens, acceptance rates ``a_i``, tokens verified per
+sequence ``V`` (``k + 1`` for a chain, more for a draft tree).
+
+**Tokens per step.** ``E = 1 + sum_{i=1..k} prod_{j<=i} a_j`` per sequence (the accepted prefix
+plus the token the target samples after it).
+
+**Verify step** at batch ``B``, mean context ``c``: one target iteration over ``T = B V`` tokens that
+reads the weights once (``W_read(T)``, MoE experts touched by ``T`` tokens) and each sequence's KV
+once (the ``V`` queries of a sequence share it), computes ``2 P_mm (T + M_half)`` GEMM FLOPs (every
+verified token needs its logits) and ``V`` times the attention pairs of a decode step::
+
+    t_verify(B) = max(GEMM_c, GEMM_m) + max(ATT_c, ATT_m) + t_comm(T) + t_step + L t_layer + B t_seq
+
+With ``V = 1`` this is exactly :func:`planner.perf.roofline.iteration_time`'s decode step (a test
+checks it). At small ``B`` the step is bandwidth-bound, so verifying ``V`` tokens costs little more
+than one; once ``B V`` tokens make the GEMMs compute-bound, ``t_verify`` grows ``V``-fold and
+speculation stops paying.
+
+**Draft** (``k`` sequential passes per step, each over ``B w`` tokens, ``w = (V - 1)/k`` candidates per
+pass):
+
+- ``mtp`` / ``eagle``: one decoder layer shaped like the target's plus the output head (DeepSeek-V3's
+  MTP module is one transformer block sharing the embedding and head; an EAGLE head is one decoder
+  layer on the target's features): ``1/L`` of the target's layer GEMMs, attention and all-reduces,
+  the head's ``P_head`` GEMM in full, and one layer's launch overhead (the passes run inside the
+  engine step, so the step and per-sequence overheads are not paid again);
+- ``draft_model``: the catalog draft model's decode iteration on the same devices, less the step
+  overhead;
+- ``ngram``: prompt lookup on the host, 0.
+
+``t_spec(B) = t_verify(B) + k t_draft(B)``; per token ``t_spec / E``.
+
+**Latency** (DESIGN §3 definitions). Tokens arrive in bursts of ``E`` on average: per request,
+TPOT = ``t_spec / E`` (its mean gap); ITL counts every gap, ``E - 1`` of each burst's gaps are ~0 and
+one is ``t_spec``, so the ITL ``p`` quantile is ``t_spec`` when ``p > 1 - 1/E`` (always at p90/p99 for
+``E < 10``) and the mean ITL is ``t_spec / E``. Acceptance is taken at its mean: the spread of
+per-request TPOT from random acceptance is not modelled (it widens the TPOT tail a little).
+
+**Memory.** ``mtp`` / ``eagle``: the draft layer's weights ``W / L`` and KV ``k_tok / L`` per token;
+``draft_model``: the draft's weights and its KV per token. The batch limit ``B_mem`` shrinks
+accordingly.
+
+**Choice.** The plain decode point and the speculative one are both costed; the one with fewer
+instance-seconds per request among those meeting the targets is the operating point (the capacity
+table's row records which: ``spec_method`` empty = plain). This choice is made per (service,
+bucket, config) before the optimiser, which therefore sees the cheaper of the two for each row.
+Modelled for disaggregated decode pools (tensor-parallel instances); unified (shared) pools and
+expert-parallel replicas keep plain decoding (the plan says so).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from planner.perf.roofline import (
+    GEMM_M_HALF_TOKENS,
+    Efficiency,
+    InstanceArrays,
+    StepTime,
+    comm_s,
+    iteration_time,
+    kv_bytes,
+    kv_capacity_bytes,
+    kv_split,
+    weights_read_bytes,
+)
+from planner.schema.common import PRECISION_BYTES
+
+if TYPE_CHECKING:
+    from planner.schema.llm import LLMProfile
+    from planner.schema.speculative import SpeculativeDecoding
+
+SPEC_POINT_COLUMNS: tuple[str, ...] = (
+    "spec_method", "spec_tokens", "spec_draft_model", "spec_tokens_per_step", "spec_step_ms",
+    "plain_instance_seconds_per_request", "spec_breakeven_batch",
+)
+"""Capacity-table columns of a speculative point (``spec_method`` '' and NaN numbers on a plain one)."""
+
+
+@dataclass(frozen=True)
+class SpecCost:
+    """The inputs of the speculative step of one (model, instance)."""
+
+    k: int
+    verify_tokens: int
+    tokens_per_step: float
+    method: str
+    draft_inst: InstanceArrays | None = None
+    """Instance of the draft model (``draft_model``)."""
+    draft_weight_bytes: float = 0.0
+    """Draft weights held by the instance (all devices)."""
+    draft_kv_share: float = 0.0
+    """Draft KV bytes per target KV byte of a sequence."""
+    weight_bytes_per_param: float = 2.0
+
+
+def spec_cost(spec: SpeculativeDecoding, model: LLMProfile, inst: InstanceArrays, weight_precision: str,
+              draft: LLMProfile | None = None, draft_inst: InstanceArrays | None = None,
+              kv_precision: str = "bf16") -> SpecCost:
+    """Draft sizes and tokens per step of ``spec`` for ``model`` (module docstring)."""
+    k = spec.num_speculative_tokens
+    v = spec.verify_tokens or k + 1
+    layers = float(model.num_layers)
+    w_draft, kv_share = 0.0, 0.0
+    if spec.method in ("mtp", "eagle"):
+        w_draft = float(model.weight_bytes(weight_precision)) / layers
+        kv_share = 1.0 / layers
+    elif spec.method == "draft_model" and draft is not None:
+        w_draft = float(draft.weight_bytes(weight_precision))
+        kv_share = float(draft.kv_bytes_per_token(kv_precision)) / max(float(model.kv_bytes_per_token(kv_precision)), 1e-9)
+    return SpecCost(k=k, verify_tokens=v, tokens_per_step=spec.tokens_per_step(), method=spec.method,
+                    draft_inst=draft_inst, draft_weight_bytes=w_draft, draft_kv_share=kv_share,
+                    weight_bytes_per_param=PRECISION_BYTES[weight_precision])
+
+
+def verify_step(inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any, tokens_per_seq: float) -> StepTime:
+    """The target iteration verifying ``tokens_per_seq`` tokens of each of ``batch`` sequences (module docstring)."""
+    b = np.asarray(batch, dtype=float)
+    c = np.asarray(context, dtype=float)
+    v = float(tokens_per_seq)
+    tokens = b * v
+    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    gemm_c = 2.0 * inst.p_matmul * (tokens + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
+    gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
+    attn_flops = v * (inst.attn_pair_flops * b * c + inst.attn_pair_flops_window * b * np.minimum(c, inst.window_tokens))
+    attn_c = attn_flops / (inst.tp * inst.attn_flops_peak * eff.eta_f)
+    attn_m = b * kv_bytes(inst, c) * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
+    t_x = comm_s(inst, tokens, eff.allreduce_overhead_s, eff.eta_link)
+    t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * b, dtype=float)
+    total = np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + t_o
+    return StepTime(total, gemm_c + attn_c, gemm_m + attn_m, t_x, np.broadcast_to(t_o, total.shape))
+
+
+def draft_pass_s(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any) -> np.ndarray:
+    """Seconds of one draft pass over ``batch`` sequences (module docstring, per method)."""
+    b = np.asarray(batch, dtype=float)
+    c = np.asarray(context, dtype=float)
+    width = max(1.0, (cost.verify_tokens - 1) / cost.k)
+    tokens = b * width
+    if cost.method == "ngram":
+        return np.zeros_like(b * c)
+    if cost.method == "draft_model" and cost.draft_inst is not None:
+        step = iteration_time(cost.draft_inst, eff, decode_batch=tokens, decode_context=c)
+        return np.asarray(step.total_s - eff.step_overhead_s, dtype=float)
+    layers = inst.layers
+    p_layer = (inst.p_matmul - inst.p_lm_head) / layers
+    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    gemm_c = 2.0 * (p_layer + inst.p_lm_head) * (tokens + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
+    w_bytes = weights_read_bytes(inst, tokens) / layers + inst.p_lm_head * cost.weight_bytes_per_param
+    gemm_m = w_bytes / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
+    attn_c = (inst.attn_pair_flops * tokens * c) / layers / (inst.tp * inst.attn_flops_peak * eff.eta_f)
+    attn_m = b * kv_bytes(inst, c) / layers * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
+    t_x = comm_s(inst, tokens, eff.allreduce_overhead_s, eff.eta_link) / layers
+    return np.asarray(np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + eff.layer_overhead_s, dtype=float)
+
+
+def spec_step(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any) -> tuple[np.ndarray, StepTime]:
+    """``t_spec(B) = t_verify(B) + k t_draft(B)`` and the verify step (for its roofline shares)."""
+    ver = verify_step(inst, eff, batch, context, cost.verify_tokens)
+    return ver.total_s + cost.k * draft_pass_s(cost, inst, eff, batch, context), ver
+
+
+def spec_batch_limit(cost: SpecCost, inst: InstanceArrays, peak_context: float, cap: int) -> int:
+    """Largest batch whose KV (target + draft) fits next to the target's and the draft's weights."""
+    room = float(kv_capacity_bytes(inst)) - cost.draft_weight_bytes / float(inst.tp) * float(kv_split(inst))
+    per_seq = float(kv_bytes(inst, peak_context)) * (1.0 + cost.draft_kv_share)
+    if room <= 0 or per_seq <= 0:
+        return 0
+    return int(min(cap, math.floor(room / per_seq)))
+
+
+def itl_quantile_s(t_spec: float, tokens_per_step: float, quantile: float | None) -> float:
+    """The ITL statistic of bursts of ``E`` tokens every ``t_spec`` (module docstring)."""
+    if quantile is None or quantile != quantile:
+        return t_spec / tokens_per_step
+    return t_spec if quantile > 1.0 - 1.0 / tokens_per_step else 0.0
+
+
+def speedup(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any) -> np.ndarray:
+    """Decode tokens per second with speculation over without, at the same batch: ``E t_dec(B) / t_spec(B)``."""
+    t_plain = iteration_time(inst, eff, decode_batch=batch, decode_context=context).total_s
+    t_spec, _ = spec_step(cost, inst, eff, batch, context)
+    return np.asarray(cost.tokens_per_step * t_plain / t_spec, dtype=float)
+
+
+def breakeven_batch(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, context: float, b_max: int) -> int:
+    """Largest batch (up to ``b_max``) at which speculation still yields more tokens per second; 0 if none."""
+    batches = np.arange(1, max(1, b_max) + 1, dtype=float)
+    ok = speedup(cost, inst, eff, batches, context) > 1.0
+    return int(batches[np.nonzero(ok)[0].max()]) if ok.any() else 0
+
+
+def spec_columns(spec: SpeculativeDecoding | None, detail: dict[str, float]) -> dict[str, Any]:
+    """The :data:`SPEC_POINT_COLUMNS` of a capacity row (a plain row when ``detail`` has no speculative step)."""
+    chosen = spec is not None and "spec_tokens_per_step" in detail
+    nan = math.nan
+    return {
+        "spec_method": spec.method if chosen and spec is not None else "",
+        "spec_tokens": int(spec.num_speculative_tokens) if chosen and spec is not None else 0,
+        "spec_draft_model": spec.draft_model if chosen and spec is not None else "",
+        "spec_tokens_per_step": float(detail.get("spec_tokens_per_step", nan)),
+        "spec_step_ms": float(detail.get("spec_step_ms", nan)),
+        "plain_instance_seconds_per_request": float(detail.get("plain_instance_seconds_per_request", nan)),
+        "spec_breakeven_batch": float(detail.get("spec_breakeven_batch", nan)),
+    }
+
+
+def draft_profile(resolved: Any, service: str, spec: SpeculativeDecoding) -> LLMProfile | None:
+    """The catalog profile of a ``draft_model`` draft; an InputError naming the field when it is unknown."""
+    if spec.method != "draft_model":
+        return None
+    models = getattr(getattr(resolved, "catalog", None), "models", {}) or {}
+    draft = models.get(spec.draft_model) or resolved.models.get(spec.draft_model)
+    if draft is None:
+        from planner.errors import InputError, Problem
+
+        raise InputError(Problem(str(getattr(resolved, "path", "") or ""), f"services.{service}.speculative.draft_model",
+                                 f"unknown draft model {spec.draft_model!r}",
+                                 f"use a catalog model id ({', '.join(sorted(models)[:12])}...) or method eagle / ngram"))
+    return draft
+
+
+def speculation_notes(inst: Any, points: Any) -> list[str]:
+    """One plain-language line per service with speculative decoding: where it was chosen, what it
+    gains, and where it stops paying (compute-bound batches)."""
+    out = []
+    for name, svc in inst.services.items():
+        spec = svc.speculative
+        if spec is None:
+            continue
+        dec = points[(points["service"] == name) & (points["role"] == "decode") & points["feasible"].astype(bool)]
+        if dec.empty:
+            continue
+        chosen = dec[dec["spec_method"].astype(str) != ""]
+        e = spec.tokens_per_step()
+        line = (f"services.{name}.speculative ({spec.method}, k={spec.num_speculative_tokens}, {e:.2f} tokens per verify step): "
+                f"chosen for {len(chosen)} of {len(dec)} feasible decode points")
+        if not chosen.empty:
+            gain = 1.0 - (chosen["instance_seconds_per_request"] / chosen["plain_instance_seconds_per_request"]).replace([np.inf], np.nan)
+            if gain.notna().any():
+                line += f", {100 * float(gain.min()):.0f}-{100 * float(gain.max()):.0f} % fewer instance-seconds per request than plain"
+        be = dec["spec_breakeven_batch"].dropna()
+        if not be.empty:
+            line += (f"; it pays while the verify step stays bandwidth-bound, up to batch {int(be.min())}-{int(be.max())} "
+                     "by config (larger, compute-bound batches decode faster without it)")
+        line += ("; shared (unified) pools and expert-parallel replicas are costed without speculation "
+                 "(planner/perf/speculative.py)")
+        out.append(line)
+    return out
+
+
+def speculative_decode_point(plain: Any, cost: SpecCost, inst: InstanceArrays, eff: Efficiency, *, isl: float, osl: float,
+                             tpot_limit_s: float, itl_limit_s: float, itl_quantile: float | None, e2e_limit_s: float,
+                             power_w: Any, source: str, max_batch: int) -> Any:
+    """The cheaper of ``plain`` (the plain decode :class:`~planner.schema.capacity.OperatingPoint`) and the
+    speculative decode point meeting the same targets (module docstring); the returned point's
+    ``detail`` says which (``spec_tokens_per_step`` present = speculative)."""
+    from planner.schema.capacity import OperatingPoint
+
+    peak, ctx = isl + osl, isl + osl / 2.0
+    e = cost.tokens_per_step
+    b_mem = spec_batch_limit(cost, inst, peak, max_batch)
+    plain_s = float(plain.instance_seconds_per_request) if plain.feasible else math.inf
+    if b_mem < 1:
+        plain.detail["spec_rejected"] = 1.0  # the draft's weights and KV leave no room
+        return plain
+    batches = np.arange(1, b_mem + 1, dtype=float)
+    t_spec, ver = spec_step(cost, inst, eff, batches, ctx)
+    tpot = t_spec / e
+    itl = np.array([itl_quantile_s(float(t), e, itl_quantile) for t in t_spec])
+    ok = (tpot <= tpot_limit_s) & (itl <= itl_limit_s) & ((osl - 1.0) * tpot <= e2e_limit_s)
+    if not ok.any():
+        plain.detail["spec_rejected"] = 2.0  # no batch meets the per-token targets with a speculative step
+        return plain
+    i = int(np.nonzero(ok)[0].max())
+    b_star, t_star = int(batches[i]), float(t_spec[i])
+    seconds = osl * t_star / (e * b_star)
+    breakeven = breakeven_batch(cost, inst, eff, ctx, max(b_mem, int(plain.max_batch or 1)))
+    if seconds >= plain_s:
+        plain.detail.update({"spec_rejected": 3.0, "spec_instance_seconds_per_request": seconds, "spec_breakeven_batch": float(breakeven)})
+        return plain
+    kv_req = float(kv_bytes(inst, peak)) * (1.0 + cost.draft_kv_share)
+    bound = "memory_capacity" if b_star == b_mem and b_mem < max_batch else (
+        "compute" if float(ver.compute_s[i]) >= float(ver.memory_s[i]) else "memory_bandwidth")
+    detail = {"step_ms": 1e3 * t_star, "spec_step_ms": 1e3 * t_star, "batch": float(b_star), "batch_memory_limit": float(b_mem),
+              "compute_ms": 1e3 * float(ver.compute_s[i]), "memory_ms": 1e3 * float(ver.memory_s[i]),
+              "comm_ms": 1e3 * float(ver.comm_s[i]), "overhead_ms": 1e3 * float(ver.overhead_s[i]),
+              "itl_ms": 1e3 * float(itl[i]), "spec_tokens_per_step": e,
+              "plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": float(breakeven)}
+    energy = power_w(float(ver.compute_s[i]), float(ver.memory_s[i]), t_star, float(b_star)) * seconds
+    return OperatingPoint(feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
+                          kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0, energy_j_per_request=energy,
+                          ttft_ms=0.0, tpot_ms=1e3 * t_star / e, source=source, detail=detail)
