@@ -158,3 +158,39 @@ def test_what_a_target_cannot_express_goes_to_stderr_and_notes(solved_example, t
     assert r.exit_code == 0
     assert "warning:" in r.stderr and "NVIDIA GPUs only" in r.stderr
     assert "NVIDIA GPUs only" in (tmp_path / "NOTES.md").read_text()
+
+
+def test_speculative_settings_are_emitted(tmp_path: Path) -> None:
+    """A service with EAGLE speculation: the decode pool that chose it gets each engine's own speculative
+    flags/keys (checked against the lists), and a pool mixing speculative and plain buckets says so."""
+    from planner.catalog import load_catalog
+    from planner.deploy import build_deployment
+
+    text = (ROOT / "instances" / "enterprise-chat.yaml").read_text(encoding="utf-8")
+    text = text.replace("    weight_precision: fp8 ", "    speculative: {method: eagle, num_speculative_tokens: 3, acceptance: 0.7, "
+                        "draft_model: yuhuili/EAGLE3-LLaMA3.3-Instruct-70B}\n    weight_precision: fp8 ", 1)
+    text = text.replace("trace: traces/", f"trace: {ROOT / 'instances' / 'traces'}/", 1)
+    inst = tmp_path / "spec.yaml"
+    inst.write_text(text, encoding="utf-8")
+    r = CliRunner().invoke(main, ["solve", str(inst), "--out", str(tmp_path / "plan"), "--confidence", "off"])
+    assert r.exit_code == 0, r.output
+    from planner.report.plan_io import load_plan
+
+    plan = load_plan(tmp_path / "plan" / "plan.json")
+    spec_rows = [p for p in plan.capacity.points if p.get("role") == "decode" and p.get("spec_method") == "eagle"]
+    assert spec_rows, "the long-prompt bucket's decode point speculates (KV-bandwidth-bound at its batch)"
+    catalog = load_catalog()
+    expect = {"vllm": "--speculative-config", "sglang": "--speculative-algorithm", "dynamo": "--speculative-config",
+              "llm-d": "--speculative-config"}
+    for target in TARGETS:
+        dep = build_deployment(plan, catalog, target, plan_file=str(tmp_path / "plan" / "plan.json"))
+        for c in dep.commands:
+            assert unknown_flags(target, c.argv, kind=c.kind) == [], (target, c.argv)
+        for name, doc in dep.yaml_docs.items():
+            assert yaml_keys(doc) - _allowed_yaml_keys(target) == set(), (target, name)
+        if target in expect:
+            dec = next(c for c in dep.commands if c.pool.startswith("decode:"))
+            assert expect[target] in dec.argv
+        else:
+            assert any("speculative_config" in yaml_keys(doc) for doc in dep.yaml_docs.values())
+        assert any("speculates for" in w for w in dep.warnings)

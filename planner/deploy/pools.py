@@ -86,6 +86,8 @@ class PoolLaunch:
     """The same KV pool as a share of the memory left after weights and reserve (TensorRT-LLM)."""
     buckets: tuple[str, ...]
     speculative: SpeculativeLaunch | None = None
+    plain_buckets: tuple[str, ...] = ()
+    """Buckets of a speculative pool whose operating point is plain (the engine speculates for every request)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -209,7 +211,10 @@ def pool_launch(plan: PlanResult, arch: str, pool: PoolPlan, catalog: Catalog,
         batch_range=(int(min(caps)), int(max(caps))), token_budget=max(int(budget), b),
         chunk_tokens=chunk, chunk_range=chunk_range,
         memory_fraction=U_MEM, free_memory_fraction=round(free_frac, 3),
-        buckets=tuple(f"{r.get('service')}/{r.get('bucket')}" for r, _ in rows), speculative=spec, notes=tuple(notes))
+        buckets=tuple(f"{r.get('service')}/{r.get('bucket')}" for r, _ in rows), speculative=spec,
+        plain_buckets=tuple(f"{r.get('service')}/{r.get('bucket')}" for r, _ in rows
+                            if spec is not None and not (isinstance(r.get("spec_method"), str) and r.get("spec_method"))),
+        notes=tuple(notes))
 
 
 def _weight_bytes(model: Any, precision: str) -> float:

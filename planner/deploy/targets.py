@@ -126,6 +126,11 @@ def _common_warnings(pools: list[PoolLaunch], target: str, dep: Deployment) -> N
                 f"{p.pool}: prefill chunk {p.chunk_tokens} is the smallest per-bucket chunk ({p.chunk_range[0]}..{p.chunk_range[1]}); "
                 "one chunk per engine, the smallest keeps every bucket's ITL tail within its target")
         dep.notes.extend(f"{p.pool}: {n}" for n in p.notes)
+        if p.speculative is not None and p.plain_buckets:
+            dep.warnings.append(
+                f"{p.pool}: the plan speculates for {', '.join(b for b in p.buckets if b not in p.plain_buckets)} but decodes "
+                f"{', '.join(p.plain_buckets)} plain; an engine speculates for every request of the pool: split the pool or "
+                "accept slower decoding of those buckets at their planned batch")
 
 
 def _spec_note(p: PoolLaunch) -> str:

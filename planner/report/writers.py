@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import pandas as pd
@@ -171,6 +173,7 @@ def markdown(result: PlanResult) -> str:
         lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | {lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
         lines += [f"- Why: {e}" for e in pool_explanations(plan)] + ([""] if pool_explanations(plan) else [])
+        lines += speculation_markdown(result, arch)  # planner.perf.speculative: which decode points speculate
         lines += tool_phase_markdown(plan)  # tool execution phase (planner.agents)
         lines += simulation_markdown(plan)  # discrete-event check at peak (planner.verify)
         if plan.binding:
@@ -178,6 +181,36 @@ def markdown(result: PlanResult) -> str:
     if result.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(lines) + "\n"
+
+
+def speculation_lines(result: PlanResult, arch: str) -> list[str]:
+    """Per decode pool of ``arch`` with a speculative service: which routed buckets use speculation
+    (the capacity snapshot's ``spec_*`` columns, :mod:`planner.perf.speculative`) and which stay plain."""
+    plan = result.architectures[arch]
+    routed = {(r.service, r.bucket, r.pool) for r in plan.routing if r.role == "decode" and r.share > 0}
+    out = []
+    for pool in plan.pools:
+        if pool.role != "decode":
+            continue
+        rows = [p for p in result.capacity.points if p.get("role") == "decode" and (p.get("service"), p.get("bucket"), pool.name) in routed
+                and p.get("config") == pool.config and "spec_method" in p]
+        spec = [p for p in rows if isinstance(p.get("spec_method"), str) and p["spec_method"]]
+        if not spec and not any(math.isfinite(float(p.get("spec_breakeven_batch") or math.nan)) for p in rows):
+            continue
+        plain = [f"{p['service']}/{p['bucket']}" for p in rows if p not in spec]
+        used = "; ".join(f"{p['service']}/{p['bucket']} at batch {p['max_batch']} ({p['spec_tokens_per_step']:.2f} tokens per "
+                         f"{p['spec_step_ms']:.1f} ms step, {p['instance_seconds_per_request']:.3g} instance-s per request against "
+                         f"{p['plain_instance_seconds_per_request']:.3g} plain)" for p in spec)
+        line = f"Speculative decoding in {pool.name}: " + (f"{spec[0]['spec_method']} k={spec[0]['spec_tokens']} for {used}" if spec else "not chosen")
+        if plain:
+            line += f"; plain decoding for {', '.join(plain)} (cheaper there: a larger batch within the targets, where the verify step is compute-bound)"
+        out.append(line)
+    return out
+
+
+def speculation_markdown(result: PlanResult, arch: str) -> list[str]:
+    lines = speculation_lines(result, arch)
+    return [*(f"- {line}" for line in lines), ""] if lines else []
 
 
 def write_outputs(result: PlanResult, out_dir: str | Path) -> list[Path]:
