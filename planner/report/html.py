@@ -376,7 +376,7 @@ def solver_section(plan: PlanResult) -> list[Block]:
                      f"{sig(s.build_s)} s", f"{sig(s.extract_s)} s", f"{s.rounds}", f"{s.variables:,}", f"{s.constraints:,}"))
     out: list[Block] = [_table(["architecture", "status", "MIP gap", "solve time", "build time", "extract time", "rounds", "variables",
                                 "constraints"], rows, numeric=[False, False, True, True, True, True, True, True, True], table_id="table-solver")]
-    from planner.report.writers import speculation_lines  # which decode points speculate (planner.perf.speculative)
+    from planner.report.writers import speculation_lines
 
     spec = [line for arch in plan.architectures for line in speculation_lines(plan, arch)]
     if spec:

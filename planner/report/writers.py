@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import pandas as pd
