@@ -179,6 +179,9 @@ def test_speculative_settings_are_emitted(tmp_path: Path) -> None:
     plan = load_plan(tmp_path / "plan" / "plan.json")
     spec_rows = [p for p in plan.capacity.points if p.get("role") == "decode" and p.get("spec_method") == "eagle"]
     assert spec_rows, "the long-prompt bucket's decode point speculates (KV-bandwidth-bound at its batch)"
+    # the plan says which it chose: report.md lists the speculating and the plain buckets of the decode pool
+    report = (tmp_path / "plan" / "report.md").read_text(encoding="utf-8")
+    assert "Speculative decoding in decode:" in report and "plain decoding for" in report
     catalog = load_catalog()
     expect = {"vllm": "--speculative-config", "sglang": "--speculative-algorithm", "dynamo": "--speculative-config",
               "llm-d": "--speculative-config"}

@@ -162,7 +162,8 @@ def vllm_engine_args(p: PoolLaunch, dep: Deployment, *, kv_transfer: bool) -> li
     elif p.kv_precision != "bf16":
         dep.warnings.append(f"{p.pool}: KV cache in {p.kv_precision} has no vLLM --kv-cache-dtype value (auto, bfloat16, fp8*): "
                             "the engine will keep the model dtype and hold fewer sequences than planned")
-    args += ["--max-num-seqs", str(p.max_seqs), "--max-num-batched-tokens", str(p.token_budget),
+    seqs, budget = _per_rank(p, dep, "vLLM runs one scheduler per data-parallel rank")
+    args += ["--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(budget),
              "--gpu-memory-utilization", f"{p.memory_fraction:.2f}"]
     if p.role == "unified":
         args += ["--enable-chunked-prefill"]
@@ -184,6 +185,17 @@ def vllm_engine_args(p: PoolLaunch, dep: Deployment, *, kv_transfer: bool) -> li
         args += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
         dep.notes.append(_spec_note(p))
     return args
+
+
+def _per_rank(p: PoolLaunch, dep: Deployment, why: str) -> tuple[int, int]:
+    """Batch cap and token budget per data-parallel rank (the plan's are per replica of ``dp`` ranks)."""
+    if p.dp <= 1:
+        return p.max_seqs, p.token_budget
+    seqs, budget = -(-p.max_seqs // p.dp), -(-p.token_budget // p.dp)
+    note = f"{p.pool}: the replica's batch {p.max_seqs} and token budget {p.token_budget} are split over {p.dp} DP ranks ({why}): {seqs} and {budget} per rank"
+    if note not in dep.notes:
+        dep.notes.append(note)
+    return seqs, budget
 
 
 def _script(header: list[str], blocks: list[tuple[str, list[str], int]]) -> str:
@@ -237,6 +249,9 @@ def emit_sglang(pools: list[PoolLaunch], dep: Deployment, header: list[str]) -> 
         elif p.kv_precision != "bf16":
             dep.warnings.append(f"{p.pool}: KV cache in {p.kv_precision} cannot be set in SGLang's --kv-cache-dtype for this model")
         argv += ["--max-running-requests", str(p.max_seqs), "--mem-fraction-static", f"{p.memory_fraction:.2f}"]
+        if p.dp > 1:
+            dep.notes.append(f"{p.pool}: --max-running-requests {p.max_seqs} is the whole replica's batch; SGLang splits it over "
+                             f"the {p.dp} DP-attention ranks ({-(-p.max_seqs // p.dp)} each)")
         if p.role == "unified":
             if p.chunk_tokens:
                 argv += ["--chunked-prefill-size", str(p.chunk_tokens)]
@@ -281,8 +296,9 @@ def _trt_options(p: PoolLaunch, dep: Deployment, *, disagg: bool) -> dict[str, A
         opts["moe_expert_parallel_size"] = p.ep
     if p.dp > 1:
         opts["enable_attention_dp"] = True
-    opts["max_batch_size"] = p.max_seqs
-    opts["max_num_tokens"] = p.token_budget
+    seqs, budget = _per_rank(p, dep, "TensorRT-LLM's limits apply per attention-DP rank")
+    opts["max_batch_size"] = seqs
+    opts["max_num_tokens"] = budget
     if p.role == "unified":
         opts["enable_chunked_prefill"] = True
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.free_memory_fraction}
