@@ -248,8 +248,10 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
                 line += f", {100 * float(gain.min()):.0f}-{100 * float(gain.max()):.0f} % fewer instance-seconds per request than plain"
         be = dec["spec_breakeven_batch"].dropna()
         if not be.empty:
-            line += (f"; it pays while the verify step stays bandwidth-bound, up to batch {int(be.min())}-{int(be.max())} "
-                     "by config (larger, compute-bound batches decode faster without it)")
+            lo, hi = int(be.min()), int(be.max())
+            where = (f"up to batch {hi} on the best config" + (", on some configs not at all" if lo == 0 else f", {lo} on the worst"))
+            line += (f"; it pays while the verify step stays bandwidth-bound: {where} "
+                     "(larger, compute-bound batches decode faster without it)")
         line += ("; shared (unified) pools and expert-parallel replicas are costed without speculation "
                  "(planner/perf/speculative.py)")
         out.append(line)
