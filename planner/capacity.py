@@ -262,7 +262,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
             dev = resolved.devices[device]
             for role in ROLES:
                 if device in declared:
-                    rows.append(_declared_point(service, bucket, role, config, device, tp))
+                    rows.append({**_declared_point(service, bucket, role, config, device, tp), **spec_columns(None, {})})
                     continue
                 par = pars[config]
                 spec = svc.speculative if role == "decode" and not par.is_ep else None  # planner.perf.speculative: decode pools
