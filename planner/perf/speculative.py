@@ -40,8 +40,11 @@ one is ``t_spec``, so the ITL ``p`` quantile is ``t_spec`` when ``p > 1 - 1/E`` 
 per-request TPOT from random acceptance is not modelled (it widens the TPOT tail a little).
 
 **Memory.** ``mtp`` / ``eagle``: the draft layer's weights ``W / L`` and KV ``k_tok / L`` per token;
-``draft_model``: the draft's weights and its KV per token. The batch limit ``B_mem`` shrinks
-accordingly.
+``draft_model``: the draft's weights and its KV per token. The point's batch limit ``B_mem`` and its
+KV bytes per request include them; the pool's KV capacity column (one per configuration, shared with
+plain points) does not subtract the draft's weights, so the optimiser's KV constraint is looser by
+``W_draft / tp`` per device (about ``1/L`` of the weights for MTP / EAGLE, ~1 % of an 80-layer
+model's; the whole draft for ``draft_model``).
 
 **Choice.** The plain decode point and the speculative one are both costed; the one with fewer
 instance-seconds per request among those meeting the targets is the operating point (the capacity
