@@ -22,11 +22,13 @@ load ``L`` of :mod:`planner.perf.power`; ``J per output token = P(L) x gpu_count
 
 Configuration mapping (stated, not fitted):
 
-- **Model**: the Hugging Face id maps to a catalog model of the same architecture
-  (:data:`MODEL_MAP`: e.g. ``Qwen3-30B-A3B-Instruct-2507`` and ``Qwen3-Coder-30B-A3B-Instruct``
-  share ``qwen3-30b-a3b``'s layer and expert shapes; ``Llama-3.3-70B`` is ``llama-3.1-70b``'s).
-  Models the catalog lacks (gemma-3, Llama-4, Nemotron-H hybrids, Qwen3-14B, vision-language
-  models) are skipped with that reason.
+- **Model** and **GPU**: through the project's one name resolver, :mod:`planner.perf.names`
+  (:func:`~planner.perf.names.model_ref`: ``Qwen3-30B-A3B-Instruct-2507`` -> ``qwen3-30b-a3b``,
+  ``Qwen3-Coder-30B-A3B-Instruct`` and ``Llama-3.3-70B`` -> the catalog profile of the identical
+  architecture; :func:`~planner.perf.names.device_variant`: ``H100-SXM5-80GB`` -> ``h100-sxm``,
+  ``B200``, ``H200-SXM-141GB``, and ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` with ``memory_gb = 40``,
+  the same chip and TDP). A model the catalog lacks is skipped with that reason; a
+  vision-language checkpoint (its prompt's image/video tokens are not recorded) never maps.
 - **Precision**: ``bfloat16`` -> bf16, ``fp8`` -> fp8, ``mxfp4`` -> fp4; KV cache bf16 (vLLM's
   default ``kv_cache_dtype=auto`` keeps the activation dtype).
 - **Parallelism**: the instance spans all ``gpu_count`` GPUs with ``tp = gpu_count``. The
@@ -39,8 +41,6 @@ Configuration mapping (stated, not fitted):
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
   :data:`TASK_INPUT_TOKENS` (chat template and system prompt included). The multimodal tasks
   (image/video tokens unknown) are skipped.
-- **GPU**: ``H100-SXM5-80GB`` -> ``h100-sxm``; ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` with
-  ``memory_gb = 40`` (same chip and TDP, 40 GB part).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.perf.calibration import Calibration, EngineCalibration
 from planner.perf.closed_loop import EngineArrays, predict_agg
+from planner.perf.names import AmbiguousName, device_variant, model_ref
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
 
@@ -65,36 +66,6 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "energy_j_per_output_token", "avg_power_w_per_gpu",
 )
 """Columns a measurement file must carry (the ML.ENERGY export's names)."""
-
-MODEL_MAP: dict[str, str] = {
-    "Qwen/Qwen3-8B": "qwen3-8b",
-    "Qwen/Qwen3-32B": "qwen3-32b",
-    "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
-    "Qwen/Qwen3-30B-A3B-Thinking-2507": "qwen3-30b-a3b",
-    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
-    "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
-    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "qwen3-235b-a22b",
-    "Qwen/Qwen3-235B-A22B-Thinking-2507": "qwen3-235b-a22b",
-    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": "qwen3-235b-a22b",
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-405B-Instruct-FP8": "llama-3.1-405b",
-    "meta-llama/Meta-Llama-3.1-405B-Instruct": "llama-3.1-405b",
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
-    "openai/gpt-oss-20b": "gpt-oss-20b",
-    "openai/gpt-oss-120b": "gpt-oss-120b",
-}
-"""Hugging Face id -> catalog model of the same architecture (fine-tunes, instruct/thinking
-variants and fp8 re-quantisations share the shapes; the catalog id names the base)."""
-
-GPU_MAP: dict[str, tuple[str, float | None]] = {
-    "H100-SXM5-80GB": ("h100-sxm", None),
-    "A100-SXM4-40GB": ("a100-sxm-80gb", 40.0),
-}
-"""Measured GPU name -> (catalog device, memory override in GB or None)."""
 
 PRECISION_MAP: dict[str, str] = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "mxfp4": "fp4", "fp4": "fp4",
                                  "model default (not stated)": "bf16"}
@@ -179,13 +150,25 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
     runs: list[RunConfig] = []
     reasons: list[str] = []
     cache: dict[tuple[str, str, int, str], InstanceArrays] = {}
+    memory = {k: float(d.memory_gb) for k, d in catalog.devices.items()}
+    hf_ids = {m.hf_id: m.id for m in catalog.models.values()}
     for i, r in enumerate(rows):
         reason = ""
-        if r.get("record_type") != "serving_steady_state":
+        dev_id: str | None = None
+        mem: float | None = None
+        model_id: str | None = None
+        try:
+            dev_id, mem = device_variant(str(r.get("gpu") or ""), memory)
+            model_id = model_ref(str(r.get("model") or ""), hf_ids).model_id
+        except AmbiguousName as exc:
+            reason = exc.problems[0].message
+        if reason:
+            pass
+        elif r.get("record_type") != "serving_steady_state":
             reason = f"record_type {r.get('record_type')!r} is not a steady-state serving run"
-        elif r.get("gpu") not in GPU_MAP:
-            reason = f"GPU {r.get('gpu')!r} has no catalog device mapped"
-        elif r.get("model") not in MODEL_MAP:
+        elif dev_id is None or dev_id not in catalog.devices:
+            reason = f"GPU {r.get('gpu')!r} has no catalog device"
+        elif model_id is None:
             reason = f"model {r.get('model')!r} is not in the catalog"
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
@@ -202,8 +185,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         if not reason and (not osl or not cap or not count or any(m is None or m <= 0 for m in meas)):
             reason = "missing output_tokens, batch cap, gpu_count or a measured figure"
         if not reason:
-            dev_id, mem = GPU_MAP[str(r["gpu"])]
-            model_id = MODEL_MAP[str(r["model"])]
+            assert dev_id is not None and model_id is not None
             prec = PRECISION_MAP[str(r["precision"])]
             model = catalog.models.get(model_id)
             device = catalog.devices.get(dev_id)
