@@ -90,8 +90,9 @@ def _calibration(name: str | None) -> Any:
 
 
 @click.command("estimate")
-@click.option("--model", "model_id", required=True, help="Model id (planner catalog models).")
-@click.option("--device", "device_id", required=True, help="Device id (planner catalog devices).")
+@click.option("--model", "model_id", required=True,
+              help="Model: a catalog id (planner catalog models), a Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) or a path to its config.json.")
+@click.option("--device", "device_id", required=True, help="Device id (planner catalog devices) or a GPU name (NVIDIA H100-SXM-80GB).")
 @click.option("--tp", type=click.IntRange(min=1), default=None,
               help="Tensor-parallel degree of one replica (required without --ep); with --ep, the attention TP inside each DP rank (default ep/dp).")
 @click.option("--ep", type=click.IntRange(min=2), default=None,
@@ -116,11 +117,15 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
     from planner.errors import InputError
     from planner.perf.estimate import estimate_closed_loop, estimate_expert_parallel
 
+    from planner.perf.names import resolve_device
+
     cat = load_catalog()
+    model = cat.resolve_model(model_id)
+    device_id = resolve_device(device_id, frozenset(cat.devices))
     if ep is not None:
         if ttft_ms is not None or tpot_ms is not None:
             raise InputError("--ttft-ms / --tpot-ms are not checked with --ep: read tpot_ms and ttft_ms from the output")
-        res = estimate_expert_parallel(cat.model(model_id), cat.device(device_id), ep=ep, dp=dp or (ep // tp if tp else ep), tp=tp,
+        res = estimate_expert_parallel(model, cat.device(device_id), ep=ep, dp=dp or (ep // tp if tp else ep), tp=tp,
                                        precision=precision, kv_precision=kv_precision, isl=isl, osl=osl, concurrency=concurrency,
                                        engine=engine, calibration=_calibration(cal_name))
         if as_json:
@@ -141,7 +146,7 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
         return
     if tp is None:
         raise InputError("give --tp (or --ep with --dp for an expert-parallel replica)")
-    result = estimate_closed_loop(cat.model(model_id), cat.device(device_id), tp, precision=precision, kv_precision=kv_precision,
+    result = estimate_closed_loop(model, cat.device(device_id), tp, precision=precision, kv_precision=kv_precision,
                                   isl=isl, osl=osl, concurrency=concurrency, engine=engine, calibration=_calibration(cal_name),
                                   ttft_target_ms=ttft_ms, tpot_target_ms=tpot_ms)
     if as_json:

@@ -121,8 +121,10 @@ class LLMProfile(StrictModel):
     """Which weights a below-bf16 precision applies to: ``linear`` (every matmul weight inside
     the decoder layers; embeddings, output head, norms stay bf16) or ``experts`` (only the routed
     experts, as in gpt-oss's MXFP4 checkpoint; attention, router, embeddings stay bf16)."""
-    published_params_total_b: PosFloat
-    """Published total parameters, billions (checked against the computed count)."""
+    published_params_total_b: PosFloat | None = None
+    """Published total parameters, billions (checked against the computed count). ``None`` only for
+    a profile derived at run time from a ``config.json`` (:mod:`planner.hf_config`); every shipped
+    profile states it (``tests/test_catalog_models.py``)."""
     published_params_active_b: PosFloat | None = None
     """Published active parameters per token for MoE models, billions."""
     published_active_excludes_embedding: bool = False
@@ -147,7 +149,8 @@ class LLMProfile(StrictModel):
                 raise ValueError("moe.first_dense_layers exceeds num_layers")
         if self.native_weight_precision not in self.supported_weight_precisions:
             raise ValueError("native_weight_precision must be one of supported_weight_precisions")
-        if self.published_params_active_b is not None and self.published_params_active_b > self.published_params_total_b:
+        if self.published_params_active_b is not None and self.published_params_total_b is not None \
+                and self.published_params_active_b > self.published_params_total_b:
             raise ValueError("published_params_active_b exceeds published_params_total_b")
         return self
 
@@ -245,8 +248,10 @@ class LLMProfile(StrictModel):
             return self.params_active() - self.vocab_size * self.hidden_size
         return self.params_active()
 
-    def params_total_error_pct(self) -> float:
+    def params_total_error_pct(self) -> float | None:
         """Computed total against the published total, percent (positive: computed is larger)."""
+        if self.published_params_total_b is None:
+            return None
         return 100.0 * (self.params_total() / (self.published_params_total_b * 1e9) - 1.0)
 
     def params_active_error_pct(self) -> float | None:
