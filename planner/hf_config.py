@@ -301,8 +301,8 @@ def read_config(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise InputError(Problem(str(p), "", f"cannot be read ({exc.strerror})", "check the path and permissions")) from None
     try:
-        data = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"{c} is not a number")))
-    except (json.JSONDecodeError, ValueError) as exc:
+        data = json.loads(text)  # Infinity/NaN parse (published configs use them, e.g. Mamba time-step limits);
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:  # the fields read must be finite (_int)
         raise InputError(Problem(str(p), "", f"is not valid JSON ({exc})", "give the model's config.json as published")) from None
     if not isinstance(data, dict):
         raise InputError(Problem(str(p), "", "is not a JSON object", "give the model's config.json"))

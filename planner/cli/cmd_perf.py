@@ -116,7 +116,6 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
     from planner.catalog import load_catalog
     from planner.errors import InputError
     from planner.perf.estimate import estimate_closed_loop, estimate_expert_parallel
-
     from planner.perf.names import resolve_device
 
     cat = load_catalog()

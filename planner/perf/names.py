@@ -42,8 +42,8 @@ model does not have; callers treat it as unsupported.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from planner.errors import InputError, Problem
 
