@@ -13,7 +13,14 @@ from planner.catalog import load_catalog
 from planner.cli import main
 from planner.errors import InputError
 from planner.hf_config import UnsupportedArchitecture, profile_from_config, profile_from_file
-from planner.perf.names import SAME_ARCHITECTURE, AmbiguousName, device_id, device_variant, model_ref, resolve_device
+from planner.perf.names import (
+    SAME_ARCHITECTURE,
+    AmbiguousName,
+    device_id,
+    device_variant,
+    model_ref,
+    resolve_device,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "models" / "llm" / "configs"
