@@ -67,6 +67,7 @@ def _reason_class(reason: str) -> str:
     catalog`` -> ``model not in the catalog``)."""
     for head, text in (("model ", "model not in the catalog"), ("GPU ", "GPU has no catalog device"),
                        ("task ", "input length not recorded (multimodal task)"), ("record_type ", "not a steady-state serving run"),
+                       ("expert-parallel run ", "expert-parallel replica not possible"),
                        ("expert-parallel", "expert-parallel run: the roofline models tensor parallelism only")):
         if reason.startswith(head):
             return text

@@ -31,13 +31,21 @@ Configuration mapping (stated, not fitted):
   vision-language checkpoint (its prompt's image/video tokens are not recorded) never maps.
 - **Precision**: ``bfloat16`` -> bf16, ``fp8`` -> fp8, ``mxfp4`` -> fp4; KV cache bf16 (vLLM's
   default ``kv_cache_dtype=auto`` keeps the activation dtype).
-- **Parallelism**: the instance spans all ``gpu_count`` GPUs with ``tp = gpu_count``. The
-  expert-parallel MoE runs (``tensor_parallel = 1``, ``expert_parallel = gpu_count``: 68 of the
-  v3.0 H100 runs the catalog covers) are skipped by default: the planner's roofline has no
-  expert-parallel model (attention data-parallel, all-to-all dispatch), and approximating them as
-  TP over-predicts their throughput by 1.2-2x for the fp8 Qwen3-235B runs (out of sample J/token
-  21.7 % and tokens/s 19.6 % with them, against 12.7 % and 11.1 % without; ``planner/perf/README.md``).
-  ``expert_parallel_as_tp=True`` includes them with that approximation.
+- **Parallelism**: a TP run spans all ``gpu_count`` GPUs with ``tp = gpu_count``. An
+  expert-parallel MoE run (``expert_parallel = gpu_count``) is one replica of
+  :mod:`planner.perf.moe` with the experts spread over all ``G = gpu_count`` GPUs and attention
+  tensor-parallel over the same GPUs, ``Parallelism(tp = G, ep = G, dp = 1)``: vLLM's
+  ``--tensor-parallel-size G --enable-expert-parallel``. The files record ``tensor_parallel = 1,
+  data_parallel = 1`` for these runs, but attention data-parallel over the GPUs cannot be what
+  ran: each GPU would hold all of bf16 Qwen3-235B's attention weights plus an eighth of its
+  experts (about 73 GB of 80) and no KV for the measured 256 sequences. vLLM's defaults replace
+  the large-deployment ones (:data:`VLLM_EP`: no redundant EPLB expert slots, no two-batch
+  overlap; imbalance and all-to-all efficiencies stay the published defaults of
+  :class:`~planner.perf.calibration.MoECalibration`). The running batch is the cap, or what the
+  KV memory holds at ``ISL + OSL`` tokens; the mean iteration is
+  :func:`planner.perf.moe.ep_iteration_time` with prompt tokens as for TP
+  (:func:`_predict_ep`). ``expert_parallel_as_tp=True`` predicts them as TP over all GPUs
+  instead (the roofline without the expert-parallel terms: no all-to-all, experts split by TP).
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
   :data:`TASK_INPUT_TOKENS` (chat template and system prompt included). The multimodal tasks
   (image/video tokens unknown) are skipped.
@@ -46,6 +54,7 @@ Configuration mapping (stated, not fitted):
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +63,9 @@ import numpy as np
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.perf.calibration import Calibration, EngineCalibration
+from planner.perf.calibration import Calibration, EngineCalibration, MoECalibration
 from planner.perf.closed_loop import EngineArrays, predict_agg
+from planner.perf.moe import EPReplica, Parallelism, ep_iteration_time, ep_replica, kv_capacity_per_rank_bytes
 from planner.perf.names import AmbiguousName, device_variant, model_ref
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
@@ -85,7 +95,11 @@ code context before and after the cursor (~2k tokens assumed). The chat and GPQA
 dominated (OSL 350-9,500), so their prediction barely moves with this; the FIM runs (OSL ~250) do."""
 
 EP_REASON = "expert-parallel run (attention data-parallel, experts over the GPUs): the roofline models tensor parallelism only"
-"""Why expert-parallel runs are skipped by default."""
+"""Why an expert-parallel run was skipped before issue 25 (kept for callers that name it)."""
+
+VLLM_EP = MoECalibration(redundant_experts=0, tbo_overlap=0.0,
+                         source="vLLM 0.11 defaults: EPLB off (no redundant expert slots), dual-batch overlap off")
+"""Expert-parallel parameters of a single-node vLLM server (module docstring)."""
 
 ENGINE_MAP: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tensorrt-llm": "trtllm"}
 
@@ -140,13 +154,17 @@ class RunConfig:
     meas_tok_per_s: float
     meas_j_per_tok: float
     meas_power_w_per_gpu: float
+    replica: EPReplica | None = None
+    """The expert-parallel replica of an EP run (``None``: a TP instance, ``tp = gpu_count``)."""
+    kv_bytes_per_sequence: float = 0.0
+    """KV bytes of one sequence at ``ISL + OSL`` (bf16; EP runs: sizes the per-rank batch)."""
 
 
 def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_parallel_as_tp: bool = False,
                  ) -> tuple[list[RunConfig], list[str], dict[tuple[str, str, int, str], InstanceArrays]]:
     """Each row's configuration, or the reason it cannot be predicted (``''`` when it can).
-    Expert-parallel runs (``expert_parallel > 1`` with ``tensor_parallel < gpu_count``) are
-    skipped unless ``expert_parallel_as_tp`` (module docstring: the roofline models TP only)."""
+    Expert-parallel runs (``expert_parallel > 1`` with ``tensor_parallel < gpu_count``) are EP
+    replicas of :mod:`planner.perf.moe`, or TP over all GPUs with ``expert_parallel_as_tp``."""
     runs: list[RunConfig] = []
     reasons: list[str] = []
     cache: dict[tuple[str, str, int, str], InstanceArrays] = {}
@@ -172,9 +190,8 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             reason = f"model {r.get('model')!r} is not in the catalog"
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
-        elif not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
-                and (_num(r.get("tensor_parallel")) or 1) < (_num(r.get("gpu_count")) or 1):
-            reason = EP_REASON
+        is_ep = not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
+            and (_num(r.get("tensor_parallel")) or 1) < (_num(r.get("gpu_count")) or 1)
         isl = _num(r.get("input_tokens")) or TASK_INPUT_TOKENS.get(str(r.get("task")))
         osl = _num(r.get("output_tokens"))
         cap = _num(r.get("batch_cap_max_num_seqs"))
@@ -193,7 +210,25 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                 reason = f"catalog lacks {model_id if model is None else dev_id}"
             elif prec not in model.supported_weight_precisions:
                 prec = model.native_weight_precision
-            if not reason:
+            if not reason and is_ep:
+                assert model is not None and device is not None and count is not None
+                dev = device if mem is None else device.model_copy(update={"memory_gb": mem})
+                replica: EPReplica | None = None
+                if count != int(count) or not 1 < count <= 4096:
+                    reason = f"expert-parallel run: gpu_count {count:g} is not a whole number of GPUs from 2 to 4096"
+                else:
+                    par = Parallelism(tp=int(count), ep=int(count), dp=1)
+                    try:
+                        replica = ep_replica(model, dev, par, prec, "bf16", VLLM_EP)
+                    except ValueError as exc:
+                        reason = f"expert-parallel run {par.label()}: {exc}"
+                if not reason:
+                    assert isl is not None and osl is not None and cap is not None
+                    runs.append(RunConfig(i, dev_id if mem is None else f"{dev_id}@{mem:g}", model_id, int(count), int(count), prec, cap,
+                                          float(isl), float(osl), stack_of(r), float(meas[0] or 0), float(meas[1] or 0),
+                                          float(meas[2] or 0), replica=replica,
+                                          kv_bytes_per_sequence=model.kv_bytes_for_context(float(isl) + float(osl), "bf16")))
+            elif not reason:
                 assert model is not None and device is not None and count is not None
                 tp = int(count)
                 key = (model_id, dev_id if mem is None else f"{dev_id}@{mem:g}", tp, prec)
@@ -233,9 +268,9 @@ def _engines(runs: list[RunConfig], calibration: Calibration | None) -> EngineAr
     return engine_arrays(cals)
 
 
-def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
-                 calibration: Calibration | None) -> RunPrediction:
-    """Steady-state throughput and the mean iteration's roofline times per run (module docstring)."""
+def _predict_tp(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
+                calibration: Calibration | None) -> RunPrediction:
+    """TP runs: the closed loop of :func:`predict_agg` and its mean iteration (module docstring)."""
     if not runs:
         z = np.zeros(0)
         return RunPrediction(z, z, z, z, z, z.astype(bool), z)
@@ -257,3 +292,58 @@ def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], I
     tok = d * osl / np.maximum(res.cycle_s, 1e-12)
     return RunPrediction(tok, np.asarray(step.compute_s), np.asarray(step.memory_s), np.asarray(step.total_s), d_avg + p_avg,
                          np.asarray(res.feasible, dtype=bool) & (d >= 1), d)
+
+
+def _predict_ep(run: RunConfig, catalog_model_kv: float, calibration: Calibration | None) -> tuple[float, float, float, float, float, bool, float]:
+    """One expert-parallel run: (tokens/s, compute_s, memory_s, total_s, rows per GPU, feasible,
+    running sequences). Each of the ``dp`` ranks (1 here, module docstring) runs ``D_r = min(cap / dp, KV-limited)``
+    sequences; its mean iteration carries ``d = D_r (OSL - 1) / I`` decode sequences and
+    ``p = D_r ISL / I`` prompt tokens, ``I = OSL - 1 + ceil(ISL / q)`` iterations per cycle
+    (``q`` = the engine's token budget less the decode batch, at least 256, as for TP); the cycle
+    is ``I`` such iterations and ``tokens/s = dp D_r OSL / (I t)``."""
+    from planner.perf.points import efficiency_of
+
+    rep = run.replica
+    assert rep is not None
+    from planner.perf.calibration import PUBLISHED_DEFAULT
+
+    cal = calibration.for_engine(run.engine)[0] if calibration else PUBLISHED_DEFAULT
+    dp = rep.par.dp
+    per_seq = catalog_model_kv
+    kv_cap = kv_capacity_per_rank_bytes(rep)
+    fit = math.floor(kv_cap / per_seq) if per_seq > 0 and kv_cap > 0 else 0
+    d_rank = min(run.cap / dp, float(fit))
+    if d_rank < 1.0:
+        return 0.0, 0.0, 0.0, 0.0, 0.0, False, d_rank * dp
+    steps = max(run.osl - 1.0, 1.0)
+    q = max(float(cal.prefill_token_budget) - d_rank, 256.0)
+    iters = steps + math.ceil(run.isl / q)
+    p_avg = d_rank * run.isl / iters
+    d_avg = d_rank * steps / iters
+    st = ep_iteration_time(rep, efficiency_of(cal), decode_batch=d_avg, decode_context=run.isl + run.osl / 2.0, prefill_tokens=p_avg,
+                           prefill_cached=(run.isl - p_avg) / 2.0)
+    total = float(st.total_s)
+    tok = dp * d_rank * run.osl / max(iters * total, 1e-12)
+    return tok, float(st.compute_s), float(st.memory_s), total, d_avg + p_avg, True, d_rank * dp
+
+
+def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
+                 calibration: Calibration | None) -> RunPrediction:
+    """Steady-state throughput and the mean iteration's roofline times per run (module docstring):
+    TP runs through :func:`predict_agg`, expert-parallel runs through :func:`_predict_ep`."""
+    n = len(runs)
+    tp_idx = [k for k, r in enumerate(runs) if r.replica is None]
+    ep_idx = [k for k, r in enumerate(runs) if r.replica is not None]
+    tp = _predict_tp([runs[k] for k in tp_idx], insts, calibration)
+    out = {f: np.zeros(n) for f in ("tok_per_s", "compute_s", "memory_s", "total_s", "rows", "running")}
+    feasible = np.zeros(n, dtype=bool)
+    for j, k in enumerate(tp_idx):
+        for f in out:
+            out[f][k] = getattr(tp, f)[j]
+        feasible[k] = tp.feasible[j]
+    for k in ep_idx:
+        r = runs[k]
+        tok, c, m, t, rows, ok, running = _predict_ep(r, r.kv_bytes_per_sequence, calibration)
+        out["tok_per_s"][k], out["compute_s"][k], out["memory_s"][k], out["total_s"][k] = tok, c, m, t
+        out["rows"][k], out["running"][k], feasible[k] = rows, running, ok
+    return RunPrediction(out["tok_per_s"], out["compute_s"], out["memory_s"], out["total_s"], out["rows"], feasible, out["running"])
