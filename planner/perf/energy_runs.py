@@ -65,7 +65,13 @@ from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.perf.calibration import Calibration, EngineCalibration, MoECalibration
 from planner.perf.closed_loop import EngineArrays, predict_agg
-from planner.perf.moe import EPReplica, Parallelism, ep_iteration_time, ep_replica, kv_capacity_per_rank_bytes
+from planner.perf.moe import (
+    EPReplica,
+    Parallelism,
+    ep_iteration_time,
+    ep_replica,
+    kv_capacity_per_rank_bytes,
+)
 from planner.perf.names import AmbiguousName, device_variant, model_ref
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
