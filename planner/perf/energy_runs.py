@@ -100,6 +100,27 @@ multiple-choice question with four options (~200-300 tokens) and the template; S
 code context before and after the cursor (~2k tokens assumed). The chat and GPQA runs are decode
 dominated (OSL 350-9,500), so their prediction barely moves with this; the FIM runs (OSL ~250) do."""
 
+MULTIMODAL_TASKS: frozenset[str] = frozenset({"image-chat", "video-chat", "mllm-chat"})
+"""Tasks whose prompts carry images or video (token counts not in the files)."""
+
+
+def _unknown_model_reason(name: str, catalog: Catalog) -> str:
+    """Why a model the name resolver does not map cannot be predicted: the piece of its
+    architecture the planner cannot model when a shipped config says so
+    (:meth:`planner.catalog.Catalog.resolve_model`), else that it has no profile."""
+    from planner.hf_config import UnsupportedArchitecture
+
+    try:
+        catalog.resolve_model(name)
+    except UnsupportedArchitecture as exc:
+        return f"model {name!r}: {exc.problems[0].path}: {exc.problems[0].message}"
+    except InputError:
+        pass
+    else:
+        return f"model {name!r}: derived from its shipped config only; add a catalog profile to predict it"
+    return f"model {name!r} is not in the catalog (no profile and no shipped config.json; add one: models/llm/README.md)"
+
+
 EP_REASON = "expert-parallel run (attention data-parallel, experts over the GPUs): the roofline models tensor parallelism only"
 """Why an expert-parallel run was skipped before issue 25 (kept for callers that name it)."""
 
@@ -192,8 +213,11 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             reason = f"record_type {r.get('record_type')!r} is not a steady-state serving run"
         elif dev_id is None or dev_id not in catalog.devices:
             reason = f"GPU {r.get('gpu')!r} has no catalog device"
+        elif str(r.get("task")) in MULTIMODAL_TASKS and _num(r.get("input_tokens")) is None:
+            reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded "
+                      "(and vision encoders are not modelled)")
         elif model_id is None:
-            reason = f"model {r.get('model')!r} is not in the catalog"
+            reason = _unknown_model_reason(str(r.get("model") or ""), catalog)
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
         is_ep = not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
