@@ -259,6 +259,14 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
     click.echo(table(["device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in s["per_group"]]))
     click.echo(f"overall: MAPE TTFT {fmt(s['mape_ttft_pct'])} %, TPOT {fmt(s['mape_tpot_pct'])} %")
+    src = s["kv_precision_sources"]
+    click.echo(f"KV precision: {src['stated']} rows stated, {src['checkpoint']} from the checkpoint name, {src['default']} the published "
+               f"default, {src['inferred']} inferred (not in the file; the measured concurrency and TTFT need it; planner/perf/kv_infer.py)")
+    inferred = [r for r in result["rows"] if r.get("kv_precision_source") == "inferred"]
+    if inferred:
+        click.echo(table(["inferred-KV row", "engine", "precision", "kv_precision", "concurrency", "TTFT_error_%"],
+                         [[r.get("id") or "", r.get("engine"), r.get("precision"), r.get("kv_precision"), r.get("concurrency"), r.get("ttft_error_pct")]
+                          for r in inferred[:50]], align_right=False))
     if lodo:
         out = s["leave_one_device_out"]
         if not out:
