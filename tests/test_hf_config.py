@@ -230,3 +230,20 @@ def test_instance_accepts_a_hugging_face_id_and_names_bad_ones(tmp_path: Path) -
 def test_resolve_model_errors_are_input_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError):
         CAT.resolve_model(str(tmp_path / "missing_config.json"))
+
+
+def test_energy_reader_names_ambiguous_and_impossible_rows(tmp_path: Path) -> None:
+    """The energy reader resolves GPU and model names through the one resolver: an ambiguous GPU
+    name or an impossible expert-parallel GPU count is a named skip, never a crash."""
+    from planner.perf.energy_runs import read_energy_runs, resolve_runs
+
+    src = (ROOT / "tests" / "data" / "energy" / "runs_fixture.csv").read_text(encoding="utf-8").splitlines()
+    header, llama, ep = src[0], src[1], src[4]
+    rows_text = [header, llama.replace("H100-SXM5-80GB", "H100"), ep.replace(",2,1,,1,2,", ",1e308,1,,1,1e308,"),
+                 llama.replace("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3")]
+    path = tmp_path / "runs.csv"
+    path.write_text("\n".join(rows_text) + "\n", encoding="utf-8")
+    _runs, reasons, _ = resolve_runs(read_energy_runs(path), CAT)
+    assert "ambiguous" in reasons[0] and "h100-pcie" in reasons[0]
+    assert "gpu_count" in reasons[1] and "whole number" in reasons[1]
+    assert "ambiguous" in reasons[2] and "qwen3-8b" in reasons[2]

@@ -244,7 +244,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                 assert model is not None and device is not None and count is not None
                 dev = device if mem is None else device.model_copy(update={"memory_gb": mem})
                 replica: EPReplica | None = None
-                if count != int(count) or not 1 < count <= 4096:
+                if not math.isfinite(count) or not 1 < count <= 4096 or count != int(count):
                     reason = f"expert-parallel run: gpu_count {count:g} is not a whole number of GPUs from 2 to 4096"
                 else:
                     par = Parallelism(tp=int(count), ep=int(count), dp=1)
