@@ -23,6 +23,8 @@ MoE                            experts ``num_local_experts`` / ``num_experts`` /
                                ``shared_expert_intermediate_size / moe_intermediate_size`` (Qwen-MoE),
                                or one of ``intermediate_size`` (Llama-4); leading dense layers
                                ``first_k_dense_replace``, or a leading block of ``mlp_only_layers``;
+                               MoE every ``interleave_moe_layer_step``-th layer (Llama-4 Maverick: 2),
+                               or every ``decoder_sparse_step``-th (Qwen-MoE): ``L // step`` MoE layers;
                                router bias: DeepSeek ``noaux_tc`` correction bias, ``use_routing_bias``, gpt-oss
 MLA                            ``kv_lora_rank``, ``q_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``
 sliding window                 ``layer_types`` (count of ``sliding_attention`` / ``chunked_attention``);
@@ -43,7 +45,7 @@ on its KV and attention work (a query sees on average half a chunk).
 What it cannot model is an error naming the missing piece (:class:`UnsupportedArchitecture`):
 linear-attention and state-space layers (Mamba, Gated DeltaNet, lightning attention, RWKV),
 vision / audio towers (a ``vision_config`` or ``audio_config``: their prompt tokens and encoder
-work are not in the model), MoE layers interleaved with dense ones, block-sparse attention, and
+work are not in the model), block-sparse and indexer-sparse attention, and
 any ``model_type`` not in :data:`SUPPORTED_TYPES`.
 """
 
@@ -201,15 +203,22 @@ def _moe(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> dict[str,
         if sorted(dense_only) != list(range(len(dense_only))):
             raise _fail(source, "mlp_only_layers", "dense layers interleaved with MoE layers are not modelled", "not modelled")
         first_dense = len(dense_only)
-    for key in ("decoder_sparse_step", "interleave_moe_layer_step", "moe_layer_freq"):
-        step = cfg.get(key)
-        if step not in (None, 0, 1):
-            raise _fail(source, key, f"is {step}: dense layers interleaved with MoE layers are not modelled", "not modelled")
+    step = 1
+    if cfg.get("moe_layer_freq") not in (None, 0, 1):
+        raise _fail(source, "moe_layer_freq", f"is {cfg.get('moe_layer_freq')}: MoE layers at every n-th layer after the dense ones "
+                    "(DeepSeek numbering) are not modelled", "not modelled")
+    for key in ("decoder_sparse_step", "interleave_moe_layer_step"):
+        value = cfg.get(key)
+        if value not in (None, 0, 1):
+            step = _int(cfg, key, source)  # MoE layers: (i + 1) % step == 0, L // step of them
+            if dense_only:
+                raise _fail(source, key, f"is {value} beside mlp_only_layers: this layer pattern is not modelled", "not modelled")
     if first_dense > layers:
         raise _fail(source, "first_k_dense_replace", f"{first_dense} exceeds num_hidden_layers {layers}", "give the model's config.json as published")
     router_bias = mtype == "gpt_oss" or cfg.get("topk_method") == "noaux_tc" or bool(cfg.get("use_routing_bias"))
     return {"num_experts": e, "experts_per_token": _int(cfg, "num_experts_per_tok", source), "num_shared_experts": shared,
-            "expert_ffn_size": size, "first_dense_layers": first_dense, "expert_bias": mtype == "gpt_oss", "router_bias": router_bias}
+            "expert_ffn_size": size, "first_dense_layers": first_dense, "moe_layer_step": step, "expert_bias": mtype == "gpt_oss",
+            "router_bias": router_bias}
 
 
 def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str = "", text_only: bool = False) -> LLMProfile:

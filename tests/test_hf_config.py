@@ -91,6 +91,8 @@ def test_mixed_sliding_window_layers_and_moe_fields() -> None:
     scout = profile_from_file(CONFIGS / "meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json")
     assert scout.moe is not None and (scout.moe.num_experts, scout.moe.experts_per_token, scout.moe.num_shared_experts) == (16, 1, 1)
     assert (scout.sliding_window, scout.sliding_window_layers) == (8192, 36)
+    maverick = profile_from_file(CONFIGS / "meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json")
+    assert maverick.moe is not None and (maverick.moe.moe_layer_step, maverick.moe_layers(), maverick.ffn_size) == (2, 24, 16384)
     kimi = profile_from_file(CONFIGS / "moonshotai--Kimi-K2-Instruct_config.json")
     assert kimi.mla is not None and kimi.mla.kv_lora_rank == 512 and kimi.moe is not None and kimi.moe.first_dense_layers == 1
 
@@ -111,7 +113,8 @@ BASE = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_a
     ({"num_hidden_layers": float("inf")}, "positive whole number"),
     ({"hidden_size": "4096"}, "positive whole number"),
     ({"num_key_value_heads": 3}, "does not divide"),
-    ({"num_local_experts": 8, "num_experts_per_tok": 2, "interleave_moe_layer_step": 2}, "interleaved"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 2, "moe_layer_freq": 2}, "moe_layer_freq"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [1]}, "interleaved"),
 ])
 def test_unmodellable_configs_name_the_missing_piece(change: dict, words: str) -> None:
     with pytest.raises(UnsupportedArchitecture) as exc:

@@ -195,7 +195,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
     runs: list[RunConfig] = []
     reasons: list[str] = []
     cache: dict[tuple[str, str, int, str], InstanceArrays] = {}
-    memory = {k: float(d.memory_gb) for k, d in catalog.devices.items()}
+    memory = {k: float(d.memory_gb) for k, d in catalog.devices.items() if d.memory_gb}
     hf_ids = {m.hf_id: m.id for m in catalog.models.values()}
     for i, r in enumerate(rows):
         reason = ""

@@ -98,7 +98,7 @@ def infer_kv(row: dict[str, Any], catalog: Catalog) -> tuple[str, str]:
     assert isinstance(users, (int, float)) and isinstance(osl, (int, float)) and isinstance(isl, (int, float))
     assert isinstance(ttft, (int, float)) and isinstance(tpot, (int, float)) and isinstance(tp, (int, float))
     engine = str(row.get("engine") or "")
-    kinds = _candidates(kv, engine, dict(device.peak_tflops_dense))
+    kinds = _candidates(kv, engine, {str(k): float(v) for k, v in device.peak_tflops_dense.items()})
     ruled_out: list[str] = []
     for k in kinds:
         try:

@@ -59,6 +59,11 @@ class MoEConfig(StrictModel):
     """Intermediate size of one expert (``moe_intermediate_size``), ``f_e``."""
     first_dense_layers: int = 0
     """Leading layers that use a dense FFN of size ``ffn_size`` instead of experts."""
+    moe_layer_step: PosInt = 1
+    """Of the layers after the leading dense ones, every ``moe_layer_step``-th is MoE and the others
+    have a dense FFN of size ``ffn_size`` (Llama-4 Maverick: 2, MoE and dense layers alternate;
+    ``interleave_moe_layer_step`` in its config). Only the counts enter the model: MoE layers
+    ``L_e = (L - first_dense_layers) // moe_layer_step``."""
     expert_bias: bool = False
     """Experts carry biases on their projections (gpt-oss: ``2·f_e + d`` per expert)."""
     router_bias: bool = False
@@ -188,7 +193,11 @@ class LLMProfile(StrictModel):
         return params
 
     def _moe_layers(self) -> int:
-        return self.num_layers - self.moe.first_dense_layers if self.moe else 0
+        return (self.num_layers - self.moe.first_dense_layers) // self.moe.moe_layer_step if self.moe else 0
+
+    def moe_layers(self) -> int:
+        """MoE layers ``L_e`` (0 for dense models); the other ``L - L_e`` layers have a dense FFN."""
+        return self._moe_layers()
 
     def expert_params_per_layer(self) -> int:
         """Parameters of one routed expert (gated FFN ``3·d·f_e``, plus biases if any)."""
@@ -206,7 +215,7 @@ class LLMProfile(StrictModel):
         total = self._embedding_params() + d + self.num_layers * per_layer
         dense_ffn = (3 if self.ffn_gated else 2) * d * self.ffn_size
         if self.moe:
-            total += self.moe.first_dense_layers * dense_ffn
+            total += (self.num_layers - self._moe_layers()) * dense_ffn
             shared = self.moe.num_shared_experts * self.expert_params_per_layer()
             router = d * self.moe.num_experts + (self.moe.num_experts if self.moe.router_bias else 0)
             total += self._moe_layers() * (shared + router)
