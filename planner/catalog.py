@@ -112,6 +112,15 @@ class Catalog:
         except KeyError:
             raise InputError(Problem("", "model", f"unknown model {model_id!r}", self.choices("model"))) from None
 
+    def with_models(self, extra: dict[str, LLMProfile]) -> Catalog:
+        """This catalog with ``extra`` profiles (derived from ``config.json`` files) added; ids the
+        catalog already has are kept as they are."""
+        if not extra:
+            return self
+        from dataclasses import replace
+
+        return replace(self, models={**extra, **self.models})
+
     def shipped_configs(self) -> dict[str, Path]:
         """Hugging Face id (lower case) -> ``config.json`` in a catalog folder's ``llm/configs/``
         (files named ``<org>--<name>_config.json``, later folders win)."""
@@ -142,7 +151,9 @@ class Catalog:
             path = Path(ref).expanduser()
             if not path.is_absolute() and base_dir is not None:
                 path = base_dir / path
-            return profile_from_file(path, model_id=normalise_model(path.parent.name or path.stem)[0])
+            # the id: the file's name (<org>--<name>_config.json), or its folder's for a plain config.json
+            name = path.parent.name if path.stem == "config" else path.stem.removesuffix("_config").replace("--", "/")
+            return profile_from_file(path, model_id=normalise_model(name or path.stem)[0] or path.stem.lower())
         hit = model_ref(ref, {m.hf_id: m.id for m in self.models.values()}).model_id
         if hit is not None:
             return self.models[hit]

@@ -250,3 +250,22 @@ def test_energy_reader_names_ambiguous_and_impossible_rows(tmp_path: Path) -> No
     assert "ambiguous" in reasons[0] and "h100-pcie" in reasons[0]
     assert "gpu_count" in reasons[1] and "whole number" in reasons[1]
     assert "ambiguous" in reasons[2] and "qwen3-8b" in reasons[2]
+
+
+def test_importer_model_option_takes_a_config_path(tmp_path: Path) -> None:
+    """`--model PATH/config.json` on the importers: the derived profile predicts like the catalog one."""
+    cfg = tmp_path / "acme--Foo-8B_config.json"
+    cfg.write_bytes((CONFIGS / "Qwen--Qwen3-8B_config.json").read_bytes())
+    bench = ROOT / "tests" / "data" / "benchmarks" / "llmperf_summary.json"
+    out = []
+    for model in ("qwen3-8b", str(cfg)):
+        res = CliRunner().invoke(main, ["validate-perf", str(bench), "--device", "h100-sxm", "--tp", "1", "--engine", "vllm",
+                                        "--model", model, "--json"])
+        assert res.exit_code == 0, res.output
+        row = json.loads(res.stdout)["rows"][0]
+        out.append((row["model"], row["pred_ttft_ms"], row["pred_tpot_ms"]))
+    assert out[1][0] == "foo-8b" and out[0][1:] == out[1][1:]
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({**BASE, "model_type": "jamba"}), encoding="utf-8")
+    res = CliRunner().invoke(main, ["validate-perf", str(bench), "--device", "h100-sxm", "--tp", "1", "--engine", "vllm", "--model", str(bad)])
+    assert res.exit_code == 2 and "state-space" in res.output and res.output.count("\n") == 1, res.output

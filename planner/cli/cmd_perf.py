@@ -20,7 +20,8 @@ def _input_options(fn: Any) -> Any:
     options = [
         click.option("--from-format", "fmt_name", type=_FORMAT, default="auto", show_default=True, help=_FORMAT_HELP),
         click.option("--device", "in_device", default=None, help="Device of the runs (catalog id, e.g. h100-sxm) when the file does not say."),
-        click.option("--model", "in_model", default=None, help="Model of the runs (catalog id or checkpoint name, e.g. Qwen/Qwen3-32B-FP8)."),
+        click.option("--model", "in_model", default=None,
+                     help="Model of the runs (catalog id, checkpoint name, e.g. Qwen/Qwen3-32B-FP8, or a path to its config.json)."),
         click.option("--engine", "in_engine", default=None, help="Serving engine of the runs: vllm, sglang, trtllm or another name (default calibration)."),
         click.option("--precision", "in_precision", type=_PRECISION, default=None,
                      help="Weight precision (default: what the file or checkpoint name says, else bf16)."),
@@ -52,10 +53,16 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
         if dev is None or dev not in cat.devices:
             problems.append(Problem("", "--device", f"unknown device {values['device']!r}", f"use one of: {', '.join(sorted(cat.devices))}"))
         values["device"] = dev
+    derived = {}
     if "model" in values:
         ref = model_ref(values["model"], {m.hf_id: m.id for m in cat.models.values()})
         if ref.model_id is None:
-            problems.append(Problem("", "--model", f"unknown model {values['model']!r}", f"use a catalog id ({', '.join(sorted(cat.models))}) or its checkpoint name"))
+            try:  # a config.json path or a shipped config (planner/hf_config.py)
+                profile = cat.resolve_model(values["model"])
+                derived[profile.id] = profile
+                ref = type(ref)(profile.id, ref.weight_precision, ref.kv_precision)
+            except InputError as exc:
+                problems.extend(Problem(p.file, "--model" + (f": {p.path}" if p.path and p.file else ""), p.message, p.fix) for p in exc.problems)
         values["model"] = ref.model_id
         if ref.weight_precision and "precision" not in values:
             values["precision"] = ref.weight_precision
@@ -66,6 +73,8 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
     if problems:
         raise InputError(problems)
     result = read_benchmarks(paths, fmt_name, context_for(cat, **values))
+    result.models.update(derived)
+    cat = cat.with_models(derived)
     for line in unmapped_lines(result.all_rows, cat):
         click.echo(line, err=True)
     for load, count in sorted(result.set_aside.items()):
@@ -215,7 +224,7 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
     data_copy = out.with_name(f"{stem}.measurements.csv")
     write_measurements(imported.rows, data_copy)
     single = len(measurements) == 1 and imported.formats[measurements[0]] in ("planner", "silicon")
-    cal = fit_calibration(imported.rows, load_catalog(), name=cal_name, data_file=measurements[0] if single else data_copy)
+    cal = fit_calibration(imported.rows, load_catalog().with_models(imported.models), name=cal_name, data_file=measurements[0] if single else data_copy)
     save_calibration(cal, out)
     assert cal.fit is not None
     if as_json:
@@ -244,7 +253,7 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
     from planner.perf.validate import validate
 
     imported = _read(measurements, given.pop("fmt_name"), given)
-    catalog = load_catalog()
+    catalog = load_catalog().with_models(imported.models)
     result = validate(imported.rows, catalog, _calibration(cal_name))
     result["summary"]["inputs"] = {"formats": imported.formats, "set_aside": imported.set_aside, "precision_assumed": imported.precision_assumed}
     if lodo:
