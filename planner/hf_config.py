@@ -307,8 +307,9 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise InputError(Problem(str(p), "", "is a directory", "give the config.json file inside it")) from None
     except UnicodeDecodeError:
         raise InputError(Problem(str(p), "", "is not UTF-8 text", "give the model's config.json")) from None
-    except OSError as exc:
-        raise InputError(Problem(str(p), "", f"cannot be read ({exc.strerror})", "check the path and permissions")) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InputError(Problem(repr(str(p)) if "\0" in str(p) else str(p), "", f"cannot be read ({why})", "check the path and permissions")) from None
     try:
         data = json.loads(text)  # Infinity/NaN parse (published configs use them, e.g. Mamba time-step limits);
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:  # the fields read must be finite (_int)
