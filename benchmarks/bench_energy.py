@@ -7,9 +7,9 @@ models/measured/SOURCE_energy.md). Judge: out of sample by model on the ML.ENERG
 H100 runs (vLLM 0.11.1): for each catalog model the runs map to, fit the stack's throughput
 calibration and the H100 power curve on the other models' runs (planner.perf.power_fit) and
 predict the held-out model's runs (planner.perf.energy_check). Pooled MAPE over all held-out
-runs. Targets (issue 20): J per output token <= 20 %, output tokens/s <= 15 %. Expert-parallel
-runs are skipped (the roofline models TP only); the figure with them approximated as TP is
-printed too.
+runs. Targets (issue 20): J per output token <= 20 %, output tokens/s <= 15 % (issue 25: <= 20 %).
+Expert-parallel runs are predicted as expert-parallel replicas (planner/perf/moe.py; issue 25);
+the figure with them approximated as TP is printed too.
 Then the in-sample figures of the shipped fit (models/calibration/power.yaml) on the whole file,
 and the old flat rule (0.7 x TDP busy) on the same predicted throughput for comparison.
 """

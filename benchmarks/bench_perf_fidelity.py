@@ -45,6 +45,7 @@ from planner.perf.calibration import PUBLISHED_DEFAULT, Calibration, load_calibr
 from planner.perf.closed_loop import engine_slots
 from planner.perf.fit import ENGINE_SCHEDULERS, fit_calibration
 from planner.perf.measurements import convert_silicon
+from planner.perf.names import device_id
 from planner.perf.validate import calibration_for_rows, mape, predict_prepared, prepare_rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,8 +54,6 @@ DATA_H200 = ROOT / "models" / "measured" / "silicon_h200_dense.csv"
 CHECKPOINTS = {"nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
 """Quantised checkpoints of catalog models in the H200 file (the precision comes from its quant column)."""
 MLPERF = ROOT / "models" / "measured" / "mlperf_llama2-70b_public.csv"
-MLPERF_DEVICES = {"H100-SXM-80GB": "h100-sxm", "H200-SXM-141GB": "h200-sxm", "B200-SXM-180GB": "b200", "MI300X-192GB-750W": "mi300x",
-                  "MI325X-256GB": "mi325x"}
 MLPERF_PRECISION = {"b200": "fp4"}
 """Weight precision per device (default fp8); see the module docstring."""
 
@@ -218,7 +217,7 @@ def main() -> None:
         print(f"{'round':6s} {'accelerator':20s} {'measured':>9s} {'predicted':>9s} {'error %':>8s}")
         errs = []
         for r in recs:
-            dev_id = MLPERF_DEVICES.get(r["accelerator"])
+            dev_id = device_id(r["accelerator"], frozenset(cat.devices))  # the one name resolver (planner/perf/names.py)
             if dev_id is None or dev_id not in cat.devices:
                 print(f"{r['round']:6s} {r['accelerator']:20s} {float(r['per_accel_derived']):9.0f} {'-':>9s}  no profile")
                 continue

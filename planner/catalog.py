@@ -112,6 +112,63 @@ class Catalog:
         except KeyError:
             raise InputError(Problem("", "model", f"unknown model {model_id!r}", self.choices("model"))) from None
 
+    def with_models(self, extra: dict[str, LLMProfile]) -> Catalog:
+        """This catalog with ``extra`` profiles (derived from ``config.json`` files) added; ids the
+        catalog already has are kept as they are."""
+        if not extra:
+            return self
+        from dataclasses import replace
+
+        return replace(self, models={**extra, **self.models})
+
+    def shipped_configs(self) -> dict[str, Path]:
+        """Hugging Face id (lower case) -> ``config.json`` in a catalog folder's ``llm/configs/``
+        (files named ``<org>--<name>_config.json``, later folders win)."""
+        found: dict[str, Path] = {}
+        for folder in self.folders:
+            for path in sorted((folder / "llm" / "configs").glob("*_config.json")):
+                found[path.name.removesuffix("_config.json").replace("--", "/").lower()] = path
+        return found
+
+    def resolve_model(self, ref: str, base_dir: Path | None = None) -> LLMProfile:
+        """The profile ``ref`` names (issue 25, item 3), tried in this order:
+
+        1. a catalog id (``llama-3.1-8b``);
+        2. a path to a ``config.json`` (ends in ``.json``, relative to ``base_dir`` or absolute):
+           the profile derived from it (:mod:`planner.hf_config`);
+        3. a checkpoint name the name resolver maps to a catalog id
+           (``meta-llama/Llama-3.1-8B-Instruct``; :func:`planner.perf.names.model_ref`);
+        4. a Hugging Face id with a config shipped in ``llm/configs/``: the profile derived from it.
+
+        Unknown, ambiguous or unmodellable: one :class:`InputError` naming the reason."""
+        from planner.hf_config import profile_from_file
+        from planner.perf.names import model_ref, normalise_model
+
+        ref = ref.strip()
+        if ref in self.models:
+            return self.models[ref]
+        if ref.lower().endswith(".json"):
+            path = Path(ref).expanduser()
+            if not path.is_absolute() and base_dir is not None:
+                path = base_dir / path
+            # the id: the file's name (<org>--<name>_config.json), or its folder's for a plain config.json
+            name = path.parent.name if path.stem == "config" else path.stem.removesuffix("_config").replace("--", "/")
+            return profile_from_file(path, model_id=normalise_model(name or path.stem)[0] or path.stem.lower())
+        hit = model_ref(ref, {m.hf_id: m.id for m in self.models.values()}).model_id
+        if hit is not None:
+            return self.models[hit]
+        configs = self.shipped_configs()
+        key = ref.lower()
+        if key not in configs:
+            base = normalise_model(ref)[0]
+            matches = sorted(hf for hf in configs if normalise_model(hf)[0] == base)
+            key = matches[0] if len(matches) == 1 else key
+        if key in configs:
+            name = configs[key].name.removesuffix("_config.json").replace("--", "/")
+            return profile_from_file(configs[key], hf_id=name, model_id=normalise_model(name)[0])
+        raise InputError(Problem("", "model", f"unknown model {ref!r}",
+                                 f"{self.choices('model')}; or a Hugging Face id the catalog maps, or a path to the model's config.json"))
+
 
 def _load_dir(folder: Path, model: type[Any], collector: ProblemCollector) -> tuple[dict[str, Any], dict[str, Path]]:
     from pydantic import ValidationError

@@ -119,8 +119,12 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
             if not isinstance(svc, dict):
                 continue
             model = svc.get("model")
-            if isinstance(model, str) and model not in catalog.models:
-                problems.add(f"services.{name}.model", f"unknown model {model!r}", catalog.choices("model"))
+            if isinstance(model, str):
+                try:
+                    catalog.resolve_model(model, path.parent)
+                except InputError as exc:
+                    for p in exc.problems:
+                        problems.add(f"services.{name}.model", p.message if not p.file else f"{p.file}: {p.path + ': ' if p.path else ''}{p.message}", p.fix)
             traffic = svc.get("traffic")
             if isinstance(traffic, dict):
                 for key in ("trace", "profile"):
@@ -168,10 +172,13 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
     models: dict[str, LLMProfile] = {}
     for name, svc in instance.services.items():
         where = f"services.{name}"
-        model = catalog.models.get(svc.model)
-        if model is None:
-            problems.add(f"{where}.model", f"unknown model {svc.model!r}", catalog.choices("model"))
-        else:
+        model: LLMProfile | None = None
+        try:
+            model = catalog.resolve_model(svc.model, path.parent)
+        except InputError as exc:
+            for p in exc.problems:
+                problems.add(f"{where}.model", p.message if not p.file else f"{p.file}: {p.path + ': ' if p.path else ''}{p.message}", p.fix)
+        if model is not None:
             models[svc.model] = model
             if svc.weight_precision not in model.supported_weight_precisions:
                 problems.add(f"{where}.weight_precision", f"{svc.model} is not published at {svc.weight_precision}", f"use one of: {', '.join(model.supported_weight_precisions)}")

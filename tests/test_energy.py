@@ -114,6 +114,25 @@ def _hand_step_s(catalog) -> float:  # noqa: ANN001
     return (w_s + kv) / 3350e9
 
 
+def _hand_ep_tok_per_s(catalog) -> float:  # noqa: ANN001
+    """The fixture's expert-parallel row by the formula of energy_runs._predict_ep: cap 1 on one
+    TP-2/EP-2 replica, ISL 1 (one 1-token prompt chunk), OSL 1000: I = 999 + 1 iterations, each
+    carrying 0.999 decode sequences and 0.001 prompt tokens; tokens/s = 1 x 1000 / (I t)."""
+    from planner.perf.calibration import PUBLISHED_DEFAULT
+    from planner.perf.energy_runs import VLLM_EP
+    from planner.perf.moe import Parallelism, ep_iteration_time, ep_replica
+    from planner.perf.points import efficiency_of
+    from planner.perf.power_fit import stack_calibration
+
+    cal = load_power_calibration(POWER)
+    assert cal is not None
+    eng = stack_calibration(cal)
+    rep = ep_replica(catalog.models["qwen3-30b-a3b"], catalog.devices["h100-sxm"], Parallelism(tp=2, ep=2, dp=1), "bf16", "bf16", VLLM_EP)
+    e = efficiency_of(eng.for_engine("vllm-0.11.1")[0] if eng else PUBLISHED_DEFAULT)
+    t = float(ep_iteration_time(rep, e, decode_batch=0.999, decode_context=1.0 + 500.0, prefill_tokens=0.001, prefill_cached=(1.0 - 0.001) / 2.0).total_s)
+    return 1000.0 / (1000.0 * t)
+
+
 def test_validate_energy_fixture_matches_hand_computation(catalog) -> None:  # noqa: ANN001
     cal = load_power_calibration(POWER)
     assert cal is not None
@@ -128,10 +147,12 @@ def test_validate_energy_fixture_matches_hand_computation(catalog) -> None:  # n
     assert r0["pred_j_per_output_token"] == pytest.approx(560.0 * t, rel=2e-3)
     assert not rows[1]["predicted"] and "not in the catalog" in rows[1]["reason"]
     assert not rows[2]["predicted"] and "steady-state" in rows[2]["reason"]
-    assert not rows[3]["predicted"] and rows[3]["reason"] == EP_REASON
+    # issue 25: the expert-parallel row is one EP replica of planner.perf.moe (attention TP 2, experts EP 2)
+    assert rows[3]["predicted"] and rows[3]["reason"] != EP_REASON
+    assert rows[3]["pred_output_tokens_per_s"] == pytest.approx(_hand_ep_tok_per_s(catalog), rel=1e-9)
     s = res["summary"]
-    assert (s["rows"], s["predicted"], s["skipped"]) == (4, 1, 3)
-    pooled = s["pooled"]
+    assert (s["rows"], s["predicted"], s["skipped"]) == (4, 2, 2)
+    pooled = next(g for g in s["by_gpu_family"] if g["model_family"] == "llama-3.1-8b")
     assert pooled["mape_power_pct"] == pytest.approx(20.0)  # |560 / 700 - 1|
     assert pooled["mape_output_tokens_per_s_pct"] == pytest.approx(100 * abs(1.0 / t / 200.0 - 1.0), rel=5e-3)
     assert pooled["mape_j_per_output_token_pct"] == pytest.approx(100 * abs(560.0 * t / 3.5 - 1.0), rel=5e-3)

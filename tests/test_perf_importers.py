@@ -12,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from planner.catalog import load_catalog
 from planner.cli import main
 from planner.perf.importers import detect_format
 from planner.perf.names import device_id, model_ref
@@ -88,12 +89,13 @@ def test_convert_maps_systems_and_quantised_checkpoints_and_names_the_rest(tmp_p
     rows = {r["id"]: r for r in _csv_rows(out)}
     assert (rows["r1"]["device"], rows["r1"]["model"], rows["r1"]["precision"]) == ("b200", "qwen3-32b", "fp4")
     assert (rows["r2"]["device"], rows["r2"]["model"], rows["r2"]["precision"], rows["r2"]["kv_precision"]) == ("h200-sxm", "llama-3.1-8b", "fp8", "bf16")
-    assert rows["r1"]["kv_precision"] == "bf16" and rows["r4"]["device"] == "gb200"
+    # issue 25: TensorRT-LLM runs ModelOpt NVFP4 checkpoints with their FP8 KV cache (published default)
+    assert (rows["r1"]["kv_precision"], rows["r1"]["kv_precision_source"]) == ("fp8", "default") and rows["r4"]["device"] == "gb200"
     # unmapped rows are kept under their own names, counted and named (PLANNER_MODELS_DIR adds the fixture
-    # profiles to the shipped catalog, so gb200 maps)
-    assert (rows["r3"]["device"], rows["r3"]["model"]) == ("h20_sxm", "deepseek-ai/DeepSeek-R1")
+    # profiles to the shipped catalog, so gb200 maps); DeepSeek-R1 is DeepSeek-V3's architecture (issue 25)
+    assert (rows["r3"]["device"], rows["r3"]["model"]) == ("h20_sxm", "deepseek-v3")
     assert "warning: 2 of 5 rows do not map to the catalog" in err and "precision 'int4_wo' (1 row)" in err
-    assert "device 'h20_sxm' (1 row)" in err and "model 'deepseek-ai/DeepSeek-R1' (1 row)" in err and "gb200" not in err
+    assert "device 'h20_sxm' (1 row)" in err and "DeepSeek-R1" not in err and "gb200" not in err
 
 
 def test_shipped_rows_and_the_h200_quantised_checkpoint_map() -> None:
@@ -116,7 +118,7 @@ def test_shipped_rows_and_the_h200_quantised_checkpoint_map() -> None:
 def _silicon_row(row_id: str) -> dict:
     from planner.perf.measurements import convert_silicon
 
-    rows = [r for r in convert_silicon(SILICON, {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-32B": "qwen3-32b"}) if r["id"] == row_id]
+    rows = [r for r in convert_silicon(SILICON, {m.hf_id: m.id for m in load_catalog().models.values()}) if r["id"] == row_id]
     assert len(rows) == 1
     return rows[0]
 

@@ -76,7 +76,7 @@ def fit_and_write_power(measurements: str, out: Path, as_json: bool) -> None:
 @click.option("--power", "power_path", type=click.Path(dir_okay=False), default=None,
               help="Power calibration file (default models/calibration/power.yaml).")
 @click.option("--expert-parallel-as-tp", is_flag=True,
-              help="Also predict expert-parallel runs, approximated as TP over all GPUs (skipped by default).")
+              help="Predict expert-parallel runs as TP over all GPUs (default: as expert-parallel replicas, planner/perf/moe.py).")
 @click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "summary": {...}}, one row per input row.')
 def validate_energy(measurements: str, power_path: str | None, expert_parallel_as_tp: bool, as_json: bool) -> None:
     """Predict each run's output tokens/s, power and J per output token from its configuration

@@ -20,7 +20,8 @@ def _input_options(fn: Any) -> Any:
     options = [
         click.option("--from-format", "fmt_name", type=_FORMAT, default="auto", show_default=True, help=_FORMAT_HELP),
         click.option("--device", "in_device", default=None, help="Device of the runs (catalog id, e.g. h100-sxm) when the file does not say."),
-        click.option("--model", "in_model", default=None, help="Model of the runs (catalog id or checkpoint name, e.g. Qwen/Qwen3-32B-FP8)."),
+        click.option("--model", "in_model", default=None,
+                     help="Model of the runs (catalog id, checkpoint name, e.g. Qwen/Qwen3-32B-FP8, or a path to its config.json)."),
         click.option("--engine", "in_engine", default=None, help="Serving engine of the runs: vllm, sglang, trtllm or another name (default calibration)."),
         click.option("--precision", "in_precision", type=_PRECISION, default=None,
                      help="Weight precision (default: what the file or checkpoint name says, else bf16)."),
@@ -52,10 +53,16 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
         if dev is None or dev not in cat.devices:
             problems.append(Problem("", "--device", f"unknown device {values['device']!r}", f"use one of: {', '.join(sorted(cat.devices))}"))
         values["device"] = dev
+    derived = {}
     if "model" in values:
         ref = model_ref(values["model"], {m.hf_id: m.id for m in cat.models.values()})
         if ref.model_id is None:
-            problems.append(Problem("", "--model", f"unknown model {values['model']!r}", f"use a catalog id ({', '.join(sorted(cat.models))}) or its checkpoint name"))
+            try:  # a config.json path or a shipped config (planner/hf_config.py)
+                profile = cat.resolve_model(values["model"])
+                derived[profile.id] = profile
+                ref = type(ref)(profile.id, ref.weight_precision, ref.kv_precision)
+            except InputError as exc:
+                problems.extend(Problem(p.file, "--model" + (f": {p.path}" if p.path and p.file else ""), p.message, p.fix) for p in exc.problems)
         values["model"] = ref.model_id
         if ref.weight_precision and "precision" not in values:
             values["precision"] = ref.weight_precision
@@ -66,6 +73,8 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
     if problems:
         raise InputError(problems)
     result = read_benchmarks(paths, fmt_name, context_for(cat, **values))
+    result.models.update(derived)
+    cat = cat.with_models(derived)
     for line in unmapped_lines(result.all_rows, cat):
         click.echo(line, err=True)
     for load, count in sorted(result.set_aside.items()):
@@ -90,8 +99,9 @@ def _calibration(name: str | None) -> Any:
 
 
 @click.command("estimate")
-@click.option("--model", "model_id", required=True, help="Model id (planner catalog models).")
-@click.option("--device", "device_id", required=True, help="Device id (planner catalog devices).")
+@click.option("--model", "model_id", required=True,
+              help="Model: a catalog id (planner catalog models), a Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) or a path to its config.json.")
+@click.option("--device", "device_id", required=True, help="Device id (planner catalog devices) or a GPU name (NVIDIA H100-SXM-80GB).")
 @click.option("--tp", type=click.IntRange(min=1), default=None,
               help="Tensor-parallel degree of one replica (required without --ep); with --ep, the attention TP inside each DP rank (default ep/dp).")
 @click.option("--ep", type=click.IntRange(min=2), default=None,
@@ -115,12 +125,15 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
     from planner.catalog import load_catalog
     from planner.errors import InputError
     from planner.perf.estimate import estimate_closed_loop, estimate_expert_parallel
+    from planner.perf.names import resolve_device
 
     cat = load_catalog()
+    model = cat.resolve_model(model_id)
+    device_id = resolve_device(device_id, frozenset(cat.devices))
     if ep is not None:
         if ttft_ms is not None or tpot_ms is not None:
             raise InputError("--ttft-ms / --tpot-ms are not checked with --ep: read tpot_ms and ttft_ms from the output")
-        res = estimate_expert_parallel(cat.model(model_id), cat.device(device_id), ep=ep, dp=dp or (ep // tp if tp else ep), tp=tp,
+        res = estimate_expert_parallel(model, cat.device(device_id), ep=ep, dp=dp or (ep // tp if tp else ep), tp=tp,
                                        precision=precision, kv_precision=kv_precision, isl=isl, osl=osl, concurrency=concurrency,
                                        engine=engine, calibration=_calibration(cal_name))
         if as_json:
@@ -141,7 +154,7 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
         return
     if tp is None:
         raise InputError("give --tp (or --ep with --dp for an expert-parallel replica)")
-    result = estimate_closed_loop(cat.model(model_id), cat.device(device_id), tp, precision=precision, kv_precision=kv_precision,
+    result = estimate_closed_loop(model, cat.device(device_id), tp, precision=precision, kv_precision=kv_precision,
                                   isl=isl, osl=osl, concurrency=concurrency, engine=engine, calibration=_calibration(cal_name),
                                   ttft_target_ms=ttft_ms, tpot_target_ms=tpot_ms)
     if as_json:
@@ -211,7 +224,7 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
     data_copy = out.with_name(f"{stem}.measurements.csv")
     write_measurements(imported.rows, data_copy)
     single = len(measurements) == 1 and imported.formats[measurements[0]] in ("planner", "silicon")
-    cal = fit_calibration(imported.rows, load_catalog(), name=cal_name, data_file=measurements[0] if single else data_copy)
+    cal = fit_calibration(imported.rows, load_catalog().with_models(imported.models), name=cal_name, data_file=measurements[0] if single else data_copy)
     save_calibration(cal, out)
     assert cal.fit is not None
     if as_json:
@@ -240,7 +253,7 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
     from planner.perf.validate import validate
 
     imported = _read(measurements, given.pop("fmt_name"), given)
-    catalog = load_catalog()
+    catalog = load_catalog().with_models(imported.models)
     result = validate(imported.rows, catalog, _calibration(cal_name))
     result["summary"]["inputs"] = {"formats": imported.formats, "set_aside": imported.set_aside, "precision_assumed": imported.precision_assumed}
     if lodo:
@@ -255,6 +268,14 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
     click.echo(table(["device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in s["per_group"]]))
     click.echo(f"overall: MAPE TTFT {fmt(s['mape_ttft_pct'])} %, TPOT {fmt(s['mape_tpot_pct'])} %")
+    src = s["kv_precision_sources"]
+    click.echo(f"KV precision: {src['stated']} rows stated, {src['checkpoint']} from the checkpoint name, {src['default']} the published "
+               f"default, {src['inferred']} inferred (not in the file; the measured concurrency and TTFT need it; planner/perf/kv_infer.py)")
+    inferred = [r for r in result["rows"] if r.get("kv_precision_source") == "inferred"]
+    if inferred:
+        click.echo(table(["inferred-KV row", "engine", "precision", "kv_precision", "concurrency", "TTFT_error_%"],
+                         [[r.get("id") or "", r.get("engine"), r.get("precision"), r.get("kv_precision"), r.get("concurrency"), r.get("ttft_error_pct")]
+                          for r in inferred[:50]], align_right=False))
     if lodo:
         out = s["leave_one_device_out"]
         if not out:

@@ -65,8 +65,11 @@ def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalib
 def _reason_class(reason: str) -> str:
     """Reasons without the row's own name, so that they count up (``model 'x' is not in the
     catalog`` -> ``model not in the catalog``)."""
+    if reason.startswith("model ") and ("cannot model" in reason or "not modelled" in reason):
+        return f"model architecture not modelled ({reason.rsplit(': ', 1)[-1]})"
     for head, text in (("model ", "model not in the catalog"), ("GPU ", "GPU has no catalog device"),
-                       ("task ", "input length not recorded (multimodal task)"), ("record_type ", "not a steady-state serving run"),
+                       ("task ", "multimodal task: image/video prompt tokens not recorded"), ("record_type ", "not a steady-state serving run"),
+                       ("expert-parallel run ", "expert-parallel replica not possible"),
                        ("expert-parallel", "expert-parallel run: the roofline models tensor parallelism only")):
         if reason.startswith(head):
             return text

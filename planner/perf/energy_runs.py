@@ -22,30 +22,39 @@ load ``L`` of :mod:`planner.perf.power`; ``J per output token = P(L) x gpu_count
 
 Configuration mapping (stated, not fitted):
 
-- **Model**: the Hugging Face id maps to a catalog model of the same architecture
-  (:data:`MODEL_MAP`: e.g. ``Qwen3-30B-A3B-Instruct-2507`` and ``Qwen3-Coder-30B-A3B-Instruct``
-  share ``qwen3-30b-a3b``'s layer and expert shapes; ``Llama-3.3-70B`` is ``llama-3.1-70b``'s).
-  Models the catalog lacks (gemma-3, Llama-4, Nemotron-H hybrids, Qwen3-14B, vision-language
-  models) are skipped with that reason.
+- **Model** and **GPU**: through the project's one name resolver, :mod:`planner.perf.names`
+  (:func:`~planner.perf.names.model_ref`: ``Qwen3-30B-A3B-Instruct-2507`` -> ``qwen3-30b-a3b``,
+  ``Qwen3-Coder-30B-A3B-Instruct`` and ``Llama-3.3-70B`` -> the catalog profile of the identical
+  architecture; :func:`~planner.perf.names.device_variant`: ``H100-SXM5-80GB`` -> ``h100-sxm``,
+  ``B200``, ``H200-SXM-141GB``, and ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` with ``memory_gb = 40``,
+  the same chip and TDP). A model the catalog lacks is skipped with that reason; a
+  vision-language checkpoint (its prompt's image/video tokens are not recorded) never maps.
 - **Precision**: ``bfloat16`` -> bf16, ``fp8`` -> fp8, ``mxfp4`` -> fp4; KV cache bf16 (vLLM's
   default ``kv_cache_dtype=auto`` keeps the activation dtype).
-- **Parallelism**: the instance spans all ``gpu_count`` GPUs with ``tp = gpu_count``. The
-  expert-parallel MoE runs (``tensor_parallel = 1``, ``expert_parallel = gpu_count``: 68 of the
-  v3.0 H100 runs the catalog covers) are skipped by default: the planner's roofline has no
-  expert-parallel model (attention data-parallel, all-to-all dispatch), and approximating them as
-  TP over-predicts their throughput by 1.2-2x for the fp8 Qwen3-235B runs (out of sample J/token
-  21.7 % and tokens/s 19.6 % with them, against 12.7 % and 11.1 % without; ``planner/perf/README.md``).
-  ``expert_parallel_as_tp=True`` includes them with that approximation.
+- **Parallelism**: a TP run spans all ``gpu_count`` GPUs with ``tp = gpu_count``. An
+  expert-parallel MoE run (``expert_parallel = gpu_count``) is one replica of
+  :mod:`planner.perf.moe` with the experts spread over all ``G = gpu_count`` GPUs and attention
+  tensor-parallel over the same GPUs, ``Parallelism(tp = G, ep = G, dp = 1)``: vLLM's
+  ``--tensor-parallel-size G --enable-expert-parallel``. The files record ``tensor_parallel = 1,
+  data_parallel = 1`` for these runs, but attention data-parallel over the GPUs cannot be what
+  ran: each GPU would hold all of bf16 Qwen3-235B's attention weights plus an eighth of its
+  experts (about 73 GB of 80) and no KV for the measured 256 sequences. vLLM's defaults replace
+  the large-deployment ones (:data:`VLLM_EP`: no redundant EPLB expert slots, no two-batch
+  overlap; imbalance and all-to-all efficiencies stay the published defaults of
+  :class:`~planner.perf.calibration.MoECalibration`). The running batch is the cap, or what the
+  KV memory holds at ``ISL + OSL`` tokens; the mean iteration is
+  :func:`planner.perf.moe.ep_iteration_time` with prompt tokens as for TP
+  (:func:`_predict_ep`). ``expert_parallel_as_tp=True`` predicts them as TP over all GPUs
+  instead (the roofline without the expert-parallel terms: no all-to-all, experts split by TP).
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
   :data:`TASK_INPUT_TOKENS` (chat template and system prompt included). The multimodal tasks
   (image/video tokens unknown) are skipped.
-- **GPU**: ``H100-SXM5-80GB`` -> ``h100-sxm``; ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` with
-  ``memory_gb = 40`` (same chip and TDP, 40 GB part).
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +63,16 @@ import numpy as np
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.perf.calibration import Calibration, EngineCalibration
+from planner.perf.calibration import Calibration, EngineCalibration, MoECalibration
 from planner.perf.closed_loop import EngineArrays, predict_agg
+from planner.perf.moe import (
+    EPReplica,
+    Parallelism,
+    ep_iteration_time,
+    ep_replica,
+    kv_capacity_per_rank_bytes,
+)
+from planner.perf.names import AmbiguousName, device_variant, model_ref
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
 
@@ -65,36 +82,6 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
     "energy_j_per_output_token", "avg_power_w_per_gpu",
 )
 """Columns a measurement file must carry (the ML.ENERGY export's names)."""
-
-MODEL_MAP: dict[str, str] = {
-    "Qwen/Qwen3-8B": "qwen3-8b",
-    "Qwen/Qwen3-32B": "qwen3-32b",
-    "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
-    "Qwen/Qwen3-30B-A3B-Thinking-2507": "qwen3-30b-a3b",
-    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
-    "Qwen/Qwen3-235B-A22B-Instruct-2507": "qwen3-235b-a22b",
-    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "qwen3-235b-a22b",
-    "Qwen/Qwen3-235B-A22B-Thinking-2507": "qwen3-235b-a22b",
-    "Qwen/Qwen3-235B-A22B-Thinking-2507-FP8": "qwen3-235b-a22b",
-    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.1-70b",
-    "meta-llama/Llama-3.1-405B-Instruct-FP8": "llama-3.1-405b",
-    "meta-llama/Meta-Llama-3.1-405B-Instruct": "llama-3.1-405b",
-    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
-    "openai/gpt-oss-20b": "gpt-oss-20b",
-    "openai/gpt-oss-120b": "gpt-oss-120b",
-}
-"""Hugging Face id -> catalog model of the same architecture (fine-tunes, instruct/thinking
-variants and fp8 re-quantisations share the shapes; the catalog id names the base)."""
-
-GPU_MAP: dict[str, tuple[str, float | None]] = {
-    "H100-SXM5-80GB": ("h100-sxm", None),
-    "A100-SXM4-40GB": ("a100-sxm-80gb", 40.0),
-}
-"""Measured GPU name -> (catalog device, memory override in GB or None)."""
 
 PRECISION_MAP: dict[str, str] = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8", "mxfp4": "fp4", "fp4": "fp4",
                                  "model default (not stated)": "bf16"}
@@ -113,8 +100,33 @@ multiple-choice question with four options (~200-300 tokens) and the template; S
 code context before and after the cursor (~2k tokens assumed). The chat and GPQA runs are decode
 dominated (OSL 350-9,500), so their prediction barely moves with this; the FIM runs (OSL ~250) do."""
 
+MULTIMODAL_TASKS: frozenset[str] = frozenset({"image-chat", "video-chat", "mllm-chat"})
+"""Tasks whose prompts carry images or video (token counts not in the files)."""
+
+
+def _unknown_model_reason(name: str, catalog: Catalog) -> str:
+    """Why a model the name resolver does not map cannot be predicted: the piece of its
+    architecture the planner cannot model when a shipped config says so
+    (:meth:`planner.catalog.Catalog.resolve_model`), else that it has no profile."""
+    from planner.hf_config import UnsupportedArchitecture
+
+    try:
+        catalog.resolve_model(name)
+    except UnsupportedArchitecture as exc:
+        return f"model {name!r}: {exc.problems[0].path}: {exc.problems[0].message}"
+    except InputError:
+        pass
+    else:
+        return f"model {name!r}: derived from its shipped config only; add a catalog profile to predict it"
+    return f"model {name!r} is not in the catalog (no profile and no shipped config.json; add one: models/llm/README.md)"
+
+
 EP_REASON = "expert-parallel run (attention data-parallel, experts over the GPUs): the roofline models tensor parallelism only"
-"""Why expert-parallel runs are skipped by default."""
+"""Why an expert-parallel run was skipped before issue 25 (kept for callers that name it)."""
+
+VLLM_EP = MoECalibration(redundant_experts=0, tbo_overlap=0.0,
+                         source="vLLM 0.11 defaults: EPLB off (no redundant expert slots), dual-batch overlap off")
+"""Expert-parallel parameters of a single-node vLLM server (module docstring)."""
 
 ENGINE_MAP: dict[str, str] = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "tensorrt-llm": "trtllm"}
 
@@ -169,29 +181,47 @@ class RunConfig:
     meas_tok_per_s: float
     meas_j_per_tok: float
     meas_power_w_per_gpu: float
+    replica: EPReplica | None = None
+    """The expert-parallel replica of an EP run (``None``: a TP instance, ``tp = gpu_count``)."""
+    kv_bytes_per_sequence: float = 0.0
+    """KV bytes of one sequence at ``ISL + OSL`` (bf16; EP runs: sizes the per-rank batch)."""
 
 
 def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_parallel_as_tp: bool = False,
                  ) -> tuple[list[RunConfig], list[str], dict[tuple[str, str, int, str], InstanceArrays]]:
     """Each row's configuration, or the reason it cannot be predicted (``''`` when it can).
-    Expert-parallel runs (``expert_parallel > 1`` with ``tensor_parallel < gpu_count``) are
-    skipped unless ``expert_parallel_as_tp`` (module docstring: the roofline models TP only)."""
+    Expert-parallel runs (``expert_parallel > 1`` with ``tensor_parallel < gpu_count``) are EP
+    replicas of :mod:`planner.perf.moe`, or TP over all GPUs with ``expert_parallel_as_tp``."""
     runs: list[RunConfig] = []
     reasons: list[str] = []
     cache: dict[tuple[str, str, int, str], InstanceArrays] = {}
+    memory = {k: float(d.memory_gb) for k, d in catalog.devices.items() if d.memory_gb}
+    hf_ids = {m.hf_id: m.id for m in catalog.models.values()}
     for i, r in enumerate(rows):
         reason = ""
-        if r.get("record_type") != "serving_steady_state":
+        dev_id: str | None = None
+        mem: float | None = None
+        model_id: str | None = None
+        try:
+            dev_id, mem = device_variant(str(r.get("gpu") or ""), memory)
+            model_id = model_ref(str(r.get("model") or ""), hf_ids).model_id
+        except AmbiguousName as exc:
+            reason = exc.problems[0].message
+        if reason:
+            pass
+        elif r.get("record_type") != "serving_steady_state":
             reason = f"record_type {r.get('record_type')!r} is not a steady-state serving run"
-        elif r.get("gpu") not in GPU_MAP:
-            reason = f"GPU {r.get('gpu')!r} has no catalog device mapped"
-        elif r.get("model") not in MODEL_MAP:
-            reason = f"model {r.get('model')!r} is not in the catalog"
+        elif dev_id is None or dev_id not in catalog.devices:
+            reason = f"GPU {r.get('gpu')!r} has no catalog device"
+        elif str(r.get("task")) in MULTIMODAL_TASKS and _num(r.get("input_tokens")) is None:
+            reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded "
+                      "(and vision encoders are not modelled)")
+        elif model_id is None:
+            reason = _unknown_model_reason(str(r.get("model") or ""), catalog)
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
-        elif not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
-                and (_num(r.get("tensor_parallel")) or 1) < (_num(r.get("gpu_count")) or 1):
-            reason = EP_REASON
+        is_ep = not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
+            and (_num(r.get("tensor_parallel")) or 1) < (_num(r.get("gpu_count")) or 1)
         isl = _num(r.get("input_tokens")) or TASK_INPUT_TOKENS.get(str(r.get("task")))
         osl = _num(r.get("output_tokens"))
         cap = _num(r.get("batch_cap_max_num_seqs"))
@@ -202,8 +232,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         if not reason and (not osl or not cap or not count or any(m is None or m <= 0 for m in meas)):
             reason = "missing output_tokens, batch cap, gpu_count or a measured figure"
         if not reason:
-            dev_id, mem = GPU_MAP[str(r["gpu"])]
-            model_id = MODEL_MAP[str(r["model"])]
+            assert dev_id is not None and model_id is not None
             prec = PRECISION_MAP[str(r["precision"])]
             model = catalog.models.get(model_id)
             device = catalog.devices.get(dev_id)
@@ -211,7 +240,25 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                 reason = f"catalog lacks {model_id if model is None else dev_id}"
             elif prec not in model.supported_weight_precisions:
                 prec = model.native_weight_precision
-            if not reason:
+            if not reason and is_ep:
+                assert model is not None and device is not None and count is not None
+                dev = device if mem is None else device.model_copy(update={"memory_gb": mem})
+                replica: EPReplica | None = None
+                if not math.isfinite(count) or not 1 < count <= 4096 or count != int(count):
+                    reason = f"expert-parallel run: gpu_count {count:g} is not a whole number of GPUs from 2 to 4096"
+                else:
+                    par = Parallelism(tp=int(count), ep=int(count), dp=1)
+                    try:
+                        replica = ep_replica(model, dev, par, prec, "bf16", VLLM_EP)
+                    except ValueError as exc:
+                        reason = f"expert-parallel run {par.label()}: {exc}"
+                if not reason:
+                    assert isl is not None and osl is not None and cap is not None
+                    runs.append(RunConfig(i, dev_id if mem is None else f"{dev_id}@{mem:g}", model_id, int(count), int(count), prec, cap,
+                                          float(isl), float(osl), stack_of(r), float(meas[0] or 0), float(meas[1] or 0),
+                                          float(meas[2] or 0), replica=replica,
+                                          kv_bytes_per_sequence=model.kv_bytes_for_context(float(isl) + float(osl), "bf16")))
+            elif not reason:
                 assert model is not None and device is not None and count is not None
                 tp = int(count)
                 key = (model_id, dev_id if mem is None else f"{dev_id}@{mem:g}", tp, prec)
@@ -251,9 +298,9 @@ def _engines(runs: list[RunConfig], calibration: Calibration | None) -> EngineAr
     return engine_arrays(cals)
 
 
-def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
-                 calibration: Calibration | None) -> RunPrediction:
-    """Steady-state throughput and the mean iteration's roofline times per run (module docstring)."""
+def _predict_tp(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
+                calibration: Calibration | None) -> RunPrediction:
+    """TP runs: the closed loop of :func:`predict_agg` and its mean iteration (module docstring)."""
     if not runs:
         z = np.zeros(0)
         return RunPrediction(z, z, z, z, z, z.astype(bool), z)
@@ -275,3 +322,58 @@ def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], I
     tok = d * osl / np.maximum(res.cycle_s, 1e-12)
     return RunPrediction(tok, np.asarray(step.compute_s), np.asarray(step.memory_s), np.asarray(step.total_s), d_avg + p_avg,
                          np.asarray(res.feasible, dtype=bool) & (d >= 1), d)
+
+
+def _predict_ep(run: RunConfig, catalog_model_kv: float, calibration: Calibration | None) -> tuple[float, float, float, float, float, bool, float]:
+    """One expert-parallel run: (tokens/s, compute_s, memory_s, total_s, rows per GPU, feasible,
+    running sequences). Each of the ``dp`` ranks (1 here, module docstring) runs ``D_r = min(cap / dp, KV-limited)``
+    sequences; its mean iteration carries ``d = D_r (OSL - 1) / I`` decode sequences and
+    ``p = D_r ISL / I`` prompt tokens, ``I = OSL - 1 + ceil(ISL / q)`` iterations per cycle
+    (``q`` = the engine's token budget less the decode batch, at least 256, as for TP); the cycle
+    is ``I`` such iterations and ``tokens/s = dp D_r OSL / (I t)``."""
+    from planner.perf.points import efficiency_of
+
+    rep = run.replica
+    assert rep is not None
+    from planner.perf.calibration import PUBLISHED_DEFAULT
+
+    cal = calibration.for_engine(run.engine)[0] if calibration else PUBLISHED_DEFAULT
+    dp = rep.par.dp
+    per_seq = catalog_model_kv
+    kv_cap = kv_capacity_per_rank_bytes(rep)
+    fit = math.floor(kv_cap / per_seq) if per_seq > 0 and kv_cap > 0 else 0
+    d_rank = min(run.cap / dp, float(fit))
+    if d_rank < 1.0:
+        return 0.0, 0.0, 0.0, 0.0, 0.0, False, d_rank * dp
+    steps = max(run.osl - 1.0, 1.0)
+    q = max(float(cal.prefill_token_budget) - d_rank, 256.0)
+    iters = steps + math.ceil(run.isl / q)
+    p_avg = d_rank * run.isl / iters
+    d_avg = d_rank * steps / iters
+    st = ep_iteration_time(rep, efficiency_of(cal), decode_batch=d_avg, decode_context=run.isl + run.osl / 2.0, prefill_tokens=p_avg,
+                           prefill_cached=(run.isl - p_avg) / 2.0)
+    total = float(st.total_s)
+    tok = dp * d_rank * run.osl / max(iters * total, 1e-12)
+    return tok, float(st.compute_s), float(st.memory_s), total, d_avg + p_avg, True, d_rank * dp
+
+
+def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
+                 calibration: Calibration | None) -> RunPrediction:
+    """Steady-state throughput and the mean iteration's roofline times per run (module docstring):
+    TP runs through :func:`predict_agg`, expert-parallel runs through :func:`_predict_ep`."""
+    n = len(runs)
+    tp_idx = [k for k, r in enumerate(runs) if r.replica is None]
+    ep_idx = [k for k, r in enumerate(runs) if r.replica is not None]
+    tp = _predict_tp([runs[k] for k in tp_idx], insts, calibration)
+    out = {f: np.zeros(n) for f in ("tok_per_s", "compute_s", "memory_s", "total_s", "rows", "running")}
+    feasible = np.zeros(n, dtype=bool)
+    for j, k in enumerate(tp_idx):
+        for f in out:
+            out[f][k] = getattr(tp, f)[j]
+        feasible[k] = tp.feasible[j]
+    for k in ep_idx:
+        r = runs[k]
+        tok, c, m, t, rows, ok, running = _predict_ep(r, r.kv_bytes_per_sequence, calibration)
+        out["tok_per_s"][k], out["compute_s"][k], out["memory_s"][k], out["total_s"][k] = tok, c, m, t
+        out["rows"][k], out["running"][k], feasible[k] = rows, running, ok
+    return RunPrediction(out["tok_per_s"], out["compute_s"], out["memory_s"], out["total_s"], out["rows"], feasible, out["running"])

@@ -13,7 +13,10 @@ Format — one row per closed-loop benchmark run (fixed concurrency, fixed lengt
     isl, osl        int     yes       input / output tokens per request (fixed)
     ttft_ms         float   yes**     measured mean time to first token (includes closed-loop queueing)
     tpot_ms         float   yes**     measured mean time per output token after the first
-    kv_precision    str     no        KV-cache precision (default: bf16)
+    kv_precision    str     no        KV-cache precision (empty: the checkpoint's published default on
+                                      the engine, planner.perf.kv_infer.published_default_kv)
+    kv_precision_source str no        stated | checkpoint | default | inferred (planner.perf.kv_infer;
+                                      empty: stated when kv_precision is given, else default)
     mode            str     no        agg (default, one pool) | disagg (separate prefill/decode workers)
     prefill_tp, prefill_workers       disagg: TP degree and number of prefill workers
     decode_tp, decode_workers         disagg: TP degree and number of decode workers
@@ -42,15 +45,18 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError, Problem
+from planner.perf.kv_infer import KV_SOURCES, published_default_kv
 from planner.perf.names import device_id, model_ref
 
 REQUIRED = ("device", "model", "engine", "precision", "isl", "osl")
 OPTIONAL = (
     "id", "tp", "concurrency", "ttft_ms", "tpot_ms", "kv_precision", "mode", "prefill_tp",
     "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "load", "request_rate_per_s", "harness",
+    "kv_precision_source",
 )
 COLUMNS = ("id", "device", "model", "engine", "precision", "kv_precision", "mode", "load", "tp", "concurrency", "request_rate_per_s",
-           "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms", "harness")
+           "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch", "ttft_ms", "tpot_ms", "harness",
+           "kv_precision_source")
 _INT_FIELDS = ("tp", "concurrency", "isl", "osl", "prefill_tp", "prefill_workers", "decode_tp", "decode_workers", "decode_batch")
 _FLOAT_FIELDS = ("ttft_ms", "tpot_ms", "request_rate_per_s")
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")
@@ -104,7 +110,14 @@ def read_measurements(path: str | Path) -> list[dict[str, Any]]:
                     value = int(value)
                 row[f] = value
             row.setdefault("id", "")
-            row["kv_precision"] = row.get("kv_precision") or "bf16"
+            given_source = row.get("kv_precision_source") or ""
+            if given_source and given_source not in KV_SOURCES:
+                problems.append(Problem(str(p), f"line {i}: kv_precision_source", f"unknown source {given_source!r}", f"use one of {', '.join(KV_SOURCES)}"))
+            if row.get("kv_precision"):
+                row["kv_precision_source"] = given_source or "stated"
+            else:
+                row["kv_precision"] = published_default_kv(str(row.get("engine") or ""), str(row.get("precision") or ""))
+                row["kv_precision_source"] = "default"
             row["mode"] = row.get("mode") or "agg"
             row["load"] = row.get("load") or "closed"
             if row["load"] not in LOADS:
@@ -134,8 +147,11 @@ def silicon_kv_precision(backend: str, quant: str) -> str:
     scales). ASSUMPTION, consistent with the KV-capacity knees of the shipped H100 rows (the
     qwen3-32b TensorRT-LLM tp1 TTFT jumps where ~290k tokens — fp8 KV — no longer fit; the
     llama-3.1-70b vLLM tp2 rows need bf16 KV to show theirs). A checkpoint name that states its
-    KV precision (``-FP8-KV``) wins (:func:`planner.perf.names.model_ref`)."""
-    return "fp8" if backend == "trtllm" and quant == "fp8" else "bf16"
+    KV precision (``-FP8-KV``) wins (:func:`planner.perf.names.model_ref`). Since issue 25 the
+    rule is :func:`planner.perf.kv_infer.published_default_kv` (fp4 ModelOpt checkpoints carry FP8
+    KV too), and a row whose concurrency and TTFT rule it out gets an inferred type
+    (:func:`planner.perf.kv_infer.infer_kv`)."""
+    return published_default_kv(backend, quant)
 
 
 def silicon_harness(data_source: str) -> str:
@@ -222,6 +238,7 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None, *, d
                 "engine": backend,
                 "precision": precision or quant,
                 "kv_precision": ref.kv_precision or silicon_kv_precision(backend, quant or (ref.weight_precision or "")),
+                "kv_precision_source": "checkpoint" if ref.kv_precision else "default",
                 "mode": mode,
                 "load": "closed",
                 "tp": i("tp_size"),

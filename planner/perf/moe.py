@@ -205,7 +205,7 @@ def ep_replica(model: LLMProfile, device: DeviceProfile, par: Parallelism, weigh
         raise ValueError(why)
     assert model.moe is not None
     base = instance_arrays(model, device, par.tp, weight_precision, kv_precision)
-    l_moe = model.num_layers - model.moe.first_dense_layers
+    l_moe = model.moe_layers()
     p_e = float(model.expert_params_per_layer())
     routed_active = float(l_moe * model.moe.experts_per_token) * p_e
     w_routed = model.weight_bytes_routed_experts(weight_precision)

@@ -16,6 +16,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.perf.calibration import PUBLISHED_DEFAULT, Calibration, EngineCalibration
 from planner.perf.closed_loop import EngineArrays, predict_agg, predict_disagg
+from planner.perf.kv_infer import KV_SOURCES, with_inferred_kv
 from planner.perf.measurements import PRECISIONS
 from planner.perf.roofline import InstanceArrays, instance_arrays
 
@@ -64,6 +65,9 @@ def _row_reason(row: dict[str, Any], catalog: Catalog) -> str:
 
 
 def prepare_rows(rows: list[dict[str, Any]], catalog: Catalog) -> Prepared:
+    """Rows resolved against the catalog; a KV type the file does not record is inferred first
+    (:func:`planner.perf.kv_infer.with_inferred_kv`; ``Prepared.rows`` holds the rows as predicted)."""
+    rows = with_inferred_kv(rows, catalog)
     cache: dict[tuple[str, str, int, str, str], InstanceArrays] = {}
 
     def inst(row: dict[str, Any], tp: int) -> InstanceArrays:
@@ -211,6 +215,7 @@ def mape(pred: np.ndarray, meas: np.ndarray) -> float:
 def validate(rows: list[dict[str, Any]], catalog: Catalog, calibration: Calibration | None) -> dict[str, Any]:
     """``{"rows": [...], "summary": {...}}``: every input row, in order, with predictions or a reason."""
     prep = prepare_rows(rows, catalog)
+    rows = prep.rows
     ttft, tpot, reasons, sources = predict_prepared(prep, calibration)
     meas_ttft = np.array([r.get("ttft_ms") if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
     meas_tpot = np.array([r.get("tpot_ms") if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
@@ -243,6 +248,8 @@ def validate(rows: list[dict[str, Any]], catalog: Catalog, calibration: Calibrat
         "mape_ttft_pct": mape(ttft, meas_ttft),
         "mape_tpot_pct": mape(tpot, meas_tpot),
         "calibration": calibration.name if calibration else "published defaults (no calibration file)",
+        "kv_precision_sources": {k: sum(1 for r in rows if r.get("kv_precision_source") == k) for k in KV_SOURCES},
+        "kv_inferred_rows": [str(r.get("id") or i) for i, r in enumerate(rows) if r.get("kv_precision_source") == "inferred"],
         "per_group": per_group,
     }
     return {"rows": out_rows, "summary": summary}

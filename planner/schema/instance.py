@@ -215,7 +215,9 @@ class Service(StrictModel):
     """One served model with its SLOs, traffic and (for agents) tool profile."""
 
     model: str
-    """LLM profile id (``planner catalog models``)."""
+    """LLM profile: a catalog id (``planner catalog models``), a Hugging Face id the catalog maps
+    (``meta-llama/Llama-3.1-8B-Instruct``) or a path to the model's ``config.json``, relative to the
+    instance file (``planner/hf_config.py`` derives the profile)."""
     weight_precision: Precision = "bf16"
     """Precision of the served weights: ``bf16`` (default: the precision models are published in),
     ``fp8``, ``fp4`` or ``int8``. Sets the weight bytes every instance holds and the GEMM speed;

@@ -59,6 +59,11 @@ class MoEConfig(StrictModel):
     """Intermediate size of one expert (``moe_intermediate_size``), ``f_e``."""
     first_dense_layers: int = 0
     """Leading layers that use a dense FFN of size ``ffn_size`` instead of experts."""
+    moe_layer_step: PosInt = 1
+    """Of the layers after the leading dense ones, every ``moe_layer_step``-th is MoE and the others
+    have a dense FFN of size ``ffn_size`` (Llama-4 Maverick: 2, MoE and dense layers alternate;
+    ``interleave_moe_layer_step`` in its config). Only the counts enter the model: MoE layers
+    ``L_e = (L - first_dense_layers) // moe_layer_step``."""
     expert_bias: bool = False
     """Experts carry biases on their projections (gpt-oss: ``2·f_e + d`` per expert)."""
     router_bias: bool = False
@@ -121,8 +126,10 @@ class LLMProfile(StrictModel):
     """Which weights a below-bf16 precision applies to: ``linear`` (every matmul weight inside
     the decoder layers; embeddings, output head, norms stay bf16) or ``experts`` (only the routed
     experts, as in gpt-oss's MXFP4 checkpoint; attention, router, embeddings stay bf16)."""
-    published_params_total_b: PosFloat
-    """Published total parameters, billions (checked against the computed count)."""
+    published_params_total_b: PosFloat | None = None
+    """Published total parameters, billions (checked against the computed count). ``None`` only for
+    a profile derived at run time from a ``config.json`` (:mod:`planner.hf_config`); every shipped
+    profile states it (``tests/test_catalog_models.py``)."""
     published_params_active_b: PosFloat | None = None
     """Published active parameters per token for MoE models, billions."""
     published_active_excludes_embedding: bool = False
@@ -147,7 +154,8 @@ class LLMProfile(StrictModel):
                 raise ValueError("moe.first_dense_layers exceeds num_layers")
         if self.native_weight_precision not in self.supported_weight_precisions:
             raise ValueError("native_weight_precision must be one of supported_weight_precisions")
-        if self.published_params_active_b is not None and self.published_params_active_b > self.published_params_total_b:
+        if self.published_params_active_b is not None and self.published_params_total_b is not None \
+                and self.published_params_active_b > self.published_params_total_b:
             raise ValueError("published_params_active_b exceeds published_params_total_b")
         return self
 
@@ -185,7 +193,11 @@ class LLMProfile(StrictModel):
         return params
 
     def _moe_layers(self) -> int:
-        return self.num_layers - self.moe.first_dense_layers if self.moe else 0
+        return (self.num_layers - self.moe.first_dense_layers) // self.moe.moe_layer_step if self.moe else 0
+
+    def moe_layers(self) -> int:
+        """MoE layers ``L_e`` (0 for dense models); the other ``L - L_e`` layers have a dense FFN."""
+        return self._moe_layers()
 
     def expert_params_per_layer(self) -> int:
         """Parameters of one routed expert (gated FFN ``3·d·f_e``, plus biases if any)."""
@@ -203,7 +215,7 @@ class LLMProfile(StrictModel):
         total = self._embedding_params() + d + self.num_layers * per_layer
         dense_ffn = (3 if self.ffn_gated else 2) * d * self.ffn_size
         if self.moe:
-            total += self.moe.first_dense_layers * dense_ffn
+            total += (self.num_layers - self._moe_layers()) * dense_ffn
             shared = self.moe.num_shared_experts * self.expert_params_per_layer()
             router = d * self.moe.num_experts + (self.moe.num_experts if self.moe.router_bias else 0)
             total += self._moe_layers() * (shared + router)
@@ -245,8 +257,10 @@ class LLMProfile(StrictModel):
             return self.params_active() - self.vocab_size * self.hidden_size
         return self.params_active()
 
-    def params_total_error_pct(self) -> float:
+    def params_total_error_pct(self) -> float | None:
         """Computed total against the published total, percent (positive: computed is larger)."""
+        if self.published_params_total_b is None:
+            return None
         return 100.0 * (self.params_total() / (self.published_params_total_b * 1e9) - 1.0)
 
     def params_active_error_pct(self) -> float | None:

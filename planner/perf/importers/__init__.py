@@ -31,6 +31,7 @@ from planner.perf.importers import aiperf, llmperf, sglang, silicon, vllm
 from planner.perf.importers.common import RunContext
 from planner.perf.importers.detect import FORMATS, detect_format
 from planner.perf.measurements import PRECISIONS, read_measurements
+from planner.schema.llm import LLMProfile
 
 __all__ = ["FORMATS", "ImportResult", "RunContext", "detect_format", "read_benchmarks", "unmapped_lines"]
 
@@ -48,6 +49,9 @@ class ImportResult:
     """Rows whose precision neither the file, the checkpoint name nor ``--precision`` stated (taken as bf16)."""
     all_rows: list[dict[str, Any]] = field(default_factory=list)
     """Every row read, closed-loop or not (what ``convert-measurements`` writes)."""
+    models: dict[str, LLMProfile] = field(default_factory=dict)
+    """Profiles derived from a ``config.json`` for ``--model`` (not in the catalog; the caller adds
+    them with :meth:`planner.catalog.Catalog.with_models`)."""
 
 
 def context_for(catalog: Catalog, **given: Any) -> RunContext:

@@ -161,6 +161,7 @@ def summary_row(path: Path, tool: str, ctx: RunContext, *, index: int | None = N
         "precision": stated or "bf16",
         "precision_assumed": stated is None,
         "kv_precision": ctx.kv_precision or kv_precision or ref.kv_precision or silicon_kv_precision(str(eng), stated or ""),
+        "kv_precision_source": "stated" if ctx.kv_precision or kv_precision else ("checkpoint" if ref.kv_precision else "default"),
         "mode": "agg",
         "load": kind,
         "tp": tp_value,
