@@ -48,6 +48,7 @@ import pandas as pd
 
 from planner.errors import InputError, Problem
 from planner.schema.horizon import DemandProfile, Growth, Horizon
+from planner.textio import text_stream
 
 WINDOW_S = 600.0
 SLOT_COLUMNS: tuple[str, ...] = ("slot", "hours_per_period", "peak_rate_per_s", "mean_rate_per_s", "interarrival_cv")
@@ -71,7 +72,7 @@ def _read_window_csv(path: Path) -> pd.DataFrame:
     rates: list[float] = []
     cvs: list[float] = []
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
+        with text_stream(path) as fh:
             for lineno, row in enumerate(csv.reader(fh), start=1):
                 if not row or not row[0].strip():
                     continue

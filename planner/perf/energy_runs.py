@@ -58,6 +58,7 @@ from planner.perf.calibration import Calibration, EngineCalibration
 from planner.perf.closed_loop import EngineArrays, predict_agg
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
+from planner.textio import text_stream
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "source", "record_type", "task", "gpu", "gpu_count", "tensor_parallel", "model", "engine", "precision",
@@ -142,7 +143,7 @@ def read_energy_runs(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: file does not exist (check the path)")
-    with p.open(newline="", encoding="utf-8") as fh:
+    with text_stream(p) as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:

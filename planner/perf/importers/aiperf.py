@@ -41,6 +41,7 @@ from typing import Any
 
 from planner.errors import InputError, Problem
 from planner.perf.importers.common import RunContext, load_of, load_records, number, summary_row
+from planner.textio import text_stream
 
 TOOL = "AIPerf/GenAI-Perf"
 _TO_MS = {"ms": 1.0, "s": 1e3, "sec": 1e3, "us": 1e-3, "ns": 1e-6}
@@ -107,7 +108,7 @@ _CSV_ROWS = {
 
 def read_csv(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
     stats: dict[str, float] = {}
-    with path.open(newline="", encoding="utf-8") as fh:
+    with text_stream(path) as fh:
         reader = csv.reader(fh)
         avg_col: int | None = None
         for raw in reader:

@@ -16,19 +16,20 @@ from pathlib import Path
 
 from planner.errors import InputError, Problem
 from planner.perf.importers import aiperf, llmperf, sglang, vllm
+from planner.textio import loads_json, read_text
 
 FORMATS = ("planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf")
 """Names accepted by ``--from-format`` (besides ``auto``); ``genai-perf`` is read as ``aiperf``."""
 
 
 def _first_object(path: Path) -> dict[str, object] | None:
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
-        data = json.loads(text)
+        data = loads_json(text, path)
     except json.JSONDecodeError:
         line = next((ln for ln in text.splitlines() if ln.strip()), "")
         try:
-            data = json.loads(line)
+            data = loads_json(line, path)
         except json.JSONDecodeError:
             return None
     if isinstance(data, list):
@@ -54,7 +55,7 @@ def detect_format(path: str | Path) -> str:
     p = Path(path)
     if not p.is_file():
         raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
-    head = p.read_text(encoding="utf-8", errors="replace")[:4096].lstrip()
+    head = read_text(p)[:4096].lstrip()
     if head.startswith(("{", "[")):
         rec = _first_object(p)
         if rec is not None:
