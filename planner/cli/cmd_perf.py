@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
 import click
 
 from planner.cli.output import echo_json, fmt, table
+from planner.errors import InputError, Problem
 
 _FORMAT = click.Choice(["auto", "planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf"])
 _FORMAT_HELP = ("Input format; auto tells it from the content: our measurements CSV, aiconfigurator silicon_*.csv, "
@@ -302,14 +305,26 @@ def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: boo
 
     cat = load_catalog()
     rows = read_moe_rows(rows_csv, cat.models, cat.devices)
+    if not rows:
+        raise InputError(Problem(rows_csv, "", "no measured rows (only a header): nothing to fit, and the defaults would be written back as a fit",
+                                 "give at least one measured expert-parallel iteration"))
+    out_dir = Path(output).resolve().parent
+    if not out_dir.is_dir():
+        raise InputError(Problem("", "--output", f"folder {out_dir} does not exist", "create it or write elsewhere (-o FILE)"))
     base = _calibration(cal_name)
     fitted = fit_moe_calibration(rows, cat.models, cat.devices, base, base.moe if base is not None else None)
-    cal = (base or Calibration(name="moe", engines={})).model_copy(update={"moe": fitted})
-    save_calibration(cal, output)
     import numpy as np
 
     pred = predict_moe_rows(rows, cat.models, cat.devices, fitted, base)
-    err = float(np.mean(np.abs(pred / np.array([float(r["step_ms"]) for r in rows]) - 1.0))) if rows else 0.0
+    err = float(np.mean(np.abs(pred / np.array([float(r["step_ms"]) for r in rows]) - 1.0)))
+    if not math.isfinite(err):
+        raise InputError(Problem(rows_csv, "", "the fitted model does not predict every row (a non-finite prediction): nothing written",
+                                 "check the rows for absurd values"))
+    cal = (base or Calibration(name="moe", engines={})).model_copy(update={"moe": fitted})
+    try:
+        save_calibration(cal, output)
+    except OSError as exc:
+        raise InputError(Problem("", "--output", f"cannot write {output}: {exc.strerror or exc}", "give a writable path (-o FILE)")) from None
     if as_json:
         echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json")})
         return

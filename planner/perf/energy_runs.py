@@ -46,6 +46,7 @@ Configuration mapping (stated, not fitted):
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,13 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         cap = _num(r.get("batch_cap_max_num_seqs"))
         count = _num(r.get("gpu_count"))
         meas = [_num(r.get(c)) for c in ("output_throughput_tok_per_s", "energy_j_per_output_token", "avg_power_w_per_gpu")]
+        given = {"input_tokens": isl, "output_tokens": osl, "batch_cap_max_num_seqs": cap, "gpu_count": count,
+                 "output_throughput_tok_per_s": meas[0], "energy_j_per_output_token": meas[1], "avg_power_w_per_gpu": meas[2]}
+        bad = [name for name, v in given.items() if v is not None and not (math.isfinite(v) and v > 0)]
+        if not reason and bad:
+            reason = f"{', '.join(bad)} not a positive finite number"
+        if not reason and count is not None and (count != int(count) or count > 4096):
+            reason = f"gpu_count {count:g} is not a whole number up to 4096"
         if not reason and isl is None:
             reason = f"task {r.get('task')!r}: input length not recorded (multimodal prompt tokens unknown)"
         if not reason and (not osl or not cap or not count or any(m is None or m <= 0 for m in meas)):
