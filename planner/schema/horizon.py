@@ -88,10 +88,14 @@ class DemandProfile(StrictModel):
         return self
 
 
+GROWTH_RATE_RANGE: tuple[float, float] = (-0.5, 1.0)
+"""Open below, closed above: the monthly growth rates a horizon takes (halving to doubling per month)."""
+
+
 class Growth(StrictModel):
     """Demand growth over the horizon: a compound monthly rate or explicit multipliers per period."""
 
-    monthly_rate: float | None = Field(default=None, gt=-0.5, le=1.0)
+    monthly_rate: float | None = Field(default=None, gt=GROWTH_RATE_RANGE[0], le=GROWTH_RATE_RANGE[1])
     """Compound growth per month (0.05 = 5 %/month); period ``t`` has multiplier ``(1 + r)^(t · months/period)``."""
     multipliers: list[PosFloat] | None = None
     """One demand multiplier per period (period 0 first)."""
