@@ -8,11 +8,19 @@ what to reserve, and what to rent on demand or on the spot market for the peaks
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, StrictModel
+from planner.schema.common import (
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    StrictModel,
+    bounded,
+)
 
 SlotGrouping = Literal["hour_of_day", "hour_of_day_weekpart"]
 """How windows of a multi-day log are grouped into representative slots: 24 hours of the day,
@@ -62,7 +70,8 @@ class DemandProfile(StrictModel):
     """Slots derived from a log: hour of day (24), or hour of day × weekday/weekend (48)."""
     day0_weekday: int | None = Field(default=None, ge=0, le=6)
     """Weekday of the log's first day (0 = Monday); needed for ``hour_of_day_weekpart``."""
-    rate_scale: PosFloat = 1.0
+    rate_scale: Annotated[float, bounded(ge=1e-6, le=1e6, why="scales the log's rates, from 1e-6 to 1e6 (far below, the demand falls "
+                                         "under the solver's feasibility tolerance and 0 devices pass for a plan that serves it)")] = 1.0
     """Scales the log's rates (plan for a share of the fleet, or a bigger one)."""
     clients: ClientSplit = "fleet"
     """With ``servegen_fleet``: ``fleet`` plans the sum of the clients as the instance's one service (default);
