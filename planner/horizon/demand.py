@@ -223,7 +223,8 @@ def slot_profile(horizon: Horizon, base_dir: Path) -> SlotProfile:
     assert prof.fleet_file is not None
     f = base_dir / prof.fleet_file
     if not f.is_file():
-        raise InputError(Problem(str(f), "horizon.demand.fleet_file", "file not found", "give a window_start_s, rate_rps[, cv] CSV"))
+        raise InputError(Problem(str(f), "horizon.demand.fleet_file", "is a folder, not a file" if f.is_dir() else "file not found",
+                                 "give a window_start_s, rate_rps[, cv] CSV"))
     return slots_from_windows(_read_window_csv(f), prof, hours, str(f))
 
 

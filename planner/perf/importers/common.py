@@ -166,7 +166,7 @@ def summary_row(path: Path, tool: str, ctx: RunContext, *, index: int | None = N
     if not eng:
         problems.append(_missing(path, tool, "engine", "--engine", "vllm"))
     tp_value = ctx.tp if ctx.tp is not None else (int(number(tp) or 0) or None)
-    if not tp_value:
+    if not tp_value and not any(pr.path == "tp" for pr in problems):
         problems.append(_missing(path, tool, "tensor-parallel degree", "--tp", "1"))
     kind, conc, rate = load
     if ctx.concurrency is not None or ctx.request_rate_per_s is not None:
