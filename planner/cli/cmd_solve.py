@@ -179,20 +179,22 @@ def check(plan: str, instance_file: str | None, no_instance: bool) -> None:
     verdict's winner and margin. With the instance (``--instance``, or the path recorded in the
     plan) the capacity snapshot is re-derived from it instead of being trusted.
     """
-    from planner.optimize.check import check_plan, recompute_snapshot
-    from planner.report.plan_io import load_plan
+    from planner.optimize.check import check_plan, recompute_instance
+    from planner.report.plan_io import load_plan, recorded_instance
 
     if instance_file and no_instance:
         raise InputError(Problem("", "--instance", "cannot be combined with --no-instance", "drop one of them"))
     result = load_plan(plan)
-    truth, source = None, "the plan's own capacity snapshot (no instance)"
-    path = instance_file or (None if no_instance else (result.instance_path or None))
-    if path is not None and (instance_file or Path(path).is_file()):
-        truth = recompute_snapshot(result, path)
+    truth, name, source = None, None, "the plan's own capacity snapshot (no instance)"
+    path = instance_file or (None if no_instance else recorded_instance(result, plan))
+    if path is not None:
+        truth, name = recompute_instance(result, path)
         source = f"the capacity snapshot re-derived from {path}"
-    elif path is not None:
-        click.echo(f"note: the plan's instance {path} is not found: checking against the plan's own capacity snapshot (give --instance)", err=True)
-    problems = check_plan(result, truth)
+    elif not no_instance and result.instance_path:
+        click.echo(f"note: the plan's instance {result.instance_path} is not found from here nor beside the plan: checking against "
+                   "the plan's own capacity snapshot only (give --instance)", err=True)
+        source = f"the plan's own capacity snapshot only: its instance {result.instance_path} is not found"
+    problems = check_plan(result, truth, instance_name=name)
     if problems:
         click.echo(f"{plan}: {len(problems)} violation(s) (against {source}):", err=True)
         for v in problems:

@@ -596,6 +596,8 @@ class PlanResult(StrictModel):
     instance: str
     """Instance name."""
     instance_path: str = ""
+    """The instance file, absolute (``planner check`` and ``evaluate`` find it from any folder; older plans
+    hold the path as typed, tried from the working directory and then beside the plan)."""
     scenario: str | None = None
     overrides: dict[str, Any] = {}
     architectures: dict[str, ArchitecturePlan] = Field(default_factory=dict)
