@@ -293,7 +293,7 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
 
     from planner.cli.output import fmt, table
     from planner.horizon.inputs import horizon_inputs, horizon_tables
-    from planner.horizon.report import saving
+    from planner.horizon.report import saving, saving_cell
     from planner.horizon.solve import solve_horizon
     from planner.overrides import parse_value
 
@@ -319,9 +319,9 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
         echo_json({"schema_version": 1, "instance": resolved.instance.name, "sweep": rows})
         return
     click.echo(f"plans over time for {resolved.instance.name} at {len(rows) // max(1, len(plans))} point(s) of {', '.join(axes)}:")
-    click.echo(table([*axes, "architecture", "present value USD", "gap", "saving vs owned peak", "winner"],
+    click.echo(table([*axes, "architecture", "present value USD", "gap", "saving vs owned peak (no lead time)", "winner"],
                      [[*(r[k] for k in axes), r["architecture"], fmt(None if r["total_usd_present_value"] is None else round(r["total_usd_present_value"])),
-                       "-" if r["gap"] is None else f"{r['gap']:.1%}", "-" if r["saving_share"] is None else f"{100 * r['saving_share']:.1f} %",
+                       "-" if r["gap"] is None else f"{r['gap']:.1%}", saving_cell(r["saving_share"]),
                        "yes" if r["winner"] else ""] for r in rows]))
 
 

@@ -202,15 +202,16 @@ def slots_from_windows(windows: pd.DataFrame, profile: DemandProfile, hours_per_
     return SlotProfile(pd.DataFrame(rows, columns=list(SLOT_COLUMNS)), absolute=True, source=source, notes=notes)
 
 
-def slot_profile(horizon: Horizon, base_dir: Path) -> SlotProfile:
-    """The slots of ``horizon.demand`` (paths relative to ``base_dir``, the instance's folder)."""
+def slot_profile(horizon: Horizon, base_dir: Path, hours_per_month: float) -> SlotProfile:
+    """The slots of ``horizon.demand`` (paths relative to ``base_dir``, the instance's folder); a period has
+    ``hours_per_month`` (the instance's ``costs.hours_per_month``) x ``months_per_period`` hours."""
     prof = horizon.demand
-    hours = horizon.hours_per_period
+    hours = horizon.hours_per_period(hours_per_month)
     if prof.slots is not None:
         total = sum(s.hours_per_period for s in prof.slots)
         if abs(total - hours) > 1e-6 * hours:
             raise InputError(Problem("", "horizon.demand.slots", f"slot hours sum to {total:g}, the period has {hours:g}",
-                                     "make hours_per_period of the slots add up to 730 x months_per_period"))
+                                     f"make hours_per_period of the slots add up to costs.hours_per_month ({hours_per_month:g}) x months_per_period"))
         rows = [{"slot": s.name, "hours_per_period": s.hours_per_period, "peak_rate_per_s": s.peak_multiplier,
                  "mean_rate_per_s": s.mean_multiplier if s.mean_multiplier is not None else s.peak_multiplier,
                  "interarrival_cv": s.interarrival_cv if s.interarrival_cv is not None else math.nan} for s in prof.slots]
@@ -228,7 +229,7 @@ def slot_profile(horizon: Horizon, base_dir: Path) -> SlotProfile:
     return slots_from_windows(_read_window_csv(f), prof, hours, str(f))
 
 
-def client_slot_profiles(horizon: Horizon, base_dir: Path) -> tuple[dict[str, SlotProfile], list[str]]:
+def client_slot_profiles(horizon: Horizon, base_dir: Path, hours_per_month: float) -> tuple[dict[str, SlotProfile], list[str]]:
     """Per client-service (``demand.clients`` ``each`` or ``{top: N}``): its slots from its own windows
     (module docstring, *Clients as services*), keyed by the client's name (or ``others``), and notes."""
     prof = horizon.demand
@@ -239,7 +240,7 @@ def client_slot_profiles(horizon: Horizon, base_dir: Path) -> tuple[dict[str, Sl
     groups, notes = client_groups(client_windows(d), prof.clients)
     if not groups:
         raise InputError(Problem(str(d), "horizon.demand", "the log has no traffic", "give a log with requests in it"))
-    out = {name: slots_from_windows(w, prof, horizon.hours_per_period, f"{d} ({name})") for name, w in groups.items()}
+    out = {name: slots_from_windows(w, prof, horizon.hours_per_period(hours_per_month), f"{d} ({name})") for name, w in groups.items()}
     return out, notes
 
 

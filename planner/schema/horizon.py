@@ -32,7 +32,7 @@ class GivenSlot(StrictModel):
 
     name: str
     hours_per_period: PosFloat
-    """Hours of each period that look like this slot (the slots' hours sum to ``period_hours``)."""
+    """Hours of each period that look like this slot (the slots' hours sum to ``costs.hours_per_month`` x ``months_per_period``)."""
     peak_multiplier: PosFloat
     """Peak rate in this slot as a multiple of the service's planned peak rate (period 0)."""
     mean_multiplier: PosFloat | None = None
@@ -229,6 +229,6 @@ class Horizon(StrictModel):
                                  "weights of the pools taking over, and that is its cost")
         return self
 
-    @property
-    def hours_per_period(self) -> float:
-        return 730.0 * self.months_per_period
+    def hours_per_period(self, hours_per_month: float) -> float:
+        """Hours of one period at the instance's ``costs.hours_per_month``."""
+        return hours_per_month * self.months_per_period
