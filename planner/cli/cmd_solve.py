@@ -21,6 +21,8 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
 @click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
 @click.option("--scenario", help="Apply a named scenario of the instance.")
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable).")
+@click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default=None,
+              help="Unusable rows of a traffic log: stop (error) or drop them and say how many (skip); default: options.on_bad_row (error).")
 @click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False),
               help="Measured capacity CSV: per (service, bucket, device, tp[, role]) the requests/s one instance sustains within SLO; "
                    "its rows replace the modelled ones (README 'Measured capacities', planner.capacity).")
@@ -45,7 +47,7 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
           capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool,
-          confidence: str = "fast", resolution: str = "fixed", no_cache: bool = False) -> None:
+          confidence: str = "fast", resolution: str = "fixed", no_cache: bool = False, on_bad_row: str | None = None) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins.
 
     Exit 3 if infeasible or if no architecture's plan meets its latency targets (the cheapest plan
@@ -82,6 +84,8 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     from planner.overrides import parse_set_options
 
     overrides = parse_set_options(sets)
+    if on_bad_row is not None:  # the same as --set options.on_bad_row=...: recorded with the plan's overrides
+        overrides["options.on_bad_row"] = on_bad_row
     resolved = load_instance(instance, overrides or None, scenario=scenario)
     if resolved.instance.horizon is not None:  # one line, on stderr (the --json output stays a document)
         click.echo(f"note: {instance} has a horizon section; this is the single-peak plan of its services' own traffic. "

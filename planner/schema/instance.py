@@ -368,6 +368,9 @@ class Options(StrictModel):
     """Shared architecture: one device type for the whole pool."""
     verify: bool = True
     """Check tail latency after solving and tighten caps where a quantile is missed."""
+    on_bad_row: Literal["error", "skip"] = "error"
+    """Rows of a service's request log (``traffic.trace``) that cannot be used: stop with an error naming them
+    (``error``), or drop them and say how many in the plan's notes (``skip``; ``planner solve --on-bad-row skip``)."""
     solver: SolverOptions = SolverOptions()
 
 
