@@ -39,8 +39,8 @@ def _input_options(fn: Any) -> Any:
     return fn
 
 
-def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
-    """Rows of every input file (:func:`planner.perf.importers.read_benchmarks`); warnings to stderr."""
+def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any], *, converting: bool = False) -> Any:
+    """Rows of every input file (:func:`planner.perf.importers.read_benchmarks`); warnings to stderr (``converting``: every row is written)."""
     from planner.catalog import load_catalog
     from planner.errors import InputError, Problem
     from planner.perf.importers import context_for, read_benchmarks, unmapped_lines
@@ -73,7 +73,11 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
         click.echo(line, err=True)
     for load, count in sorted(result.set_aside.items()):
         kind = "open-loop runs (request rate)" if load == "open" else "single-burst runs (all requests at t = 0, no concurrency cap)"
-        click.echo(f"note: {_rows(count)} set aside, {kind}: the closed-loop predictor (planner/perf/closed_loop.py) does not model them", err=True)
+        if converting:  # convert-measurements writes every row: say so, and what the other commands do with these
+            click.echo(f"note: {_rows(count)} {kind}, written with load={load}: calibrate and validate-perf set them aside "
+                       "(the closed-loop predictor, planner/perf/closed_loop.py, does not model them)", err=True)
+        else:
+            click.echo(f"note: {_rows(count)} set aside, {kind}: the closed-loop predictor (planner/perf/closed_loop.py) does not model them", err=True)
     if result.precision_assumed:
         click.echo(f"note: {_rows(result.precision_assumed)} without a stated precision (file, checkpoint name or --precision): taken as bf16, "
                    "the checkpoint's own dtype; give --precision if the server quantised on load", err=True)
@@ -284,7 +288,7 @@ def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) ->
     in a warning, open-loop runs kept with load=open."""
     from planner.perf.measurements import write_measurements
 
-    imported = _read(sources, given.pop("fmt_name"), given)
+    imported = _read(sources, given.pop("fmt_name"), given, converting=True)
     write_measurements(imported.all_rows, output)
     click.echo(f"wrote {len(imported.all_rows)} rows to {output}")
 
