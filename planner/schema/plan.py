@@ -160,6 +160,13 @@ def stat_label(quantile: float | None) -> str:
     return "mean" if quantile is None else f"p{quantile * 100:g}"
 
 
+def token_metric_label(metrics: Any) -> str:
+    """Column label for per-token latency: ``TPOT`` or ``ITL`` when every row holds that metric, else
+    ``TPOT/ITL`` (each cell then names its own)."""
+    names = {str(m).upper() for m in metrics}
+    return names.pop() if len(names) == 1 else "TPOT/ITL"
+
+
 class LatencyPrediction(StrictModel):
     """Predicted latency quantiles of one service at peak against its targets."""
 
