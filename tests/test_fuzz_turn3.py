@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -177,3 +178,19 @@ def test_a_name_with_a_newline_stays_on_one_error_line() -> None:
     assert code == 2 and "internal error" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert "'line\\nbreak'" in err
+
+
+def test_a_feasible_plan_that_misses_a_target_says_so(solved_example: Any) -> None:
+    """N5: plan.json marked disaggregated ``feasible: true`` with ``ttft_met: false`` and nothing else; every plan now
+    carries ``meets_targets``, recomputed from its own flags on reading (an edited value cannot stand)."""
+    from planner.schema.plan import PlanResult
+
+    solved = solved_example("enterprise-chat")
+    data = solved.plan_data()
+    assert all(a["meets_targets"] is True for a in data["architectures"].values())
+    arch = data["verdict"]["winner"]
+    data["architectures"][arch]["latency"][0]["ttft_met"] = False
+    data["architectures"][arch]["meets_targets"] = True  # a stale or edited value is ignored
+    plan = PlanResult.model_validate(data).architectures[arch]
+    assert plan.feasible and not plan.meets_targets
+    assert plan.model_dump(mode="json")["meets_targets"] is False

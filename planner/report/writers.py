@@ -50,7 +50,8 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     plan = result.architectures[arch]
     s = plan.solver
     gap = f"{100 * s.gap:.3f} %" if s.gap is not None else "-"  # a percentage (2.00e-05 read as float residue)
-    out = [f"== {arch}: {'feasible' if plan.feasible else 'INFEASIBLE'} — solver {s.status} (gap {gap}, {s.time_s:.2f} s HiGHS, build {s.build_s:.2f} s, extract {s.extract_s:.2f} s)"]
+    state = ("feasible" if plan.meets_targets else "feasible but MISSES its latency targets") if plan.feasible else "INFEASIBLE"
+    out = [f"== {arch}: {state} — solver {s.status} (gap {gap}, {s.time_s:.2f} s HiGHS, build {s.build_s:.2f} s, extract {s.extract_s:.2f} s)"]
     if not plan.feasible:
         out += [f"  - {d.service}/{d.bucket}: {d.constraint}: {d.message} (to make it feasible: {d.fix})" for d in plan.diagnosis]
         return out
