@@ -173,10 +173,11 @@ def test_simulate_checks_the_itl_target_the_service_sets(solved: Any, tmp_path: 
 
 # --- the verdict's sentences, on plans whose numbers are known --------------------------------------------
 
-def _plan(arch: str, pools: list[tuple[str, str, int, int]], total: float, equipment: float, busy: float, idle: float) -> Any:
-    """``pools``: (role, device, instances, tp)."""
+def _plan(arch: str, pools: list[tuple[str, str, int, int]], total: float, equipment: float, busy: float, idle: float,
+          meets: bool = True) -> Any:
+    """``pools``: (role, device, instances, tp); ``meets``: its predicted TTFT meets the target."""
     return SimpleNamespace(
-        architecture=arch,
+        architecture=arch, feasible=True, simulation=None, latency=[SimpleNamespace(ttft_met=meets, tpot_met=True)],
         pools=[SimpleNamespace(role=r, device=d, instances=n, devices=n * tp, config=f"{d}/tp{tp}", utilization_mean=0.5)
                for r, d, n, tp in pools],
         costs=SimpleNamespace(total_usd_per_month=total, equipment_usd_per_month=equipment,
@@ -206,7 +207,11 @@ def test_fewer_devices_credit_the_phases_and_a_loser_says_it_loses() -> None:
     from planner.optimize.verdict import _shared_vs_disaggregated
 
     shared = _plan("shared", [("unified", "h100-sxm", 6, 1)], 13_000.0, 8_000.0, 250.0, 140.0)
-    disagg = _plan("disaggregated", [("prefill", "h100-sxm", 2, 1), ("decode", "h100-sxm", 2, 1)], 11_800.0, 5_400.0, 170.0, 90.0)
+    disagg = _plan("disaggregated", [("prefill", "h100-sxm", 2, 1), ("decode", "h100-sxm", 2, 1)], 11_800.0, 5_400.0, 170.0, 90.0,
+                   meets=False)
     text = _shared_vs_disaggregated(shared, disagg, _sd(shared, disagg, 1_500.0), shared)  # type: ignore[arg-type]
     assert "separate phases need fewer devices" in text and "misses its latency targets" in text
     assert "$2,600/month less equipment" in text and "$1,500/month more pools" in text
+    # cheaper and meeting its targets but not the winner (a tie on cost): no claim that it misses them
+    disagg.latency[0].ttft_met = True
+    assert "misses" not in _shared_vs_disaggregated(shared, disagg, _sd(shared, disagg, 1_500.0), shared)  # type: ignore[arg-type]

@@ -254,7 +254,7 @@ def _shared_vs_disaggregated(shared: ArchitecturePlan, disagg: ArchitecturePlan,
     if shared.costs.total_usd_per_month <= disagg.costs.total_usd_per_month:
         return (f"{head}; its pools, device types and KV network cost {_more_or_less(fixed, 'than shared')} "
                 f"{_equipment_clause(sd['equipment_usd_per_month'])}: the batching gain of separate phases does not pay for them.")
-    would = "" if win is disagg else " (it would be cheaper, but it misses its latency targets)"
+    would = " (it would be cheaper, but it misses its latency targets)" if win is not disagg and not meets_targets(disagg) else ""
     tail = (f"{_more_or_less(sd['equipment_usd_per_month'], 'equipment')}, {_more_or_less(power, 'power')} and "
             f"{_more_or_less(fixed, 'pools, device types and KV network')} than shared{would}")
     eq_d = disagg.costs.equipment_usd_per_month / dw if dw else 0.0
