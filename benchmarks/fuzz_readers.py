@@ -204,7 +204,7 @@ def run_one(args: list[str], tmp: Path) -> tuple[str, str, float]:
     if dt > SLOW_S:
         return "slow", f"{dt:.1f} s", dt
     if res.exit_code == 2:
-        ok = err.startswith("error:") and err.count("error:") == 1
+        ok = err.startswith("error:") and sum(1 for ln in err.splitlines() if ln.startswith("error:")) == 1
         return ("error" if ok else "bad-error"), err.strip()[:300], dt
     if res.exit_code == 0:
         try:

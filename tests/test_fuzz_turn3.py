@@ -6,6 +6,7 @@ horizon inputs, silently wrong answers, multi-line errors)."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,41 @@ def test_a_feasible_plan_that_misses_a_target_says_so(solved_example: Any) -> No
     plan = PlanResult.model_validate(data).architectures[arch]
     assert plan.feasible and not plan.meets_targets
     assert plan.model_dump(mode="json")["meets_targets"] is False
+
+
+# --- found by benchmarks/fuzz_readers.py (5,000 inputs, seed 7) ------------------------------------------------
+
+BENCH = ROOT / "tests" / "data" / "benchmarks"
+
+
+@pytest.mark.parametrize("telemetry", [{"endpoints": 1.5}, {"endpoints": {"h:1": {"gpus": "x"}}}, {"endpoints": {"h:1": {"gpus": {"g": {"gpu_name": 7}}}}}])
+def test_aiperf_telemetry_of_the_wrong_shape_names_no_gpu(tmp_path: Path, telemetry: dict[str, Any]) -> None:
+    """An edited telemetry block (a number or string where a mapping was) was an AttributeError; now the GPU is
+    simply not named by the file, and the user is asked for --device."""
+    doc = json.loads((BENCH / "profile_export_aiperf.json").read_text(encoding="utf-8"))
+    doc["telemetry_data"] = telemetry
+    path = tmp_path / "profile_export_aiperf.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    code, _out, err = run("validate-perf", str(path), "--engine", "trtllm", "--tp", "4")
+    assert_one_error_line(code, err, "does not say the device", "--device")
+
+
+def test_absurd_lengths_and_latencies_are_one_error_not_an_overflow(tmp_path: Path) -> None:
+    """1e308 tokens per request overflowed the predictor (a RuntimeWarning and inf); the bounds say why."""
+    import csv
+
+    with (BENCH / "profile_export_genai_perf.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    hit = 0
+    for r in rows:
+        if r and r[0].strip().lower() in ("input sequence length", "time to first token (ms)"):
+            r[1], hit = "1e308", hit + 1
+    assert hit == 2
+    path = tmp_path / "genai.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, _out, err = run("validate-perf", str(path), "--device", "h100-sxm", "--engine", "vllm", "--model", "llama-3.1-8b",
+                              "--tp", "8", "--concurrency", "1")
+    assert_one_error_line(code, err, "1e+308", "10,000,000")

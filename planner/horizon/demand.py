@@ -199,6 +199,9 @@ def slots_from_windows(windows: pd.DataFrame, profile: DemandProfile, hours_per_
     days = (w["window_start_s"].max() - w["window_start_s"].min() + WINDOW_S) / 86400.0
     notes = (f"{n_all} windows over {days:.1f} days grouped by {profile.grouping} into {len(rows)} slots; "
              "a slot's peak is its busiest window's mean rate, its burstiness that window's inter-arrival CV",)
+    if days < 1.0:  # the slots then stand for hours the log never saw: every slot is the same few windows
+        notes += (f"warning: the log covers {days * 24:.1g} hours, less than a day: its {len(rows)} slot(s) stand for the whole "
+                  "period; give a log of at least a day (ideally a week) for the hours of the day to differ",)
     return SlotProfile(pd.DataFrame(rows, columns=list(SLOT_COLUMNS)), absolute=True, source=source, notes=notes)
 
 

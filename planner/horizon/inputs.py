@@ -114,7 +114,7 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
                          max_utilization=inst.options.max_utilization,
                          shared_single_device_type=inst.options.shared_single_device_type, weight_load=weight_load,
                          per_slot_architecture=hz.per_slot_architecture, service_slots=service_slots,
-                         demand_notes=tuple(client_notes))
+                         demand_notes=(*prof.notes, *client_notes))
 
 
 def client_service(base: str, client: str) -> str:

@@ -325,6 +325,7 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
     base_rate = pts["rate_peak_per_s"].to_numpy(float)
     base_cv = pts["interarrival_cv"].to_numpy(float)
     n_evals = 0
+    clamped: list[str] = []  # slots whose mean multiplier exceeds their peak one (the mean is held at the peak)
     for rows, sl in groups:
         slot_peak = sl["peak_rate_per_s"].to_numpy(float)
         slot_mean = sl["mean_rate_per_s"].to_numpy(float)
@@ -333,7 +334,9 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
             slot_mean = slot_mean / max(float(dem.loc[rows, "rate_mean_per_s"].sum()), 1e-300)
         m_peak = g * np.tile(slot_peak, T)
         m_peak_d[:, rows] = m_peak[:, None]
-        m_mean_d[:, rows] = np.minimum(g * np.tile(slot_mean, T), m_peak)[:, None]
+        m_mean_raw = g * np.tile(slot_mean, T)
+        clamped += [str(n) for n, over in zip(sl["slot"], (m_mean_raw > m_peak * (1 + 1e-9)).reshape(T, -1).any(axis=0), strict=True) if over]
+        m_mean_d[:, rows] = np.minimum(m_mean_raw, m_peak)[:, None]
         # Caps on a coarse grid, always on the safe side: the rate rounded DOWN (a cap only rises
         # with the rate: more servers pool better), the burstiness rounded UP.
         m_cap = _grid_down(m_peak, CAP_RATE_STEP)
@@ -364,6 +367,10 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
     notes = [f"{T} periods x {S} slots = {K} levels; utilisation caps from {n_evals} queueing evaluations{per} "
              f"(rate rounded down to x{CAP_RATE_STEP:g} steps, burstiness up to x{CAP_CV_STEP:g} steps: caps on the safe side)",
              *inputs.demand_notes]
+    if clamped:
+        names_c = sorted(set(clamped))
+        notes.append(f"warning: slot(s) {', '.join(names_c[:8])}{' ...' if len(names_c) > 8 else ''} have a mean rate above their peak: "
+                     "the mean is held at the peak (check mean_multiplier against peak_multiplier)")
     return Levels(periods=T, slot_names=names, hours=slots["hours_per_period"].to_numpy(float),
                   m_peak=m_peak_all, m_mean=m_mean_all, rho=rho, m_peak_d=m_peak_d, m_mean_d=m_mean_d, notes=notes)
 

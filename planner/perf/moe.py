@@ -515,7 +515,7 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
     try:
         df = pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise InputError(Problem(path, "", f"cannot read the CSV: {exc}", f"write a CSV with the columns {', '.join(MOE_ROW_COLUMNS)}")) from None
+        raise InputError(Problem(path, "", f"cannot read the CSV: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", f"write a CSV with the columns {', '.join(MOE_ROW_COLUMNS)}")) from None
     problems = ProblemCollector(file=path)
     missing = [c for c in MOE_ROW_COLUMNS if c not in df.columns]
     if missing:

@@ -72,9 +72,12 @@ def _first(value: Any) -> Any:
 
 
 def _gpu_name(rec: dict[str, Any]) -> str | None:
-    endpoints = ((rec.get("telemetry_data") or {}).get("endpoints") or {}) if isinstance(rec.get("telemetry_data"), dict) else {}
-    names = {g.get("gpu_name") for ep in endpoints.values() if isinstance(ep, dict)
-             for g in (ep.get("gpus") or {}).values() if isinstance(g, dict) and g.get("gpu_name")}
+    tele = rec.get("telemetry_data")
+    endpoints = tele.get("endpoints") if isinstance(tele, dict) else None
+    if not isinstance(endpoints, dict):  # a file edited by hand may hold anything here: no GPU name then
+        return None
+    names = {g.get("gpu_name") for ep in endpoints.values() if isinstance(ep, dict) and isinstance(ep.get("gpus"), dict)
+             for g in ep["gpus"].values() if isinstance(g, dict) and isinstance(g.get("gpu_name"), str) and g.get("gpu_name")}
     return names.pop() if len(names) == 1 else None
 
 

@@ -38,6 +38,13 @@ from planner.perf.names import device_id, model_ref
 from planner.textio import loads_json, read_text
 
 LOADS = ("closed", "open", "burst")
+MAX_TOKENS_PER_REQUEST = 10_000_000.0
+"""Upper bound of a run's mean input or output tokens per request (10M: far above any context window); beyond it
+a value is a typo or a corrupted file, and it overflows the predictor (1e308 tokens gave inf and NaN)."""
+MAX_LATENCY_MS = 86_400_000.0
+"""Upper bound of a run's mean TTFT or TPOT: one day."""
+MAX_CONCURRENCY = 1_000_000
+"""Upper bound of a closed-loop run's concurrency (a million users of one server is a typo)."""
 ENGINE_NAMES: dict[str, str] = {
     "vllm": "vllm", "vllm-chat": "vllm",
     "sglang": "sglang", "sglang-native": "sglang", "sglang-oai": "sglang", "sglang-oai-chat": "sglang",
@@ -147,12 +154,12 @@ def summary_row(path: Path, tool: str, ctx: RunContext, *, index: int | None = N
                                     "give the file the tool wrote, or state it with --tp (e.g. --tp 1)"))
             tp = None
     for what, value in (("TTFT", ttft_ms), ("TPOT", tpot_ms)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            problems.append(Problem(str(path), what, f"the mean {what} {value} ms is not a positive finite time",
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_LATENCY_MS):
+            problems.append(Problem(str(path), what, f"the mean {what} {value} ms is not a time in (0, {MAX_LATENCY_MS:,.0f}] ms",
                                     "give the file the tool wrote, unchanged (a run with failed requests has no latency to use)"))
     for what, value in (("input tokens", isl), ("output tokens", osl)):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            problems.append(Problem(str(path), "lengths", f"the mean {what} per request {value} is not a positive finite number",
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TOKENS_PER_REQUEST):
+            problems.append(Problem(str(path), "lengths", f"the mean {what} per request {value} is not a number in (0, {MAX_TOKENS_PER_REQUEST:,.0f}]",
                                     "give the summary file the tool wrote, unchanged (check its completed and token counts)"))
             isl, osl = (None, osl) if what == "input tokens" else (isl, None)
     dev = ctx.device or (device_id(device, ctx.device_ids) or device.strip() if device else None)
@@ -171,6 +178,9 @@ def summary_row(path: Path, tool: str, ctx: RunContext, *, index: int | None = N
     kind, conc, rate = load
     if ctx.concurrency is not None or ctx.request_rate_per_s is not None:
         kind, conc, rate = load_of(ctx.request_rate_per_s, ctx.concurrency)
+    if conc is not None and conc > MAX_CONCURRENCY:
+        problems.append(Problem(str(path), "concurrency", f"concurrency {conc:,} is above {MAX_CONCURRENCY:,}",
+                                "give the file the tool wrote, or state the run's concurrency with --concurrency N"))
     if (isl is None or osl is None) and not any(pr.path == "lengths" for pr in problems):
         problems.append(Problem(str(path), "lengths", f"the {tool} result has no mean input/output tokens per request", "give the summary file the tool wrote"))
     if problems:
