@@ -215,3 +215,9 @@ def test_fewer_devices_credit_the_phases_and_a_loser_says_it_loses() -> None:
     # cheaper and meeting its targets but not the winner (a tie on cost): no claim that it misses them
     disagg.latency[0].ttft_met = True
     assert "misses" not in _shared_vs_disaggregated(shared, disagg, _sd(shared, disagg, 1_500.0), shared)  # type: ignore[arg-type]
+
+
+def test_rates_in_sentences_are_never_scientific() -> None:
+    from planner.optimize.verdict import _rate
+
+    assert _rate(5000.0) == "5,000" and _rate(4.99) == "4.99" and _rate(123.4) == "123" and not SCI.search(_rate(12_345.6))

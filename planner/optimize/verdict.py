@@ -78,6 +78,11 @@ def _usd(v: float) -> str:
     return text if text == "$0" or v >= 0 else "-" + text
 
 
+def _rate(v: float) -> str:
+    """A request rate for a sentence: 3 significant digits, never scientific notation (``5e+03`` read as residue)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _equipment_clause(disagg_minus_shared_usd: float) -> str:
     """How disaggregated equipment compares with shared, from their difference (USD/month)."""
     if round(disagg_minus_shared_usd) == 0:
@@ -197,10 +202,10 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
                        f"{win.architecture} is named by the tie rule: {tie_rule}.")
     elif margin >= 0:
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture} "
-                       f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {rate_mean:.3g} req/s mean traffic.")
+                       f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {_rate(rate_mean)} req/s mean traffic.")
     else:  # the cheaper plan misses its targets, predicted or in simulation (ranked after, see the notes)
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture}, "
-                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets ({rate_mean:.3g} req/s mean traffic).")
+                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets ({_rate(rate_mean)} req/s mean traffic).")
     worse = sorted(((d, t) for t, d in diffs.items() if d > 0.005 * max(margin, 1.0)), reverse=True)
     better = sorted(((d, t) for t, d in diffs.items() if d < -0.005 * max(margin, 1.0)))
     if worse:
@@ -216,7 +221,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         busy = [p for p in win.pools if p.role in ("prefill", "decode", "unified")]
         if busy:
             parts = [f"the {p.role} pool ({p.instances}x {p.config}) is busy {p.utilization_mean:.0%} of the time at mean load (idle {1 - p.utilization_mean:.0%})" for p in busy]
-            reasons.append(f"At {rate_mean:.3g} req/s, in the winning {win.architecture} plan, " + "; ".join(parts) + ".")
+            reasons.append(f"At {_rate(rate_mean)} req/s, in the winning {win.architecture} plan, " + "; ".join(parts) + ".")
         reasons.append(_shared_vs_disaggregated(shared, disagg, sd, win))
     hyb = by_arch.get("hybrid")
     if hyb is not None:
