@@ -62,3 +62,17 @@ def test_a_plan_dearer_than_the_baseline_is_never_called_a_saving() -> None:
     cheaper = saving_text(_arch(70_000_000.0, 73_500_000.0), usd)
     assert cheaper == f"saves $3,500,000 (4.8 %) against {BASELINE_NAME}, $73,500,000"
     assert saving_cell(-0.034) == "none (+3.4 % cost)" and saving_cell(0.048) == "4.8 %" and saving_cell(None) == "-"
+
+
+def test_a_fleet_log_shorter_than_a_day_is_said_to_be() -> None:
+    import pandas as pd
+
+    from planner.horizon.demand import slots_from_windows
+    from planner.schema.horizon import DemandProfile
+
+    prof = DemandProfile(fleet_file="x.csv")
+    one = pd.DataFrame({"window_start_s": [0.0], "rate_rps": [3.0], "cv": [1.2]})
+    short = slots_from_windows(one, prof, 730.0, "x.csv")
+    assert any(n.startswith("warning: the log covers 0.2 hours, less than a day") for n in short.notes), short.notes
+    day = pd.DataFrame({"window_start_s": [600.0 * i for i in range(144)], "rate_rps": [3.0] * 144, "cv": [1.2] * 144})
+    assert not any("less than a day" in n for n in slots_from_windows(day, prof, 730.0, "x.csv").notes)

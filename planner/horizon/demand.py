@@ -197,7 +197,7 @@ def slots_from_windows(windows: pd.DataFrame, profile: DemandProfile, hours_per_
                      "peak_rate_per_s": float(grp["rate_rps"].to_numpy(float)[j]), "mean_rate_per_s": float(grp["rate_rps"].mean()),
                      "interarrival_cv": cv})
     days = (w["window_start_s"].max() - w["window_start_s"].min() + WINDOW_S) / 86400.0
-    notes = (f"{n_all} windows over {days:.1f} days grouped by {profile.grouping} into {len(rows)} slots; "
+    notes: tuple[str, ...] = (f"{n_all} windows over {days:.1f} days grouped by {profile.grouping} into {len(rows)} slots; "
              "a slot's peak is its busiest window's mean rate, its burstiness that window's inter-arrival CV",)
     if days < 1.0:  # the slots then stand for hours the log never saw: every slot is the same few windows
         notes += (f"warning: the log covers {days * 24:.1g} hours, less than a day: its {len(rows)} slot(s) stand for the whole "
