@@ -129,6 +129,12 @@ def stack_of(row: dict[str, Any]) -> str:
     return f"{name}-{version}" if version else name
 
 
+ROW_MAXIMA: dict[str, float] = {"input_tokens": 1e7, "output_tokens": 1e7, "batch_cap_max_num_seqs": 1e6, "gpu_count": 4096.0,
+                                 "output_throughput_tok_per_s": 1e9, "energy_j_per_output_token": 1e6, "avg_power_w_per_gpu": 1e5}
+"""Upper bounds of a run's numbers, far above any real one (10M-token requests, a million sequences in a batch,
+100 kW per GPU): beyond them a value is a typo, and 1e308 overflowed the roofline (a RuntimeWarning and NaN)."""
+
+
 def _num(text: str | None) -> float | None:
     if text is None or str(text).strip() == "":
         return None
@@ -201,9 +207,10 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         meas = [_num(r.get(c)) for c in ("output_throughput_tok_per_s", "energy_j_per_output_token", "avg_power_w_per_gpu")]
         given = {"input_tokens": isl, "output_tokens": osl, "batch_cap_max_num_seqs": cap, "gpu_count": count,
                  "output_throughput_tok_per_s": meas[0], "energy_j_per_output_token": meas[1], "avg_power_w_per_gpu": meas[2]}
-        bad = [name for name, v in given.items() if v is not None and not (math.isfinite(v) and v > 0)]
+        bad = [f"{name} {v:g} not in (0, {ROW_MAXIMA[name]:g}]" for name, v in given.items()
+               if v is not None and not (math.isfinite(v) and 0 < v <= ROW_MAXIMA[name])]
         if not reason and bad:
-            reason = f"{', '.join(bad)} not a positive finite number"
+            reason = "; ".join(bad)
         if not reason and count is not None and (count != int(count) or count > 4096):
             reason = f"gpu_count {count:g} is not a whole number up to 4096"
         if not reason and isl is None:
