@@ -34,7 +34,16 @@ class Problem:
         text = f"{where}: {self.message}"
         if self.fix:
             text += f" (fix: {self.fix})"
-        return text
+        return one_line(text)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 127: "\\x7f"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``): a problem is one line on a terminal, whatever
+    names a user's file holds (a device id with a newline, an ANSI escape)."""
+    return text.translate(_CONTROL)
 
 
 class PlannerError(Exception):

@@ -83,7 +83,8 @@ def copy_examples(dest: str | Path, *, force: bool = False) -> list[Path]:
     schema_file = target / SCHEMA_FILE
     clashes = [dst for _, dst in plan if dst.exists()] + ([schema_file] if schema_file.exists() else [])
     if clashes and not force:
-        raise InputError(Problem(str(clashes[0]), "", f"already exists ({len(clashes)} of the {len(plan)} files to copy do)",
+        # the count covers the schema file written beside the examples, as the clashes do
+        raise InputError(Problem(str(clashes[0]), "", f"already exists ({len(clashes)} of the {len(plan) + 1} files to write do)",
                                  "choose a new or empty folder, or pass --force to overwrite"))
     target.mkdir(parents=True, exist_ok=True)
     schema_file.write_text(json.dumps(Instance.model_json_schema(), indent=2) + "\n", encoding="utf-8")

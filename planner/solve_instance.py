@@ -8,6 +8,7 @@ neither of those imports the other (one-way flow).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from planner.optimize.settings import SolveSettings, settings_from_instance
@@ -66,7 +67,7 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         def check(result: PlanResult, architecture: str) -> Any:
             return simulate_plan(result, architecture, arrivals=arrivals)
         s = SolveSettings(**{**s.__dict__, "simulation_check": check})
-    outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(resolved.path), scenario=scenario, overrides=overrides)
+    outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(Path(resolved.path).resolve()), scenario=scenario, overrides=overrides)
     if getattr(resolved.instance.options, "verify", False):
         from planner.verify import verify_result
 

@@ -172,7 +172,16 @@ def _fix_for(error: dict[str, Any], model: type[BaseModel], loc: tuple[int | str
         return "add this field"
     if kind in {"too_short", "too_long"}:
         return "give a list of the length stated"
-    if kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}:
+    if kind in {"greater_than", "greater_than_equal"}:
+        # A lower bound of 0 is a sign rule (a rate, a count, a price): the field's reason is about its upper bound
+        # and quoting it would send a user with `rate_per_s: -5` to the maximum. A non-zero lower bound is explained.
+        limit = (error.get("ctx") or {}).get("gt" if kind == "greater_than" else "ge")
+        sym = ">" if kind == "greater_than" else ">="
+        if isinstance(limit, (int, float)):
+            why = _bounds_reason(model, loc) if limit != 0 else ""
+            return f"give a value {sym} {limit:g}" + (f" ({why})" if why else "")
+        return "use a value within the bound stated"
+    if kind in {"less_than", "less_than_equal"}:
         why = _bounds_reason(model, loc)
         return f"use a value within the bound stated: {why}" if why else "use a value within the bound stated"
     if kind.startswith("literal"):

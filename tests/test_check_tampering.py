@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,21 @@ TAMPERINGS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "snapshot rate lowered": (lambda d: [p.update(rate_peak_per_s=p["rate_peak_per_s"] / 10) for p in d["capacity"]["points"]], "snapshot:"),
     "snapshot price lowered": (lambda d: [c.update(equipment_usd_per_device_hour=c["equipment_usd_per_device_hour"] / 2)
                                           for c in d["capacity"]["configs"]], "snapshot:"),
+    # issue 24: the seven the judged campaign found unnoticed
+    "idle capacity attribution -99,999 (winner)": (_set("WIN.costs.idle_capacity_usd_per_month", -99_999.0), "idle_capacity_usd_per_month recomputes"),
+    "idle capacity attribution -99,999 (runner-up)": (
+        lambda d: d["architectures"][d["verdict"]["runner_up"]]["costs"].update(idle_capacity_usd_per_month=-99_999.0),
+        "idle_capacity_usd_per_month recomputes"),
+    "diagnosis on a feasible plan (winner)": (
+        _set("WIN.diagnosis", [{"service": "chat", "bucket": "", "constraint": "ttft", "message": "too slow", "fix": "buy more"}]),
+        "infeasibility diagnosis"),
+    "diagnosis on a feasible plan (runner-up)": (
+        lambda d: d["architectures"][d["verdict"]["runner_up"]].update(
+            diagnosis=[{"service": "chat", "bucket": "", "constraint": "kv", "message": "x", "fix": "y"}]),
+        "infeasibility diagnosis"),
+    "kv capacity 1 byte": (lambda d: max(_win(d)["pools"], key=lambda p: p["kv_capacity_bytes"]).update(kv_capacity_bytes=1.0), "kv_capacity_bytes 1 recomputes"),
+    "snapshot budget 100 USD/month": (lambda d: d["capacity"].update(budget_usd_per_month=100.0), "snapshot: budget"),
+    "instance name changed": (lambda d: d.update(instance="someone-elses-instance"), "instance: the plan names instance 'someone-elses-instance'"),
 }
 
 
@@ -136,3 +152,26 @@ def test_missing_instance_path_falls_back_with_a_note(plan: dict[str, Any], tmp_
     r = _check(tmp_path, data)
     assert r.exit_code == 0, r.output
     assert "not found" in r.stderr and "own capacity snapshot" in r.output
+
+
+def test_snapshot_budget_is_checked_without_the_instance_too(plan: dict[str, Any], tmp_path: Path) -> None:
+    data = copy.deepcopy(plan)
+    data["capacity"]["budget_usd_per_month"] = 100.0
+    r = _check(tmp_path, data, "--no-instance")
+    assert r.exit_code == 1 and "budget: total" in r.output, r.output
+
+
+def test_check_finds_the_instance_from_another_folder(plan: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """solve records the instance's absolute path; a plan with a path relative to where it was solved is found beside
+    the plan as well. Either way `check` re-derives the snapshot (no fallback note)."""
+    assert Path(plan["instance_path"]).is_absolute()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    r = _check(tmp_path, plan)
+    assert r.exit_code == 0 and "re-derived from" in r.output and "not found" not in r.stderr, r.output
+    # an old plan: the path as typed, relative to the folder it was solved in (here: the plan's own folder)
+    data = copy.deepcopy(plan)
+    data["instance_path"] = os.path.relpath(INSTANCE, tmp_path)
+    r = _check(tmp_path, data)
+    assert r.exit_code == 0 and "re-derived from" in r.output and "not found" not in r.stderr, r.output

@@ -85,11 +85,21 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                                  "e.g. --monte-carlo 20 --growth-dist 'normal(0.05,0.02)'"))
     if growth_dist is not None:
         from planner.schema.distributions import parse_distribution
+        from planner.schema.horizon import GROWTH_RATE_RANGE
 
         try:
             dist = parse_distribution(growth_dist)
         except ValueError as exc:
             raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
+        import numpy as np
+
+        # drawn before the solve, so a distribution the schema cannot take fails in a second, not after it
+        drawn = np.asarray(dist.sample(np.random.default_rng(seed), draws), dtype=float)
+        outside = drawn[~((drawn > GROWTH_RATE_RANGE[0]) & (drawn <= GROWTH_RATE_RANGE[1]))]
+        if outside.size:
+            raise InputError(Problem("", "--growth-dist", f"{outside.size} of {draws} draws (seed {seed}) fall outside the monthly growth "
+                                     f"range ({GROWTH_RATE_RANGE[0]:g}, {GROWTH_RATE_RANGE[1]:g}], e.g. {float(outside[0]):.4g}",
+                                     "give a distribution inside that range, e.g. 'normal(0.05,0.02)' or 'uniform(0,0.1)'"))
     if verify_slots < 1:
         raise InputError(Problem("", "--verify-slots", "must be >= 1", "e.g. --verify-slots 3, or --no-verify"))
     if budget_per_year is not None and not budget_per_year > 0:
@@ -135,11 +145,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                                 time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3))
     mc = None
     if dist is not None and result.winner is not None:
-        import numpy as np
-
         from planner.horizon.evaluate import growth_monte_carlo
 
-        drawn = np.asarray(dist.sample(np.random.default_rng(seed), draws), dtype=float)
         mc = growth_monte_carlo(tables, inputs, result.winner, result.architectures[result.winner].schedule, drawn,
                                 time_limit_s=time_limit or solver.time_limit_s, mip_gap=gap_default)
     budget = None
@@ -286,7 +293,7 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
 
     from planner.cli.output import fmt, table
     from planner.horizon.inputs import horizon_inputs, horizon_tables
-    from planner.horizon.report import saving
+    from planner.horizon.report import saving, saving_cell
     from planner.horizon.solve import solve_horizon
     from planner.overrides import parse_value
 
@@ -312,9 +319,9 @@ def _sweep(resolved: Any, sweeps: tuple[str, ...], plans: tuple[str, ...], time_
         echo_json({"schema_version": 1, "instance": resolved.instance.name, "sweep": rows})
         return
     click.echo(f"plans over time for {resolved.instance.name} at {len(rows) // max(1, len(plans))} point(s) of {', '.join(axes)}:")
-    click.echo(table([*axes, "architecture", "present value USD", "gap", "saving vs owned peak", "winner"],
+    click.echo(table([*axes, "architecture", "present value USD", "gap", "saving vs owned peak (no lead time)", "winner"],
                      [[*(r[k] for k in axes), r["architecture"], fmt(None if r["total_usd_present_value"] is None else round(r["total_usd_present_value"])),
-                       "-" if r["gap"] is None else f"{r['gap']:.1%}", "-" if r["saving_share"] is None else f"{100 * r['saving_share']:.1f} %",
+                       "-" if r["gap"] is None else f"{r['gap']:.1%}", saving_cell(r["saving_share"]),
                        "yes" if r["winner"] else ""] for r in rows]))
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
 import click
 
 from planner.cli.output import echo_json, fmt, table
+from planner.errors import InputError, Problem
 
 _FORMAT = click.Choice(["auto", "planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf"])
 _FORMAT_HELP = ("Input format; auto tells it from the content: our measurements CSV, aiconfigurator silicon_*.csv, "
@@ -37,8 +40,8 @@ def _input_options(fn: Any) -> Any:
     return fn
 
 
-def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
-    """Rows of every input file (:func:`planner.perf.importers.read_benchmarks`); warnings to stderr."""
+def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any], *, converting: bool = False) -> Any:
+    """Rows of every input file (:func:`planner.perf.importers.read_benchmarks`); warnings to stderr (``converting``: every row is written)."""
     from planner.catalog import load_catalog
     from planner.errors import InputError, Problem
     from planner.perf.importers import context_for, read_benchmarks, unmapped_lines
@@ -79,7 +82,11 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any]) -> Any:
         click.echo(line, err=True)
     for load, count in sorted(result.set_aside.items()):
         kind = "open-loop runs (request rate)" if load == "open" else "single-burst runs (all requests at t = 0, no concurrency cap)"
-        click.echo(f"note: {_rows(count)} set aside, {kind}: the closed-loop predictor (planner/perf/closed_loop.py) does not model them", err=True)
+        if converting:  # convert-measurements writes every row: say so, and what the other commands do with these
+            click.echo(f"note: {_rows(count)} {kind}, written with load={load}: calibrate and validate-perf set them aside "
+                       "(the closed-loop predictor, planner/perf/closed_loop.py, does not model them)", err=True)
+        else:
+            click.echo(f"note: {_rows(count)} set aside, {kind}: the closed-loop predictor (planner/perf/closed_loop.py) does not model them", err=True)
     if result.precision_assumed:
         click.echo(f"note: {_rows(result.precision_assumed)} without a stated precision (file, checkpoint name or --precision): taken as bf16, "
                    "the checkpoint's own dtype; give --precision if the server quantised on load", err=True)
@@ -302,7 +309,7 @@ def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) ->
     in a warning, open-loop runs kept with load=open."""
     from planner.perf.measurements import write_measurements
 
-    imported = _read(sources, given.pop("fmt_name"), given)
+    imported = _read(sources, given.pop("fmt_name"), given, converting=True)
     write_measurements(imported.all_rows, output)
     click.echo(f"wrote {len(imported.all_rows)} rows to {output}")
 
@@ -323,14 +330,26 @@ def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: boo
 
     cat = load_catalog()
     rows = read_moe_rows(rows_csv, cat.models, cat.devices)
+    if not rows:
+        raise InputError(Problem(rows_csv, "", "no measured rows (only a header): nothing to fit, and the defaults would be written back as a fit",
+                                 "give at least one measured expert-parallel iteration"))
+    out_dir = Path(output).resolve().parent
+    if not out_dir.is_dir():
+        raise InputError(Problem("", "--output", f"folder {out_dir} does not exist", "create it or write elsewhere (-o FILE)"))
     base = _calibration(cal_name)
     fitted = fit_moe_calibration(rows, cat.models, cat.devices, base, base.moe if base is not None else None)
-    cal = (base or Calibration(name="moe", engines={})).model_copy(update={"moe": fitted})
-    save_calibration(cal, output)
     import numpy as np
 
     pred = predict_moe_rows(rows, cat.models, cat.devices, fitted, base)
-    err = float(np.mean(np.abs(pred / np.array([float(r["step_ms"]) for r in rows]) - 1.0))) if rows else 0.0
+    err = float(np.mean(np.abs(pred / np.array([float(r["step_ms"]) for r in rows]) - 1.0)))
+    if not math.isfinite(err):
+        raise InputError(Problem(rows_csv, "", "the fitted model does not predict every row (a non-finite prediction): nothing written",
+                                 "check the rows for absurd values"))
+    cal = (base or Calibration(name="moe", engines={})).model_copy(update={"moe": fitted})
+    try:
+        save_calibration(cal, output)
+    except OSError as exc:
+        raise InputError(Problem("", "--output", f"cannot write {output}: {exc.strerror or exc}", "give a writable path (-o FILE)")) from None
     if as_json:
         echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json")})
         return

@@ -160,11 +160,18 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         res = r.result
         click.echo(f"\n[{r.name}] {res.requests:,} requests, {res.events:,} events in {fmt(res.wall_s)} s wall")
         rows = []
+        # the per-token columns hold the metric each service targets (TPOT, or ITL when it sets only an ITL target)
+        from planner.schema.plan import token_metric_label
+
+        tok = token_metric_label(s.token_metric for s in res.services.values()).lower()
         for s in res.services.values():
+            t = s.token_summary
+            p50, p99 = (_ms(t.p50), _ms(t.p99)) if t is not None else (math.nan, math.nan)
+            cells: list[Any] = [p50, p99] if tok != "tpot/itl" else [f"{s.token_metric} {fmt(p50)}", f"{s.token_metric} {fmt(p99)}"]
             rows.append([s.service, _ms(s.ttft.p50), _ms(s.ttft.p90), _ms(s.ttft.p99), _ms(s.ttft_target_s),
-                         _ms(s.tpot.p50), _ms(s.tpot.p99), _ms(s.tpot_target_s), s.slo_attainment,
-                         "yes" if (s.ttft_met and s.tpot_met) else "NO", s.unfinished + s.rejected])
-        click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", "tpot p50 ms", "p99", "target",
+                         *cells, _ms(s.token_target_s), s.slo_attainment,
+                         "yes" if (s.ttft_met and s.token_met) else "NO", s.unfinished + s.rejected])
+        click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", f"{tok} p50 ms", "p99", "target",
                           "slo share", "met", "lost"], rows))
         plan_util = {p.name: (p.utilization_mean if r.load == "mean" else p.utilization_peak) for p in sim.pool_plans.values()}
         itl = {name: res.histograms.get(f"pool:{name}:itl") for name in res.pools}

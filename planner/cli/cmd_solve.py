@@ -21,6 +21,8 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
 @click.option("--architectures", help="Comma-separated: shared,disaggregated,hybrid (default: options.architectures).")
 @click.option("--scenario", help="Apply a named scenario of the instance.")
 @click.option("--set", "sets", multiple=True, help="Override a field: PATH=VALUE (repeatable).")
+@click.option("--on-bad-row", type=click.Choice(["error", "skip"]), default=None,
+              help="Unusable rows of a traffic log: stop (error) or drop them and say how many (skip); default: options.on_bad_row (error).")
 @click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False),
               help="Measured capacity CSV: per (service, bucket, device, tp[, role]) the requests/s one instance sustains within SLO; "
                    "its rows replace the modelled ones (README 'Measured capacities', planner.capacity).")
@@ -45,7 +47,7 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
           capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool,
-          confidence: str = "fast", resolution: str = "fixed", no_cache: bool = False) -> None:
+          confidence: str = "fast", resolution: str = "fixed", no_cache: bool = False, on_bad_row: str | None = None) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins.
 
     Exit 3 if infeasible or if no architecture's plan meets its latency targets (the cheapest plan
@@ -82,6 +84,8 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     from planner.overrides import parse_set_options
 
     overrides = parse_set_options(sets)
+    if on_bad_row is not None:  # the same as --set options.on_bad_row=...: recorded with the plan's overrides
+        overrides["options.on_bad_row"] = on_bad_row
     resolved = load_instance(instance, overrides or None, scenario=scenario)
     if resolved.instance.horizon is not None:  # one line, on stderr (the --json output stays a document)
         click.echo(f"note: {instance} has a horizon section; this is the single-peak plan of its services' own traffic. "
@@ -179,20 +183,22 @@ def check(plan: str, instance_file: str | None, no_instance: bool) -> None:
     verdict's winner and margin. With the instance (``--instance``, or the path recorded in the
     plan) the capacity snapshot is re-derived from it instead of being trusted.
     """
-    from planner.optimize.check import check_plan, recompute_snapshot
-    from planner.report.plan_io import load_plan
+    from planner.optimize.check import check_plan, recompute_instance
+    from planner.report.plan_io import load_plan, recorded_instance
 
     if instance_file and no_instance:
         raise InputError(Problem("", "--instance", "cannot be combined with --no-instance", "drop one of them"))
     result = load_plan(plan)
-    truth, source = None, "the plan's own capacity snapshot (no instance)"
-    path = instance_file or (None if no_instance else (result.instance_path or None))
-    if path is not None and (instance_file or Path(path).is_file()):
-        truth = recompute_snapshot(result, path)
+    truth, name, source = None, None, "the plan's own capacity snapshot (no instance)"
+    path = instance_file or (None if no_instance else recorded_instance(result, plan))
+    if path is not None:
+        truth, name = recompute_instance(result, path)
         source = f"the capacity snapshot re-derived from {path}"
-    elif path is not None:
-        click.echo(f"note: the plan's instance {path} is not found: checking against the plan's own capacity snapshot (give --instance)", err=True)
-    problems = check_plan(result, truth)
+    elif not no_instance and result.instance_path:
+        click.echo(f"note: the plan's instance {result.instance_path} is not found from here nor beside the plan: checking against "
+                   "the plan's own capacity snapshot only (give --instance)", err=True)
+        source = f"the plan's own capacity snapshot only: its instance {result.instance_path} is not found"
+    problems = check_plan(result, truth, instance_name=name)
     if problems:
         click.echo(f"{plan}: {len(problems)} violation(s) (against {source}):", err=True)
         for v in problems:

@@ -48,6 +48,7 @@ import pandas as pd
 
 from planner.errors import InputError, Problem
 from planner.schema.horizon import DemandProfile, Growth, Horizon
+from planner.textio import text_stream
 
 WINDOW_S = 600.0
 SLOT_COLUMNS: tuple[str, ...] = ("slot", "hours_per_period", "peak_rate_per_s", "mean_rate_per_s", "interarrival_cv")
@@ -71,7 +72,7 @@ def _read_window_csv(path: Path) -> pd.DataFrame:
     rates: list[float] = []
     cvs: list[float] = []
     try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
+        with text_stream(path) as fh:
             for lineno, row in enumerate(csv.reader(fh), start=1):
                 if not row or not row[0].strip():
                     continue
@@ -196,20 +197,24 @@ def slots_from_windows(windows: pd.DataFrame, profile: DemandProfile, hours_per_
                      "peak_rate_per_s": float(grp["rate_rps"].to_numpy(float)[j]), "mean_rate_per_s": float(grp["rate_rps"].mean()),
                      "interarrival_cv": cv})
     days = (w["window_start_s"].max() - w["window_start_s"].min() + WINDOW_S) / 86400.0
-    notes = (f"{n_all} windows over {days:.1f} days grouped by {profile.grouping} into {len(rows)} slots; "
+    notes: tuple[str, ...] = (f"{n_all} windows over {days:.1f} days grouped by {profile.grouping} into {len(rows)} slots; "
              "a slot's peak is its busiest window's mean rate, its burstiness that window's inter-arrival CV",)
+    if days < 1.0:  # the slots then stand for hours the log never saw: every slot is the same few windows
+        notes += (f"warning: the log covers {days * 24:.1g} hours, less than a day: its {len(rows)} slot(s) stand for the whole "
+                  "period; give a log of at least a day (ideally a week) for the hours of the day to differ",)
     return SlotProfile(pd.DataFrame(rows, columns=list(SLOT_COLUMNS)), absolute=True, source=source, notes=notes)
 
 
-def slot_profile(horizon: Horizon, base_dir: Path) -> SlotProfile:
-    """The slots of ``horizon.demand`` (paths relative to ``base_dir``, the instance's folder)."""
+def slot_profile(horizon: Horizon, base_dir: Path, hours_per_month: float) -> SlotProfile:
+    """The slots of ``horizon.demand`` (paths relative to ``base_dir``, the instance's folder); a period has
+    ``hours_per_month`` (the instance's ``costs.hours_per_month``) x ``months_per_period`` hours."""
     prof = horizon.demand
-    hours = horizon.hours_per_period
+    hours = horizon.hours_per_period(hours_per_month)
     if prof.slots is not None:
         total = sum(s.hours_per_period for s in prof.slots)
         if abs(total - hours) > 1e-6 * hours:
             raise InputError(Problem("", "horizon.demand.slots", f"slot hours sum to {total:g}, the period has {hours:g}",
-                                     "make hours_per_period of the slots add up to 730 x months_per_period"))
+                                     f"make hours_per_period of the slots add up to costs.hours_per_month ({hours_per_month:g}) x months_per_period"))
         rows = [{"slot": s.name, "hours_per_period": s.hours_per_period, "peak_rate_per_s": s.peak_multiplier,
                  "mean_rate_per_s": s.mean_multiplier if s.mean_multiplier is not None else s.peak_multiplier,
                  "interarrival_cv": s.interarrival_cv if s.interarrival_cv is not None else math.nan} for s in prof.slots]
@@ -222,11 +227,12 @@ def slot_profile(horizon: Horizon, base_dir: Path) -> SlotProfile:
     assert prof.fleet_file is not None
     f = base_dir / prof.fleet_file
     if not f.is_file():
-        raise InputError(Problem(str(f), "horizon.demand.fleet_file", "file not found", "give a window_start_s, rate_rps[, cv] CSV"))
+        raise InputError(Problem(str(f), "horizon.demand.fleet_file", "is a folder, not a file" if f.is_dir() else "file not found",
+                                 "give a window_start_s, rate_rps[, cv] CSV"))
     return slots_from_windows(_read_window_csv(f), prof, hours, str(f))
 
 
-def client_slot_profiles(horizon: Horizon, base_dir: Path) -> tuple[dict[str, SlotProfile], list[str]]:
+def client_slot_profiles(horizon: Horizon, base_dir: Path, hours_per_month: float) -> tuple[dict[str, SlotProfile], list[str]]:
     """Per client-service (``demand.clients`` ``each`` or ``{top: N}``): its slots from its own windows
     (module docstring, *Clients as services*), keyed by the client's name (or ``others``), and notes."""
     prof = horizon.demand
@@ -237,7 +243,7 @@ def client_slot_profiles(horizon: Horizon, base_dir: Path) -> tuple[dict[str, Sl
     groups, notes = client_groups(client_windows(d), prof.clients)
     if not groups:
         raise InputError(Problem(str(d), "horizon.demand", "the log has no traffic", "give a log with requests in it"))
-    out = {name: slots_from_windows(w, prof, horizon.hours_per_period, f"{d} ({name})") for name, w in groups.items()}
+    out = {name: slots_from_windows(w, prof, horizon.hours_per_period(hours_per_month), f"{d} ({name})") for name, w in groups.items()}
     return out, notes
 
 

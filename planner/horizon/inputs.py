@@ -15,7 +15,7 @@ import pandas as pd
 from planner.capacity import equipment_usd_per_device_hour
 from planner.errors import InputError, Problem
 from planner.horizon.demand import client_slot_profiles, growth_multipliers, slot_profile
-from planner.horizon.model import HOURS_PER_MONTH, Acquisition, HorizonInputs, WeightLoad
+from planner.horizon.model import Acquisition, HorizonInputs, WeightLoad
 from planner.schema.capacity import CapacityTables
 
 
@@ -48,7 +48,7 @@ def acquisition_for(resolved: Any) -> dict[str, Acquisition]:
                 years = ways.buy.amortization_years or c.amortization_years
                 rate = ways.buy.cost_of_capital_rate if ways.buy.cost_of_capital_rate is not None else c.cost_of_capital_rate
                 priced = dev.model_copy(update={"purchase_usd": float(price)})
-                kw.update(buy_usd_per_device_hour=equipment_usd_per_device_hour(priced, "buy", HOURS_PER_MONTH, years=years, rate=rate),
+                kw.update(buy_usd_per_device_hour=equipment_usd_per_device_hour(priced, "buy", c.hours_per_month, years=years, rate=rate),
                           purchase_usd=float(price), lead_time_periods=ways.buy.lead_time_periods,
                           resale_fraction=ways.buy.resale_fraction, initial_owned=ways.buy.initial_owned)
         if ways.reserve is not None:
@@ -82,7 +82,7 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
     service_slots: dict[str, pd.DataFrame] | None = None
     client_notes: list[str] = []
     if hz.demand.clients != "fleet":
-        per_client, client_notes = client_slot_profiles(hz, resolved.base_dir)
+        per_client, client_notes = client_slot_profiles(hz, resolved.base_dir, inst.costs.hours_per_month)
         base = next(iter(inst.services))
         service_slots = {client_service(base, c): p.slots for c, p in per_client.items()}
         first = next(iter(per_client.values()))
@@ -91,7 +91,7 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
             agg[["peak_rate_per_s", "mean_rate_per_s"]] += p.slots[["peak_rate_per_s", "mean_rate_per_s"]].to_numpy(float)
         prof = type(first)(agg, absolute=True, source=first.source, notes=first.notes)
     else:
-        prof = slot_profile(hz, resolved.base_dir)
+        prof = slot_profile(hz, resolved.base_dir, inst.costs.hours_per_month)
     if prof.absolute and len(inst.services) != 1:
         raise InputError(Problem(str(resolved.path), "horizon.demand", "a demand profile from a log gives one service's rates, "
                                  f"the instance has {len(inst.services)} services", "plan one service, or give slots by hand (multipliers)"))
@@ -105,7 +105,7 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
             weight_bytes=weights,
             device_gb_per_s=hz.weight_load.device_gb_per_s, fleet_gb_per_s=hz.weight_load.fleet_gb_per_s,
             usd_per_device_hour={y: load_price(a, hz.weight_load.usd_per_device_hour) for y, a in acq.items()},
-            slot_length_h=slot_lengths_h(prof.slots, prof.absolute, hz.hours_per_period), source=hz.weight_load.source)
+            slot_length_h=slot_lengths_h(prof.slots, prof.absolute, hz.hours_per_period(inst.costs.hours_per_month)), source=hz.weight_load.source)
     return HorizonInputs(slots=prof.slots, absolute=prof.absolute,
                          growth=growth_multipliers(hz.growth, hz.periods, hz.months_per_period),
                          months_per_period=hz.months_per_period, acquisition=acquisition_for(resolved),
@@ -114,7 +114,7 @@ def horizon_inputs(resolved: Any) -> HorizonInputs:
                          max_utilization=inst.options.max_utilization,
                          shared_single_device_type=inst.options.shared_single_device_type, weight_load=weight_load,
                          per_slot_architecture=hz.per_slot_architecture, service_slots=service_slots,
-                         demand_notes=tuple(client_notes))
+                         demand_notes=(*prof.notes, *client_notes))
 
 
 def client_service(base: str, client: str) -> str:

@@ -94,7 +94,8 @@ Cost per period (USD; ``h_s`` hours of slot ``s`` in a period, ``H = Σ h_s``; e
   plus, with ``owned_when_unused: idle``, owned and reserved devices outside every pool at idle power;
   powered-down devices cost only their ownership;
 - ``network_nic`` and ``ops_devices`` (per-device operations and licences) pro-rated by device-hours in pools
-  (:math:`h_s / 730` of a month), ``network_transfer`` per GB of KV moved;
+  (:math:`h_s / H` of a month, :math:`H` = ``costs.hours_per_month``, which also sets a period's hours and the
+  hourly price of a bought device), ``network_transfer`` per GB of KV moved;
 - ``ops_pools``, ``ops_device_types``  :math:`c^{pool} \cdot months \cdot \sum_p z_{t,p}` and alike;
 - ``weight_reload`` (above; 0 without ``weight_load``).
 
@@ -102,7 +103,10 @@ Objective: :math:`\sum_t δ_t \,\text{cost}_t`, ``δ_t = (1 + i)^{-t·months/12}
 
 The baseline "size every period for its peak with owned devices" is the same model with only
 buying allowed (no lead time: its fleet is in place when needed), pools held at one size through
-the slots of a period and unused devices idle.
+the slots of a period and unused devices idle. With a lead time the plan cannot have that fleet in time (it
+rents while it waits), so it may cost more than the baseline: reports then say it costs more, never a
+negative saving (:func:`planner.horizon.report.saving_text`). A buy-only baseline with the lead times would
+have no plan for the first periods unless devices are owned at the start.
 """
 
 from __future__ import annotations
@@ -140,7 +144,6 @@ INTEGER_INSTANCES_MAX = 60
 """Largest plan scale — at the busiest level, the fewest instances one pool would need to carry all of
 it — for which the horizon MIP keeps every count integer; above it the fleet-scale steps apply
 (module docstring)."""
-HOURS_PER_MONTH = 730.0
 
 COST_TERMS: tuple[str, ...] = (
     "ownership", "resale_writeoff", "reserved", "on_demand", "spot", "power_busy", "power_idle",
@@ -322,6 +325,7 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
     base_rate = pts["rate_peak_per_s"].to_numpy(float)
     base_cv = pts["interarrival_cv"].to_numpy(float)
     n_evals = 0
+    clamped: list[str] = []  # slots whose mean multiplier exceeds their peak one (the mean is held at the peak)
     for rows, sl in groups:
         slot_peak = sl["peak_rate_per_s"].to_numpy(float)
         slot_mean = sl["mean_rate_per_s"].to_numpy(float)
@@ -330,7 +334,9 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
             slot_mean = slot_mean / max(float(dem.loc[rows, "rate_mean_per_s"].sum()), 1e-300)
         m_peak = g * np.tile(slot_peak, T)
         m_peak_d[:, rows] = m_peak[:, None]
-        m_mean_d[:, rows] = np.minimum(g * np.tile(slot_mean, T), m_peak)[:, None]
+        m_mean_raw = g * np.tile(slot_mean, T)
+        clamped += [str(n) for n, over in zip(sl["slot"], (m_mean_raw > m_peak * (1 + 1e-9)).reshape(T, -1).any(axis=0), strict=True) if over]
+        m_mean_d[:, rows] = np.minimum(m_mean_raw, m_peak)[:, None]
         # Caps on a coarse grid, always on the safe side: the rate rounded DOWN (a cap only rises
         # with the rate: more servers pool better), the burstiness rounded UP.
         m_cap = _grid_down(m_peak, CAP_RATE_STEP)
@@ -361,6 +367,10 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
     notes = [f"{T} periods x {S} slots = {K} levels; utilisation caps from {n_evals} queueing evaluations{per} "
              f"(rate rounded down to x{CAP_RATE_STEP:g} steps, burstiness up to x{CAP_CV_STEP:g} steps: caps on the safe side)",
              *inputs.demand_notes]
+    if clamped:
+        names_c = sorted(set(clamped))
+        notes.append(f"warning: slot(s) {', '.join(names_c[:8])}{' ...' if len(names_c) > 8 else ''} have a mean rate above their peak: "
+                     "the mean is held at the peak (check mean_multiplier against peak_multiplier)")
     return Levels(periods=T, slot_names=names, hours=slots["hours_per_period"].to_numpy(float),
                   m_peak=m_peak_all, m_mean=m_mean_all, rho=rho, m_peak_d=m_peak_d, m_mean_d=m_mean_d, notes=notes)
 
@@ -685,16 +695,16 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
         # power_idle: eη/1000 Σ_s h_s [Σ_p tp_p n (P^idle + P^host) − Σ_i λ^mean x τ_i tp_i (P^idle + P^host) + Σ_y unused P^idle_y]
         "power_idle": (per_period_n(kwh / 1e3 * hk * (tp_pool * idle_w_pool)[None, :]) + per_period_x(-kwh / 1e3 * idle_share)
                        + (per_period_k(unused, kwh / 1e3 * hk * cfg_idle[None, :]) if idle_owned else zero)),
-        # network_nic: Σ_{s,p sends KV} h_s / 730 · tp_p · c^nic n[k,p]
-        "network_nic": per_period_n(hk / HOURS_PER_MONTH * (tp_pool * sends * float(costs.nic_usd_per_device_month))[None, :]),
+        # network_nic: Σ_{s,p sends KV} h_s / H · tp_p · c^nic n[k,p]  (H = costs.hours_per_month)
+        "network_nic": per_period_n(hk / float(costs.hours_per_month) * (tp_pool * sends * float(costs.nic_usd_per_device_month))[None, :]),
         # network_transfer: Σ_{s,i prefill} λ^mean x kvtx_i / 1e9 · 3600 h_s · c^GB
         "network_transfer": per_period_x(mm * (lam_mean * kvtx * prefill_tx)[None, :] / 1e9 * SECONDS_PER_HOUR * hk
                                          * float(costs.transfer_usd_per_gb)),
         # ops_pools / ops_device_types: c^pool · months · Σ_p z[t,p]; c^type · months · Σ_y u[t,y]
         "ops_pools": lp.expr(T, np.repeat(np.arange(T), P), z.ravel(), float(costs.ops_usd_per_pool_month) * months),
         "ops_device_types": lp.expr(T, np.repeat(np.arange(T), Y), u.ravel(), float(costs.ops_usd_per_device_type_month) * months),
-        # ops_devices: Σ_{s,p} h_s / 730 · tp_p (c^ops + c^licence) n[k,p]
-        "ops_devices": per_period_n(hk / HOURS_PER_MONTH * (tp_pool * opsdev_pool)[None, :]),
+        # ops_devices: Σ_{s,p} h_s / H · tp_p (c^ops + c^licence) n[k,p]
+        "ops_devices": per_period_n(hk / float(costs.hours_per_month) * (tp_pool * opsdev_pool)[None, :]),
         # weight_reload: Σ_{s,p} (h_s / len_s) up[k,p] tp_p L_p c^load_{y(p)}  (each occurrence of the slot reloads)
         "weight_reload": zero,
     }

@@ -16,12 +16,36 @@ from planner.horizon.solve import HorizonResult
 SCHEMA_VERSION = 1
 
 
+BASELINE_NAME = "an owned fleet sized for each period's peak, in place from period 0 (no purchase lead time)"
+"""What the baseline is (:mod:`planner.horizon.model`): bought devices arrive at once, while the plan waits out
+each device's lead time (renting meanwhile); so the plan can cost more than it, and that is no saving."""
+
+
 def saving(arch: Any) -> tuple[float, float] | None:
-    """(USD, share) the plan saves against the owned-peak baseline, when both exist."""
+    """(USD, share) the plan saves against the owned-peak baseline, when both exist (negative: it costs more)."""
     if arch.total_usd is None or arch.baseline_usd is None or arch.baseline_usd <= 0:
         return None
     d = float(arch.baseline_usd) - float(arch.total_usd)
     return d, d / float(arch.baseline_usd)
+
+
+def saving_text(arch: Any, usd: Any) -> str | None:
+    """One sentence comparing the plan with the baseline (``usd`` formats dollars), never a negative saving."""
+    sv = saving(arch)
+    if sv is None:
+        return None
+    base = f"{BASELINE_NAME}, {usd(float(arch.baseline_usd))}"
+    if sv[0] >= 0:
+        return f"saves {usd(sv[0])} ({100 * sv[1]:.1f} %) against {base}"
+    return (f"costs {usd(-sv[0])} ({-100 * sv[1]:.1f} %) more than {base}: that fleet cannot be had in time "
+            "(the plan must wait out the lead times), so this is no saving")
+
+
+def saving_cell(share: float | None) -> str:
+    """The saving share for a table cell: a negative one says it costs more."""
+    if share is None:
+        return "-"
+    return f"{100 * share:.1f} %" if share >= 0 else f"none (+{-100 * share:.1f} % cost)"
 
 
 def summary_lines(result: HorizonResult, name: str) -> list[str]:
@@ -50,10 +74,9 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         out.append(f"== {arch.architecture}: {arch.status}{gap}, solve {arch.solve_s:.1f} s (HiGHS {arch.highs_s:.1f} s), "
                    f"extract {arch.extract_s:.1f} s; "
                    f"total ${fmt(round(float(arch.total_usd or 0)))} (present value)")
-        sv = saving(arch)
-        if sv is not None:
-            out.append(f"  against owning every period's peak fleet (${fmt(round(float(arch.baseline_usd or 0)))}): "
-                       f"saves ${fmt(round(sv[0]))} ({100 * sv[1]:.1f} %)")
+        text = saving_text(arch, lambda v: f"${fmt(round(v))}")
+        if text is not None:
+            out.append(f"  {text}")
         sch = arch.schedule
         cols = ["period", "device", "bought", "owned", "sold", "reserved", "on_demand_peak", "spot_peak", "in_pools_peak"]
         active = sch[(sch[cols[2:]] != 0).any(axis=1)]
@@ -119,7 +142,7 @@ def to_document(result: HorizonResult, name: str) -> dict[str, Any]:
         archs[k] = {
             "feasible": a.feasible, "status": a.status, "total_usd_present_value": a.total_usd, "gap": a.gap,
             "solve_s": a.solve_s, "highs_s": a.highs_s, "extract_s": a.extract_s, "baseline_owned_peak_usd": a.baseline_usd,
-            "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
+            "baseline": BASELINE_NAME, "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
             "schedule": a.schedule.to_dict("records"), "costs": a.costs.to_dict("records"),
             "pools": a.pools.to_dict("records"), "slots": a.slots.to_dict("records"),
             "slot_checks": a.slot_checks.to_dict("records"), "slot_checks_method": a.slot_checks_method, "verify_s": a.verify_s,

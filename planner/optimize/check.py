@@ -112,6 +112,11 @@ def recompute_snapshot(result: PlanResult, instance_path: str | Path) -> Capacit
     capacity tables (:func:`planner.capacity.build_capacity_tables`), queueing caps
     (:func:`planner.optimize.prepare.prepare`), prices, redundancy and budget. Every point of
     the instance is included (the checker looks up the routed ones)."""
+    return recompute_instance(result, instance_path)[0]
+
+
+def recompute_instance(result: PlanResult, instance_path: str | Path) -> tuple[CapacitySnapshot, str]:
+    """:func:`recompute_snapshot` and the instance's ``name`` (the plan must name the same instance)."""
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance
     from planner.optimize.prepare import prepare
@@ -124,7 +129,7 @@ def recompute_snapshot(result: PlanResult, instance_path: str | Path) -> Capacit
     return CapacitySnapshot(
         demand=prep.demand.drop(columns=["d"]).to_dict("records"), points=prep.points[cols].to_dict("records"),
         configs=tables.configs.to_dict("records"), costs={k: float(v) for k, v in vars(tables.costs).items()},
-        redundancy=opts.redundancy, budget_usd_per_month=opts.budget_usd_per_month, utilization_caps=[])
+        redundancy=opts.redundancy, budget_usd_per_month=opts.budget_usd_per_month, utilization_caps=[]), resolved.instance.name
 
 
 def _key(r: dict[str, Any], cols: tuple[str, ...]) -> tuple[str, ...]:
@@ -169,7 +174,8 @@ def _snapshot_problems(snap: CapacitySnapshot, truth: CapacitySnapshot) -> list[
             out.append(f"snapshot: costs.{k} = {snap.costs.get(k)} differs from the instance's {v}")
     if snap.redundancy != truth.redundancy:
         out.append(f"snapshot: redundancy {snap.redundancy} differs from the instance's options.redundancy {truth.redundancy}")
-    if truth.budget_usd_per_month is not None and (snap.budget_usd_per_month is None or snap.budget_usd_per_month > truth.budget_usd_per_month * (1 + TOL)):
+    a_b, t_b = snap.budget_usd_per_month, truth.budget_usd_per_month
+    if (a_b is None) != (t_b is None) or (a_b is not None and t_b is not None and not _close(float(a_b), float(t_b))):
         out.append(f"snapshot: budget {snap.budget_usd_per_month} differs from the instance's options.budget_usd_per_month {truth.budget_usd_per_month}")
     return out
 
@@ -241,6 +247,8 @@ def _check_status(arch: str, plan: ArchitecturePlan) -> list[str]:
     out: list[str] = []
     s = plan.solver
     if plan.feasible:
+        if plan.diagnosis:
+            out.append(f"{arch}: status: a feasible plan carries {len(plan.diagnosis)} infeasibility diagnosis item(s)")
         if s.status not in _PLAN_STATUSES:
             out.append(f"{arch}: status: a feasible plan with solver status {s.status!r}")
         if not plan.pools or not plan.routing or plan.costs is None:
@@ -256,17 +264,21 @@ def _check_status(arch: str, plan: ArchitecturePlan) -> list[str]:
     return out
 
 
-def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = None) -> list[str]:
+def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = None, *, instance_name: str | None = None) -> list[str]:
     """Violations found (empty when the plan is valid); each names architecture, constraint and item.
 
     ``instance_snapshot``: the snapshot re-derived from the instance (:func:`recompute_snapshot`);
-    when given, the plan's snapshot is compared with it and the plan checked against it. A plan
+    when given, the plan's snapshot is compared with it and the plan checked against it;
+    ``instance_name``: the instance's name, which the plan must carry. A plan
     may hold any number (nan, inf, 1e308): arithmetic on them is silent here, and the ``finite``
     check reports them.
     """
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _check_plan(result, instance_snapshot)
+        out = _check_plan(result, instance_snapshot)
+    if instance_name is not None and result.instance != instance_name:
+        out.insert(0, f"instance: the plan names instance {result.instance!r}, the instance file is {instance_name!r}")
+    return out
 
 
 def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) -> list[str]:
@@ -456,6 +468,17 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
     tool = plan.tool_phase is not None and bool(plan.tool_phase.tools)
     for name, p in pools.items():
         out += _check_pool(name, p, k, load.get(name, 0.0), busy_peak.get(name, 0.0), busy_mean.get(name, 0.0), kv.get(name, 0.0), tool)
+        # KV capacity: one instance's (the smallest of the pool's points, as planner.optimize.prepare.pools_of) x surviving instances
+        if "kv_capacity_bytes" in pts.columns and len(pts):
+            own = pts.loc[pts["pool"].astype(str) == name, "kv_capacity_bytes"].astype(float)
+            if len(own):
+                per_instance = float(np.nan_to_num(own.min(), nan=0.0))
+                true_cap = per_instance * max(p.instances - k, 0)
+                if not _close(p.kv_capacity_bytes, true_cap, rel=1e-6, abs_tol=1.0):
+                    out.append(f"kv[{name}]: kv_capacity_bytes {p.kv_capacity_bytes:.6g} recomputes to {true_cap:.6g} "
+                               f"({per_instance:.6g} B per instance x {max(p.instances - k, 0)} surviving)")
+                elif true_cap > 0 and kv.get(name, 0.0) > true_cap * (1 + TOL):
+                    out.append(f"kv[{name}]: resident KV at peak {kv.get(name, 0.0):.3g} B exceeds the recomputed capacity {true_cap:.3g} B")
     per_device: dict[str, int] = defaultdict(int)
     for p in pools.values():
         per_device[p.device] += p.devices
@@ -483,7 +506,7 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         return out + [f"pool: configuration(s) {', '.join(sorted(set(pool_df['config']) - set(configs['config'].astype(str))))} not in the snapshot"]
     again = cost_breakdown(costs, configs, sub, x, pool_df, n, redundancy=k)
     out += check_tool_phase(plan)  # tool-phase terms and constraints (planner.agents)
-    for t in COST_TERMS:
+    for t in (*COST_TERMS, "idle_capacity_usd_per_month"):  # the idle attribution too: not a term, but a number shown
         if t in TOOL_COST_TERMS:
             continue
         a, b = getattr(again, t), getattr(plan.costs, t)

@@ -64,8 +64,12 @@ def energy_report(built: Built, x: np.ndarray, n: np.ndarray, tokens_per_month: 
                                wh_per_1k_tokens=total * 1e6 / tokens_per_month if tokens_per_month > 0 else None))
     busy = float(busy_p.sum())
     idle = float(idle_p.sum())
+    # The tool phase is what the facility total holds beyond the pools; a residue below 1e-9 of the total is the
+    # rounding of two sums of the same terms (it printed as "tool phase 4.55e-13 kWh"), not energy.
+    rest = facility_kwh_per_month - busy - idle
+    tool = rest if rest > 1e-9 * max(abs(facility_kwh_per_month), 1.0) else 0.0
     return EnergyReport(facility_kwh_per_month=facility_kwh_per_month, busy_kwh_per_month=busy, idle_kwh_per_month=idle,
-                        tool_phase_kwh_per_month=max(facility_kwh_per_month - busy - idle, 0.0), pools=rows)
+                        tool_phase_kwh_per_month=tool, pools=rows)
 
 
 def emissions(report: EnergyReport, tokens_per_month: float, carbon_g_per_kwh: float | None) -> EnergyReport:

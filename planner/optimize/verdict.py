@@ -78,6 +78,11 @@ def _usd(v: float) -> str:
     return text if text == "$0" or v >= 0 else "-" + text
 
 
+def _rate(v: float) -> str:
+    """A request rate for a sentence: 3 significant digits, never scientific notation (``5e+03`` read as residue)."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _equipment_clause(disagg_minus_shared_usd: float) -> str:
     """How disaggregated equipment compares with shared, from their difference (USD/month)."""
     if round(disagg_minus_shared_usd) == 0:
@@ -110,7 +115,7 @@ def _prediction_notes(ranked: list[ArchitecturePlan]) -> list[str]:
     """Say which plans miss a target in their own latency prediction (they rank after those that meet)."""
     notes = []
     for p in ranked:
-        miss = [f"{lp.service} {m} {pred:,.0f} ms > {target:g} ms" for lp in p.latency
+        miss = [f"{lp.service} {m} {pred:,.0f} ms > {target:,g} ms" for lp in p.latency
                 for m, pred, target, met in (("TTFT", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
                                              ("TPOT", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)) if not met]
         if miss:
@@ -197,10 +202,10 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
                        f"{win.architecture} is named by the tie rule: {tie_rule}.")
     elif margin >= 0:
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture} "
-                       f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {rate_mean:.3g} req/s mean traffic.")
+                       f"— {_usd(margin)}/month ({share:.1%}) less, {margin / tokens * 1e6:.3f} USD per 1M tokens, at {_rate(rate_mean)} req/s mean traffic.")
     else:  # the cheaper plan misses its targets, predicted or in simulation (ranked after, see the notes)
         reasons.append(f"{head}: {_usd(win.costs.total_usd_per_month)}/month against {_usd(run.costs.total_usd_per_month)} for {run.architecture}, "
-                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets ({rate_mean:.3g} req/s mean traffic).")
+                       f"which is {_usd(-margin)}/month cheaper but misses its latency targets ({_rate(rate_mean)} req/s mean traffic).")
     worse = sorted(((d, t) for t, d in diffs.items() if d > 0.005 * max(margin, 1.0)), reverse=True)
     better = sorted(((d, t) for t, d in diffs.items() if d < -0.005 * max(margin, 1.0)))
     if worse:
@@ -212,19 +217,12 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     disagg = by_arch.get("disaggregated")
     if shared is not None and disagg is not None and shared.costs is not None and disagg.costs is not None:
         sd = {t: disagg.costs.terms()[t] - shared.costs.terms()[t] for t in COST_TERMS}  # disaggregated minus shared
-        split = [p for p in disagg.pools if p.role in ("prefill", "decode")]
-        if split:
-            parts = [f"the {p.role} pool ({p.instances}x {p.config}) is busy {p.utilization_mean:.0%} of the time at mean load (idle {1 - p.utilization_mean:.0%})" for p in split]
-            reasons.append(f"At {rate_mean:.3g} req/s " + "; ".join(parts) + ".")
-        dw, ds = _devices(disagg), _devices(shared)
-        fixed = sd["ops_pools_usd_per_month"] + sd["ops_device_types_usd_per_month"] + sd["network_nic_usd_per_month"] + sd["network_transfer_usd_per_month"]
-        if shared.costs.total_usd_per_month <= disagg.costs.total_usd_per_month:
-            reasons.append(f"Disaggregated needs {dw} devices ({_mix(disagg)}) against {ds} shared ({_mix(shared)}); its extra pools, device types and KV network add {_usd(fixed)}/month "
-                           f"{_equipment_clause(sd['equipment_usd_per_month'])}: the batching gain of separate phases does not pay for them.")
-        else:
-            reasons.append(f"The shared pool needs {ds} devices ({_mix(shared)}) against {dw} disaggregated ({_mix(disagg)}): prefill in a shared pool slows its decode batches (chunks ride in decode steps, or whole-prompt iterations stall them), "
-                           f"so separating the phases saves {_usd(-sd['equipment_usd_per_month'])}/month in equipment and {_usd(-(sd['power_busy_usd_per_month'] + sd['power_idle_usd_per_month']))} in power, "
-                           f"more than the {_usd(fixed)}/month of extra pools, device types and KV network.")
+        # the pools of the plan that wins (the sentence used to describe the disaggregated plan's, even when shared won)
+        busy = [p for p in win.pools if p.role in ("prefill", "decode", "unified")]
+        if busy:
+            parts = [f"the {p.role} pool ({p.instances}x {p.config}) is busy {p.utilization_mean:.0%} of the time at mean load (idle {1 - p.utilization_mean:.0%})" for p in busy]
+            reasons.append(f"At {_rate(rate_mean)} req/s, in the winning {win.architecture} plan, " + "; ".join(parts) + ".")
+        reasons.append(_shared_vs_disaggregated(shared, disagg, sd, win))
     hyb = by_arch.get("hybrid")
     if hyb is not None:
         uni = sorted({f"{r.service}/{r.bucket}" for r in hyb.routing if r.role == "unified"})
@@ -240,6 +238,39 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
                    margin_usd_per_million_tokens=margin / tokens * 1e6, margin_share=share,
                    term_differences_usd_per_month=diffs, reasons=reasons, proven=proven,
                    tie_rule=tie_rule if run is feasible[1] else None)
+
+
+def _more_or_less(usd: float, what: str) -> str:
+    """``usd`` (disaggregated minus shared) in words, never a negative amount: 'X more' / 'X less' / 'the same'."""
+    if round(usd) == 0:
+        return f"the same {what}"
+    return f"{_usd(abs(usd))}/month {'more' if usd > 0 else 'less'} {what}"
+
+
+def _shared_vs_disaggregated(shared: ArchitecturePlan, disagg: ArchitecturePlan, sd: dict[str, float], win: ArchitecturePlan) -> str:
+    """Why one of shared / disaggregated costs less, credited to what the numbers show (``sd``: disaggregated minus
+    shared per term). Separating the phases is credited only when disaggregated needs fewer devices; when it needs as
+    many or more but cheaper ones, the saving is the device choice (per device-month of equipment)."""
+    assert shared.costs is not None and disagg.costs is not None
+    dw, ds = _devices(disagg), _devices(shared)
+    fixed = sd["ops_pools_usd_per_month"] + sd["ops_device_types_usd_per_month"] + sd["network_nic_usd_per_month"] + sd["network_transfer_usd_per_month"]
+    power = sd["power_busy_usd_per_month"] + sd["power_idle_usd_per_month"]
+    head = f"Disaggregated needs {dw} devices ({_mix(disagg)}) against {ds} shared ({_mix(shared)})"
+    if shared.costs.total_usd_per_month <= disagg.costs.total_usd_per_month:
+        return (f"{head}; its pools, device types and KV network cost {_more_or_less(fixed, 'than shared')} "
+                f"{_equipment_clause(sd['equipment_usd_per_month'])}: the batching gain of separate phases does not pay for them.")
+    would = " (it would be cheaper, but it misses its latency targets)" if win is not disagg and not meets_targets(disagg) else ""
+    tail = (f"{_more_or_less(sd['equipment_usd_per_month'], 'equipment')}, {_more_or_less(power, 'power')} and "
+            f"{_more_or_less(fixed, 'pools, device types and KV network')} than shared{would}")
+    eq_d = disagg.costs.equipment_usd_per_month / dw if dw else 0.0
+    eq_s = shared.costs.equipment_usd_per_month / ds if ds else 0.0
+    if dw >= ds and eq_d < eq_s:
+        why = ("a shared plan uses one device type (options.shared_single_device_type)" if len({p.device for p in disagg.pools}) > 1
+               and len({p.device for p in shared.pools}) == 1 else "each phase gets the card that suits it")
+        return (f"{head}: more devices, but cheaper ones ({_usd(eq_d)} against {_usd(eq_s)} of equipment per device per month; {why}), "
+                f"so the saving comes from the choice of cards, not from separating the phases: {tail}.")
+    return (f"{head}: prefill in a shared pool slows its decode batches (chunks ride in decode steps, or whole-prompt "
+            f"iterations stall them), so separate phases need fewer devices: {tail}.")
 
 
 def plain_limit(name: str, kind: str) -> str:

@@ -75,6 +75,7 @@ from planner.perf.moe import (
 from planner.perf.names import AmbiguousName, device_variant, model_ref
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
+from planner.textio import text_stream
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "source", "record_type", "task", "gpu", "gpu_count", "tensor_parallel", "model", "engine", "precision",
@@ -139,6 +140,12 @@ def stack_of(row: dict[str, Any]) -> str:
     return f"{name}-{version}" if version else name
 
 
+ROW_MAXIMA: dict[str, float] = {"input_tokens": 1e7, "output_tokens": 1e7, "batch_cap_max_num_seqs": 1e6, "gpu_count": 4096.0,
+                                 "output_throughput_tok_per_s": 1e9, "energy_j_per_output_token": 1e6, "avg_power_w_per_gpu": 1e5}
+"""Upper bounds of a run's numbers, far above any real one (10M-token requests, a million sequences in a batch,
+100 kW per GPU): beyond them a value is a typo, and 1e308 overflowed the roofline (a RuntimeWarning and NaN)."""
+
+
 def _num(text: str | None) -> float | None:
     if text is None or str(text).strip() == "":
         return None
@@ -154,7 +161,7 @@ def read_energy_runs(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: file does not exist (check the path)")
-    with p.open(newline="", encoding="utf-8") as fh:
+    with text_stream(p) as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -227,6 +234,14 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         cap = _num(r.get("batch_cap_max_num_seqs"))
         count = _num(r.get("gpu_count"))
         meas = [_num(r.get(c)) for c in ("output_throughput_tok_per_s", "energy_j_per_output_token", "avg_power_w_per_gpu")]
+        given = {"input_tokens": isl, "output_tokens": osl, "batch_cap_max_num_seqs": cap, "gpu_count": count,
+                 "output_throughput_tok_per_s": meas[0], "energy_j_per_output_token": meas[1], "avg_power_w_per_gpu": meas[2]}
+        bad = [f"{name} {v:g} not in (0, {ROW_MAXIMA[name]:g}]" for name, v in given.items()
+               if v is not None and not (math.isfinite(v) and 0 < v <= ROW_MAXIMA[name])]
+        if not reason and bad:
+            reason = "; ".join(bad)
+        if not reason and count is not None and (count != int(count) or count > 4096):
+            reason = f"gpu_count {count:g} is not a whole number up to 4096"
         if not reason and isl is None:
             reason = f"task {r.get('task')!r}: input length not recorded (multimodal prompt tokens unknown)"
         if not reason and (not osl or not cap or not count or any(m is None or m <= 0 for m in meas)):

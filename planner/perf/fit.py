@@ -352,7 +352,9 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         # prefill-only iterations) with the pooled efficiencies
         for engine, sched in ENGINE_SCHEDULERS.items():
             if engine not in fitted:
-                fitted[engine] = fitted["default"].model_copy(update={**sched, "source": f"fit:default (no {engine} rows; {engine} scheduler defaults)"})
+                n_eng = int((usable & (engines_all == engine)).sum())
+                why = f"no {engine} rows" if n_eng == 0 else f"{n_eng} usable {engine} row(s), fewer than the {min_rows} an engine's own fit needs"
+                fitted[engine] = fitted["default"].model_copy(update={**sched, "source": f"fit:default ({why}; {engine} scheduler defaults)"})
     if not fitted:
         from planner.errors import InputError
 

@@ -47,6 +47,7 @@ from typing import Any
 from planner.errors import InputError, Problem
 from planner.perf.kv_infer import KV_SOURCES, published_default_kv
 from planner.perf.names import device_id, model_ref
+from planner.textio import text_stream
 
 REQUIRED = ("device", "model", "engine", "precision", "isl", "osl")
 OPTIONAL = (
@@ -79,7 +80,7 @@ def read_measurements(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
         raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
-    with p.open(newline="", encoding="utf-8") as fh:
+    with text_stream(p) as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED if c not in header]
@@ -212,7 +213,7 @@ def convert_silicon(path: str | Path, hf_ids: dict[str, str] | None = None, *, d
     if not p.exists():
         raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
     out: list[dict[str, Any]] = []
-    with p.open(newline="", encoding="utf-8") as fh:
+    with text_stream(p) as fh:
         reader = csv.DictReader(fh)
         need = ("model_path", "system", "backend", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms")
         missing = [c for c in need if c not in (reader.fieldnames or [])]

@@ -495,6 +495,12 @@ MOE_ROW_COLUMNS: tuple[str, ...] = ("model", "device", "ep", "dp", "tp", "precis
 (``decode``: a step of ``batch_per_rank`` sequences at context ``isl + osl/2``; ``prefill``: an iteration of
 ``batch_per_rank`` prompts of ``isl`` tokens per rank) and its measured time ``step_ms`` (decode: the ITL at that
 batch; prefill: prompt tokens per rank / measured input tokens/s per GPU)."""
+MOE_ROW_PRECISIONS: tuple[str, ...] = ("bf16", "fp8", "fp4", "int8")
+"""Weight / KV precisions a measured row may name (:data:`planner.schema.common.Precision`)."""
+MOE_ROW_MAXIMA: dict[str, float] = {"isl": 10_000_000.0, "osl": 10_000_000.0, "batch_per_rank": 1_000_000.0, "step_ms": 3_600_000.0}
+"""Upper bounds of a measured row's numbers, far above any real run (10M-token contexts, a million sequences
+per rank, an hour per iteration): a row beyond them is a typo, and one such row (batch 1e308) overflows the
+model and turns the whole fit into NaN."""
 FITTED_MOE_FIELDS: tuple[str, ...] = ("ep_imbalance", "a2a_efficiency")
 """The MoE parameters :func:`fit_moe_calibration` fits (the others stay at their published values)."""
 
@@ -509,7 +515,7 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
     try:
         df = pd.read_csv(path)
     except (OSError, ValueError) as exc:
-        raise InputError(Problem(path, "", f"cannot read the CSV: {exc}", f"write a CSV with the columns {', '.join(MOE_ROW_COLUMNS)}")) from None
+        raise InputError(Problem(path, "", f"cannot read the CSV: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", f"write a CSV with the columns {', '.join(MOE_ROW_COLUMNS)}")) from None
     problems = ProblemCollector(file=path)
     missing = [c for c in MOE_ROW_COLUMNS if c not in df.columns]
     if missing:
@@ -521,6 +527,15 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
         if r["model"] not in models or r["device"] not in devices:
             problems.add(where, f"unknown model {r['model']!r} or device {r['device']!r}", "use ids of planner catalog models / devices")
             continue
+        dev = devices[r["device"]]
+        if dev.kind == "cpu" or not dev.peak_tflops_dense:
+            problems.add(where, f"device {r['device']!r} is a {dev.kind} without dense tensor peaks (peak_tflops_dense): "
+                         "the expert-parallel model is for accelerators", "give rows measured on a GPU or accelerator of the catalog")
+            continue
+        bad_prec = [f"{k} {r[k]!r}" for k in ("precision", "kv_precision") if r[k] not in MOE_ROW_PRECISIONS]
+        if bad_prec:
+            problems.add(where, f"unknown {' and '.join(bad_prec)}", f"use one of {', '.join(MOE_ROW_PRECISIONS)}")
+            continue
         if r["role"] not in ("prefill", "decode"):
             problems.add(where, f"role {r['role']!r}", "use prefill or decode")
             continue
@@ -531,6 +546,10 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
             continue
         if not all(math.isfinite(v) and v > 0 for v in nums.values()):
             problems.add(where, "numeric fields must be finite and > 0", "fix the row")
+            continue
+        too_big = [f"{k} {nums[k]:g} > {cap:g}" for k, cap in MOE_ROW_MAXIMA.items() if nums[k] > cap]
+        if too_big:
+            problems.add(where, f"out of range: {', '.join(too_big)}", "fix the row (a measured iteration, not a placeholder)")
             continue
         if not all(nums[k] == int(nums[k]) and nums[k] <= MAX_ROW_PARALLELISM for k in ("ep", "dp", "tp")):
             problems.add(where, f"ep, dp and tp must be whole numbers from 1 to {MAX_ROW_PARALLELISM}",

@@ -122,7 +122,7 @@ def slot_check_html(arch: Any) -> str:
 
 
 def render(result: HorizonResult, name: str, demand_unit: str, demand_scale: float = 1.0) -> str:
-    from planner.horizon.report import saving
+    from planner.horizon.report import saving_text
 
     parts = [f"<h1>Plan over time: {html.escape(name)}</h1>",
              f"<p>{result.periods} periods × {len(result.slots)} slots. Winner over the horizon: "
@@ -132,11 +132,11 @@ def render(result: HorizonResult, name: str, demand_unit: str, demand_scale: flo
         if not arch.feasible:
             parts.append(f"<p>No plan: {html.escape(arch.status)}</p>")
             continue
-        sv = saving(arch)
         gap = f"{arch.gap:.2%}" if arch.gap is not None else "n/a"
         line = f"Present value ${arch.total_usd:,.0f} ({html.escape(arch.status)}; gap {gap})."
-        if sv is not None:
-            line += f" Owning every period's peak fleet: ${arch.baseline_usd:,.0f}; this schedule saves ${sv[0]:,.0f} ({100 * sv[1]:.1f} %)."
+        text = saving_text(arch, lambda v: f"${v:,.0f}")
+        if text is not None:
+            line += f" This schedule {html.escape(text)}."
         parts.append(f"<p>{line}</p>")
         parts.append(f"<figure>{supply_chart(arch, demand_unit, demand_scale)}<figcaption>Devices at each period's busiest slot by how they are "
                      "had (bars), devices serving in pools (line) and that slot's demand (dashed, right axis).</figcaption></figure>")

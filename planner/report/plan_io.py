@@ -39,3 +39,16 @@ def load_plan(path: str | Path) -> PlanResult:
         problems = [Problem(str(p), ".".join(str(x) for x in e["loc"]) or "(top level)", e["msg"], REGENERATE)
                     for e in exc.errors()[:10]]
         raise InputError(problems) from None
+
+
+def recorded_instance(result: PlanResult, plan_file: str | Path) -> Path | None:
+    """The instance file the plan records (``instance_path``), found from any working directory: the path
+    itself (absolute since plans record it so; a relative one is tried from here), else relative to the plan
+    file's folder. ``None`` when the plan records none or the file is not found."""
+    if not result.instance_path:
+        return None
+    p = Path(result.instance_path)
+    for cand in (p,) if p.is_absolute() else (p, Path(plan_file).resolve().parent / p):
+        if cand.is_file():
+            return cand
+    return None

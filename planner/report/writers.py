@@ -50,8 +50,9 @@ def parallelism_lines(plan: ArchitecturePlan) -> list[str]:
 def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     plan = result.architectures[arch]
     s = plan.solver
-    gap = f"{s.gap:.2e}" if s.gap is not None else "-"
-    out = [f"== {arch}: {'feasible' if plan.feasible else 'INFEASIBLE'} — solver {s.status} (gap {gap}, {s.time_s:.2f} s HiGHS, build {s.build_s:.2f} s, extract {s.extract_s:.2f} s)"]
+    gap = f"{100 * s.gap:.3f} %" if s.gap is not None else "-"  # a percentage (2.00e-05 read as float residue)
+    state = ("feasible" if plan.meets_targets else "feasible but MISSES its latency targets") if plan.feasible else "INFEASIBLE"
+    out = [f"== {arch}: {state} — solver {s.status} (gap {gap}, {s.time_s:.2f} s HiGHS, build {s.build_s:.2f} s, extract {s.extract_s:.2f} s)"]
     if not plan.feasible:
         out += [f"  - {d.service}/{d.bucket}: {d.constraint}: {d.message} (to make it feasible: {d.fix})" for d in plan.diagnosis]
         return out
@@ -60,7 +61,7 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     out += [f"  {line}" for line in parallelism_lines(plan)]
     out.append("")
     out.append(table(["service", "TTFT pred ms", "target", "TPOT/ITL pred ms", "target", "met"],
-                     [[lp.service, f"p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f}", lp.ttft_target_ms, f"{lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f}", lp.tpot_target_ms,
+                     [[lp.service, f"p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:,.0f}", lp.ttft_target_ms, f"{lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f}", lp.tpot_target_ms,
                        "yes" if lp.ttft_met and lp.tpot_met else "NO"] for lp in plan.latency]))
     assert plan.costs is not None
     out.append("")
@@ -124,7 +125,7 @@ def simulation_markdown(plan: ArchitecturePlan) -> list[str]:
              "| service | TTFT analytic (ms) | TTFT simulated (ms) | CI | target | TPOT/ITL analytic | TPOT/ITL simulated | target | met |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {s.service} | p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)} | {_n(s.ttft_sim_ms)} | {_ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms)} | "
-              f"{s.ttft_target_ms:g} | {s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_n(s.tpot_analytic_ms, '.1f')} | {_n(s.tpot_sim_ms, '.1f')} | {s.tpot_target_ms:g} | "
+              f"{s.ttft_target_ms:,g} | {s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_n(s.tpot_analytic_ms, '.1f')} | {_n(s.tpot_sim_ms, '.1f')} | {s.tpot_target_ms:,g} | "
               + ("yes" if s.ttft_met and s.tpot_met else f"**no** — {s.miss_pool} +{_n(s.miss_ms)} ms ({_n(s.miss_share, '+.0%')})") + " |" for s in c.services]
     lines += [""] + [f"- {f}" for f in c.findings] + ([""] if c.findings else [])
     return lines
@@ -169,7 +170,7 @@ def markdown(result: PlanResult) -> str:
         lines += [f"| {p.name} | {p.instances} | {p.devices} | {p.utilization_mean:.3f} | {p.utilization_peak:.3f} | {p.utilization_cap:.3f} | {p.cost_usd_per_month:,.0f} |" for p in plan.pools]
         lines += (["", *[f"- {line}" for line in parallelism_lines(plan)]] if parallelism_lines(plan) else [])
         lines += ["", "| service | TTFT predicted (ms) | target | TPOT/ITL predicted (ms) | target |", "|---|---|---|---|---|"]
-        lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:.0f} | {lp.ttft_target_ms:g} | {lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:g} |" for lp in plan.latency]
+        lines += [f"| {lp.service} | p{lp.ttft_quantile * 100:g} {lp.ttft_predicted_ms:,.0f} | {lp.ttft_target_ms:,g} | {lp.token_metric.upper()} {stat_label(lp.tpot_quantile)} {lp.tpot_predicted_ms:.1f} | {lp.tpot_target_ms:,g} |" for lp in plan.latency]
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
         lines += [f"- Why: {e}" for e in pool_explanations(plan)] + ([""] if pool_explanations(plan) else [])
         lines += speculation_markdown(result, arch)  # planner.perf.speculative: which decode points speculate

@@ -8,11 +8,19 @@ what to reserve, and what to rent on demand or on the spot market for the peaks
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from planner.schema.common import Fraction, NonNegFloat, NonNegInt, PosFloat, PosInt, StrictModel
+from planner.schema.common import (
+    Fraction,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    StrictModel,
+    bounded,
+)
 
 SlotGrouping = Literal["hour_of_day", "hour_of_day_weekpart"]
 """How windows of a multi-day log are grouped into representative slots: 24 hours of the day,
@@ -24,7 +32,7 @@ class GivenSlot(StrictModel):
 
     name: str
     hours_per_period: PosFloat
-    """Hours of each period that look like this slot (the slots' hours sum to ``period_hours``)."""
+    """Hours of each period that look like this slot (the slots' hours sum to ``costs.hours_per_month`` x ``months_per_period``)."""
     peak_multiplier: PosFloat
     """Peak rate in this slot as a multiple of the service's planned peak rate (period 0)."""
     mean_multiplier: PosFloat | None = None
@@ -62,7 +70,8 @@ class DemandProfile(StrictModel):
     """Slots derived from a log: hour of day (24), or hour of day × weekday/weekend (48)."""
     day0_weekday: int | None = Field(default=None, ge=0, le=6)
     """Weekday of the log's first day (0 = Monday); needed for ``hour_of_day_weekpart``."""
-    rate_scale: PosFloat = 1.0
+    rate_scale: Annotated[float, bounded(ge=1e-6, le=1e6, why="scales the log's rates, from 1e-6 to 1e6 (far below, the demand falls "
+                                         "under the solver's feasibility tolerance and 0 devices pass for a plan that serves it)")] = 1.0
     """Scales the log's rates (plan for a share of the fleet, or a bigger one)."""
     clients: ClientSplit = "fleet"
     """With ``servegen_fleet``: ``fleet`` plans the sum of the clients as the instance's one service (default);
@@ -88,10 +97,14 @@ class DemandProfile(StrictModel):
         return self
 
 
+GROWTH_RATE_RANGE: tuple[float, float] = (-0.5, 1.0)
+"""Open below, closed above: the monthly growth rates a horizon takes (halving to doubling per month)."""
+
+
 class Growth(StrictModel):
     """Demand growth over the horizon: a compound monthly rate or explicit multipliers per period."""
 
-    monthly_rate: float | None = Field(default=None, gt=-0.5, le=1.0)
+    monthly_rate: float | None = Field(default=None, gt=GROWTH_RATE_RANGE[0], le=GROWTH_RATE_RANGE[1])
     """Compound growth per month (0.05 = 5 %/month); period ``t`` has multiplier ``(1 + r)^(t · months/period)``."""
     multipliers: list[PosFloat] | None = None
     """One demand multiplier per period (period 0 first)."""
@@ -216,6 +229,6 @@ class Horizon(StrictModel):
                                  "weights of the pools taking over, and that is its cost")
         return self
 
-    @property
-    def hours_per_period(self) -> float:
-        return 730.0 * self.months_per_period
+    def hours_per_period(self, hours_per_month: float) -> float:
+        """Hours of one period at the instance's ``costs.hours_per_month``."""
+        return hours_per_month * self.months_per_period

@@ -314,7 +314,7 @@ class NetworkCosts(StrictModel):
     nic_usd_per_device_month: NonNegFloat = 40.0
     """Scale-out NIC/port/optics share per device that sends or receives KV, USD/month. Default
     40: an InfiniBand NDR fat tree costs about $1.7–2.3k per GPU in switches and optics before
-    NICs (yobitel estimate for 1,024 GPUs / 48 Quantum-2 switches; shared hardware SOURCES §4),
+    NICs (yobitel estimate for 1,024 GPUs / 48 Quantum-2 switches),
     ~$2k over 48 months ≈ $40/month."""
     transfer_usd_per_gb: NonNegFloat = 0.0
     """Cost per GB of KV moved between pools (0 inside one fabric)."""
@@ -374,6 +374,9 @@ class Options(StrictModel):
     """Shared architecture: one device type for the whole pool."""
     verify: bool = True
     """Check tail latency after solving and tighten caps where a quantile is missed."""
+    on_bad_row: Literal["error", "skip"] = "error"
+    """Rows of a service's request log (``traffic.trace``) that cannot be used: stop with an error naming them
+    (``error``), or drop them and say how many in the plan's notes (``skip``; ``planner solve --on-bad-row skip``)."""
     solver: SolverOptions = SolverOptions()
 
 

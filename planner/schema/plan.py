@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, computed_field, field_validator, model_validator
 
 from planner.schema.common import Architecture, Role, StrictModel
 
@@ -158,6 +158,13 @@ only record of it: :mod:`planner.optimize.check` reads ``SimulationCheck.met`` a
 def stat_label(quantile: float | None) -> str:
     """``p99`` for a quantile level of 0.99, ``mean`` for ``None`` (a mean target)."""
     return "mean" if quantile is None else f"p{quantile * 100:g}"
+
+
+def token_metric_label(metrics: Any) -> str:
+    """Column label for per-token latency: ``TPOT`` or ``ITL`` when every row holds that metric, else
+    ``TPOT/ITL`` (each cell then names its own)."""
+    names = {str(m).upper() for m in metrics}
+    return names.pop() if len(names) == 1 else "TPOT/ITL"
 
 
 class LatencyPrediction(StrictModel):
@@ -456,6 +463,8 @@ class ArchitecturePlan(StrictModel):
 
     architecture: Architecture
     feasible: bool
+    """The solver found a plan (pools, routing, costs). Whether that plan meets its latency targets is
+    :attr:`meets_targets`: a feasible plan can still miss them (the verdict then ranks it after plans that meet)."""
     pools: list[PoolPlan] = []
     routing: list[RoutingShare] = []
     latency: list[LatencyPrediction] = []
@@ -477,6 +486,22 @@ class ArchitecturePlan(StrictModel):
     """Discrete-event check at peak (``options.verify``); ``None`` when not run."""
     energy: EnergyReport | None = None
     """Facility energy by pool and phase, idle energy, emissions (:mod:`planner.optimize.energy_report`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_fields_are_not_input(cls, data: Any) -> Any:
+        """``meets_targets`` is written to plan.json but always recomputed on reading (an edited value is ignored)."""
+        if isinstance(data, dict) and "meets_targets" in data:
+            data = {k: v for k, v in data.items() if k != "meets_targets"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def meets_targets(self) -> bool:
+        """A feasible plan whose every service meets its TTFT and per-token targets as predicted and, when it was
+        simulated at peak, in the simulation (as :func:`planner.optimize.verdict.meets_targets`)."""
+        return (self.feasible and all(lp.ttft_met and lp.tpot_met for lp in self.latency)
+                and (self.simulation is None or self.simulation.met))
 
 
 ConfidenceDimension = Literal["prefill_time", "decode_step_time", "traffic", "bucket_resolution"]
@@ -596,6 +621,8 @@ class PlanResult(StrictModel):
     instance: str
     """Instance name."""
     instance_path: str = ""
+    """The instance file, absolute (``planner check`` and ``evaluate`` find it from any folder; older plans
+    hold the path as typed, tried from the working directory and then beside the plan)."""
     scenario: str | None = None
     overrides: dict[str, Any] = {}
     architectures: dict[str, ArchitecturePlan] = Field(default_factory=dict)

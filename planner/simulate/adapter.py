@@ -563,6 +563,10 @@ def service_results(res: SimResult, inputs: BucketSimInputs) -> SimResult:
             return sum(float(getattr(p, attr)) * x for p, x in zip(parts, w, strict=True) if x) / tot if tot else math.nan
 
         r0 = parts[0]
+        # ITL: every token gap of the decode / unified pools the service's routes use (as planner.verify checks it)
+        itl_pools = sorted({str(inputs.routes[i].decode or inputs.routes[i].unified) for i in g.index
+                            if f"pool:{inputs.routes[i].decode or inputs.routes[i].unified}:itl" in res.histograms})
+        gaps = merged([res.histograms[f"pool:{p}:itl"] for p in itl_pools]) if itl_pools else None
         services[str(svc)] = ServiceResult(
             service=str(svc), ttft=Summary.of(h["ttft"]), tpot=Summary.of(h["tpot"]), e2e=Summary.of(h["e2e"]),
             completed=done, unfinished=sum(p.unfinished for p in parts), rejected=sum(p.rejected for p in parts),
@@ -571,5 +575,8 @@ def service_results(res: SimResult, inputs: BucketSimInputs) -> SimResult:
             ttft_target_s=r0.ttft_target_s, ttft_quantile=r0.ttft_quantile, tpot_target_s=r0.tpot_target_s, tpot_quantile=r0.tpot_quantile,
             ttft_met=done > 0 and h["ttft"].quantile(r0.ttft_quantile) <= r0.ttft_target_s,
             tpot_met=done > 0 and (h["tpot"].n == 0 or h["tpot"].quantile(r0.tpot_quantile) <= r0.tpot_target_s),
+            token_metric=r0.token_metric, itl=Summary.of(gaps) if gaps is not None else None,
+            itl_target_s=r0.itl_target_s, itl_quantile=r0.itl_quantile,
+            itl_met=gaps is None or gaps.n == 0 or gaps.quantile(r0.itl_quantile) <= r0.itl_target_s,
         )
     return replace(res, services=services, histograms=hist)

@@ -736,6 +736,8 @@ class _Sim:
         services = {}
         for i, r in enumerate(self.routes):
             done = self.done[i]
+            gaps = self.itl.get(r.decode or r.unified or "")
+            itl = Summary.of(gaps) if gaps is not None else None
             services[r.service] = ServiceResult(
                 service=r.service, ttft=Summary.of(self.ttft[i]), tpot=Summary.of(self.tpot[i]),
                 e2e=Summary.of(self.e2e[i]), completed=done,
@@ -748,6 +750,8 @@ class _Sim:
                 tpot_target_s=r.tpot_target_s, tpot_quantile=r.tpot_quantile,
                 ttft_met=(done > 0 and self.ttft[i].quantile(r.ttft_quantile) <= r.ttft_target_s),
                 tpot_met=(done > 0 and (self.tpot[i].n == 0 or _stat(self.tpot[i], r.tpot_quantile) <= r.tpot_target_s)),
+                token_metric=r.token_metric, itl=itl, itl_target_s=r.itl_target_s, itl_quantile=r.itl_quantile,
+                itl_met=(gaps is None or gaps.n == 0 or gaps.quantile(r.itl_quantile) <= r.itl_target_s),
             )
         pools = {}
         for p in self.pools.values():

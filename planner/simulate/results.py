@@ -36,6 +36,27 @@ class ServiceResult:
     tpot_quantile: float
     ttft_met: bool
     tpot_met: bool
+    token_metric: str = "tpot"
+    """The per-token metric the service targets: ``tpot`` when it sets a TPOT target, else ``itl`` (DESIGN §3)."""
+    itl: Summary | None = None
+    """Every token gap of the decode / unified pool the service's route uses (``None``: no such pool)."""
+    itl_target_s: float = float("inf")
+    itl_quantile: float = 0.99
+    itl_met: bool = True
+
+    @property
+    def token_summary(self) -> Summary | None:
+        """The samples of the per-token metric the service targets (TPOT per request, or every ITL gap)."""
+        return self.itl if self.token_metric == "itl" else self.tpot
+
+    @property
+    def token_target_s(self) -> float:
+        return self.itl_target_s if self.token_metric == "itl" else self.tpot_target_s
+
+    @property
+    def token_met(self) -> bool:
+        """The per-token target the service sets is met (a TPOT-only flag would pass an ITL-only service on 'target inf')."""
+        return self.itl_met if self.token_metric == "itl" else self.tpot_met
 
 
 @dataclass(frozen=True)

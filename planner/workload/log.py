@@ -87,7 +87,7 @@ def bad_rows_error(path: str, bad: list[BadRow], total: int) -> InputError:
             file=path,
             path="",
             message=f"{len(bad)} of {total} rows cannot be used{where} ({examples})",
-            fix="repair those rows, or pass --on-bad-row skip (traffic: drop them) to ignore them",
+            fix="repair those rows, or drop them: --on-bad-row skip (planner characterize / solve) or options.on_bad_row: skip in the instance",
         )
     )
 

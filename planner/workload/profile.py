@@ -171,7 +171,8 @@ def _from_trace(resolved: ResolvedInstance, name: str, svc: Service) -> Workload
     service_column = columns.pop("service", None)
     where = f"services.{name}.traffic"
     try:
-        results = characterize_file(resolved.resolve_path(t.trace), t.format, columns or None, buckets=t.buckets, service_column=service_column)
+        results = characterize_file(resolved.resolve_path(t.trace), t.format, columns or None, buckets=t.buckets, service_column=service_column,
+                                    on_bad_row=resolved.instance.options.on_bad_row)
     except InputError as exc:
         raise InputError([Problem(file=p.file, path=p.path or f"{where}.trace", message=p.message + f" (traffic of service {name!r} in {resolved.path})", fix=p.fix) for p in exc.problems]) from None
     if t.service_column_value is not None:

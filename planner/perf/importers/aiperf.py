@@ -41,6 +41,7 @@ from typing import Any
 
 from planner.errors import InputError, Problem
 from planner.perf.importers.common import RunContext, load_of, load_records, number, summary_row
+from planner.textio import text_stream
 
 TOOL = "AIPerf/GenAI-Perf"
 _TO_MS = {"ms": 1.0, "s": 1e3, "sec": 1e3, "us": 1e-3, "ns": 1e-6}
@@ -71,9 +72,12 @@ def _first(value: Any) -> Any:
 
 
 def _gpu_name(rec: dict[str, Any]) -> str | None:
-    endpoints = ((rec.get("telemetry_data") or {}).get("endpoints") or {}) if isinstance(rec.get("telemetry_data"), dict) else {}
-    names = {g.get("gpu_name") for ep in endpoints.values() if isinstance(ep, dict)
-             for g in (ep.get("gpus") or {}).values() if isinstance(g, dict) and g.get("gpu_name")}
+    tele = rec.get("telemetry_data")
+    endpoints = tele.get("endpoints") if isinstance(tele, dict) else None
+    if not isinstance(endpoints, dict):  # a file edited by hand may hold anything here: no GPU name then
+        return None
+    names = {g.get("gpu_name") for ep in endpoints.values() if isinstance(ep, dict) and isinstance(ep.get("gpus"), dict)
+             for g in ep["gpus"].values() if isinstance(g, dict) and isinstance(g.get("gpu_name"), str) and g.get("gpu_name")}
     return names.pop() if len(names) == 1 else None
 
 
@@ -107,7 +111,7 @@ _CSV_ROWS = {
 
 def read_csv(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
     stats: dict[str, float] = {}
-    with path.open(newline="", encoding="utf-8") as fh:
+    with text_stream(path) as fh:
         reader = csv.reader(fh)
         avg_col: int | None = None
         for raw in reader:

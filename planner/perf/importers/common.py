@@ -35,8 +35,16 @@ from typing import Any
 from planner.errors import InputError, Problem
 from planner.perf.measurements import silicon_kv_precision
 from planner.perf.names import device_id, model_ref
+from planner.textio import loads_json, read_text
 
 LOADS = ("closed", "open", "burst")
+MAX_TOKENS_PER_REQUEST = 10_000_000.0
+"""Upper bound of a run's mean input or output tokens per request (10M: far above any context window); beyond it
+a value is a typo or a corrupted file, and it overflows the predictor (1e308 tokens gave inf and NaN)."""
+MAX_LATENCY_MS = 86_400_000.0
+"""Upper bound of a run's mean TTFT or TPOT: one day."""
+MAX_CONCURRENCY = 1_000_000
+"""Upper bound of a closed-loop run's concurrency (a million users of one server is a typo)."""
 ENGINE_NAMES: dict[str, str] = {
     "vllm": "vllm", "vllm-chat": "vllm",
     "sglang": "sglang", "sglang-native": "sglang", "sglang-oai": "sglang", "sglang-oai-chat": "sglang",
@@ -69,9 +77,9 @@ class RunContext:
 
 def load_records(path: Path) -> list[dict[str, Any]]:
     """A JSON object, a JSON list of objects, or JSON Lines (one object per line)."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
-        data = json.loads(text)
+        data = loads_json(text, path)
     except json.JSONDecodeError:
         data = None
         records = []
@@ -79,7 +87,7 @@ def load_records(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = loads_json(line, path)
             except json.JSONDecodeError as exc:
                 raise InputError(Problem(str(path), f"line {i}", f"not JSON: {exc.msg}", "give the file the benchmark tool wrote, unchanged")) from exc
             records.append(rec)
@@ -108,7 +116,8 @@ def number(value: Any) -> float | None:
 
 def load_of(request_rate: float | None, max_concurrency: float | None) -> tuple[str, int | None, float | None]:
     """``(load, concurrency, request_rate_per_s)`` of a run (module docstring)."""
-    conc = int(max_concurrency) if max_concurrency is not None and max_concurrency > 0 else None
+    # an infinite or NaN cap is no cap (what vLLM's ``--max-concurrency`` unset means)
+    conc = int(max_concurrency) if max_concurrency is not None and math.isfinite(max_concurrency) and max_concurrency > 0 else None
     if request_rate is not None and math.isfinite(request_rate) and request_rate > 0:
         return "open", conc, float(request_rate)
     if conc is not None:
@@ -131,6 +140,28 @@ def summary_row(path: Path, tool: str, ctx: RunContext, *, index: int | None = N
     """One row of the measurements table from a run's summary figures; what the file does not
     say comes from ``ctx``; what neither says and the model needs is one exit-2 error."""
     problems: list[Problem] = []
+    names: dict[str, Any] = {"device": device, "model": model, "engine": engine}
+    for what, name in names.items():
+        if name is not None and not isinstance(name, str):
+            problems.append(Problem(str(path), what, f"the {tool} result's {what} is {name!r}, not a name",
+                                    f"give the file the tool wrote, or state it with --{what}"))
+            names[what] = None
+    device, model, engine = names["device"], names["model"], names["engine"]
+    if ctx.tp is None and tp is not None:
+        tp_num = number(tp)
+        if tp_num is not None and not (math.isfinite(tp_num) and tp_num == int(tp_num) and 1 <= tp_num <= 4096):
+            problems.append(Problem(str(path), "tp", f"the tensor-parallel degree {tp!r} is not a whole number from 1 to 4096",
+                                    "give the file the tool wrote, or state it with --tp (e.g. --tp 1)"))
+            tp = None
+    for what, value in (("TTFT", ttft_ms), ("TPOT", tpot_ms)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_LATENCY_MS):
+            problems.append(Problem(str(path), what, f"the mean {what} {value} ms is not a time in (0, {MAX_LATENCY_MS:,.0f}] ms",
+                                    "give the file the tool wrote, unchanged (a run with failed requests has no latency to use)"))
+    for what, value in (("input tokens", isl), ("output tokens", osl)):
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TOKENS_PER_REQUEST):
+            problems.append(Problem(str(path), "lengths", f"the mean {what} per request {value} is not a number in (0, {MAX_TOKENS_PER_REQUEST:,.0f}]",
+                                    "give the summary file the tool wrote, unchanged (check its completed and token counts)"))
+            isl, osl = (None, osl) if what == "input tokens" else (isl, None)
     dev = ctx.device or (device_id(device, ctx.device_ids) or device.strip() if device else None)
     if not dev:
         problems.append(_missing(path, tool, "device", "--device", "h100-sxm"))
@@ -142,12 +173,15 @@ def summary_row(path: Path, tool: str, ctx: RunContext, *, index: int | None = N
     if not eng:
         problems.append(_missing(path, tool, "engine", "--engine", "vllm"))
     tp_value = ctx.tp if ctx.tp is not None else (int(number(tp) or 0) or None)
-    if not tp_value:
+    if not tp_value and not any(pr.path == "tp" for pr in problems):
         problems.append(_missing(path, tool, "tensor-parallel degree", "--tp", "1"))
     kind, conc, rate = load
     if ctx.concurrency is not None or ctx.request_rate_per_s is not None:
         kind, conc, rate = load_of(ctx.request_rate_per_s, ctx.concurrency)
-    if isl is None or osl is None:
+    if conc is not None and conc > MAX_CONCURRENCY:
+        problems.append(Problem(str(path), "concurrency", f"concurrency {conc:,} is above {MAX_CONCURRENCY:,}",
+                                "give the file the tool wrote, or state the run's concurrency with --concurrency N"))
+    if (isl is None or osl is None) and not any(pr.path == "lengths" for pr in problems):
         problems.append(Problem(str(path), "lengths", f"the {tool} result has no mean input/output tokens per request", "give the summary file the tool wrote"))
     if problems:
         raise InputError(problems)

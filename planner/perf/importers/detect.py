@@ -16,21 +16,24 @@ from pathlib import Path
 
 from planner.errors import InputError, Problem
 from planner.perf.importers import aiperf, llmperf, sglang, vllm
+from planner.textio import loads_json, read_text
 
 FORMATS = ("planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf")
 """Names accepted by ``--from-format`` (besides ``auto``); ``genai-perf`` is read as ``aiperf``."""
 
 
 def _first_object(path: Path) -> dict[str, object] | None:
-    text = path.read_text(encoding="utf-8")
+    """The first JSON object of a JSON or JSON Lines file; exit-2 error when it is neither."""
+    text = read_text(path)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
+        data = loads_json(text, path)
+    except json.JSONDecodeError as whole:
         line = next((ln for ln in text.splitlines() if ln.strip()), "")
         try:
-            data = json.loads(line)
+            data = loads_json(line, path)
         except json.JSONDecodeError:
-            return None
+            raise InputError(Problem(str(path), f"line {whole.lineno}", f"not valid JSON ({whole.msg}, column {whole.colno})",
+                                     "give the file the benchmark tool wrote, unchanged")) from None
     if isinstance(data, list):
         data = data[0] if data else None
     return data if isinstance(data, dict) else None
@@ -54,7 +57,11 @@ def detect_format(path: str | Path) -> str:
     p = Path(path)
     if not p.is_file():
         raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
-    head = p.read_text(encoding="utf-8", errors="replace")[:4096].lstrip()
+    head = read_text(p)[:4096].lstrip()
+    if p.suffix.lower() in (".json", ".jsonl") and not head.startswith(("{", "[")):
+        first = head.splitlines()[0][:40] if head else ""
+        raise InputError(Problem(str(p), "", f"named {p.suffix} but it is not JSON (it starts with {first!r})" if first else f"named {p.suffix} but empty",
+                                 "give the JSON file the benchmark tool wrote; a measurements CSV must end in .csv"))
     if head.startswith(("{", "[")):
         rec = _first_object(p)
         if rec is not None:

@@ -122,6 +122,10 @@ def _convolve(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
     return values, mass / mass.sum()
 
 
+NO_FAMILY = "(not in file)"
+"""The family of a non-idle window of a trace without the family column."""
+
+
 def read_servegen(path: Path) -> ServeGenAggregate:
     trace_path, dataset_path = sibling_paths(path)
     for p in (trace_path, dataset_path):
@@ -143,7 +147,9 @@ def read_servegen(path: Path) -> ServeGenAggregate:
     if bool(bad.any()):
         lines = (np.flatnonzero(bad.to_numpy()) + 1)[:5]
         raise InputError(Problem(file=str(trace_path), path="", message=f"{int(bad.sum())} unusable window row(s) at lines {', '.join(map(str, lines))} (window start, rate and CV must be finite numbers, 0 <= rate <= {MAX_RATE_PER_S:.0e}/s, 0 <= CV <= {MAX_CV:g})", fix="use the ServeGen trace file unchanged"))
-    windows = pd.DataFrame({"window_start_s": start, "rate_rps": rate, "cv": cv, "family": raw[3] if raw.shape[1] > 3 else ""}).sort_values("window_start_s", kind="stable").reset_index(drop=True)
+    # a trace cut to 3 columns has no arrival family: its windows are told idle by their rate alone (NO_FAMILY marks them)
+    windows = pd.DataFrame({"window_start_s": start, "rate_rps": rate, "cv": cv,
+                            "family": raw[3] if raw.shape[1] > 3 else np.where(rate > 0, NO_FAMILY, "")}).sort_values("window_start_s", kind="stable").reset_index(drop=True)
     try:
         dataset = json.loads(dataset_path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
@@ -177,6 +183,8 @@ def read_servegen(path: Path) -> ServeGenAggregate:
     mixed = {name: _mix(parts, str(dataset_path), name) for name, parts in fields.items()}
     pmfs = {name: pmf for name, pmf in mixed.items() if pmf[0].size}
     notes: list[str] = []
+    if bool((windows["family"] == NO_FAMILY).any()):
+        notes.append(f"the trace has {raw.shape[1]} of ServeGen's 6 columns: no arrival family; a window is idle when its rate is 0")
     if "input_tokens" not in pmfs:
         parts = [pmfs[name] for name in INPUT_PARTS if name in pmfs]
         if not parts or "output_tokens" not in pmfs:
