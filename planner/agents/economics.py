@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-SECONDS_PER_HOUR = 3600.0
+from planner.units import SECONDS_PER_HOUR
 
 
 def poisson_quantile(q: float, mean: float) -> float:
@@ -89,24 +89,9 @@ def reload_usd(reload_s: float, busy_share: float, instance_usd_per_s: float, rh
     return reload_s * busy_share * instance_usd_per_s / rho
 
 
-def recompute_usd(recompute_s: float, instance_usd_per_s: float, rho: float) -> float:
-    """``C_rc``: instance time of the extra prefill, at the instance price over its utilisation cap."""
-    return recompute_s * instance_usd_per_s / rho
-
-
 def breakeven_wait_s(kv_bytes: float, hold_price: float, tier_price: float, reload_cost_usd: float, tail: float = 1.0) -> float:
     """``W* = C_r / (b f (p_h − p_o))``: waits longer than this are cheaper offloaded (∞: never)."""
     denom = kv_bytes * tail * (hold_price - tier_price)
     if denom <= 0:
         return math.inf
     return reload_cost_usd / denom
-
-
-def policy_costs_per_wait(wait_s: float, kv_bytes: float, hold_price: float, tier_price: float, reload_cost_usd: float,
-                          recompute_cost_usd: float, tail: float = 1.0) -> dict[str, float]:
-    """Cost of one wait under each policy (USD), from the formulas of the module docstring."""
-    return {
-        "hold": kv_bytes * tail * wait_s * hold_price,
-        "offload": kv_bytes * tail * wait_s * tier_price + reload_cost_usd,
-        "recompute": recompute_cost_usd,
-    }

@@ -250,8 +250,3 @@ def growth_multipliers(growth: Growth, periods: int, months_per_period: float) -
         return np.asarray(growth.multipliers, dtype=float)
     r = float(growth.monthly_rate or 0.0)
     return np.array([(1.0 + r) ** (t * months_per_period) for t in range(periods)])
-
-
-def write_fleet_csv(windows: pd.DataFrame, path: Path) -> None:
-    """The fleet sum as a ``window_start_s, rate_rps, cv`` CSV (a ``fleet_file``)."""
-    windows[["window_start_s", "rate_rps", "cv"]].to_csv(path, index=False, float_format="%.6g")

@@ -76,7 +76,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR, Prepared
+from planner.optimize.prepare import Prepared
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
 PHASE_ROLES: dict[str, tuple[str, ...]] = {"prefill": ("prefill", "unified"), "decode": ("decode", "unified")}

@@ -56,9 +56,6 @@ ARCH_ROLES: dict[str, frozenset[str]] = {
 }
 """Architectures as restrictions of one model: which roles may carry traffic."""
 
-SECONDS_PER_HOUR = 3600.0
-J_PER_KWH = 3.6e6
-
 
 def pool_key(role: str, config: str, model: str) -> str:
     return f"{role}:{config}:{model}"
