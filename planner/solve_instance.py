@@ -42,6 +42,9 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         outcome.result = res.model_copy(update={"notes": [*res.notes, f"resolution: {why}"]})
         return outcome
     from planner.capacity import build_capacity_tables, read_measured_capacity
+    from planner.optimize.highs import import_pyomo
+
+    import_pyomo()  # before the capacity tables' queueing imports scipy (see import_pyomo)
 
     if cache:
         from planner.capacity_cache import cached_capacity_tables

@@ -21,7 +21,7 @@ from typing import Any
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.confidence import verdict_confidence
 from planner.optimize.extract import model_costs
-from planner.optimize.highs import make_solver, solver_status
+from planner.optimize.highs import import_pyomo, make_solver, solver_status
 from planner.optimize.latency import (
     POOL_LATENCY_COLUMNS,
     bucket_latency,
@@ -74,6 +74,7 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     for arch in settings.architectures:
         if arch not in ARCH_ROLES:
             raise ValueError(f"unknown architecture {arch!r}")
+    import_pyomo()  # before the queueing caps import scipy (planner.optimize.highs.import_pyomo)
     t0 = time.perf_counter()
     if built is None:
         prep = prepare(tables, max_utilization=settings.max_utilization)
