@@ -733,37 +733,22 @@ def least_loaded_lane_wait_quantile_s(quantile: float, arrival_rate_per_s: float
 #   simulator (tests/test_latency_metrics.py).
 
 def poisson_quantile(quantile: float, mean: object) -> np.ndarray:
-    """Smallest ``k`` with ``P(N ≤ k) ≥ quantile`` for ``N ~ Poisson(mean)`` (vectorised).
-
-    Exact (cumulative sum of the pmf) for means up to 40; above, the Cornish–Fisher expansion
-    ``μ + z√μ + (z² − 1)/6 + (z³ − 7z)/(72√μ)`` rounded up from ``− 0.5`` (within one count of
-    the exact quantile for ``μ ≥ 40`` and ``q ≤ 0.999``)."""
-    from statistics import NormalDist
+    """Smallest ``k`` with ``P(N ≤ k) ≥ quantile`` for ``N ~ Poisson(mean)`` (vectorised; 0 for a
+    mean of 0). Exact at any mean: the root ``k*`` of the continuous Poisson cdf
+    (``scipy.special.pdtrik``) rounded up, then the integer below it checked with the cdf itself
+    (``pdtr``) — the method of ``scipy.stats.poisson.ppf``, without importing ``scipy.stats``."""
+    from scipy.special import pdtr, pdtrik
 
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     mu = np.maximum(np.asarray(mean, dtype=float), 0.0)
-    small = mu <= 40.0
-    m = np.where(small, mu, 0.0)
-    pmf = np.exp(-m)
-    cdf = pmf.copy()
-    k_exact = np.zeros_like(m)
-    done = cdf >= quantile
-    for k in range(1, 160):
-        if done.all():
-            break
-        pmf = pmf * m / k
-        cdf = cdf + pmf
-        newly = ~done & (cdf >= quantile)
-        k_exact = np.where(newly, float(k), k_exact)
-        done |= newly
-    k_exact = np.where(done, k_exact, 159.0)
-    z = NormalDist().inv_cdf(quantile)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.sqrt(np.maximum(mu, 1e-300))
-        cf = mu + z * r + (z * z - 1.0) / 6.0 + (z ** 3 - 7.0 * z) / (72.0 * r)
-    k_big = np.maximum(np.ceil(cf - 0.5), 0.0)
-    return np.where(small, k_exact, k_big)
+    live = mu > 0.0
+    m = np.where(live, mu, 1.0)
+    k = np.maximum(np.ceil(pdtrik(quantile, m)), 0.0)
+    below = np.maximum(k - 1.0, 0.0)
+    k = np.where(pdtr(below, m) >= quantile, below, k)
+    k = np.where(pdtr(k, m) >= quantile, k, k + 1.0)  # guard one rounding step of the root
+    return np.where(live, k, 0.0)
 
 
 def itl_quantile_s(quantile: float | None, chunk_share: object, t_chunk_s: object, t_plain_s: object) -> np.ndarray:

@@ -29,32 +29,18 @@ the recompute (``t_rl β < t_rc``).
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
 from planner.units import SECONDS_PER_HOUR
 
 
 def poisson_quantile(q: float, mean: float) -> float:
-    """Smallest ``k`` with ``P(N <= k) >= q`` for ``N ~ Poisson(mean)``.
+    """Smallest ``k`` with ``P(N <= k) >= q`` for ``N ~ Poisson(mean)``, exact at any mean
+    (:func:`planner.queueing.poisson_quantile`, scipy's Poisson cdf and its inverse)."""
+    from planner.queueing import poisson_quantile as poisson_quantile_many
 
-    Exact summation of the pmf (in log space) up to a mean of 1e4; above it the
-    Cornish-Fisher normal approximation ``m + z√m + (z² − 1)/6`` (error below one session).
-    """
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile level must be in (0, 1), got {q}")
-    if mean <= 0.0:
-        return 0.0
-    if mean > 1e4:
-        z = NormalDist().inv_cdf(q)
-        return float(math.ceil(mean + z * math.sqrt(mean) + (z * z - 1.0) / 6.0 - 0.5))
-    log_p = -mean
-    cdf = math.exp(log_p)
-    k = 0
-    while cdf < q and k < 10 * mean + 1000:
-        k += 1
-        log_p += math.log(mean) - math.log(k)
-        cdf += math.exp(log_p)
-    return float(k)
+    return float(poisson_quantile_many(q, max(float(mean), 0.0)))
 
 
 def tail_factor(q: float | None, mean: float) -> float:
