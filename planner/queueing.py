@@ -120,20 +120,22 @@ def _stirlerr(n: np.ndarray) -> np.ndarray:
 
 
 def _bd0(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """``x·log(x/μ) + μ − x`` without cancellation (Loader 2000), ``x, μ > 0``."""
+    """``x·log(x/μ) + μ − x`` without cancellation (Loader 2000), ``x, μ > 0``: where
+    ``|v| < 0.1``, ``v = (x − μ)/(x + μ)``, the series ``(x − μ)·v + 2x·Σ_j v^(2j+1)/(2j+1)``."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = x * np.log(x / mu) + mu - x
         v = (x - mu) / (x + mu)
-        near = np.abs(v) < 0.1
-        vn = np.where(near, v, 0.0)
-        s = (x - mu) * vn
-        ej = 2.0 * x * vn
-        v2 = vn * vn
-        total = s
-        for j in range(1, 10):  # |v| < 0.1: term j / s < v^(2j-1) / (2j+1) < 1e-18 at j = 9
-            ej = ej * v2
-            total = total + ej / (2 * j + 1)
-        direct = x * np.log(x / mu) + mu - x
-    return np.where(near, total, direct)
+        near = np.flatnonzero(np.abs(v) < 0.1)
+        if near.size:
+            xn, vn = x.flat[near], v.flat[near]
+            total = (xn - mu.flat[near]) * vn
+            ej = 2.0 * xn * vn
+            v2 = vn * vn
+            for j in range(1, 10):  # |v| < 0.1: term j / total < v^(2j-1) / (2j+1) < 1e-18 at j = 9
+                ej = ej * v2
+                total = total + ej / (2 * j + 1)
+            out.flat[near] = total
+    return out
 
 
 def _log_poisson_pmf_at(c: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -338,21 +340,22 @@ def max_utilization_many(servers: object, mean_service_s: object, quantile: obje
     if not usable.any():
         return out.reshape(shape)
     rows, inverse = np.unique(flat[usable], axis=0, return_inverse=True)
-    c, s, q, budget, cs, ca = rows.T
-    capacity_per_s = c / s
 
-    def ok(rho: np.ndarray) -> np.ndarray:
-        return np.asarray(wait_quantile_many(q, rho * capacity_per_s, c, s, cs, ca) <= budget)
+    def ok(rho: np.ndarray, r: np.ndarray) -> np.ndarray:
+        c, s, q, budget, cs, ca = r.T
+        return np.asarray(wait_quantile_many(q, rho * (c / s), c, s, cs, ca) <= budget)
 
-    top = np.full(c.shape, float(ceiling))
-    at_ceiling = ok(top)
-    lo, hi = np.zeros(c.shape), top.copy()  # ok(lo) holds: zero load never waits
-    while hi.size and float(np.max(hi - lo)) > tolerance:
+    caps = np.full(rows.shape[0], float(ceiling))
+    todo = np.flatnonzero(~ok(caps, rows))  # the rest already meet the budget at the ceiling
+    sub = rows[todo]
+    lo, hi = np.zeros(todo.size), np.full(todo.size, float(ceiling))  # ok(lo) holds: zero load never waits
+    while todo.size and float(np.max(hi - lo)) > tolerance:
         mid = 0.5 * (lo + hi)
-        good = ok(mid)
+        good = ok(mid, sub)
         lo = np.where(good, mid, lo)
         hi = np.where(good, hi, mid)
-    out[usable] = np.where(at_ceiling, float(ceiling), lo)[inverse.ravel()]
+    caps[todo] = lo
+    out[usable] = caps[inverse.ravel()]
     return out.reshape(shape)
 
 

@@ -145,6 +145,7 @@ def test_caps_match_the_scalar_reference_bisection_and_are_fast(servers: int) ->
         return lo
 
     cases = [(1.0, 0.99, 0.02, 0.7, 1.5), (0.05, 0.9, 0.001, 0.0, 3.0), (20.0, 0.999, 0.002, 1.0, 1.0)]
+    max_utilization(servers, *cases[0])  # the first call imports scipy.special: not timed
     for s, q, budget, cs, ca in cases:
         t0 = time.perf_counter()
         got = max_utilization(servers, s, q, budget, cs, ca)
