@@ -12,6 +12,9 @@ across runs).
    ``planner horizon`` on the 162-client ServeGen fleet (``horizon_base.yaml`` of the fuzz repro
    folder, growth 5 %/month) and on the same fleet at growth 100 %/month (pools of 10³–10¹² servers;
    the baseline ran for minutes: ``--timeout`` caps it), ``--no-baseline``.
+3. ``--fleet``: the fleet-scale solve of ``benchmarks/bench_solve_speed.py --fleet`` (50 services x 8
+   buckets x 20 devices x 4 TP, ~97 k variables, shared and disaggregated), once per tree, printing
+   each architecture's model build (prepare + pyomo + loading HiGHS) against HiGHS's own time.
 
 The baseline is ``git archive <--base>`` of this repository extracted to a temporary folder and
 imported with ``PYTHONPATH`` (its own ``planner`` package and catalog), run from a neutral folder
@@ -110,6 +113,36 @@ def _run(args: list[str], pythonpath: Path, cache: str, timeout: float) -> tuple
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), status
 
 
+FLEET_CODE = """
+import time
+t0 = time.perf_counter()
+from planner.optimize import SolveSettings, solve_tables
+from planner.optimize.synthetic import synthetic_tables
+tables = synthetic_tables(services=50, buckets=8, devices=20, tps=(1, 2, 4, 8), seed=1, rate_scale=20)
+out = solve_tables(tables, SolveSettings(architectures=("shared", "disaggregated"), time_limit_s=600, mip_gap=1e-3,
+                                         confidence="off"))
+for arch, plan in out.result.architectures.items():
+    s = plan.solver
+    print(f"{arch}: {s.status}, {s.variables} variables, build {s.build_s:.1f} s, HiGHS {s.time_s:.1f} s, "
+          f"extract {s.extract_s:.1f} s, gap {s.gap or 0:.2%}, cost ${plan.costs.total_usd_per_month:,.0f}/month")
+print(f"whole (tables + both architectures): {time.perf_counter() - t0:.1f} s")
+"""
+
+
+def bench_fleet(old_tree: Path, timeout: float) -> None:
+    for name, tree in (("baseline", old_tree), ("this tree", ROOT)):
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, "-c", FLEET_CODE], cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True,
+                           timeout=timeout, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(f"fleet-scale solve, {name}: {time.perf_counter() - t0:.1f} s wall, CPU {cpu:.1f} s")
+        for line in (p.stdout.strip() or p.stderr.strip()[-500:]).splitlines():
+            print(f"  {line}")
+
+
 def bench_commands(old_tree: Path, repeat: int, timeout: float) -> None:
     cases = [("solve enterprise-chat (warm cache)", ["solve", str(ROOT / "instances" / "enterprise-chat.yaml")])]
     if REPRO.is_dir():
@@ -144,6 +177,7 @@ if __name__ == "__main__":
     ap.add_argument("--timeout", type=float, default=150.0, help="Seconds before a command run is stopped.")
     ap.add_argument("--vector-max-c", type=int, default=10**4, help="Largest c for the baseline's O(c) vector path.")
     ap.add_argument("--no-queueing", action="store_true", help="Skip the queueing comparison.")
+    ap.add_argument("--fleet", action="store_true", help="Also the fleet-scale solve, once per tree (minutes).")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-scale-base-") as d:
         old = _baseline_tree(a.base, Path(d))
@@ -151,3 +185,5 @@ if __name__ == "__main__":
             bench_queueing(old, a.vector_max_c)
         if a.commands:
             bench_commands(old, max(1, a.repeat), a.timeout)
+        if a.fleet:
+            bench_fleet(old, max(a.timeout, 900.0))
