@@ -9,26 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pydantic import BaseModel
-
 from planner.errors import InputError, Problem
-
-
-def _valid_keys_at(model: Any, parts: list[str]) -> list[str] | None:
-    """Field names allowed after walking ``parts`` through the schema (None if unknown)."""
-    from planner.validation import _inner_model
-
-    current = model
-    for part in parts:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(part)
-            if field is None:
-                return None
-            current = _inner_model(field.annotation) or field.annotation
-        # dict keys (service names, device ids) pass through to the dict's value model
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return sorted(current.model_fields)
-    return None
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], *, source: str = "") -> dict[str, Any]:

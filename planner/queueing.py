@@ -56,9 +56,12 @@ __all__ = [
     "decode_servers",
     "decode_service_s",
     "erlang_b",
+    "erlang_b_many",
     "erlang_c",
+    "erlang_c_many",
     "least_loaded_lane_wait_quantile_s",
     "max_utilization",
+    "max_utilization_many",
     "md1_wait_cdf",
     "md1_wait_quantile_s",
     "mean_wait_s",
@@ -70,6 +73,7 @@ __all__ = [
     "tpot_quantile_s",
     "residual_wait_quantile_s",
     "wait_probability",
+    "wait_quantile_many",
     "wait_quantile_s",
     "wait_tail_probability",
 ]
@@ -78,80 +82,143 @@ __all__ = [
 #: waits under any perturbation of the forecast, so the cap stays strictly below 1.
 UTILIZATION_CEILING = 0.999
 
-# Below this many servers the Erlang-B recursion in pure Python is faster than numpy.
-_SMALL_C = 64
+# --- Erlang B / Erlang C: one vectorised implementation --------------------------------------
+#
+# ``1/B(c, a) = Σ_{j=0..c} c!/(j!·a^{c−j})``: the terms are the Poisson(a) probabilities of
+# ``j = 0..c`` divided by that of ``c``, so
+#
+#     B(c, a) = P(N = c) / P(N ≤ c),   N ~ Poisson(a),
+#
+# and ``P(N ≤ c) = Q(c+1, a)``, the regularised upper incomplete gamma function
+# (``scipy.special.gammaincc``: relative accuracy ~1e-15 at any size, O(1) time per element, no
+# loop over servers). The numerator is evaluated in log space with Loader's saddle-point form
+# (C. Loader, "Fast and accurate computation of binomial probabilities", 2000; the form R's
+# ``dpois`` uses): ``log P(N = c) = −stirlerr(c) − ½·log(2πc) − bd0(c, a)``, where
+# ``bd0(c, a) = c·log(c/a) + a − c`` is summed as a series when ``c ≈ a`` (no cancellation of
+# two numbers of size ``c``: the absolute error stays ~1e-15 for any ``c``, where
+# ``c·log a − a − lgamma(c+1)`` loses ~``c·1e-16``, i.e. 1e-10 at ``c = 10⁶``).
+# Where ``Q(c+1, a)`` underflows (load far above the servers, ``a − c ≳ 37√c``), ``1/B`` is the
+# continued fraction ``a·Γ(c+1, a)·e^a·a^{−(c+1)}`` (Lentz; Numerical Recipes §6.2), which
+# converges in a few dozen terms there.
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_Q_UNDERFLOW = 1e-280
+"""Below this ``P(N ≤ c)`` the ratio form risks subnormal numbers: the continued fraction is used."""
 
 
-_WINDOW_SD = 40.0
-"""Half-width of the summation window of :func:`erlang_b` around its largest term, in standard
-deviations ``√a`` of the Poisson(a) law the terms follow (terms outside are below e^-800 of the peak)."""
-_MAX_TERMS = 1 << 20
-"""Most terms :func:`erlang_b` sums exactly; beyond, it uses the normal (Halfin–Whitt) asymptotic."""
+def _stirlerr(n: np.ndarray) -> np.ndarray:
+    """``log n! − (n + ½)·log n + n − ½·log 2π`` (Stirling's error), ``n ≥ 1``."""
+    from scipy.special import gammaln
+
+    nn = np.maximum(n, 1.0)
+    with np.errstate(over="ignore"):
+        n2 = nn * nn
+    series = (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - 1.0 / (1188 * n2)) / n2) / n2) / n2) / nn
+    small = np.minimum(nn, 16.0)
+    direct = gammaln(small + 1.0) - (small + 0.5) * np.log(small) + small - _LOG_SQRT_2PI
+    return np.where(nn > 15.0, series, direct)
+
+
+def _bd0(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """``x·log(x/μ) + μ − x`` without cancellation (Loader 2000), ``x, μ > 0``: where
+    ``|v| < 0.1``, ``v = (x − μ)/(x + μ)``, the series ``(x − μ)·v + 2x·Σ_j v^(2j+1)/(2j+1)``."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        out = x * np.log(x / mu) + mu - x
+        v = (x - mu) / (x + mu)
+        near = np.flatnonzero(np.abs(v) < 0.1)
+        if near.size:
+            xn, vn = x.flat[near], v.flat[near]
+            total = (xn - mu.flat[near]) * vn
+            ej = 2.0 * xn * vn
+            v2 = vn * vn
+            for j in range(1, 10):  # |v| < 0.1: term j / total < v^(2j-1) / (2j+1) < 1e-18 at j = 9
+                ej = ej * v2
+                total = total + ej / (2 * j + 1)
+            out.flat[near] = total
+    return out
+
+
+def _log_poisson_pmf_at(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``log P(N = c)`` for ``N ~ Poisson(a)``, ``c ≥ 1``, ``a > 0`` (saddle-point form)."""
+    return -_stirlerr(c) - _LOG_SQRT_2PI - 0.5 * np.log(c) - _bd0(c, a)
+
+
+def _inverse_b_continued_fraction(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``1/B(c, a) = a·Γ(c+1, a)·e^a·a^{−(c+1)}`` by its continued fraction (modified Lentz),
+    for ``a > c`` far above the servers (where it converges quickly)."""
+    s = c + 1.0
+    tiny = 1e-300
+    b = a + 1.0 - s
+    cc = np.full_like(a, 1.0 / tiny)
+    d = 1.0 / b
+    h = d.copy()
+    for i in range(1, 2000):
+        an = -i * (i - s)
+        b = b + 2.0
+        d = an * d + b
+        d = np.where(np.abs(d) < tiny, tiny, d)
+        cc = b + an / cc
+        cc = np.where(np.abs(cc) < tiny, tiny, cc)
+        d = 1.0 / d
+        delta = d * cc
+        h = h * delta
+        if np.all(np.abs(delta - 1.0) < 1e-15):
+            break
+    return a * h
+
+
+def erlang_b_many(servers: object, offered_load: object) -> np.ndarray:
+    """Erlang-B ``B(c, a)`` element-wise over arrays (broadcast): ``P(N = c)/P(N ≤ c)`` with
+    ``N ~ Poisson(a)`` (section comment above). ``c ≥ 1`` real (a float for huge counts),
+    ``a ≥ 0`` finite; ``B = 0`` at ``a = 0``. Time and memory O(elements), whatever ``c`` and ``a``."""
+    from scipy.special import gammaincc
+
+    c, a = np.broadcast_arrays(np.asarray(servers, dtype=float), np.asarray(offered_load, dtype=float))
+    c = np.array(c, dtype=float)
+    a = np.array(a, dtype=float)
+    out = np.zeros(c.shape)
+    live = a > 0.0
+    if not live.any():
+        return out
+    cl, al = c[live], a[live]
+    q = gammaincc(cl + 1.0, al)  # P(N <= c)
+    with np.errstate(under="ignore", divide="ignore"):
+        ratio = np.exp(_log_poisson_pmf_at(cl, al) - np.log(np.maximum(q, _Q_UNDERFLOW)))
+    b = np.where(q >= _Q_UNDERFLOW, ratio, 0.0)
+    far = q < _Q_UNDERFLOW
+    if far.any():
+        b[far] = 1.0 / _inverse_b_continued_fraction(cl[far], al[far])
+    out[live] = np.clip(b, 0.0, 1.0)
+    return out
+
+
+def erlang_c_many(servers: object, offered_load: object) -> np.ndarray:
+    """Erlang-C ``C(c, a) = c·B/(c − a·(1 − B))`` element-wise (broadcast); 1 where ``a ≥ c``."""
+    c, a = np.broadcast_arrays(np.asarray(servers, dtype=float), np.asarray(offered_load, dtype=float))
+    stable = a < c
+    b = erlang_b_many(np.where(stable, c, 1.0), np.where(stable, a, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pw = c * b / (c - a * (1.0 - b))
+    return np.where(stable, pw, 1.0)
 
 
 def erlang_b(servers: int, offered_load: float) -> float:
-    """Erlang-B blocking probability ``B(c, a)`` for ``c`` servers and load ``a`` Erlangs.
-
-    ``1/B = Σ_{j=0..c} T_j`` with ``T_j = c!/(j!·a^{c−j})`` (``T_c = 1``). Evaluated by
-
-    * the recursion ``B(0)=1, B(k) = a·B(k−1) / (k + a·B(k−1))`` for ``c ≤ 64``;
-    * otherwise as a log-sum-exp over the terms within ``40√a + 40`` of the largest one
-      (``j* = min(c, a)``; the terms follow a Poisson(a) law, so those outside are below
-      ``e^−800`` of it), ``log T_j`` from ``lgamma`` — memory and time O(min(c, √a)), never
-      O(c) or O(a): a huge load or server count cannot allocate an array of its size;
-    * when even that window holds more than 2²⁰ terms (``a`` above ~10⁸ Erlangs) and ``c`` is
-      within the window (near saturation), the normal asymptotic
-      ``B ≈ φ(β)/(√a·Φ(β))``, ``β = (c − a)/√a`` (Jagerman 1974; relative error O(1/√a) < 1e-4);
-      far below saturation ``B`` is the Poisson ratio ``pmf(c)/cdf(c)`` with ``cdf = 1`` to
-      double precision, ``exp(c·ln a − a − lgamma(c+1))`` (underflows to 0, as the true value does).
-    """
+    """Erlang-B blocking probability ``B(c, a)`` for ``c`` servers and load ``a`` Erlangs
+    (:func:`erlang_b_many` of one element: ``P(N = c)/P(N ≤ c)``, ``N ~ Poisson(a)``)."""
     c = int(servers)
     a = float(offered_load)
     if c < 1:
         raise ValueError(f"servers must be >= 1, got {servers}")
     if a < 0 or not math.isfinite(a):
         raise ValueError(f"offered_load must be finite and >= 0, got {offered_load}")
-    if a == 0.0:
-        return 0.0
-    if c <= _SMALL_C:
-        b = 1.0
-        for k in range(1, c + 1):
-            b = a * b / (k + a * b)
-        return b
-    half = _WINDOW_SD * math.sqrt(a) + _WINDOW_SD
-    peak = min(float(c), a)  # the largest term T_j is at j ≈ min(c, a)
-    lo = max(0, math.floor(peak - half))
-    hi = min(c, math.ceil(peak + half))
-    if hi - lo + 1 <= _MAX_TERMS and peak + half < 2.0**53:  # beyond 2^53 floats no longer resolve the window
-        # log T_j = log T_hi + Σ_{i=j+1..hi} log(i/a), cumulated down from hi (T_c = 1)
-        log_t_hi = math.lgamma(c + 1.0) - math.lgamma(hi + 1.0) - (c - hi) * math.log(a) if hi < c else 0.0
-        logs = np.empty(hi - lo + 1)
-        logs[-1] = log_t_hi
-        steps = np.log(np.arange(hi, lo, -1, dtype=float)) - math.log(a)  # log(i/a), i = hi .. lo+1
-        logs[-2::-1] = log_t_hi + np.cumsum(steps)
-        m = float(logs.max())
-        return math.exp(-(m + math.log(float(np.exp(logs - m).sum()))))
-    if c - a > half:  # far below saturation: B = Poisson pmf(c) / cdf(c), cdf = 1 to double precision
-        return math.exp(min(0.0, c * math.log(a) - a - math.lgamma(c + 1.0)))
-    beta = (c - a) / math.sqrt(a)
-    return min(1.0, _normal_pdf_over_cdf(beta) / math.sqrt(a))
-
-
-def _normal_pdf_over_cdf(beta: float) -> float:
-    """``φ(β)/Φ(β)`` of the standard normal, stable for very negative ``β`` (Mills ratio series)."""
-    if beta > -30.0:
-        cdf = 0.5 * math.erfc(-beta / math.sqrt(2.0))
-        return math.exp(-0.5 * beta * beta) / math.sqrt(2.0 * math.pi) / cdf
-    z2 = 1.0 / (beta * beta)
-    return -beta / (1.0 - z2 + 3.0 * z2 * z2 - 15.0 * z2**3)
+    return float(erlang_b_many(float(c), a))
 
 
 def erlang_c(servers: int, offered_load: float) -> float:
     """Erlang-C probability that an arrival waits, ``C(c, a)``, for M/M/c.
 
-    ``C = c·B / (c − a·(1 − B))`` with ``B`` the Erlang-B probability (numerically
-    stable for thousands of servers). Returns 1.0 when ``a ≥ c`` (unstable queue:
-    everybody waits).
+    ``C = c·B / (c − a·(1 − B))`` with ``B`` the Erlang-B probability (:func:`erlang_c_many`
+    of one element). Returns 1.0 when ``a ≥ c`` (unstable queue: everybody waits).
     """
     c = int(servers)
     a = float(offered_load)
@@ -159,8 +226,7 @@ def erlang_c(servers: int, offered_load: float) -> float:
         raise ValueError(f"servers must be >= 1, got {servers}")
     if a >= c:
         return 1.0
-    b = erlang_b(c, a)
-    return c * b / (c - a * (1.0 - b))
+    return float(erlang_c_many(float(c), a))
 
 
 def _check(arrival_rate_per_s: float, servers: int, mean_service_s: float,
@@ -219,31 +285,78 @@ def wait_tail_probability(t_s: float, arrival_rate_per_s: float, servers: int,
     return pw * math.exp(-drain_per_s * t_s / k)
 
 
+def wait_quantile_many(quantile: object, arrival_rate_per_s: object, servers: object, mean_service_s: object,
+                       service_cv: object = 1.0, arrival_cv: object = 1.0) -> np.ndarray:
+    """:func:`wait_quantile_s` element-wise over arrays (broadcast; inputs assumed valid):
+    ``0`` if ``C ≤ 1−q`` or no load, else ``k/(cμ−λ)·ln(C/(1−q))``; ∞ if ``ρ ≥ 1``."""
+    q, lam, c, s, cs, ca = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
+                                                 (quantile, arrival_rate_per_s, servers, mean_service_s, service_cv, arrival_cv)))
+    a = lam * s
+    pw = erlang_c_many(c, a)
+    tail = 1.0 - q
+    k = (ca**2 + cs**2) / 2.0  # _variability
+    drain_per_s = c / s - lam  # cμ − λ
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        w = k / drain_per_s * np.log(pw / tail)
+    w = np.where(drain_per_s > 0.0, w, math.inf)  # a < c but λ ≥ c/s after rounding: the pool is full (ρ = 1)
+    w = np.where((a == 0.0) | (pw <= tail), 0.0, w)
+    return np.where(a >= c, math.inf, w)
+
+
 def wait_quantile_s(quantile: float, arrival_rate_per_s: float, servers: int,
                     mean_service_s: float, service_cv: float = 1.0,
                     arrival_cv: float = 1.0) -> float:
     """Waiting-time quantile in seconds: ``0`` if ``C ≤ 1−q``, else ``k/(cμ−λ)·ln(C/(1−q))``.
 
     Exact for M/M/c; G/G/c via the Erlang-C / Kingman-scaled exponential tail (module
-    docstring). ∞ if ``ρ ≥ 1``.
+    docstring). ∞ if ``ρ ≥ 1``. (:func:`wait_quantile_many` of one element.)
     """
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     _check(arrival_rate_per_s, servers, mean_service_s, service_cv, arrival_cv)
-    a = arrival_rate_per_s * mean_service_s
-    if a >= servers:
+    if arrival_rate_per_s * mean_service_s >= servers:
         return math.inf
-    if a == 0.0:
-        return 0.0
-    pw = erlang_c(servers, a)
-    tail = 1.0 - quantile
-    if pw <= tail:
-        return 0.0
-    k = _variability(service_cv, arrival_cv)
-    drain_per_s = servers / mean_service_s - arrival_rate_per_s
-    if not drain_per_s > 0.0:  # a = λs < c but λ ≥ c/s after rounding: the pool is full (ρ = 1)
-        return math.inf
-    return k / drain_per_s * math.log(pw / tail)
+    return float(wait_quantile_many(quantile, arrival_rate_per_s, float(servers), mean_service_s, service_cv, arrival_cv))
+
+
+def max_utilization_many(servers: object, mean_service_s: object, quantile: object, wait_budget_s: object,
+                         service_cv: object = 1.0, arrival_cv: object = 1.0, *, ceiling: float = UTILIZATION_CEILING,
+                         tolerance: float = 1e-6) -> np.ndarray:
+    """:func:`max_utilization` element-wise over arrays (broadcast; inputs assumed valid).
+
+    The largest ``ρ = λ·s/c`` with ``wait_quantile_many(...) ≤ wait_budget_s``, by bisection on
+    ``ρ`` in ``[0, ceiling]`` run for all elements at once (the wait quantile is non-decreasing
+    in ``ρ``; absolute tolerance ``tolerance``; the feasible end returned); ``ceiling`` where that
+    already fits, ``0`` for a negative or NaN budget. Distinct input rows are evaluated once
+    (``np.unique``), so a table repeating a (servers, service, quantile, budget, CVs) row pays
+    for it once. Each bisection step costs one :func:`erlang_c_many` over the distinct rows:
+    O(rows × log₂(ceiling/tolerance)) ≈ 20 vectorised evaluations, independent of ``c``."""
+    arrays = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
+                                   (servers, mean_service_s, quantile, wait_budget_s, service_cv, arrival_cv)))
+    shape = arrays[0].shape
+    flat = np.stack([x.ravel() for x in arrays], axis=1)
+    out = np.zeros(flat.shape[0])
+    usable = ~(np.isnan(flat[:, 3]) | (flat[:, 3] < 0))
+    if not usable.any():
+        return out.reshape(shape)
+    rows, inverse = np.unique(flat[usable], axis=0, return_inverse=True)
+
+    def ok(rho: np.ndarray, r: np.ndarray) -> np.ndarray:
+        c, s, q, budget, cs, ca = r.T
+        return np.asarray(wait_quantile_many(q, rho * (c / s), c, s, cs, ca) <= budget)
+
+    caps = np.full(rows.shape[0], float(ceiling))
+    todo = np.flatnonzero(~ok(caps, rows))  # the rest already meet the budget at the ceiling
+    sub = rows[todo]
+    lo, hi = np.zeros(todo.size), np.full(todo.size, float(ceiling))  # ok(lo) holds: zero load never waits
+    while todo.size and float(np.max(hi - lo)) > tolerance:
+        mid = 0.5 * (lo + hi)
+        good = ok(mid, sub)
+        lo = np.where(good, mid, lo)
+        hi = np.where(good, hi, mid)
+    caps[todo] = lo
+    out[usable] = caps[inverse.ravel()]
+    return out.reshape(shape)
 
 
 def max_utilization(servers: int, mean_service_s: float, quantile: float,
@@ -255,7 +368,8 @@ def max_utilization(servers: int, mean_service_s: float, quantile: float,
     ``wait_quantile_s`` is non-decreasing in ρ, so bisection on ρ in ``[0, ceiling]``
     (absolute tolerance ``tolerance``, returning the feasible end) finds it. Returns 0 when
     even a trickle of traffic misses the budget (a negative budget: the service time alone
-    exceeds the target), and at most ``ceiling`` (< 1).
+    exceeds the target), and at most ``ceiling`` (< 1). (:func:`max_utilization_many` of one
+    element.)
     """
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
@@ -264,23 +378,8 @@ def max_utilization(servers: int, mean_service_s: float, quantile: float,
     _check(0.0, servers, mean_service_s, service_cv, arrival_cv)
     if wait_budget_s < 0 or math.isnan(wait_budget_s):
         return 0.0
-    capacity_per_s = servers / mean_service_s
-
-    def ok(rho: float) -> bool:
-        w = wait_quantile_s(quantile, rho * capacity_per_s, servers, mean_service_s,
-                            service_cv, arrival_cv)
-        return w <= wait_budget_s
-
-    if ok(ceiling):
-        return ceiling
-    lo, hi = 0.0, ceiling  # ok(lo) holds: zero load never waits
-    while hi - lo > tolerance:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return float(max_utilization_many(float(servers), mean_service_s, quantile, wait_budget_s, service_cv, arrival_cv,
+                                      ceiling=ceiling, tolerance=tolerance))
 
 
 def decode_servers(instances: int, max_batch: int) -> int:
@@ -637,37 +736,22 @@ def least_loaded_lane_wait_quantile_s(quantile: float, arrival_rate_per_s: float
 #   simulator (tests/test_latency_metrics.py).
 
 def poisson_quantile(quantile: float, mean: object) -> np.ndarray:
-    """Smallest ``k`` with ``P(N ≤ k) ≥ quantile`` for ``N ~ Poisson(mean)`` (vectorised).
-
-    Exact (cumulative sum of the pmf) for means up to 40; above, the Cornish–Fisher expansion
-    ``μ + z√μ + (z² − 1)/6 + (z³ − 7z)/(72√μ)`` rounded up from ``− 0.5`` (within one count of
-    the exact quantile for ``μ ≥ 40`` and ``q ≤ 0.999``)."""
-    from statistics import NormalDist
+    """Smallest ``k`` with ``P(N ≤ k) ≥ quantile`` for ``N ~ Poisson(mean)`` (vectorised; 0 for a
+    mean of 0). Exact at any mean: the root ``k*`` of the continuous Poisson cdf
+    (``scipy.special.pdtrik``) rounded up, then the integer below it checked with the cdf itself
+    (``pdtr``) — the method of ``scipy.stats.poisson.ppf``, without importing ``scipy.stats``."""
+    from scipy.special import pdtr, pdtrik
 
     if not 0.0 < quantile < 1.0:
         raise ValueError(f"quantile must be in (0, 1), got {quantile}")
     mu = np.maximum(np.asarray(mean, dtype=float), 0.0)
-    small = mu <= 40.0
-    m = np.where(small, mu, 0.0)
-    pmf = np.exp(-m)
-    cdf = pmf.copy()
-    k_exact = np.zeros_like(m)
-    done = cdf >= quantile
-    for k in range(1, 160):
-        if done.all():
-            break
-        pmf = pmf * m / k
-        cdf = cdf + pmf
-        newly = ~done & (cdf >= quantile)
-        k_exact = np.where(newly, float(k), k_exact)
-        done |= newly
-    k_exact = np.where(done, k_exact, 159.0)
-    z = NormalDist().inv_cdf(quantile)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.sqrt(np.maximum(mu, 1e-300))
-        cf = mu + z * r + (z * z - 1.0) / 6.0 + (z ** 3 - 7.0 * z) / (72.0 * r)
-    k_big = np.maximum(np.ceil(cf - 0.5), 0.0)
-    return np.where(small, k_exact, k_big)
+    live = mu > 0.0
+    m = np.where(live, mu, 1.0)
+    k = np.maximum(np.ceil(pdtrik(quantile, m)), 0.0)
+    below = np.maximum(k - 1.0, 0.0)
+    k = np.where(pdtr(below, m) >= quantile, below, k)
+    k = np.where(pdtr(k, m) >= quantile, k, k + 1.0)  # guard one rounding step of the root
+    return np.where(live, k, 0.0)
 
 
 def itl_quantile_s(quantile: float | None, chunk_share: object, t_chunk_s: object, t_plain_s: object) -> np.ndarray:

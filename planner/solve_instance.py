@@ -13,6 +13,7 @@ from typing import Any
 
 from planner.optimize.settings import SolveSettings, settings_from_instance
 from planner.optimize.solve import SolveOutcome, solve_tables
+from planner.progress import stage
 from planner.schema.plan import PlanResult
 
 __all__ = ["settings_from_instance", "solve_instance"]
@@ -43,13 +44,17 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         outcome.result = res.model_copy(update={"notes": [*res.notes, f"resolution: {why}"]})
         return outcome
     from planner.capacity import build_capacity_tables, read_measured_capacity
+    from planner.optimize.highs import import_pyomo
 
-    if cache:
-        from planner.capacity_cache import cached_capacity_tables
+    import_pyomo()  # before the capacity tables' queueing imports scipy (see import_pyomo)
 
-        tables, _status = cached_capacity_tables(resolved)
-    else:
-        tables = build_capacity_tables(resolved)
+    with stage("capacity tables"):
+        if cache:
+            from planner.capacity_cache import cached_capacity_tables
+
+            tables, _status = cached_capacity_tables(resolved)
+        else:
+            tables = build_capacity_tables(resolved)
     if capacity_file:
         tables = read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
     raw_notes: Any = tables.meta.get("notes", [])
@@ -65,13 +70,15 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         arrivals, sim_notes = peak_arrivals_from_instance(resolved)
 
         def check(result: PlanResult, architecture: str) -> Any:
-            return simulate_plan(result, architecture, arrivals=arrivals)
+            with stage(f"simulate {architecture} at peak"):
+                return simulate_plan(result, architecture, arrivals=arrivals)
         s = SolveSettings(**{**s.__dict__, "simulation_check": check})
     outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(Path(resolved.path).resolve()), scenario=scenario, overrides=overrides)
     if getattr(resolved.instance.options, "verify", False):
         from planner.verify import verify_result
 
-        res = verify_result(outcome.result)  # reports the checks made in the loop; simulates plans without one
+        with stage("verify"):
+            res = verify_result(outcome.result)  # reports the checks made in the loop; simulates plans without one
         outcome.result = res.model_copy(update={"notes": list(res.notes) + sim_notes})
     from planner import __version__
     from planner.optimize.energy_report import with_emissions

@@ -108,7 +108,7 @@ def test_tpot_quantile_is_honest_for_short_outputs() -> None:
     assert long / mean - 1.0 < 0.1
 
 
-def test_poisson_quantile_exact_small_and_approximate_large() -> None:
+def test_poisson_quantile_is_exact_at_any_mean() -> None:
     for mu in (0.0, 0.3, 2.0, 7.5, 39.0):
         for q in (0.5, 0.9, 0.99):
             k, cdf, pmf = 0, math.exp(-mu), math.exp(-mu)
@@ -117,13 +117,15 @@ def test_poisson_quantile_exact_small_and_approximate_large() -> None:
                 pmf *= mu / k
                 cdf += pmf
             assert float(poisson_quantile(q, mu)) == k
-    # large means: within one count of the normal-with-skew approximation's exact counterpart
-    for mu in (50.0, 400.0):
-        ks = np.arange(0, int(mu * 3))
-        logp = -mu + ks * math.log(mu) - np.array([math.lgamma(k + 1) for k in ks])
-        cdf = np.cumsum(np.exp(logp))
-        exact = int(np.searchsorted(cdf, 0.99))
-        assert abs(float(poisson_quantile(0.99, mu)) - exact) <= 1
+    # large means (the Cornish-Fisher approximation used before was within one count): exact now
+    for mu in (40.5, 50.0, 400.0, 12_345.6):
+        for q in (0.5, 0.9, 0.99, 0.999):
+            ks = np.arange(0, int(mu * 3))
+            logp = -mu + ks * math.log(mu) - np.array([math.lgamma(k + 1) for k in ks])
+            cdf = np.cumsum(np.exp(logp))
+            exact = int(np.searchsorted(cdf, q))  # first k with cdf(k) >= q
+            assert float(poisson_quantile(q, mu)) == exact, (mu, q)
+    assert np.array_equal(poisson_quantile(0.99, [0.0, 2.0, 400.0]), [0.0, 6.0, float(poisson_quantile(0.99, 400.0))])
 
 
 # --- the prefill batch is chosen -----------------------------------------------------------------

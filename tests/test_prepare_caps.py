@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.optimize.prepare import max_utilization_many
-from planner.queueing import UTILIZATION_CEILING, max_utilization
+from planner.queueing import UTILIZATION_CEILING, max_utilization, max_utilization_many
 
 
 def test_vectorised_caps_equal_the_scalar_bisection() -> None:

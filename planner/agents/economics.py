@@ -29,32 +29,18 @@ the recompute (``t_rl β < t_rc``).
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 
-SECONDS_PER_HOUR = 3600.0
+from planner.units import SECONDS_PER_HOUR
 
 
 def poisson_quantile(q: float, mean: float) -> float:
-    """Smallest ``k`` with ``P(N <= k) >= q`` for ``N ~ Poisson(mean)``.
+    """Smallest ``k`` with ``P(N <= k) >= q`` for ``N ~ Poisson(mean)``, exact at any mean
+    (:func:`planner.queueing.poisson_quantile`, scipy's Poisson cdf and its inverse)."""
+    from planner.queueing import poisson_quantile as poisson_quantile_many
 
-    Exact summation of the pmf (in log space) up to a mean of 1e4; above it the
-    Cornish-Fisher normal approximation ``m + z√m + (z² − 1)/6`` (error below one session).
-    """
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile level must be in (0, 1), got {q}")
-    if mean <= 0.0:
-        return 0.0
-    if mean > 1e4:
-        z = NormalDist().inv_cdf(q)
-        return float(math.ceil(mean + z * math.sqrt(mean) + (z * z - 1.0) / 6.0 - 0.5))
-    log_p = -mean
-    cdf = math.exp(log_p)
-    k = 0
-    while cdf < q and k < 10 * mean + 1000:
-        k += 1
-        log_p += math.log(mean) - math.log(k)
-        cdf += math.exp(log_p)
-    return float(k)
+    return float(poisson_quantile_many(q, max(float(mean), 0.0)))
 
 
 def tail_factor(q: float | None, mean: float) -> float:
@@ -89,24 +75,9 @@ def reload_usd(reload_s: float, busy_share: float, instance_usd_per_s: float, rh
     return reload_s * busy_share * instance_usd_per_s / rho
 
 
-def recompute_usd(recompute_s: float, instance_usd_per_s: float, rho: float) -> float:
-    """``C_rc``: instance time of the extra prefill, at the instance price over its utilisation cap."""
-    return recompute_s * instance_usd_per_s / rho
-
-
 def breakeven_wait_s(kv_bytes: float, hold_price: float, tier_price: float, reload_cost_usd: float, tail: float = 1.0) -> float:
     """``W* = C_r / (b f (p_h − p_o))``: waits longer than this are cheaper offloaded (∞: never)."""
     denom = kv_bytes * tail * (hold_price - tier_price)
     if denom <= 0:
         return math.inf
     return reload_cost_usd / denom
-
-
-def policy_costs_per_wait(wait_s: float, kv_bytes: float, hold_price: float, tier_price: float, reload_cost_usd: float,
-                          recompute_cost_usd: float, tail: float = 1.0) -> dict[str, float]:
-    """Cost of one wait under each policy (USD), from the formulas of the module docstring."""
-    return {
-        "hold": kv_bytes * tail * wait_s * hold_price,
-        "offload": kv_bytes * tail * wait_s * tier_price + reload_cost_usd,
-        "recompute": recompute_cost_usd,
-    }

@@ -34,9 +34,8 @@ from planner.schema.plan import (
     ToolPhaseRow,
     ToolPolicyCost,
 )
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
-J_PER_KWH = 3.6e6
-SECONDS_PER_HOUR = 3600.0
 DOMINANT_SHARE = 0.5
 """Tool waiting 'dominates' a service when it is more than this share of a session's time."""
 

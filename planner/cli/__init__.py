@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from planner.cli.output import DEBUG_KEY, VERBOSITY_KEY
+from planner.cli.output import DEBUG_KEY, VERBOSITY_KEY, reporting_stages
 from planner.errors import PlannerError
 
 
@@ -49,7 +49,7 @@ def _global_options() -> list[click.Option]:
         click.Option(["--debug"], is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
                      help="Show tracebacks as well as the one-line errors (exit codes unchanged)."),
         click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_set_quiet,
-                     help="No progress bars, warnings or 'wrote FILE' lines on stderr; results only."),
+                     help="Results only: no progress, warnings or 'wrote FILE' lines."),
         click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_set_verbose,
                      help="Also print each step and its time on stderr."),
     ]
@@ -60,7 +60,8 @@ class PlannerGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with reporting_stages():  # progress of long library steps on a terminal, their times with -v
+                return super().invoke(ctx)
         except PlannerError as exc:
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)

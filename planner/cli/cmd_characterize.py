@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from planner.cli.output import echo_json, fmt, table, versioned
+from planner.cli.output import echo_json, fmt, table, versioned, wrote
 
 
 @click.command("characterize")
@@ -79,7 +79,7 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
         for note in j["notes"]:
             click.echo(f"  note: {note}")
     for w in written:
-        click.echo(f"wrote {w}")
+        wrote(f"wrote {w}")
 
 
 def _largest_context() -> int | None:

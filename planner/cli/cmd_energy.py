@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from planner.cli.output import echo_json, fmt, table
+from planner.cli.output import echo_json, fmt, table, wrote
 from planner.errors import InputError
 
 
@@ -64,7 +64,7 @@ def fit_and_write_power(measurements: str, out: Path, as_json: bool) -> None:
     if as_json:
         echo_json({"file": str(out), **cal.model_dump(mode="json")})
         return
-    click.echo(f"wrote {out} ({cal.description})")
+    wrote(f"wrote {out} ({cal.description})")
     click.echo(table(["device", "stack", "runs", "f_idle", "f_max", "w_c", "w_b", "w_rows", "gamma", "MAPE_power_%", "MAPE_J/tok_%", "MAPE_tok/s_%"],
                      [[d, cal.curve_stacks.get(d, ""), cal.rows_used.get(d, 0), c.idle_frac, c.max_frac, c.w_compute, c.w_bandwidth, c.w_rows, c.gamma,
                        cal.residuals[d]["power_mape_pct"], cal.residuals[d]["j_per_output_token_mape_pct"], cal.residuals[d]["throughput_mape_pct"]]

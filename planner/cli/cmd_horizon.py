@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from planner.cli.output import echo_json
+from planner.cli.output import echo_json, wrote
 from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, SolverError
 
 
@@ -194,9 +194,9 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                 click.echo(f"\nbudget ${budget_per_year:,.0f}/year: growth up to {rate:+.2%}/month fits ({result.winner}; costliest year "
                            f"${(worst or 0):,.0f}; bisection over {len(probes)} plans)")
         if out_dir:
-            click.echo(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
+            wrote(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
         if html_file and result.winner is not None:
-            click.echo(f"wrote {html_file}")
+            wrote(f"wrote {html_file}")
     if result.winner is None:
         if any("time" in a.status.lower() for a in result.architectures.values()):
             raise SolverError("the solver stopped without a plan for any architecture over the horizon (raise --time-limit)")

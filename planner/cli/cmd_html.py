@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from planner.cli.output import wrote
+
 
 @click.command("html")
 @click.argument("plan_file", type=click.Path(dir_okay=False, path_type=Path))
@@ -18,7 +20,7 @@ def html_cmd(plan_file: Path, out: Path | None, title: str | None) -> None:
 
     plan = load_plan(plan_file)
     path = write_html(out or plan_file.with_name("report.html"), plan=plan, title=title)
-    click.echo(f"wrote {path} (verdict: {plan.verdict.winner or 'no feasible plan'})")
+    wrote(f"wrote {path} (verdict: {plan.verdict.winner or 'no feasible plan'})")
 
 
 COMMANDS = [html_cmd]

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from planner.cli.output import echo_json, fmt, table
+from planner.cli.output import echo_json, fmt, table, wrote
 from planner.errors import InputError, Problem
 
 _FORMAT = click.Choice(["auto", "planner", "silicon", "vllm", "sglang", "aiperf", "genai-perf", "llmperf"])
@@ -237,7 +237,7 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
     if as_json:
         echo_json({"file": str(out), "data": str(data_copy), **cal.model_dump(mode="json")})
         return
-    click.echo(f"wrote {out} (fitted on {cal.fit.rows_used} rows, {cal.fit.rows_skipped} skipped; data copy {data_copy})")
+    wrote(f"wrote {out} (fitted on {cal.fit.rows_used} rows, {cal.fit.rows_skipped} skipped; data copy {data_copy})")
     click.echo(table(["engine", "eta_f", "eta_b", "step_ms", "layer_us", "seq_us", "allreduce_us", "eta_link", "cohort_exp", "ttft_ovh_ms", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[e, c.eta_f, c.eta_b, c.step_overhead_ms, c.layer_overhead_us, c.seq_overhead_us, c.allreduce_overhead_us, c.eta_link, c.cohort_exponent, c.ttft_overhead_ms,
                        cal.fit.mape_ttft_pct.get(e, cal.fit.mape_ttft_pct.get("all")), cal.fit.mape_tpot_pct.get(e, cal.fit.mape_tpot_pct.get("all"))]
@@ -311,7 +311,7 @@ def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) ->
 
     imported = _read(sources, given.pop("fmt_name"), given, converting=True)
     write_measurements(imported.all_rows, output)
-    click.echo(f"wrote {len(imported.all_rows)} rows to {output}")
+    wrote(f"wrote {len(imported.all_rows)} rows to {output}")
 
 
 @click.command("calibrate-moe")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from planner.cli.output import echo_json, fmt, table
+from planner.cli.output import echo_json, fmt, table, wrote
 from planner.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
     for n in notes:
         click.echo(f"note: {n}")
     if html_file:
-        click.echo(f"wrote {html_file}")
+        wrote(f"wrote {html_file}")
 
 
 COMMANDS = [simulate_cmd]

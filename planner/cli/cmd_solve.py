@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from planner.cli.output import echo_json
+from planner.cli.output import echo_json, wrote
 from planner.errors import InfeasibleError, InputError, Problem, SolverError
 
 
@@ -116,9 +116,9 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
             click.echo(table(["device", "best architecture", "$/month", "more than best", "$/1M tokens", "devices", "what held it back"],
                              per_device.values.tolist()))
         if out_dir:
-            click.echo(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv (and .parquet), report.md")
+            wrote(f"\nwrote {Path(out_dir) / 'plan.json'}, costs.csv, pools.csv (and .parquet), report.md")
         if html_file:
-            click.echo(f"wrote {html_file}")
+            wrote(f"wrote {html_file}")
     _raise_if_check_rejects(result)
     if result.verdict.winner is None:
         from planner.errors import Diagnosis

@@ -80,6 +80,98 @@ def progress(length: int, label: str) -> Any:
     return click.progressbar(length=length, label=label, file=sys.stderr, show_eta=True, show_pos=True)
 
 
+def wrote(message: str) -> None:
+    """A ``wrote FILE`` line (stdout, as before); silent with ``-q`` (results only)."""
+    if verbosity() >= 0:
+        click.echo(message)
+
+
+class StageReporter:
+    """Listener of :mod:`planner.progress` stages for the command line.
+
+    On a terminal (stderr a TTY, not ``-q``) the running stages are shown on one stderr line,
+    ``capacity tables › solve shared … 3 s``, refreshed every 0.5 s by a daemon thread and erased
+    when they end; with ``-v`` (terminal or not) each stage prints ``label: 1.23 s`` when it ends.
+    Nothing otherwise, so piped output stays clean.
+    """
+
+    def __init__(self, *, tick_s: float = 0.5) -> None:
+        import threading
+
+        self._stack: list[tuple[str, float]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._tick_s = tick_s
+        self._thread: threading.Thread | None = None
+        self._shown = False
+
+    def _live(self) -> bool:
+        return verbosity() >= 0 and sys.stderr.isatty()
+
+    def _draw(self) -> None:
+        with self._lock:
+            if not self._stack:
+                return
+            label = " › ".join(name for name, _ in self._stack)
+            elapsed = time.perf_counter() - self._stack[0][1]
+            sys.stderr.write(f"\r\033[K{label} … {elapsed:.0f} s")
+            sys.stderr.flush()
+            self._shown = True
+
+    def _clear(self) -> None:
+        if self._shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self._shown = False
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._tick_s):
+            self._draw()
+
+    def __call__(self, event: str, label: str, elapsed_s: float) -> None:
+        live = self._live()
+        if event == "start":
+            with self._lock:
+                self._stack.append((label, time.perf_counter()))
+            if live:
+                if self._thread is None:
+                    import threading
+
+                    self._thread = threading.Thread(target=self._run, name="planner-progress", daemon=True)
+                    self._thread.start()
+                self._draw()
+            return
+        with self._lock:
+            depth = len(self._stack)
+            if self._stack and self._stack[-1][0] == label:
+                self._stack.pop()
+            if live:
+                self._clear()
+        if verbosity() >= 1:
+            click.echo(f"{'  ' * max(depth - 1, 0)}{label}: {elapsed_s:.2f} s", err=True)
+        if live and self._stack:
+            self._draw()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self._stack.clear()
+            self._clear()
+
+
+@contextmanager
+def reporting_stages() -> Iterator[None]:
+    """Show the library's :mod:`planner.progress` stages while the block runs (:class:`StageReporter`)."""
+    from planner.progress import listening
+
+    reporter = StageReporter()
+    try:
+        with listening(reporter):
+            yield
+    finally:
+        reporter.close()
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None

@@ -124,10 +124,13 @@ def client_service(base: str, client: str) -> str:
 
 def horizon_tables(resolved: Any, inputs: HorizonInputs) -> CapacityTables:
     """The capacity table of a plan over time: the instance's, with the service copied once per client-service
-    when ``horizon.demand.clients`` splits the fleet (:func:`split_services`)."""
-    from planner.capacity import build_capacity_tables
+    when ``horizon.demand.clients`` splits the fleet (:func:`split_services`). Through the on-disk
+    cache of :mod:`planner.capacity_cache` (keyed on everything the tables are computed from)."""
+    from planner.capacity_cache import cached_capacity_tables
+    from planner.progress import stage
 
-    tables = build_capacity_tables(resolved)
+    with stage("capacity tables"):
+        tables, _status = cached_capacity_tables(resolved)
     if inputs.service_slots is None:
         return tables
     return split_services(tables, next(iter(resolved.instance.services)), inputs.service_slots)

@@ -124,13 +124,12 @@ from planner.horizon.lp import Bounds, Expr, LinearModel
 from planner.optimize.model import PHASE_ROLES, PHASES
 from planner.optimize.prepare import (
     ARCH_ROLES,
-    J_PER_KWH,
-    SECONDS_PER_HOUR,
     Prepared,
     prepare,
     utilization_caps,
 )
 from planner.schema.capacity import CapacityTables
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 CAP_RATE_STEP = 1.5
 """Utilisation caps are evaluated at the slot's rate rounded down to a power of this (module docstring)."""
@@ -277,11 +276,6 @@ class HorizonBuilt:
     def size(self) -> dict[str, int]:
         return {"variables": self.lp.n_cols, "integer_variables": int(self.bounds.integer.sum()),
                 "constraints": self.lp.n_rows, "nonzeros": self.lp.nonzeros}
-
-
-def _service_reference(prep: Prepared) -> tuple[float, float]:
-    dem = prep.demand
-    return float(dem["rate_peak_per_s"].sum()), float(dem["rate_mean_per_s"].sum())
 
 
 def _grid_down(v: np.ndarray, step: float) -> np.ndarray:

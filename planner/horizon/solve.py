@@ -35,6 +35,7 @@ from planner.horizon.model import (
     build_horizon,
 )
 from planner.optimize.prepare import ARCH_ROLES
+from planner.progress import stage
 from planner.schema.capacity import CapacityTables
 
 
@@ -229,7 +230,8 @@ def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float,
         col = hb.block(name)
         b.col_lb[col] = val
         b.col_ub[col] = val
-    return _solve_built(hb, b, time_limit_s, mip_gap), b
+    with stage(f"solve {architecture} over the horizon"):
+        return _solve_built(hb, b, time_limit_s, mip_gap), b
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
@@ -238,7 +240,8 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     ``verify_slots`` > 0, simulate that many of each plan's busiest levels (:mod:`planner.horizon.verify`).
     An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
     one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
-    hb = build_horizon(tables, inputs)
+    with stage("build the horizon model"):
+        hb = build_horizon(tables, inputs)
     build_s = hb.build_s
     archs: dict[str, HorizonArchitecture] = {}
     base_hb: HorizonBuilt | None = None

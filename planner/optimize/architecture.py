@@ -26,9 +26,9 @@ from planner.optimize.extract import (
 )
 from planner.optimize.highs import solver_status
 from planner.optimize.model import Built, constraint_name, restrict
-from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
 from planner.optimize.settings import SolveSettings
 from planner.schema.plan import ArchitecturePlan, BindingConstraint, SolverInfo
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 
 def _binding(built: Built, tol: float = 1e-6) -> list[BindingConstraint]:

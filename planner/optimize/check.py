@@ -56,7 +56,7 @@ import pandas as pd
 from planner.agents.check import check_tool_phase
 from planner.optimize.extract import cost_breakdown
 from planner.optimize.latency import RELAX_CEILING
-from planner.optimize.prepare import ARCH_ROLES, J_PER_KWH, SECONDS_PER_HOUR
+from planner.optimize.prepare import ARCH_ROLES
 from planner.optimize.verdict import meets_targets
 from planner.schema.capacity import CostParams, config_devices, token_metric
 from planner.schema.plan import (
@@ -67,6 +67,7 @@ from planner.schema.plan import (
     CapacitySnapshot,
     PlanResult,
 )
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 TOL = 1e-6
 _PLAN_STATUSES = ("optimal", "feasible", "time_limit")

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from planner.optimize.model import Built
-from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
 from planner.schema.plan import EnergyReport, PlanResult, PoolEnergy
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 
 def energy_report(built: Built, x: np.ndarray, n: np.ndarray, tokens_per_month: float, facility_kwh_per_month: float) -> EnergyReport:

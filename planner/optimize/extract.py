@@ -68,10 +68,10 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
-from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 SHARE_EPS = 1e-7
 

@@ -27,6 +27,31 @@ def solver_status(term: Any, has_solution: bool) -> str:
 _status = solver_status  # kept for planner.optimize.resolve
 
 
+def import_pyomo() -> Any:
+    """``pyomo.environ``, imported so that a later ``import scipy`` stays cheap (issue 27).
+
+    ``pyomo.common.dependencies`` registers a post-import hook on ``scipy`` that imports
+    ``scipy.stats``, ``.sparse``, ``.spatial`` and ``.integrate`` as soon as anything imports
+    scipy: +0.35 s on the 2-core VM (``python -X importtime``), for the planner's
+    ``scipy.special`` (:mod:`planner.queueing`) that costs 0.1 s alone. Neither the planner nor
+    pyomo's HiGHS interface uses those submodules, and scipy loads them lazily on attribute
+    access when some pyomo plug-in does. Called before anything imports scipy, this drops the
+    hook; called after, pyomo has already run it and nothing changes. Call it first in a command
+    that will need pyomo (:func:`planner.optimize.solve.solve_tables` does).
+    """
+    import sys
+
+    if "scipy" not in sys.modules:
+        from pyomo.common import dependencies
+
+        hooks = getattr(getattr(dependencies, "DeferredImportCallbackFinder", None), "_callbacks", None)
+        if isinstance(hooks, dict):
+            hooks.pop("scipy", None)
+    import pyomo.environ as pe
+
+    return pe
+
+
 def make_solver() -> Any:
     from pyomo.contrib.solver.solvers.highs import Highs
 

@@ -76,7 +76,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR, Prepared
+from planner.optimize.prepare import Prepared
+from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 PHASES: tuple[str, ...] = ("prefill", "decode")
 PHASE_ROLES: dict[str, tuple[str, ...]] = {"prefill": ("prefill", "unified"), "decode": ("decode", "unified")}
@@ -102,8 +103,14 @@ def _finite(v: float) -> bool:
 
 
 def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: float | None = None,
-                max_device_types: int | None = None) -> Built:
-    """Build the MIP from precomputed index sets (quicksum over flat arrays, no DataFrame lookups)."""
+                max_device_types: int | None = None, mutable_rates: bool = False) -> Built:
+    """Build the MIP from precomputed index sets (quicksum over flat arrays, no DataFrame lookups).
+
+    ``mutable_rates``: make ``lam_peak``, ``lam_mean`` and ``price`` mutable parameters, so a
+    :class:`planner.optimize.resolve.Resolver` can change them and re-solve. Otherwise they are
+    plain numbers and every coefficient is a constant: pyomo's persistent HiGHS interface then
+    loads the model without evaluating an expression per coefficient (issue 27: on the 97 k-variable
+    fleet instance that evaluation was 15 of the 24 s spent handing the model to HiGHS)."""
     import pyomo.environ as pe
 
     pts = prep.points
@@ -135,9 +142,9 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     m.T = pe.Set(initialize=prep.device_types, ordered=True)
 
     dem = prep.demand
-    m.lam_peak = pe.Param(m.D, initialize=dict(enumerate(dem["rate_peak_per_s"].astype(float))), mutable=True)
-    m.lam_mean = pe.Param(m.D, initialize=dict(enumerate(dem["rate_mean_per_s"].astype(float))), mutable=True)
-    m.price = pe.Param(initialize=float(costs.electricity_usd_per_kwh), mutable=True)
+    m.lam_peak = pe.Param(m.D, initialize=dict(enumerate(dem["rate_peak_per_s"].astype(float))), mutable=mutable_rates)
+    m.lam_mean = pe.Param(m.D, initialize=dict(enumerate(dem["rate_mean_per_s"].astype(float))), mutable=mutable_rates)
+    m.price = pe.Param(initialize=float(costs.electricity_usd_per_kwh), mutable=mutable_rates)
     # Redundancy is a plain number: a mutable coefficient of 0 makes HiGHS warn on every update.
     m.k = pe.Param(initialize=int(redundancy), mutable=False)
     m.types_max = pe.Param(initialize=int(max_device_types if max_device_types else max(1, len(prep.device_types))), mutable=True)

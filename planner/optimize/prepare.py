@@ -56,9 +56,6 @@ ARCH_ROLES: dict[str, frozenset[str]] = {
 }
 """Architectures as restrictions of one model: which roles may carry traffic."""
 
-SECONDS_PER_HOUR = 3600.0
-J_PER_KWH = 3.6e6
-
 
 def pool_key(role: str, config: str, model: str) -> str:
     return f"{role}:{config}:{model}"
@@ -98,7 +95,10 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns.
 
     The caps are :func:`planner.queueing.max_utilization` of each point, computed for all points at
-    once by :func:`max_utilization_many` (the same bisection, vectorised over points)."""
+    once by :func:`planner.queueing.max_utilization_many` (the same bisection, vectorised over
+    points, each distinct row evaluated once)."""
+    from planner.queueing import max_utilization_many
+
     method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(lambda_peak*tau)"
     role = points["role"].to_numpy(str)
     tau = points["instance_seconds_per_request"].to_numpy(float)
@@ -136,78 +136,6 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         rho = np.minimum(rho, max_utilization)
         method += f"; bounded by options.max_utilization = {max_utilization:g}"
     return rho, method
-
-
-def _erlang_c_many(servers: np.ndarray, loads: np.ndarray) -> np.ndarray:
-    """Erlang-C ``C(c, a)`` per element, by the Erlang-B recursion ``B(k) = a·B(k−1) / (k + a·B(k−1))``
-    run for every element at once up to the largest ``c`` (each element stops at its own ``c``);
-    ``C = c·B / (c − a·(1 − B))``, 1 where ``a ≥ c``. As :func:`planner.queueing.erlang_c`."""
-    b = np.ones_like(loads)
-    c = servers.astype(float)
-    lo = int(servers.min()) if servers.size else 0
-    hi = int(servers.max()) if servers.size else 0
-    for k in range(1, lo + 1):  # every element still recursing
-        ab = loads * b
-        b = ab / (k + ab)
-    for k in range(lo + 1, hi + 1):  # elements with c >= k only
-        ab = loads * b
-        b = np.where(servers >= k, ab / (k + ab), b)
-    b = np.where(loads == 0.0, 0.0, b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = c * b / (c - loads * (1.0 - b))
-    return np.where(loads >= c, 1.0, out)
-
-
-def max_utilization_many(servers: np.ndarray, mean_service_s: np.ndarray, quantile: np.ndarray, wait_budget_s: np.ndarray,
-                         service_cv: np.ndarray, arrival_cv: np.ndarray, *, tolerance: float = 1e-6) -> np.ndarray:
-    """:func:`planner.queueing.max_utilization` for many points at once: the same bisection on
-    ``rho`` in ``[0, UTILIZATION_CEILING]`` (same midpoints, same stopping rule, the feasible end
-    returned), each step evaluating the G/G/c wait quantile of every point together.
-
-    Points are grouped by server count (within a factor 1.25) so the vectorised Erlang recursion
-    runs each group only up to its own largest ``c``. A budget below 0 (or NaN) gives 0."""
-    from planner.queueing import UTILIZATION_CEILING
-
-    n = len(servers)
-    out = np.zeros(n)
-    ok_budget = ~(np.isnan(wait_budget_s) | (wait_budget_s < 0))
-    order = np.argsort(servers, kind="stable")
-    order = order[ok_budget[order]]
-    start = 0
-    while start < order.size:
-        stop = start
-        c0 = servers[order[start]]
-        while stop < order.size and servers[order[stop]] <= max(c0 * 1.25, c0 + 16):
-            stop += 1
-        idx = order[start:stop]
-        start = stop
-        c = servers[idx]
-        s = mean_service_s[idx]
-        tail = 1.0 - quantile[idx]
-        kvar = np.asarray((arrival_cv[idx] ** 2 + service_cv[idx] ** 2) / 2.0, dtype=float)  # queueing._variability, per element
-        budget = wait_budget_s[idx]
-
-        def ok(rho: np.ndarray, c: np.ndarray = c, s: np.ndarray = s, tail: np.ndarray = tail, kvar: np.ndarray = kvar,
-               budget: np.ndarray = budget) -> np.ndarray:
-            lam = rho * (c / s)
-            a = lam * s
-            pw = _erlang_c_many(c, a)
-            drain = c / s - lam
-            with np.errstate(divide="ignore", invalid="ignore"):
-                w = np.where(a == 0.0, 0.0, np.where(pw <= tail, 0.0, kvar / drain * np.log(pw / tail)))
-            w = np.where(a >= c, np.inf, w)
-            return np.asarray(w <= budget)
-
-        ceiling = np.full(idx.size, UTILIZATION_CEILING)
-        at_ceiling = ok(ceiling)
-        lo, hi = np.zeros(idx.size), ceiling.copy()
-        while float(np.max(hi - lo)) > tolerance:
-            mid = 0.5 * (lo + hi)
-            good = ok(mid)
-            lo = np.where(good, mid, lo)
-            hi = np.where(good, hi, mid)
-        out[idx] = np.where(at_ceiling, UTILIZATION_CEILING, lo)
-    return out
 
 
 def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> Prepared:

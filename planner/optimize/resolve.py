@@ -152,7 +152,7 @@ class Resolver:
             pools["n_max"] = [max(int(v), int(min_n_max.get(str(name), 0))) for name, v in zip(pools["pool"], pools["n_max"], strict=True)]
         prep.pools = pools
         budget = settings.budget_usd_per_month
-        built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=budget)
+        built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=budget, mutable_rates=True)
         m = built.model
         pts = prep.points
         d_of = pts["d"].to_numpy(int)

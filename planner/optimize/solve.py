@@ -21,7 +21,7 @@ from typing import Any
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.confidence import verdict_confidence
 from planner.optimize.extract import model_costs
-from planner.optimize.highs import make_solver, solver_status
+from planner.optimize.highs import import_pyomo, make_solver, solver_status
 from planner.optimize.latency import (
     POOL_LATENCY_COLUMNS,
     bucket_latency,
@@ -39,6 +39,7 @@ from planner.optimize.tighten import (
     used_points,
 )
 from planner.optimize.verdict import make_verdict
+from planner.progress import stage
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
 
@@ -74,10 +75,12 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     for arch in settings.architectures:
         if arch not in ARCH_ROLES:
             raise ValueError(f"unknown architecture {arch!r}")
+    import_pyomo()  # before the queueing caps import scipy (planner.optimize.highs.import_pyomo)
     t0 = time.perf_counter()
     if built is None:
-        prep = prepare(tables, max_utilization=settings.max_utilization)
-        built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+        with stage("build model"):
+            prep = prepare(tables, max_utilization=settings.max_utilization)
+            built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
         built.build_s = time.perf_counter() - t0
     prep = built.prep
     solver = make_solver()
@@ -86,7 +89,8 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     final_built: dict[str, Built] = {}
     history: list[str] = []
     for arch in settings.architectures:
-        plan, used_built, arch_caps = solve_verified(built, solver, arch, settings)
+        with stage(f"solve {arch}"):
+            plan, used_built, arch_caps = solve_verified(built, solver, arch, settings)
         plans[arch] = plan
         final_built[arch] = used_built
         caps += [c for c in arch_caps if "note" not in c]
@@ -118,7 +122,8 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     if settings.confidence != "off":
         bands = tables.meta.get("perf_error_band")
         exact = _exact_winner(tables, settings) if settings.confidence == "exact" else None
-        conf = verdict_confidence(result, error_bands=bands if isinstance(bands, Mapping) else None, exact=exact)
+        with stage(f"verdict confidence ({settings.confidence})"):
+            conf = verdict_confidence(result, error_bands=bands if isinstance(bands, Mapping) else None, exact=exact)
         result = result.model_copy(update={"verdict": verdict.model_copy(update={"confidence": conf})})
     return SolveOutcome(result=result, prepared=prep, built=built, built_by_architecture=final_built)
 

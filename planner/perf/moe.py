@@ -369,7 +369,7 @@ def ep_operating_point(
         request_tokens,
     )
     from planner.perf.power import instance_power_w
-    from planner.queueing import max_utilization
+    from planner.queueing import max_utilization_many
 
     del tpot_quantile, itl_quantile, e2e_quantile  # decode: every gap is one step (mean = any quantile)
     cal, source = engine_calibration(engine, calibration)
@@ -413,11 +413,11 @@ def ep_operating_point(
         rate = float(rate_per_s or 0.0)
         if rate > 0 and math.isfinite(targets.ttft_ms):
             caps = np.ones_like(seconds)
-            for j in np.nonzero(ok)[0]:
-                # one replica serves dp x m prompts per iteration of t: a batch server of service time t
-                n0 = max(1, math.ceil(rate * float(seconds[j])))
-                caps[j] = max_utilization(n0, float(seconds[j]), targets.ttft_q, (targets.ttft_ms - float(ttft[j])) / 1e3,
-                                          service_cv=0.0, arrival_cv=interarrival_cv)
+            # one replica serves dp x m prompts per iteration of t: a batch server of service time t
+            j = np.nonzero(ok)[0]
+            n0 = np.maximum(1.0, np.ceil(rate * seconds[j]))
+            caps[j] = max_utilization_many(n0, seconds[j], targets.ttft_q, (targets.ttft_ms - ttft[j]) / 1e3,
+                                           service_cv=0.0, arrival_cv=interarrival_cv)
             queued = np.where(ok & (caps > 0), seconds / np.maximum(caps, 1e-12), np.inf)
             if np.isfinite(queued).any():
                 cost = queued

@@ -244,7 +244,7 @@ def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArray
                    overhead_ms: float, source: str, targets: _Targets, kv_link_gb_per_s: float | None,
                    rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint:
     """The prefill point with its batch ``m`` chosen (module docstring, **prefill**)."""
-    from planner.queueing import max_utilization
+    from planner.queueing import max_utilization_many
 
     fit = int(max_batch(inst, isl))
     if fit < 1:
@@ -276,10 +276,10 @@ def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArray
     rate = float(rate_per_s) if rate_per_s is not None else 0.0
     queued = rate > 0 and math.isfinite(targets.ttft_ms)
     if queued:
-        for j in np.nonzero(ok)[0]:
-            n0 = max(1, math.ceil(rate * float(seconds[j])))
-            caps[j] = max_utilization(n0, float(seconds[j]), targets.ttft_q, (targets.ttft_ms - float(ttft[j])) / 1e3,
-                                      service_cv=0.0, arrival_cv=interarrival_cv)
+        j = np.nonzero(ok)[0]  # nominal pool n0 = max(1, ceil(rate * seconds)) per batch size, all at once
+        n0 = np.maximum(1.0, np.ceil(rate * seconds[j]))
+        caps[j] = max_utilization_many(n0, seconds[j], targets.ttft_q, (targets.ttft_ms - ttft[j]) / 1e3,
+                                       service_cv=0.0, arrival_cv=interarrival_cv)
         cost = np.where(ok & (caps > 0), seconds / np.maximum(caps, 1e-12), np.inf)
         if not np.isfinite(cost).any():
             cost = np.where(ok, seconds, np.inf)

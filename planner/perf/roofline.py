@@ -340,10 +340,6 @@ def iteration_time(
     return StepTime(total, t_c, t_m, t_x, np.broadcast_to(t_o, total.shape))
 
 
-def decode_step(inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any) -> StepTime:
-    return iteration_time(inst, eff, decode_batch=batch, decode_context=context)
-
-
 def prefill_time(inst: InstanceArrays, eff: Efficiency, new_tokens: Any, cached_tokens: Any = 0.0) -> StepTime:
     """One prompt of ``new_tokens`` after ``cached_tokens`` of cached prefix, in one iteration."""
     return iteration_time(inst, eff, prefill_tokens=new_tokens, prefill_cached=cached_tokens)

@@ -576,12 +576,6 @@ def _token_cell(label: str, metric: str) -> Any:
     return cell
 
 
-def _is_frame(data: Any) -> bool:
-    import pandas as pd
-
-    return isinstance(data, pd.DataFrame)
-
-
 _SWEEP_OUTPUT_COLUMNS = {"scenario", "architecture", "feasible", "status", "gap", "devices", "device_mix", "pools", "tokens_per_month",
                          "usd_per_million_tokens", "energy_wh_per_1k_tokens", "winner", "is_winner", "model_reused", "solve_s"}
 """Output columns of :func:`planner.studies.sweep.run_sweep` rows (with every ``*_usd_per_month``); the rest are parameters."""

@@ -85,7 +85,7 @@ import numpy as np
 import pandas as pd
 
 from planner.schema.plan import ArchitecturePlan, PlanResult, PoolPlan
-from planner.simulate.arrivals import RequestChunk, merge_streams, synthetic_requests
+from planner.simulate.arrivals import RequestChunk, merge_streams
 from planner.simulate.results import SimResult
 from planner.simulate.spec import PoolSpec, ServiceRoute
 
@@ -377,28 +377,6 @@ def _constant2(t: float) -> Callable[[int, int], float]:
     def f(b: int, chunk: int) -> float:
         return t
     return f
-
-
-def demand_stream(inputs: SimInputs, *, load: str = "peak", rate_multiplier: float = 1.0,
-                  duration_s: float, seed: int) -> Iterator[RequestChunk]:
-    """Synthetic arrivals for every routed service at its ``peak`` or ``mean`` demand rate."""
-    streams = []
-    col = "rate_peak_per_s" if load == "peak" else "rate_mean_per_s"
-    for i, route in enumerate(inputs.routes):
-        d = inputs.demand[inputs.demand["service"] == route.service]
-        rate = float(d[col].sum()) * rate_multiplier
-        if rate <= 0:
-            continue
-        # lengths: bucket means, drawn with the bucket weights (1000 paired samples)
-        w = d["weight"].to_numpy(float)
-        counts = np.maximum(np.round(w / w.sum() * 1000).astype(int), 1)
-        inp = np.repeat(np.round(d["input_tokens_mean"].to_numpy(float)).astype(np.int64), counts)
-        out = np.repeat(np.round(d["output_tokens_mean"].to_numpy(float)).astype(np.int64), counts)
-        cv = float(d["interarrival_cv"].iloc[0]) if "interarrival_cv" in d else 1.0
-        streams.append(synthetic_requests(rate, duration_s, input_tokens=inp, output_tokens=out,
-                                          interarrival_cv=cv if cv > 0 else 1.0, seed=seed + 7919 * i,
-                                          service=i))
-    return merge_streams(*streams)
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from planner.simulate.stats import LogHistogram, Summary
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -106,11 +103,6 @@ class SimResult:
 
     def quantile(self, kind: str, name: str, metric: str, q: float) -> float:
         return self.histograms[f"{kind}:{name}:{metric}"].quantile(q)
-
-    def timeline_frame(self) -> pd.DataFrame:
-        import pandas as pd
-
-        return pd.DataFrame(self.timeline)
 
     def to_dict(self, timeline: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -461,8 +461,4 @@ def column(table: pa.Table, name: str) -> pa.ChunkedArray:
     return table.column(name)
 
 
-def noop_line(_: int) -> int | None:
-    return None
-
-
 LineOf = Callable[[int], "int | None"]
