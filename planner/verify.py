@@ -49,7 +49,7 @@ worst bucket, with their relative difference (flagged above :data:`DISAGREEMENT_
 met or not; when missed, the pool responsible (the largest simulated wait among the pools
 the service visits; for TPOT its decode / unified pool) and by how much. Per pool:
 simulated utilisation and wait quantile against the analytic wait
-(:func:`planner.optimize.latency.predicted_pool_quantiles`).
+(:func:`planner.pool_latency.predicted_pool_quantiles`).
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
                   ci_level: float = CI_LEVEL, max_requests: int = MAX_REQUESTS, precision: float = PRECISION,
                   arrivals: Mapping[str, PeakArrivals] | None = None) -> SimulationCheck:
     """Simulate one architecture's plan at peak and compare with its analytic prediction."""
-    from planner.optimize.latency import predicted_pool_quantiles
+    from planner.pool_latency import predicted_pool_quantiles
     from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
     from planner.simulate.engine import simulate
     from planner.simulate.spec import SimConfig

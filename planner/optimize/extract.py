@@ -69,6 +69,8 @@ import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
+from planner.pool_latency import lane_columns as _lane_columns
+from planner.pool_latency import lane_wait_quantile_ms
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
@@ -154,46 +156,6 @@ def model_costs(built: Built) -> dict[str, float]:
 
     m = built.model
     return {term: float(pe.value(getattr(m, name))) for term, name in COST_EXPRESSIONS.items()}
-
-
-def lane_wait_quantile_ms(quantile: float, rates_per_s: np.ndarray, lane_service_s: np.ndarray,
-                          live_instances: int, arrival_cv: float = 1.0) -> tuple[float, dict[str, float]]:
-    """Lane-wait quantile (ms) of a unified pool mixing buckets, and its queue parameters
-    (module docstring). ``rates_per_s`` routed peak rates of the pool's points,
-    ``lane_service_s`` their lane service times, ``arrival_cv`` the pool's inter-arrival CV.
-    ``inf`` when the lane is saturated or no instance survives; ``nan`` when a lane service
-    time is unknown. The info dict carries ``lane_utilization`` (per lane), the mixture's mean
-    and CV, the arrival CV and the three terms of the least-loaded model (seconds)."""
-    from planner.queueing import least_loaded_lane_wait_quantile_s
-
-    lam = np.asarray(rates_per_s, dtype=float)
-    s = np.asarray(lane_service_s, dtype=float)
-    total = float(lam.sum())
-    info = {k: math.nan for k in LANE_INFO_KEYS}
-    if total <= 0 or not len(lam):
-        return 0.0, info
-    if not np.all(np.isfinite(s)):
-        return math.nan, info
-    if live_instances < 1:
-        return math.inf, info
-    if float((lam * s).sum()) <= 0:
-        return 0.0, {**info, "lane_utilization": 0.0}
-    w, terms = least_loaded_lane_wait_quantile_s(quantile, total, int(live_instances), s, lam, arrival_cv)
-    return w * 1e3, {k: float(terms.get(k, math.nan)) for k in LANE_INFO_KEYS}
-
-
-LANE_INFO_KEYS: tuple[str, ...] = ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv",
-                                   "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s",
-                                   "lane_wait_balanced_s", "lane_wait_residual_s")
-"""Keys of :func:`lane_wait_quantile_ms`'s info (columns of :func:`planner.optimize.latency.pool_latency`)."""
-
-
-def _lane_columns(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per point: lane service time (s) and the point's own lane wait (ms); ``nan`` when absent."""
-    n = len(pts)
-    svc = pts["lane_service_ms"].to_numpy(float) / 1e3 if "lane_service_ms" in pts.columns else np.full(n, np.nan)
-    own = pts["lane_wait_ms"].to_numpy(float) if "lane_wait_ms" in pts.columns else np.full(n, np.nan)
-    return svc, own
 
 
 def measured_pools(points: pd.DataFrame, point_pool: np.ndarray, share: np.ndarray, n_pool: int) -> np.ndarray:
