@@ -171,14 +171,21 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
 
 
 def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float],
-                   lanes_ms: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """Per (service, bucket): predicted TTFT and TPOT quantiles at peak (module docstring, step 2).
+                   lanes_ms: Mapping[str, float] | None = None, *, instances: Mapping[str, int] | None = None,
+                   redundancy: int = 0) -> pd.DataFrame:
+    """Per (service, bucket): predicted TTFT and per-token quantiles at peak (module docstring, step 2).
 
     Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
-    routed operating point's own TTFT), tpot_predicted_ms, tpot_target_ms, pools (those it
-    waits in), met. ``waits_ms`` per pool: every wait the pool adds (slot + lane); ``lanes_ms``:
-    the pools whose lane wait of the mix is in ``waits_ms`` — their unified points' own
-    ``lane_wait_ms`` is taken out of ``ttft_ms`` (it is replaced, not added).
+    routed operating point's own TTFT), tpot_predicted_ms, tpot_target_ms (the service's per-token
+    metric: TPOT, or ITL when it targets ITL), pools (those it waits in), met. ``waits_ms`` per
+    pool: every wait the pool adds (slot + lane); ``lanes_ms``: the pools whose lane wait of the mix
+    is in ``waits_ms`` — their unified points' own ``lane_wait_ms`` is taken out of ``ttft_ms`` (it
+    is replaced, not added).
+
+    With ``instances`` (the plan's pool sizes): unified points are taken at the load their pool
+    carries (:func:`unified_at_load`): TTFT, TPOT and ITL of the batch that actually arrives, not
+    of the point's full batch; a pool whose prompts fit one lane iteration has its lane queue in
+    that TTFT (its lane wait in ``waits_ms`` is then not added).
     """
 
     x = np.asarray(share, dtype=float)
@@ -189,19 +196,34 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     replaced = np.array([p in lanes and not math.isnan(float(lanes[p])) for p in pts["pool"].astype(str)], dtype=bool)
     replaced &= pts["role"].to_numpy(str) == "unified"
     pts["ttft_ms"] = pts["ttft_ms"].to_numpy(float) - np.where(replaced, np.nan_to_num(own[sel]), 0.0)
+    metric_col = "itl_ms" if "itl_ms" in pts.columns else "tpot_ms"
+    pts["itl_ms"] = pts[metric_col].to_numpy(float)
+    no_lane: set[str] = set()
+    if instances is not None:
+        at = unified_at_load(points, x, instances, redundancy).loc[sel]
+        hit = at["ttft_at_load_ms"].notna().to_numpy()
+        pts.loc[hit, "ttft_ms"] = at.loc[hit, "ttft_at_load_ms"].to_numpy(float)
+        pts.loc[hit, "tpot_ms"] = at.loc[hit, "tpot_at_load_ms"].to_numpy(float)
+        pts.loc[hit, "itl_ms"] = at.loc[hit, "itl_at_load_ms"].to_numpy(float)
+        no_lane = set(pts.loc[hit & at["lane_in_ttft"].to_numpy(bool), "pool"].astype(str))
     rows = []
     for (svc, bucket), g in pts.groupby(["service", "bucket"], sort=False):
         roles = g["role"].to_numpy(str)
         pools = g["pool"].to_numpy(str)
         first = np.isin(roles, ("prefill", "unified"))
         dec = roles == "decode"
-        w = np.array([float(waits_ms.get(p, 0.0)) for p in pools])
+        w = np.array([float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
+                      for p in pools])
         ttft_pt = g["ttft_ms"].to_numpy(float)
         t_first = float(np.max(ttft_pt[first] + w[first])) if first.any() else 0.0
         t_dec = float(np.max(w[dec])) if dec.any() else 0.0
         dec_roles = np.isin(roles, ("decode", "unified"))
-        tpot = float(np.max(g["tpot_ms"].to_numpy(float)[dec_roles])) if dec_roles.any() else 0.0
-        ttft_t, tpot_t = float(g["ttft_target_ms"].to_numpy(float)[0]), float(g["tpot_target_ms"].to_numpy(float)[0])
+        itl_metric = "token_metric" in g.columns and str(g["token_metric"].iloc[0]) == "itl"
+        tok = g["itl_ms" if itl_metric else "tpot_ms"].to_numpy(float)
+        tpot = float(np.max(tok[dec_roles])) if dec_roles.any() else 0.0
+        ttft_t = float(g["ttft_target_ms"].to_numpy(float)[0])
+        tgt_col = "itl_target_ms" if itl_metric and "itl_target_ms" in g.columns else "tpot_target_ms"
+        tpot_t = float(pd.to_numeric(g[tgt_col], errors="coerce").fillna(math.inf).to_numpy(float)[0])
         ttft = t_first + t_dec
         rows.append({"service": str(svc), "bucket": str(bucket), "ttft_predicted_ms": ttft, "ttft_target_ms": ttft_t,
                      "ttft_service_ms": float(np.max(ttft_pt[first])) if first.any() else 0.0,
@@ -234,3 +256,239 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
     if not plan.feasible or not len(pts):
         return pd.DataFrame(columns=list(POOL_LATENCY_COLUMNS))
     return pool_latency(pts, plan_shares(plan, pts), {p.name: p.instances for p in plan.pools}, result.capacity.redundancy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Latency at the load that arrives (issue 24 item 3)
+# ---------------------------------------------------------------------------------------------
+#
+# An operating point is priced at its full batch ``B*``: its TPOT / ITL / TTFT are what a request
+# sees when the instance carries the point's full rate. A plan loads its instances less (its
+# utilisation, at most the cap), and a continuous-batching engine batches what actually arrives
+# (vLLM, SGLang; :mod:`planner.simulate` does the same), so the latency of a unified (chunked
+# prefill) instance is a fixed point of its arrivals, its iteration time and the prompt work those
+# iterations carry. Per unified pool with ``c = n − k`` live instances behind a least-loaded router,
+# per instance ``λ = λ_pool / c`` requests/s. In units of the lane (one unit = the full chunk ``q``
+# of prompt tokens one iteration carries), a bucket-``b`` prompt is ``f_b = n_b / q_b`` units; the
+# pool's decode-only step ``t_d`` and full-chunk iteration ``t_c`` are the λ-weighted means of its
+# points (``decode_only_step_ms``, ``step_ms``; the simulator's adapter uses the same means). An
+# iteration carrying ``x ≤ 1`` units takes ``t_d + δ x``, ``δ = t_c − t_d`` (linear in its prompt
+# tokens, as the roofline iteration and the simulator's). Then:
+#
+# * fixed point: prompt work arrives at ``λ f̄`` units/s, each unit costs ``δ`` seconds, so a share
+#   ``a = λ f̄ δ`` of the instance's time goes to prompt tokens and the mean iteration is
+#   ``t̄ = t_d + δ λ f̄ t̄  ⇒  t̄ = t_d / (1 − a)`` (``a ≥ 1``: the lane cannot keep up, latency ∞).
+#   Little's law gives the decode batch ``B = λ o t̄`` (``o`` the mean output); the operating point's
+#   batch is the cap (the pool's slot wait, :func:`pool_latency`, charges what queues beyond it).
+#   The step time is the point's at every batch — the capacity table carries it only at ``B*``,
+#   and the simulator runs the same (an upper bound on a smaller batch's step).
+# * prompt units in one iteration ``K`` (those that arrived during the previous one): given the
+#   previous iteration's ``K'``, ``K ~ Poisson(λ (t_d + δ f K'))``, a branching process with
+#   immigration (``f = f_eff = E[f²]/E[f]``, the size-biased prompt): mean ``λ t̄`` prompts,
+#   dispersion ``Var/E = c_a² / (1 − a²)`` for one iteration, ``c_a² / (1 − a)²`` for the sum over
+#   a long window (each prompt lengthens the iterations that admit the next ones); ``c_a`` the
+#   arrival CV. Counts are negative-binomial with that mean and dispersion (Poisson at 1).
+# * ITL (every gap; a gap is one iteration): ``t_d + δ min(1, f_eff K_p)``, ``K_p`` the ``p``
+#   quantile of ``K``.
+# * TPOT of a bucket with ``o`` outputs (the mean of its ``o − 1`` gaps):
+#   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompt units arriving during its
+#   ``(o − 1) t̄`` seconds of decode (window dispersion).
+# * TTFT of a bucket prompt of ``f_b`` units that fits one iteration's lane (``f̄ < 1``): it
+#   arrives during an iteration of length ``T(K') = t_d + δ min(1, f_eff K')`` (length-biased:
+#   weight ``T P(K')``), waits its residual ``u T`` (``u`` uniform), then its own iteration
+#   carries it and everything that arrived during that iteration,
+#   ``M ~ Poisson(λ T)`` more prompts: ``TTFT = u T + t_d + δ min(1, f_b + f_eff M) + overhead``,
+#   its quantile taken numerically over (K', u, M) (:func:`_ttft_quantile_s`). Prompts longer
+#   than the lane (``f̄ ≥ 1``) queue for it: the wait is the lane queue of the mix at this load
+#   (:func:`lane_wait_quantile_ms`) and the prompt's own ``⌈f_b⌉`` iterations take
+#   ``⌈f_b⌉ t_d + δ f_b``.
+#
+# Disaggregated pools already run at the load that arrives: the prefill pool is a G/G/c queue of
+# the routed rate, one prompt per server, and a decode step is the point's at its batch. A
+# sequence joins a running decode batch at the next step boundary: the decode admission adds the
+# residual of the step in progress, ``u t_step`` at quantile ``u`` (simulator and engines alike).
+# What is left approximate, measured by ``python benchmarks/bench_latency_at_load.py`` against
+# the simulator (replicated seeds): see that script's table.
+
+_U_GRID = (np.arange(48) + 0.5) / 48.0
+"""Midpoints of the residual share ``u`` of the iteration in progress (TTFT quantile, numeric)."""
+
+
+def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
+    """pmf on ``0..kmax`` of a count with ``mean`` and ``Var = dispersion · mean``: Poisson at
+    dispersion ≤ 1, else negative binomial (``r = mean / (dispersion − 1)``, ``p = 1/dispersion``);
+    the mass above ``kmax`` is put on ``kmax``."""
+    from scipy.stats import nbinom, poisson
+
+    k = np.arange(kmax + 1)
+    if mean <= 0:
+        out = np.zeros(kmax + 1)
+        out[0] = 1.0
+        return out
+    pmf = poisson.pmf(k, mean) if dispersion <= 1.0 + 1e-9 else nbinom.pmf(k, mean / (dispersion - 1.0), 1.0 / dispersion)
+    pmf = np.asarray(pmf, dtype=float)
+    pmf[-1] += max(0.0, 1.0 - float(pmf.sum()))
+    return pmf
+
+
+def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s distribution)."""
+    from scipy.stats import nbinom, poisson
+
+    if mean <= 0:
+        return 0.0
+    if dispersion <= 1.0 + 1e-9:
+        return float(poisson.ppf(quantile, mean))
+    return float(nbinom.ppf(quantile, mean / (dispersion - 1.0), 1.0 / dispersion))
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    c = np.cumsum(w)
+    return float(v[min(int(np.searchsorted(c, quantile * c[-1])), len(v) - 1)])
+
+
+def unified_load(rate_per_s: float, decode_step_s: float, chunk_step_s: float, prompt_units: np.ndarray,
+                 weights: np.ndarray, arrival_cv: float = 1.0) -> dict[str, float]:
+    """The fixed point of one unified instance at ``rate_per_s`` (section comment above):
+    ``share`` ``a``, ``mean_step_s`` ``t̄``, ``prompts_per_iteration`` ``λ t̄``, ``units_mean``
+    ``f̄``, ``units_eff`` ``f_eff``, ``delta_s`` ``δ``, ``decode_step_s`` ``t_d``, ``rate_per_s`` and
+    ``arrival_cv``. ``prompt_units`` ``f_b = n_b / q_b`` with ``weights`` (routed rates)."""
+    f = np.asarray(prompt_units, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum() if w.sum() > 0 else np.full(len(f), 1.0 / max(len(f), 1))
+    f_mean = float((w * f).sum())
+    f_eff = float((w * f**2).sum() / f_mean) if f_mean > 0 else 0.0
+    delta = max(chunk_step_s - decode_step_s, 0.0)
+    a = rate_per_s * f_mean * delta
+    t_mean = decode_step_s / (1.0 - a) if a < 1.0 else math.inf
+    return {"rate_per_s": rate_per_s, "share": a, "mean_step_s": t_mean, "prompts_per_iteration": rate_per_s * t_mean,
+            "units_mean": f_mean, "units_eff": f_eff, "delta_s": delta, "decode_step_s": decode_step_s,
+            "arrival_cv": arrival_cv}
+
+
+def _itl_quantile_s(load: Mapping[str, float], quantile: float) -> float:
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    if not a < 1.0:
+        return math.inf
+    if f_eff <= 0 or delta <= 0:
+        return t_d
+    disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
+    k = _count_quantile(quantile, load["prompts_per_iteration"] * load["units_mean"] / f_eff, disp)
+    return t_d + delta * min(1.0, f_eff * k)
+
+
+def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_tokens: float) -> float:
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    if not a < 1.0:
+        return math.inf
+    gaps = max(output_tokens - 1.0, 1.0)
+    if quantile is None:
+        return load["mean_step_s"]
+    if f_eff <= 0 or delta <= 0:
+        return t_d
+    window = load["rate_per_s"] * gaps * load["mean_step_s"] * load["units_mean"] / f_eff
+    n = _count_quantile(quantile, window, load["arrival_cv"] ** 2 / (1.0 - a) ** 2)
+    return t_d + delta * min(1.0, f_eff * n / gaps)
+
+
+def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -> float:
+    """TTFT quantile (s, without the point's fixed overhead) of a prompt of ``units`` lane units
+    that fits one iteration (section comment above): numeric over the previous iteration's prompt
+    count, the residual share and the prompts sharing the prompt's iteration."""
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    if not a < 1.0:
+        return math.inf
+    lam_u = load["rate_per_s"] * load["units_mean"] / f_eff if f_eff > 0 else 0.0
+    disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
+    kmax = int(max(8.0, _count_quantile(1.0 - 1e-6, load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp)))
+    pk = _count_pmf(load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp, kmax)
+    t_prev = t_d + delta * np.minimum(1.0, f_eff * np.arange(kmax + 1))
+    wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
+    mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), 1.0)))
+    m = np.arange(mmax + 1)
+    from scipy.stats import poisson
+
+    pm = poisson.pmf(m[None, :], lam_u * t_prev[:, None])                  # (k, m)
+    whole = math.ceil(max(units, 1.0) - 1e-9)
+    own = whole * t_d + delta * np.minimum(float(whole), units + f_eff * m)[None, :]  # (1, m)
+    vals = _U_GRID[None, :, None] * t_prev[:, None, None] + own[:, None, :]  # (k, u, m)
+    wts = wk[:, None, None] * (np.ones_like(_U_GRID) / len(_U_GRID))[None, :, None] * pm[:, None, :]
+    return _weighted_quantile(vals.ravel(), wts.ravel(), quantile)
+
+
+AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at_load_ms", "lane_share", "mean_step_at_load_ms",
+                   "batch_at_load")
+"""Columns of :func:`unified_at_load` (aligned with the points; ``nan`` / False where not applicable)."""
+
+
+def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
+                    ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
+    """Per routed unified point with lane columns: its TTFT, TPOT and ITL quantiles at the load its
+    pool actually carries (section comment above), and the pool's fixed point.
+
+    ``ttft_at_load_ms``: the point's own part of TTFT at load — the iteration in progress, its own
+    iterations and the overhead; with ``lane_in_ttft`` the lane queue too (prompts within one lane,
+    ``f̄ < 1``), otherwise (``f̄ ≥ 1``) the pool's lane wait (:func:`pool_latency`) is added by the
+    caller. Slot waits are the caller's. Quantiles: the points' own (``ttft_quantile``,
+    ``tpot_quantile`` / ``itl_quantile``; a mean target: the mean) unless given."""
+    from planner.schema.capacity import quantile_level
+
+    n = len(points)
+    out = pd.DataFrame({"ttft_at_load_ms": np.full(n, np.nan), "lane_in_ttft": np.zeros(n, dtype=bool),
+                        "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
+                        "lane_share": np.full(n, np.nan), "mean_step_at_load_ms": np.full(n, np.nan),
+                        "batch_at_load": np.full(n, np.nan)}, index=points.index)
+    need = ("prefill_tokens", "prefill_chunk_tokens", "decode_only_step_ms", "step_ms", "mean_step_ms", "lane_wait_ms", "lane_service_ms")
+    if any(c not in points.columns for c in need):
+        return out
+    x = np.asarray(share, dtype=float)
+    roles = points["role"].to_numpy(str)
+    vals = points[list(need)].to_numpy(float)
+    ok = (x > 0) & (roles == "unified") & np.all(np.isfinite(vals), axis=1) & (vals[:, 1] >= 1)
+    if "utilization_cap" in points.columns:
+        ok &= np.isnan(points["utilization_cap"].to_numpy(float))  # measured points: their latency is the measured one
+    if not ok.any():
+        return out
+    lam = points["rate_peak_per_s"].to_numpy(float) * x
+    pools = points["pool"].to_numpy(str)
+    n_new, q_b, t_dec, t_chunk, t_mean_pt, lane_own, _lane_s = (vals[:, j] for j in range(7))
+    units = n_new / q_b
+    chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
+    overhead_s = np.maximum(points["ttft_ms"].to_numpy(float) - lane_own - chunks * t_chunk, 0.0) / 1e3
+    # the request's output tokens from the point itself: τ = o · mean_step / B*
+    outputs = points["instance_seconds_per_request"].to_numpy(float) * points["max_batch"].to_numpy(float) / (t_mean_pt / 1e3)
+    ca_pool = points["interarrival_cv"].to_numpy(float) if "interarrival_cv" in points.columns else np.ones(n)
+    for pool in sorted(set(pools[ok])):
+        on = ok & (pools == pool)
+        live = max(int(instances.get(pool, 0)) - redundancy, 0)
+        w = lam[on]
+        if live < 1 or w.sum() <= 0:
+            continue
+        rate_i = float(w.sum()) / live
+        # a least-loaded router feeds each instance about every c-th arrival (CV² = min(c_a, 1)² / c,
+        # as planner.queueing.least_loaded_lane_wait_quantile_s); bursts above Poisson are the slot wait's
+        ca = min(float((w * ca_pool[on]).sum() / w.sum()), 1.0) / math.sqrt(live)
+        load = unified_load(rate_i, float((w * t_dec[on]).sum() / w.sum()) / 1e3, float((w * t_chunk[on]).sum() / w.sum()) / 1e3,
+                            units[on], w, ca)
+        o_mean = float((w * outputs[on]).sum() / w.sum())
+        idx = np.flatnonzero(on)
+        for i in idx:
+            row = points.iloc[i]
+            tq = ttft_quantile if ttft_quantile is not None else float(row["ttft_quantile"])
+            metric = str(row.get("token_metric", "tpot")) if "token_metric" in points.columns else "tpot"
+            lvl = token_quantile if token_quantile is not None else quantile_level(row.get(f"{metric}_quantile", 0.99))
+            lane_in = load["units_mean"] < 1.0
+            if not load["share"] < 1.0:
+                ttft_s = math.inf
+            elif lane_in:
+                ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
+            else:
+                ttft_s = math.ceil(float(units[i]) - 1e-9) * load["decode_step_s"] + load["delta_s"] * float(units[i])
+            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]))
+            itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl)
+            out.iloc[i, :] = [1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"], 1e3 * load["mean_step_s"],
+                              rate_i * o_mean * load["mean_step_s"]]
+    out["lane_in_ttft"] = out["lane_in_ttft"].astype(bool)
+    return out

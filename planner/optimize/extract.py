@@ -69,8 +69,8 @@ import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
+from planner.pool_latency import bucket_latency, lane_wait_quantile_ms
 from planner.pool_latency import lane_columns as _lane_columns
-from planner.pool_latency import lane_wait_quantile_ms
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
@@ -207,8 +207,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     ca_w = np.bincount(pp, weights=lam_peak * x * pts["interarrival_cv"].to_numpy(float), minlength=n_pool)
     kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool) + _held_kv(built)  # + KV held during tool waits
 
-    lane_s, lane_own_ms = _lane_columns(pts)
-    roles_all = pts["role"].to_numpy(str)
+    lane_s, _lane_own_ms = _lane_columns(pts)
     pool_list: list[PoolPlan] = []
     cfgs = prep.tables.configs
     parallelism = (dict(zip(cfgs["config"].astype(str), cfgs[CONFIG_PARALLELISM_COLUMN].astype(str), strict=True))
@@ -258,37 +257,31 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
                                     pool=str(r["pool"]), share=float(x[i]), rate_peak_per_s=float(lam_peak[i] * x[i]),
                                     rate_mean_per_s=float(lam_mean[i] * x[i])))
 
-    # Latency per bucket: worst routed point of each phase.
-    has_lane = (roles_all == "unified") & ~np.isnan(lane_ms[pp])
-    own = np.where(np.isfinite(lane_own_ms), lane_own_ms, 0.0)
-    ttft_pt = pts["ttft_ms"].to_numpy(float) + wait_ms[pp] + np.where(has_lane, lane_ms[pp] - own, 0.0)
-    tpot_pt = pts["tpot_ms"].to_numpy(float)
-    itl_pt = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else tpot_pt
-    roles = pts["role"].to_numpy(str)
+    # Latency per bucket (planner.pool_latency.bucket_latency, the one analytic prediction every view
+    # uses): the pools' waits above, unified points at the load their pool carries; a service reports
+    # its worst routed bucket.
+    names = pools["pool"].astype(str).to_numpy()
+    waits = {str(names[p]): float(wait_ms[p]) + (0.0 if math.isnan(lane_ms[p]) else float(lane_ms[p])) for p in range(n_pool) if n[p] > 0}
+    lanes = {str(names[p]): float(lane_ms[p]) for p in range(n_pool) if n[p] > 0 and not math.isnan(lane_ms[p])}
+    by_bucket = bucket_latency(pts, x, waits, lanes, instances={str(names[p]): int(n[p]) for p in range(n_pool)}, redundancy=redundancy)
     latency: list[LatencyPrediction] = []
     for svc, dgrp in prep.demand.groupby("service", sort=False):
         r0 = dgrp.iloc[0]
         metric = token_metric(r0)  # the per-token metric the service targets: TPOT if set, else ITL
-        tok_pt = itl_pt if metric == "itl" else tpot_pt
         tok_q = _level(r0[f"{metric}_quantile"])
         tok_t = float(r0[f"{metric}_target_ms"])
-        worst_ttft, worst_tpot = 0.0, 0.0
-        for d in dgrp["d"]:
-            sel = nz[pts["d"].to_numpy(int)[nz] == d]
-            first = [i for i in sel if roles[i] in ("prefill", "unified")]
-            dec = [i for i in sel if roles[i] == "decode"]
-            t_first = max((ttft_pt[i] for i in first), default=0.0)
-            t_dec_wait = max((wait_ms[pp[i]] for i in dec), default=0.0)
-            worst_ttft = max(worst_ttft, t_first + t_dec_wait)
-            worst_tpot = max(worst_tpot, max((tok_pt[i] for i in sel if roles[i] in ("decode", "unified")), default=0.0))
+        mine = by_bucket[by_bucket["service"] == str(svc)]
+        worst_ttft = float(mine["ttft_predicted_ms"].max()) if len(mine) else 0.0
+        worst_tpot = float(mine["tpot_predicted_ms"].max()) if len(mine) else 0.0
         latency.append(LatencyPrediction(
             service=str(svc), ttft_quantile=float(r0["ttft_quantile"]), ttft_target_ms=float(r0["ttft_target_ms"]),
             ttft_predicted_ms=float(worst_ttft), tpot_quantile=tok_q, tpot_target_ms=tok_t, token_metric=metric,
             tpot_predicted_ms=float(worst_tpot), ttft_met=bool(worst_ttft <= float(r0["ttft_target_ms"]) * (1 + 1e-6)),
             tpot_met=bool(worst_tpot <= tok_t * (1 + 1e-6)),
             method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost; "
-                   "unified pools: + the chunked-prefill lane wait of the bucket mix over the live instances behind a least-loaded router "
-                   "(planner.queueing.least_loaded_lane_wait_quantile_s) instead of the bucket's own",
+                   "unified pools at the load they carry (planner.pool_latency.unified_at_load: iteration time, chunk share and batch "
+                   "of the arrivals, not of the point's full batch) with the chunked-prefill lane of the bucket mix over the live "
+                   "instances behind a least-loaded router",
         ))
     return pool_list, routing, latency
 
