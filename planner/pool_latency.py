@@ -101,8 +101,10 @@ _LAT_COLS = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", 
              "interarrival_cv", "ttft_quantile")
 
 
-def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int) -> pd.DataFrame:
-    """Per pool: predicted wait quantile at peak for the actual pool size (module docstring, step 1).
+def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
+                 quantile: float | None = None) -> pd.DataFrame:
+    """Per pool: predicted wait quantile at peak for the actual pool size (module docstring, step 1);
+    at the services' TTFT quantile (the largest routed to the pool), or at ``quantile`` when given.
 
     ``points`` are operating-point rows (capacity-table columns plus ``pool``, ``rate_peak_per_s``,
     ``interarrival_cv``, ``ttft_quantile``), ``share`` their routing shares, ``instances`` the
@@ -137,6 +139,8 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
                                                 busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"),
                                                 measured=("measured", "all"))
+    if quantile is not None:
+        agg["q"] = float(quantile)
     rows = []
     recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
     for r in recs:
@@ -172,7 +176,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
 
 def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float],
                    lanes_ms: Mapping[str, float] | None = None, *, instances: Mapping[str, int] | None = None,
-                   redundancy: int = 0) -> pd.DataFrame:
+                   redundancy: int = 0, ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
     """Per (service, bucket): predicted TTFT and per-token quantiles at peak (module docstring, step 2).
 
     Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
@@ -185,7 +189,8 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     With ``instances`` (the plan's pool sizes): unified points are taken at the load their pool
     carries (:func:`unified_at_load`): TTFT, TPOT and ITL of the batch that actually arrives, not
     of the point's full batch; a pool whose prompts fit one lane iteration has its lane queue in
-    that TTFT (its lane wait in ``waits_ms`` is then not added).
+    that TTFT (its lane wait in ``waits_ms`` is then not added). ``ttft_quantile`` /
+    ``token_quantile``: levels other than the services' own (unified points; the waits are the caller's).
     """
 
     x = np.asarray(share, dtype=float)
@@ -196,11 +201,12 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     replaced = np.array([p in lanes and not math.isnan(float(lanes[p])) for p in pts["pool"].astype(str)], dtype=bool)
     replaced &= pts["role"].to_numpy(str) == "unified"
     pts["ttft_ms"] = pts["ttft_ms"].to_numpy(float) - np.where(replaced, np.nan_to_num(own[sel]), 0.0)
-    metric_col = "itl_ms" if "itl_ms" in pts.columns else "tpot_ms"
-    pts["itl_ms"] = pts[metric_col].to_numpy(float)
+    # ITL of a point: its itl_ms (unified points), else its step (decode: every gap is one step)
+    itl = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else np.full(len(pts), np.nan)
+    pts["itl_ms"] = np.where(np.isnan(itl), pts["tpot_ms"].to_numpy(float), itl)
     no_lane: set[str] = set()
     if instances is not None:
-        at = unified_at_load(points, x, instances, redundancy).loc[sel]
+        at = unified_at_load(points, x, instances, redundancy, ttft_quantile, token_quantile).loc[sel]
         hit = at["ttft_at_load_ms"].notna().to_numpy()
         pts.loc[hit, "ttft_ms"] = at.loc[hit, "ttft_at_load_ms"].to_numpy(float)
         pts.loc[hit, "tpot_ms"] = at.loc[hit, "tpot_at_load_ms"].to_numpy(float)
@@ -287,9 +293,13 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
 #   immigration (``f = f_eff = E[f²]/E[f]``, the size-biased prompt): mean ``λ t̄`` prompts,
 #   dispersion ``Var/E = c_a² / (1 − a²)`` for one iteration, ``c_a² / (1 − a)²`` for the sum over
 #   a long window (each prompt lengthens the iterations that admit the next ones); ``c_a`` the
-#   arrival CV. Counts are negative-binomial with that mean and dispersion (Poisson at 1).
+#   arrival CV of one instance (a least-loaded router feeds it about every ``c``-th arrival of the
+#   pool: ``c_a² = min(c_a,pool, 1)² / c``). Counts are negative-binomial with that mean and
+#   dispersion above 1, Poisson at 1, binomial below (:func:`_count_law`).
 # * ITL (every gap; a gap is one iteration): ``t_d + δ min(1, f_eff K_p)``, ``K_p`` the ``p``
-#   quantile of ``K``.
+#   quantile of ``K``; prompts longer than the lane (``f̄ ≥ 1``) each fill ``⌊f̄⌋`` whole chunks
+#   (``t_c``) and one partial chunk (``t_d + δ (f̄ − ⌊f̄⌋)``), shares ``λ t̄ ⌊f̄⌋`` and ``λ t̄`` of
+#   the iterations; the rest take ``t_d``; the quantile of that three-level mix.
 # * TPOT of a bucket with ``o`` outputs (the mean of its ``o − 1`` gaps):
 #   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompt units arriving during its
 #   ``(o − 1) t̄`` seconds of decode (window dispersion).
@@ -297,7 +307,7 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
 #   arrives during an iteration of length ``T(K') = t_d + δ min(1, f_eff K')`` (length-biased:
 #   weight ``T P(K')``), waits its residual ``u T`` (``u`` uniform), then its own iteration
 #   carries it and everything that arrived during that iteration,
-#   ``M ~ Poisson(λ T)`` more prompts: ``TTFT = u T + t_d + δ min(1, f_b + f_eff M) + overhead``,
+#   ``M`` more prompts (mean ``λ T``, dispersion ``c_a²``): ``TTFT = u T + t_d + δ min(1, f_b + f_eff M) + overhead``,
 #   its quantile taken numerically over (K', u, M) (:func:`_ttft_quantile_s`). Prompts longer
 #   than the lane (``f̄ ≥ 1``) queue for it: the wait is the lane queue of the mix at this load
 #   (:func:`lane_wait_quantile_ms`) and the prompt's own ``⌈f_b⌉`` iterations take
@@ -314,32 +324,37 @@ _U_GRID = (np.arange(48) + 0.5) / 48.0
 """Midpoints of the residual share ``u`` of the iteration in progress (TTFT quantile, numeric)."""
 
 
-def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
-    """pmf on ``0..kmax`` of a count with ``mean`` and ``Var = dispersion · mean``: Poisson at
-    dispersion ≤ 1, else negative binomial (``r = mean / (dispersion − 1)``, ``p = 1/dispersion``);
-    the mass above ``kmax`` is put on ``kmax``."""
-    from scipy.stats import nbinom, poisson
+def _count_law(mean: float, dispersion: float) -> Any:
+    """A count with ``mean`` and ``Var = dispersion · mean`` (a frozen scipy distribution): Poisson
+    at dispersion 1, negative binomial above (``r = mean / (dispersion − 1)``, ``p = 1/dispersion``),
+    binomial below (``n = ⌈mean / (1 − dispersion)⌉``, ``p = mean / n``: arrivals more regular than
+    Poisson, e.g. one instance's share behind a least-loaded router)."""
+    from scipy.stats import binom, nbinom, poisson
 
-    k = np.arange(kmax + 1)
+    if abs(dispersion - 1.0) <= 1e-9:
+        return poisson(mean)
+    if dispersion > 1.0:
+        return nbinom(mean / (dispersion - 1.0), 1.0 / dispersion)
+    n = max(1, math.ceil(mean / max(1.0 - dispersion, 1e-9) - 1e-9))
+    return binom(n, min(mean / n, 1.0))
+
+
+def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
+    """pmf on ``0..kmax`` of :func:`_count_law`; the mass above ``kmax`` is put on ``kmax``."""
     if mean <= 0:
         out = np.zeros(kmax + 1)
         out[0] = 1.0
         return out
-    pmf = poisson.pmf(k, mean) if dispersion <= 1.0 + 1e-9 else nbinom.pmf(k, mean / (dispersion - 1.0), 1.0 / dispersion)
-    pmf = np.asarray(pmf, dtype=float)
+    pmf = np.asarray(_count_law(mean, dispersion).pmf(np.arange(kmax + 1)), dtype=float)
     pmf[-1] += max(0.0, 1.0 - float(pmf.sum()))
     return pmf
 
 
 def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
-    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s distribution)."""
-    from scipy.stats import nbinom, poisson
-
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_law`)."""
     if mean <= 0:
         return 0.0
-    if dispersion <= 1.0 + 1e-9:
-        return float(poisson.ppf(quantile, mean))
-    return float(nbinom.ppf(quantile, mean / (dispersion - 1.0), 1.0 / dispersion))
+    return float(_count_law(mean, dispersion).ppf(quantile))
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
@@ -374,6 +389,20 @@ def _itl_quantile_s(load: Mapping[str, float], quantile: float) -> float:
         return math.inf
     if f_eff <= 0 or delta <= 0:
         return t_d
+    f_bar = load["units_mean"]
+    if f_bar >= 1.0:
+        # prompts longer than the lane: each fills ⌊f̄⌋ whole chunks and one partial chunk of
+        # f̄ − ⌊f̄⌋; per iteration those are shares λ t̄ ⌊f̄⌋ and λ t̄ of all iterations (gaps)
+        full, part = math.floor(f_bar), f_bar - math.floor(f_bar)
+        levels = [(t_d + delta, load["prompts_per_iteration"] * full)]
+        if part > 1e-9:
+            levels.append((t_d + delta * part, load["prompts_per_iteration"]))
+        tail = 0.0
+        for t, share in sorted(levels, reverse=True):
+            tail += share
+            if tail > 1.0 - quantile:
+                return t
+        return t_d
     disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
     k = _count_quantile(quantile, load["prompts_per_iteration"] * load["units_mean"] / f_eff, disp)
     return t_d + delta * min(1.0, f_eff * k)
@@ -406,11 +435,10 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     pk = _count_pmf(load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp, kmax)
     t_prev = t_d + delta * np.minimum(1.0, f_eff * np.arange(kmax + 1))
     wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
-    mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), 1.0)))
+    ca2 = load["arrival_cv"] ** 2
+    mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
     m = np.arange(mmax + 1)
-    from scipy.stats import poisson
-
-    pm = poisson.pmf(m[None, :], lam_u * t_prev[:, None])                  # (k, m)
+    pm = np.stack([_count_pmf(lam_u * float(t), ca2, mmax) for t in t_prev])  # (k, m)
     whole = math.ceil(max(units, 1.0) - 1e-9)
     own = whole * t_d + delta * np.minimum(float(whole), units + f_eff * m)[None, :]  # (1, m)
     vals = _U_GRID[None, :, None] * t_prev[:, None, None] + own[:, None, :]  # (k, u, m)
@@ -492,3 +520,30 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
                               rate_i * o_mean * load["mean_step_s"]]
     out["lane_in_ttft"] = out["lane_in_ttft"].astype(bool)
     return out
+
+
+def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: float) -> pd.DataFrame:
+    """Per (service, bucket) of one architecture's plan: the analytic TTFT, TPOT and ITL at the
+    ``quantile`` level (ms) — the same model as the plan's own prediction (:func:`pool_latency`,
+    :func:`bucket_latency` with the pool sizes), at another level. Columns: service, bucket,
+    ttft_ms, tpot_ms, itl_ms. For comparing with the simulator's p50 / p99
+    (``benchmarks/bench_latency_at_load.py``)."""
+    plan = result.architectures[architecture]
+    pts = pd.DataFrame(result.capacity.points)
+    cols = ["service", "bucket", "ttft_ms", "tpot_ms", "itl_ms"]
+    if not plan.feasible or not len(pts):
+        return pd.DataFrame(columns=cols)
+    x = plan_shares(plan, pts)
+    inst = {p.name: p.instances for p in plan.pools}
+    k = result.capacity.redundancy
+    pl = pool_latency(pts, x, inst, k, quantile=quantile)
+    lanes = {str(r["pool"]): float(r["lane_wait_ms"]) for r in pl.to_dict("records") if not math.isnan(float(r["lane_wait_ms"]))}
+    waits = {str(r["pool"]): float(r["wait_ms"]) + lanes.get(str(r["pool"]), 0.0) for r in pl.to_dict("records")}
+    out = []
+    for metric in ("tpot", "itl"):
+        p = pts.assign(token_metric=metric)
+        b = bucket_latency(p, x, waits, lanes, instances=inst, redundancy=k, ttft_quantile=quantile, token_quantile=quantile)
+        out.append(b.set_index(["service", "bucket"]))
+    frame = out[0][["ttft_predicted_ms", "tpot_predicted_ms"]].rename(columns={"ttft_predicted_ms": "ttft_ms", "tpot_predicted_ms": "tpot_ms"})
+    frame["itl_ms"] = out[1]["tpot_predicted_ms"]
+    return frame.reset_index()[cols]
