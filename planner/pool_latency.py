@@ -324,37 +324,60 @@ _U_GRID = (np.arange(48) + 0.5) / 48.0
 """Midpoints of the residual share ``u`` of the iteration in progress (TTFT quantile, numeric)."""
 
 
-def _count_law(mean: float, dispersion: float) -> Any:
-    """A count with ``mean`` and ``Var = dispersion · mean`` (a frozen scipy distribution): Poisson
-    at dispersion 1, negative binomial above (``r = mean / (dispersion − 1)``, ``p = 1/dispersion``),
-    binomial below (``n = ⌈mean / (1 − dispersion)⌉``, ``p = mean / n``: arrivals more regular than
-    Poisson, e.g. one instance's share behind a least-loaded router)."""
-    from scipy.stats import binom, nbinom, poisson
-
-    if abs(dispersion - 1.0) <= 1e-9:
-        return poisson(mean)
-    if dispersion > 1.0:
-        return nbinom(mean / (dispersion - 1.0), 1.0 / dispersion)
-    n = max(1, math.ceil(mean / max(1.0 - dispersion, 1e-9) - 1e-9))
-    return binom(n, min(mean / n, 1.0))
+def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
+    """pmfs on ``0..kmax`` (one row per mean) of a count with that mean and ``Var = dispersion ·
+    mean``: Poisson at dispersion 1, negative binomial above (``r = mean / (dispersion − 1)``,
+    ``p = 1/dispersion``), binomial below (``n = ⌈mean / (1 − dispersion)⌉``, ``p = mean / n``:
+    arrivals more regular than Poisson, e.g. one instance's share behind a least-loaded router).
+    The mass above ``kmax`` is put on ``kmax``. By the ratio recurrences ``P(k+1)/P(k)`` in logs
+    (vectorised; no scipy.stats import on the solve path)."""
+    mu = np.atleast_1d(np.asarray(means, dtype=float))[:, None]
+    k = np.arange(kmax, dtype=float)[None, :]  # ratio from k to k + 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if abs(dispersion - 1.0) <= 1e-9:
+            log0 = -mu
+            ratio = np.log(mu) - np.log(k + 1.0)
+        elif dispersion > 1.0:
+            r, q = mu / (dispersion - 1.0), 1.0 - 1.0 / dispersion
+            log0 = r * math.log(1.0 / dispersion)
+            ratio = np.log(k + r) - np.log(k + 1.0) + math.log(q)
+        else:
+            n = np.maximum(1.0, np.ceil(mu / max(1.0 - dispersion, 1e-9) - 1e-9))
+            p = np.minimum(mu / n, 1.0)
+            log0 = n * np.log1p(-p)
+            ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
+        logp = np.concatenate([np.broadcast_to(log0, (mu.shape[0], 1)), log0 + np.cumsum(ratio, axis=1)], axis=1)
+        out = np.exp(logp)
+    out = np.where(np.isfinite(out), out, 0.0)
+    zero = mu[:, 0] <= 0
+    out[zero] = 0.0
+    out[zero, 0] = 1.0
+    full = (mu[:, 0] > 0) & ~(out.sum(axis=1) > 0)  # p = 1 binomial: all mass at n
+    if full.any():
+        n_at = np.minimum(np.ceil(mu[full, 0]).astype(int), kmax)
+        out[full] = 0.0
+        out[np.flatnonzero(full), n_at] = 1.0
+    out[:, -1] += np.maximum(0.0, 1.0 - out.sum(axis=1))
+    return out
 
 
 def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
-    """pmf on ``0..kmax`` of :func:`_count_law`; the mass above ``kmax`` is put on ``kmax``."""
-    if mean <= 0:
-        out = np.zeros(kmax + 1)
-        out[0] = 1.0
-        return out
-    pmf = np.asarray(_count_law(mean, dispersion).pmf(np.arange(kmax + 1)), dtype=float)
-    pmf[-1] += max(0.0, 1.0 - float(pmf.sum()))
-    return pmf
+    """One row of :func:`_count_pmfs`."""
+    return _count_pmfs(np.array([mean]), dispersion, kmax)[0]
 
 
 def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
-    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_law`)."""
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law)."""
     if mean <= 0:
         return 0.0
-    return float(_count_law(mean, dispersion).ppf(quantile))
+    kmax = int(mean + 12.0 * math.sqrt(max(dispersion, 1e-9) * mean) + 12.0)
+    while True:
+        pmf = _count_pmf(mean, dispersion, kmax)
+        c = np.cumsum(pmf[:-1])
+        hit = np.flatnonzero(c >= quantile - 1e-12)
+        if hit.size:
+            return float(hit[0])
+        kmax *= 2
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
@@ -438,7 +461,7 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     ca2 = load["arrival_cv"] ** 2
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
     m = np.arange(mmax + 1)
-    pm = np.stack([_count_pmf(lam_u * float(t), ca2, mmax) for t in t_prev])  # (k, m)
+    pm = _count_pmfs(lam_u * t_prev, ca2, mmax)                             # (k, m)
     whole = math.ceil(max(units, 1.0) - 1e-9)
     own = whole * t_d + delta * np.minimum(float(whole), units + f_eff * m)[None, :]  # (1, m)
     vals = _U_GRID[None, :, None] * t_prev[:, None, None] + own[:, None, :]  # (k, u, m)

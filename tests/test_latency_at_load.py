@@ -75,3 +75,24 @@ def test_analytic_within_15_percent_of_the_simulator(plans, arch: str, tokens: i
     for metric in ("ttft", "tpot", "itl"):
         for j in (0, 1):
             assert ana[metric][j] == pytest.approx(sim[metric][j], rel=0.15), (metric, ("p50", "p99")[j], ana, sim)
+
+
+@pytest.mark.parametrize(("mean", "dispersion"), [(0.5, 1.0), (3.2, 1.0), (900.0, 1.0), (0.9, 1.3), (20.0, 4.0), (0.5, 0.03), (6.3, 0.4)])
+def test_count_laws_are_scipys(mean: float, dispersion: float) -> None:
+    """The prompt counts' pmfs and quantiles (log-ratio recurrences, no scipy.stats on the solve
+    path) equal scipy's Poisson / negative binomial / binomial with that mean and dispersion."""
+    from scipy.stats import binom, nbinom, poisson
+
+    from planner.pool_latency import _count_pmf, _count_quantile
+
+    if dispersion == 1.0:
+        law = poisson(mean)
+    elif dispersion > 1.0:
+        law = nbinom(mean / (dispersion - 1.0), 1.0 / dispersion)
+    else:
+        n = math.ceil(mean / (1.0 - dispersion) - 1e-9)
+        law = binom(n, mean / n)
+    k = np.arange(1500)
+    assert np.allclose(_count_pmf(mean, dispersion, 2000)[:1500], law.pmf(k), atol=1e-12)
+    for q in (0.5, 0.9, 0.99):
+        assert _count_quantile(q, mean, dispersion) == law.ppf(q)
