@@ -15,7 +15,11 @@ Latency at peak (per pool, :mod:`planner.queueing`): the pool is a G/G/c queue w
 arrival rate ``λ_p = Σ λ_peak x`` and mean service ``s = ρ_peak c / λ_p`` (so ``λ s = busy``).
 A bucket's TTFT quantile ≈ its operating point's ``ttft_ms`` + the wait quantile of its
 prefill (or unified) pool + the slot-wait quantile of its decode pool; summing quantiles is
-conservative. A service reports its worst routed bucket.
+conservative. A service reports its worst routed bucket. Unified points are taken at the load
+their pool carries (:func:`planner.pool_latency.unified_at_load`: the iteration time, chunk share
+and batch of the arrivals, not of the point's full batch); the per-bucket sum is
+:func:`planner.pool_latency.bucket_latency`, the one function the tightening loop, the checker and
+the simulation check's analytic figures also use.
 
 Chunked-prefill lane of a unified pool (:func:`lane_wait_quantile_ms`). Inside each unified
 instance, admitted prompts queue for the one prefill lane (a chunk of ``q`` tokens per
