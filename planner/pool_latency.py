@@ -296,7 +296,11 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
 #   ``a = λ f̄ δ`` of the instance's time goes to prompt tokens and the mean iteration is
 #   ``t̄ = t_d + δ λ f̄ t̄  ⇒  t̄ = t_d / (1 − a)`` (``a ≥ 1``: the lane cannot keep up, latency ∞).
 #   Little's law gives the decode batch ``B = λ o t̄`` (``o`` the mean output); the operating point's
-#   batch is the cap (the pool's slot wait, :func:`pool_latency`, charges what queues beyond it).
+#   batch is the cap (the pool's slot wait, :func:`pool_latency`, charges what queues beyond it, with
+#   the slot held ``o · t_mean`` of the point's full batch: holding it the fixed point's ``o · t̄``
+#   instead put the p99 TTFT at 95 % utilisation at −68 % of the simulator's, the full batch +48 %
+#   — near saturation bursts lengthen the iterations and so the holding, which Erlang C does not
+#   see — and the conservative side is kept).
 #   The step time is the point's at every batch — the capacity table carries it only at ``B*``,
 #   and the simulator runs the same (an upper bound on a smaller batch's step).
 # * prompt units in one iteration ``K`` (those that arrived during the previous one): given the
@@ -485,6 +489,48 @@ AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at
 """Columns of :func:`unified_at_load` (aligned with the points; ``nan`` / False where not applicable)."""
 
 
+def _lane_points(points: pd.DataFrame, share: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The routed unified points with lane columns (modelled, not measured): mask, routed peak rate
+    ``λ x``, pool, lane units ``f = n / q``, output tokens (``τ = o · mean_step / B*``, the point's
+    own identity) and the fixed TTFT overhead (s); ``None`` without the lane columns."""
+    need = ("prefill_tokens", "prefill_chunk_tokens", "decode_only_step_ms", "step_ms", "mean_step_ms", "lane_wait_ms", "lane_service_ms")
+    if any(c not in points.columns for c in need):
+        return None
+    x = np.asarray(share, dtype=float)
+    roles = points["role"].to_numpy(str)
+    vals = points[list(need)].to_numpy(float)
+    ok = (x > 0) & (roles == "unified") & np.all(np.isfinite(vals), axis=1) & (vals[:, 1] >= 1)
+    if "utilization_cap" in points.columns:
+        ok &= np.isnan(points["utilization_cap"].to_numpy(float))  # measured points: their latency is the measured one
+    if not ok.any():
+        return None
+    n_new, q_b, _t_dec, t_chunk, t_mean_pt, lane_own, _lane_s = (vals[:, j] for j in range(7))
+    chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
+    overhead_s = np.maximum(points["ttft_ms"].to_numpy(float) - lane_own - chunks * t_chunk, 0.0) / 1e3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        outputs = points["instance_seconds_per_request"].to_numpy(float) * points["max_batch"].to_numpy(float) / (t_mean_pt / 1e3)
+    return ok, points["rate_peak_per_s"].to_numpy(float) * x, points["pool"].to_numpy(str), n_new / q_b, outputs, overhead_s
+
+
+def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.ndarray, outputs: np.ndarray,
+               live: int) -> tuple[dict[str, float], float] | None:
+    """The fixed point of one unified pool's instance (:func:`unified_load`) over its points ``on``
+    (routed rates ``lam``) and its λ-weighted mean output; ``None`` without live instances or traffic.
+    A least-loaded router feeds each instance about every ``c``-th arrival: CV² = min(c_a, 1)² / c
+    (as :func:`planner.queueing.least_loaded_lane_wait_quantile_s`; bursts above Poisson are the
+    slot wait's)."""
+    w = lam[on]
+    if live < 1 or w.sum() <= 0:
+        return None
+    ca_pool = points["interarrival_cv"].to_numpy(float)[on] if "interarrival_cv" in points.columns else np.ones(int(on.sum()))
+    ca = min(float((w * ca_pool).sum() / w.sum()), 1.0) / math.sqrt(live)
+    t_dec = float((w * points["decode_only_step_ms"].to_numpy(float)[on]).sum() / w.sum()) / 1e3
+    t_chunk = float((w * points["step_ms"].to_numpy(float)[on]).sum() / w.sum()) / 1e3
+    load = unified_load(float(w.sum()) / live, t_dec, t_chunk, units[on], w, ca)
+    return load, float((w * outputs[on]).sum() / w.sum())
+
+
 def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
                     ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
     """Per routed unified point with lane columns: its TTFT, TPOT and ITL quantiles at the load its
@@ -502,39 +548,18 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
                         "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
                         "lane_share": np.full(n, np.nan), "mean_step_at_load_ms": np.full(n, np.nan),
                         "batch_at_load": np.full(n, np.nan)}, index=points.index)
-    need = ("prefill_tokens", "prefill_chunk_tokens", "decode_only_step_ms", "step_ms", "mean_step_ms", "lane_wait_ms", "lane_service_ms")
-    if any(c not in points.columns for c in need):
+    lp = _lane_points(points, share)
+    if lp is None:
         return out
-    x = np.asarray(share, dtype=float)
-    roles = points["role"].to_numpy(str)
-    vals = points[list(need)].to_numpy(float)
-    ok = (x > 0) & (roles == "unified") & np.all(np.isfinite(vals), axis=1) & (vals[:, 1] >= 1)
-    if "utilization_cap" in points.columns:
-        ok &= np.isnan(points["utilization_cap"].to_numpy(float))  # measured points: their latency is the measured one
-    if not ok.any():
-        return out
-    lam = points["rate_peak_per_s"].to_numpy(float) * x
-    pools = points["pool"].to_numpy(str)
-    n_new, q_b, t_dec, t_chunk, t_mean_pt, lane_own, _lane_s = (vals[:, j] for j in range(7))
-    units = n_new / q_b
-    chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
-    overhead_s = np.maximum(points["ttft_ms"].to_numpy(float) - lane_own - chunks * t_chunk, 0.0) / 1e3
-    # the request's output tokens from the point itself: τ = o · mean_step / B*
-    outputs = points["instance_seconds_per_request"].to_numpy(float) * points["max_batch"].to_numpy(float) / (t_mean_pt / 1e3)
-    ca_pool = points["interarrival_cv"].to_numpy(float) if "interarrival_cv" in points.columns else np.ones(n)
+    ok, lam, pools, units, outputs, overhead_s = lp
     for pool in sorted(set(pools[ok])):
         on = ok & (pools == pool)
         live = max(int(instances.get(pool, 0)) - redundancy, 0)
-        w = lam[on]
-        if live < 1 or w.sum() <= 0:
+        fixed = _pool_load(points, on, lam, units, outputs, live)
+        if fixed is None:
             continue
-        rate_i = float(w.sum()) / live
-        # a least-loaded router feeds each instance about every c-th arrival (CV² = min(c_a, 1)² / c,
-        # as planner.queueing.least_loaded_lane_wait_quantile_s); bursts above Poisson are the slot wait's
-        ca = min(float((w * ca_pool[on]).sum() / w.sum()), 1.0) / math.sqrt(live)
-        load = unified_load(rate_i, float((w * t_dec[on]).sum() / w.sum()) / 1e3, float((w * t_chunk[on]).sum() / w.sum()) / 1e3,
-                            units[on], w, ca)
-        o_mean = float((w * outputs[on]).sum() / w.sum())
+        load, o_mean = fixed
+        rate_i = load["rate_per_s"]
         idx = np.flatnonzero(on)
         for i in idx:
             row = points.iloc[i]
