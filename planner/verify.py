@@ -49,7 +49,7 @@ worst bucket, with their relative difference (flagged above :data:`DISAGREEMENT_
 met or not; when missed, the pool responsible (the largest simulated wait among the pools
 the service visits; for TPOT its decode / unified pool) and by how much. Per pool:
 simulated utilisation and wait quantile against the analytic wait
-(:func:`planner.optimize.latency.predicted_pool_quantiles`).
+(:func:`planner.pool_latency.predicted_pool_quantiles`).
 """
 
 from __future__ import annotations
@@ -278,26 +278,31 @@ def run_length(route_table: pd.DataFrame, points: pd.DataFrame, requests: int) -
     return warm + measure_s, warm
 
 
-def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,
-                  ci_level: float = CI_LEVEL, max_requests: int = MAX_REQUESTS, precision: float = PRECISION,
-                  arrivals: Mapping[str, PeakArrivals] | None = None) -> SimulationCheck:
-    """Simulate one architecture's plan at peak and compare with its analytic prediction."""
-    from planner.optimize.latency import predicted_pool_quantiles
-    from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
+@dataclass(frozen=True)
+class _Run:
+    """The last run of an adaptive check (:func:`_run_until_resolved`) and how it got there."""
+
+    res: Any
+    duration_s: float
+    warmup_s: float
+    widest: float
+    runs: int
+    cap: int
+    replayed: list[str]
+
+
+def _run_until_resolved(sim: Any, points: pd.DataFrame, arrivals: Mapping[str, PeakArrivals] | None, *, requests: int, seed: int,
+                        ci_level: float, max_requests: int, precision: float) -> _Run:
+    """Simulate at peak with ``requests`` measured requests, re-running (same seed) with more until
+    every SLO quantile's interval is within ``precision`` of its target or the cap is reached
+    (module docstring, *Size*)."""
+    from planner.simulate.adapter import bucket_stream
     from planner.simulate.engine import simulate
     from planner.simulate.spec import SimConfig
-    from planner.simulate.stats import quantile_interval
 
-    if requests < 100:
-        raise ValueError(f"requests must be >= 100 for a tail estimate, got {requests}")
-    t0 = time.perf_counter()
-    plan = result.architectures[architecture]
-    sim = plan_to_sim_by_bucket(result, architecture)
     rt = sim.route_table
-    points = pd.DataFrame(result.capacity.points)
     cap = max(requests, max_requests)
     n, runs = requests, 0
-    replayed: list[str] = []
     while True:
         duration, warm = run_length(rt, points, n)
         cfg = SimConfig(warmup_s=warm, max_drain_s=max(60.0, duration), sample_interval_s=duration / 50.0)
@@ -307,12 +312,18 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
         runs += 1
         widest = _widest_interval(res, sim, rt, ci_level)
         if widest <= precision or n >= cap:
-            break
+            return _Run(res, duration, warm, widest, runs, cap, replayed)
         # the interval's half-width shrinks about as 1/sqrt(n): ask for the n that reaches the goal (+20 %), at least doubling
         grow = 2.0 if not math.isfinite(widest) else max(2.0, 1.2 * (widest / precision) ** 2)
         n = int(min(cap, math.ceil(n * grow)))
 
-    analytic_pools = predicted_pool_quantiles(result, architecture).set_index("pool")
+
+def _simulated_pools(res: Any, sim: Any, plan: Any, analytic_pools: pd.DataFrame, ci_level: float
+                     ) -> tuple[list[SimulatedPool], dict[str, float], dict[str, float]]:
+    """Per pool: simulated utilisation and wait quantile against the analytic wait; and the
+    simulated wait at the quantile and the mean wait per pool (ms)."""
+    from planner.simulate.stats import quantile_interval
+
     pool_rows: list[SimulatedPool] = []
     pool_wait_sim: dict[str, float] = {}
     pool_wait_mean: dict[str, float] = {}
@@ -333,6 +344,119 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             wait_sim_ms=_fin(_ms(w)), wait_ci_low_ms=_fin(_ms(lo)), wait_ci_high_ms=_fin(_ms(hi)),
             preemptions=pr.preemptions, max_queue=pr.queue_max,
         ))
+    return pool_rows, pool_wait_sim, pool_wait_mean
+
+
+def _late(res: Any, sim: Any, route_ids: Any) -> int:
+    """Requests of these routes that never finished or were rejected."""
+    return sum(res.services[sim.routes[i].service].unfinished + res.services[sim.routes[i].service].rejected for i in route_ids)
+
+
+def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: float) -> dict[str, dict[str, Any]]:
+    """Per checked metric of one service (``ttft`` and its per-token metric under key ``tpot``): the
+    simulated quantiles and interval, the worst bucket's simulated value against the plan's
+    analytic prediction ``lp``, and met or not."""
+    from planner.simulate.stats import quantile_interval
+
+    idx = g.index.tolist()
+    unfinished = _late(res, sim, idx)
+    out: dict[str, dict[str, Any]] = {}
+    for key, (metric, lvl, target_s) in zip(("ttft", "tpot"), _checked_metrics(sim.routes[idx[0]]), strict=True):
+        h = _metric_histogram(res, sim, idx, metric)
+        # unfinished requests count as late for TTFT only when they never got a first token; TPOT over finished ones
+        late = unfinished if metric == "ttft" else 0
+        if lvl is None:  # a mean target: the simulated mean
+            sim_q = h.mean if h.n else math.nan
+            lo = hi = sim_q
+        else:
+            sim_q = _quantile_all(h, lvl, late)
+            lo, hi = quantile_interval(h, min(lvl * (h.n + late) / h.n, 1.0) if h.n else lvl, ci_level) if h.n else (math.nan, math.nan)
+        if sim_q == math.inf:
+            hi = math.inf
+        # worst bucket: merge routes per bucket (ITL is recorded per pool: the pools serving the bucket)
+        worst_b, worst_v = "", -1.0
+        for bucket, gb in g.groupby("bucket", sort=True):
+            hb = _metric_histogram(res, sim, list(gb.index), metric)
+            lb = _late(res, sim, gb.index) if metric == "ttft" else 0
+            v = (hb.mean if hb.n else math.nan) if lvl is None else _quantile_all(hb, lvl, lb)
+            if v == v and v > worst_v:
+                worst_b, worst_v = str(bucket), v
+        a_ms = (lp.ttft_predicted_ms if key == "ttft" else lp.tpot_predicted_ms) if lp else math.nan
+        worst_ms = _ms(worst_v) if worst_v >= 0 else math.nan
+        dis = (worst_ms / a_ms - 1.0) if (a_ms and a_ms > 0 and math.isfinite(a_ms) and math.isfinite(worst_ms)) else None
+        out[key] = {"q": lvl, "name": metric, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)),
+                    "p99": _ms(h.quantile(0.99)), "sim": _ms(sim_q), "lo": _ms(lo), "hi": _ms(hi), "analytic": a_ms,
+                    "worst": worst_ms, "worst_bucket": worst_b, "dis": dis,
+                    "met": bool(sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))}
+    return out
+
+
+def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[str, Mapping[str, Any]], pool_rows: list[SimulatedPool],
+                   pool_wait_sim: Mapping[str, float], pool_wait_mean: Mapping[str, float], analytic_pools: pd.DataFrame
+                   ) -> tuple[str | None, float, float, list[str]]:
+    """For a service's missed metrics: the pool charged with the largest miss, the miss (ms and share
+    of the target) and a finding per miss; plus a finding per analytic/simulated disagreement beyond
+    :data:`DISAGREEMENT_TOLERANCE`."""
+    findings: list[str] = []
+    pools_of = _pools_serving(g)
+    miss_pool, miss_ms, miss_share = None, 0.0, 0.0
+    for metric in ("ttft", "tpot"):
+        o = out[metric]
+        if o["met"]:
+            continue
+        share = o["sim"] / o["target_ms"] - 1.0 if o["target_ms"] > 0 else math.inf
+        if share <= miss_share and miss_pool is not None:
+            continue
+        gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
+        if metric == "ttft":
+            # among the pools serving the worst bucket, the one adding the most to TTFT
+            # (every pool of the service when the bucket is not known)
+            serving = _pools_serving(gw) or pools_of
+            pool = ttft_miss_pool(serving, {p: max(pool_wait_mean.get(p, 0.0), w if w == w else 0.0) for p, w in pool_wait_sim.items()},
+                                  {p.pool: p.role for p in pool_rows})
+        else:
+            dec = gw["decode"].fillna(gw["unified"]).astype(str)
+            pool = str(dec.iloc[0])
+        miss_pool, miss_ms, miss_share = pool, o["sim"] - o["target_ms"], share
+        pw = next((p for p in pool_rows if p.pool == pool), None)
+        extra = (f": p{pw.quantile * 100:g} wait {_txt(pw.wait_sim_ms)} ms simulated vs {_txt(pw.wait_analytic_ms)} ms analytic, "
+                 f"utilisation {_txt(pw.utilization_sim, '.2f')} (plan {pw.utilization_plan:.2f})") if pw is not None else ""
+        if pw is not None and pw.role == "unified" and metric == "ttft":
+            lane_a = float(str(analytic_pools.at[pool, "lane_wait_ms"])) if pool in analytic_pools.index and "lane_wait_ms" in analytic_pools.columns else math.nan
+            extra += ("; in a unified pool prompts also queue inside the instance for the chunked-prefill lane (not in this wait; "
+                      f"analytic lane wait {_txt(lane_a)} ms)")
+        findings.append(f"{architecture}: {svc} misses its {stat_label(o['q'])} {o['name'].upper()} target in simulation at peak: "
+                        f"{_txt(o['sim'], ',.1f')} ms vs {o['target_ms']:,.0f} ms (+{_txt(o['sim'] - o['target_ms'], ',.1f')} ms, +{_txt(100 * share)}%); "
+                        f"pool {pool}{extra}")
+    for metric in ("ttft", "tpot"):
+        o = out[metric]
+        if o["dis"] is not None and abs(o["dis"]) > DISAGREEMENT_TOLERANCE:
+            findings.append(f"{architecture}: {svc} {stat_label(o['q'])} {o['name'].upper()} of the worst bucket ({o['worst_bucket']}): "
+                            f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.0%}, beyond "
+                            f"±{DISAGREEMENT_TOLERANCE:.0%})")
+    return miss_pool, miss_ms, miss_share, findings
+
+
+def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,
+                  ci_level: float = CI_LEVEL, max_requests: int = MAX_REQUESTS, precision: float = PRECISION,
+                  arrivals: Mapping[str, PeakArrivals] | None = None) -> SimulationCheck:
+    """Simulate one architecture's plan at peak and compare with its analytic prediction: the run
+    (:func:`_run_until_resolved`), per pool (:func:`_simulated_pools`), per service
+    (:func:`_service_metrics`, :func:`_miss_findings`, the E2E target)."""
+    from planner.pool_latency import predicted_pool_quantiles
+    from planner.simulate.adapter import plan_to_sim_by_bucket
+
+    if requests < 100:
+        raise ValueError(f"requests must be >= 100 for a tail estimate, got {requests}")
+    t0 = time.perf_counter()
+    plan = result.architectures[architecture]
+    sim = plan_to_sim_by_bucket(result, architecture)
+    rt = sim.route_table
+    run = _run_until_resolved(sim, pd.DataFrame(result.capacity.points), arrivals, requests=requests, seed=seed, ci_level=ci_level,
+                              max_requests=max_requests, precision=precision)
+    res = run.res
+    analytic_pools = predicted_pool_quantiles(result, architecture).set_index("pool")
+    pool_rows, pool_wait_sim, pool_wait_mean = _simulated_pools(res, sim, plan, analytic_pools, ci_level)
 
     analytic = {lp.service: lp for lp in plan.latency}
     services: list[SimulatedService] = []
@@ -341,76 +465,12 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     for svc, g in rt.groupby("service", sort=True):
         svc = str(svc)
         idx = g.index.tolist()
-        names = [sim.routes[i].service for i in idx]
-        done = sum(res.services[n].completed for n in names)
-        unfinished = sum(res.services[n].unfinished + res.services[n].rejected for n in names)
-        r0 = sim.routes[idx[0]]
-        out: dict[str, Any] = {}
-        for key, (metric, lvl, target_s) in zip(("ttft", "tpot"), _checked_metrics(r0), strict=True):
-            h = _metric_histogram(res, sim, idx, metric)
-            # unfinished requests count as late for TTFT only when they never got a first token; TPOT over finished ones
-            late = unfinished if metric == "ttft" else 0
-            if lvl is None:  # a mean target: the simulated mean
-                sim_q = h.mean if h.n else math.nan
-                lo = hi = sim_q
-            else:
-                sim_q = _quantile_all(h, lvl, late)
-                lo, hi = quantile_interval(h, min(lvl * (h.n + late) / h.n, 1.0) if h.n else lvl, ci_level) if h.n else (math.nan, math.nan)
-            if sim_q == math.inf:
-                hi = math.inf
-            # worst bucket: merge routes per bucket (ITL is recorded per pool: the pools serving the bucket)
-            worst_b, worst_v = "", -1.0
-            for bucket, gb in g.groupby("bucket", sort=True):
-                hb = _metric_histogram(res, sim, list(gb.index), metric)
-                lb = sum(res.services[sim.routes[i].service].unfinished + res.services[sim.routes[i].service].rejected
-                         for i in gb.index) if metric == "ttft" else 0
-                v = (hb.mean if hb.n else math.nan) if lvl is None else _quantile_all(hb, lvl, lb)
-                if v == v and v > worst_v:
-                    worst_b, worst_v = str(bucket), v
-            lp = analytic.get(svc)
-            a_ms = (lp.ttft_predicted_ms if key == "ttft" else lp.tpot_predicted_ms) if lp else math.nan
-            worst_ms = _ms(worst_v) if worst_v >= 0 else math.nan
-            dis = (worst_ms / a_ms - 1.0) if (a_ms and a_ms > 0 and math.isfinite(a_ms) and math.isfinite(worst_ms)) else None
-            out[key] = {"q": lvl, "name": metric, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)),
-                           "p99": _ms(h.quantile(0.99)), "sim": _ms(sim_q), "lo": _ms(lo), "hi": _ms(hi), "analytic": a_ms,
-                           "worst": worst_ms, "worst_bucket": worst_b, "dis": dis,
-                           "met": bool(sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))}
-        pools_of = _pools_serving(g)
-        miss_pool, miss_ms, miss_share = None, 0.0, 0.0
-        for metric in ("ttft", "tpot"):
-            o = out[metric]
-            if o["met"]:
-                continue
-            share = o["sim"] / o["target_ms"] - 1.0 if o["target_ms"] > 0 else math.inf
-            if share <= miss_share and miss_pool is not None:
-                continue
-            gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
-            if metric == "ttft":
-                # among the pools serving the worst bucket, the one adding the most to TTFT
-                # (every pool of the service when the bucket is not known)
-                serving = _pools_serving(gw) or pools_of
-                pool = ttft_miss_pool(serving, {p: max(pool_wait_mean.get(p, 0.0), w if w == w else 0.0) for p, w in pool_wait_sim.items()},
-                                      {p.pool: p.role for p in pool_rows})
-            else:
-                dec = gw["decode"].fillna(gw["unified"]).astype(str)
-                pool = str(dec.iloc[0])
-            miss_pool, miss_ms, miss_share = pool, o["sim"] - o["target_ms"], share
-            pw = next((p for p in pool_rows if p.pool == pool), None)
-            extra = (f": p{pw.quantile * 100:g} wait {_txt(pw.wait_sim_ms)} ms simulated vs {_txt(pw.wait_analytic_ms)} ms analytic, "
-                     f"utilisation {_txt(pw.utilization_sim, '.2f')} (plan {pw.utilization_plan:.2f})") if pw is not None else ""
-            if pw is not None and pw.role == "unified" and metric == "ttft":
-                lane_a = float(str(analytic_pools.at[pool, "lane_wait_ms"])) if pool in analytic_pools.index and "lane_wait_ms" in analytic_pools.columns else math.nan
-                extra += ("; in a unified pool prompts also queue inside the instance for the chunked-prefill lane (not in this wait; "
-                          f"analytic lane wait {_txt(lane_a)} ms)")
-            findings.append(f"{architecture}: {svc} misses its {stat_label(o['q'])} {o['name'].upper()} target in simulation at peak: "
-                            f"{_txt(o['sim'], ',.1f')} ms vs {o['target_ms']:,.0f} ms (+{_txt(o['sim'] - o['target_ms'], ',.1f')} ms, +{_txt(100 * share)}%); "
-                            f"pool {pool}{extra}")
-        for metric in ("ttft", "tpot"):
-            o = out[metric]
-            if o["dis"] is not None and abs(o["dis"]) > DISAGREEMENT_TOLERANCE:
-                findings.append(f"{architecture}: {svc} {stat_label(o['q'])} {o['name'].upper()} of the worst bucket ({o['worst_bucket']}): "
-                                f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.0%}, beyond "
-                                f"±{DISAGREEMENT_TOLERANCE:.0%})")
+        done = sum(res.services[sim.routes[i].service].completed for i in idx)
+        unfinished = _late(res, sim, idx)
+        out = _service_metrics(res, sim, g, analytic.get(svc), ci_level)
+        miss_pool, miss_ms, miss_share, found = _miss_findings(architecture, svc, g, out, pool_rows, pool_wait_sim, pool_wait_mean,
+                                                               analytic_pools)
+        findings.extend(found)
         t, p = out["ttft"], out["tpot"]
         services.append(SimulatedService(
             service=svc, requests=done, unfinished=unfinished,
@@ -423,14 +483,15 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             ttft_met=t["met"], tpot_met=p["met"], miss_pool=miss_pool, miss_ms=_fin(miss_ms), miss_share=_fin(miss_share),
             token_metric="itl" if p["name"] == "itl" else "tpot",
         ))
-        e2e_finding = _e2e_check(architecture, svc, r0, _metric_histogram(res, sim, idx, "e2e"), unfinished)
+        e2e_finding = _e2e_check(architecture, svc, sim.routes[idx[0]], _metric_histogram(res, sim, idx, "e2e"), unfinished)
         if e2e_finding:
             findings.append(e2e_finding)
             e2e_missed.add(svc)
     measured = sum(s.requests + s.unfinished for s in services)
-    src = ("arrivals: " + "; ".join(replayed) if replayed else
+    widest, cap, duration, warm = run.widest, run.cap, run.duration_s, run.warmup_s
+    src = ("arrivals: " + "; ".join(run.replayed) if run.replayed else
            "arrivals: gamma renewal at the peak rate with the within-window inter-arrival CV")
-    prec = (f"widest {ci_level:.0%} interval half-width {_txt(100 * widest, '.1f')}% of its target after {runs} run(s)"
+    prec = (f"widest {ci_level:.0%} interval half-width {_txt(100 * widest, '.1f')}% of its target after {run.runs} run(s)"
             + (f" (goal {100 * precision:g}%, cap {cap:,} measured requests reached)" if widest > precision else f" (goal {100 * precision:g}%)"))
     method = (f"discrete-event simulation at peak: {res.requests:,} requests over {duration:,.0f} s "
               f"({warm:,.0f} s warm-up not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "

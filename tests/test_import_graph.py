@@ -108,6 +108,20 @@ def test_schema_imports_no_feature_module() -> None:
             assert all(d.startswith(("planner.schema", "planner.errors")) for d in deps), (m, deps)
 
 
+def test_verification_does_not_import_the_optimiser() -> None:
+    """planner.verify checks a plan against the simulator: it reads the shared analytic latency from
+    planner.pool_latency, never from planner.optimize (issue 27), directly or through a module it imports."""
+    g = _graph(_modules())
+    seen, todo = set(), ["planner.verify"]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo.extend(g.get(m, ()))
+    assert not any(m.startswith("planner.optimize") for m in seen), sorted(m for m in seen if m.startswith("planner.optimize"))
+
+
 def test_help_and_check_instance_load_neither_pyomo_nor_matplotlib() -> None:
     instance = ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml"
     code = ("import sys\nfrom planner.cli import main\n"

@@ -629,6 +629,19 @@ def _check_tokens(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, conf
 
 def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, demand: pd.DataFrame) -> list[str]:
     out: list[str] = []
+    if len(sub) and plan.pools:
+        # unified points at the load their pool carries: the prediction extract reports (planner.pool_latency.unified_at_load)
+        from planner.pool_latency import unified_at_load
+
+        at = unified_at_load(sub, x, {p.name: p.instances for p in plan.pools}, plan.pools[0].redundancy)
+        hit = at["ttft_at_load_ms"].notna().to_numpy()
+        if hit.any():
+            sub = sub.copy()
+            for col, src in (("tpot_ms", "tpot_at_load_ms"), ("itl_ms", "itl_at_load_ms"), ("ttft_ms", "ttft_at_load_ms")):
+                if col in sub.columns:
+                    sub.loc[hit, col] = at.loc[hit, src].to_numpy(float)
+            if "lane_wait_ms" in sub.columns:
+                sub.loc[hit, "lane_wait_ms"] = 0.0  # the at-load TTFT holds no point-level lane wait
     by_service = {lp.service: lp for lp in plan.latency}
     if len(by_service) != len(plan.latency):
         out.append("latency: a service has two predictions")

@@ -15,7 +15,11 @@ Latency at peak (per pool, :mod:`planner.queueing`): the pool is a G/G/c queue w
 arrival rate ``λ_p = Σ λ_peak x`` and mean service ``s = ρ_peak c / λ_p`` (so ``λ s = busy``).
 A bucket's TTFT quantile ≈ its operating point's ``ttft_ms`` + the wait quantile of its
 prefill (or unified) pool + the slot-wait quantile of its decode pool; summing quantiles is
-conservative. A service reports its worst routed bucket.
+conservative. A service reports its worst routed bucket. Unified points are taken at the load
+their pool carries (:func:`planner.pool_latency.unified_at_load`: the iteration time, chunk share
+and batch of the arrivals, not of the point's full batch); the per-bucket sum is
+:func:`planner.pool_latency.bucket_latency`, the one function the tightening loop, the checker and
+the simulation check's analytic figures also use.
 
 Chunked-prefill lane of a unified pool (:func:`lane_wait_quantile_ms`). Inside each unified
 instance, admitted prompts queue for the one prefill lane (a chunk of ``q`` tokens per
@@ -68,6 +72,8 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
+from planner.pool_latency import bucket_latency, lane_wait_quantile_ms
+from planner.pool_latency import lane_columns as _lane_columns
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
@@ -156,46 +162,6 @@ def model_costs(built: Built) -> dict[str, float]:
     return {term: float(pe.value(getattr(m, name))) for term, name in COST_EXPRESSIONS.items()}
 
 
-def lane_wait_quantile_ms(quantile: float, rates_per_s: np.ndarray, lane_service_s: np.ndarray,
-                          live_instances: int, arrival_cv: float = 1.0) -> tuple[float, dict[str, float]]:
-    """Lane-wait quantile (ms) of a unified pool mixing buckets, and its queue parameters
-    (module docstring). ``rates_per_s`` routed peak rates of the pool's points,
-    ``lane_service_s`` their lane service times, ``arrival_cv`` the pool's inter-arrival CV.
-    ``inf`` when the lane is saturated or no instance survives; ``nan`` when a lane service
-    time is unknown. The info dict carries ``lane_utilization`` (per lane), the mixture's mean
-    and CV, the arrival CV and the three terms of the least-loaded model (seconds)."""
-    from planner.queueing import least_loaded_lane_wait_quantile_s
-
-    lam = np.asarray(rates_per_s, dtype=float)
-    s = np.asarray(lane_service_s, dtype=float)
-    total = float(lam.sum())
-    info = {k: math.nan for k in LANE_INFO_KEYS}
-    if total <= 0 or not len(lam):
-        return 0.0, info
-    if not np.all(np.isfinite(s)):
-        return math.nan, info
-    if live_instances < 1:
-        return math.inf, info
-    if float((lam * s).sum()) <= 0:
-        return 0.0, {**info, "lane_utilization": 0.0}
-    w, terms = least_loaded_lane_wait_quantile_s(quantile, total, int(live_instances), s, lam, arrival_cv)
-    return w * 1e3, {k: float(terms.get(k, math.nan)) for k in LANE_INFO_KEYS}
-
-
-LANE_INFO_KEYS: tuple[str, ...] = ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv",
-                                   "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s",
-                                   "lane_wait_balanced_s", "lane_wait_residual_s")
-"""Keys of :func:`lane_wait_quantile_ms`'s info (columns of :func:`planner.optimize.latency.pool_latency`)."""
-
-
-def _lane_columns(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per point: lane service time (s) and the point's own lane wait (ms); ``nan`` when absent."""
-    n = len(pts)
-    svc = pts["lane_service_ms"].to_numpy(float) / 1e3 if "lane_service_ms" in pts.columns else np.full(n, np.nan)
-    own = pts["lane_wait_ms"].to_numpy(float) if "lane_wait_ms" in pts.columns else np.full(n, np.nan)
-    return svc, own
-
-
 def measured_pools(points: pd.DataFrame, point_pool: np.ndarray, share: np.ndarray, n_pool: int) -> np.ndarray:
     """Per pool: True when every point routed to it came with its utilisation cap (measured capacity,
     :func:`planner.capacity.read_measured_capacity`). A measured rate is the throughput one instance
@@ -245,8 +211,7 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     ca_w = np.bincount(pp, weights=lam_peak * x * pts["interarrival_cv"].to_numpy(float), minlength=n_pool)
     kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool) + _held_kv(built)  # + KV held during tool waits
 
-    lane_s, lane_own_ms = _lane_columns(pts)
-    roles_all = pts["role"].to_numpy(str)
+    lane_s, _lane_own_ms = _lane_columns(pts)
     pool_list: list[PoolPlan] = []
     cfgs = prep.tables.configs
     parallelism = (dict(zip(cfgs["config"].astype(str), cfgs[CONFIG_PARALLELISM_COLUMN].astype(str), strict=True))
@@ -296,37 +261,31 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
                                     pool=str(r["pool"]), share=float(x[i]), rate_peak_per_s=float(lam_peak[i] * x[i]),
                                     rate_mean_per_s=float(lam_mean[i] * x[i])))
 
-    # Latency per bucket: worst routed point of each phase.
-    has_lane = (roles_all == "unified") & ~np.isnan(lane_ms[pp])
-    own = np.where(np.isfinite(lane_own_ms), lane_own_ms, 0.0)
-    ttft_pt = pts["ttft_ms"].to_numpy(float) + wait_ms[pp] + np.where(has_lane, lane_ms[pp] - own, 0.0)
-    tpot_pt = pts["tpot_ms"].to_numpy(float)
-    itl_pt = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else tpot_pt
-    roles = pts["role"].to_numpy(str)
+    # Latency per bucket (planner.pool_latency.bucket_latency, the one analytic prediction every view
+    # uses): the pools' waits above, unified points at the load their pool carries; a service reports
+    # its worst routed bucket.
+    names = pools["pool"].astype(str).to_numpy()
+    waits = {str(names[p]): float(wait_ms[p]) + (0.0 if math.isnan(lane_ms[p]) else float(lane_ms[p])) for p in range(n_pool) if n[p] > 0}
+    lanes = {str(names[p]): float(lane_ms[p]) for p in range(n_pool) if n[p] > 0 and not math.isnan(lane_ms[p])}
+    by_bucket = bucket_latency(pts, x, waits, lanes, instances={str(names[p]): int(n[p]) for p in range(n_pool)}, redundancy=redundancy)
     latency: list[LatencyPrediction] = []
     for svc, dgrp in prep.demand.groupby("service", sort=False):
         r0 = dgrp.iloc[0]
         metric = token_metric(r0)  # the per-token metric the service targets: TPOT if set, else ITL
-        tok_pt = itl_pt if metric == "itl" else tpot_pt
         tok_q = _level(r0[f"{metric}_quantile"])
         tok_t = float(r0[f"{metric}_target_ms"])
-        worst_ttft, worst_tpot = 0.0, 0.0
-        for d in dgrp["d"]:
-            sel = nz[pts["d"].to_numpy(int)[nz] == d]
-            first = [i for i in sel if roles[i] in ("prefill", "unified")]
-            dec = [i for i in sel if roles[i] == "decode"]
-            t_first = max((ttft_pt[i] for i in first), default=0.0)
-            t_dec_wait = max((wait_ms[pp[i]] for i in dec), default=0.0)
-            worst_ttft = max(worst_ttft, t_first + t_dec_wait)
-            worst_tpot = max(worst_tpot, max((tok_pt[i] for i in sel if roles[i] in ("decode", "unified")), default=0.0))
+        mine = by_bucket[by_bucket["service"] == str(svc)]
+        worst_ttft = float(mine["ttft_predicted_ms"].max()) if len(mine) else 0.0
+        worst_tpot = float(mine["tpot_predicted_ms"].max()) if len(mine) else 0.0
         latency.append(LatencyPrediction(
             service=str(svc), ttft_quantile=float(r0["ttft_quantile"]), ttft_target_ms=float(r0["ttft_target_ms"]),
             ttft_predicted_ms=float(worst_ttft), tpot_quantile=tok_q, tpot_target_ms=tok_t, token_metric=metric,
             tpot_predicted_ms=float(worst_tpot), ttft_met=bool(worst_ttft <= float(r0["ttft_target_ms"]) * (1 + 1e-6)),
             tpot_met=bool(worst_tpot <= tok_t * (1 + 1e-6)),
             method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost; "
-                   "unified pools: + the chunked-prefill lane wait of the bucket mix over the live instances behind a least-loaded router "
-                   "(planner.queueing.least_loaded_lane_wait_quantile_s) instead of the bucket's own",
+                   "unified pools at the load they carry (planner.pool_latency.unified_at_load: iteration time, chunk share and batch "
+                   "of the arrivals, not of the point's full batch) with the chunked-prefill lane of the bucket mix over the live "
+                   "instances behind a least-loaded router",
         ))
     return pool_list, routing, latency
 

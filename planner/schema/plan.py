@@ -395,7 +395,7 @@ class SimulatedPool(StrictModel):
     capacity-preserving batch makes it comparable with ``utilization_plan``)."""
     quantile: float
     wait_analytic_ms: SimMs
-    """:func:`planner.optimize.latency.predicted_pool_quantiles` (G/G/c, Allen–Cunneen)."""
+    """:func:`planner.pool_latency.predicted_pool_quantiles` (G/G/c, Allen–Cunneen)."""
     wait_sim_ms: SimMs
     wait_ci_low_ms: SimMs
     wait_ci_high_ms: SimMs

@@ -1,0 +1,168 @@
+"""Analytic latency at the load that arrives against the simulator (issue 24 item 3).
+
+Run: ``python benchmarks/bench_latency_at_load.py [--quick]``
+
+A plan is solved for a small instance (one A100-80GB, Llama-3.1-8B bf16, vLLM calibration; short
+prompts 1,000 in / 200 out or long prompts 8,000 in / 200 out; TTFT 20 s / TPOT 2 s at p99, loose
+so that the point's full batch is what the targets allow) for the shared and the disaggregated
+architecture. Its traffic is then scaled so that its busiest pool runs at 10–95 % of its
+instances (``utilisation = Σ λ τ / n``, the plan's own definition) with the pool sizes kept, and
+at each load the analytic p50 and p99 of TTFT, TPOT (per request) and ITL (every gap; DESIGN §3)
+of :func:`planner.pool_latency.plan_latency_quantiles` are printed against the simulator's
+(:mod:`planner.simulate`, the plan's adapter, Poisson arrivals at the scaled rate, ``SEEDS``
+replicated runs of ``REQUESTS`` measured requests each, histograms merged). ``err`` is
+analytic / simulated − 1; ``*`` marks those beyond ±15 %. ~1 minute.
+
+``tests/test_latency_at_load.py`` holds a few of these grid points.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.pool_latency import plan_latency_quantiles
+from planner.schema.plan import PlanResult
+
+QUICK = "--quick" in sys.argv
+SEEDS = (0, 1) if QUICK else (0, 1, 2)
+REQUESTS = 2000 if QUICK else 4000
+UTILISATIONS = (0.1, 0.5, 0.9) if QUICK else (0.1, 0.3, 0.5, 0.7, 0.85, 0.95)
+TOLERANCE = 0.15
+
+INSTANCE = """
+name: latency-at-load
+description: issue 24 item 3 grid (one A100, Llama-3.1-8B bf16, vLLM calibration)
+services:
+  chat:
+    model: llama-3.1-8b
+    weight_precision: bf16
+    engine: vllm
+    slo:
+      ttft: {quantile: 0.99, target_ms: 20000}
+      tpot: {quantile: 0.99, target_ms: 2000}
+    traffic:
+      rate_per_s: 4.0
+      lengths:
+        - {input_tokens: INPUT, output_tokens: 200, weight: 1.0}
+catalog:
+  devices: [a100-sxm-80gb]
+  pricing: rent
+  tp_degrees: [1]
+costs:
+  electricity_usd_per_kwh: 0.10
+  pue: 1.3
+  ops_usd_per_pool_month: 500
+  ops_usd_per_device_type_month: 1000
+  network:
+    nic_usd_per_device_month: 50
+options:
+  architectures: [ARCH]
+  redundancy: 0
+"""
+
+
+def solved_plan(architecture: str, input_tokens: int, workdir: Path) -> PlanResult:
+    """The plan of :data:`INSTANCE` for one architecture and prompt length (no simulation check)."""
+    from planner.instance import load_instance
+    from planner.optimize.settings import settings_from_instance
+    from planner.solve_instance import solve_instance
+
+    path = workdir / f"{architecture}_{input_tokens}.yaml"
+    path.write_text(INSTANCE.replace("INPUT", str(input_tokens)).replace("ARCH", architecture), encoding="utf-8")
+    resolved = load_instance(path)
+    settings = replace(settings_from_instance(resolved.instance), confidence="off")  # no simulation_check: none is run
+    return solve_instance(resolved, settings).result
+
+
+def at_utilisation(result: PlanResult, architecture: str, utilisation: float) -> tuple[PlanResult, float]:
+    """``result`` with every rate scaled so that its busiest pool runs at ``utilisation`` (pool sizes kept)."""
+    plan = result.architectures[architecture]
+    busiest = max(p.utilization_peak for p in plan.pools)
+    m = utilisation / busiest
+    cap = result.capacity
+    pts = [dict(p, rate_peak_per_s=p["rate_peak_per_s"] * m, rate_mean_per_s=p["rate_mean_per_s"] * m) for p in cap.points]
+    dem = [dict(d, rate_peak_per_s=d["rate_peak_per_s"] * m, rate_mean_per_s=d["rate_mean_per_s"] * m) for d in cap.demand]
+    return result.model_copy(update={"capacity": cap.model_copy(update={"points": pts, "demand": dem})}), m
+
+
+def simulated_quantiles(result: PlanResult, architecture: str, seeds: tuple[int, ...], requests: int) -> dict[str, tuple[float, float]]:
+    """Simulated (p50, p99) in ms of TTFT and TPOT over all requests and ITL over every gap of the
+    decode / unified pools, histograms merged over ``seeds``; the run length as the plan's check
+    (:func:`planner.verify.run_length`)."""
+    from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
+    from planner.simulate.engine import simulate
+    from planner.simulate.spec import SimConfig
+    from planner.simulate.stats import merged
+    from planner.verify import run_length
+
+    sim = plan_to_sim_by_bucket(result, architecture)
+    duration, warm = run_length(sim.route_table, pd.DataFrame(result.capacity.points), requests)
+    hist: dict[str, list[Any]] = {"ttft": [], "tpot": [], "itl": []}
+    for seed in seeds:
+        res = simulate(sim.pools, sim.routes, bucket_stream(sim, load="peak", duration_s=duration, seed=seed),
+                       SimConfig(warmup_s=warm, max_drain_s=max(60.0, duration)), duration_hint_s=duration)
+        for m in ("ttft", "tpot"):
+            hist[m].append(merged([res.histograms[f"service:{r.service}:{m}"] for r in sim.routes]))
+        pools = sorted({str(r.decode or r.unified) for r in sim.routes})
+        hist["itl"].append(merged([res.histograms[f"pool:{p}:itl"] for p in pools]))
+    out = {}
+    for m, hs in hist.items():
+        h = merged(hs)
+        out[m] = (1e3 * h.quantile(0.5), 1e3 * h.quantile(0.99))
+    return out
+
+
+def analytic_quantiles(result: PlanResult, architecture: str) -> dict[str, tuple[float, float]]:
+    """Analytic (p50, p99) in ms, worst bucket (one bucket here)."""
+    lo, hi = (plan_latency_quantiles(result, architecture, q) for q in (0.5, 0.99))
+    return {m: (float(lo[f"{m}_ms"].max()), float(hi[f"{m}_ms"].max())) for m in ("ttft", "tpot", "itl")}
+
+
+def grid_rows(cases: list[tuple[str, int]], utilisations: tuple[float, ...], seeds: tuple[int, ...], requests: int,
+              workdir: Path) -> pd.DataFrame:
+    rows = []
+    for arch, n in cases:
+        base = solved_plan(arch, n, workdir)
+        for u in utilisations:
+            res, m = at_utilisation(base, arch, u)
+            a = analytic_quantiles(res, arch)
+            s = simulated_quantiles(res, arch, seeds, requests)
+            for metric in ("ttft", "tpot", "itl"):
+                for j, lvl in enumerate(("p50", "p99")):
+                    rows.append({"architecture": arch, "input_tokens": n, "utilisation": u, "rate_per_s": 4.0 * m, "metric": metric,
+                                 "level": lvl, "analytic_ms": a[metric][j], "simulated_ms": s[metric][j],
+                                 "err": a[metric][j] / s[metric][j] - 1.0 if s[metric][j] > 0 else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    import tempfile
+
+    t0 = time.perf_counter()
+    cases = [("shared", 1000), ("shared", 8000), ("disaggregated", 1000), ("disaggregated", 8000)]
+    with tempfile.TemporaryDirectory() as d:
+        frame = grid_rows(cases, UTILISATIONS, SEEDS, REQUESTS, Path(d))
+    print(f"analytic vs simulated, seeds {SEEDS}, {REQUESTS} measured requests each; err = analytic/simulated - 1, * beyond ±{TOLERANCE:.0%}\n")
+    print(f"{'arch':<14}{'in':>6}{'util':>6}{'rate/s':>8}  " + "  ".join(f"{m.upper() + ' ' + lv:>24}" for m in ("ttft", "tpot", "itl")
+                                                               for lv in ("p50", "p99")))
+    for (arch, n, u), g in frame.groupby(["architecture", "input_tokens", "utilisation"], sort=False):
+        cells = []
+        for r in g.to_dict("records"):
+            flag = "*" if abs(r["err"]) > TOLERANCE else " "
+            cells.append(f"{r['analytic_ms']:>8,.0f}/{r['simulated_ms']:>7,.0f} {r['err']:+5.0%}{flag}")
+        print(f"{arch:<14}{n:>6}{u:>6.2f}{g['rate_per_s'].iloc[0]:>8.2f}  " + "  ".join(cells))
+    within = (frame["err"].abs() <= TOLERANCE).mean()
+    print(f"\n{within:.0%} of {len(frame)} figures within ±{TOLERANCE:.0%}; worst {frame['err'].abs().max():.0%}; "
+          f"{time.perf_counter() - t0:.0f} s")
+    for key, g in frame.groupby(["architecture", "input_tokens"]):
+        print(f"  {key[0]} {key[1]} in: {(g['err'].abs() <= TOLERANCE).mean():.0%} within, worst {g['err'].abs().max():.0%}")
+
+
+if __name__ == "__main__":
+    main()

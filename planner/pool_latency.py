@@ -1,0 +1,608 @@
+"""The analytic latency of a plan's pools at peak: shared by the optimiser and the verification.
+
+:mod:`planner.optimize.latency` (the verify-and-tighten factors), :mod:`planner.optimize.extract`
+(the plan's latency predictions) and :mod:`planner.verify` (analytic against simulated) all read
+their predictions from here, so verification does not depend on the optimiser (issue 27) and every
+view of a plan quotes one analytic number.
+
+1. :func:`pool_latency` — per pool ``p`` a G/G/c queue at peak with ``c = (n_p − k)·B_p``
+   servers (``B_p`` the load-weighted batch, 1 for prefill), arrival rate
+   ``λ_p = Σ λ_peak x``, mean service ``s_p = busy_p / (n_p − k) · c / λ_p`` and
+   the arrival-weighted arrival CV and the service-time CV of the mixture of its points (buckets of
+   different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``); its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
+   at the service's TTFT quantile. A unified pool adds the chunked-prefill lane wait of its bucket
+   mix over its live instances behind a least-loaded router (:func:`lane_wait_quantile_ms`,
+   :func:`planner.queueing.least_loaded_lane_wait_quantile_s`), which replaces the lane wait each
+   unified point priced for its bucket alone (``lane_wait_ms``, inside its ``ttft_ms``).
+2. :func:`bucket_latency` — per (service, bucket): ``TTFT = max ttft_ms_i + W_{p(i)}`` over
+   its routed prefill / unified points, plus the worst slot wait of its decode pools; TPOT (or
+   ITL, the service's per-token metric) the worst routed point. Given the plan's pool sizes, a
+   unified point is taken **at the load its pool carries** (step 3) instead of its full batch.
+3. :func:`unified_at_load` — a unified pool's TTFT, TPOT and ITL at the load that arrives: the
+   fixed point of its arrivals, iteration time and chunked-prefill work (the maths is in the
+   section comment *Latency at the load that arrives* below, :func:`unified_load`); the
+   operating point's batch is the cap (its slot wait, step 1). Disaggregated pools are already
+   at the load that arrives in step 1. :func:`plan_latency_quantiles` gives the same model at any
+   quantile (p50 / p99 against the simulator: ``benchmarks/bench_latency_at_load.py``).
+
+Before step 3 a unified point's full-batch latency was charged whatever the load: one A100,
+Llama-3.1-8B, 1,000 / 200 tokens at 4 req/s (utilisation 0.48) was predicted at TTFT p99 852 ms
+and TPOT p99 267 ms against 571 / 130 ms simulated; now 573 / 133 ms.
+
+Chunked-prefill lane of a unified pool (:func:`lane_wait_quantile_ms`). Inside each unified
+instance, admitted prompts queue for the one prefill lane (a chunk of ``q`` tokens per
+iteration, :mod:`planner.perf.points`). A unified operating point prices that wait for its
+bucket alone at its full load on one instance (``lane_wait_ms``, M/D/1, included in its
+``ttft_ms``); a pool mixing buckets replaces it by the lane wait of the mix at the pool's actual
+peak load over its ``c = n − k`` live instances, each instance's lane one server (the queue's
+parameters and the least-loaded router's three terms: :mod:`planner.optimize.extract`'s docstring).
+
+Measured pools (every routed point from a measured capacity file) add no wait: a measured rate
+is what one instance sustains within the SLO, its own queueing included.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.schema.plan import ArchitecturePlan, PlanResult
+
+
+def lane_wait_quantile_ms(quantile: float, rates_per_s: np.ndarray, lane_service_s: np.ndarray,
+                          live_instances: int, arrival_cv: float = 1.0) -> tuple[float, dict[str, float]]:
+    """Lane-wait quantile (ms) of a unified pool mixing buckets, and its queue parameters
+    (module docstring). ``rates_per_s`` routed peak rates of the pool's points,
+    ``lane_service_s`` their lane service times, ``arrival_cv`` the pool's inter-arrival CV.
+    ``inf`` when the lane is saturated or no instance survives; ``nan`` when a lane service
+    time is unknown. The info dict carries ``lane_utilization`` (per lane), the mixture's mean
+    and CV, the arrival CV and the three terms of the least-loaded model (seconds)."""
+    from planner.queueing import least_loaded_lane_wait_quantile_s
+
+    lam = np.asarray(rates_per_s, dtype=float)
+    s = np.asarray(lane_service_s, dtype=float)
+    total = float(lam.sum())
+    info = {k: math.nan for k in LANE_INFO_KEYS}
+    if total <= 0 or not len(lam):
+        return 0.0, info
+    if not np.all(np.isfinite(s)):
+        return math.nan, info
+    if live_instances < 1:
+        return math.inf, info
+    if float((lam * s).sum()) <= 0:
+        return 0.0, {**info, "lane_utilization": 0.0}
+    w, terms = least_loaded_lane_wait_quantile_s(quantile, total, int(live_instances), s, lam, arrival_cv)
+    return w * 1e3, {k: float(terms.get(k, math.nan)) for k in LANE_INFO_KEYS}
+
+
+LANE_INFO_KEYS: tuple[str, ...] = ("lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv",
+                                   "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s",
+                                   "lane_wait_balanced_s", "lane_wait_residual_s")
+"""Keys of :func:`lane_wait_quantile_ms`'s info (columns of :func:`pool_latency`)."""
+
+
+def lane_columns(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: lane service time (s) and the point's own lane wait (ms); ``nan`` when absent."""
+    n = len(pts)
+    svc = pts["lane_service_ms"].to_numpy(float) / 1e3 if "lane_service_ms" in pts.columns else np.full(n, np.nan)
+    own = pts["lane_wait_ms"].to_numpy(float) if "lane_wait_ms" in pts.columns else np.full(n, np.nan)
+    return svc, own
+
+
+
+
+POOL_LATENCY_COLUMNS: tuple[str, ...] = (
+    "pool", "role", "instances", "servers", "arrival_rate_per_s", "mean_service_s", "utilization_peak",
+    "service_cv", "arrival_cv", "quantile", "wait_ms",
+    "lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv", "lane_wait_ms",
+    "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s", "lane_wait_balanced_s", "lane_wait_residual_s",
+)
+"""Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)
+(``wait_ms``: the wait for a server / batch slot); for unified pools also the chunked-prefill
+lanes of its live instances (:func:`lane_wait_quantile_ms`: per-lane
+utilisation, the service mixture's mean and CV, the pool's and one lane's arrival CV, the wait
+and its four terms;
+``nan`` for other roles or when the points carry no lane columns)."""
+
+_LAT_COLS = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv",
+             "interarrival_cv", "ttft_quantile")
+
+
+def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
+                 quantile: float | None = None) -> pd.DataFrame:
+    """Per pool: predicted wait quantile at peak for the actual pool size (module docstring, step 1);
+    at the services' TTFT quantile (the largest routed to the pool), or at ``quantile`` when given.
+
+    ``points`` are operating-point rows (capacity-table columns plus ``pool``, ``rate_peak_per_s``,
+    ``interarrival_cv``, ``ttft_quantile``), ``share`` their routing shares, ``instances`` the
+    provisioned instances per pool name. Pools without routed traffic are left out; a pool
+    with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait.
+    """
+    from planner.queueing import wait_quantile_s
+
+    x = np.asarray(share, dtype=float)
+    sel = x > 0
+    lane_s_all, _own = lane_columns(points)
+    pts = points.loc[sel, list(_LAT_COLS)]
+    lane_s = lane_s_all[sel]
+    x = x[sel]
+    if not len(pts):
+        return pd.DataFrame(columns=list(POOL_LATENCY_COLUMNS))
+    lam = pts["rate_peak_per_s"].to_numpy(float) * x
+    tau = pts["instance_seconds_per_request"].to_numpy(float)
+    batch = np.maximum(pts["max_batch"].to_numpy(float), 1.0)
+    # service time of one server (slot) per point: τ for prefill, the slot holding time τ·B* otherwise;
+    # the pool's service-time CV is that of the mixture over its points (buckets of different
+    # lengths share one queue): c_s² = Σλ s²(1 + c_i²) / (Σλ s)² · Σλ − 1
+    s_pt = tau * np.where(pts["role"].to_numpy(str) == "prefill", 1.0, batch)
+    cv_pt = pts["service_time_cv"].to_numpy(float)
+    frame = pd.DataFrame({
+        "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
+        "busy_b": lam * tau * batch, "s1": lam * s_pt, "s2": lam * s_pt**2 * (1.0 + cv_pt**2),
+        "ca": lam * pts["interarrival_cv"].to_numpy(float), "q": pts["ttft_quantile"].to_numpy(float),
+        "lane_s": lane_s, "measured": ~np.isnan(points.loc[sel, "utilization_cap"].to_numpy(float)) if "utilization_cap" in points.columns
+        else np.zeros(len(pts), dtype=bool),
+    })
+    agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
+                                                busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"),
+                                                measured=("measured", "all"))
+    if quantile is not None:
+        agg["q"] = float(quantile)
+    rows = []
+    recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
+    for r in recs:
+        pool = str(r["pool"])
+        n = int(instances.get(pool, 0))
+        n_eff = max(n - redundancy, 0)
+        b = 1.0 if r["role"] == "prefill" else (r["busy_b"] / r["busy"] if r["busy"] > 0 else 1.0)
+        arr, busy = float(r["arr"]), float(r["busy"])
+        s1 = float(r["s1"])
+        cs = math.sqrt(max(0.0, float(r["s2"]) * arr / s1**2 - 1.0)) if s1 > 0 else 0.0
+        ca = float(r["ca"]) / arr
+        servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
+        service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
+        util = busy / n_eff if n_eff > 0 else math.inf
+        if n_eff <= 0:
+            wait = math.inf
+        elif r["measured"]:
+            wait = 0.0  # measured capacity: queueing inside the measured rate (planner.optimize.extract.measured_pools)
+        elif service_s > 0:
+            wait = wait_quantile_s(float(r["q"]), arr, servers, service_s, cs, ca) * 1e3
+        else:
+            wait = 0.0
+        lane_wait, lane = math.nan, dict[str, float]()
+        if r["role"] == "unified":
+            g = frame[frame["pool"] == pool]
+            lane_wait, lane = lane_wait_quantile_ms(float(r["q"]), g["arr"].to_numpy(float), g["lane_s"].to_numpy(float), n_eff, ca)
+        rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
+                     "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
+                     "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
+                     **{k: lane.get(k, math.nan) for k in LANE_INFO_KEYS}})
+    return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
+
+
+def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float],
+                   lanes_ms: Mapping[str, float] | None = None, *, instances: Mapping[str, int] | None = None,
+                   redundancy: int = 0, ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
+    """Per (service, bucket): predicted TTFT and per-token quantiles at peak (module docstring, step 2).
+
+    Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
+    routed operating point's own TTFT), tpot_predicted_ms, tpot_target_ms (the service's per-token
+    metric: TPOT, or ITL when it targets ITL), pools (those it waits in), met. ``waits_ms`` per
+    pool: every wait the pool adds (slot + lane); ``lanes_ms``: the pools whose lane wait of the mix
+    is in ``waits_ms`` — their unified points' own ``lane_wait_ms`` is taken out of ``ttft_ms`` (it
+    is replaced, not added).
+
+    With ``instances`` (the plan's pool sizes): unified points are taken at the load their pool
+    carries (:func:`unified_at_load`): TTFT, TPOT and ITL of the batch that actually arrives, not
+    of the point's full batch; a pool whose prompts fit one lane iteration has its lane queue in
+    that TTFT (its lane wait in ``waits_ms`` is then not added). ``ttft_quantile`` /
+    ``token_quantile``: levels other than the services' own (unified points; the waits are the caller's).
+    """
+
+    x = np.asarray(share, dtype=float)
+    sel = x > 0
+    pts = points.loc[sel].copy()
+    _svc, own = lane_columns(points)
+    lanes = lanes_ms or {}
+    replaced = np.array([p in lanes and not math.isnan(float(lanes[p])) for p in pts["pool"].astype(str)], dtype=bool)
+    replaced &= pts["role"].to_numpy(str) == "unified"
+    pts["ttft_ms"] = pts["ttft_ms"].to_numpy(float) - np.where(replaced, np.nan_to_num(own[sel]), 0.0)
+    # ITL of a point: its itl_ms (unified points), else its step (decode: every gap is one step)
+    itl = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else np.full(len(pts), np.nan)
+    pts["itl_ms"] = np.where(np.isnan(itl), pts["tpot_ms"].to_numpy(float), itl)
+    no_lane: set[str] = set()
+    if instances is not None:
+        at = unified_at_load(points, x, instances, redundancy, ttft_quantile, token_quantile).loc[sel]
+        hit = at["ttft_at_load_ms"].notna().to_numpy()
+        pts.loc[hit, "ttft_ms"] = at.loc[hit, "ttft_at_load_ms"].to_numpy(float)
+        pts.loc[hit, "tpot_ms"] = at.loc[hit, "tpot_at_load_ms"].to_numpy(float)
+        pts.loc[hit, "itl_ms"] = at.loc[hit, "itl_at_load_ms"].to_numpy(float)
+        no_lane = set(pts.loc[hit & at["lane_in_ttft"].to_numpy(bool), "pool"].astype(str))
+    rows = []
+    for (svc, bucket), g in pts.groupby(["service", "bucket"], sort=False):
+        roles = g["role"].to_numpy(str)
+        pools = g["pool"].to_numpy(str)
+        first = np.isin(roles, ("prefill", "unified"))
+        dec = roles == "decode"
+        w = np.array([float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
+                      for p in pools])
+        ttft_pt = g["ttft_ms"].to_numpy(float)
+        t_first = float(np.max(ttft_pt[first] + w[first])) if first.any() else 0.0
+        t_dec = float(np.max(w[dec])) if dec.any() else 0.0
+        dec_roles = np.isin(roles, ("decode", "unified"))
+        itl_metric = "token_metric" in g.columns and str(g["token_metric"].iloc[0]) == "itl"
+        tok = g["itl_ms" if itl_metric else "tpot_ms"].to_numpy(float)
+        tpot = float(np.max(tok[dec_roles])) if dec_roles.any() else 0.0
+        ttft_t = float(g["ttft_target_ms"].to_numpy(float)[0])
+        tgt_col = "itl_target_ms" if itl_metric and "itl_target_ms" in g.columns else "tpot_target_ms"
+        tpot_t = float(pd.to_numeric(g[tgt_col], errors="coerce").fillna(math.inf).to_numpy(float)[0])
+        ttft = t_first + t_dec
+        rows.append({"service": str(svc), "bucket": str(bucket), "ttft_predicted_ms": ttft, "ttft_target_ms": ttft_t,
+                     "ttft_service_ms": float(np.max(ttft_pt[first])) if first.any() else 0.0,
+                     "tpot_predicted_ms": tpot, "tpot_target_ms": tpot_t, "pools": sorted(set(pools.tolist())),
+                     "met": bool(ttft <= ttft_t * (1 + 1e-6) and tpot <= tpot_t * (1 + 1e-6))})
+    return pd.DataFrame(rows, columns=["service", "bucket", "ttft_predicted_ms", "ttft_target_ms", "ttft_service_ms",
+                                       "tpot_predicted_ms", "tpot_target_ms", "pools", "met"])
+
+
+def plan_shares(plan: ArchitecturePlan, points: pd.DataFrame) -> np.ndarray:
+    """Routing shares of ``plan`` aligned with the rows of ``points`` (keys service, bucket, role, config)."""
+    idx = {k: j for j, k in enumerate(zip(points["service"].astype(str), points["bucket"].astype(str),
+                                          points["role"].astype(str), points["config"].astype(str), strict=True))}
+    x = np.zeros(len(points))
+    for r in plan.routing:
+        j = idx.get((r.service, r.bucket, str(r.role), r.config))
+        if j is not None:
+            x[j] += r.share
+    return x
+
+
+def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFrame:
+    """Per pool of one architecture's plan: the analytic wait quantile at peak (:data:`POOL_LATENCY_COLUMNS`).
+
+    Reads only the plan and its capacity snapshot, so it works on a ``plan.json`` too. This is
+    the hook for comparing analytic with simulated tails pool by pool.
+    """
+    plan = result.architectures[architecture]
+    pts = pd.DataFrame(result.capacity.points)
+    if not plan.feasible or not len(pts):
+        return pd.DataFrame(columns=list(POOL_LATENCY_COLUMNS))
+    return pool_latency(pts, plan_shares(plan, pts), {p.name: p.instances for p in plan.pools}, result.capacity.redundancy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Latency at the load that arrives (issue 24 item 3)
+# ---------------------------------------------------------------------------------------------
+#
+# An operating point is priced at its full batch ``B*``: its TPOT / ITL / TTFT are what a request
+# sees when the instance carries the point's full rate. A plan loads its instances less (its
+# utilisation, at most the cap), and a continuous-batching engine batches what actually arrives
+# (vLLM, SGLang; :mod:`planner.simulate` does the same), so the latency of a unified (chunked
+# prefill) instance is a fixed point of its arrivals, its iteration time and the prompt work those
+# iterations carry. Per unified pool with ``c = n − k`` live instances behind a least-loaded router,
+# per instance ``λ = λ_pool / c`` requests/s. In units of the lane (one unit = the full chunk ``q``
+# of prompt tokens one iteration carries), a bucket-``b`` prompt is ``f_b = n_b / q_b`` units; the
+# pool's decode-only step ``t_d`` and full-chunk iteration ``t_c`` are the λ-weighted means of its
+# points (``decode_only_step_ms``, ``step_ms``; the simulator's adapter uses the same means). An
+# iteration carrying ``x ≤ 1`` units takes ``t_d + δ x``, ``δ = t_c − t_d`` (linear in its prompt
+# tokens, as the roofline iteration and the simulator's). Then:
+#
+# * fixed point: prompt work arrives at ``λ f̄`` units/s, each unit costs ``δ`` seconds, so a share
+#   ``a = λ f̄ δ`` of the instance's time goes to prompt tokens and the mean iteration is
+#   ``t̄ = t_d + δ λ f̄ t̄  ⇒  t̄ = t_d / (1 − a)`` (``a ≥ 1``: the lane cannot keep up, latency ∞).
+#   Little's law gives the decode batch ``B = λ o t̄`` (``o`` the mean output); the operating point's
+#   batch is the cap (the pool's slot wait, :func:`pool_latency`, charges what queues beyond it, with
+#   the slot held ``o · t_mean`` of the point's full batch: holding it the fixed point's ``o · t̄``
+#   instead put the p99 TTFT at 95 % utilisation at −68 % of the simulator's, the full batch +48 %
+#   — near saturation bursts lengthen the iterations and so the holding, which Erlang C does not
+#   see — and the conservative side is kept).
+#   The step time is the point's at every batch — the capacity table carries it only at ``B*``,
+#   and the simulator runs the same (an upper bound on a smaller batch's step).
+# * prompt units in one iteration ``K`` (those that arrived during the previous one): given the
+#   previous iteration's ``K'``, ``K ~ Poisson(λ (t_d + δ f K'))``, a branching process with
+#   immigration (``f = f_eff = E[f²]/E[f]``, the size-biased prompt): mean ``λ t̄`` prompts,
+#   dispersion ``Var/E = c_a² / (1 − a²)`` for one iteration, ``c_a² / (1 − a)²`` for the sum over
+#   a long window (each prompt lengthens the iterations that admit the next ones); ``c_a`` the
+#   arrival CV of one instance (a least-loaded router feeds it about every ``c``-th arrival of the
+#   pool: ``c_a² = min(c_a,pool, 1)² / c``). Counts are negative-binomial with that mean and
+#   dispersion above 1, Poisson at 1, binomial below (:func:`_count_law`).
+# * ITL (every gap; a gap is one iteration): ``t_d + δ min(1, f_eff K_p)``, ``K_p`` the ``p``
+#   quantile of ``K``; prompts longer than the lane (``f̄ ≥ 1``) each fill ``⌊f̄⌋`` whole chunks
+#   (``t_c``) and one partial chunk (``t_d + δ (f̄ − ⌊f̄⌋)``), shares ``λ t̄ ⌊f̄⌋`` and ``λ t̄`` of
+#   the iterations; the rest take ``t_d``; the quantile of that three-level mix.
+# * TPOT of a bucket with ``o`` outputs (the mean of its ``o − 1`` gaps):
+#   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompt units arriving during its
+#   ``(o − 1) t̄`` seconds of decode (window dispersion).
+# * TTFT of a bucket prompt of ``f_b`` units that fits one iteration's lane (``f̄ < 1``): it
+#   arrives during an iteration of length ``T(K') = t_d + δ min(1, f_eff K')`` (length-biased:
+#   weight ``T P(K')``), waits its residual ``u T`` (``u`` uniform), then its own iteration
+#   carries it and everything that arrived during that iteration,
+#   ``M`` more prompts (mean ``λ T``, dispersion ``c_a²``): ``TTFT = u T + t_d + δ min(1, f_b + f_eff M) + overhead``,
+#   its quantile taken numerically over (K', u, M) (:func:`_ttft_quantile_s`). Prompts longer
+#   than the lane (``f̄ ≥ 1``) queue for it: the wait is the lane queue of the mix at this load
+#   (:func:`lane_wait_quantile_ms`) and the prompt's own ``⌈f_b⌉`` iterations take
+#   ``⌈f_b⌉ t_d + δ f_b``.
+#
+# Disaggregated pools already run at the load that arrives: the prefill pool is a G/G/c queue of
+# the routed rate, one prompt per server, and a decode step is the point's at its batch. A
+# sequence joins a running decode batch at the next step boundary: the decode admission adds the
+# residual of the step in progress, ``u t_step`` at quantile ``u`` (simulator and engines alike).
+# What is left approximate, measured by ``python benchmarks/bench_latency_at_load.py`` against
+# the simulator (replicated seeds): see that script's table.
+
+_U_GRID = (np.arange(48) + 0.5) / 48.0
+"""Midpoints of the residual share ``u`` of the iteration in progress (TTFT quantile, numeric)."""
+
+
+def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
+    """pmfs on ``0..kmax`` (one row per mean) of a count with that mean and ``Var = dispersion ·
+    mean``: Poisson at dispersion 1, negative binomial above (``r = mean / (dispersion − 1)``,
+    ``p = 1/dispersion``), binomial below (``n = ⌈mean / (1 − dispersion)⌉``, ``p = mean / n``:
+    arrivals more regular than Poisson, e.g. one instance's share behind a least-loaded router).
+    The mass above ``kmax`` is put on ``kmax``. By the ratio recurrences ``P(k+1)/P(k)`` in logs
+    (vectorised; no scipy.stats import on the solve path)."""
+    mu = np.atleast_1d(np.asarray(means, dtype=float))[:, None]
+    k = np.arange(kmax, dtype=float)[None, :]  # ratio from k to k + 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if abs(dispersion - 1.0) <= 1e-9:
+            log0 = -mu
+            ratio = np.log(mu) - np.log(k + 1.0)
+        elif dispersion > 1.0:
+            r, q = mu / (dispersion - 1.0), 1.0 - 1.0 / dispersion
+            log0 = r * math.log(1.0 / dispersion)
+            ratio = np.log(k + r) - np.log(k + 1.0) + math.log(q)
+        else:
+            n = np.maximum(1.0, np.ceil(mu / max(1.0 - dispersion, 1e-9) - 1e-9))
+            p = np.minimum(mu / n, 1.0)
+            log0 = n * np.log1p(-p)
+            ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
+        logp = np.concatenate([np.broadcast_to(log0, (mu.shape[0], 1)), log0 + np.cumsum(ratio, axis=1)], axis=1)
+        out = np.exp(logp)
+    out = np.where(np.isfinite(out), out, 0.0)
+    zero = mu[:, 0] <= 0
+    out[zero] = 0.0
+    out[zero, 0] = 1.0
+    full = (mu[:, 0] > 0) & ~(out.sum(axis=1) > 0)  # p = 1 binomial: all mass at n
+    if full.any():
+        n_at = np.minimum(np.ceil(mu[full, 0]).astype(int), kmax)
+        out[full] = 0.0
+        out[np.flatnonzero(full), n_at] = 1.0
+    out[:, -1] += np.maximum(0.0, 1.0 - out.sum(axis=1))
+    return out
+
+
+def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
+    """One row of :func:`_count_pmfs`."""
+    return _count_pmfs(np.array([mean]), dispersion, kmax)[0]
+
+
+def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law)."""
+    if mean <= 0:
+        return 0.0
+    kmax = int(mean + 12.0 * math.sqrt(max(dispersion, 1e-9) * mean) + 12.0)
+    while True:
+        pmf = _count_pmf(mean, dispersion, kmax)
+        c = np.cumsum(pmf[:-1])
+        hit = np.flatnonzero(c >= quantile - 1e-12)
+        if hit.size:
+            return float(hit[0])
+        kmax *= 2
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    c = np.cumsum(w)
+    return float(v[min(int(np.searchsorted(c, quantile * c[-1])), len(v) - 1)])
+
+
+def unified_load(rate_per_s: float, decode_step_s: float, chunk_step_s: float, prompt_units: np.ndarray,
+                 weights: np.ndarray, arrival_cv: float = 1.0) -> dict[str, float]:
+    """The fixed point of one unified instance at ``rate_per_s`` (section comment above):
+    ``share`` ``a``, ``mean_step_s`` ``t̄``, ``prompts_per_iteration`` ``λ t̄``, ``units_mean``
+    ``f̄``, ``units_eff`` ``f_eff``, ``delta_s`` ``δ``, ``decode_step_s`` ``t_d``, ``rate_per_s`` and
+    ``arrival_cv``. ``prompt_units`` ``f_b = n_b / q_b`` with ``weights`` (routed rates)."""
+    f = np.asarray(prompt_units, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum() if w.sum() > 0 else np.full(len(f), 1.0 / max(len(f), 1))
+    f_mean = float((w * f).sum())
+    f_eff = float((w * f**2).sum() / f_mean) if f_mean > 0 else 0.0
+    delta = max(chunk_step_s - decode_step_s, 0.0)
+    a = rate_per_s * f_mean * delta
+    t_mean = decode_step_s / (1.0 - a) if a < 1.0 else math.inf
+    return {"rate_per_s": rate_per_s, "share": a, "mean_step_s": t_mean, "prompts_per_iteration": rate_per_s * t_mean,
+            "units_mean": f_mean, "units_eff": f_eff, "delta_s": delta, "decode_step_s": decode_step_s,
+            "arrival_cv": arrival_cv}
+
+
+def _itl_quantile_s(load: Mapping[str, float], quantile: float) -> float:
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    if not a < 1.0:
+        return math.inf
+    if f_eff <= 0 or delta <= 0:
+        return t_d
+    f_bar = load["units_mean"]
+    if f_bar >= 1.0:
+        # prompts longer than the lane: each fills ⌊f̄⌋ whole chunks and one partial chunk of
+        # f̄ − ⌊f̄⌋; per iteration those are shares λ t̄ ⌊f̄⌋ and λ t̄ of all iterations (gaps)
+        full, part = math.floor(f_bar), f_bar - math.floor(f_bar)
+        levels = [(t_d + delta, load["prompts_per_iteration"] * full)]
+        if part > 1e-9:
+            levels.append((t_d + delta * part, load["prompts_per_iteration"]))
+        tail = 0.0
+        for t, share in sorted(levels, reverse=True):
+            tail += share
+            if tail > 1.0 - quantile:
+                return t
+        return t_d
+    disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
+    k = _count_quantile(quantile, load["prompts_per_iteration"] * load["units_mean"] / f_eff, disp)
+    return t_d + delta * min(1.0, f_eff * k)
+
+
+def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_tokens: float) -> float:
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    if not a < 1.0:
+        return math.inf
+    gaps = max(output_tokens - 1.0, 1.0)
+    if quantile is None:
+        return load["mean_step_s"]
+    if f_eff <= 0 or delta <= 0:
+        return t_d
+    window = load["rate_per_s"] * gaps * load["mean_step_s"] * load["units_mean"] / f_eff
+    n = _count_quantile(quantile, window, load["arrival_cv"] ** 2 / (1.0 - a) ** 2)
+    return t_d + delta * min(1.0, f_eff * n / gaps)
+
+
+def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -> float:
+    """TTFT quantile (s, without the point's fixed overhead) of a prompt of ``units`` lane units
+    that fits one iteration (section comment above): numeric over the previous iteration's prompt
+    count, the residual share and the prompts sharing the prompt's iteration."""
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    if not a < 1.0:
+        return math.inf
+    lam_u = load["rate_per_s"] * load["units_mean"] / f_eff if f_eff > 0 else 0.0
+    disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
+    kmax = int(max(8.0, _count_quantile(1.0 - 1e-6, load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp)))
+    pk = _count_pmf(load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp, kmax)
+    t_prev = t_d + delta * np.minimum(1.0, f_eff * np.arange(kmax + 1))
+    wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
+    ca2 = load["arrival_cv"] ** 2
+    mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
+    m = np.arange(mmax + 1)
+    pm = _count_pmfs(lam_u * t_prev, ca2, mmax)                             # (k, m)
+    whole = math.ceil(max(units, 1.0) - 1e-9)
+    own = whole * t_d + delta * np.minimum(float(whole), units + f_eff * m)[None, :]  # (1, m)
+    vals = _U_GRID[None, :, None] * t_prev[:, None, None] + own[:, None, :]  # (k, u, m)
+    wts = wk[:, None, None] * (np.ones_like(_U_GRID) / len(_U_GRID))[None, :, None] * pm[:, None, :]
+    return _weighted_quantile(vals.ravel(), wts.ravel(), quantile)
+
+
+AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at_load_ms", "lane_share", "mean_step_at_load_ms",
+                   "batch_at_load")
+"""Columns of :func:`unified_at_load` (aligned with the points; ``nan`` / False where not applicable)."""
+
+
+def _lane_points(points: pd.DataFrame, share: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The routed unified points with lane columns (modelled, not measured): mask, routed peak rate
+    ``λ x``, pool, lane units ``f = n / q``, output tokens (``τ = o · mean_step / B*``, the point's
+    own identity) and the fixed TTFT overhead (s); ``None`` without the lane columns."""
+    need = ("prefill_tokens", "prefill_chunk_tokens", "decode_only_step_ms", "step_ms", "mean_step_ms", "lane_wait_ms", "lane_service_ms")
+    if any(c not in points.columns for c in need):
+        return None
+    x = np.asarray(share, dtype=float)
+    roles = points["role"].to_numpy(str)
+    vals = points[list(need)].to_numpy(float)
+    ok = (x > 0) & (roles == "unified") & np.all(np.isfinite(vals), axis=1) & (vals[:, 1] >= 1)
+    if "utilization_cap" in points.columns:
+        ok &= np.isnan(points["utilization_cap"].to_numpy(float))  # measured points: their latency is the measured one
+    if not ok.any():
+        return None
+    n_new, q_b, _t_dec, t_chunk, t_mean_pt, lane_own, _lane_s = (vals[:, j] for j in range(7))
+    chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
+    overhead_s = np.maximum(points["ttft_ms"].to_numpy(float) - lane_own - chunks * t_chunk, 0.0) / 1e3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        outputs = points["instance_seconds_per_request"].to_numpy(float) * points["max_batch"].to_numpy(float) / (t_mean_pt / 1e3)
+    return ok, points["rate_peak_per_s"].to_numpy(float) * x, points["pool"].to_numpy(str), n_new / q_b, outputs, overhead_s
+
+
+def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.ndarray, outputs: np.ndarray,
+               live: int) -> tuple[dict[str, float], float] | None:
+    """The fixed point of one unified pool's instance (:func:`unified_load`) over its points ``on``
+    (routed rates ``lam``) and its λ-weighted mean output; ``None`` without live instances or traffic.
+    A least-loaded router feeds each instance about every ``c``-th arrival: CV² = min(c_a, 1)² / c
+    (as :func:`planner.queueing.least_loaded_lane_wait_quantile_s`; bursts above Poisson are the
+    slot wait's)."""
+    w = lam[on]
+    if live < 1 or w.sum() <= 0:
+        return None
+    ca_pool = points["interarrival_cv"].to_numpy(float)[on] if "interarrival_cv" in points.columns else np.ones(int(on.sum()))
+    ca = min(float((w * ca_pool).sum() / w.sum()), 1.0) / math.sqrt(live)
+    t_dec = float((w * points["decode_only_step_ms"].to_numpy(float)[on]).sum() / w.sum()) / 1e3
+    t_chunk = float((w * points["step_ms"].to_numpy(float)[on]).sum() / w.sum()) / 1e3
+    load = unified_load(float(w.sum()) / live, t_dec, t_chunk, units[on], w, ca)
+    return load, float((w * outputs[on]).sum() / w.sum())
+
+
+def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
+                    ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
+    """Per routed unified point with lane columns: its TTFT, TPOT and ITL quantiles at the load its
+    pool actually carries (section comment above), and the pool's fixed point.
+
+    ``ttft_at_load_ms``: the point's own part of TTFT at load — the iteration in progress, its own
+    iterations and the overhead; with ``lane_in_ttft`` the lane queue too (prompts within one lane,
+    ``f̄ < 1``), otherwise (``f̄ ≥ 1``) the pool's lane wait (:func:`pool_latency`) is added by the
+    caller. Slot waits are the caller's. Quantiles: the points' own (``ttft_quantile``,
+    ``tpot_quantile`` / ``itl_quantile``; a mean target: the mean) unless given."""
+    from planner.schema.capacity import quantile_level
+
+    n = len(points)
+    out = pd.DataFrame({"ttft_at_load_ms": np.full(n, np.nan), "lane_in_ttft": np.zeros(n, dtype=bool),
+                        "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
+                        "lane_share": np.full(n, np.nan), "mean_step_at_load_ms": np.full(n, np.nan),
+                        "batch_at_load": np.full(n, np.nan)}, index=points.index)
+    lp = _lane_points(points, share)
+    if lp is None:
+        return out
+    ok, lam, pools, units, outputs, overhead_s = lp
+    for pool in sorted(set(pools[ok])):
+        on = ok & (pools == pool)
+        live = max(int(instances.get(pool, 0)) - redundancy, 0)
+        fixed = _pool_load(points, on, lam, units, outputs, live)
+        if fixed is None:
+            continue
+        load, o_mean = fixed
+        rate_i = load["rate_per_s"]
+        idx = np.flatnonzero(on)
+        for i in idx:
+            row = points.iloc[i]
+            tq = ttft_quantile if ttft_quantile is not None else float(row["ttft_quantile"])
+            metric = str(row.get("token_metric", "tpot")) if "token_metric" in points.columns else "tpot"
+            lvl = token_quantile if token_quantile is not None else quantile_level(row.get(f"{metric}_quantile", 0.99))
+            lane_in = load["units_mean"] < 1.0
+            if not load["share"] < 1.0:
+                ttft_s = math.inf
+            elif lane_in:
+                ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
+            else:
+                ttft_s = math.ceil(float(units[i]) - 1e-9) * load["decode_step_s"] + load["delta_s"] * float(units[i])
+            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]))
+            itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl)
+            out.iloc[i, :] = [1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"], 1e3 * load["mean_step_s"],
+                              rate_i * o_mean * load["mean_step_s"]]
+    out["lane_in_ttft"] = out["lane_in_ttft"].astype(bool)
+    return out
+
+
+def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: float) -> pd.DataFrame:
+    """Per (service, bucket) of one architecture's plan: the analytic TTFT, TPOT and ITL at the
+    ``quantile`` level (ms) — the same model as the plan's own prediction (:func:`pool_latency`,
+    :func:`bucket_latency` with the pool sizes), at another level. Columns: service, bucket,
+    ttft_ms, tpot_ms, itl_ms. For comparing with the simulator's p50 / p99
+    (``benchmarks/bench_latency_at_load.py``)."""
+    plan = result.architectures[architecture]
+    pts = pd.DataFrame(result.capacity.points)
+    cols = ["service", "bucket", "ttft_ms", "tpot_ms", "itl_ms"]
+    if not plan.feasible or not len(pts):
+        return pd.DataFrame(columns=cols)
+    x = plan_shares(plan, pts)
+    inst = {p.name: p.instances for p in plan.pools}
+    k = result.capacity.redundancy
+    pl = pool_latency(pts, x, inst, k, quantile=quantile)
+    lanes = {str(r["pool"]): float(r["lane_wait_ms"]) for r in pl.to_dict("records") if not math.isnan(float(r["lane_wait_ms"]))}
+    waits = {str(r["pool"]): float(r["wait_ms"]) + lanes.get(str(r["pool"]), 0.0) for r in pl.to_dict("records")}
+    out = []
+    for metric in ("tpot", "itl"):
+        p = pts.assign(token_metric=metric)
+        b = bucket_latency(p, x, waits, lanes, instances=inst, redundancy=k, ttft_quantile=quantile, token_quantile=quantile)
+        out.append(b.set_index(["service", "bucket"]))
+    frame = out[0][["ttft_predicted_ms", "tpot_predicted_ms"]].rename(columns={"ttft_predicted_ms": "ttft_ms", "tpot_predicted_ms": "tpot_ms"})
+    frame["itl_ms"] = out[1]["tpot_predicted_ms"]
+    return frame.reset_index()[cols]

@@ -1,0 +1,98 @@
+"""Latency at the load that arrives (issue 24 item 3): the analytic model of a unified pool is the
+fixed point of its arrivals, iteration time and chunk work (planner.pool_latency.unified_load), not
+the operating point's full batch; it agrees with the simulator (benchmarks/bench_latency_at_load.py
+prints the whole grid)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.pool_latency import plan_latency_quantiles, unified_load
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_latency_at_load.py"
+
+
+def _bench():  # the grid's helpers: one instance text, one scaling, one simulated measurement
+    spec = importlib.util.spec_from_file_location("bench_latency_at_load", BENCH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fixed_point_at_the_points_full_rate_is_the_operating_point() -> None:
+    """At the rate the point was priced for, λ = B*/(o t_mean), the fixed point's mean iteration is
+    the point's t_mean = u t_c + (1 − u) t_d with u = B* n/(o q): t_d/(1 − λ f δ) = t_mean."""
+    t_d, t_c, n, q, b, o = 0.0846, 0.6605, 1000.0, 7825.0, 367.0, 200.0
+    u = b * n / (o * q)
+    t_mean = u * t_c + (1 - u) * t_d
+    load = unified_load(b / (o * t_mean), t_d, t_c, np.array([n / q]), np.ones(1))
+    assert load["mean_step_s"] == pytest.approx(t_mean, rel=1e-12)
+    # half the rate: shorter iterations than the point's (fewer chunks), the batch Little's law gives
+    half = unified_load(0.5 * b / (o * t_mean), t_d, t_c, np.array([n / q]), np.ones(1))
+    assert t_d < half["mean_step_s"] < t_mean
+    assert half["share"] == pytest.approx(0.5 * load["share"], rel=1e-12)
+    # a lane that cannot keep up: latency unbounded
+    assert unified_load(2.0 / (n / q * (t_c - t_d)), t_d, t_c, np.array([n / q]), np.ones(1))["mean_step_s"] == math.inf
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory):
+    bench = _bench()
+    d = tmp_path_factory.mktemp("latency-at-load")
+    return bench, {(a, n): bench.solved_plan(a, n, d) for a, n in (("shared", 1000), ("disaggregated", 1000), ("shared", 8000))}
+
+
+def test_the_issue_example_is_no_longer_pessimistic(plans) -> None:
+    """One A100, Llama-3.1-8B, 1,000/200 tokens at 4 req/s (the plan's own load, utilisation 0.48):
+    the full-batch model said TTFT p99 852 ms and TPOT p99 267 ms against 571 / 130 simulated."""
+    bench, solved = plans
+    res = solved[("shared", 1000)]
+    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
+    ana = plan_latency_quantiles(res, "shared", 0.99).iloc[0]
+    assert ana["ttft_ms"] == pytest.approx(sim["ttft"][1], rel=0.15)
+    assert ana["tpot_ms"] == pytest.approx(sim["tpot"][1], rel=0.15)
+    assert ana["ttft_ms"] < 700 and ana["tpot_ms"] < 160  # was 852 / 267
+    lp = res.architectures["shared"].latency[0]  # the plan's own prediction is the same model
+    assert lp.ttft_predicted_ms == pytest.approx(ana["ttft_ms"], rel=1e-9)
+    assert lp.tpot_predicted_ms == pytest.approx(ana["tpot_ms"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("arch", "tokens", "utilisation"), [("shared", 1000, 0.3), ("shared", 1000, 0.85),
+                                                             ("disaggregated", 1000, 0.5), ("shared", 8000, 0.3)])
+def test_analytic_within_15_percent_of_the_simulator(plans, arch: str, tokens: int, utilisation: float) -> None:
+    """p50 and p99 of TTFT, TPOT (per request) and ITL (every gap), analytic against simulated
+    (two seeds merged), with the plan's pools loaded to ``utilisation``."""
+    bench, solved = plans
+    res, _m = bench.at_utilisation(solved[(arch, tokens)], arch, utilisation)
+    sim = bench.simulated_quantiles(res, arch, (0, 1), 2000)
+    ana = bench.analytic_quantiles(res, arch)
+    for metric in ("ttft", "tpot", "itl"):
+        for j in (0, 1):
+            assert ana[metric][j] == pytest.approx(sim[metric][j], rel=0.15), (metric, ("p50", "p99")[j], ana, sim)
+
+
+@pytest.mark.parametrize(("mean", "dispersion"), [(0.5, 1.0), (3.2, 1.0), (900.0, 1.0), (0.9, 1.3), (20.0, 4.0), (0.5, 0.03), (6.3, 0.4)])
+def test_count_laws_are_scipys(mean: float, dispersion: float) -> None:
+    """The prompt counts' pmfs and quantiles (log-ratio recurrences, no scipy.stats on the solve
+    path) equal scipy's Poisson / negative binomial / binomial with that mean and dispersion."""
+    from scipy.stats import binom, nbinom, poisson
+
+    from planner.pool_latency import _count_pmf, _count_quantile
+
+    if dispersion == 1.0:
+        law = poisson(mean)
+    elif dispersion > 1.0:
+        law = nbinom(mean / (dispersion - 1.0), 1.0 / dispersion)
+    else:
+        n = math.ceil(mean / (1.0 - dispersion) - 1e-9)
+        law = binom(n, mean / n)
+    k = np.arange(1500)
+    assert np.allclose(_count_pmf(mean, dispersion, 2000)[:1500], law.pmf(k), atol=1e-12)
+    for q in (0.5, 0.9, 0.99):
+        assert _count_quantile(q, mean, dispersion) == law.ppf(q)
