@@ -167,6 +167,10 @@ class Goodput:
     architecture: str | None
     pools: str
     """The plan at that rate: ``pool x instances``."""
+    busy_bound_rate_per_s: float = 0.0
+    """``λ_0``: the rate the devices carry at 100 % busy on the best point (no queueing, no limits on the
+    pool size beyond the device count): ``rate_per_s / busy_bound_rate_per_s`` is the share the
+    queueing caps, the latency limits' pool choice and integer instances leave."""
 
 
 def _no_queue_bound(tables: Any, n_accel: int) -> float:
@@ -197,7 +201,7 @@ def max_goodput(case: Case, catalog: Any, *, rel_tol: float = REL_TOL) -> Goodpu
     probe = TableSource.from_instance(resolve_instance(instance_for(case), where, catalog))
     top = _no_queue_bound(probe.base_tables, case.n_accel)
     if top <= 0:
-        return Goodput(0.0, 0, None, "")
+        return Goodput(0.0, 0, None, "", 0.0)
     source = TableSource.from_instance(resolve_instance(instance_for(case, top), where, catalog))
     seen: dict[float, Any] = {}
 
@@ -210,7 +214,7 @@ def max_goodput(case: Case, catalog: Any, *, rel_tol: float = REL_TOL) -> Goodpu
     m = largest_passing_multiplier(ok, cap=2.0**12, rel_tol=rel_tol)
     best = seen.get(m)
     pools = ", ".join(f"{p} x{n}" for p, n in sorted(best.instances.items())) if best else ""
-    return Goodput(m * top, len(seen), best.architecture if best else None, pools)
+    return Goodput(m * top, len(seen), best.architecture if best else None, pools, top)
 
 
 def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -233,20 +237,28 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
         out.append({**base, "device": c.device, "engine": c.engine, "weight_precision": c.weight_precision,
                     "input_tokens": c.input_tokens, "output_tokens": osl, "ttft_p99_ms": c.ttft_ms, "tpot_p99_ms": c.tpot_ms,
                     "measured_tokens_per_s": r.tokens_per_s, "predicted_tokens_per_s": pred,
-                    "error_pct": 100.0 * (pred / r.tokens_per_s - 1.0), "architecture": g.architecture or "", "plan": g.pools})
+                    "error_pct": 100.0 * (pred / r.tokens_per_s - 1.0), "architecture": g.architecture or "", "plan": g.pools,
+                    "busy_bound_tokens_per_s": g.busy_bound_rate_per_s * osl})
     return pd.DataFrame(out), pd.DataFrame(skipped, columns=["line", "round", "submitter", "system", "accelerator", "n_accel", "benchmark",
                                                              "scenario", "reason"])
 
 
 def error_summary(pred: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Per (device, scenario): rows, mean signed and mean absolute error (%); and the pooled figures
-    (mean absolute error over all rows, and the worst scenario's mean absolute error)."""
+    """Per (device, scenario): rows, mean signed and mean absolute error (%), and the mean error of the
+    100 %-busy bound (the operating point alone: what the queueing and plan leave is the difference);
+    and the pooled figures: mean absolute error over all rows, per scenario and per round."""
     if pred.empty:
         return pd.DataFrame(columns=["device", "scenario", "rows", "mean_error_pct", "mean_abs_error_pct"]), {
             "rows": 0, "mean_abs_error_pct": math.nan}
-    g = pred.assign(abs_error_pct=pred["error_pct"].abs()).groupby(["device", "scenario"], sort=True)
-    by = g.agg(rows=("error_pct", "size"), mean_error_pct=("error_pct", "mean"), mean_abs_error_pct=("abs_error_pct", "mean")).reset_index()
-    per_scenario = pred.assign(a=pred["error_pct"].abs()).groupby("scenario")["a"].mean()
+    busy = (100.0 * (pred["busy_bound_tokens_per_s"] / pred["measured_tokens_per_s"] - 1.0) if "busy_bound_tokens_per_s" in pred.columns
+            else pd.Series(math.nan, index=pred.index))
+    g = pred.assign(abs_error_pct=pred["error_pct"].abs(), busy_error_pct=busy).groupby(["device", "scenario"], sort=True)
+    by = g.agg(rows=("error_pct", "size"), mean_error_pct=("error_pct", "mean"), mean_abs_error_pct=("abs_error_pct", "mean"),
+               busy_bound_error_pct=("busy_error_pct", "mean")).reset_index()
+    absd = pred.assign(a=pred["error_pct"].abs())
+    per_scenario = absd.groupby("scenario")["a"].mean()
+    per_round = absd.groupby("round")["a"].mean() if "round" in absd.columns else pd.Series(dtype=float)
     pooled = {"rows": int(len(pred)), "mean_abs_error_pct": float(pred["error_pct"].abs().mean()),
-              **{f"{s}_mean_abs_error_pct": float(v) for s, v in per_scenario.items()}}
+              **{f"{s}_mean_abs_error_pct": float(v) for s, v in per_scenario.items()},
+              **{f"{r}_mean_abs_error_pct": float(v) for r, v in per_round.items()}}
     return by, pooled

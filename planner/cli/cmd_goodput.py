@@ -32,12 +32,12 @@ def validate_goodput_cmd(results: str, rel_tol: float, show_rows: bool, as_json:
         return
     if show_rows and not pred.empty:
         click.echo(table(["line", "round", "submitter", "device", "n", "benchmark", "scenario", "engine", "measured tok/s", "predicted tok/s",
-                          "error %", "plan"],
+                          "error %", "at 100 % busy tok/s", "plan"],
                          [[r.line, r.round, r.submitter, r.device, r.n_accel, r.benchmark, r.scenario, r.engine, r.measured_tokens_per_s,
-                           r.predicted_tokens_per_s, r.error_pct, r.plan] for r in pred.itertuples()]))
+                           r.predicted_tokens_per_s, r.error_pct, r.busy_bound_tokens_per_s, r.plan] for r in pred.itertuples()]))
         click.echo("")
-    click.echo(table(["device", "scenario", "rows", "mean error %", "mean |error| %"],
-                     [[r.device, r.scenario, r.rows, r.mean_error_pct, r.mean_abs_error_pct] for r in by.itertuples()]))
+    click.echo(table(["device", "scenario", "rows", "mean error %", "mean |error| %", "at 100 % busy, mean error %"],
+                     [[r.device, r.scenario, r.rows, r.mean_error_pct, r.mean_abs_error_pct, r.busy_bound_error_pct] for r in by.itertuples()]))
     scen = ", ".join(f"{k.removesuffix('_mean_abs_error_pct')} {v:.1f} %" for k, v in pooled.items() if k.endswith("_mean_abs_error_pct") and k != "mean_abs_error_pct")
     click.echo(f"\npooled mean |error| {pooled['mean_abs_error_pct']:.1f} % over {pooled['rows']} rows ({scen})")
     if not skipped.empty:
