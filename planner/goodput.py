@@ -45,6 +45,7 @@ from typing import Any
 
 import pandas as pd
 
+from planner.errors import InputError
 from planner.mlperf import BENCHMARKS, LAST_ROUND, MLPerfResult, round_key
 from planner.perf.names import device_id
 
@@ -219,7 +220,7 @@ def max_goodput(case: Case, catalog: Any, *, rel_tol: float = REL_TOL) -> Goodpu
 
 def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(predicted rows, rows not predicted with why). Equal cases are solved once."""
-    done: dict[Case, Goodput] = {}
+    done: dict[Case, Goodput | Skip] = {}
     out: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     for r in rows:
@@ -230,8 +231,14 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
             skipped.append({**base, "reason": c.reason})
             continue
         if c not in done:
-            done[c] = max_goodput(c, catalog, rel_tol=rel_tol)
+            try:
+                done[c] = max_goodput(c, catalog, rel_tol=rel_tol)
+            except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
+                done[c] = Skip(f"the planning instance for this system is rejected: {exc.problems[0].message}")
         g = done[c]
+        if isinstance(g, Skip):
+            skipped.append({**base, "reason": g.reason})
+            continue
         osl = r.output_tokens_mean or float(c.output_tokens)
         pred = g.rate_per_s * osl
         out.append({**base, "device": c.device, "engine": c.engine, "weight_precision": c.weight_precision,

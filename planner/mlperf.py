@@ -146,7 +146,7 @@ def read_mlperf(path: str | Path) -> list[MLPerfResult]:
     out: list[MLPerfResult] = []
     for i, raw in enumerate(reader, start=2):
         if None in raw:
-            raise InputError(Problem(file, f"line {i}", f"has {len(header) + len(raw[None])} fields, the header {len(header)}",  # type: ignore[index]
+            raise InputError(Problem(file, f"line {i}", f"has {len(header) + len(raw[None])} fields, the header {len(header)}",
                                      "quote fields that contain commas"))
         r = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
         if not any(r.values()):

@@ -152,3 +152,16 @@ def test_broken_files_get_one_line_and_exit_2(tmp_path: Path, text: str | None, 
     out = res.output.strip().splitlines()
     assert len(out) == 1 and out[0].startswith("error:") and where in out[0] and "bad.csv" in out[0], res.output
     assert "Traceback" not in res.output
+
+
+def test_validate_goodput_rows_share_one_solve_and_list_the_rest(rows, catalog) -> None:  # noqa: ANN001
+    from planner.goodput import validate_goodput
+
+    inter = [r for r in rows if r.scenario == "Interactive" and r.accelerator == "NVIDIA H200-SXM-141GB" and r.output_tokens_mean]
+    gptj = next(r for r in rows if r.family == "gptj")
+    pred, skipped = validate_goodput([*inter, gptj], catalog, rel_tol=0.05)
+    assert len(pred) == len(inter) >= 3 and len(skipped) == 1 and "gptj" in skipped["reason"].iat[0]
+    rates = pred["predicted_tokens_per_s"] / pred["output_tokens"]
+    assert rates.max() == pytest.approx(rates.min(), rel=0.01)  # one case (same device, limits, lengths): one rate
+    assert (pred["predicted_tokens_per_s"] <= pred["busy_bound_tokens_per_s"] * 1.0001).all()
+    assert (pred["error_pct"] < 0).all()  # H200 Interactive is predicted low (README): a sign flip is a change to explain
