@@ -171,7 +171,18 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
                                       "memory_free_gb_per_device", "max_batch", "running_batch", "bound")]
     click.echo(f"{model_id} on {tp} x {device_id} ({precision}, KV {kv_precision}), ISL {isl}, OSL {osl}, {concurrency} users, source {result['source']}")
     click.echo(table(["quantity", "value"], rows, align_right=False))
-    click.echo("\nTTFT includes closed-loop queueing; see planner/perf/closed_loop.py for the model.")
+    comp = result["ttft_components_ms"]
+    click.echo(f"\nTTFT {result['ttft_ms']:.0f} ms = engine prefill {comp['engine_prefill']:.0f} + engine closed-loop wait "
+               f"{comp['engine_closed_loop_wait']:.0f} + harness TTFT overhead {comp['harness_ttft_overhead']:.0f} + harness cohorts "
+               f"{comp['harness_cohorts']:.0f} ms (without the harness terms: {result['ttft_without_harness_ms']:.0f} ms); "
+               "closed-loop model: planner/perf/closed_loop.py.")
+    eng = result["engine_terms"]
+    click.echo("engine terms: " + ", ".join(f"{k} {fmt(eng[k])}" for k in ("eta_f", "eta_b", "layer_overhead_us", "seq_overhead_us", "eta_link"))
+               + f" ({eng['source'] or result['source']})")
+    har = result["harness_terms"]
+    fitted = ", ".join(f"{n} ({h['rows']} rows)" for n, h in har["fitted_on_harnesses"].items()) or "no harness rows: the engine's values"
+    click.echo(f"benchmark-harness terms: ttft_overhead_ms {fmt(har['ttft_overhead_ms'])}, cohort_exponent {fmt(har['cohort_exponent'])}"
+               f" (fitted on: {fitted})")
 
 
 @click.command("calibrate")

@@ -55,6 +55,10 @@ def estimate_closed_loop(
                                  f"{tp} x {device.id} ({device.memory_gb} GB each)", f"use --tp {fits[0]} or more"))
     res = predict_agg(inst, eng, np.array([float(concurrency)]), np.array([float(isl)]), np.array([float(osl)]))
     ttft = 1e3 * float(res.ttft_s[0])
+    # the same closed loop with the benchmark-harness terms removed (no TTFT overhead, cohorts of one):
+    # what the engine's own work and the loop's queueing give (item 8 of issue 25)
+    bare = replace(eng, ttft_overhead_s=np.array([0.0]), cohort_exponent=np.array([0.0]))
+    ttft_engine = 1e3 * float(predict_agg(inst, bare, np.array([float(concurrency)]), np.array([float(isl)]), np.array([float(osl)])).ttft_s[0])
     tpot = 1e3 * float(res.tpot_s[0])
     running = float(res.running[0])
     ctx = isl + osl / 2.0
@@ -64,7 +68,8 @@ def estimate_closed_loop(
     if tpot_target_ms is not None and t1 > tpot_target_ms:
         raise InputError(Problem("", "tpot-ms", f"TPOT target {tpot_target_ms} ms is impossible: one decode step at batch 1 takes {t1:.1f} ms "
                                  f"on {tp} x {device.id}", "raise the target, use a larger tp, a lower precision or a faster device"))
-    prefill_alone = 1e3 * float(iteration_time(inst, eff, prefill_tokens=float(isl)).total_s) + cal.ttft_overhead_ms
+    prefill_work = 1e3 * float(iteration_time(inst, eff, prefill_tokens=float(isl)).total_s)
+    prefill_alone = prefill_work + cal.ttft_overhead_ms
     if ttft_target_ms is not None and prefill_alone > ttft_target_ms:
         raise InputError(Problem("", "ttft-ms", f"TTFT target {ttft_target_ms} ms is impossible: the {isl}-token prompt alone takes {prefill_alone:.0f} ms "
                                  f"on {tp} x {device.id}", "raise the target, use a larger tp or a faster device"))
@@ -89,7 +94,41 @@ def estimate_closed_loop(
         "decode_step_components_ms": {"compute": 1e3 * float(step.compute_s), "memory": 1e3 * float(step.memory_s),
                                       "communication": 1e3 * float(step.comm_s), "overhead": 1e3 * float(step.overhead_s)},
         "prefill_alone_ms": prefill_alone,
+        "ttft_components_ms": {
+            "engine_prefill": prefill_work,
+            "engine_closed_loop_wait": ttft_engine - prefill_work,
+            "harness_ttft_overhead": cal.ttft_overhead_ms,
+            "harness_cohorts": ttft - ttft_engine - cal.ttft_overhead_ms,
+        },
+        "ttft_without_harness_ms": ttft_engine,
+        "engine_terms": engine_terms(cal),
+        "harness_terms": harness_terms(cal, engine, calibration),
     }
+
+
+ENGINE_TERMS = ("eta_f", "eta_b", "layer_overhead_us", "seq_overhead_us", "step_overhead_ms", "eta_link", "allreduce_overhead_us",
+                "mixed_prefill", "prefill_token_budget", "kv_share_of_free", "kv_reserve_peak", "kv_preempt", "memory_fraction",
+                "workspace_gb", "kv_block_tokens")
+"""Properties of the serving engine (:class:`EngineCalibration`): what an open-loop plan uses too."""
+HARNESS_TERMS = ("ttft_overhead_ms", "cohort_exponent", "admit_share")
+"""Properties of the benchmark that measured the engine (client, API server, closed-loop cohorts): a
+closed-loop replay applies them; :class:`planner.perf.calibration.HarnessCalibration` per harness."""
+
+
+def engine_terms(cal: Any) -> dict[str, Any]:
+    """The engine's own terms, with where they come from."""
+    return {**{k: getattr(cal, k) for k in ENGINE_TERMS}, "source": cal.source}
+
+
+def harness_terms(cal: Any, engine: str, calibration: Calibration | None | Literal["auto"]) -> dict[str, Any]:
+    """The benchmark-harness terms this estimate applies and the harnesses they were fitted on
+    (the engine's ``ttft_overhead_ms`` is the lowest of its harnesses'; ``calibration.py``)."""
+    from planner.perf.points import _CAL_CACHE
+
+    file_cal = _CAL_CACHE.get("auto") if calibration == "auto" else calibration
+    fitted = {name: {"ttft_overhead_ms": h.ttft_overhead_ms, "cohort_exponent": h.cohort_exponent, "rows": h.rows}
+              for name, h in (getattr(file_cal, "harnesses", None) or {}).items() if engine in h.engines}
+    return {**{k: getattr(cal, k) for k in HARNESS_TERMS}, "fitted_on_harnesses": fitted}
 
 
 def estimate_expert_parallel(

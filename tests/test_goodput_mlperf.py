@@ -1,0 +1,167 @@
+"""`planner validate-goodput`: MLPerf rows read strictly, names mapped, goodput predicted through the
+solve path, and the v5.0 error held to its measured level (issue 25 items 1-2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner.catalog import load_catalog
+from planner.cli import main
+from planner.goodput import Case, case_for, error_summary, instance_for, max_goodput, mlperf_device
+from planner.mlperf import read_mlperf
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "models" / "measured" / "mlperf_public_v4.0-v5.0.csv"
+
+
+@pytest.fixture(scope="module")
+def catalog():  # noqa: ANN201
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def rows():  # noqa: ANN201
+    return read_mlperf(DATA)
+
+
+def test_reads_every_row_with_its_scenario(rows) -> None:  # noqa: ANN001
+    assert len(rows) == 314
+    scen = {r.scenario for r in rows}
+    assert scen == {"Offline", "Server", "Interactive"}
+    inter = [r for r in rows if r.scenario == "Interactive"]
+    assert len(inter) == 8 and all(r.ttft_p99_target_ms == 450 and r.tpot_p99_target_ms == 40 for r in inter)
+    assert all(r.ttft_p99_target_ms is None for r in rows if r.scenario == "Offline")
+
+
+@pytest.mark.parametrize(("name", "dev"), [
+    ("NVIDIA H100-SXM-80GB", "h100-sxm"), ("NVIDIA H200-SXM-141GB-CTS", "h200-sxm"), ("NVIDIA H100-NVL-94GB", "h100-nvl"),
+    ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA H100-PCIe-80GB", "h100-pcie"), ("NVIDIA B200-SXM-180GB", "b200"),
+    ("AMD Instinct MI300X-NPS1-SPX-192GB-750W", "mi300x"), ("AMD MI300X-NPS1-SPX-192GB-750W", "mi300x"),
+    ("AMD Instinct MI325X 256GB HBM3E", "mi325x"), ("NVIDIA L40S", "l40s"), ("NVIDIA GB200", "gb200"),
+    ("NVIDIA GH200 Grace Hopper Superchip 144GB", None), ("TPU v5e", None), ("Intel® Gaudi® 2 AI Accelerator", None),
+])
+def test_accelerator_names(catalog, name: str, dev: str | None) -> None:  # noqa: ANN001
+    assert mlperf_device(name, catalog.devices) == dev
+
+
+def test_rows_not_predicted_say_why(rows, catalog) -> None:  # noqa: ANN001
+    reasons = [c.reason for r in rows if not isinstance(c := case_for(r, catalog), Case)]
+    assert any("gptj" in x and "not in the catalog" in x for x in reasons)
+    assert any("GH200" in x and "no catalog device" in x for x in reasons)
+    assert any("mean input length of mixtral" in x for x in reasons)
+
+
+def test_later_rounds_are_held_out(rows, catalog) -> None:  # noqa: ANN001
+    from dataclasses import replace
+
+    late = replace(next(r for r in rows if r.family == "llama2-70b"), round="v5.1")
+    c = case_for(late, catalog)
+    assert not isinstance(c, Case) and "held out" in c.reason
+
+
+def test_error_summary_pools_rows_not_groups() -> None:
+    import pandas as pd
+
+    pred = pd.DataFrame({"device": ["a", "a", "a", "b"], "scenario": ["Server", "Server", "Server", "Offline"],
+                         "error_pct": [10.0, -10.0, 10.0, -50.0]})
+    by, pooled = error_summary(pred)
+    assert pooled["rows"] == 4 and pooled["mean_abs_error_pct"] == pytest.approx(20.0)
+    assert pooled["Server_mean_abs_error_pct"] == pytest.approx(10.0) and pooled["Offline_mean_abs_error_pct"] == pytest.approx(50.0)
+    a = by[by["device"] == "a"].iloc[0]
+    assert a["rows"] == 3 and a["mean_error_pct"] == pytest.approx(10.0 / 3) and a["mean_abs_error_pct"] == pytest.approx(10.0)
+
+
+def test_instance_is_a_planning_instance(catalog) -> None:  # noqa: ANN001
+    """The case's instance validates as any user instance does (the solve path, not a side formula)."""
+    from planner.instance import resolve_instance
+
+    case = Case("h100-sxm", 8, "llama-2-70b", "fp8", "trtllm", 294, 292, 2000.0, 200.0)
+    r = resolve_instance(instance_for(case, 10.0), Path("x.yaml"), catalog)
+    assert r.devices["h100-sxm"].procurement_limit == 8
+    slo = r.instance.services["mlperf"].slo
+    assert slo.ttft is not None and slo.ttft.target_ms == 2000 and slo.tpot is not None and slo.tpot.quantile == 0.99
+
+
+CHECK = {
+    # key: (case, MLPerf accelerator, scenario); measured = mean tokens/s of the file's v5.0 rows of that system
+    "h200 Server": (Case("h200-sxm", 8, "llama-2-70b", "fp8", "trtllm", 294, 292, 2000.0, 200.0), "NVIDIA H200-SXM-141GB", "Server"),
+    "h200 Interactive": (Case("h200-sxm", 8, "llama-2-70b", "fp8", "trtllm", 294, 292, 450.0, 40.0), "NVIDIA H200-SXM-141GB", "Interactive"),
+    "b200 Interactive": (Case("b200", 8, "llama-2-70b", "fp4", "trtllm", 294, 273, 450.0, 40.0), "NVIDIA B200-SXM-180GB", "Interactive"),
+}
+"""Three v5.0 systems (the check round) through the whole path."""
+
+
+def _measured(rows, accelerator: str, scenario: str) -> float:  # noqa: ANN001
+    vals = [r.tokens_per_s for r in rows if r.round == "v5.0" and r.accelerator == accelerator and r.scenario == scenario
+            and r.family.startswith("llama2-70b")]
+    assert vals
+    return sum(vals) / len(vals)
+
+
+@pytest.fixture(scope="module")
+def checked(catalog):  # noqa: ANN001, ANN201
+    return {k: max_goodput(c, catalog, rel_tol=0.05) for k, (c, _a, _s) in CHECK.items()}
+
+
+def test_goodput_falls_with_tighter_limits(checked) -> None:  # noqa: ANN001
+    assert 0 < checked["h200 Interactive"].rate_per_s < checked["h200 Server"].rate_per_s
+    assert checked["b200 Interactive"].rate_per_s > checked["h200 Interactive"].rate_per_s
+    assert checked["h200 Server"].architecture in ("shared", "disaggregated") and checked["h200 Server"].pools
+
+
+ERROR_PCT = {"h200 Server": (-36.0, -24.0), "h200 Interactive": (-33.0, -21.0), "b200 Interactive": (1.0, 13.0)}
+"""Predicted / measured - 1 (%) as measured when this test was written (-30.1, -27.1, +7.3 at rel_tol 0.05),
+six points either side (the 5 % bisection tolerance errs low): the window a model change must stay in,
+or move with the README table and a reason."""
+
+
+@pytest.mark.parametrize("key", sorted(CHECK))
+def test_v50_check_rows_stay_where_measured(checked, rows, key: str) -> None:  # noqa: ANN001
+    case, accelerator, scenario = CHECK[key]
+    measured = _measured(rows, accelerator, scenario)
+    err = 100.0 * (checked[key].rate_per_s * case.output_tokens / measured - 1.0)
+    lo, hi = ERROR_PCT[key]
+    assert lo <= err <= hi, f"{key}: {err:+.1f} % outside [{lo}, {hi}]"
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("round,submitter\nv4.1,x\n", "missing column"),
+    (None, "not a number"),
+    (None, "not an MLPerf datacenter scenario"),
+])
+def test_broken_files_get_one_line_and_exit_2(tmp_path: Path, text: str | None, where: str) -> None:
+    lines = DATA.read_text(encoding="utf-8").splitlines()
+    if text is None:
+        head, row = lines[0].split(","), lines[1]
+        import csv
+        import io
+
+        vals = next(csv.reader(io.StringIO(row)))
+        col = "result" if where == "not a number" else "scenario"
+        vals[head.index(col)] = "abc" if col == "result" else "SingleStream"
+        buf = io.StringIO()
+        csv.writer(buf).writerow(vals)
+        text = lines[0] + "\n" + buf.getvalue()
+    p = tmp_path / "bad.csv"
+    p.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(main, ["validate-goodput", str(p)])
+    assert res.exit_code == 2
+    out = res.output.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("error:") and where in out[0] and "bad.csv" in out[0], res.output
+    assert "Traceback" not in res.output
+
+
+def test_validate_goodput_rows_share_one_solve_and_list_the_rest(rows, catalog) -> None:  # noqa: ANN001
+    from planner.goodput import validate_goodput
+
+    inter = [r for r in rows if r.scenario == "Interactive" and r.accelerator == "NVIDIA H200-SXM-141GB" and r.output_tokens_mean]
+    gptj = next(r for r in rows if r.family == "gptj")
+    pred, skipped = validate_goodput([*inter, gptj], catalog, rel_tol=0.05)
+    assert len(pred) == len(inter) >= 3 and len(skipped) == 1 and "gptj" in skipped["reason"].iat[0]
+    rates = pred["predicted_tokens_per_s"] / pred["output_tokens"]
+    assert rates.max() == pytest.approx(rates.min(), rel=0.01)  # one case (same device, limits, lengths): one rate
+    assert (pred["predicted_tokens_per_s"] <= pred["busy_bound_tokens_per_s"] * 1.0001).all()
+    assert (pred["error_pct"] < 0).all()  # H200 Interactive is predicted low (README): a sign flip is a change to explain
