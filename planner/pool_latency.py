@@ -396,6 +396,8 @@ def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
+    keep = weights > 1e-12 * float(weights.max())  # the grid's negligible corners do not move a quantile
+    values, weights = values[keep], weights[keep]
     order = np.argsort(values, kind="stable")
     v, w = values[order], weights[order]
     c = np.cumsum(w)
