@@ -396,6 +396,8 @@ def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
+    keep = weights > 1e-12 * float(weights.max())  # the grid's negligible corners do not move a quantile
+    values, weights = values[keep], weights[keep]
     order = np.argsort(values, kind="stable")
     v, w = values[order], weights[order]
     c = np.cumsum(w)
@@ -575,8 +577,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
                 ttft_s = math.ceil(float(units[i]) - 1e-9) * load["decode_step_s"] + load["delta_s"] * float(units[i])
             tpot = _tpot_quantile_s(load, lvl, float(outputs[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl)
-            out.iloc[i, :] = [1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"], 1e3 * load["mean_step_s"],
-                              rate_i * o_mean * load["mean_step_s"]]
+            out.iloc[int(i), :] = [1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
+                                   1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"]]
     out["lane_in_ttft"] = out["lane_in_ttft"].astype(bool)
     return out
 
