@@ -41,17 +41,34 @@ per-request TPOT from random acceptance is not modelled (it widens the TPOT tail
 
 **Memory.** ``mtp`` / ``eagle``: the draft layer's weights ``W / L`` and KV ``k_tok / L`` per token;
 ``draft_model``: the draft's weights and its KV per token. The point's batch limit ``B_mem`` and its
-KV bytes per request include them; the pool's KV capacity column (one per configuration, shared with
-plain points) does not subtract the draft's weights, so the optimiser's KV constraint is looser by
-``W_draft / tp`` per device (about ``1/L`` of the weights for MTP / EAGLE, ~1 % of an 80-layer
-model's; the whole draft for ``draft_model``).
+KV bytes per request include them, and a speculative row's pool KV capacity
+(``kv_capacity_bytes``, which the optimiser's KV constraint reads; a pool takes the smallest of its
+rows') is the instance's less the draft's weights, ``W_draft / tp`` per device
+(:func:`spec_kv_capacity_bytes`; ``detail["spec_kv_capacity_bytes"]``).
 
-**Choice.** The plain decode point and the speculative one are both costed; the one with fewer
+**Choice.** The plain point and the speculative one are both costed; the one with fewer
 instance-seconds per request among those meeting the targets is the operating point (the capacity
 table's row records which: ``spec_method`` empty = plain). This choice is made per (service,
-bucket, config) before the optimiser, which therefore sees the cheaper of the two for each row.
-Modelled for disaggregated decode pools (tensor-parallel instances); unified (shared) pools and
-expert-parallel replicas keep plain decoding (the plan says so).
+bucket, config, role) before the optimiser, which therefore sees the cheaper of the two for each row.
+
+**Shared (unified) pools** (:func:`planner.perf.points._unified_point` with a :class:`SpecCost`): every
+iteration verifies ``V`` tokens per decoding sequence beside the prefill chunk it carries
+(:func:`spec_chunk_step`; not mixed: :func:`spec_stall_step`) and runs the ``k`` draft passes over the
+decoding sequences; it yields ``E`` tokens per sequence, so requests finish at ``B E / OSL`` per
+iteration (lane share ``u = B E n / (OSL q)``), ``instance_seconds_per_request = OSL t_mean / (B E)``,
+a request spans ``(OSL - 1)/E`` iterations ``K`` of which carry a chunk (per-request TPOT =
+their mean / ``E``, :func:`planner.queueing.tpot_quantile_s` over ``1 + (OSL - 1)/E`` outputs) and
+the chunk-carrying iterations still make the ITL tail (:func:`burst_itl_quantile_s`). The chunk
+choice, lane wait and TTFT are those of the plain unified point with these step times.
+
+**Expert-parallel replicas** (:func:`ep_speculative_decode_point`, decode pools; ``draft_model`` is
+not modelled there and decodes plain): the verify iteration carries ``B V`` tokens per DP rank, so
+the rank's GEMM rows, the busiest GPU's expert rows and the dispatch/combine volume scale with
+``B V`` (:func:`planner.perf.moe.ep_iteration_time` with ``tokens_per_seq``) while each sequence's KV
+is read once; the MTP draft pass is one MoE layer's share of an EP iteration plus the output head
+(:func:`ep_draft_pass_s`); the draft's weights are ``W_gpu / L`` per GPU and the verify tokens must
+fit DeepEP's low-latency buffers (``B V <= T_max`` per rank). Unified EP points stay infeasible
+(:mod:`planner.perf.moe`).
 """
 
 from __future__ import annotations
@@ -305,13 +322,13 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
         spec = svc.speculative
         if spec is None:
             continue
-        dec = points[(points["service"] == name) & (points["role"] == "decode") & points["feasible"].astype(bool)]
+        dec = points[(points["service"] == name) & points["role"].isin(["decode", "unified"]) & points["feasible"].astype(bool)]
         if dec.empty:
             continue
         chosen = dec[dec["spec_method"].astype(str) != ""]
         e = spec.tokens_per_step()
         line = (f"services.{name}.speculative ({spec.method}, k={spec.num_speculative_tokens}, {e:.2f} tokens per verify step): "
-                f"chosen for {len(chosen)} of {len(dec)} feasible decode points")
+                f"chosen for {len(chosen)} of {len(dec)} feasible decode and unified points")
         if not chosen.empty:
             gain = 1.0 - (chosen["instance_seconds_per_request"] / chosen["plain_instance_seconds_per_request"]).replace([np.inf], np.nan)
             if gain.notna().any():
@@ -322,8 +339,8 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
             where = (f"up to batch {hi} on the best config" + (", on some configs not at all" if lo == 0 else f", {lo} on the worst"))
             line += (f"; it pays while the verify step stays bandwidth-bound: {where} "
                      "(larger, compute-bound batches decode faster without it)")
-        line += ("; shared (unified) pools and expert-parallel replicas are costed without speculation "
-                 "(planner/perf/speculative.py)")
+        if spec.method == "draft_model":
+            line += "; expert-parallel replicas are costed without a draft model (planner/perf/speculative.py)"
         out.append(line)
     return out
 
@@ -461,7 +478,7 @@ def ep_speculative_decode_point(plain: Any, cost: SpecCost, rep: EPReplica, eff:
     b_star, t_star = int(batches[i]), float(t_spec[i])
     seconds = osl * t_star / (e * b_star * dp)
     sp = ep_speedup(cost, rep, eff, batches, ctx) > 1.0
-    breakeven = float(batches[np.nonzero(sp)[0].max()]) if sp.any() else 0.0
+    breakeven = float(batches[np.nonzero(sp)[0].max()]) * dp if sp.any() else 0.0  # replica sequences, as max_batch
     if seconds >= plain_s:
         plain.detail.update({"spec_rejected": 3.0, "spec_instance_seconds_per_request": seconds, "spec_breakeven_batch": breakeven})
         return plain
