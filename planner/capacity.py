@@ -265,7 +265,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     rows.append({**_declared_point(service, bucket, role, config, device, tp), **spec_columns(None, {})})
                     continue
                 par = pars[config]
-                spec = svc.speculative if role == "decode" and not par.is_ep else None  # planner.perf.speculative: decode pools
+                # planner.perf.speculative: decode and shared (unified) pools, expert-parallel decode replicas
+                spec = svc.speculative if role == "decode" or (role == "unified" and not par.is_ep) else None
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
                        tuple(lat.items()), rate_cv if role == "prefill" else None, par, spec.model_dump_json() if spec else None)
                 if key not in cache:
@@ -290,7 +291,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
                     **{c: float(op.detail.get(c, math.nan)) if role == "unified" or c == "itl_ms" else math.nan
                        for c in POINT_OPTIONAL_COLUMNS},
-                    POINT_KV_CAPACITY_COLUMN: kv_cap[kv_key] if role != "prefill" else 0.0,
+                    # a speculative point's instance also holds the draft's weights (planner.perf.speculative)
+                    POINT_KV_CAPACITY_COLUMN: (float(op.detail.get("spec_kv_capacity_bytes", kv_cap[kv_key])) if role != "prefill"
+                                               else 0.0),
                     **spec_columns(spec, op.detail),
                 })
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])

@@ -95,6 +95,7 @@ from planner.perf.roofline import (
     U_MEM,
     Efficiency,
     InstanceArrays,
+    StepTime,
     instance_arrays,
     iteration_time,
     kv_bytes,
@@ -102,6 +103,7 @@ from planner.perf.roofline import (
 from planner.schema.capacity import OperatingPoint
 from planner.schema.hardware import DeviceProfile
 from planner.schema.llm import LLMProfile
+from planner.schema.speculative import SpeculativeDecoding
 
 DEFAULT_EP_DEGREES: tuple[int, ...] = (8, 16, 32, 64, 72, 144)
 """EP replica sizes tried for MoE models when ``catalog.ep_degrees`` is not given: the sizes of the
@@ -298,26 +300,37 @@ def _expert_s(rep: EPReplica, eff: Efficiency, tokens_per_rank: np.ndarray) -> t
 
 
 def ep_iteration_time(rep: EPReplica, eff: Efficiency, *, decode_batch: Any = 0.0, decode_context: Any = 0.0,
-                      prefill_tokens: Any = 0.0, prefill_cached: Any = 0.0, prefill_prompts: Any = 1.0) -> EPStep:
+                      prefill_tokens: Any = 0.0, prefill_cached: Any = 0.0, prefill_prompts: Any = 1.0,
+                      tokens_per_seq: float = 1.0) -> EPStep:
     """One iteration of every DP rank carrying ``decode_batch`` sequences and/or ``prefill_tokens``
     (arguments as :func:`planner.perf.roofline.iteration_time`, per rank). Prefill iterations use
-    DeepEP's normal kernels, decode iterations its low-latency kernels."""
+    DeepEP's normal kernels, decode iterations its low-latency kernels. ``tokens_per_seq`` ``V > 1``
+    (a speculative verify step, decode only): each sequence carries ``V`` tokens, so the rank's
+    GEMM rows, the expert rows and the all-to-all volume scale with ``B V`` while each sequence's KV
+    is read once (:func:`planner.perf.speculative.verify_step` for the rank's dense part)."""
     b = np.asarray(decode_batch, dtype=float)
     n = np.asarray(prefill_tokens, dtype=float)
-    tokens = b + n
+    v = float(tokens_per_seq)
+    tokens = b * v + n if v != 1.0 else b + n
+
+    def rank_step(bb: Any, nn: Any, mm: Any) -> StepTime:
+        if v == 1.0:
+            return iteration_time(rep.rank, eff, decode_batch=bb, decode_context=decode_context, prefill_tokens=nn,
+                                  prefill_cached=prefill_cached, prefill_prompts=mm)
+        from planner.perf.speculative import verify_step
+
+        return verify_step(rep.rank, eff, bb, decode_context, v, prefill_tokens=nn, prefill_cached=prefill_cached, prefill_prompts=mm)
     mode: Literal["normal", "low_latency"] = "normal" if float(np.max(n)) > 0 else "low_latency"
     p = rep.params
 
     def compute(scale: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Dense + expert compute of the iteration run as ``1/scale`` micro-batches of ``scale`` of it."""
-        st = iteration_time(rep.rank, eff, decode_batch=b * scale, decode_context=decode_context, prefill_tokens=n * scale,
-                            prefill_cached=prefill_cached, prefill_prompts=np.maximum(np.asarray(prefill_prompts, dtype=float) * scale, 1.0))
+        st = rank_step(b * scale, n * scale, np.maximum(np.asarray(prefill_prompts, dtype=float) * scale, 1.0))
         dense = (st.total_s - st.comm_s - st.overhead_s) / scale
         ex, ex_c, ex_m = _expert_s(rep, eff, tokens * scale)
         return dense, ex / scale, st.comm_s / scale, (st.compute_s + ex_c) / scale, (st.memory_s + ex_m) / scale
 
-    st_full = iteration_time(rep.rank, eff, decode_batch=b, decode_context=decode_context, prefill_tokens=n,
-                             prefill_cached=prefill_cached, prefill_prompts=prefill_prompts)
+    st_full = rank_step(b, n, prefill_prompts)
     overhead = np.asarray(st_full.overhead_s, dtype=float)
     x = a2a_s(rep, tokens, mode)
     d1, e1, tp1, c1, m1 = compute(1.0)
@@ -356,10 +369,14 @@ def ep_operating_point(
     calibration: Calibration | None | Literal["auto"] = "auto", ttft_quantile: float = 0.99, tpot_quantile: float | None = 0.99,
     itl_target_ms: float | None = None, itl_quantile: float | None = 0.99, e2e_target_ms: float | None = None,
     e2e_quantile: float | None = 0.99, rate_per_s: float | None = None, interarrival_cv: float = 1.0,
+    speculative: SpeculativeDecoding | None = None, draft_model: LLMProfile | None = None,
 ) -> OperatingPoint:
     """The operating point of one EP replica (module docstring); arguments as
     :func:`planner.perf.points.operating_point`. ``instance_seconds_per_request`` is replica-seconds
-    (the replica of ``par.gpus`` devices is one instance) and ``max_batch`` the replica's sequences."""
+    (the replica of ``par.gpus`` devices is one instance) and ``max_batch`` the replica's sequences.
+    ``speculative`` (decode; methods ``mtp``, ``eagle``, ``ngram`` — a ``draft_model`` draft is not
+    modelled on EP replicas and decodes plain): the cheaper of the plain and the speculative decode
+    point (:func:`planner.perf.speculative.ep_speculative_decode_point`)."""
     from planner.perf.points import (
         _CAL_CACHE,
         _inf,
@@ -371,7 +388,8 @@ def ep_operating_point(
     from planner.perf.power import instance_power_w
     from planner.queueing import max_utilization_many
 
-    del tpot_quantile, itl_quantile, e2e_quantile  # decode: every gap is one step (mean = any quantile)
+    del tpot_quantile, e2e_quantile, draft_model  # decode: every gap is one step (mean = any quantile)
+    spec_itl_q = itl_quantile  # a speculative step's bursts make the ITL quantile matter (planner.perf.speculative)
     cal, source = engine_calibration(engine, calibration)
     file_cal = _CAL_CACHE.get("auto") if calibration == "auto" else calibration
     params = moe_params(file_cal if isinstance(file_cal, Calibration) else None)
@@ -450,9 +468,20 @@ def ep_operating_point(
     t_dec = step.total_s
     limit_s = min(targets.tpot_ms, targets.itl_ms) / 1e3
     ok_dec = (t_dec <= limit_s) & ((osl - 1.0) * t_dec <= targets.e2e_ms / 1e3)
+    def speculate(plain: OperatingPoint) -> OperatingPoint:
+        if speculative is None or speculative.method == "draft_model":
+            return plain
+        from planner.perf.speculative import ep_speculative_decode_point, spec_cost
+
+        cost = spec_cost(speculative, model, rep.rank, weight_precision, kv_precision=kv_precision)
+        return ep_speculative_decode_point(plain, cost, rep, eff, isl=isl, osl=osl, tpot_limit_s=targets.tpot_ms / 1e3,
+                                           itl_limit_s=targets.itl_ms / 1e3, itl_quantile=spec_itl_q,
+                                           e2e_limit_s=targets.e2e_ms / 1e3, power_w=power, source=source, common=common)
+
     if not ok_dec.any():
-        return _infeasible(f"{targets.token_label()} {1e3 * float(t_dec[0]):.1f} ms at batch 1 per rank > target "
-                           f"{targets.token_limit_ms():g} ms ({par.label()})", "communication", source, kv=kv_req, tpot=1e3 * float(t_dec[0]))
+        return speculate(_infeasible(f"{targets.token_label()} {1e3 * float(t_dec[0]):.1f} ms at batch 1 per rank > target "
+                                     f"{targets.token_limit_ms():g} ms ({par.label()})", "communication", source, kv=kv_req,
+                                     tpot=1e3 * float(t_dec[0])))
     i = int(np.nonzero(ok_dec)[0].max())
     b_star = int(batches[i])
     t_star = float(t_dec[i])
@@ -462,7 +491,7 @@ def ep_operating_point(
         bound = "memory_capacity"
     else:
         bound = "communication" if float(step.exposed_a2a_s()[i]) > 0.25 * t_star else ("compute" if comp >= mem else "memory_bandwidth")
-    return OperatingPoint(
+    return speculate(OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star * par.dp,
         kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0,
         energy_j_per_request=power(comp, mem, t_star, float(b_star)) * seconds, ttft_ms=0.0, tpot_ms=1e3 * t_star, source=source,
@@ -471,7 +500,7 @@ def ep_operating_point(
                 "a2a_exposed_ms": 1e3 * float(step.exposed_a2a_s()[i]), "expert_ms": 1e3 * float(step.expert_s[i]),
                 "dense_ms": 1e3 * float(step.dense_s[i]), "tbo": float(step.tbo[i]), "compute_ms": 1e3 * comp, "memory_ms": 1e3 * mem,
                 "comm_ms": 1e3 * float(step.a2a_s[i]), "overhead_ms": 1e3 * float(step.overhead_s[i])},
-    )
+    ))
 
 
 def replica_kv_capacity_bytes(model: LLMProfile, device: DeviceProfile, par: Parallelism, weight_precision: str, kv_precision: str,

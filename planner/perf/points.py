@@ -112,7 +112,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -137,6 +137,9 @@ from planner.schema.capacity import OperatingPoint
 from planner.schema.hardware import DeviceProfile
 from planner.schema.llm import LLMProfile
 from planner.schema.speculative import SpeculativeDecoding
+
+if TYPE_CHECKING:
+    from planner.perf.speculative import SpecCost
 
 MAX_BATCH = 1024
 """Largest decode batch considered (engines cap ``max_batch_size`` near here)."""
@@ -366,9 +369,16 @@ def operating_point(
             "memory_capacity", source, kv=kv_req)
     batches = np.arange(1, b_mem + 1, dtype=float)
     if role == "unified":
-        return _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
-                              budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
-                              targets=targets, mixed=cal.mixed_prefill)
+        plain_u = _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
+                                 budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
+                                 targets=targets, mixed=cal.mixed_prefill)
+        cost = _spec_cost_of(speculative, draft_model, model, device, inst, tp=tp, weight_precision=weight_precision,
+                             kv_precision=kv_precision)
+        if cost is None:
+            return plain_u
+        return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget,
+                                    kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets,
+                                    mixed=cal.mixed_prefill)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
     # every gap of a decode-only instance is one step: TPOT (per request) = ITL (per gap) = t_dec(B),
@@ -401,24 +411,66 @@ def operating_point(
                       kv_precision=kv_precision, isl=isl, osl=osl, targets=targets, power_w=power_w, source=source)
 
 
-def _speculate(plain: OperatingPoint, spec: SpeculativeDecoding | None, draft: LLMProfile | None, model: LLMProfile,
-               device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int, weight_precision: str,
-               kv_precision: str, isl: float, osl: float, targets: _Targets, power_w: InstancePower, source: str) -> OperatingPoint:
-    """``plain`` or the speculative decode point, whichever is cheaper (:mod:`planner.perf.speculative`)."""
+def _spec_cost_of(spec: SpeculativeDecoding | None, draft: LLMProfile | None, model: LLMProfile, device: DeviceProfile,
+                  inst: InstanceArrays, *, tp: int, weight_precision: str, kv_precision: str) -> SpecCost | None:
+    """The draft sizes and tokens per step of ``spec`` on this instance (``None``: no speculation, or
+    a draft model that does not fit the instance's parallelism)."""
     if spec is None:
-        return plain
-    from planner.perf.speculative import spec_cost, speculative_decode_point
+        return None
+    from planner.perf.speculative import spec_cost
 
     draft_inst = None
     if spec.method == "draft_model" and draft is not None:
         try:
             draft_inst = _instance(draft, device, tp, weight_precision, kv_precision)
         except ValueError:
-            return plain
-    cost = spec_cost(spec, model, inst, weight_precision, draft, draft_inst, kv_precision)
+            return None
+    return spec_cost(spec, model, inst, weight_precision, draft, draft_inst, kv_precision)
+
+
+def _speculate(plain: OperatingPoint, spec: SpeculativeDecoding | None, draft: LLMProfile | None, model: LLMProfile,
+               device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int, weight_precision: str,
+               kv_precision: str, isl: float, osl: float, targets: _Targets, power_w: InstancePower, source: str) -> OperatingPoint:
+    """``plain`` or the speculative decode point, whichever is cheaper (:mod:`planner.perf.speculative`)."""
+    cost = _spec_cost_of(spec, draft, model, device, inst, tp=tp, weight_precision=weight_precision, kv_precision=kv_precision)
+    if cost is None:
+        return plain
+    from planner.perf.speculative import speculative_decode_point
+
     return speculative_decode_point(plain, cost, inst, eff, isl=isl, osl=osl, tpot_limit_s=targets.tpot_ms / 1e3,
                                     itl_limit_s=targets.itl_ms / 1e3, itl_quantile=targets.itl_q,
                                     e2e_limit_s=targets.e2e_ms / 1e3, power_w=power_w, source=source, max_batch=MAX_BATCH)
+
+
+def _speculative_unified(plain: OperatingPoint, cost: SpecCost, inst: InstanceArrays, eff: Efficiency, *, isl: float, osl: float,
+                         n_new: float, cached: float, ctx: float, budget: float, kv_req: float, power_w: InstancePower,
+                         overhead_ms: float, source: str, targets: _Targets, mixed: bool) -> OperatingPoint:
+    """The cheaper of the plain unified point and the speculative one meeting the same targets
+    (:func:`_unified_point` with ``spec``; the batch limit and KV include the draft's weights and KV,
+    :func:`planner.perf.speculative.spec_batch_limit`). The returned point's ``detail`` says which
+    (``spec_tokens_per_step`` present = speculative), as the decode choice does."""
+    from planner.perf.speculative import breakeven_batch, spec_batch_limit, spec_kv_capacity_bytes
+
+    peak = isl + osl
+    b_mem = spec_batch_limit(cost, inst, peak, MAX_BATCH)
+    plain_s = float(plain.instance_seconds_per_request) if plain.feasible else math.inf
+    if b_mem < 1:
+        plain.detail["spec_rejected"] = 1.0  # the draft's weights and KV leave no room
+        return plain
+    cap = spec_kv_capacity_bytes(cost, inst)
+    sp = _unified_point(inst, eff, np.arange(1, b_mem + 1, dtype=float), isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx,
+                        b_mem=b_mem, budget=budget, kv_req=kv_req * (1.0 + cost.draft_kv_share), power_w=power_w,
+                        overhead_ms=overhead_ms, source=source, targets=targets, mixed=mixed, spec=cost, kv_cap=cap)
+    if not sp.feasible:
+        plain.detail["spec_rejected"] = 2.0  # no (batch, chunk) meets the targets with a speculative step
+        return plain
+    breakeven = float(breakeven_batch(cost, inst, eff, ctx, max(b_mem, int(plain.max_batch or 1))))
+    if float(sp.instance_seconds_per_request) >= plain_s:
+        plain.detail.update({"spec_rejected": 3.0, "spec_instance_seconds_per_request": float(sp.instance_seconds_per_request),
+                             "spec_breakeven_batch": breakeven})
+        return plain
+    sp.detail.update({"plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": breakeven, "spec_kv_capacity_bytes": cap})
+    return sp
 
 
 def _stall_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, q: np.ndarray, n_new: float,
@@ -451,18 +503,29 @@ def _chunk_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: f
                           prefill_prompts=m)
 
 
+def _busy_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, q: np.ndarray, n_new: float, cached: float,
+               spec: SpecCost | None) -> StepTime:
+    """A unified chunk-carrying iteration, plain (:func:`_chunk_step`) or speculative
+    (:func:`planner.perf.speculative.spec_chunk_step`)."""
+    if spec is None:
+        return _chunk_step(inst, eff, batch, ctx, q, n_new, cached)
+    from planner.perf.speculative import spec_chunk_step
+
+    return spec_chunk_step(spec, inst, eff, batch, ctx, q, n_new, cached)
+
+
 def _largest_chunk(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, cap: np.ndarray, n_new: float,
-                   cached: float, limit_s: float) -> np.ndarray:
+                   cached: float, limit_s: float, spec: SpecCost | None = None) -> np.ndarray:
     """Per batch, the largest integer chunk ``q <= cap`` with ``t_it(B, q) <= limit_s`` (0 if none):
     integer bisection, valid because ``t_it`` grows with ``q``."""
     lo = np.zeros_like(batch)
     hi = np.maximum(np.floor(cap), 0.0)
-    ok_hi = _chunk_step(inst, eff, batch, ctx, np.maximum(hi, 1.0), n_new, cached).total_s <= limit_s
+    ok_hi = _busy_step(inst, eff, batch, ctx, np.maximum(hi, 1.0), n_new, cached, spec).total_s <= limit_s
     lo = np.where(ok_hi, hi, lo)
     active = ~ok_hi & (hi > 1.0)
     while active.any():
         mid = np.floor((lo + hi) / 2.0)
-        ok = _chunk_step(inst, eff, batch, ctx, np.maximum(mid, 1.0), n_new, cached).total_s <= limit_s
+        ok = _busy_step(inst, eff, batch, ctx, np.maximum(mid, 1.0), n_new, cached, spec).total_s <= limit_s
         ok &= mid >= 1.0
         lo = np.where(active & ok, mid, lo)
         hi = np.where(active & ~ok, mid, hi)
@@ -540,8 +603,18 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
-                   source: str, targets: _Targets, mixed: bool = True) -> OperatingPoint:
+                   source: str, targets: _Targets, mixed: bool = True, spec: SpecCost | None = None,
+                   kv_cap: float | None = None) -> OperatingPoint:
     """The unified operating point; the model is in the module docstring.
+
+    ``spec`` (speculative decoding, :mod:`planner.perf.speculative`): every iteration verifies ``V``
+    tokens per decoding sequence (beside the chunk, when it carries one) and runs the ``k`` draft
+    passes, and yields ``E`` tokens per sequence; so requests finish at ``B E / OSL`` per iteration
+    (lane share ``u = B E n / (OSL q)``, ``instance_seconds_per_request = OSL t_mean / (B E)``), a
+    request spans ``(OSL - 1)/E`` iterations (its TPOT is :func:`planner.queueing.tpot_quantile_s`
+    over ``1 + (OSL - 1)/E`` outputs, divided by ``E``) and the ITL counts the ``E - 1`` ~0 gaps of
+    each burst (:func:`planner.perf.speculative.burst_itl_quantile_s`). ``kv_req`` and ``kv_cap``
+    (default: the instance's) then include the draft's KV and weights.
 
     ``mixed`` (chunked prefill): every (batch ``B``, chunk ``q``) pair of the grid
     (:func:`_chunk_grid`, plus the largest chunk whose iteration fits an ITL quantile target) is
@@ -550,37 +623,63 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     the decode batch (:func:`_stall_step`); only the batch is chosen."""
     from planner.queueing import itl_quantile_s, tpot_quantile_s
 
+    e = spec.tokens_per_step if spec is not None else 1.0
+    osl_tpot = osl if spec is None else 1.0 + (osl - 1.0) / e  # outputs whose gaps are whole iterations
+
+    def tpot_fn(q: float | None, u: np.ndarray, c: np.ndarray, tb: np.ndarray, ti: np.ndarray) -> np.ndarray:
+        return tpot_quantile_s(q, osl_tpot, u, c, tb, ti) if spec is None else tpot_quantile_s(q, osl_tpot, u, c, tb, ti) / e
+
+    def itl_fn(q: float | None, u: np.ndarray, tb: np.ndarray, ti: np.ndarray) -> np.ndarray:
+        if spec is None:
+            return itl_quantile_s(q, u, tb, ti)
+        from planner.perf.speculative import burst_itl_quantile_s
+
+        return burst_itl_quantile_s(q, u, tb, ti, e)
+
     b2 = batches[:, None]
     if mixed:
         grid = _chunk_grid(batches, budget, n_new)
         if math.isfinite(targets.itl_ms):
-            q_itl = _largest_chunk(inst, eff, batches, ctx, np.maximum(budget - batches, 0.0), n_new, cached, targets.itl_ms / 1e3)
+            q_itl = _largest_chunk(inst, eff, batches, ctx, np.maximum(budget - batches, 0.0), n_new, cached, targets.itl_ms / 1e3, spec)
             grid = np.concatenate([grid, np.maximum(q_itl, 1.0)[:, None]], axis=1)
-        busy = _chunk_step(inst, eff, b2, ctx, grid, n_new, cached)
+        busy = _busy_step(inst, eff, b2, ctx, grid, n_new, cached, spec)
         lane_ok = grid <= np.maximum(budget - b2, 0.0)
     else:
         # the engine prefills whole waiting prompts (several when they queue, up to the budget ``Q``),
         # a longer prompt in ``Q``-token chunks; it cannot shrink a chunk to protect TPOT / ITL
         ms = _PREFILL_BATCHES[max(1.0, budget // n_new) >= _PREFILL_BATCHES] if n_new <= budget else np.ones(1)
         grid = np.broadcast_to(np.minimum(ms * n_new, budget)[None, :], (batches.size, ms.size)).copy()
-        busy = _stall_step(inst, eff, b2, ctx, grid, n_new, cached)
+        if spec is None:
+            busy = _stall_step(inst, eff, b2, ctx, grid, n_new, cached)
+        else:
+            from planner.perf.speculative import spec_stall_step
+
+            busy = spec_stall_step(spec, inst, eff, b2, ctx, grid, n_new, cached)
         lane_ok = np.ones(grid.shape, dtype=bool)
     t_busy = busy.total_s
-    t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s[:, None]
+    if spec is None:
+        t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s[:, None]
+    else:
+        from planner.perf.speculative import spec_step
+
+        t_idle = spec_step(spec, inst, eff, batches, ctx)[0][:, None]
     # share of iterations carrying a chunk: prompt tokens needed per iteration / lane capacity
-    u_iter = b2 * n_new / osl / grid
+    u_iter = b2 * e * n_new / osl / grid
     stable = lane_ok & (u_iter < 1.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t_mean = np.where(stable, u_iter * t_busy + (1.0 - np.minimum(u_iter, 1.0)) * t_idle, np.inf)
-        rate = b2 / (osl * t_mean)                                    # requests/s one instance sustains
+        rate = b2 * e / (osl * t_mean)                                  # requests/s one instance sustains
         service = n_new / grid * t_busy                               # lane seconds per prompt
         rho_lane = np.where(stable, rate * service, np.inf)           # = u_iter t_busy / t_mean
     chunks = np.where(grid >= n_new, 1.0, np.ceil(n_new / grid))
     u_c = np.minimum(u_iter, 1.0)
     t_idle_full = np.broadcast_to(t_idle, grid.shape)
     # KV: B sequences at their peak plus the prompt(s) being chunked
-    kv_need = b2 * kv_req + np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
-    fits = kv_need <= kv_capacity_bytes(inst)
+    prompt_kv = np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
+    if spec is not None:
+        prompt_kv = prompt_kv * (1.0 + spec.draft_kv_share)
+    kv_need = b2 * kv_req + prompt_kv
+    fits = kv_need <= (kv_capacity_bytes(inst) if kv_cap is None else kv_cap)
     pre = stable & (rho_lane < 1.0) & fits
     # the targets, in order of falling throughput until a pair meets them all (the Poisson quantile
     # of TPOT and the lane-wait quantile of TTFT are not free): per-token metrics, TTFT with its
@@ -595,8 +694,8 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
             "svc": service.ravel()}
     # cheap bounds first: TTFT >= its unqueued part, TPOT quantile >= its mean; ITL is exact and cheap
     ttft_lb = 1e3 * chunks * t_busy + overhead_ms
-    tpot_lb = t_idle_full + u_c * np.maximum(t_busy - t_idle_full, 0.0)
-    itl_all = itl_quantile_s(itl_q, u_c, t_busy, t_idle_full)
+    tpot_lb = (t_idle_full + u_c * np.maximum(t_busy - t_idle_full, 0.0)) / e
+    itl_all = itl_fn(itl_q, u_c, t_busy, t_idle_full)
     screen = (pre & (ttft_lb <= targets.ttft_ms) & (1e3 * tpot_lb <= targets.tpot_ms) & (1e3 * itl_all <= targets.itl_ms)
               & (ttft_lb + 1e3 * (osl - 1.0) * tpot_lb <= targets.e2e_ms))
     cand = np.flatnonzero(screen)
@@ -604,11 +703,11 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     for start in range(0, cand.size, 128):
         idx = cand[start:start + 128]
         u_i, c_i, tb_i, ti_i = cols["u"][idx], cols["c"][idx], cols["tb"][idx], cols["ti"][idx]
-        tp = tpot_quantile_s(tpot_q, osl, u_i, c_i, tb_i, ti_i)
-        it = itl_quantile_s(itl_q, u_i, tb_i, ti_i)
+        tp = tpot_fn(tpot_q, u_i, c_i, tb_i, ti_i)
+        it = itl_fn(itl_q, u_i, tb_i, ti_i)
         w = lane_wait_quantile_s(wait_q, cols["rho"][idx], cols["svc"][idx])
         tt = 1e3 * (w + c_i * tb_i) + overhead_ms
-        ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_quantile_s(e2e_q, osl, u_i, c_i, tb_i, ti_i))
+        ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_fn(e2e_q, u_i, c_i, tb_i, ti_i))
         flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = tp, it, w, tt, ee
         if ((1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)).any():
             break
@@ -617,6 +716,8 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     ok_ttft = ttft_ms <= targets.ttft_ms
     ok_e2e = e2e_ms <= targets.e2e_ms
     ok = pre & ok_token & ok_ttft & ok_e2e
+    if not ok.any() and spec is not None:
+        return _infeasible("no (batch, chunk) pair meets the targets with a speculative step", _bound(busy, (0, 0)), source, kv=kv_req)
     if not ok.any():
         return _unified_infeasible(inst, eff, batches, busy, targets, source, kv_req=kv_req, ctx=ctx, n_new=n_new, cached=cached,
                                    osl=osl, stable=stable, pre=pre, tpot_q=tpot_q, u_c=u_c, chunks=chunks, t_busy=t_busy,
@@ -637,12 +738,15 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
               "chunk_iteration_share": float(u_iter[i, j]), "lane_utilization": float(rho_lane[i, j]),
               "lane_wait_ms": 1e3 * float(wait[i, j]), "ttft_iterations": float(chunks[i, j]), "ttft_overhead_ms": overhead_ms,
               "itl_ms": 1e3 * float(itl_s[i, j]), "e2e_ms": float(e2e_ms[i, j]),
-              "tpot_mean_ms": 1e3 * float(t_mean[i, j]),
+              "tpot_mean_ms": 1e3 * float(t_mean[i, j]) / e,
               "compute_ms": 1e3 * float(busy.compute_s[i, j]), "memory_ms": 1e3 * float(busy.memory_s[i, j]),
               "comm_ms": 1e3 * float(busy.comm_s[i, j]), "overhead_ms": 1e3 * float(busy.overhead_s[i, j])}
+    if spec is not None:  # the speculative step without a chunk (the simulator's burst step) and E
+        detail.update({"spec_step_ms": 1e3 * float(t_idle[i, 0]), "spec_tokens_per_step": e})
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
         kv_transfer_bytes_per_request=0.0, ttft_ms=float(ttft_ms[i, j]),
-        energy_j_per_request=power_w(float(busy.compute_s[i, j]), float(busy.memory_s[i, j]), float(t_busy[i, j]), b_star + q_star) * seconds,
+        energy_j_per_request=power_w(float(busy.compute_s[i, j]), float(busy.memory_s[i, j]), float(t_busy[i, j]),
+                                     b_star * (spec.verify_tokens if spec is not None else 1) + q_star) * seconds,
         tpot_ms=1e3 * float(tpot_s[i, j]), source=source, detail=detail,
     )

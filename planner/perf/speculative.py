@@ -41,17 +41,34 @@ per-request TPOT from random acceptance is not modelled (it widens the TPOT tail
 
 **Memory.** ``mtp`` / ``eagle``: the draft layer's weights ``W / L`` and KV ``k_tok / L`` per token;
 ``draft_model``: the draft's weights and its KV per token. The point's batch limit ``B_mem`` and its
-KV bytes per request include them; the pool's KV capacity column (one per configuration, shared with
-plain points) does not subtract the draft's weights, so the optimiser's KV constraint is looser by
-``W_draft / tp`` per device (about ``1/L`` of the weights for MTP / EAGLE, ~1 % of an 80-layer
-model's; the whole draft for ``draft_model``).
+KV bytes per request include them, and a speculative row's pool KV capacity
+(``kv_capacity_bytes``, which the optimiser's KV constraint reads; a pool takes the smallest of its
+rows') is the instance's less the draft's weights, ``W_draft / tp`` per device
+(:func:`spec_kv_capacity_bytes`; ``detail["spec_kv_capacity_bytes"]``).
 
-**Choice.** The plain decode point and the speculative one are both costed; the one with fewer
+**Choice.** The plain point and the speculative one are both costed; the one with fewer
 instance-seconds per request among those meeting the targets is the operating point (the capacity
 table's row records which: ``spec_method`` empty = plain). This choice is made per (service,
-bucket, config) before the optimiser, which therefore sees the cheaper of the two for each row.
-Modelled for disaggregated decode pools (tensor-parallel instances); unified (shared) pools and
-expert-parallel replicas keep plain decoding (the plan says so).
+bucket, config, role) before the optimiser, which therefore sees the cheaper of the two for each row.
+
+**Shared (unified) pools** (:func:`planner.perf.points._unified_point` with a :class:`SpecCost`): every
+iteration verifies ``V`` tokens per decoding sequence beside the prefill chunk it carries
+(:func:`spec_chunk_step`; not mixed: :func:`spec_stall_step`) and runs the ``k`` draft passes over the
+decoding sequences; it yields ``E`` tokens per sequence, so requests finish at ``B E / OSL`` per
+iteration (lane share ``u = B E n / (OSL q)``), ``instance_seconds_per_request = OSL t_mean / (B E)``,
+a request spans ``(OSL - 1)/E`` iterations ``K`` of which carry a chunk (per-request TPOT =
+their mean / ``E``, :func:`planner.queueing.tpot_quantile_s` over ``1 + (OSL - 1)/E`` outputs) and
+the chunk-carrying iterations still make the ITL tail (:func:`burst_itl_quantile_s`). The chunk
+choice, lane wait and TTFT are those of the plain unified point with these step times.
+
+**Expert-parallel replicas** (:func:`ep_speculative_decode_point`, decode pools; ``draft_model`` is
+not modelled there and decodes plain): the verify iteration carries ``B V`` tokens per DP rank, so
+the rank's GEMM rows, the busiest GPU's expert rows and the dispatch/combine volume scale with
+``B V`` (:func:`planner.perf.moe.ep_iteration_time` with ``tokens_per_seq``) while each sequence's KV
+is read once; the MTP draft pass is one MoE layer's share of an EP iteration plus the output head
+(:func:`ep_draft_pass_s`); the draft's weights are ``W_gpu / L`` per GPU and the verify tokens must
+fit DeepEP's low-latency buffers (``B V <= T_max`` per rank). Unified EP points stay infeasible
+(:mod:`planner.perf.moe`).
 """
 
 from __future__ import annotations
@@ -67,6 +84,7 @@ from planner.perf.roofline import (
     Efficiency,
     InstanceArrays,
     StepTime,
+    causal_pairs,
     comm_s,
     iteration_time,
     kv_bytes,
@@ -77,6 +95,7 @@ from planner.perf.roofline import (
 from planner.schema.common import PRECISION_BYTES
 
 if TYPE_CHECKING:
+    from planner.perf.moe import EPReplica, EPStep
     from planner.schema.llm import LLMProfile
     from planner.schema.speculative import SpeculativeDecoding
 
@@ -123,20 +142,33 @@ def spec_cost(spec: SpeculativeDecoding, model: LLMProfile, inst: InstanceArrays
                     weight_bytes_per_param=PRECISION_BYTES[weight_precision])
 
 
-def verify_step(inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any, tokens_per_seq: float) -> StepTime:
-    """The target iteration verifying ``tokens_per_seq`` tokens of each of ``batch`` sequences (module docstring)."""
+def verify_step(inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any, tokens_per_seq: float,
+                prefill_tokens: Any = 0.0, prefill_cached: Any = 0.0, prefill_prompts: Any = 1.0) -> StepTime:
+    """The target iteration verifying ``tokens_per_seq`` tokens of each of ``batch`` sequences (module
+    docstring), plus ``prefill_tokens`` prompt tokens as :func:`planner.perf.roofline.iteration_time`
+    counts them (a unified pool's chunk: its GEMM rows, attention pairs, KV read and logits of each
+    prompt's last token only). With ``tokens_per_seq`` 1 it is ``iteration_time`` exactly."""
     b = np.asarray(batch, dtype=float)
     c = np.asarray(context, dtype=float)
+    n = np.asarray(prefill_tokens, dtype=float)
+    h = np.asarray(prefill_cached, dtype=float)
+    m = np.maximum(np.asarray(prefill_prompts, dtype=float), 1.0)
+    per = n / m
     v = float(tokens_per_seq)
-    tokens = b * v
+    tokens = b * v + n
+    lm_rows = np.where(n > 0, np.minimum(m, n), 0.0)
     m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
-    gemm_c = 2.0 * inst.p_matmul * (tokens + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
+    gemm_c = 2.0 * (inst.p_matmul * (tokens + m_half) - inst.p_lm_head * (n - lm_rows)) / (inst.tp * inst.flops_peak * eff.eta_f)
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
-    attn_flops = v * (inst.attn_pair_flops * b * c + inst.attn_pair_flops_window * b * np.minimum(c, inst.window_tokens))
+    pairs_full = v * b * c + n * (per + 2.0 * h) / 2.0
+    pairs_win = v * b * np.minimum(c, inst.window_tokens) + m * causal_pairs(per, h, inst.window_tokens)
+    attn_flops = inst.attn_pair_flops * pairs_full + inst.attn_pair_flops_window * pairs_win
     attn_c = attn_flops / (inst.tp * inst.attn_flops_peak * eff.eta_f)
-    attn_m = b * kv_bytes(inst, c) * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
+    kv_read = b * kv_bytes(inst, c) + np.where(n > 0, m * kv_bytes(inst, per + h), 0.0)
+    attn_m = kv_read * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
     t_x = comm_s(inst, tokens, eff.allreduce_overhead_s, eff.eta_link)
-    t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * b, dtype=float)
+    seqs = b + np.where(n > 0, m, 0.0)
+    t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * seqs, dtype=float)
     total = np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + t_o
     return StepTime(total, gemm_c + attn_c, gemm_m + attn_m, t_x, np.broadcast_to(t_o, total.shape))
 
@@ -170,9 +202,61 @@ def spec_step(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: Any,
     return ver.total_s + cost.k * draft_pass_s(cost, inst, eff, batch, context), ver
 
 
+def spec_chunk_step(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any, q: Any, n_new: float,
+                    cached: float) -> StepTime:
+    """A unified iteration with speculation: ``batch`` sequences verify ``V`` tokens each beside a
+    prefill chunk of ``q`` tokens (placed as :func:`planner.perf.points._chunk_step` places it:
+    ``q <= n`` one chunk at its mean position, ``q > n`` ``q/n`` whole prompts), then the ``k`` draft
+    passes over the decoding sequences (the chunk's prompt is not drafted for). The roofline shares
+    are the verify iteration's; ``total_s`` includes the draft."""
+    qq = np.asarray(q, dtype=float)
+    several = qq > n_new
+    m = np.where(several, qq / n_new, 1.0)
+    h = np.where(several, cached, cached + (n_new - np.minimum(qq, n_new)) / 2.0)
+    ver = verify_step(inst, eff, batch, context, cost.verify_tokens, prefill_tokens=qq, prefill_cached=h, prefill_prompts=m)
+    draft = cost.k * draft_pass_s(cost, inst, eff, batch, context)
+    return StepTime(ver.total_s + draft, ver.compute_s, ver.memory_s, ver.comm_s, ver.overhead_s)
+
+
+def spec_stall_step(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any, q: Any, n_new: float,
+                    cached: float) -> StepTime:
+    """A prefill-priority (not mixed) engine with speculation: the verify + draft step followed by
+    a prefill-only iteration of ``q`` tokens that stalls it (as :func:`planner.perf.points._stall_step`)."""
+    t_spec, ver = spec_step(cost, inst, eff, batch, context)
+    qq = np.asarray(q, dtype=float)
+    several = qq > n_new
+    m = np.where(several, qq / n_new, 1.0)
+    h = np.where(several, cached, cached + (n_new - np.minimum(qq, n_new)) / 2.0)
+    pre = iteration_time(inst, eff, prefill_tokens=qq, prefill_cached=h, prefill_prompts=m)
+    parts = np.broadcast_arrays(t_spec + pre.total_s, ver.compute_s + pre.compute_s, ver.memory_s + pre.memory_s,
+                                ver.comm_s + pre.comm_s, ver.overhead_s + pre.overhead_s)
+    return StepTime(*parts)
+
+
+def burst_itl_quantile_s(quantile: float | None, chunk_share: Any, t_chunk_s: Any, t_plain_s: Any, tokens_per_step: float) -> np.ndarray:
+    """ITL of a unified instance whose iterations yield ``E`` tokens per sequence: of every ``E``
+    gaps one is the iteration (a chunk-carrying one with probability ``u``) and ``E - 1`` are ~0, so
+    the gaps are ``t_chunk`` with share ``u/E``, ``t_plain`` with share ``(1 - u)/E`` and 0 with
+    share ``1 - 1/E``. The ``p`` quantile is ``t_chunk`` when ``u/E > 1 - p``, else ``t_plain`` when
+    ``1/E > 1 - p``, else 0; the mean is ``(u t_chunk + (1 - u) t_plain) / E``. With ``E = 1`` this
+    is :func:`planner.queueing.itl_quantile_s`."""
+    u = np.clip(np.asarray(chunk_share, dtype=float), 0.0, 1.0)
+    tc, tp = np.asarray(t_chunk_s, dtype=float), np.asarray(t_plain_s, dtype=float)
+    e = float(tokens_per_step)
+    if quantile is None:
+        return (u * tc + (1.0 - u) * tp) / e
+    return np.where(u / e > 1.0 - quantile, tc, np.where(1.0 / e > 1.0 - quantile, tp, 0.0))
+
+
+def spec_kv_capacity_bytes(cost: SpecCost, inst: InstanceArrays) -> float:
+    """KV bytes the instance holds next to the target's and the draft's weights:
+    ``kv_capacity_bytes - W_draft / tp x min(tp, H_kv)`` (the draft's weights are split like the target's)."""
+    return float(kv_capacity_bytes(inst)) - cost.draft_weight_bytes / float(inst.tp) * float(kv_split(inst))
+
+
 def spec_batch_limit(cost: SpecCost, inst: InstanceArrays, peak_context: float, cap: int) -> int:
     """Largest batch whose KV (target + draft) fits next to the target's and the draft's weights."""
-    room = float(kv_capacity_bytes(inst)) - cost.draft_weight_bytes / float(inst.tp) * float(kv_split(inst))
+    room = spec_kv_capacity_bytes(cost, inst)
     per_seq = float(kv_bytes(inst, peak_context)) * (1.0 + cost.draft_kv_share)
     if room <= 0 or per_seq <= 0:
         return 0
@@ -238,13 +322,13 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
         spec = svc.speculative
         if spec is None:
             continue
-        dec = points[(points["service"] == name) & (points["role"] == "decode") & points["feasible"].astype(bool)]
+        dec = points[(points["service"] == name) & points["role"].isin(["decode", "unified"]) & points["feasible"].astype(bool)]
         if dec.empty:
             continue
         chosen = dec[dec["spec_method"].astype(str) != ""]
         e = spec.tokens_per_step()
         line = (f"services.{name}.speculative ({spec.method}, k={spec.num_speculative_tokens}, {e:.2f} tokens per verify step): "
-                f"chosen for {len(chosen)} of {len(dec)} feasible decode points")
+                f"chosen for {len(chosen)} of {len(dec)} feasible decode and unified points")
         if not chosen.empty:
             gain = 1.0 - (chosen["instance_seconds_per_request"] / chosen["plain_instance_seconds_per_request"]).replace([np.inf], np.nan)
             if gain.notna().any():
@@ -255,8 +339,8 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
             where = (f"up to batch {hi} on the best config" + (", on some configs not at all" if lo == 0 else f", {lo} on the worst"))
             line += (f"; it pays while the verify step stays bandwidth-bound: {where} "
                      "(larger, compute-bound batches decode faster without it)")
-        line += ("; shared (unified) pools and expert-parallel replicas are costed without speculation "
-                 "(planner/perf/speculative.py)")
+        if spec.method == "draft_model":
+            line += "; expert-parallel replicas are costed without a draft model (planner/perf/speculative.py)"
         out.append(line)
     return out
 
@@ -298,8 +382,119 @@ def speculative_decode_point(plain: Any, cost: SpecCost, inst: InstanceArrays, e
               "compute_ms": 1e3 * float(ver.compute_s[i]), "memory_ms": 1e3 * float(ver.memory_s[i]),
               "comm_ms": 1e3 * float(ver.comm_s[i]), "overhead_ms": 1e3 * float(ver.overhead_s[i]),
               "itl_ms": 1e3 * float(itl[i]), "spec_tokens_per_step": e,
-              "plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": float(breakeven)}
+              "plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": float(breakeven),
+              "spec_kv_capacity_bytes": spec_kv_capacity_bytes(cost, inst)}
     energy = power_w(float(ver.compute_s[i]), float(ver.memory_s[i]), t_star, float(b_star)) * seconds
     return OperatingPoint(feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star,
                           kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0, energy_j_per_request=energy,
                           ttft_ms=0.0, tpot_ms=1e3 * t_star / e, source=source, detail=detail)
+
+
+# --- expert-parallel replicas (planner.perf.moe) ----------------------------------------------
+def ep_draft_weight_bytes_per_gpu(cost: SpecCost, rep: EPReplica) -> float:
+    """Draft weights one GPU of an EP replica holds: an MTP / EAGLE layer is one layer's share of the
+    GPU's weights, ``W_gpu / L`` (non-expert share on every rank, expert share spread like the
+    target's experts); ``ngram`` 0."""
+    if cost.method not in ("mtp", "eagle"):
+        return 0.0
+    return rep.weights_per_gpu_bytes / float(rep.rank.layers)
+
+
+def ep_draft_pass_s(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any, context: Any) -> np.ndarray:
+    """One draft pass on every DP rank of an EP replica over ``batch`` sequences (``w`` candidates each).
+
+    ``mtp`` (DeepSeek-V3: the MTP module is one transformer block with an MoE FFN, sharing the
+    embedding and output head): ``1/L`` of the rank's dense time plus ``1/L_e`` of the expert and
+    exposed all-to-all time of an EP iteration over ``B w`` tokens, plus the output head's GEMM in
+    full and one layer's launch overhead. ``eagle`` (a dense decoder layer on the target's
+    features): the same without the MoE share. ``ngram``: 0."""
+    from planner.perf.moe import ep_iteration_time
+
+    b = np.asarray(batch, dtype=float)
+    if cost.method == "ngram":
+        return np.zeros_like(b * np.asarray(context, dtype=float))
+    width = max(1.0, (cost.verify_tokens - 1) / cost.k)
+    st = ep_iteration_time(rep, eff, decode_batch=b, decode_context=context, tokens_per_seq=width)
+    inst = rep.rank
+    layer = st.dense_s / float(inst.layers)
+    if cost.method == "mtp":
+        layer = layer + np.maximum(st.total_s - st.overhead_s - st.dense_s, 0.0) / float(rep.layers_moe)
+    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    head_c = 2.0 * inst.p_lm_head * (b * width + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
+    head_m = inst.p_lm_head * cost.weight_bytes_per_param / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
+    return np.asarray(layer + np.maximum(head_c, head_m) + eff.layer_overhead_s, dtype=float)
+
+
+def ep_spec_step(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any, context: Any) -> tuple[np.ndarray, EPStep]:
+    """``t_spec(B)`` of an EP replica: the verify iteration over ``B V`` tokens per rank (expert GEMM
+    rows and all-to-all volume scale with ``B V``, :func:`planner.perf.moe.ep_iteration_time`) plus
+    ``k`` draft passes (:func:`ep_draft_pass_s`); and the verify iteration (its roofline shares)."""
+    from planner.perf.moe import ep_iteration_time
+
+    ver = ep_iteration_time(rep, eff, decode_batch=batch, decode_context=context, tokens_per_seq=float(cost.verify_tokens))
+    return ver.total_s + cost.k * ep_draft_pass_s(cost, rep, eff, batch, context), ver
+
+
+def ep_speedup(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any, context: Any) -> np.ndarray:
+    """Decode tokens per second of an EP replica with speculation over without, at the same per-rank batch."""
+    from planner.perf.moe import ep_iteration_time
+
+    t_plain = ep_iteration_time(rep, eff, decode_batch=batch, decode_context=context).total_s
+    t_spec, _ = ep_spec_step(cost, rep, eff, batch, context)
+    return np.asarray(cost.tokens_per_step * t_plain / t_spec, dtype=float)
+
+
+def ep_speculative_decode_point(plain: Any, cost: SpecCost, rep: EPReplica, eff: Efficiency, *, isl: float, osl: float,
+                                tpot_limit_s: float, itl_limit_s: float, itl_quantile: float | None, e2e_limit_s: float,
+                                power_w: Any, source: str, common: dict[str, float]) -> Any:
+    """The cheaper of ``plain`` (an EP decode point, :func:`planner.perf.moe.ep_operating_point`) and the
+    speculative EP decode point meeting the same targets, as :func:`speculative_decode_point`. Per
+    rank: KV room = the rank's KV capacity less the draft's weights (:func:`ep_draft_weight_bytes_per_gpu`
+    on each of its KV GPUs), each sequence's KV grows by the draft's share, and the ``B V`` verify
+    tokens must fit DeepEP's low-latency buffers (``B V <= T_max``)."""
+    from planner.perf.moe import MAX_DECODE_BATCH_PER_RANK, kv_capacity_per_rank_bytes
+    from planner.schema.capacity import OperatingPoint
+
+    dp = rep.par.dp
+    peak, ctx = isl + osl, isl + osl / 2.0
+    e, v = cost.tokens_per_step, float(cost.verify_tokens)
+    cap = kv_capacity_per_rank_bytes(rep) - ep_draft_weight_bytes_per_gpu(cost, rep) * rep.kv_gpus
+    kv_req = float(kv_bytes(rep.rank, peak)) * (1.0 + cost.draft_kv_share)
+    t_max = rep.params.decode_max_tokens_per_rank
+    b_mem = int(min(max(cap, 0.0) // max(kv_req, 1.0), t_max // v, MAX_DECODE_BATCH_PER_RANK))
+    plain_s = float(plain.instance_seconds_per_request) if plain.feasible else math.inf
+    if b_mem < 1:
+        plain.detail["spec_rejected"] = 1.0
+        return plain
+    batches = np.arange(1, b_mem + 1, dtype=float)
+    t_spec, ver = ep_spec_step(cost, rep, eff, batches, ctx)
+    tpot = t_spec / e
+    itl = np.array([itl_quantile_s(float(t), e, itl_quantile) for t in t_spec])
+    ok = (tpot <= tpot_limit_s) & (itl <= itl_limit_s) & ((osl - 1.0) * tpot <= e2e_limit_s)
+    if not ok.any():
+        plain.detail["spec_rejected"] = 2.0
+        return plain
+    i = int(np.nonzero(ok)[0].max())
+    b_star, t_star = int(batches[i]), float(t_spec[i])
+    seconds = osl * t_star / (e * b_star * dp)
+    sp = ep_speedup(cost, rep, eff, batches, ctx) > 1.0
+    breakeven = float(batches[np.nonzero(sp)[0].max()]) * dp if sp.any() else 0.0  # replica sequences, as max_batch
+    if seconds >= plain_s:
+        plain.detail.update({"spec_rejected": 3.0, "spec_instance_seconds_per_request": seconds, "spec_breakeven_batch": breakeven})
+        return plain
+    comp, mem = float(ver.compute_s[i]), float(ver.memory_s[i])
+    if b_star == b_mem and b_mem < t_max // v:
+        bound = "memory_capacity"
+    else:
+        bound = "communication" if float(ver.exposed_a2a_s()[i]) > 0.25 * t_star else ("compute" if comp >= mem else "memory_bandwidth")
+    detail = {**common, "step_ms": 1e3 * t_star, "spec_step_ms": 1e3 * t_star, "batch": float(b_star * dp), "batch_per_rank": float(b_star),
+              "batch_memory_limit": float(b_mem * dp), "itl_ms": 1e3 * float(itl[i]), "a2a_ms": 1e3 * float(ver.a2a_s[i]),
+              "a2a_exposed_ms": 1e3 * float(ver.exposed_a2a_s()[i]), "expert_ms": 1e3 * float(ver.expert_s[i]),
+              "dense_ms": 1e3 * float(ver.dense_s[i]), "tbo": float(ver.tbo[i]), "compute_ms": 1e3 * comp, "memory_ms": 1e3 * mem,
+              "comm_ms": 1e3 * float(ver.a2a_s[i]), "overhead_ms": 1e3 * float(ver.overhead_s[i]), "spec_tokens_per_step": e,
+              "plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": breakeven,
+              "spec_kv_capacity_bytes": max(cap, 0.0) * dp}
+    return OperatingPoint(feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star * dp,
+                          kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0,
+                          energy_j_per_request=power_w(comp, mem, t_star, float(b_star) * v) * seconds, ttft_ms=0.0,
+                          tpot_ms=1e3 * t_star / e, source=source, detail=detail)

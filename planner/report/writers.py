@@ -184,15 +184,15 @@ def markdown(result: PlanResult) -> str:
 
 
 def speculation_lines(result: PlanResult, arch: str) -> list[str]:
-    """Per decode pool of ``arch`` with a speculative service: which routed buckets use speculation
+    """Per decode or shared (unified) pool of ``arch`` with a speculative service: which routed buckets use speculation
     (the capacity snapshot's ``spec_*`` columns, :mod:`planner.perf.speculative`) and which stay plain."""
     plan = result.architectures[arch]
-    routed = {(r.service, r.bucket, r.pool) for r in plan.routing if r.role == "decode" and r.share > 0}
+    routed = {(r.service, r.bucket, r.pool) for r in plan.routing if r.role in ("decode", "unified") and r.share > 0}
     out = []
     for pool in plan.pools:
-        if pool.role != "decode":
+        if pool.role not in ("decode", "unified"):
             continue
-        rows = [p for p in result.capacity.points if p.get("role") == "decode" and (p.get("service"), p.get("bucket"), pool.name) in routed
+        rows = [p for p in result.capacity.points if p.get("role") == pool.role and (p.get("service"), p.get("bucket"), pool.name) in routed
                 and p.get("config") == pool.config and "spec_method" in p]
         spec = [p for p in rows if isinstance(p.get("spec_method"), str) and p["spec_method"]]
         if not spec and not any(math.isfinite(float(p.get("spec_breakeven_batch") or math.nan)) for p in rows):

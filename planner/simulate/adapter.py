@@ -133,14 +133,14 @@ def _step_ms(g: pd.DataFrame) -> pd.Series:
         return g["tpot_ms"].astype(float)
     chunk = g["step_ms"].astype(float)
     out = chunk.where((g["role"] == "unified") & chunk.notna(), g["tpot_ms"].astype(float))
-    if "spec_step_ms" in g.columns:  # a speculative decode point: its verify + draft step (tpot_ms is per token)
-        spec = g["spec_step_ms"].astype(float)
-        out = spec.where(spec.notna(), out)
+    if "spec_step_ms" in g.columns:  # a speculative decode point: its verify + draft step (tpot_ms is per token);
+        spec = g["spec_step_ms"].astype(float)  # a speculative unified point keeps its chunk iteration (step_ms)
+        out = spec.where(spec.notna() & (g["role"] != "unified"), out)
     return out
 
 
 def _tokens_per_step(g: pd.DataFrame) -> pd.Series:
-    """Tokens a decode step yields per sequence: ``spec_tokens_per_step`` of a speculative point, else 1."""
+    """Tokens a decode or unified step yields per sequence: ``spec_tokens_per_step`` of a speculative point, else 1."""
     if "spec_tokens_per_step" not in g.columns:
         return pd.Series(1.0, index=g.index)
     return g["spec_tokens_per_step"].astype(float).fillna(1.0).clip(lower=1.0)
@@ -178,7 +178,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             svc_s_per_token[str(svc)] = float((g["lam"] * g["instance_seconds_per_request"]).sum()
                                               / (g["lam"] * g["input_tokens_rep"]).sum())
         else:
-            q = g["max_batch"] * g["input_tokens_rep"] / g["output_tokens_rep"]
+            q = g["max_batch"] * _tokens_per_step(g) * g["input_tokens_rep"] / g["output_tokens_rep"]
             svc_s_per_token[str(svc)] = _weighted(_step_ms(g) / 1e3 / q.clip(lower=1.0), g["lam"])
 
     measured_row = (rows["bound"].astype(str) == "measured").to_numpy(bool) if "bound" in rows.columns else np.zeros(len(rows), dtype=bool)
@@ -207,18 +207,21 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             continue
         step_s = _weighted(_step_ms(g), g["lam"]) / 1e3
         lane = unified_lane(g) if p.role == "unified" else None
-        batch = effective_batch(g, lane.mean_step_s if lane is not None else step_s)
+        e = _tokens_per_step(g)
+        # speculative decoding: bursts of E tokens per step (planner.perf.speculative), o / E steps per request
+        e_pool = _weighted(e, g["lam"] * g["output_tokens_rep"]) if bool((e > 1.0).any()) else 1.0
+        if p.role == "unified" and e_pool > 1.0:
+            batch = effective_batch(g.assign(output_tokens_rep=g["output_tokens_rep"] / e),
+                                    lane.mean_step_s if lane is not None else step_s)
+        else:
+            batch = effective_batch(g, lane.mean_step_s if lane is not None else step_s)
         kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_rep"] + g["output_tokens_rep"]), g["lam"])
         live = max(p.instances - p.redundancy, 1)
         cap_tokens = (p.kv_capacity_bytes / live / kv_per_token) if (p.kv_capacity_bytes > 0 and kv_per_token > 0) else math.inf
         recompute = _weighted(pd.Series([svc_s_per_token.get(str(s), step_s) for s in g["service"]]), g["lam"])
         if p.role == "decode":
-            e = _tokens_per_step(g)
-            if bool((e > 1.0).any()):  # speculative decoding: bursts of E tokens per step (planner.perf.speculative)
-                e_pool = _weighted(e, g["lam"] * g["output_tokens_rep"])
+            if e_pool > 1.0:
                 batch = effective_batch(g.assign(output_tokens_rep=g["output_tokens_rep"] / e), step_s)
-            else:
-                e_pool = 1.0
             pools.append(PoolSpec(p.name, "decode", p.instances, prefill_time_s=_per_token(recompute),
                                   step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens, tokens_per_step=e_pool))
@@ -235,7 +238,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             pools.append(PoolSpec(p.name, "unified", p.instances, prefill_time_s=_per_token(recompute),
                                   step_time_s=[0.0] + [dec_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens, chunk_tokens=chunk,
-                                  iteration_time_s=it))
+                                  iteration_time_s=it, tokens_per_step=e_pool))
 
     known = {ps.name for ps in pools}
     routes: list[ServiceRoute] = []

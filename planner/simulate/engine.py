@@ -118,7 +118,7 @@ class _Pool:
         self.cap = float(spec.kv_capacity_tokens)
         self.max_batch = spec.max_batch
         self.prefill_time = spec.prefill_time_s
-        self.burst = spec.tokens_per_step - 1.0 if spec.role == "decode" else 0.0
+        self.burst = spec.tokens_per_step - 1.0 if spec.role in ("decode", "unified") else 0.0
         """Tokens beyond the first per sequence and step (speculative decoding; 0 otherwise)."""
         self.wait = LogHistogram()
         self.itl = LogHistogram()
@@ -533,6 +533,8 @@ class _Sim:
         pool = inst.pool
         if n and now >= self.warmup_s:
             pool.itl.add_many(dt, n)
+            if pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per sequence arrive at once
+                pool.itl.add_many(0.0, int(round(pool.burst * n)))
         inst.busy_s += dt
         inst.slot_s += n * dt
         inst.kv_s += (inst.S + n * inst.step) * dt

@@ -53,7 +53,7 @@ class PoolSpec:
     chunk_tokens: int = 512
     iteration_time_s: Callable[[int, int], float] | None = None
     tokens_per_step: float = 1.0
-    """Decode: tokens each step yields per sequence (speculative decoding: the mean accepted
+    """Decode and unified: tokens each step (iteration) yields per decoding sequence (speculative decoding: the mean accepted
     tokens ``E``); a sequence of ``o`` tokens takes ``ceil(o / E)`` steps and its tokens arrive in
     bursts (one gap of the step, ``E - 1`` gaps of ~0). KV still grows one token per step per
     sequence here (undercounts the growth of generated tokens by ``E``)."""
