@@ -251,3 +251,15 @@ def test_energy_row_with_an_absurd_number_is_set_aside_without_overflow(tmp_path
         warnings.simplefilter("error")
         code, out, err = run("validate-energy", str(path))
     assert code == 0 and "0 predicted, 1 skipped" in out and "output_tokens 1e+308 not in (0, 1e+07]" in out, (out, err)
+
+
+@pytest.mark.parametrize("command", ["validate-energy", "validate-perf"])
+def test_a_csv_field_over_the_csv_limit_is_one_error(tmp_path: Path, command: str) -> None:
+    """Found by benchmarks/fuzz_readers.py (seed 23): csv.Error 'field larger than field limit' was an internal error."""
+    path = tmp_path / "runs.csv"
+    head = (DATA / "energy_one_row_ok.csv").read_text(encoding="utf-8").splitlines()[0] if command == "validate-energy" \
+        else "device,model,engine,precision,isl,osl"
+    path.write_text(head + "\n" + "x" * 200_000 + "\n", encoding="utf-8")
+    args = [command, str(path)] + ([] if command == "validate-energy" else ["--device", "h100-sxm", "--engine", "vllm"])
+    code, _out, err = run(*args)
+    assert_one_error_line(code, err, "runs.csv", "not a readable CSV", "field limit")
