@@ -263,3 +263,18 @@ def test_a_csv_field_over_the_csv_limit_is_one_error(tmp_path: Path, command: st
     args = [command, str(path)] + ([] if command == "validate-energy" else ["--device", "h100-sxm", "--engine", "vllm"])
     code, _out, err = run(*args)
     assert_one_error_line(code, err, "runs.csv", "not a readable CSV", "field limit")
+
+
+@pytest.mark.parametrize("row", ["0,1e308,1.0", "1e300,5,1.0", "0,5,1e9"])
+def test_fleet_rows_out_of_range_are_one_error_without_numpy_warnings(tmp_path: Path, row: str) -> None:
+    """'numpy RuntimeWarnings leak to stderr on huge rates' (fuzz-turn3, also seen): a fleet file's rate, start and CV
+    are bounded as the ServeGen reader bounds them, and the row is named."""
+    from planner.errors import InputError
+    from planner.horizon.demand import _read_window_csv
+
+    path = tmp_path / "fleet.csv"
+    path.write_text("window_start_s,rate_rps,cv\n600,3,1.1\n" + row + "\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InputError, match="line 3: .*out of range"):
+            _read_window_csv(path)
