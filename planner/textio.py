@@ -10,8 +10,11 @@ an 8-bit code page would silently change names and numbers.
 from __future__ import annotations
 
 import codecs
+import csv
 import io
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +43,15 @@ def read_text(path: str | Path) -> str:
                                  "save the file as UTF-8 (or give the file the tool wrote, unchanged)")) from exc
 
 
-def text_stream(path: str | Path) -> io.StringIO:
-    """:func:`read_text` as a file object for ``csv.reader`` / ``csv.DictReader``."""
-    return io.StringIO(read_text(path), newline="")
+@contextmanager
+def text_stream(path: str | Path) -> Iterator[io.StringIO]:
+    """:func:`read_text` as a file object for ``csv.reader`` / ``csv.DictReader`` (``with text_stream(p) as fh``); a
+    ``csv.Error`` raised while the block reads it (a field over the csv module's 128 kB limit, a NUL byte) is an
+    exit-2 error naming the file."""
+    try:
+        yield io.StringIO(read_text(path), newline="")
+    except csv.Error as exc:
+        raise InputError(Problem(str(path), "", f"not a readable CSV ({exc})", "give the file the tool wrote, unchanged")) from None
 
 
 def loads_json(text: str, path: str | Path) -> Any:

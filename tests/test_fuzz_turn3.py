@@ -251,3 +251,30 @@ def test_energy_row_with_an_absurd_number_is_set_aside_without_overflow(tmp_path
         warnings.simplefilter("error")
         code, out, err = run("validate-energy", str(path))
     assert code == 0 and "0 predicted, 1 skipped" in out and "output_tokens 1e+308 not in (0, 1e+07]" in out, (out, err)
+
+
+@pytest.mark.parametrize("command", ["validate-energy", "validate-perf"])
+def test_a_csv_field_over_the_csv_limit_is_one_error(tmp_path: Path, command: str) -> None:
+    """Found by benchmarks/fuzz_readers.py (seed 23): csv.Error 'field larger than field limit' was an internal error."""
+    path = tmp_path / "runs.csv"
+    head = (DATA / "energy_one_row_ok.csv").read_text(encoding="utf-8").splitlines()[0] if command == "validate-energy" \
+        else "device,model,engine,precision,isl,osl"
+    path.write_text(head + "\n" + "x" * 200_000 + "\n", encoding="utf-8")
+    args = [command, str(path)] + ([] if command == "validate-energy" else ["--device", "h100-sxm", "--engine", "vllm"])
+    code, _out, err = run(*args)
+    assert_one_error_line(code, err, "runs.csv", "not a readable CSV", "field limit")
+
+
+@pytest.mark.parametrize("row", ["0,1e308,1.0", "1e300,5,1.0", "0,5,1e9"])
+def test_fleet_rows_out_of_range_are_one_error_without_numpy_warnings(tmp_path: Path, row: str) -> None:
+    """'numpy RuntimeWarnings leak to stderr on huge rates' (fuzz-turn3, also seen): a fleet file's rate, start and CV
+    are bounded as the ServeGen reader bounds them, and the row is named."""
+    from planner.errors import InputError
+    from planner.horizon.demand import _read_window_csv
+
+    path = tmp_path / "fleet.csv"
+    path.write_text("window_start_s,rate_rps,cv\n600,3,1.1\n" + row + "\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InputError, match="line 3: .*out of range"):
+            _read_window_csv(path)

@@ -49,6 +49,7 @@ import pandas as pd
 from planner.errors import InputError, Problem
 from planner.schema.horizon import DemandProfile, Growth, Horizon
 from planner.textio import text_stream
+from planner.workload.readers.servegen import MAX_CV, MAX_RATE_PER_S
 
 WINDOW_S = 600.0
 SLOT_COLUMNS: tuple[str, ...] = ("slot", "hours_per_period", "peak_rate_per_s", "mean_rate_per_s", "interarrival_cv")
@@ -64,6 +65,10 @@ class SlotProfile:
     """True: rates in requests/s (from a log); False: multipliers of the service's planned rates."""
     source: str
     notes: tuple[str, ...] = ()
+
+
+MAX_START_S = 1e12
+"""Latest window start (s): ~30,000 years; beyond it a value is a typo (and overflows the hour-of-day slotting)."""
 
 
 def _read_window_csv(path: Path) -> pd.DataFrame:
@@ -107,8 +112,10 @@ def _read_window_csv_rows(path: Path) -> pd.DataFrame:
                 except ValueError:
                     raise InputError(Problem(str(path), f"line {lineno}", "rate or cv is not a number",
                                              "each row is window_start_s, rate_rps[, cv]")) from None
-                if not (math.isfinite(start) and math.isfinite(rate)) or rate < 0 or start < 0:
-                    raise InputError(Problem(str(path), f"line {lineno}", f"window start {start} / rate {rate} must be finite and >= 0",
+                if (not (math.isfinite(start) and math.isfinite(rate)) or not 0 <= rate <= MAX_RATE_PER_S or not 0 <= start <= MAX_START_S
+                        or not (math.isnan(cv) or 0 <= cv <= MAX_CV)):
+                    raise InputError(Problem(str(path), f"line {lineno}", f"window start {start:g} s / rate {rate:g} req/s / cv {cv:g} out of range "
+                                             f"(start in [0, {MAX_START_S:.0e}] s, rate in [0, {MAX_RATE_PER_S:.0e}] req/s, cv in [0, {MAX_CV:g}])",
                                              "fix or drop the row"))
                 starts.append(start)
                 rates.append(rate)
