@@ -37,7 +37,7 @@ import pandas as pd
 
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import prepare
-from planner.optimize.resolve import Resolver, scale_rates, structure_key, winner_of
+from planner.optimize.resolve import Resolver, apply_cap_factors, scale_rates, structure_key, winner_of
 from planner.optimize.solve import SolveSettings
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, stat_label
@@ -66,7 +66,8 @@ class _Models:
             if built is not None:
                 return built, r.solver
         # Big-M for the plan's own counts and for rates up to max_multiplier × this table.
-        r = Resolver.create(tables, settings, rate_headroom=self.max_multiplier, min_n_max=self.plan.instances)
+        r = Resolver.create(tables, settings, rate_headroom=self.max_multiplier, min_n_max=self.plan.instances,
+                            cap_factors=self.plan.cap_factors)
         self.resolvers[key] = r
         built = r.load(tables, settings)
         if built is not None:
@@ -74,7 +75,7 @@ class _Models:
         # The caps changed sign at these rates: a one-off model.
         from planner.optimize.solve import make_solver
 
-        prep = prepare(tables, max_utilization=settings.max_utilization)
+        prep = apply_cap_factors(prepare(tables, max_utilization=settings.max_utilization), self.plan.cap_factors)
         prep.pools = prep.pools.assign(n_max=[max(int(v), int(self.plan.instances.get(str(p), 0)))
                                               for p, v in zip(prep.pools["pool"], prep.pools["n_max"], strict=True)])
         return build_model(prep, redundancy=settings.redundancy), make_solver()
