@@ -86,6 +86,14 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
                                  overrides={**(overrides or {}), **resolution_overrides(chosen)}, capacity_only=capacity_only, cache=cache)
         res = outcome.result
         conf = res.verdict.confidence
+        if steps and conf is None:  # --confidence off: the resolution is still stated
+            from planner.schema.plan import VerdictConfidence
+
+            buckets: dict[str, int] = {}
+            for d in res.capacity.demand:
+                buckets[str(d["service"])] = buckets.get(str(d["service"]), 0) + 1
+            conf = VerdictConfidence(robust=None, summary="prefill, decode and traffic changes not assessed (planner solve --confidence exact)",
+                                     buckets=buckets)
         if steps and conf is not None:
             flip = resolution_flip(steps, res.verdict.winner, why)
             conf = conf.model_copy(update={"flips": [*conf.flips, flip], "resolution": steps, "summary": f"{conf.summary}; {flip.note}"})
@@ -107,6 +115,9 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
     s, sim_notes = instance_settings(resolved, s)
     outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(resolved.path), scenario=scenario, overrides=overrides)
+    from planner.optimize.resolve import with_confidence
+
+    outcome.result = with_confidence(outcome.result, tables, s)  # re-solves as a sweep does (planner.optimize.confidence)
     if getattr(resolved.instance.options, "verify", False):
         from planner.verify import verify_result
 

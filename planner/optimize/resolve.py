@@ -535,3 +535,52 @@ def structure_key(tables: CapacityTables) -> int:
              pd.util.hash_pandas_object(tables.demand.drop(columns=list(RATE_COLUMNS)), index=False).to_numpy()]
     costs = tuple(sorted((k, v) for k, v in vars(tables.costs).items() if k != _PRICE_FIELD))
     return hash((tuple(int(v) for p in parts for v in p), costs))
+
+
+TRAFFIC_HEADROOM = 4.0
+"""Big-M headroom of the confidence search's traffic model: its largest multiplier (:data:`planner.optimize.confidence.TRAFFIC_GRID`)."""
+
+
+def confidence_winner(tables: CapacityTables, settings: SolveSettings) -> Any:
+    """``(m_prefill, m_decode, m_traffic) -> winner``: the verdict confidence's re-solve
+    (:mod:`planner.optimize.confidence`), by the path a sweep takes for a scenario (:func:`summarize`,
+    :func:`winner_of`) with ``settings`` as ``planner solve`` ran them (the peak simulation included
+    when they carry it). Traffic multipliers re-use one built model (rates only, as a sweep's
+    ``rate_multiplier``); a perf multiplier builds the model of its scaled table
+    (:func:`planner.optimize.confidence.scaled_tables`). Memoised on the multipliers."""
+    from planner.optimize.confidence import TRAFFIC_GRID, scaled_tables
+
+    plain = replace(settings, confidence="off", extra_notes=())
+    services = [str(s) for s in tables.demand["service"].unique()]
+    memo: dict[tuple[float, float, float], str] = {}
+    state: dict[str, Resolver] = {}
+
+    def winner(m_pf: float, m_dec: float, m_rate: float) -> str:
+        key = (round(m_pf, 9), round(m_dec, 9), round(m_rate, 9))
+        if key not in memo:
+            if key[:2] == (1.0, 1.0):
+                if "traffic" not in state:
+                    state["traffic"] = Resolver.create(tables, plain, rate_headroom=max(TRAFFIC_GRID))
+                r = state["traffic"]
+                t = tables if key[2] == 1.0 else scale_rates(tables, dict.fromkeys(services, m_rate))
+            else:
+                t = scaled_tables(tables, m_pf, m_dec, m_rate)
+                r = Resolver.create(t, plain)
+            summaries, _ = summarize(r, t, plain)
+            memo[key] = winner_of(summaries) or "none"
+        return memo[key]
+    return winner
+
+
+def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveSettings) -> PlanResult:
+    """``result`` with its verdict's confidence (:func:`planner.optimize.confidence.verdict_confidence`,
+    re-solving by :func:`confidence_winner`), unless ``settings.confidence == "off"``."""
+    from collections.abc import Mapping
+
+    from planner.optimize.confidence import verdict_confidence
+
+    if settings.confidence == "off" or result.verdict is None:
+        return result
+    bands = tables.meta.get("perf_error_band")
+    conf = verdict_confidence(result, confidence_winner(tables, settings), error_bands=bands if isinstance(bands, Mapping) else None)
+    return result.model_copy(update={"verdict": result.verdict.model_copy(update={"confidence": conf})})

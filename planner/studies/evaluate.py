@@ -37,7 +37,13 @@ import pandas as pd
 
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import prepare
-from planner.optimize.resolve import Resolver, apply_cap_factors, scale_rates, structure_key, winner_of
+from planner.optimize.resolve import (
+    Resolver,
+    apply_cap_factors,
+    scale_rates,
+    structure_key,
+    winner_of,
+)
 from planner.optimize.solve import SolveSettings
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, stat_label
