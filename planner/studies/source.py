@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError, Problem
@@ -72,6 +72,10 @@ class TableSource:
     """A measured capacity file applied to every table built from the instance (``--capacity``)."""
     capacity_only: bool = False
     """Only the measured file's rows are candidates (``--capacity-only``)."""
+    solved: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Scenario summaries already solved from this source in this process
+    (:func:`planner.studies.sweep.solve_scenario`: a sweep's base, its tornado and crossovers, a
+    budget's ×1 and evaluate's regret ask for the same scenario)."""
 
     @classmethod
     def from_instance(cls, resolved: ResolvedInstance, *, capacity_file: str | None = None, capacity_only: bool = False) -> TableSource:
