@@ -22,7 +22,7 @@ bisected geometrically (midpoint ``√(lo·hi)``, as ``planner sweep --crossover
 found is recorded (``VerdictFlip.changes``), not only the nearest: the winner can flip and flip back
 (enterprise-chat's traffic: disaggregated up to ×1.18, shared ×1.19–×1.29, disaggregated again from
 ×1.30). How approximate: the change nearest ×1 on each side is bracketed to ±1 % (:data:`PRECISION`),
-the others to ±5 % (:data:`FAR_PRECISION`: each bisection step is a solve); a window narrower than
+the others to ±2 % (:data:`FAR_PRECISION`: each bisection step is a solve); a window narrower than
 the grid step (10 % at ×1.1, ×1.5 at the ends of the traffic range) can be missed, and the method
 says so.
 
@@ -58,7 +58,7 @@ DEFAULT_ERROR_BAND = 0.25
 """Relative error assumed for an uncalibrated performance model (issue 13: ±25 %)."""
 PRECISION = 0.01
 """Relative width of the bisection bracket around the change of winner nearest ×1 on each side."""
-FAR_PRECISION = 0.05
+FAR_PRECISION = 0.02
 """Relative width of the bracket around the other changes (listed, bisected less: each step is a solve)."""
 GRID: tuple[float, ...] = (1.1, 1.25, 1.5, 2.0)
 """Multipliers above 1 tried for prefill and decode time (and their inverses), before bisecting."""

@@ -461,20 +461,25 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     kwh = energy_kwh_per_month(built)  # facility energy incl. the tool phase; independent of the price
     obj, bound = res.incumbent_objective, res.objective_bound
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
-    if settings.verify_rounds > 0 and _misses_latency(built, x, n, architecture, settings):
-        # the lean plan fails the analytic tail-latency check: take the full path (tightened caps,
-        # rebuilt models) so a study reports the plan `planner solve` would give
+    full, meets = _latency_check(built, x, n, architecture, settings)
+    if (settings.verify_rounds > 0 or settings.relax) and full:
+        # the lean plan fails the analytic tail-latency check (or has caps the loop relaxes): take the
+        # full path (tightened caps, rebuilt models) so a study reports the plan `planner solve` would give
         return _verified_summary(built, solver, architecture, settings)
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
-                               energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None, solve_s=wall, gap=gap)
+                               energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None, solve_s=wall, gap=gap,
+                               meets_targets=meets)
 
 
-def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> bool:
-    """True when the solution fails the analytic tail-latency check of ``planner solve``
+def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> tuple[bool, bool]:
+    """(``planner solve`` would take the full loop, the plan meets its predicted targets).
+
+    The first is True when the solution fails the analytic tail-latency check of ``planner solve``
     (:func:`planner.optimize.latency.tighten_factors` names a pool to tighten), or has caps the
-    full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep."""
+    full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep.
+    The second is what the verdict ranks by (:func:`planner.optimize.verdict.meets_predicted`)."""
     from planner.optimize.extract import build_pools_routing_latency
     from planner.optimize.latency import relax_factors, tighten_factors
     from planner.schema.plan import SolverInfo
@@ -482,11 +487,14 @@ def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: st
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
     plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency,
                             solver=SolverInfo(status="optimal"))
+    from planner.optimize.verdict import meets_predicted
+
+    meets = meets_predicted(plan)
     factors, _buckets = tighten_factors(built.prep, plan, settings.redundancy)
     if factors:
-        return True
+        return True, meets
     # caps far tighter than the pools need: the full loop relaxes them (planner.optimize.latency.relax_factors)
-    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy))
+    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy)), meets
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
