@@ -190,7 +190,10 @@ class Resolver:
         import pyomo.environ as pe
 
         t0 = time.perf_counter()
-        prep = apply_cap_factors(prepare(tables, max_utilization=settings.max_utilization), cap_factors)
+        raw = prepare(tables, max_utilization=settings.max_utilization)
+        # the caps prepare() just computed, for the base rates: reprepare() at these rates re-uses them
+        caps_seed = {raw.points["rate_peak_per_s"].to_numpy(float).tobytes(): (raw.points["rho"].to_numpy(float).copy(), raw.caps_method)}
+        prep = apply_cap_factors(raw, cap_factors)
         pools = prep.pools.copy()
         headroom = max(1.0, float(rate_headroom))
         # n_max = ceil(Σ_d max_i λτ/ρ) + 1: scaling every rate by h scales the sum by h
@@ -229,7 +232,7 @@ class Resolver:
             floor = np.array([int(min_n_max.get(str(name), 0)) for name in pools["pool"]], dtype=int)
         return cls(base=tables, settings=settings, built=built, solver=make_solver(), keys=_point_keys(prep),
                    envelope_n_max=pools["n_max"].to_numpy(int), _routable=routable, min_n_max=floor,
-                   reusable=getattr(prep, "tool", None) is None, cap_factors=cap_factors)
+                   reusable=getattr(prep, "tool", None) is None, cap_factors=cap_factors, _caps=caps_seed)
 
     def reprepare(self, tables: CapacityTables) -> Prepared | None:
         """:func:`prepare` for a table of the base's structure, recomputing only what rates change.
