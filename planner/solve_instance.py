@@ -8,6 +8,7 @@ neither of those imports the other (one-way flow).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,57 @@ from planner.optimize.solve import SolveOutcome, solve_tables
 from planner.progress import stage
 from planner.schema.plan import PlanResult
 
-__all__ = ["settings_from_instance", "solve_instance"]
+__all__ = ["PeakSimulationCheck", "instance_settings", "resolution_overrides", "settings_from_instance", "solve_instance"]
+
+
+@dataclass(frozen=True)
+class PeakSimulationCheck:
+    """The discrete-event check at peak ``planner solve`` runs on every plan (issue 7):
+    :func:`planner.verify.simulate_plan` with the instance's replayed arrivals. A value, not a
+    closure, so studies can send it to worker processes with their settings."""
+
+    arrivals: Any
+    """Per service: :class:`planner.verify.PeakArrivals` (:func:`planner.verify.peak_arrivals_from_instance`)."""
+
+    def __call__(self, result: PlanResult, architecture: str) -> Any:
+        from planner.verify import simulate_plan
+
+        with stage(f"simulate {architecture} at peak"):
+            return simulate_plan(result, architecture, arrivals=self.arrivals)
+
+
+def instance_settings(resolved: Any, settings: SolveSettings) -> tuple[SolveSettings, list[str]]:
+    """``settings`` as ``planner solve`` runs them on ``resolved``: with the peak simulation wired in
+    when the instance's ``options.verify`` is on (and none is set yet); and its notes. Every command
+    that re-solves an instance (sweep, budget, evaluate's regret, the verdict confidence) takes its
+    settings from here, so it solves what ``solve`` solves."""
+    if not getattr(resolved.instance.options, "verify", False) or settings.simulation_check is not None:
+        return settings, []
+    from planner.verify import peak_arrivals_from_instance  # discrete-event check at peak (issue 7)
+
+    arrivals, notes = peak_arrivals_from_instance(resolved)
+    return replace(settings, simulation_check=PeakSimulationCheck(arrivals)), notes
+
+
+def resolution_overrides(resolved: Any) -> dict[str, Any]:
+    """``services.<s>.traffic.buckets`` of every service whose traffic is a log: the bucket counts a
+    plan was solved at (``--resolution auto`` chooses them), recorded in the plan's overrides so every
+    command that re-reads the instance for that plan uses them."""
+    return {f"services.{n}.traffic.buckets": int(s.traffic.buckets) for n, s in resolved.instance.services.items()
+            if s.traffic.trace is not None}
+
+
+def plan_overrides(result: PlanResult) -> dict[str, Any]:
+    """The overrides to re-read a plan's instance with, so that its capacity tables are the ones
+    ``planner solve`` built: the plan's own overrides, which hold the bucket counts ``--resolution
+    auto`` chose (:func:`resolution_overrides`); for a plan written before they were recorded there,
+    the counts of its confidence statement when it records an adaptive resolution."""
+    out = dict(result.overrides)
+    conf = result.verdict.confidence
+    if conf is not None and conf.resolution:
+        for svc, n in conf.buckets.items():
+            out.setdefault(f"services.{svc}.traffic.buckets", int(n))
+    return out
 
 
 def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str | None = None, scenario: str | None = None,
@@ -33,10 +84,19 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
         from planner.resolution import choose_resolution, resolution_flip
 
         chosen, steps, why = choose_resolution(resolved, settings, capacity_file=capacity_file)
-        outcome = solve_instance(chosen, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
-                                 capacity_only=capacity_only, cache=cache)
+        # the chosen counts go into the plan's overrides: evaluate, check and studies re-read the instance with them
+        outcome = solve_instance(chosen, settings, capacity_file=capacity_file, scenario=scenario,
+                                 overrides={**(overrides or {}), **resolution_overrides(chosen)}, capacity_only=capacity_only, cache=cache)
         res = outcome.result
         conf = res.verdict.confidence
+        if steps and conf is None:  # --confidence off: the resolution is still stated
+            from planner.schema.plan import VerdictConfidence
+
+            buckets: dict[str, int] = {}
+            for d in res.capacity.demand:
+                buckets[str(d["service"])] = buckets.get(str(d["service"]), 0) + 1
+            conf = VerdictConfidence(robust=None, summary="prefill, decode and traffic changes not assessed (planner solve --confidence exact)",
+                                     buckets=buckets)
         if steps and conf is not None:
             flip = resolution_flip(steps, res.verdict.winner, why)
             conf = conf.model_copy(update={"flips": [*conf.flips, flip], "resolution": steps, "summary": f"{conf.summary}; {flip.note}"})
@@ -60,20 +120,11 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     raw_notes: Any = tables.meta.get("notes", [])
     notes = tuple(str(n) for n in raw_notes) + tuple(getattr(resolved.catalog, "notes", ()))
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
-    sim_notes: list[str] = []
-    if getattr(resolved.instance.options, "verify", False) and s.simulation_check is None:
-        from planner.verify import (  # discrete-event check at peak (issue 7)
-            peak_arrivals_from_instance,
-            simulate_plan,
-        )
-
-        arrivals, sim_notes = peak_arrivals_from_instance(resolved)
-
-        def check(result: PlanResult, architecture: str) -> Any:
-            with stage(f"simulate {architecture} at peak"):
-                return simulate_plan(result, architecture, arrivals=arrivals)
-        s = SolveSettings(**{**s.__dict__, "simulation_check": check})
+    s, sim_notes = instance_settings(resolved, s)
     outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(Path(resolved.path).resolve()), scenario=scenario, overrides=overrides)
+    from planner.optimize.resolve import with_confidence
+
+    outcome.result = with_confidence(outcome.result, tables, s)  # re-solves as a sweep does (planner.optimize.confidence)
     if getattr(resolved.instance.options, "verify", False):
         from planner.verify import verify_result
 

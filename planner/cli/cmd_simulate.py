@@ -53,16 +53,19 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
 
     if duration_s <= 0:
         raise InputError(Problem("", "--duration", f"must be > 0, got {duration_s}", "give a positive number of seconds"))
-    resolved = load_instance(instance)
     if plan_path is None:
         from planner.solve_instance import settings_from_instance, solve_instance
 
-        plan = solve_instance(resolved, settings_from_instance(resolved.instance)).result
+        resolved = load_instance(instance)
+        plan = solve_instance(resolved, settings_from_instance(resolved.instance), cache=True).result  # solve's tables (cache)
         plan_label = f"solved from {instance}"
     else:
         from planner.report.plan_io import load_plan
+        from planner.solve_instance import plan_overrides
 
         plan = load_plan(plan_path)
+        # the instance as the plan was solved: its scenario and overrides (bucket counts included)
+        resolved = load_instance(instance, plan_overrides(plan) or None, scenario=plan.scenario)
         plan_label = f"from {plan_path}"
     # Synthetic arrivals follow the plan's routing shares bucket by bucket (every pool gets the traffic
     # the plan sends it, as in the solve's peak check); a replayed log has no buckets, so each service

@@ -206,6 +206,7 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     from planner.errors import InputError, Problem
     from planner.instance import load_instance
     from planner.report.plan_io import load_plan
+    from planner.solve_instance import plan_overrides
     from planner.studies.evaluate import evaluate_plan
     from planner.studies.fixed import FixedPlan
     from planner.studies.source import TableSource
@@ -220,8 +221,9 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     if not inst or not Path(inst).is_file():
         raise InputError(Problem(plan_file, "instance_path", f"the plan's instance {inst or '(none)'!r} is not a file here",
                                  "give the instance with --instance"))
-    # The plan's own scenario and overrides are the base: with no --set the evaluation reproduces the plan.
-    resolved = load_instance(inst, dict(result.overrides) or None, scenario=result.scenario)
+    # The plan's own scenario and overrides (bucket counts included) are the base: with no --set the
+    # evaluation reproduces the plan.
+    resolved = load_instance(inst, plan_overrides(result) or None, scenario=result.scenario)
     _, study = _study(resolved, sets, scenarios, monte_carlo, seed)
     source = TableSource.from_instance(resolved)
     try:

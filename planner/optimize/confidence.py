@@ -1,53 +1,37 @@
-"""Verdict confidence: the smallest change in prefill time, decode step time or traffic that flips
-the verdict, against the performance model's error band (issue 13, Build item 7).
+"""Verdict confidence: where, along prefill time, decode step time and traffic, the verdict changes,
+against the performance model's error band (issue 13 item 7, issue 24 item 2).
 
-The cheap path (no MIP, no simulation), so that every ``planner solve`` can afford it
-------------------------------------------------------------------------------------
-Each architecture's plan keeps its configurations and routing; only its instance counts follow
-the work. For a routed share ``r`` (rate ``λ_r`` at peak, share ``x_r``, instance-seconds per
-request ``τ_r``, utilisation cap ``ρ_r``) the load it puts on its pool is ``λ_r x_r τ_r / ρ_r``
-(the MIP's load constraint, :mod:`planner.optimize.model`). Under multipliers ``m_pf`` on prefill
-time, ``m_dec`` on decode step time and ``m_λ`` on traffic:
+Found by solving
+----------------
+Every evaluation is a re-solve by the path ``planner sweep`` takes for a scenario
+(:func:`planner.optimize.resolve.confidence_winner`: :func:`planner.optimize.resolve.summarize`
+with ``planner solve``'s settings — the analytic check and tightening, and the peak simulation with
+its tightening when the instance's ``options.verify`` is on), so a statement "traffic ×1.19 flips it"
+is what ``planner solve`` itself gives at that change. The changes searched (:func:`scaled_tables`):
 
-    load_r(m) = m_λ · λ_r x_r τ_r / ρ_r · (φ_r m_pf + (1 − φ_r) m_dec)
+- ``prefill_time`` ×m: every prefill point's instance-seconds and own TTFT ×m (a unified point's
+  instance-seconds by its prefill share, ``φ m + (1 − φ)``);
+- ``decode_step_time`` ×m: decode points' instance-seconds ×m (a unified point's by ``1 − φ``);
+- ``traffic`` ×m: every service's mean and peak rates ×m (``rate_multiplier``; the operating points do
+  not change, so the built model is re-used and only its rate parameters and caps are updated).
 
-with ``φ_r`` the prefill share of the point's work: 1 for prefill points, 0 for decode points and
-``1 − decode_only_step_ms / mean_step_ms`` for a unified point (the extra time its chunk-carrying
-steps spend on prompt chunks). A pool ``p`` with ``n_p`` instances (``k`` spares) and load
-``L_p = Σ load_r`` is re-sized to
+Search, per dimension and in both directions: the winner on the grid :data:`GRID` (and its inverses;
+traffic :data:`TRAFFIC_GRID`), then every pair of neighbouring grid points with different winners is
+bisected geometrically (midpoint ``√(lo·hi)``, as ``planner sweep --crossover`` does,
+:func:`planner.studies.sweep.crossovers`) until ``hi / lo − 1 ≤`` :data:`PRECISION`. Every change
+found is recorded (``VerdictFlip.changes``), not only the nearest: the winner can flip and flip back
+(enterprise-chat's traffic: disaggregated up to ×1.18, shared ×1.19–×1.29, disaggregated again from
+×1.30). How approximate: the change nearest ×1 on each side is bracketed to ±1 % (:data:`PRECISION`),
+the others to ±2 % (:data:`FAR_PRECISION`: each bisection step is a solve); a window narrower than
+the grid step (10 % at ×1.1, ×1.5 at the ends of the traffic range) can be missed, and the method
+says so.
 
-    n_p(m) = max(1, (n_p − k) + ⌈L_p(m)⌉ − ⌈L_p(1)⌉) + k,
-
-which is ``n_p`` at ``m = 1`` (any slack the plan had — KV, integrality — is kept), and its cost
-scales with its instances: ``cost_p(m) = cost_p · n_p(m) / n_p``. Costs not attributed to a pool
-(per-device-type operations, the CPU pool) stay fixed. The winner at ``m`` is the cheapest plan
-(ties to the cent go to the simpler architecture, as :mod:`planner.optimize.verdict` ranks them).
-
-Search: along each dimension (the others at 1) the winner is evaluated on a geometric grid from 1
-out to ``×2`` / ``×0.5`` (traffic ``×4`` / ``×0.25``); the first grid step whose winner differs is
-refined by geometric bisection (the rule of ``planner sweep --crossover``,
-:func:`planner.studies.sweep.crossovers`: midpoint ``√(lo·hi)`` until ``hi / lo − 1 ≤ precision``).
-
-How accurate
-------------
-The bisection brackets the flip of this cost model to ±``precision`` (0.5 %). The cost model is an
-approximation of re-solving: it holds the configurations, routing and utilisation caps fixed
-(re-optimising can only make each plan cheaper, so both costs are upper bounds and the flip can
-lie either side), ignores busy energy's growth with the work (a few % of a plan's cost) and does
-not re-check latency feasibility (a slower device may need another configuration, which only
-raises that plan's cost). Measured on enterprise-chat against ``--confidence exact`` (re-solves of
-:func:`scaled_tables`, bisected to ±1 %), fast / exact: prefill slower ×1.071 / ×1.118, prefill
-faster ×0.58 / ×0.79, decode faster ×0.75 / ×0.84, decode slower none within ×2 / ×1.47, traffic
-×1.071 / ×1.230 and ×0.84 / ×0.90. So the fast path is off by up to ~20 points of multiplier, most
-on the side where re-solving changes configurations and caps (the fast path holds them); both call
-enterprise-chat a near thing (fast: prefill 7 % slower; exact: prefill 12 % slower, decode 16 %
-faster). ``--confidence exact`` costs tens of solves (22 s CPU on enterprise-chat against ~2 s
-for the solve); the fast path ~30 ms. Bucket resolution is not varied here (``planner solve
---resolution auto`` re-solves at finer bucket counts, :mod:`planner.resolution`).
+Cost: tens of solves. Each is memoised on its multipliers; traffic re-uses one built model; a perf
+multiplier builds a model for its scaled table.
 
 Error band
 ----------
-``robust`` compares the nearest prefill / decode flip with the performance model's validated
+``robust`` compares the nearest prefill / decode change with the performance model's validated
 error for the plans' devices and engine: a per-(device, engine) band recorded with the calibration
 when there is one (``error_band`` input; ``CapacityTables.meta['perf_error_band']``), else ±25 %
 and the summary says so.
@@ -56,105 +40,33 @@ and the summary says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from planner.schema.plan import (
-    ArchitecturePlan,
     ConfidenceDimension,
     PlanResult,
     VerdictConfidence,
     VerdictFlip,
+    WinnerChange,
 )
 
 DEFAULT_ERROR_BAND = 0.25
 """Relative error assumed for an uncalibrated performance model (issue 13: ±25 %)."""
-PRECISION = 0.005
-"""Relative width of the bisection bracket around a flip."""
-PERF_RANGE = (0.5, 2.0)
-TRAFFIC_RANGE = (0.25, 4.0)
-GRID_STEPS = 48
-"""Grid points per direction before bisection (a flip between two of them is refined)."""
-SIMPLICITY = {"shared": 0, "disaggregated": 1, "hybrid": 2}
+PRECISION = 0.01
+"""Relative width of the bisection bracket around the change of winner nearest ×1 on each side."""
+FAR_PRECISION = 0.02
+"""Relative width of the bracket around the other changes (listed, bisected less: each step is a solve)."""
+GRID: tuple[float, ...] = (1.1, 1.25, 1.5, 2.0)
+"""Multipliers above 1 tried for prefill and decode time (and their inverses), before bisecting."""
+TRAFFIC_GRID: tuple[float, ...] = (1.1, 1.25, 1.5, 2.0, 3.0, 4.0)
+"""Traffic multipliers above 1 tried (and their inverses)."""
 
-_KEY = ["service", "bucket", "role", "config"]
-
-
-@dataclass(frozen=True)
-class ResizedPlan:
-    """One plan's pools as arrays for fast re-sizing (module docstring)."""
-
-    architecture: str
-    fixed_usd_per_month: float
-    pool_cost_usd_per_month: np.ndarray
-    instances: np.ndarray
-    spares: int
-    load_prefill: np.ndarray
-    """Per pool: Σ λ x τ φ / ρ at peak (instance-equivalents)."""
-    load_decode: np.ndarray
-
-    def cost(self, m_pf: float = 1.0, m_dec: float = 1.0, m_rate: float = 1.0) -> float:
-        base = self.load_prefill + self.load_decode
-        load = m_rate * (m_pf * self.load_prefill + m_dec * self.load_decode)
-        live = self.instances - self.spares
-        n = np.maximum(1, live + np.ceil(load - 1e-9) - np.ceil(base - 1e-9)) + self.spares
-        n = np.where(base > 0, n, self.instances)
-        return float(self.fixed_usd_per_month + np.sum(self.pool_cost_usd_per_month * n / np.maximum(self.instances, 1)))
-
-
-def resized_plan(plan: ArchitecturePlan, points: pd.DataFrame, spares: int) -> ResizedPlan:
-    """The arrays of :class:`ResizedPlan` from a plan and its capacity snapshot's points."""
-    assert plan.costs is not None
-    names = [p.name for p in plan.pools]
-    idx = {n: j for j, n in enumerate(names)}
-    cost = np.array([p.cost_usd_per_month for p in plan.pools], dtype=float)
-    inst = np.array([p.instances for p in plan.pools], dtype=float)
-    lpf, ldec = np.zeros(len(names)), np.zeros(len(names))
-    if plan.routing and len(points):
-        recs: dict[tuple[str, str, str, str], dict[str, Any]] = {
-            (str(d["service"]), str(d["bucket"]), str(d["role"]), str(d["config"])): {str(k): v for k, v in d.items()}
-            for d in points.to_dict("records")}
-        for r in plan.routing:
-            row = recs.get((r.service, r.bucket, str(r.role), r.config))
-            if row is None or r.pool not in idx:
-                continue
-            tau, rho = float(row["instance_seconds_per_request"]), float(row["rho"])
-            if not (rho > 0 and tau > 0):
-                continue
-            load = r.rate_peak_per_s * r.share * tau / rho
-            phi = _prefill_share(str(r.role), row)
-            lpf[idx[r.pool]] += load * phi
-            ldec[idx[r.pool]] += load * (1.0 - phi)
-    fixed = plan.costs.total_usd_per_month - float(cost.sum())
-    return ResizedPlan(plan.architecture, fixed, cost, inst, spares, lpf, ldec)
-
-
-def _prefill_share(role: str, row: Any) -> float:
-    if role == "prefill":
-        return 1.0
-    if role == "decode":
-        return 0.0
-    mean, dec = _num(row.get("mean_step_ms")), _num(row.get("decode_only_step_ms"))
-    if mean > 0 and dec > 0:
-        return float(min(1.0, max(0.0, 1.0 - dec / mean)))
-    return 0.5
-
-
-def _num(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return math.nan
-    return v
-
-
-def winner_at(plans: list[ResizedPlan], m_pf: float = 1.0, m_dec: float = 1.0, m_rate: float = 1.0) -> str:
-    """The cheapest re-sized plan (ties to the cent go to the simpler architecture)."""
-    return min(plans, key=lambda p: (round(p.cost(m_pf, m_dec, m_rate), 2), SIMPLICITY.get(p.architecture, 9))).architecture
+WinnerAt = Callable[[float, float, float], str]
+"""``(m_prefill, m_decode, m_traffic) -> winning architecture``: a re-solve."""
 
 
 def bisect_flip(winner: Callable[[float], str], lo: float, hi: float, w_lo: str, precision: float = PRECISION,
@@ -175,25 +87,48 @@ def bisect_flip(winner: Callable[[float], str], lo: float, hi: float, w_lo: str,
     return lo, hi, w_hi
 
 
-def nearest_flip(winner: Callable[[float], str], base_winner: str, end: float, steps: int = GRID_STEPS,
-                 precision: float = PRECISION) -> tuple[float | None, str | None]:
-    """The multiplier nearest 1 (towards ``end``) at which the winner differs from ``base_winner``:
-    a geometric grid, then bisection of the first step that flips. ``(None, None)`` when none."""
-    return _first_flip(winner, base_winner, (float(end ** (k / steps)) for k in range(1, steps + 1)), precision)
+def changes_along(winner: Callable[[float], str], grid: tuple[float, ...], precision: float = PRECISION,
+                  far_precision: float = FAR_PRECISION) -> list[WinnerChange]:
+    """Every change of winner along one dimension: ``winner`` on ``1``, ``grid`` and the inverses of
+    ``grid``; each neighbouring pair with different winners bisected (:func:`bisect_flip`): the change
+    nearest 1 on each side to ``precision``, the others to ``far_precision``. In increasing multiplier."""
+    points = sorted({1.0, *grid, *(1.0 / g for g in grid)})
+    wins = [winner(m) for m in points]
+    pairs = [(k, k + 1) for k in range(len(points) - 1) if wins[k] != wins[k + 1]]
+    above = [p for p in pairs if points[p[0]] >= 1.0]
+    below = [p for p in pairs if points[p[1]] <= 1.0]
+    nearest = {above[0] if above else None, below[-1] if below else None}
+    out: list[WinnerChange] = []
+    for a, b in pairs:
+        if points[b] <= 1.0:  # below 1: bisect from the side nearer 1, where the base winner's neighbour wins
+            hi, lo, w_lo = bisect_flip(winner, points[b], points[a], wins[b], precision if (a, b) in nearest else far_precision)
+            out.append(WinnerChange(low=lo, high=hi, winner_low=w_lo, winner_high=wins[b]))
+        else:
+            lo, hi, w_hi = bisect_flip(winner, points[a], points[b], wins[a], precision if (a, b) in nearest else far_precision)
+            out.append(WinnerChange(low=lo, high=hi, winner_low=wins[a], winner_high=w_hi))
+    return out
 
 
-def _first_flip(winner: Callable[[float], str], base_winner: str, grid: Iterable[float],
-                precision: float) -> tuple[float | None, str | None]:
-    """Walk ``grid`` (multipliers moving away from 1) to the first whose winner differs from
-    ``base_winner``, then bisect the step before it; ``(None, None)`` when none flips."""
-    prev = 1.0
-    for m in grid:
-        w = winner(m)
-        if w != base_winner:
-            _lo, hi, w_hi = bisect_flip(winner, prev, m, base_winner, precision)
-            return hi, w_hi
-        prev = m
-    return None, None
+def nearest_changes(changes: list[WinnerChange]) -> tuple[float | None, str | None, float | None, str | None]:
+    """(multiplier above 1 where the base winner first stops winning, who wins there, the same below 1, who wins there)."""
+    up = next(((c.high, c.winner_high) for c in changes if c.low >= 1.0), (None, None))
+    down = next(((c.low, c.winner_low) for c in reversed(changes) if c.high <= 1.0), (None, None))
+    return up[0], up[1], down[0], down[1]
+
+
+def segments_text(changes: list[WinnerChange], low: float, high: float) -> str:
+    """"disaggregated up to ×1.18, shared ×1.19–×1.29, disaggregated from ×1.30": who wins where."""
+    if not changes:
+        return ""
+    parts = [f"{changes[0].winner_low} up to ×{_x(changes[0].low)}"]
+    for a, b in zip(changes, changes[1:], strict=False):
+        parts.append(f"{a.winner_high} ×{_x(a.high)}–×{_x(b.low)}")
+    parts.append(f"{changes[-1].winner_high} from ×{_x(changes[-1].high)}")
+    return ", ".join(parts) + f" (searched ×{_x(low)}–×{_x(high)})"
+
+
+def _x(m: float) -> str:
+    return f"{m:.3g}" if m < 10 else f"{m:,.0f}"
 
 
 def error_band_for(result: PlanResult, bands: Mapping[str, float] | None) -> tuple[float, str]:
@@ -208,17 +143,6 @@ def error_band_for(result: PlanResult, bands: Mapping[str, float] | None) -> tup
         return worst, "validated error of the calibration (" + ", ".join(f"{k} ±{100 * v:.0f} %" for k, v in sorted(found.items())) + ")"
     return DEFAULT_ERROR_BAND, (f"±{100 * DEFAULT_ERROR_BAND:.0f} % assumed: no validated error band recorded for "
                                 + (", ".join(devices) or "these devices"))
-
-
-def _pct(m: float) -> str:
-    return f"{100 * abs(m - 1):.0f} %"
-
-
-WinnerAt = Callable[[float, float, float], str]
-"""``(m_prefill, m_decode, m_traffic) -> winning architecture``: an exact evaluation (a re-solve)."""
-EXACT_PRECISION = 0.01
-EXACT_GRID = (1.05, 1.1, 1.25, 1.5, 2.0)
-"""Multipliers (and their inverses) an exact search tries before bisecting: few, each is a re-solve."""
 
 
 def scaled_tables(tables: Any, m_pf: float = 1.0, m_dec: float = 1.0, m_rate: float = 1.0) -> Any:
@@ -253,74 +177,57 @@ def scaled_tables(tables: Any, m_pf: float = 1.0, m_dec: float = 1.0, m_rate: fl
     return replace(tables, points=pts, demand=demand)
 
 
-def _exact_nearest_flip(winner: Callable[[float], str], base: str, up: bool) -> tuple[float | None, str | None]:
-    return _first_flip(winner, base, (g if up else 1.0 / g for g in EXACT_GRID), EXACT_PRECISION)
+def _pct(m: float) -> str:
+    return f"{100 * abs(m - 1):.0f} %"
 
 
-def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] | None = None,
-                       resolution_flip: VerdictFlip | None = None, exact: WinnerAt | None = None) -> VerdictConfidence:
-    """How robust ``result``'s verdict is (module docstring). Cheap (re-sizing, ~30 ms) unless
-    ``exact`` is given: then every evaluation is that function (a re-solve), on a coarser grid
-    (:data:`EXACT_GRID`) bisected to ±:data:`EXACT_PRECISION`."""
+_WORDS = {"prefill_time": "prefill", "decode_step_time": "decode steps", "traffic": "traffic"}
+
+
+def verdict_confidence(result: PlanResult, exact: WinnerAt, *, error_bands: Mapping[str, float] | None = None) -> VerdictConfidence:
+    """How robust ``result``'s verdict is (module docstring): ``exact`` is the re-solve
+    (:func:`planner.optimize.resolve.confidence_winner`), evaluated on the grids and bisected."""
     v = result.verdict
     band, source = error_band_for(result, error_bands)
     buckets: dict[str, int] = {}
     for d in result.capacity.demand:
         buckets[str(d["service"])] = buckets.get(str(d["service"]), 0) + 1
-    if exact is None:
-        method = (f"re-sizing each plan's pools for scaled work with configurations and routing held "
-                  f"(planner.optimize.confidence); geometric grid then bisection to ±{100 * PRECISION:g} %; "
-                  "not a re-solve: the flip point is approximate (see the module docstring)")
-    else:
-        method = (f"re-solving the capacity table with scaled prefill / decode times and traffic (no peak simulation; "
-                  f"planner.optimize.confidence.scaled_tables); grid ×{', ×'.join(f'{g:g}' for g in EXACT_GRID)} and inverses, "
-                  f"then bisection to ±{100 * EXACT_PRECISION:g} %")
+    method = ("re-solving, as planner sweep does, the capacity table with prefill time, decode step time or traffic scaled "
+              "(planner.optimize.confidence.scaled_tables; the analytic check, the peak simulation when options.verify, "
+              f"and their tightening run at each point); grid ×{', ×'.join(f'{g:g}' for g in GRID)} and inverses "
+              f"(traffic ×{', ×'.join(f'{g:g}' for g in TRAFFIC_GRID)} and inverses), every step whose winner differs "
+              f"bisected to ±{100 * PRECISION:g} % (the change nearest ×1 on each side; the others to ±{100 * FAR_PRECISION:g} %); "
+              "a window narrower than a grid step can be missed")
     from planner.optimize.verdict import meets_in_simulation
 
     ok = [a for a in result.architectures.values() if a.feasible and a.costs is not None and meets_in_simulation(a)]
     if v is None or v.winner is None or len(ok) < 2 or v.winner not in {a.architecture for a in ok}:
         why = "only one architecture has a plan that meets its targets" if v is not None and v.winner else "no feasible plan"
         return VerdictConfidence(robust=None, summary=f"not assessed: {why}", error_band=band, error_band_source=source,
-                                 method=method, flips=[resolution_flip] if resolution_flip else [], buckets=buckets)
-    pts = pd.DataFrame(result.capacity.points)
-    plans = [resized_plan(a, pts, result.capacity.redundancy) for a in ok]
-    base = winner_at(plans)
-    flips: list[VerdictFlip] = []
-    dims: list[tuple[ConfidenceDimension, Callable[[float], str], tuple[float, float]]] = [
-        ("prefill_time", lambda m: winner_at(plans, m_pf=m), PERF_RANGE),
-        ("decode_step_time", lambda m: winner_at(plans, m_dec=m), PERF_RANGE),
-        ("traffic", lambda m: winner_at(plans, m_rate=m), TRAFFIC_RANGE),
+                                 method=method, buckets=buckets)
+    base = exact(1.0, 1.0, 1.0)
+    if base != v.winner:
+        return VerdictConfidence(robust=None, summary=f"not assessed: re-solving ranks {base} first (the verdict names {v.winner}; "
+                                 "a tie within the solver's gap)", error_band=band, error_band_source=source, method=method,
+                                 buckets=buckets)
+    dims: list[tuple[ConfidenceDimension, Callable[[float], str], tuple[float, ...]]] = [
+        ("prefill_time", lambda m: exact(m, 1.0, 1.0), GRID),
+        ("decode_step_time", lambda m: exact(1.0, m, 1.0), GRID),
+        ("traffic", lambda m: exact(1.0, 1.0, m), TRAFFIC_GRID),
     ]
-    if exact is not None:
-        ex = exact
-        dims = [("prefill_time", lambda m: ex(m, 1.0, 1.0), (1 / EXACT_GRID[-1], EXACT_GRID[-1])),
-                ("decode_step_time", lambda m: ex(1.0, m, 1.0), (1 / EXACT_GRID[-1], EXACT_GRID[-1])),
-                ("traffic", lambda m: ex(1.0, 1.0, m), (1 / EXACT_GRID[-1], EXACT_GRID[-1]))]
-        base = v.winner
-    precision = PRECISION if exact is None else EXACT_PRECISION
-    for name, fn, (low, high) in dims:
-        if exact is None:
-            up, w_up = nearest_flip(fn, base, high)
-            down, w_down = nearest_flip(fn, base, low)
-        else:
-            up, w_up = _exact_nearest_flip(fn, base, True)
-            down, w_down = _exact_nearest_flip(fn, base, False)
+    flips: list[VerdictFlip] = []
+    for name, fn, grid in dims:
+        changes = changes_along(fn, grid)
+        up, w_up, down, w_down = nearest_changes(changes)
         near = min((m for m in (up, down) if m is not None), key=lambda m: abs(math.log(m)), default=None)
         after = w_up if near is not None and near == up else w_down
         within = name != "traffic" and near is not None and abs(near - 1.0) <= band
+        low, high = 1.0 / grid[-1], grid[-1]
         flips.append(VerdictFlip(dimension=name, slower_or_more=up, faster_or_less=down, winner_after=after,
-                                 searched_low=low, searched_high=high, precision=precision, within_error=within))
-    if resolution_flip is not None:
-        flips.append(resolution_flip)
-    perf = [f for f in flips if f.dimension in ("prefill_time", "decode_step_time")]
-    near_perf = [f for f in perf if f.within_error]
-    if base != v.winner:
-        summary = (f"not assessed: the re-sizing model ranks {base} first at the plans as solved "
-                   f"(the verdict's ranking differs; see the reasons)")
-        return VerdictConfidence(robust=None, summary=summary, error_band=band, error_band_source=source, flips=flips, method=method,
-                                 buckets=buckets)
+                                 searched_low=low, searched_high=high, precision=PRECISION, within_error=within,
+                                 changes=changes, note=segments_text(changes, low, high)))
+    near_perf = [f for f in flips if f.dimension != "traffic" and f.within_error]
     robust = not near_perf
-    words = {"prefill_time": "prefill", "decode_step_time": "decode steps"}
     if robust:
         summary = f"robust: no flip within ±{100 * band:.0f} % prefill or decode time ({source})"
     else:
@@ -328,16 +235,12 @@ def verdict_confidence(result: PlanResult, *, error_bands: Mapping[str, float] |
         for f in sorted(near_perf, key=lambda f: min(abs(math.log(m)) for m in (f.slower_or_more, f.faster_or_less) if m is not None)):
             cands = [(m, "slower" if m > 1 else "faster") for m in (f.slower_or_more, f.faster_or_less) if m is not None and abs(m - 1) <= band]
             m, word = min(cands, key=lambda c: abs(math.log(c[0])))
-            parts.append(f"{words[f.dimension]} {_pct(m)} {word}")
+            parts.append(f"{_WORDS[f.dimension]} {_pct(m)} {word}")
         summary = f"near thing: flips to {near_perf[0].winner_after} if " + " or ".join(parts) + f" (error band ±{100 * band:.0f} %: {source})"
-    t = next(f for f in flips if f.dimension == "traffic")
-    tm = [m for m in (t.slower_or_more, t.faster_or_less) if m is not None]
-    if tm:
-        m = min(tm, key=lambda x: abs(math.log(x)))
-        summary += f"; traffic ×{m:.2f} flips it"
-    else:
-        summary += f"; no traffic flip within ×{TRAFFIC_RANGE[0]:g}–×{TRAFFIC_RANGE[1]:g}"
-    if resolution_flip is not None and resolution_flip.note:
-        summary += f"; {resolution_flip.note}"
+    for f in flips:
+        if f.dimension == "traffic" and not f.changes:
+            summary += f"; no traffic flip within ×{_x(f.searched_low)}–×{_x(f.searched_high)}"
+        elif f.changes and (f.dimension == "traffic" or f in near_perf or len(f.changes) > 1):
+            summary += f"; {_WORDS[f.dimension]}: {f.note}"
     return VerdictConfidence(robust=robust, summary=summary, error_band=band, error_band_source=source, flips=flips, method=method,
                              buckets=buckets)

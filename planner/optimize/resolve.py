@@ -41,8 +41,13 @@ differently); ``SolveOutcome.result.notes`` says which path was taken.
 The lean summaries of sweeps (:func:`summarize`) run the same analytic tail-latency check as
 ``planner solve`` (:func:`planner.optimize.latency.tighten_factors`) on every solution; one that
 misses is re-solved on the full path (caps tightened, models rebuilt, at most
-``SolveSettings.verify_rounds`` rounds), so a sweep row is the plan ``solve_tables`` returns. The
-peak simulation of ``planner solve`` is not run in studies.
+``SolveSettings.verify_rounds`` rounds), so a sweep row is the plan ``solve_tables`` returns. When
+the settings carry the peak simulation (``SolveSettings.simulation_check``: ``planner solve`` wires
+it in when the instance's ``options.verify`` is on, and so do studies, through
+:func:`planner.solve_instance.instance_settings`), every architecture takes the full loop
+(:func:`planner.optimize.tighten.solve_verified`: solve, analytic check, peak simulation, tighten),
+so a study's row at the plan's own scenario is the plan ``planner solve`` wrote, and a plan that
+misses in simulation ranks after those that meet, as in the verdict (:func:`winner_of`).
 """
 
 from __future__ import annotations
@@ -102,6 +107,45 @@ def with_price(tables: CapacityTables, electricity_usd_per_kwh: float) -> Capaci
     return replace(tables, costs=replace(tables.costs, electricity_usd_per_kwh=float(electricity_usd_per_kwh)))
 
 
+CapFactors = dict[tuple[str, str, str, str], float]
+"""Per point (service, bucket, role, config): the factor ``f`` a solve divided its queueing cap by
+(``CapacitySnapshot.utilization_caps[*].tightening_factor``; below 1 when the cap was relaxed)."""
+
+
+def cap_factors_of(caps: list[dict[str, Any]], architecture: str) -> CapFactors:
+    """The per-point cap factors a plan's verify-and-tighten loop applied to ``architecture``
+    (records of ``CapacitySnapshot.utilization_caps``; notes are skipped)."""
+    out: CapFactors = {}
+    for c in caps:
+        if c.get("architecture") != architecture or "tightening_factor" not in c:
+            continue
+        out[(str(c["service"]), str(c["bucket"]), str(c["role"]), str(c["config"]))] = float(c["tightening_factor"])
+    return out
+
+
+def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
+    """``prep`` with each named point's cap divided by its factor: ``ρ = min(ρ_queueing / f, 1)``, the
+    load coefficient ``λ τ / ρ`` and the pools' big-M recomputed (:func:`_pool_n_max`). This is the
+    model a plan's final solve used (:func:`planner.optimize.tighten.solve_verified` records
+    ``f = ρ_queueing / ρ`` per point), at any rates: ``ρ_queueing`` follows the rates as
+    :func:`prepare` computes it, the factor is held."""
+    if not factors:
+        return prep
+    pts = prep.points
+    f = np.array([factors.get(k, 1.0) for k in _point_keys(prep)], dtype=float)
+    if np.all(f == 1.0):
+        return prep
+    rho = np.minimum(pts["rho"].to_numpy(float) / f, 1.0)
+    pts = pts.assign(rho=rho, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / rho)
+    pools = prep.pools.assign(n_max=np.maximum(prep.pools["n_max"].to_numpy(int), _pool_n_max(pts, prep.pools)))
+    tool = prep.tool
+    if tool is not None:
+        from planner.agents.prep import refresh_caps
+
+        tool = refresh_caps(tool, pts)  # reload/recompute load coefficients carry 1/rho too
+    return replace(prep, points=pts, pools=pools, tool=tool)
+
+
 def _point_keys(prep: Prepared) -> list[tuple[str, str, str, str]]:
     p = prep.points
     return list(zip(p["service"], p["bucket"], p["role"], p["config"], strict=True))
@@ -130,19 +174,26 @@ class Resolver:
     """Per pool: a floor on the big-M (a held plan's counts), or None."""
     reusable: bool = True
     """False when the table has a tool phase (its coefficients and CPU big-M are built from the rates): always rebuild."""
+    cap_factors: CapFactors | None = None
+    """Per point: the factor a held plan's solve divided its cap by (:func:`apply_cap_factors`), or None."""
 
     @classmethod
     def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0,
-               min_n_max: dict[str, int] | None = None) -> Resolver:
+               min_n_max: dict[str, int] | None = None, cap_factors: CapFactors | None = None) -> Resolver:
         """Build the model for ``tables`` with big-M sized for rates up to ``rate_headroom`` × the base.
 
         ``min_n_max`` (pool name -> instances) raises the big-M of named pools to at least
         that many instances (a fixed plan evaluated at lower traffic keeps its pool sizes).
+        ``cap_factors``: the caps a plan's own solve ended with (:func:`apply_cap_factors`), for
+        every scenario this resolver loads.
         """
         import pyomo.environ as pe
 
         t0 = time.perf_counter()
-        prep = prepare(tables, max_utilization=settings.max_utilization)
+        raw = prepare(tables, max_utilization=settings.max_utilization)
+        # the caps prepare() just computed, for the base rates: reprepare() at these rates re-uses them
+        caps_seed = {raw.points["rate_peak_per_s"].to_numpy(float).tobytes(): (raw.points["rho"].to_numpy(float).copy(), raw.caps_method)}
+        prep = apply_cap_factors(raw, cap_factors)
         pools = prep.pools.copy()
         headroom = max(1.0, float(rate_headroom))
         # n_max = ceil(Σ_d max_i λτ/ρ) + 1: scaling every rate by h scales the sum by h
@@ -181,7 +232,7 @@ class Resolver:
             floor = np.array([int(min_n_max.get(str(name), 0)) for name in pools["pool"]], dtype=int)
         return cls(base=tables, settings=settings, built=built, solver=make_solver(), keys=_point_keys(prep),
                    envelope_n_max=pools["n_max"].to_numpy(int), _routable=routable, min_n_max=floor,
-                   reusable=getattr(prep, "tool", None) is None)
+                   reusable=getattr(prep, "tool", None) is None, cap_factors=cap_factors, _caps=caps_seed)
 
     def reprepare(self, tables: CapacityTables) -> Prepared | None:
         """:func:`prepare` for a table of the base's structure, recomputing only what rates change.
@@ -218,8 +269,9 @@ class Resolver:
         pools = base.pools.copy()
         n_max = _pool_n_max(pts, pools)
         pools["n_max"] = n_max
-        return Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=base.device_types,
-                        procurement=base.procurement, caps_method=method, infeasible_points=base.infeasible_points)
+        return apply_cap_factors(Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=base.device_types,
+                                          procurement=base.procurement, caps_method=method, infeasible_points=base.infeasible_points),
+                                 self.cap_factors)
 
     def fits(self, prep: Prepared) -> bool:
         """Can ``prep`` (same structure as the base) be solved by updating parameters?"""
@@ -341,10 +393,14 @@ class ArchitectureSummary:
     energy_wh_per_1k_tokens: float | None
     solve_s: float
     gap: float | None
+    meets_targets: bool = True
+    """The plan meets its targets as predicted and, when it was simulated at peak, in the simulation
+    (:func:`planner.optimize.verdict.meets_targets`); the verdict ranks plans that miss last."""
 
 
 def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
-    """The cheapest feasible architecture, as the verdict picks it: totals within
+    """The cheapest feasible architecture, as the verdict picks it: plans that meet their targets
+    first (:func:`planner.optimize.verdict.make_verdict`), then totals within
     :data:`planner.optimize.verdict.TIE_REL_TOL` (or half a cent) of the cheapest tie, and the tie
     goes to fewer devices, then fewer pools, then the simpler architecture."""
     from planner.optimize.verdict import TIE_REL_TOL
@@ -352,6 +408,8 @@ def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
     ok = [s for s in summaries.values() if s.feasible and s.total_usd_per_month is not None]
     if not ok:
         return None
+    if any(s.meets_targets for s in ok):
+        ok = [s for s in ok if s.meets_targets]
     best = min(float(s.total_usd_per_month or 0.0) for s in ok)
     tied = [s for s in ok if float(s.total_usd_per_month or 0.0) - best <= max(TIE_REL_TOL * abs(best), 0.005)]
     return min(tied, key=lambda s: (sum(s.devices.values()), len(s.instances), SIMPLICITY[s.architecture])).architecture
@@ -378,6 +436,10 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
         bad = unroutable[architecture]
     if bad:
         return empty
+    if settings.simulation_check is not None:
+        # `planner solve` simulates every plan at peak and tightens the pools that miss: so does a study
+        # (the same loop, planner.optimize.tighten.solve_verified), so its row is solve's plan
+        return _verified_summary(built, solver, architecture, settings)
     restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
     t0 = time.perf_counter()
     res = solver.solve(built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
@@ -402,20 +464,25 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     kwh = energy_kwh_per_month(built)  # facility energy incl. the tool phase; independent of the price
     obj, bound = res.incumbent_objective, res.objective_bound
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
-    if settings.verify_rounds > 0 and _misses_latency(built, x, n, architecture, settings):
-        # the lean plan fails the analytic tail-latency check: take the full path (tightened caps,
-        # rebuilt models) so a study reports the plan `planner solve` would give
+    full, meets = _latency_check(built, x, n, architecture, settings)
+    if (settings.verify_rounds > 0 or settings.relax) and full:
+        # the lean plan fails the analytic tail-latency check (or has caps the loop relaxes): take the
+        # full path (tightened caps, rebuilt models) so a study reports the plan `planner solve` would give
         return _verified_summary(built, solver, architecture, settings)
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
-                               energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None, solve_s=wall, gap=gap)
+                               energy_wh_per_1k_tokens=kwh * 1e3 / tokens * 1e3 if tokens > 0 else None, solve_s=wall, gap=gap,
+                               meets_targets=meets)
 
 
-def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> bool:
-    """True when the solution fails the analytic tail-latency check of ``planner solve``
+def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str, settings: SolveSettings) -> tuple[bool, bool]:
+    """(``planner solve`` would take the full loop, the plan meets its predicted targets).
+
+    The first is True when the solution fails the analytic tail-latency check of ``planner solve``
     (:func:`planner.optimize.latency.tighten_factors` names a pool to tighten), or has caps the
-    full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep."""
+    full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep.
+    The second is what the verdict ranks by (:func:`planner.optimize.verdict.meets_predicted`)."""
     from planner.optimize.extract import build_pools_routing_latency
     from planner.optimize.latency import relax_factors, tighten_factors
     from planner.schema.plan import SolverInfo
@@ -423,16 +490,20 @@ def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: st
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
     plan = ArchitecturePlan(architecture=architecture, feasible=True, pools=pools, routing=routing, latency=latency,
                             solver=SolverInfo(status="optimal"))
+    from planner.optimize.verdict import meets_predicted
+
+    meets = meets_predicted(plan)
     factors, _buckets = tighten_factors(built.prep, plan, settings.redundancy)
     if factors:
-        return True
+        return True, meets
     # caps far tighter than the pools need: the full loop relaxes them (planner.optimize.latency.relax_factors)
-    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy))
+    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy)), meets
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
     """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve, check, tighten)."""
     from planner.optimize.tighten import solve_verified
+    from planner.optimize.verdict import meets_targets
 
     plan, _final, _caps = solve_verified(built, solver, architecture, settings)
     devices: dict[str, int] = {}
@@ -443,7 +514,8 @@ def _verified_summary(built: Built, solver: Any, architecture: str, settings: So
     return ArchitectureSummary(architecture=architecture, feasible=plan.feasible, status=plan.solver.status, costs=costs,
                                total_usd_per_month=total, instances={p.name: p.instances for p in plan.pools if p.instances > 0},
                                devices=devices, tokens_per_month=plan.tokens_per_month, usd_per_million_tokens=plan.usd_per_million_tokens,
-                               energy_wh_per_1k_tokens=plan.energy_wh_per_1k_tokens, solve_s=plan.solver.time_s, gap=plan.solver.gap)
+                               energy_wh_per_1k_tokens=plan.energy_wh_per_1k_tokens, solve_s=plan.solver.time_s, gap=plan.solver.gap,
+                               meets_targets=meets_targets(plan) if plan.feasible else False)
 
 
 def summarize(resolver: Resolver, tables: CapacityTables, settings: SolveSettings | None = None) -> tuple[dict[str, ArchitectureSummary], bool]:
@@ -474,3 +546,52 @@ def structure_key(tables: CapacityTables) -> int:
              pd.util.hash_pandas_object(tables.demand.drop(columns=list(RATE_COLUMNS)), index=False).to_numpy()]
     costs = tuple(sorted((k, v) for k, v in vars(tables.costs).items() if k != _PRICE_FIELD))
     return hash((tuple(int(v) for p in parts for v in p), costs))
+
+
+TRAFFIC_HEADROOM = 4.0
+"""Big-M headroom of the confidence search's traffic model: its largest multiplier (:data:`planner.optimize.confidence.TRAFFIC_GRID`)."""
+
+
+def confidence_winner(tables: CapacityTables, settings: SolveSettings) -> Any:
+    """``(m_prefill, m_decode, m_traffic) -> winner``: the verdict confidence's re-solve
+    (:mod:`planner.optimize.confidence`), by the path a sweep takes for a scenario (:func:`summarize`,
+    :func:`winner_of`) with ``settings`` as ``planner solve`` ran them (the peak simulation included
+    when they carry it). Traffic multipliers re-use one built model (rates only, as a sweep's
+    ``rate_multiplier``); a perf multiplier builds the model of its scaled table
+    (:func:`planner.optimize.confidence.scaled_tables`). Memoised on the multipliers."""
+    from planner.optimize.confidence import TRAFFIC_GRID, scaled_tables
+
+    plain = replace(settings, confidence="off", extra_notes=())
+    services = [str(s) for s in tables.demand["service"].unique()]
+    memo: dict[tuple[float, float, float], str] = {}
+    state: dict[str, Resolver] = {}
+
+    def winner(m_pf: float, m_dec: float, m_rate: float) -> str:
+        key = (round(m_pf, 9), round(m_dec, 9), round(m_rate, 9))
+        if key not in memo:
+            if key[:2] == (1.0, 1.0):
+                if "traffic" not in state:
+                    state["traffic"] = Resolver.create(tables, plain, rate_headroom=max(TRAFFIC_GRID))
+                r = state["traffic"]
+                t = tables if key[2] == 1.0 else scale_rates(tables, dict.fromkeys(services, m_rate))
+            else:
+                t = scaled_tables(tables, m_pf, m_dec, m_rate)
+                r = Resolver.create(t, plain)
+            summaries, _ = summarize(r, t, plain)
+            memo[key] = winner_of(summaries) or "none"
+        return memo[key]
+    return winner
+
+
+def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveSettings) -> PlanResult:
+    """``result`` with its verdict's confidence (:func:`planner.optimize.confidence.verdict_confidence`,
+    re-solving by :func:`confidence_winner`), unless ``settings.confidence == "off"``."""
+    from collections.abc import Mapping
+
+    from planner.optimize.confidence import verdict_confidence
+
+    if settings.confidence == "off" or result.verdict is None:
+        return result
+    bands = tables.meta.get("perf_error_band")
+    conf = verdict_confidence(result, confidence_winner(tables, settings), error_bands=bands if isinstance(bands, Mapping) else None)
+    return result.model_copy(update={"verdict": result.verdict.model_copy(update={"confidence": conf})})

@@ -36,9 +36,11 @@ class SolveSettings:
     refine_rounds: int = 2
     """Solves spent bisecting a large last simulated tightening for a cheaper plan that still meets
     (:mod:`planner.optimize.tighten`, step 6; 0: off)."""
-    confidence: str = "fast"
-    """How robust the verdict is (:mod:`planner.optimize.confidence`): ``fast`` (re-sizing the plans,
-    ~30 ms), ``exact`` (re-solving scaled capacity tables, tens of solves) or ``off``."""
+    confidence: str = "off"
+    """How robust the verdict is (:mod:`planner.optimize.confidence`): ``exact`` (re-solving scaled
+    capacity tables as a sweep does, tens of solves; :func:`planner.optimize.resolve.with_confidence`,
+    called by :func:`planner.solve_instance.solve_instance`) or ``off`` (not assessed: the
+    re-sizing shortcut that was the default gave flips that re-solving does not confirm, issue 24)."""
 
 
 

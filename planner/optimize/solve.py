@@ -14,12 +14,10 @@ check, the loop's pieces) are re-exported from the modules that now hold them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from planner.optimize.architecture import solve_architecture
-from planner.optimize.confidence import verdict_confidence
 from planner.optimize.extract import model_costs
 from planner.optimize.highs import import_pyomo, make_solver, solver_status
 from planner.optimize.latency import (
@@ -119,32 +117,7 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
             notes.append(f"{arch}: stopped at the time limit ({settings.time_limit_s:g} s) with gap {plan.solver.gap or 0:.2%}; the plan is not proven optimal")
     result = PlanResult(instance=instance_name, instance_path=instance_path, scenario=scenario, overrides=overrides or {},
                         architectures=plans, verdict=verdict, capacity=snapshot, notes=notes)
-    if settings.confidence != "off":
-        bands = tables.meta.get("perf_error_band")
-        exact = _exact_winner(tables, settings) if settings.confidence == "exact" else None
-        with stage(f"verdict confidence ({settings.confidence})"):
-            conf = verdict_confidence(result, error_bands=bands if isinstance(bands, Mapping) else None, exact=exact)
-        result = result.model_copy(update={"verdict": verdict.model_copy(update={"confidence": conf})})
     return SolveOutcome(result=result, prepared=prep, built=built, built_by_architecture=final_built)
-
-
-def _exact_winner(tables: CapacityTables, settings: SolveSettings) -> Callable[[float, float, float], str]:
-    """The winner of a re-solve of ``tables`` scaled by (prefill, decode, traffic) multipliers
-    (:func:`planner.optimize.confidence.scaled_tables`): the analytic check and tightening run, the
-    peak simulation and the confidence itself do not (the exact path of ``--confidence exact``)."""
-    from dataclasses import replace as dc_replace
-
-    from planner.optimize.confidence import scaled_tables
-
-    plain = dc_replace(settings, simulation_check=None, confidence="off", extra_notes=())
-    memo: dict[tuple[float, float, float], str] = {}
-
-    def winner(m_pf: float, m_dec: float, m_rate: float) -> str:
-        key = (round(m_pf, 9), round(m_dec, 9), round(m_rate, 9))
-        if key not in memo:
-            memo[key] = solve_tables(scaled_tables(tables, m_pf, m_dec, m_rate), plain).result.verdict.winner or "none"
-        return memo[key]
-    return winner
 
 
 def check_costs_match_model(built: Built, plan: ArchitecturePlan) -> dict[str, float]:

@@ -507,6 +507,17 @@ class ArchitecturePlan(StrictModel):
 ConfidenceDimension = Literal["prefill_time", "decode_step_time", "traffic", "bucket_resolution"]
 
 
+class WinnerChange(StrictModel):
+    """One place along a confidence dimension where the winner changes (:mod:`planner.optimize.confidence`):
+    ``winner_low`` wins at multiplier ``low``, ``winner_high`` at ``high`` (re-solves), ``high / low − 1``
+    at most the search's precision."""
+
+    low: float
+    high: float
+    winner_low: str
+    winner_high: str
+
+
 class VerdictFlip(StrictModel):
     """The smallest change along one dimension that flips the verdict (:mod:`planner.optimize.confidence`)."""
 
@@ -526,6 +537,9 @@ class VerdictFlip(StrictModel):
     within_error: bool = False
     """A flip lies inside the performance model's error band (perf dimensions only)."""
     note: str = ""
+    changes: list[WinnerChange] = []
+    """Every change of winner found inside ``searched_low``–``searched_high``, in increasing multiplier
+    (not only the nearest: the winner can flip and flip back). Empty in plans written before it was recorded."""
 
 
 class ResolutionStep(StrictModel):

@@ -4,7 +4,10 @@ For each scenario (dot-path overrides, as in sweeps) and a plan's pool sizes ``N
 (:class:`~planner.studies.fixed.FixedPlan`):
 
 - **fixed cost and SLO attainment** — the plan is held (:mod:`planner.studies.fixed`: ``n = N``,
-  routing free) and re-solved on the scenario's capacity table. Feasible means the pools
+  routing free) and re-solved on the scenario's capacity table, with the utilisation caps the
+  plan's own solve ended with (``FixedPlan.cap_factors``: each point's queueing cap, recomputed for
+  the scenario's rates, divided by the factor the verify-and-tighten loop applied; issue 24 — held on
+  the untightened caps, enterprise-chat's plan "could not carry" its own traffic, headroom ×0.692). Feasible means the pools
   carry the scenario's peak within every utilisation cap, KV capacity and SLO mask; the
   plan's latency is then predicted per service by :mod:`planner.queueing` for the *actual*
   pool sizes (G/G/c wait quantile at peak plus the operating point's own latency, as in
@@ -22,7 +25,9 @@ For each scenario (dot-path overrides, as in sweeps) and a plan's pool sizes ``N
   the surviving instances) or resident KV bytes are closest to their bound, within 2 % of
   the fullest: the pools that run out first when traffic grows uniformly.
 - **regret** — fixed cost minus the cost of the best plan re-optimised for the scenario
-  (cheapest architecture, :func:`planner.studies.sweep.solve_scenario`); ``None`` when the
+  (cheapest architecture, :func:`planner.studies.sweep.solve_scenario`: ``planner solve``'s loop,
+  the peak simulation included when ``options.verify``, so the re-optimum at the plan's own scenario
+  is the plan itself); ``None`` when the
   fixed plan cannot carry the scenario (the regret is then not a cost: the plan fails).
   At the plan's own scenario the regret is 0 up to the MIP gap (tested).
 """
@@ -37,7 +42,13 @@ import pandas as pd
 
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import prepare
-from planner.optimize.resolve import Resolver, scale_rates, structure_key, winner_of
+from planner.optimize.resolve import (
+    Resolver,
+    apply_cap_factors,
+    scale_rates,
+    structure_key,
+    winner_of,
+)
 from planner.optimize.solve import SolveSettings
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, stat_label
@@ -66,7 +77,8 @@ class _Models:
             if built is not None:
                 return built, r.solver
         # Big-M for the plan's own counts and for rates up to max_multiplier × this table.
-        r = Resolver.create(tables, settings, rate_headroom=self.max_multiplier, min_n_max=self.plan.instances)
+        r = Resolver.create(tables, settings, rate_headroom=self.max_multiplier, min_n_max=self.plan.instances,
+                            cap_factors=self.plan.cap_factors)
         self.resolvers[key] = r
         built = r.load(tables, settings)
         if built is not None:
@@ -74,7 +86,7 @@ class _Models:
         # The caps changed sign at these rates: a one-off model.
         from planner.optimize.solve import make_solver
 
-        prep = prepare(tables, max_utilization=settings.max_utilization)
+        prep = apply_cap_factors(prepare(tables, max_utilization=settings.max_utilization), self.plan.cap_factors)
         prep.pools = prep.pools.assign(n_max=[max(int(v), int(self.plan.instances.get(str(p), 0)))
                                               for p, v in zip(prep.pools["pool"], prep.pools["n_max"], strict=True)])
         return build_model(prep, redundancy=settings.redundancy), make_solver()

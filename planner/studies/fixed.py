@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,11 @@ class FixedPlan:
 
     architecture: str
     instances: dict[str, int]
+    cap_factors: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    """Per point (service, bucket, role, config): the factor the plan's own solve divided the queueing
+    cap by (tightened or relaxed by the verify-and-tighten loop; ``CapacitySnapshot.utilization_caps``).
+    A held plan is evaluated with the same caps (:func:`planner.optimize.resolve.apply_cap_factors`),
+    so at the plan's own scenario it carries its load exactly as ``planner solve`` sized it."""
 
     @classmethod
     def from_result(cls, result: PlanResult, architecture: str | None = None) -> FixedPlan:
@@ -50,7 +55,10 @@ class FixedPlan:
         if plan is None or not plan.feasible:
             have = ", ".join(a for a, p in result.architectures.items() if p.feasible) or "none"
             raise ValueError(f"the plan has no feasible {arch!r} architecture (feasible: {have})")
-        return cls(architecture=arch, instances={p.name: int(p.instances) for p in plan.pools if p.instances > 0})
+        from planner.optimize.resolve import cap_factors_of
+
+        return cls(architecture=arch, instances={p.name: int(p.instances) for p in plan.pools if p.instances > 0},
+                   cap_factors=cap_factors_of(result.capacity.utilization_caps, arch))
 
     @property
     def devices(self) -> dict[str, int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError, Problem
@@ -50,11 +50,12 @@ def capacity_tables(resolved: ResolvedInstance, capacity_file: str | None = None
 
 
 def settings_for(resolved: ResolvedInstance) -> SolveSettings:
-    """Solve settings from an instance's ``options``."""
-    o = resolved.instance.options
-    return SolveSettings(architectures=tuple(o.architectures), redundancy=o.redundancy, budget_usd_per_month=o.budget_usd_per_month,
-                         max_utilization=o.max_utilization, shared_single_device_type=o.shared_single_device_type,
-                         time_limit_s=o.solver.time_limit_s, mip_gap=o.solver.mip_gap, threads=o.solver.threads)
+    """Solve settings from an instance's ``options``, as ``planner solve`` runs them
+    (:func:`planner.solve_instance.instance_settings`: the peak simulation and its tightening when
+    ``options.verify`` is on), so a study's scenario at the instance's own values is solve's plan."""
+    from planner.solve_instance import instance_settings, settings_from_instance
+
+    return instance_settings(resolved, replace(settings_from_instance(resolved.instance), confidence="off"))[0]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ class TableSource:
     """A measured capacity file applied to every table built from the instance (``--capacity``)."""
     capacity_only: bool = False
     """Only the measured file's rows are candidates (``--capacity-only``)."""
+    solved: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Scenario summaries already solved from this source in this process
+    (:func:`planner.studies.sweep.solve_scenario`: a sweep's base, its tornado and crossovers, a
+    budget's ×1 and evaluate's regret ask for the same scenario)."""
 
     @classmethod
     def from_instance(cls, resolved: ResolvedInstance, *, capacity_file: str | None = None, capacity_only: bool = False) -> TableSource:
