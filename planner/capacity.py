@@ -231,8 +231,11 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         speculation_notes,
     )
 
+    from planner.capacity_encode import encode_demand, encode_points
+
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)
+    demand = encode_demand(resolved, demand, _profiles)  # multimodal services: encoder tokens per request (planner.capacity_encode)
     calibration, cal_ref = instance_calibration(resolved)
     notes = [*notes, cal_ref.note()]
     notes = inst.defaults_used() + notes
@@ -293,6 +296,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     POINT_KV_CAPACITY_COLUMN: kv_cap[kv_key] if role != "prefill" else 0.0,
                     **spec_columns(spec, op.detail),
                 })
+    rows += encode_points(resolved, demand, configs, {**{c: math.nan for c in POINT_OPTIONAL_COLUMNS}, POINT_KV_CAPACITY_COLUMN: 0.0,
+                                                      **spec_columns(None, {})})
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])
     notes = notes + speculation_notes(inst, points)
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)

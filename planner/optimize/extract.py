@@ -123,7 +123,7 @@ def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, 
     busy_dev_h = float(np.sum(lam_mean * tau * ptp * (pidle + host))) * H / 1e3
     power_idle = kwh_price * (float(np.sum(dev * idle_w)) * H / 1e3 - busy_dev_h)
     nic = float(np.sum(dev[sends])) * float(c.nic_usd_per_device_month)
-    is_pf = (pts["role"].to_numpy(str) == "prefill")
+    is_pf = np.isin(pts["role"].to_numpy(str), ("prefill", "encode"))  # KV, or embeddings from a separate encode pool
     transfer = float(np.sum(lam_mean[is_pf] * pts["kv_transfer_bytes_per_request"].to_numpy(float)[is_pf])) / 1e9 * SECONDS_PER_HOUR * H * float(c.transfer_usd_per_gb)
     present = n > 0
     ops_pools = float(c.ops_usd_per_pool_month) * int(np.sum(present))
