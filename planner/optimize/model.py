@@ -196,7 +196,7 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     kv_pools = [p for p in range(n_pool) if kvcap[p] > 0 and pools["role"].iat[p] != "prefill"]
     kv_pc_l = kv_pc.tolist()
     m.kv = pe.Constraint(kv_pools, rule=lambda _m, p: pe.quicksum(
-        lam_peak[d_l[i]] * (kv_pc_l[i] / float(kvcap[p])) * x[i] for i in pts_of_pool[p])
+        lam_peak[d_l[i]] * (kv_pc_l[i] / float(kvcap[p])) * x[i] for i in pts_of_pool[p] if kv_pc_l[i] != 0.0)  # no 0 terms (inline encode)
         + pe.quicksum(t / float(kvcap[p]) for t in tool_kv.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
     m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= int(n_max[p]) * _m.z[p])
     m.pool_min = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] >= (_m.k + 1) * _m.z[p])
