@@ -68,7 +68,7 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
-from planner.optimize.prepare import J_PER_KWH, SECONDS_PER_HOUR
+from planner.optimize.prepare import ENCODE_HOST, J_PER_KWH, SECONDS_PER_HOUR
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
@@ -300,10 +300,12 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     has_lane = (roles_all == "unified") & ~np.isnan(lane_ms[pp])
     own = np.where(np.isfinite(lane_own_ms), lane_own_ms, 0.0)
     ttft_pt = pts["ttft_ms"].to_numpy(float) + wait_ms[pp] + np.where(has_lane, lane_ms[pp] - own, 0.0)
+    raw_ttft = pts["ttft_ms"].to_numpy(float)
     tpot_pt = pts["tpot_ms"].to_numpy(float)
     itl_pt = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else tpot_pt
     roles = pts["role"].to_numpy(str)
     latency: list[LatencyPrediction] = []
+    enc_routed = any(roles[i] in ENCODE_HOST for i in nz)
     for svc, dgrp in prep.demand.groupby("service", sort=False):
         r0 = dgrp.iloc[0]
         metric = token_metric(r0)  # the per-token metric the service targets: TPOT if set, else ITL
@@ -317,7 +319,10 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             dec = [i for i in sel if roles[i] == "decode"]
             t_first = max((ttft_pt[i] for i in first), default=0.0)
             t_dec_wait = max((wait_ms[pp[i]] for i in dec), default=0.0)
-            worst_ttft = max(worst_ttft, t_first + t_dec_wait)
+            # encode phase (multimodal rows): a separate encode pool adds its wait + encode + embedding transfer;
+            # inline, the encode time adds to the host pool's prefill (its wait is already in t_first)
+            t_enc = max((ttft_pt[i] if roles[i] == "encode" else raw_ttft[i] for i in sel if roles[i] in ENCODE_HOST), default=0.0)
+            worst_ttft = max(worst_ttft, t_first + t_dec_wait + t_enc)
             worst_tpot = max(worst_tpot, max((tok_pt[i] for i in sel if roles[i] in ("decode", "unified")), default=0.0))
         latency.append(LatencyPrediction(
             service=str(svc), ttft_quantile=float(r0["ttft_quantile"]), ttft_target_ms=float(r0["ttft_target_ms"]),
@@ -326,7 +331,8 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             tpot_met=bool(worst_tpot <= tok_t * (1 + 1e-6)),
             method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost; "
                    "unified pools: + the chunked-prefill lane wait of the bucket mix over the live instances behind a least-loaded router "
-                   "(planner.queueing.least_loaded_lane_wait_quantile_s) instead of the bucket's own",
+                   "(planner.queueing.least_loaded_lane_wait_quantile_s) instead of the bucket's own"
+                   + ("; + the encode phase (encode pool wait + encode + embedding transfer, or the inline encode time)" if enc_routed else ""),
         ))
     return pool_list, routing, latency
 

@@ -84,7 +84,7 @@ def energy_lines(plan: ArchitecturePlan) -> list[str]:
     parts = [f"{p.pool} ({p.role}) {fmt(p.wh_per_1k_tokens)} Wh/1k tok [busy {fmt(p.busy_kwh_per_month)} + idle {fmt(p.idle_kwh_per_month)} kWh/month]"
              for p in e.pools]
     out = [f"  energy: {fmt(e.facility_kwh_per_month)} kWh/month facility = busy {fmt(e.busy_kwh_per_month)} + idle (provisioned, unused) "
-           f"{fmt(e.idle_kwh_per_month)}" + (f" + tool phase {fmt(e.tool_phase_kwh_per_month)}" if e.tool_phase_kwh_per_month > 0 else "")]
+           f"{fmt(e.idle_kwh_per_month)}" + (f" + tool phase {fmt(e.tool_phase_kwh_per_month)}" if e.tool_phase_kwh_per_month > 1e-9 * max(e.facility_kwh_per_month, 1.0) else "")]
     out += [f"    {p}" for p in parts]
     if e.emissions_kg_per_month is not None:
         out.append(f"  emissions: {fmt(e.emissions_kg_per_month)} kg CO2e/month, {fmt(e.emissions_g_per_million_tokens)} g per 1M tokens "
