@@ -30,6 +30,7 @@ EXPECTED_IDS = {
     "deepseek-v3",
     "mixtral-8x7b",
     "opt-13b",  # issue 13: DistServe's model (non-gated FFN)
+    "qwen2.5-vl-7b",  # issue 26: the language model of a vision-language model (its tower: models/encoders/)
 }
 MOE_IDS = {"qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b"}
 
