@@ -214,6 +214,42 @@ def max_utilization_many(servers: np.ndarray, mean_service_s: np.ndarray, quanti
     return out
 
 
+def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
+    """Points as the utilisation caps see them when a demand row has an encode phase (``encode_tokens_mean`` > 0).
+
+    A multimodal request passes two queues before its first token: the encode stage (a separate encode
+    pool, or inline in its prefill / unified pool) and the prefill stage. Their waits share one TTFT
+    target, so each gets half of the slack left by the fastest encode ``E_d`` and the fastest prefill
+    ``P_d`` (``ttft_ms`` without queueing, over the row's feasible points):
+
+    - prefill / unified point ``i``: wait budget ``(T - ttft_i - E_d) / 2``;
+    - encode point ``e`` (any encode role): wait budget ``(T - ttft_e - P_d) / 2``.
+
+    Implemented by raising ``ttft_ms`` to ``T - budget`` in the copy given to :func:`utilization_caps`;
+    the table's ``ttft_ms`` is unchanged. Rows without an encode phase (every text-only table) are
+    returned as they are."""
+    if "encode_tokens_mean" not in demand.columns or not len(pts):
+        return pts
+    enc_rows = demand.loc[demand["encode_tokens_mean"].astype(float) > 0, ["service", "bucket"]]
+    if not len(enc_rows):
+        return pts
+    key = pd.MultiIndex.from_frame(pts[["service", "bucket"]].astype(str))
+    has_enc = key.isin(pd.MultiIndex.from_frame(enc_rows.astype(str)))
+    role = pts["role"].astype(str)
+    is_enc = role.isin(list(ENCODE_HOST)).to_numpy()
+    is_pf = role.isin(["prefill", "unified"]).to_numpy()
+    ttft = pts["ttft_ms"].to_numpy(float)
+    d = pts["d"].to_numpy(int)
+    e_min = pd.Series(ttft[is_enc]).groupby(d[is_enc]).min()
+    p_min = pd.Series(ttft[is_pf]).groupby(d[is_pf]).min()
+    other = np.where(is_enc, pd.Series(d).map(p_min).to_numpy(float), pd.Series(d).map(e_min).to_numpy(float))
+    target = pts["ttft_target_ms"].to_numpy(float)
+    split = has_enc & (is_enc | is_pf) & np.isfinite(other)
+    out = pts.copy()
+    out["ttft_ms"] = np.where(split, target - (target - ttft - np.nan_to_num(other)) / 2.0, ttft)
+    return out
+
+
 def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> Prepared:
     """Index the feasible points, attach demand, compute caps and per-pool bounds."""
     tables.check_columns()
@@ -228,7 +264,7 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
     infeasible = pts[~feasible_mask].reset_index(drop=True)
     pts = pts[feasible_mask].reset_index(drop=True)
-    rho, method = utilization_caps(pts, max_utilization=max_utilization)
+    rho, method = utilization_caps(encode_split_ttft(pts, tables.demand), max_utilization=max_utilization)
     pts["rho"] = rho
     pts = pts[pts["rho"] > 0].reset_index(drop=True)
     pts["pool"] = [pool_key(ENCODE_HOST.get(r, r), c, m) for r, c, m in zip(pts["role"], pts["config"], pts["model"], strict=True)]
