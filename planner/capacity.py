@@ -221,6 +221,7 @@ def _error_bands(inst: Any, calibration: Any) -> dict[str, float]:
 
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
+    from planner.capacity_encode import encode_demand, encode_points
     from planner.perf import operating_point
     from planner.perf.instance_calibration import instance_calibration
     from planner.perf.moe import ep_operating_point, moe_params, replica_kv_capacity_bytes
@@ -230,8 +231,6 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         spec_columns,
         speculation_notes,
     )
-
-    from planner.capacity_encode import encode_demand, encode_points
 
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)

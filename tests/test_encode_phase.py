@@ -101,3 +101,73 @@ def test_text_only_tables_build_the_same_model() -> None:
     assert len(built.model.encode_host) == 0
     assert sorted(built.route_keys) == [(0, "decode"), (0, "prefill")]
     assert math.isclose(_solve(micro_tables()).costs.total_usd_per_month, 20 * 1475)
+
+
+# --- workload: per-modality tokens -----------------------------------------------------------
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+MM_TRACE = ROOT / "instances" / "traces" / "servegen_multimodal_mm-image_chunk-5-trace.csv"
+
+
+def test_servegen_multimodal_image_tokens_match_source_md() -> None:
+    from planner.workload import characterize_file
+
+    c = characterize_file(MM_TRACE)["default"]
+    img = c.modalities["image"]
+    # SOURCE.md: image_tokens mean 1172.7, p50/p90/p99/max 1196; image_count mean 1.0; no audio or video
+    assert round(img.tokens.mean, 1) == 1172.7 and img.tokens.p50 == img.tokens.max == 1196.0
+    assert img.items_per_request == pytest.approx(1.0)
+    assert set(c.modalities) == {"image"}
+    assert c.to_profile().modalities["image"] == img
+
+
+def test_generic_log_modality_columns(tmp_path) -> None:  # noqa: ANN001
+    from planner.workload import characterize_file
+
+    path = tmp_path / "mm.csv"
+    pd.DataFrame({"t": [0, 1, 2, 3], "i": [100, 1300, 200, 1400], "o": [10, 20, 30, 40], "img": [0, 1196, None, 1196],
+                  "n": [0, 1, 0, 2]}).to_csv(path, index=False)
+    c = characterize_file(path, "generic", {"time": "t", "input": "i", "output": "o", "image_tokens": "img", "image_count": "n"})["default"]
+    assert c.modalities["image"].tokens.mean == pytest.approx(598.0)  # missing = 0
+    assert c.modalities["image"].items_per_request == pytest.approx(0.75)
+    text = characterize_file(path, "generic", {"time": "t", "input": "i", "output": "o"})["default"]
+    assert text.modalities == {}
+
+
+# --- capacity table from the example instance ------------------------------------------------
+def test_multimodal_instance_capacity_rows() -> None:
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+
+    t = build_capacity_tables(load_instance(ROOT / "instances" / "multimodal-image.yaml"))
+    assert (t.demand["encode_tokens_mean"].round(1) == 1172.7).all()
+    enc = t.points[t.points["role"].str.startswith("encode")]
+    assert set(enc["role"]) == {"encode", "encode_prefill", "encode_unified"}
+    h100 = enc[(enc["config"] == "h100-sxm/tp1") & (enc["role"] == "encode")].iloc[0]
+    assert h100["instance_seconds_per_request"] == pytest.approx(0.01551, rel=1e-3)  # 6.52 TFLOP at 50 % of 989 TFLOP/s + 2.3 ms
+    assert h100["kv_transfer_bytes_per_request"] == pytest.approx(1172.66 * 3584 * 2, rel=1e-4)
+    inline = enc[(enc["config"] == "h100-sxm/tp1") & (enc["role"] == "encode_prefill")].iloc[0]
+    assert inline["kv_transfer_bytes_per_request"] == 0.0
+
+
+def test_text_only_instance_has_no_encode_columns() -> None:
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+
+    t = build_capacity_tables(load_instance(ROOT / "instances" / "enterprise-chat.yaml"))
+    assert "encode_tokens_mean" not in t.demand.columns
+    assert not t.points["role"].str.startswith("encode").any()
+
+
+def test_unknown_encoder_is_one_error_line(tmp_path) -> None:  # noqa: ANN001
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    text = (ROOT / "instances" / "multimodal-image.yaml").read_text(encoding="utf-8")
+    bad = tmp_path / "mm.yaml"
+    bad.write_text(text.replace("encoder: Qwen--Qwen2.5-VL-7B-Instruct", "encoder: no-such-tower")
+                   .replace("traces/", str(ROOT / "instances" / "traces") + "/"), encoding="utf-8")
+    res = CliRunner().invoke(main, ["solve", str(bad)])
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
+    assert "encode.encoder" in res.output and "no-such-tower" in res.output

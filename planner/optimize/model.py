@@ -311,9 +311,7 @@ def restrict(built: Built, architecture: str, *, shared_single_device_type: bool
     Returns the number of routable points left. Re-solving after another ``restrict`` reuses
     the built model (the persistent solver sees only bound/fix changes).
     """
-    from planner.optimize.prepare import ARCH_ROLES
-
-    from planner.optimize.prepare import ENCODE_HOST
+    from planner.optimize.prepare import ARCH_ROLES, ENCODE_HOST
 
     m = built.model
     allowed = ARCH_ROLES[architecture] | {"encode"}  # a separate encode pool is an option of every architecture

@@ -27,8 +27,8 @@ from planner.schema.common import (
     UniqueItems,
     bounded,
 )
-from planner.schema.horizon import Horizon
 from planner.schema.encode import EncodePhase
+from planner.schema.horizon import Horizon
 from planner.schema.speculative import SpeculativeDecoding
 from planner.schema.workload import ToolStats
 
