@@ -59,8 +59,8 @@ def encode_demand(resolved: Any, demand: pd.DataFrame, profiles: dict[str, Any])
                                      fix="plan the audio encoder separately, or set encode.tokens_per_request.audio: 0"))
         tok = items = 0.0
         for m in VISION_MODALITIES:
-            t = float(enc.tokens_per_request.get(m, mods[m].tokens.mean if m in mods else 0.0))  # type: ignore[call-overload]
-            n = float(enc.items_per_request.get(m, mods[m].items_per_request if m in mods else (1.0 if t > 0 else 0.0)))  # type: ignore[call-overload]
+            t = float(enc.tokens_per_request.get(m, mods[m].tokens.mean if m in mods else 0.0))
+            n = float(enc.items_per_request.get(m, mods[m].items_per_request if m in mods else (1.0 if t > 0 else 0.0)))
             tok += t
             items += n
         if tok <= 0:

@@ -84,7 +84,7 @@ class Characterization:
             buckets=self.buckets,
             tools=self.tools,
             sessions=self.sessions,
-            modalities=dict(self.modalities),  # type: ignore[arg-type]
+            modalities=dict(self.modalities),
         )
 
     def to_json(self) -> dict[str, Any]:
