@@ -8,12 +8,13 @@ service's means are applied to every bucket (ServeGen publishes no joint of text
 
 Points, per demand row with encode work and per configuration ``c`` (:mod:`planner.perf.encoder`):
 
-- role ``encode`` — a separate encode pool on ``c`` (when ``encode.separate_pool``):
+- role ``encode`` — a separate encode pool on ``c`` (unless ``encode.placement`` is ``inline``):
   ``instance_seconds_per_request = t_encode``, ``kv_transfer_bytes_per_request`` = the embeddings sent to
   the prefill pool (``tokens · out_hidden · bytes``, priced per GB and carried by a NIC like KV transfer),
   ``ttft_ms = t_encode + transfer``;
 - roles ``encode_prefill`` / ``encode_unified`` — the same work riding in the prefill / unified pool on
-  ``c`` (the MIP puts its load in that pool and lets it carry only requests that pool prefills):
+  ``c`` (unless ``encode.placement`` is ``separate``; the MIP puts its load in that pool and lets it carry only
+  requests that pool prefills):
   ``instance_seconds_per_request = t_encode`` on the pool's ``tp`` devices, no transfer.
 
 Each has ``max_batch`` 1 and ``energy_j_per_request`` = busy power x tp x t_encode. APPROXIMATIONS (stated):
@@ -104,7 +105,7 @@ def encode_points(resolved: Any, demand: pd.DataFrame, configs: pd.DataFrame, ex
             ep = encode_point(tower, dev, tp, tokens=tok, items=items, precision=enc.precision, eta_f=enc.efficiency)
             enc_ms = ep.encode_s * 1e3
             for role in ENCODE_ROLES:
-                if role == "encode" and not enc.separate_pool:
+                if (role == "encode" and enc.placement == "inline") or (role != "encode" and enc.placement == "separate"):
                     continue
                 own = role == "encode"
                 ttft = enc_ms + (transfer_ms(ep.embedding_bytes, link, dev.nic_bw_gb_per_s) if own else 0.0)

@@ -171,3 +171,21 @@ def test_unknown_encoder_is_one_error_line(tmp_path) -> None:  # noqa: ANN001
     assert res.exit_code == 2
     assert "Traceback" not in res.output
     assert "encode.encoder" in res.output and "no-such-tower" in res.output
+
+
+def test_separate_placement_plans_an_encode_pool_and_deploy_says_it_is_not_emitted(tmp_path) -> None:  # noqa: ANN001
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    out = tmp_path / "plan"
+    res = CliRunner().invoke(main, ["solve", str(ROOT / "instances" / "multimodal-image.yaml"), "--set", "services.vqa.encode.placement=separate",
+                                    "--set", "options.architectures=[shared]", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    plan = __import__("json").loads((out / "plan.json").read_text(encoding="utf-8"))["architectures"]["shared"]
+    assert {p["role"] for p in plan["pools"]} == {"encode", "unified"}
+    assert {r["role"] for r in plan["routing"]} == {"encode", "unified"}
+    assert "separate encode pool" in (out / "report.md").read_text(encoding="utf-8")
+    dep = CliRunner().invoke(main, ["deploy", str(out / "plan.json"), "--target", "vllm", "--out", str(tmp_path / "dep")])
+    assert dep.exit_code == 0, dep.output
+    assert "encode (vision-tower) pool" in (tmp_path / "dep" / "NOTES.md").read_text(encoding="utf-8")

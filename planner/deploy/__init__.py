@@ -93,7 +93,7 @@ def build_deployment(plan: PlanResult, catalog: Catalog, target: str, *, archite
     if encode:
         dep.warnings.append(f"the plan has a separate encode (vision-tower) pool ({', '.join(f'{p.instances} x {p.config}' for p in encode)}): "
                             f"not emitted, {target} settings here cover LLM pools only; launch the encoder service separately, or "
-                            "re-plan with services.<name>.encode.separate_pool: false to keep the tower inside the prefill pool")
+                            "re-plan with services.<name>.encode.placement: inline to keep the tower inside the prefill pool")
     _common_warnings(pools, target, dep)
     header = [f"planner deploy: {plan.instance} ({arch} architecture) for {target}",
               f"flags as in {source_line(target)}", "every number: see NOTES.md and settings.json"]

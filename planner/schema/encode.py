@@ -39,6 +39,7 @@ class EncodePhase(StrictModel):
     efficiency: float | None = Field(default=None, gt=0, le=1)
     """Achieved fraction of the device's dense peak FLOP/s in the tower's GEMMs. Default
     :data:`planner.perf.encoder.DEFAULT_ENCODER_ETA_F` (an assumption, stated there)."""
-    separate_pool: bool = True
-    """Offer a separate ``encode`` pool (E/P/D). ``false``: the encode work always rides in the
-    prefill / unified pool."""
+    placement: Literal["auto", "inline", "separate"] = "auto"
+    """Where the encode work may run: ``auto`` (the MIP chooses per bucket between a separate ``encode``
+    pool and the prefill / unified pool), ``inline`` (always in the prefill / unified pool) or
+    ``separate`` (always a separate encode pool: E/P/D, e.g. to price it against ``auto``)."""
