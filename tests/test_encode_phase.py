@@ -189,3 +189,14 @@ def test_separate_placement_plans_an_encode_pool_and_deploy_says_it_is_not_emitt
     dep = CliRunner().invoke(main, ["deploy", str(out / "plan.json"), "--target", "vllm", "--out", str(tmp_path / "dep")])
     assert dep.exit_code == 0, dep.output
     assert "encode (vision-tower) pool" in (tmp_path / "dep" / "NOTES.md").read_text(encoding="utf-8")
+
+
+def test_a_bucket_without_a_feasible_encode_point_is_diagnosed() -> None:
+    t = _encode_micro(ops_pool=0.0)
+    enc = t.points["role"].str.startswith("encode")
+    pts = t.points.assign(feasible=~enc, reason=[("encode 2000 ms reaches the TTFT target 1000 ms" if e else "") for e in enc])
+    res = solve_tables(CapacityTables(demand=t.demand, points=pts, configs=t.configs, costs=t.costs),
+                       SolveSettings(architectures=("shared",), confidence="off")).result.architectures["shared"]
+    assert not res.feasible
+    (d,) = res.diagnosis
+    assert d.constraint == "route" and "encode phase" in d.message and "2000 ms" in d.message
