@@ -186,6 +186,7 @@ def test_separate_placement_plans_an_encode_pool_and_deploy_says_it_is_not_emitt
     assert {p["role"] for p in plan["pools"]} == {"encode", "unified"}
     assert {r["role"] for r in plan["routing"]} == {"encode", "unified"}
     assert "separate encode pool" in (out / "report.md").read_text(encoding="utf-8")
+    assert "encode phase not simulated" in plan["simulation"]["method"]  # the simulator says what it leaves out
     dep = CliRunner().invoke(main, ["deploy", str(out / "plan.json"), "--target", "vllm", "--out", str(tmp_path / "dep")])
     assert dep.exit_code == 0, dep.output
     assert "encode (vision-tower) pool" in (tmp_path / "dep" / "NOTES.md").read_text(encoding="utf-8")
