@@ -221,6 +221,7 @@ def _error_bands(inst: Any, calibration: Any) -> dict[str, float]:
 
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
+    from planner.capacity_encode import encode_demand, encode_points
     from planner.perf import operating_point
     from planner.perf.instance_calibration import instance_calibration
     from planner.perf.moe import ep_operating_point, moe_params, replica_kv_capacity_bytes
@@ -233,6 +234,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
 
     inst = resolved.instance
     demand, _profiles, notes = _demand(resolved)
+    demand = encode_demand(resolved, demand, _profiles)  # multimodal services: encoder tokens per request (planner.capacity_encode)
     calibration, cal_ref = instance_calibration(resolved)
     notes = [*notes, cal_ref.note()]
     notes = inst.defaults_used() + notes
@@ -296,6 +298,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                                else 0.0),
                     **spec_columns(spec, op.detail),
                 })
+    rows += encode_points(resolved, demand, configs, {**{c: math.nan for c in POINT_OPTIONAL_COLUMNS}, POINT_KV_CAPACITY_COLUMN: 0.0,
+                                                      **spec_columns(None, {})})
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])
     notes = notes + speculation_notes(inst, points)
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)

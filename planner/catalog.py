@@ -37,8 +37,10 @@ from planner.schema.llm import LLMProfile
 from planner.validation import problems_from_validation, read_mapping
 
 ENV_VAR = "PLANNER_MODELS_DIR"
-SUBDIRS = ("hardware", "llm", "calibration", "measured")
-"""Folders of a catalog; ``hardware`` and ``llm`` hold profiles, the other two calibration data."""
+SUBDIRS = ("hardware", "llm", "calibration", "measured", "encoders")
+"""Folders of a catalog; ``hardware`` and ``llm`` hold profiles, ``calibration`` and ``measured`` calibration
+data, ``encoders`` the vision-tower configs of multimodal models (:mod:`planner.perf.encoder`); all are in
+the catalog version (and so in the capacity cache key)."""
 
 _FIX_SHIPPED = ("reinstall planner (its wheel ships planner/models), or point PLANNER_MODELS_DIR at a folder "
                 "with hardware/ and llm/ profiles")

@@ -104,6 +104,19 @@ def declared_profile(dev_id: str, decl: DeclaredDevice, file: str) -> DeviceProf
                          notes="declared for a measured-capacity study: no performance profile")
 
 
+def _encoder_problems(service: str, ref: str, path: Path) -> list[Problem]:
+    """The vision tower's config of ``services.<service>.encode.encoder`` (``models/encoders/`` or a path) must load."""
+    import dataclasses
+
+    from planner.perf.encoder import load_encoder
+
+    try:
+        load_encoder(ref, path.parent)
+    except InputError as exc:
+        return [dataclasses.replace(p, file=str(path), path=f"services.{service}.encode.encoder") for p in exc.problems]
+    return []
+
+
 def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) -> list[Problem]:
     """Reference checks on the raw mapping, for when the schema already failed.
 
@@ -125,6 +138,9 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
                 except InputError as exc:
                     for p in exc.problems:
                         problems.add(f"services.{name}.model", p.message if not p.file else f"{p.file}: {p.path + ': ' if p.path else ''}{p.message}", p.fix)
+            encode = svc.get("encode")
+            if isinstance(encode, dict) and isinstance(encode.get("encoder"), str) and encode["encoder"]:
+                problems.extend(_encoder_problems(str(name), encode["encoder"], path))
             traffic = svc.get("traffic")
             if isinstance(traffic, dict):
                 for key in ("trace", "profile"):
@@ -172,6 +188,8 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
     models: dict[str, LLMProfile] = {}
     for name, svc in instance.services.items():
         where = f"services.{name}"
+        if svc.encode is not None:
+            problems.extend(_encoder_problems(name, svc.encode.encoder, path))
         model: LLMProfile | None = None
         try:
             model = catalog.resolve_model(svc.model, path.parent)

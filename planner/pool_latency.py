@@ -241,7 +241,12 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
         ttft_t = float(g["ttft_target_ms"].to_numpy(float)[0])
         tgt_col = "itl_target_ms" if itl_metric and "itl_target_ms" in g.columns else "tpot_target_ms"
         tpot_t = float(pd.to_numeric(g[tgt_col], errors="coerce").fillna(math.inf).to_numpy(float)[0])
-        ttft = t_first + t_dec
+        # encode phase (multimodal rows, planner.capacity_encode): a separate encode pool adds its wait +
+        # encode + embedding transfer; inline, the encode time adds to the host pool's prefill (whose wait
+        # is already in t_first)
+        enc = np.isin(roles, ("encode", "encode_prefill", "encode_unified"))
+        t_enc = float(np.max(np.where(roles[enc] == "encode", ttft_pt[enc] + w[enc], ttft_pt[enc]))) if enc.any() else 0.0
+        ttft = t_first + t_dec + t_enc
         rows.append({"service": str(svc), "bucket": str(bucket), "ttft_predicted_ms": ttft, "ttft_target_ms": ttft_t,
                      "ttft_service_ms": float(np.max(ttft_pt[first])) if first.any() else 0.0,
                      "tpot_predicted_ms": tpot, "tpot_target_ms": tpot_t, "pools": sorted(set(pools.tolist())),

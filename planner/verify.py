@@ -496,6 +496,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     method = (f"discrete-event simulation at peak: {res.requests:,} requests over {duration:,.0f} s "
               f"({warm:,.0f} s warm-up not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
               f"representative lengths; approximations in planner.simulate.adapter; {ci_level:.0%} intervals from order statistics; {prec}")
+    method += "".join(f"; {n}" for n in sim.base.notes if n.startswith("encode phase not simulated"))  # multimodal plans (issue 26)
     if widest > precision:
         findings.append(f"{architecture}: simulated p-quantiles not resolved to ±{100 * precision:g}% of their targets within "
                         f"{cap:,} measured requests (widest half-width {_txt(100 * widest, '.1f')}%): the verdict is uncertain")

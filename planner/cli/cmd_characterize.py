@@ -65,7 +65,11 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
         else:
             click.echo("  no timestamps: lengths only")
         rows = [[k, *(j[f"{k}_tokens"][q] for q in ("mean", "p50", "p90", "p99", "max"))] for k in ("input", "output")]
+        rows += [[f"{m} (of input)", *(v["tokens"][q] for q in ("mean", "p50", "p90", "p99", "max"))]  # multimodal: encode phase
+                 for m, v in j.get("modalities", {}).items()]
         click.echo(table(["tokens", "mean", "p50", "p90", "p99", "max"], rows))
+        for m, v in j.get("modalities", {}).items():
+            click.echo(f"  {m}: {fmt(v['items_per_request'])} item(s) per request (encoder input, services.<name>.encode)")
         if j["cached_prefix_share"] is not None:
             click.echo(f"  cached-prefix share {fmt(j['cached_prefix_share'])}")
         click.echo(table(["bucket", "weight", "input_rep", "output_rep", "input_mean", "output_mean"], [[b["name"], b["weight"], b["input_tokens"], b["output_tokens"], b["input_tokens_mean"], b["output_tokens_mean"]] for b in j["buckets"]]))

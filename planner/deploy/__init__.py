@@ -85,10 +85,15 @@ def build_deployment(plan: PlanResult, catalog: Catalog, target: str, *, archite
     check_version(plan, plan_file)
     arch = choose_architecture(plan, architecture, plan_file)
     kv = instance_kv_precisions(plan.instance_path, Path(plan_file)) if plan.instance_path else None
-    pools = [pool_launch(plan, arch, p, catalog, kv) for p in plan.architectures[arch].pools]
+    encode = [p for p in plan.architectures[arch].pools if p.role == "encode"]  # issue 26: a separate vision-tower pool
+    pools = [pool_launch(plan, arch, p, catalog, kv) for p in plan.architectures[arch].pools if p.role != "encode"]
     order = {"prefill": 0, "decode": 1, "unified": 2}
     pools.sort(key=lambda p: (order[p.role], p.pool))
     dep = Deployment(target=target, architecture=arch)
+    if encode:
+        dep.warnings.append(f"the plan has a separate encode (vision-tower) pool ({', '.join(f'{p.instances} x {p.config}' for p in encode)}): "
+                            f"not emitted, {target} settings here cover LLM pools only; launch the encoder service separately, or "
+                            "re-plan with services.<name>.encode.placement: inline to keep the tower inside the prefill pool")
     _common_warnings(pools, target, dep)
     header = [f"planner deploy: {plan.instance} ({arch} architecture) for {target}",
               f"flags as in {source_line(target)}", "every number: see NOTES.md and settings.json"]

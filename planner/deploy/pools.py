@@ -133,7 +133,7 @@ def instance_kv_precisions(path: str | Path, plan_file: Path | None) -> dict[str
 
 def _points_of(plan: PlanResult, pool: PoolPlan, arch: str) -> list[tuple[dict[str, Any], float]]:
     """The capacity rows of the pool's (service, bucket) routes, with the peak rate routed to it."""
-    routes = [r for r in plan.architectures[arch].routing if r.pool == pool.name and r.share > 0]
+    routes = [r for r in plan.architectures[arch].routing if r.pool == pool.name and r.share > 0 and r.role == pool.role]  # not inline encode
     rows = {(p.get("service"), p.get("bucket"), p.get("role"), p.get("config")): p for p in plan.capacity.points
             if p.get("model") == pool.model}
     out = []

@@ -56,7 +56,7 @@ import pandas as pd
 from planner.agents.check import check_tool_phase
 from planner.optimize.extract import cost_breakdown
 from planner.optimize.latency import RELAX_CEILING
-from planner.optimize.prepare import ARCH_ROLES
+from planner.optimize.prepare import ARCH_ROLES, ENCODE_HOST
 from planner.optimize.verdict import meets_targets
 from planner.schema.capacity import CostParams, config_devices, token_metric
 from planner.schema.plan import (
@@ -411,7 +411,7 @@ def _misses(plan: ArchitecturePlan) -> str:
 def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame, configs: pd.DataFrame,
                 costs: CostParams, k: int, budget: float | None) -> list[str]:
     out: list[str] = []
-    allowed = ARCH_ROLES[plan.architecture]
+    allowed = ARCH_ROLES[plan.architecture] | {"encode"}  # a separate encode pool is an option of every architecture
     key: dict[tuple[str, str, str, str], int] = {}
     for pos, row in enumerate(pts.itertuples(index=False)):
         key[(str(row.service), str(row.bucket), str(row.role), str(row.config))] = pos
@@ -419,6 +419,8 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
     if len(pools) != len(plan.pools):
         out.append("pool: a pool name appears twice")
     phase_sum: dict[tuple[str, str, str], float] = defaultdict(float)
+    host_share: dict[tuple[str, str, str], float] = defaultdict(float)
+    inline_share: dict[tuple[str, str, str], float] = defaultdict(float)
     load: dict[str, float] = defaultdict(float)
     busy_peak: dict[str, float] = defaultdict(float)
     busy_mean: dict[str, float] = defaultdict(float)
@@ -427,11 +429,15 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
     for r in plan.routing:
         if not (-TOL <= r.share <= 1 + TOL):
             out.append(f"route[{r.service}|{r.bucket}]: share {r.share} outside [0, 1]")
-        if r.role not in allowed:
+        if ENCODE_HOST.get(r.role, r.role) not in allowed:
             out.append(f"route[{r.service}|{r.bucket}]: role {r.role} not allowed in {plan.architecture}")
-        for phase, roles in (("prefill", ("prefill", "unified")), ("decode", ("decode", "unified"))):
+        for phase, roles in (("prefill", ("prefill", "unified")), ("decode", ("decode", "unified")), ("encode", tuple(ENCODE_HOST))):
             if r.role in roles:
                 phase_sum[(r.service, r.bucket, phase)] += r.share
+        if r.role in ("prefill", "unified"):
+            host_share[(r.service, r.bucket, r.pool)] += r.share
+        elif r.role in ("encode_prefill", "encode_unified"):
+            inline_share[(r.service, r.bucket, r.pool)] += r.share
         j = key.get((str(r.service), str(r.bucket), str(r.role), str(r.config)))
         if j is None:
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: routed to an operating point missing from the capacity snapshot")
@@ -462,10 +468,14 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         rows.append(j)
         shares.append(r.share)
     for d in demand.itertuples(index=False):
-        for phase in ("prefill", "decode"):
+        encodes = float(getattr(d, "encode_tokens_mean", 0.0) or 0.0) > 0  # multimodal rows: an encode phase too
+        for phase in ("prefill", "decode", "encode") if encodes else ("prefill", "decode"):
             s = phase_sum.get((str(d.service), str(d.bucket), phase), 0.0)
             if abs(s - 1.0) > 1e-5:
                 out.append(f"route[{d.service}|{d.bucket}|{phase}]: shares sum to {s:.6f}, not 1")
+    for (svc, bucket, pool), share in inline_share.items():
+        if share > host_share.get((svc, bucket, pool), 0.0) + 1e-5:
+            out.append(f"encode_host[{svc}|{bucket}|{pool}]: inline encode share {share:.6f} exceeds the share the pool prefills")
     tool = plan.tool_phase is not None and bool(plan.tool_phase.tools)
     for name, p in pools.items():
         out += _check_pool(name, p, k, load.get(name, 0.0), busy_peak.get(name, 0.0), busy_mean.get(name, 0.0), kv.get(name, 0.0), tool)

@@ -56,6 +56,10 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
             cand = everything[(everything["service"] == svc) & (everything["bucket"] == bucket) & everything["role"].isin(roles)]
             out.append(_explain(svc, bucket, phase, architecture, row, cand))
             break  # one diagnosis per bucket is enough
+        else:
+            item = _encode_routability(prep, row, d, allowed, architecture, everything)
+            if item is not None:
+                out.append(item)
     if prep.tool is not None:
         from planner.agents.diagnose import tool_routability
 
@@ -65,6 +69,24 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
         out += [item.model_copy(update={"message": f"{architecture}: {item.message}"})
                 for item in tool_routability(prep, allowed, skip_d=unroutable)]
     return out
+
+
+def _encode_routability(prep: Prepared, row: Any, d: int, allowed: frozenset[str], architecture: str,
+                        everything: pd.DataFrame) -> DiagnosisItem | None:
+    """A bucket with encoder work (``encode_tokens_mean`` > 0) needs a usable encode-phase point."""
+    from planner.optimize.prepare import ENCODE_HOST
+
+    if float(row.get("encode_tokens_mean", 0.0) or 0.0) <= 0:
+        return None
+    ok = {r for r, host in ENCODE_HOST.items() if host in allowed or host == "encode"}
+    pts = prep.points
+    if bool(((pts["d"] == d) & pts["role"].isin(ok)).any()):
+        return None
+    cand = everything[(everything["service"] == row["service"]) & (everything["bucket"] == row["bucket"]) & everything["role"].isin(ok)]
+    uniq = sorted(set(cand["reason"].astype(str)) - {""})
+    return DiagnosisItem(service=str(row["service"]), bucket=str(row["bucket"]), constraint="route",
+                         message=f"{architecture}: encode phase: no feasible encoder operating point ({'; '.join(uniq[:3]) or 'no candidate'})",
+                         fix="relax the TTFT target, add devices with a dense FLOP/s figure, or lower the image tokens per request")
 
 
 def _explain(svc: str, bucket: str, phase: str, architecture: str, row: Any, cand: pd.DataFrame) -> DiagnosisItem:

@@ -72,6 +72,7 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
+from planner.optimize.prepare import ENCODE_HOST
 from planner.pool_latency import bucket_latency, lane_wait_quantile_ms
 from planner.pool_latency import lane_columns as _lane_columns
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
@@ -129,7 +130,7 @@ def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, 
     busy_dev_h = float(np.sum(lam_mean * tau * ptp * (pidle + host))) * H / 1e3
     power_idle = kwh_price * (float(np.sum(dev * idle_w)) * H / 1e3 - busy_dev_h)
     nic = float(np.sum(dev[sends])) * float(c.nic_usd_per_device_month)
-    is_pf = (pts["role"].to_numpy(str) == "prefill")
+    is_pf = np.isin(pts["role"].to_numpy(str), ("prefill", "encode"))  # KV, or embeddings from a separate encode pool
     transfer = float(np.sum(lam_mean[is_pf] * pts["kv_transfer_bytes_per_request"].to_numpy(float)[is_pf])) / 1e9 * SECONDS_PER_HOUR * H * float(c.transfer_usd_per_gb)
     present = n > 0
     ops_pools = float(c.ops_usd_per_pool_month) * int(np.sum(present))
@@ -268,7 +269,9 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     waits = {str(names[p]): float(wait_ms[p]) + (0.0 if math.isnan(lane_ms[p]) else float(lane_ms[p])) for p in range(n_pool) if n[p] > 0}
     lanes = {str(names[p]): float(lane_ms[p]) for p in range(n_pool) if n[p] > 0 and not math.isnan(lane_ms[p])}
     by_bucket = bucket_latency(pts, x, waits, lanes, instances={str(names[p]): int(n[p]) for p in range(n_pool)}, redundancy=redundancy)
+    roles = pts["role"].to_numpy(str)
     latency: list[LatencyPrediction] = []
+    enc_routed = any(roles[i] in ENCODE_HOST for i in nz)
     for svc, dgrp in prep.demand.groupby("service", sort=False):
         r0 = dgrp.iloc[0]
         metric = token_metric(r0)  # the per-token metric the service targets: TPOT if set, else ITL
@@ -285,7 +288,8 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             method="worst routed bucket: operating-point latency + G/G/c wait quantile at peak (planner.queueing, Allen-Cunneen), k instances lost; "
                    "unified pools at the load they carry (planner.pool_latency.unified_at_load: iteration time, chunk share and batch "
                    "of the arrivals, not of the point's full batch) with the chunked-prefill lane of the bucket mix over the live "
-                   "instances behind a least-loaded router",
+                   "instances behind a least-loaded router"
+                   + ("; + the encode phase (encode pool wait + encode + embedding transfer, or the inline encode time)" if enc_routed else ""),
         ))
     return pool_list, routing, latency
 

@@ -20,7 +20,13 @@ Parameters (mutable, for re-solving a built model; redundancy ``k`` is fixed at 
 
 Constraints (name grammar ``kind[key]``; see :func:`constraint_names`)
 ---------------------------------------------------------------------
-- ``route[s|b|phase]``  :math:`\sum_{i \in I_{d,phase}} x_i = 1` — every bucket fully routed in each phase;
+- ``route[s|b|phase]``  :math:`\sum_{i \in I_{d,phase}} x_i = 1` — every bucket fully routed in each phase
+  (the ``encode`` phase only for rows with encoder work: roles ``encode`` — a separate encode pool — or
+  ``encode_prefill`` / ``encode_unified`` — the same work riding in the prefill / unified pool);
+- ``encode_host[s|b|pool]`` :math:`x_e \le \sum_{i \in I_{d(e),prefill} \cap I_{p(e)}} x_i` — an inline
+  encode point ``e`` (whose load sits in the prefill / unified pool ``p(e)``) encodes only requests that pool
+  prefills; its load, energy and idle-power terms enter through ``x_e`` like any point's. A separate encode
+  pool's embeddings (β_e bytes per request) are priced in ``transfer`` and its instances carry NICs;
 - ``load[p]``           :math:`\sum_{i \in I_p} \lambda^{peak}_{d(i)} \tau_i / \rho_i \, x_i \le n_p - k z_p`
   — peak load within the utilisation cap with ``k`` instances lost (τ instance-seconds per
   request, ρ the queueing cap of :mod:`planner.optimize.prepare`);
@@ -79,8 +85,11 @@ import numpy as np
 from planner.optimize.prepare import Prepared
 from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
-PHASES: tuple[str, ...] = ("prefill", "decode")
-PHASE_ROLES: dict[str, tuple[str, ...]] = {"prefill": ("prefill", "unified"), "decode": ("decode", "unified")}
+PHASES: tuple[str, ...] = ("prefill", "decode", "encode")
+PHASE_ROLES: dict[str, tuple[str, ...]] = {"prefill": ("prefill", "unified"), "decode": ("decode", "unified"),
+                                           "encode": ("encode", "encode_prefill", "encode_unified")}
+"""Roles that serve each phase. The encode phase exists only for demand rows with encoder work (points of
+the encode roles, :mod:`planner.capacity_encode`): a text-only table builds exactly the two-phase model."""
 
 
 @dataclass
@@ -170,6 +179,9 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     # --- constraints -----------------------------------------------------------------------
     x = [m.x[i] for i in range(n_pts)]
     m.route = pe.Constraint(route_keys, rule=lambda _m, d, ph: pe.quicksum(x[i] for i in route[(d, ph)]) == 1)
+    # Inline encode (module docstring, encode_host): only for requests the host pool prefills.
+    hosted = _encode_hosts(d_of, role_of, point_pool)
+    m.encode_host = pe.Constraint(sorted(hosted), rule=lambda _m, e: x[e] <= pe.quicksum(x[i] for i in hosted[e]))
 
     # --- tool execution phase (planner.agents): variables, and their terms in load / kv ---
     tool_load, tool_kv = build_tool_phase(m, prep, redundancy)
@@ -191,7 +203,7 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     kv_pools = [p for p in range(n_pool) if kvcap[p] > 0 and pools["role"].iat[p] != "prefill"]
     kv_pc_l = kv_pc.tolist()
     m.kv = pe.Constraint(kv_pools, rule=lambda _m, p: pe.quicksum(
-        lam_peak[d_l[i]] * (kv_pc_l[i] / float(kvcap[p])) * x[i] for i in pts_of_pool[p])
+        lam_peak[d_l[i]] * (kv_pc_l[i] / float(kvcap[p])) * x[i] for i in pts_of_pool[p] if kv_pc_l[i] != 0.0)  # no 0 terms (inline encode)
         + pe.quicksum(t / float(kvcap[p]) for t in tool_kv.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
     m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= int(n_max[p]) * _m.z[p])
     m.pool_min = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] >= (_m.k + 1) * _m.z[p])
@@ -235,7 +247,7 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
         float(tp_pool[p]) * float(costs.nic_usd_per_device_month) * m.n[p] for p in range(n_pool) if sends[p]))
     m.cost_network_transfer = pe.Expression(expr=pe.quicksum(
         m.lam_mean[d_of[i]] * float(kvtx[i] / 1e9 * SECONDS_PER_HOUR * H * costs.transfer_usd_per_gb) * m.x[i]
-        for i in range(n_pts) if role_of[i] == "prefill" and kvtx[i] > 0 and costs.transfer_usd_per_gb > 0))
+        for i in range(n_pts) if role_of[i] in ("prefill", "encode") and kvtx[i] > 0 and costs.transfer_usd_per_gb > 0))
     m.cost_ops_pools = pe.Expression(expr=float(costs.ops_usd_per_pool_month) * pe.quicksum(m.z[p] for p in range(n_pool)))
     m.cost_ops_device_types = pe.Expression(expr=float(costs.ops_usd_per_device_type_month) * pe.quicksum(m.u[t] for t in m.T))
     m.cost_ops_devices = pe.Expression(expr=pe.quicksum(float(tp_pool[p]) * cfg_val(p, "ops_usd_per_device_month") * m.n[p] for p in range(n_pool)))
@@ -249,6 +261,19 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
         m.budget_c.deactivate()
     m.objective = pe.Objective(expr=m.cost_total, sense=pe.minimize)
     return Built(model=m, prep=prep, pool_names=pool_names, point_pool=point_pool, route_keys=route_keys, n_max=n_max)
+
+
+def _encode_hosts(d_of: np.ndarray, role_of: np.ndarray, point_pool: np.ndarray) -> dict[int, list[int]]:
+    """Per inline encode point ``e`` (roles ``encode_prefill`` / ``encode_unified``): the prefill-phase
+    points of the same demand row in the same pool (possibly none: then ``x_e = 0``)."""
+    inline = [e for e, r in enumerate(role_of.tolist()) if r in ("encode_prefill", "encode_unified")]
+    if not inline:
+        return {}
+    by_key: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(role_of.tolist()):
+        if r in PHASE_ROLES["prefill"]:
+            by_key.setdefault((int(d_of[i]), int(point_pool[i])), []).append(i)
+    return {e: by_key.get((int(d_of[e]), int(point_pool[e])), []) for e in inline}
 
 
 COST_EXPRESSIONS: dict[str, str] = {
@@ -275,6 +300,9 @@ def constraint_name(built: Built, kind: str, index: Any) -> str:
         d, phase = index
         row = prep.demand.iloc[d]
         return f"route[{row['service']}|{row['bucket']}|{phase}]"
+    if kind == "encode_host":
+        r = prep.points.iloc[int(index)]
+        return f"encode_host[{r['service']}|{r['bucket']}|{r['pool']}]"
     if kind in ("load", "kv", "pool_on", "pool_min", "type_on"):
         return f"{kind}[{built.pool_names[index]}]"
     if kind.startswith("tool_") or kind.startswith("cpu_") or kind.startswith("kv_tier"):
@@ -290,15 +318,15 @@ def restrict(built: Built, architecture: str, *, shared_single_device_type: bool
     Returns the number of routable points left. Re-solving after another ``restrict`` reuses
     the built model (the persistent solver sees only bound/fix changes).
     """
-    from planner.optimize.prepare import ARCH_ROLES
+    from planner.optimize.prepare import ARCH_ROLES, ENCODE_HOST
 
     m = built.model
-    allowed = ARCH_ROLES[architecture]
+    allowed = ARCH_ROLES[architecture] | {"encode"}  # a separate encode pool is an option of every architecture
     roles = built.prep.points["role"].to_numpy(str)
     left = 0
     # Bounds, not fixes: the persistent HiGHS interface then only changes column bounds.
     for i in range(len(roles)):
-        if roles[i] in allowed:
+        if ENCODE_HOST.get(roles[i], roles[i]) in allowed:  # inline encode: allowed where its host pool is
             m.x[i].setub(1.0)
             left += 1
         else:

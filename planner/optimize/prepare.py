@@ -56,6 +56,10 @@ ARCH_ROLES: dict[str, frozenset[str]] = {
 }
 """Architectures as restrictions of one model: which roles may carry traffic."""
 
+ENCODE_HOST: dict[str, str] = {"encode": "encode", "encode_prefill": "prefill", "encode_unified": "unified"}
+"""Encode-phase roles (:mod:`planner.capacity_encode`) -> the role of the pool their load goes to: a
+separate ``encode`` pool, or the prefill / unified pool that prefills the request (inline encode)."""
+
 
 def pool_key(role: str, config: str, model: str) -> str:
     return f"{role}:{config}:{model}"
@@ -138,6 +142,42 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     return rho, method
 
 
+def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
+    """Points as the utilisation caps see them when a demand row has an encode phase (``encode_tokens_mean`` > 0).
+
+    A multimodal request passes two queues before its first token: the encode stage (a separate encode
+    pool, or inline in its prefill / unified pool) and the prefill stage. Their waits share one TTFT
+    target, so each gets half of the slack left by the fastest encode ``E_d`` and the fastest prefill
+    ``P_d`` (``ttft_ms`` without queueing, over the row's feasible points):
+
+    - prefill / unified point ``i``: wait budget ``(T - ttft_i - E_d) / 2``;
+    - encode point ``e`` (any encode role): wait budget ``(T - ttft_e - P_d) / 2``.
+
+    Implemented by raising ``ttft_ms`` to ``T - budget`` in the copy given to :func:`utilization_caps`;
+    the table's ``ttft_ms`` is unchanged. Rows without an encode phase (every text-only table) are
+    returned as they are."""
+    if "encode_tokens_mean" not in demand.columns or not len(pts):
+        return pts
+    enc_rows = demand.loc[demand["encode_tokens_mean"].astype(float) > 0, ["service", "bucket"]]
+    if not len(enc_rows):
+        return pts
+    key = pd.MultiIndex.from_frame(pts[["service", "bucket"]].astype(str))
+    has_enc = key.isin(pd.MultiIndex.from_frame(enc_rows.astype(str)))
+    role = pts["role"].astype(str)
+    is_enc = role.isin(list(ENCODE_HOST)).to_numpy()
+    is_pf = role.isin(["prefill", "unified"]).to_numpy()
+    ttft = pts["ttft_ms"].to_numpy(float)
+    d = pts["d"].to_numpy(int)
+    e_min = pd.Series(ttft[is_enc]).groupby(d[is_enc]).min()
+    p_min = pd.Series(ttft[is_pf]).groupby(d[is_pf]).min()
+    other = np.where(is_enc, pd.Series(d).map(p_min).to_numpy(float), pd.Series(d).map(e_min).to_numpy(float))
+    target = pts["ttft_target_ms"].to_numpy(float)
+    split = has_enc & (is_enc | is_pf) & np.isfinite(other)
+    out = pts.copy()
+    out["ttft_ms"] = np.where(split, target - (target - ttft - np.nan_to_num(other)) / 2.0, ttft)
+    return out
+
+
 def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> Prepared:
     """Index the feasible points, attach demand, compute caps and per-pool bounds."""
     tables.check_columns()
@@ -152,15 +192,15 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
     infeasible = pts[~feasible_mask].reset_index(drop=True)
     pts = pts[feasible_mask].reset_index(drop=True)
-    rho, method = utilization_caps(pts, max_utilization=max_utilization)
+    rho, method = utilization_caps(encode_split_ttft(pts, tables.demand), max_utilization=max_utilization)
     pts["rho"] = rho
     pts = pts[pts["rho"] > 0].reset_index(drop=True)
-    pts["pool"] = [pool_key(r, c, m) for r, c, m in zip(pts["role"], pts["config"], pts["model"], strict=True)]
+    pts["pool"] = [pool_key(ENCODE_HOST.get(r, r), c, m) for r, c, m in zip(pts["role"], pts["config"], pts["model"], strict=True)]
     # Peak instance-load coefficient per unit share: lambda_peak * tau / rho (instances).
     pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
     pts["load_mean_coef"] = pts["rate_mean_per_s"] * pts["instance_seconds_per_request"]
     # KV residence: a request holds kv_bytes for its decode time out_mean * TPOT.
-    pts["kv_hold_s"] = np.where(pts["role"] == "prefill", 0.0, pts["output_tokens_mean"] * pts["tpot_ms"] / 1e3)
+    pts["kv_hold_s"] = np.where(pts["role"].isin(["prefill", *ENCODE_HOST]), 0.0, pts["output_tokens_mean"] * pts["tpot_ms"] / 1e3)
     pts["kv_peak_coef"] = pts["rate_peak_per_s"] * pts["kv_bytes_per_request"] * pts["kv_hold_s"]
     pts["i"] = np.arange(len(pts))
 
@@ -171,15 +211,19 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
         config = str(first["config"])
         tp = int(first["tp"])
         device = str(first["device"])
-        # Big-M for n: every routable point of the pool sent here at share 1, plus slack.
-        n_load = math.ceil(grp.groupby("d")["load_peak_coef"].max().sum() + 1e-9)
-        kvcap = float(np.nan_to_num(grp["kv_capacity_bytes"].min(), nan=0.0)) if has_kvcap else 0.0  # NaN: a measured row
+        role = str(pool).split(":", 1)[0]
+        # Big-M for n: every routable point of the pool sent here at share 1, plus slack (an inline
+        # encode point's load adds to its bucket's prefill load in the same pool).
+        inline = grp["role"].isin(["encode_prefill", "encode_unified"]).to_numpy()
+        n_load = math.ceil(grp.groupby(["d", inline])["load_peak_coef"].max().sum() + 1e-9)
+        own = grp[~grp["role"].isin(list(ENCODE_HOST))] if len(grp) else grp  # inline encode rows hold no KV
+        kvcap = float(np.nan_to_num(own["kv_capacity_bytes"].min(), nan=0.0)) if has_kvcap and len(own) else 0.0  # NaN: a measured row
         n_kv = math.ceil(grp.groupby("d")["kv_peak_coef"].max().sum() / kvcap + 1e-9) if kvcap > 0 else 0
         n_max = max(n_load, n_kv) + 1  # procurement limits are constraints, not bounds (diagnosis relaxes them)
         rows.append({
-            "pool": pool, "role": str(first["role"]), "config": config, "device": device, "tp": tp,
+            "pool": pool, "role": role, "config": config, "device": device, "tp": tp,
             "model": str(first["model"]), "n_max": int(n_max), "kv_capacity_bytes": kvcap,
-            "sends_kv": str(first["role"]) in ("prefill", "decode"),
+            "sends_kv": role in ("prefill", "decode", "encode"),  # an encode pool sends embeddings
         })
     pools = pd.DataFrame(rows, columns=["pool", "role", "config", "device", "tp", "model", "n_max", "kv_capacity_bytes", "sends_kv"])
     device_types = sorted(pools["device"].unique().tolist()) if len(pools) else []

@@ -285,8 +285,22 @@ def plan_section(plan: PlanResult) -> list[Block]:
             methods = sorted({plain_method(lp.method) for lp in a.latency if lp.method})
             if methods:
                 out.append(_p(f"Predicted latency at peak: {'; '.join(methods)}.", "muted"))
+        out += encode_blocks(plan, a.architecture)
         out += peak_simulation_blocks(a)
     return out
+
+
+def encode_blocks(plan: PlanResult, arch: str) -> list[Block]:
+    """The encode phase of a multimodal plan: one row per bucket and encode pool (:mod:`planner.report.encode`)."""
+    from planner.report.encode import encode_rows
+
+    rows = [r for r in encode_rows(plan) if r["architecture"] == arch]
+    if not rows:
+        return []
+    return [_table(["encode pool", "where", "service / bucket", "share", "encode time", "instance-s / request", "embeddings sent"],
+                   [(r["pool"], r["where"], f"{r['service']} / {r['bucket']}", pct(r["share"]), ms(r["encode_ms"]),
+                     sig(r["instance_s_per_request"]), f"{r['embedding_mb_per_request']:.2f} MB") for r in rows],
+                   numeric=[False, False, False, True, True, True, True], table_id=f"table-encode-{arch}")]
 
 
 def _sim_ms(v: float | None, digits: int = 3) -> str:

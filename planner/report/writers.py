@@ -15,6 +15,7 @@ import pandas as pd
 from planner.agents.report import tool_phase_lines, tool_phase_markdown
 from planner.cli.output import fmt, table, to_json
 from planner.optimize.verdict import plain_limit
+from planner.report.encode import encode_lines
 from planner.report.explain import pool_explanations
 from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult, stat_label
 
@@ -69,6 +70,7 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
                      + [["TOTAL", round(plan.costs.total_usd_per_month, 2)], ["(idle capacity, attribution)", round(plan.costs.idle_capacity_usd_per_month, 2)]]))
     out.append(f"  {fmt(plan.usd_per_million_tokens)} USD per 1M tokens; {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens (facility); {fmt(plan.tokens_per_month / 1e9)} G tokens/month")
     out += [f"  why: {e}" for e in pool_explanations(plan)]
+    out += [f"  {line}" for line in encode_lines(result, arch)]  # multimodal encode phase (planner.report.encode)
     out += energy_lines(plan)  # facility energy by pool and phase, emissions (planner.optimize.energy_report)
     out += tool_phase_lines(plan)  # tool execution phase (planner.agents)
     out += simulation_lines(plan)  # discrete-event check at peak (planner.verify)
@@ -83,7 +85,7 @@ def energy_lines(plan: ArchitecturePlan) -> list[str]:
     parts = [f"{p.pool} ({p.role}) {fmt(p.wh_per_1k_tokens)} Wh/1k tok [busy {fmt(p.busy_kwh_per_month)} + idle {fmt(p.idle_kwh_per_month)} kWh/month]"
              for p in e.pools]
     out = [f"  energy: {fmt(e.facility_kwh_per_month)} kWh/month facility = busy {fmt(e.busy_kwh_per_month)} + idle (provisioned, unused) "
-           f"{fmt(e.idle_kwh_per_month)}" + (f" + tool phase {fmt(e.tool_phase_kwh_per_month)}" if e.tool_phase_kwh_per_month > 0 else "")]
+           f"{fmt(e.idle_kwh_per_month)}" + (f" + tool phase {fmt(e.tool_phase_kwh_per_month)}" if e.tool_phase_kwh_per_month > 1e-9 * max(e.facility_kwh_per_month, 1.0) else "")]
     out += [f"    {p}" for p in parts]
     if e.emissions_kg_per_month is not None:
         out.append(f"  emissions: {fmt(e.emissions_kg_per_month)} kg CO2e/month, {fmt(e.emissions_g_per_million_tokens)} g per 1M tokens "
@@ -174,6 +176,7 @@ def markdown(result: PlanResult) -> str:
         lines += ["", f"{fmt(plan.usd_per_million_tokens)} USD per 1M tokens, {fmt(plan.energy_wh_per_1k_tokens)} Wh per 1k tokens.", ""]
         lines += [f"- Why: {e}" for e in pool_explanations(plan)] + ([""] if pool_explanations(plan) else [])
         lines += speculation_markdown(result, arch)  # planner.perf.speculative: which decode points speculate
+        lines += [*(f"- {line}" for line in encode_lines(result, arch)), ""] if encode_lines(result, arch) else []  # encode phase
         lines += tool_phase_markdown(plan)  # tool execution phase (planner.agents)
         lines += simulation_markdown(plan)  # discrete-event check at peak (planner.verify)
         if plan.binding:

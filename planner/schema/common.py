@@ -12,8 +12,10 @@ Precision = Literal["bf16", "fp8", "fp4", "int8"]
 PRECISION_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0}
 """Bytes per element for each precision (fp4 packs two values per byte)."""
 
-Role = Literal["prefill", "decode", "unified"]
-"""What an instance does: prompt processing, token generation, or both (shared pool)."""
+Role = Literal["prefill", "decode", "unified", "encode", "encode_prefill", "encode_unified"]
+"""What an instance does: prompt processing, token generation, or both (shared pool); the encode phase of
+multimodal requests (:mod:`planner.capacity_encode`) runs in a separate ``encode`` pool or rides in a prefill /
+unified pool (routing rows ``encode_prefill`` / ``encode_unified``)."""
 
 Architecture = Literal["shared", "disaggregated", "hybrid"]
 """Serving architecture: one unified pool, separate prefill/decode pools, or both routed by bucket."""

@@ -27,6 +27,7 @@ from planner.schema.common import (
     UniqueItems,
     bounded,
 )
+from planner.schema.encode import EncodePhase
 from planner.schema.horizon import Horizon
 from planner.schema.speculative import SpeculativeDecoding
 from planner.schema.workload import ToolStats
@@ -230,6 +231,9 @@ class Service(StrictModel):
     speculative: SpeculativeDecoding | None = None
     """Speculative decoding (MTP, EAGLE, draft model, n-gram): offered next to plain decoding for
     disaggregated decode pools; the cheaper point is kept (:mod:`planner.perf.speculative`)."""
+    encode: EncodePhase | None = None
+    """Encode phase of a multimodal service (vision tower before prefill): inline in the prefill /
+    unified pool or in a separate ``encode`` pool, chosen by the MIP (:mod:`planner.perf.encoder`)."""
     slo: SLO
     traffic: Traffic
     tools: dict[str, ToolStats] = {}

@@ -128,6 +128,17 @@ class SessionStats(StrictModel):
     cached_prefix_share: Fraction = 0.0
 
 
+class ModalityStats(StrictModel):
+    """Non-text input of one modality (image, audio, video) per request: the encoder-output (LLM)
+    tokens the encode phase must produce (:mod:`planner.perf.encoder`), and the items (images, clips)
+    they come in. Requests without the modality count as 0 tokens."""
+
+    tokens: TokenStats
+    items_per_request: NonNegFloat = 0.0
+    """Mean items per request (ServeGen ``*_count``; a generic log's ``*_count`` column, else the share of
+    requests with tokens of this modality)."""
+
+
 class WorkloadProfile(StrictModel):
     """Characterised workload of one service."""
 
@@ -141,6 +152,10 @@ class WorkloadProfile(StrictModel):
     buckets: list[LengthBucket] = Field(min_length=1)
     tools: dict[str, ToolStats] = {}
     sessions: SessionStats | None = None
+    modalities: dict[Literal["image", "audio", "video"], ModalityStats] = {}
+    """Per-request image / audio / video input (multimodal logs); their tokens are also inside
+    ``input_tokens`` (the LLM prefills them). Applied to every bucket: ServeGen publishes no joint
+    distribution of text and image tokens, so buckets split by total input share the service's means."""
 
     @model_validator(mode="after")
     def _weights_sum_to_one(self) -> WorkloadProfile:

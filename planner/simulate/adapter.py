@@ -154,6 +154,17 @@ def _itl_fields(d: Any) -> dict[str, Any]:
             "e2e_quantile": float(get("e2e_quantile", 0.99))}
 
 
+def drop_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Routing without the encode phase of multimodal requests (roles ``encode*``, :mod:`planner.capacity_encode`),
+    and a note when there was one: the simulator does not model the vision tower (an encode pool is not simulated,
+    an inline encode's time is not added to its prefill / unified pool's steps)."""
+    enc = routing["role"].astype(str).str.startswith("encode") if len(routing) else pd.Series(dtype=bool)
+    if not bool(enc.any()):
+        return routing, ""
+    return routing[~enc], ("encode phase not simulated: encode pools are left out and inline encode time is not added to "
+                           "prefill / unified steps (the plan sizes both; planner.capacity_encode)")
+
+
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
     """Build :class:`PoolSpec` / :class:`ServiceRoute` values from a plan (module docstring)."""
     arch = choose_architecture(plan, architecture)
@@ -162,11 +173,12 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
     configs = pd.DataFrame(plan.capacity.configs).set_index("config") if plan.capacity.configs else pd.DataFrame()
     routing = pd.DataFrame([r.model_dump() for r in arch.routing])
     routing = routing[routing["share"] > 1e-9]
+    routing, encode_note = drop_encode_phase(routing)
     rows = routing.merge(points, on=["service", "bucket", "role", "config"], how="left", suffixes=("", "_pt"))
     rows = rows.merge(demand[["service", "bucket", "input_tokens_rep", "output_tokens_rep",
                               "input_tokens_mean", "output_tokens_mean"]], on=["service", "bucket"], how="left")
     rows["lam"] = rows["rate_peak_per_s"].clip(lower=1e-12)
-    notes: list[str] = []
+    notes: list[str] = [encode_note] if encode_note else []
     pool_plans = {p.name: p for p in arch.pools}
 
     # per-service prefill seconds per token (for decode recompute), from any prefill/unified row
@@ -417,7 +429,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
     points = pd.DataFrame(plan.capacity.points)
     demand = base.demand
     routing = pd.DataFrame([r.model_dump() for r in arch.routing])
-    routing = routing[routing["share"] > 1e-9].merge(points, on=["service", "bucket", "role", "config"], how="left",
+    routing = drop_encode_phase(routing[routing["share"] > 1e-9])[0].merge(points, on=["service", "bucket", "role", "config"], how="left",
                                                      suffixes=("", "_pt"))
     known = {ps.name for ps in base.pools}
     routes: list[ServiceRoute] = []

@@ -21,6 +21,7 @@ from planner.errors import InputError, Problem
 from planner.schema.workload import (
     ArrivalStats,
     LengthBucket,
+    ModalityStats,
     SessionStats,
     TokenStats,
     ToolStats,
@@ -58,6 +59,8 @@ class Characterization:
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     """Format-specific figures (ServeGen window statistics)."""
+    modalities: dict[str, ModalityStats] = field(default_factory=dict)
+    """Image / audio / video input per request (multimodal logs; :class:`planner.schema.workload.ModalityStats`)."""
 
     def to_profile(self) -> WorkloadProfile:
         """The workload profile; needs arrivals (a log with timestamps)."""
@@ -81,6 +84,7 @@ class Characterization:
             buckets=self.buckets,
             tools=self.tools,
             sessions=self.sessions,
+            modalities=dict(self.modalities),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -109,6 +113,8 @@ class Characterization:
             out["tools"] = {**self.tools_summary, "by_tool": {k: v.model_dump() for k, v in self.tools.items()}}
         if self.sessions is not None:
             out["sessions"] = self.sessions.model_dump()
+        if self.modalities:
+            out["modalities"] = {k: v.model_dump() for k, v in self.modalities.items()}
         if self.extra:
             out.update(self.extra)
         out["notes"] = list(dict.fromkeys((a.notes if a else []) + self.notes))
@@ -156,6 +162,7 @@ def _one_service(log: RequestLog, frame: pd.DataFrame, tools: pd.DataFrame | Non
         summary = all_tools_summary(tools, len(frame))
     sessions = session_stats(frame) if "session" in frame.columns else None
     return Characterization(
+        modalities=log_modalities(frame),
         service=service,
         source=log.source,
         format=log.format,
@@ -286,7 +293,41 @@ def characterize_servegen(agg: ServeGenAggregate, buckets: int = 4, peak_quantil
         buckets=bks,
         notes=bnotes,
         extra=extra,
+        modalities=servegen_modalities(agg.pmfs),
     )
+
+
+MODALITY_NAMES: tuple[str, ...] = ("image", "audio", "video")
+
+
+def log_modalities(frame: pd.DataFrame) -> dict[str, ModalityStats]:
+    """Per modality with a ``<m>_tokens`` column holding any tokens: token quantiles over all requests
+    (missing = 0) and items per request (mean of ``<m>_count``, else the share of requests with tokens)."""
+    out: dict[str, ModalityStats] = {}
+    for m in MODALITY_NAMES:
+        col = f"{m}_tokens"
+        if col not in frame.columns:
+            continue
+        tok = np.nan_to_num(frame[col].to_numpy(dtype=np.float64), nan=0.0)
+        if tok.size == 0 or float(tok.sum()) <= 0:
+            continue
+        cnt = f"{m}_count"
+        items = float(np.nan_to_num(frame[cnt].to_numpy(dtype=np.float64), nan=0.0).mean()) if cnt in frame.columns else float(np.mean(tok > 0))
+        out[m] = ModalityStats(tokens=token_stats(tok), items_per_request=items)
+    return out
+
+
+def servegen_modalities(pmfs: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, ModalityStats]:
+    """Per modality with tokens in a ServeGen multimodal dataset: its ``<m>_tokens`` PMF and mean ``<m>_count``."""
+    out: dict[str, ModalityStats] = {}
+    for m in MODALITY_NAMES:
+        pmf = pmfs.get(f"{m}_tokens")
+        if pmf is None or float(np.dot(pmf[0], pmf[1])) <= 0:
+            continue
+        cnt = pmfs.get(f"{m}_count")
+        items = float(np.dot(cnt[0], cnt[1])) if cnt is not None else 1.0
+        out[m] = ModalityStats(tokens=pmf_stats(pmf[0], pmf[1]), items_per_request=items)
+    return out
 
 
 def characterize_path(

@@ -2,7 +2,8 @@
 
 The mapping names which column holds what: ``time``, ``input``, ``output`` (required:
 ``input`` and ``output``), ``service``, ``session``, ``cached`` (input tokens served from a
-prefix cache) and ``time_unit`` (``s``, ``ms``, ``us``, ``ns`` for numeric times). Without a
+prefix cache), the multimodal ``image_tokens`` / ``audio_tokens`` / ``video_tokens`` and ``*_count``
+(encode phase, :mod:`planner.perf.encoder`) and ``time_unit`` (``s``, ``ms``, ``us``, ``ns`` for numeric times). Without a
 unit, numeric times are seconds unless their size says epoch milli-, micro- or nanoseconds
 (:func:`planner.workload.readers._table.detect_time_unit`, with a note). Times may be date-time
 strings (naive or zoned, or a mix: naive read as UTC, with a note), Arrow timestamps, or numbers.
@@ -34,7 +35,16 @@ MAPPING_KEYS = {
     "session": "session id",
     "cached": "input tokens served from a prefix cache",
     "time_unit": "unit of numeric times: s, ms, us or ns",
+    "image_tokens": "image input tokens (encoder output, also counted in input)",
+    "audio_tokens": "audio input tokens (encoder output, also counted in input)",
+    "video_tokens": "video input tokens (encoder output, also counted in input)",
+    "image_count": "images per request",
+    "audio_count": "audio clips per request",
+    "video_count": "videos per request",
 }
+MODALITY_KEYS: tuple[str, ...] = ("image_tokens", "audio_tokens", "video_tokens", "image_count", "audio_count", "video_count")
+"""Optional multimodal columns: kept under these names (missing values read as 0), summarised by
+:func:`planner.workload.characterize.log_modalities` for the encode phase."""
 
 
 def parse_columns(text: str) -> dict[str, str]:
@@ -80,7 +90,7 @@ def log_from_table(
     """
     table = raw.table
     present = list(table.column_names)
-    wanted = {mapping[k]: MAPPING_KEYS[k] for k in ("time", "input", "output", "service", "session", "cached") if k in mapping}
+    wanted = {mapping[k]: MAPPING_KEYS[k] for k in ("time", "input", "output", "service", "session", "cached", *MODALITY_KEYS) if k in mapping}
     check_columns(str(path), present, wanted, fmt)
     frame: dict[str, object] = {}
     text: dict[str, pd.Series] = {}
@@ -92,6 +102,9 @@ def log_from_table(
                 text[name] = raw_text
     if "cached" in mapping:
         frame["cache_basis_tokens"] = frame["input_tokens"]
+    for key in MODALITY_KEYS:
+        if key in mapping:
+            frame[key] = to_float(table.column(mapping[key]))[0]
     for name in keep or []:
         frame[name] = to_float(table.column(name))[0]
     kind = "missing"
@@ -130,5 +143,5 @@ def read_generic(path: Path, mapping: dict[str, str], on_bad_row: OnBadRow, serv
                 fix="pass --columns time=..,input=..,output=.. (and service=.., session=.. if present)",
             )
         )
-    fields = [mapping[k] for k in ("time", "input", "output", "service", "session", "cached") if k in mapping]
+    fields = [mapping[k] for k in ("time", "input", "output", "service", "session", "cached", *MODALITY_KEYS) if k in mapping]
     return log_from_table(read_raw(path, fields), path, mapping, "generic", on_bad_row)
