@@ -34,7 +34,7 @@ EXPECTED_IDS = {
     "gemma-2b", "gemma-2-2b", "gemma-2-9b", "gemma-2-27b", "codellama-7b", "mistral-7b-v0.3", "starcoder2-7b",
     "qwen3-0.6b", "qwen3-1.7b", "qwen3-coder-480b-a35b", "llama-4-scout-17b-16e", "mixtral-8x22b", "kimi-k2",
     "phi-3-mini-4k", "codellama-13b", "codellama-34b", "llama-4-maverick-17b-128e",
-    "phi-3-medium-4k",
+    "phi-3-medium-4k", "qwen3-14b", "mistral-nemo-12b",
 }
 MOE_IDS = {"qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b",
            "qwen3-coder-480b-a35b", "llama-4-scout-17b-16e", "mixtral-8x22b", "kimi-k2", "llama-4-maverick-17b-128e"}
