@@ -251,17 +251,19 @@ def test_validate_energy_coverage_and_named_skips(catalog) -> None:  # noqa: ANN
 def test_energy_out_of_sample_accuracy_does_not_regress(catalog) -> None:  # noqa: ANN001
     """Leave-one-model-out (planner.perf.energy_check.out_of_sample_by_model, as
     benchmarks/bench_energy.py) on a subset of the ML.ENERGY v3.0 H100 runs that keeps the test
-    fast: Qwen3 8B / 14B / 32B, Llama-3.1 8B and the expert-parallel Qwen3-235B-A22B Instruct runs
-    (79 runs). Measured at commit time: J/token 15.8 %, tokens/s 18.7 %, power 11.9 %; the bounds
-    leave one point for floating-point and solver noise."""
+    fast: Qwen3 8B / 14B / 32B, Llama-3.1 8B and the expert-parallel Qwen3-235B-A22B Instruct and
+    Llama-4 Maverick runs (88 runs). Measured at commit time: J/token 19.3 %, tokens/s 13.3 %,
+    power 15.5 % (before the expert GEMMs counted only the experts a step touches,
+    planner/perf/moe.py: 24.8 %, 17.8 %, 17.7 %, Maverick's J/token 114 %); the bounds leave about
+    one point for floating-point and solver noise."""
     from planner.perf.energy_check import out_of_sample_by_model
 
-    keep = ("Qwen/Qwen3-8B", "Qwen/Qwen3-14B", "Qwen/Qwen3-32B", "Llama-3.1-8B", "Qwen3-235B-A22B-Instruct-2507")
+    keep = ("Qwen/Qwen3-8B", "Qwen/Qwen3-14B", "Qwen/Qwen3-32B", "Llama-3.1-8B", "Qwen3-235B-A22B-Instruct-2507", "Llama-4-Maverick")
     rows = [r for r in read_energy_runs(MEASURED) if r.get("source") == "mlenergy-benchmark-v3.0"
             and r.get("gpu") == "H100-SXM5-80GB" and any(k in str(r.get("model")) for k in keep)]
     oos = out_of_sample_by_model(rows, catalog, source="mlenergy-benchmark-v3.0", gpu="H100-SXM5-80GB")
-    assert oos["held_out_runs"] == 79
+    assert oos["held_out_runs"] == 88
     p = oos["pooled"]
-    assert p["mape_j_per_output_token_pct"] <= 17.0
-    assert p["mape_output_tokens_per_s_pct"] <= 20.0
-    assert p["mape_power_pct"] <= 13.0
+    assert p["mape_j_per_output_token_pct"] <= 20.5
+    assert p["mape_output_tokens_per_s_pct"] <= 14.5
+    assert p["mape_power_pct"] <= 16.5
