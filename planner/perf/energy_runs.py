@@ -105,10 +105,18 @@ MULTIMODAL_TASKS: frozenset[str] = frozenset({"image-chat", "video-chat", "mllm-
 """Tasks whose prompts carry images or video (token counts not in the files)."""
 
 
-def _unknown_model_reason(name: str, catalog: Catalog) -> str:
+STATED_UNMODELLED: dict[str, str] = {"mamba": "state-space (Mamba) layers", "state-space": "state-space layers",
+                                      "linear attention": "linear-attention layers", "rwkv": "RWKV recurrent layers"}
+"""Words of a run's stated architecture (``notes``: ``architecture=...``) -> the layer kind the
+planner cannot model (as :data:`planner.hf_config.HYBRID_TYPES`), for models without a config."""
+
+
+def _unknown_model_reason(name: str, catalog: Catalog, notes: str = "") -> str:
     """Why a model the name resolver does not map cannot be predicted: the piece of its
     architecture the planner cannot model when a shipped config says so
-    (:meth:`planner.catalog.Catalog.resolve_model`), else that it has no profile."""
+    (:meth:`planner.catalog.Catalog.resolve_model`) or the run's stated architecture does
+    (``notes`` ``architecture=Mamba-Transformer Hybrid``: :data:`STATED_UNMODELLED`), else that
+    it has no profile."""
     from planner.hf_config import UnsupportedArchitecture
 
     try:
@@ -119,6 +127,10 @@ def _unknown_model_reason(name: str, catalog: Catalog) -> str:
         pass
     else:
         return f"model {name!r}: derived from its shipped config only; add a catalog profile to predict it"
+    stated = next((part.split("=", 1)[1].strip() for part in notes.split(";") if part.strip().startswith("architecture=")), "")
+    lacking = next((what for word, what in STATED_UNMODELLED.items() if word in stated.lower()), "")
+    if lacking:
+        return f"model {name!r}: the run states architecture {stated!r}: {lacking}, which the planner cannot model"
     return f"model {name!r} is not in the catalog (no profile and no shipped config.json; add one: models/llm/README.md)"
 
 
@@ -224,7 +236,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded "
                       "(and vision encoders are not modelled)")
         elif model_id is None:
-            reason = _unknown_model_reason(str(r.get("model") or ""), catalog)
+            reason = _unknown_model_reason(str(r.get("model") or ""), catalog, str(r.get("notes") or ""))
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
         is_ep = not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \

@@ -34,7 +34,7 @@ One iteration of a DP rank (all ranks run in lock-step: every MoE layer is a col
     t_dense  = roofline of the rank's attention and P_ne GEMMs on its tp GPUs (iteration_time
                with the routed experts taken out and the MLA latent not split by tp)
     rows     = beta T a / tp                                  token-expert rows on the busiest GPU
-    t_expert = L_e max(2 P_e (rows + e M_half) / (F eta_f),   e P_e b_w (1 - exp(-rows/e)) / (BW eta_b))
+    t_expert = L_e max(2 P_e (rows + e u M_half) / (F eta_f),   e u P_e b_w / (BW eta_b)),   u = 1 - exp(-rows/e)
     t_a2a    = L_e [ beta max(V_nic / (eta_nic NIC), V_nvl / (eta_nvl NVL)) + 2 lat ]
     t        = t_overhead + t_tp_comm + overlap(t_dense, t_expert, t_a2a)       (two-batch overlap below)
 
@@ -292,9 +292,9 @@ def _expert_s(rep: EPReplica, eff: Efficiency, tokens_per_rank: np.ndarray) -> t
     e = float(rep.experts_per_gpu)
     inst = rep.rank
     m_half = GEMM_M_HALF_TOKENS * float(inst.flops_peak) / float(inst.attn_flops_peak)
-    flops = 2.0 * rep.expert_params * rep.layers_moe * (rows + e * m_half)
-    c = flops / (float(inst.flops_peak) * eff.eta_f)
     touched = 1.0 - np.exp(-rows / e)
+    flops = 2.0 * rep.expert_params * rep.layers_moe * (rows + e * touched * m_half)
+    c = flops / (float(inst.flops_peak) * eff.eta_f)
     m = rep.expert_bytes_per_gpu * touched / (float(inst.bw_bytes_per_s) * eff.eta_b)
     return np.where(rows > 0, np.maximum(c, m), 0.0), c, m
 
