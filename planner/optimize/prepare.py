@@ -199,8 +199,14 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     # Peak instance-load coefficient per unit share: lambda_peak * tau / rho (instances).
     pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
     pts["load_mean_coef"] = pts["rate_mean_per_s"] * pts["instance_seconds_per_request"]
-    # KV residence: a request holds kv_bytes for its decode time out_mean * TPOT.
-    pts["kv_hold_s"] = np.where(pts["role"].isin(["prefill", *ENCODE_HOST]), 0.0, pts["output_tokens_mean"] * pts["tpot_ms"] / 1e3)
+    # KV residence: a request holds kv_bytes for its decode time out_mean * TPOT, the MEAN TPOT (Little's
+    # law: sequences held = rate x mean residence). A unified point's ``tpot_ms`` is its TPOT at the
+    # target's quantile (p99: the chunk-carrying steps' tail), ``tpot_mean_ms`` its mean; using the
+    # quantile held ~5-10 % more KV than the point's own batch carries (issue 25 item 2).
+    tpot_mean = pts["tpot_mean_ms"].to_numpy(float) if "tpot_mean_ms" in pts.columns else np.full(len(pts), np.nan)
+    tpot_hold = np.where(np.isfinite(tpot_mean) & (tpot_mean > 0), np.minimum(tpot_mean, pts["tpot_ms"].to_numpy(float)),
+                         pts["tpot_ms"].to_numpy(float))
+    pts["kv_hold_s"] = np.where(pts["role"].isin(["prefill", *ENCODE_HOST]), 0.0, pts["output_tokens_mean"] * tpot_hold / 1e3)
     pts["kv_peak_coef"] = pts["rate_peak_per_s"] * pts["kv_bytes_per_request"] * pts["kv_hold_s"]
     pts["i"] = np.arange(len(pts))
 
