@@ -322,7 +322,7 @@ def test_ep_verify_scales_expert_rows_and_all_to_all_with_b_times_v(cat) -> None
 @pytest.mark.parametrize("acceptance", [0.85, 0.90])
 @pytest.mark.parametrize("batch", [4.0, 8.0, 16.0])
 def test_deepseek_v3_mtp_on_expert_parallel_replicas_reproduces_1_8x_tps(cat, ep: int, acceptance: float, batch: float) -> None:
-    from planner.perf.speculative import ep_speedup
+    from planner.perf.moe import ep_speedup
 
     rep = _ep_rep(cat, ep)
     cost = spec_cost(SpeculativeDecoding(method="mtp", num_speculative_tokens=1, acceptance=acceptance), cat.models["deepseek-v3"],
@@ -332,7 +332,7 @@ def test_deepseek_v3_mtp_on_expert_parallel_replicas_reproduces_1_8x_tps(cat, ep
 
 
 def test_ep_mtp_speedup_falls_at_compute_bound_batches(cat) -> None:
-    from planner.perf.speculative import ep_speedup
+    from planner.perf.moe import ep_speedup
 
     rep = _ep_rep(cat, 144)
     cost = spec_cost(SpeculativeDecoding(method="mtp", num_speculative_tokens=1, acceptance=0.875), cat.models["deepseek-v3"],

@@ -100,6 +100,7 @@ from planner.perf.roofline import (
     iteration_time,
     kv_bytes,
 )
+from planner.perf.speculative import SpecCost, itl_quantile_s
 from planner.schema.capacity import OperatingPoint
 from planner.schema.hardware import DeviceProfile
 from planner.schema.llm import LLMProfile
@@ -376,7 +377,7 @@ def ep_operating_point(
     (the replica of ``par.gpus`` devices is one instance) and ``max_batch`` the replica's sequences.
     ``speculative`` (decode; methods ``mtp``, ``eagle``, ``ngram`` — a ``draft_model`` draft is not
     modelled on EP replicas and decodes plain): the cheaper of the plain and the speculative decode
-    point (:func:`planner.perf.speculative.ep_speculative_decode_point`)."""
+    point (:func:`ep_speculative_decode_point`)."""
     from planner.perf.points import (
         _CAL_CACHE,
         _inf,
@@ -471,7 +472,7 @@ def ep_operating_point(
     def speculate(plain: OperatingPoint) -> OperatingPoint:
         if speculative is None or speculative.method == "draft_model":
             return plain
-        from planner.perf.speculative import ep_speculative_decode_point, spec_cost
+        from planner.perf.speculative import spec_cost
 
         cost = spec_cost(speculative, model, rep.rank, weight_precision, kv_precision=kv_precision)
         return ep_speculative_decode_point(plain, cost, rep, eff, isl=isl, osl=osl, tpot_limit_s=targets.tpot_ms / 1e3,
@@ -639,3 +640,109 @@ def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile
 __all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "read_moe_rows", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
            "ep_iteration_time", "ep_operating_point", "ep_parallelisms", "ep_replica", "experts_per_gpu", "kv_capacity_per_rank_bytes",
            "replica_kv_capacity_bytes"]
+
+
+# --- speculative decoding on expert-parallel replicas (planner.perf.speculative: the TP-only maths) ---
+def ep_draft_weight_bytes_per_gpu(cost: SpecCost, rep: EPReplica) -> float:
+    """Draft weights one GPU of an EP replica holds: an MTP / EAGLE layer is one layer's share of the
+    GPU's weights, ``W_gpu / L`` (non-expert share on every rank, expert share spread like the
+    target's experts); ``ngram`` 0."""
+    if cost.method not in ("mtp", "eagle"):
+        return 0.0
+    return rep.weights_per_gpu_bytes / float(rep.rank.layers)
+
+
+def ep_draft_pass_s(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any, context: Any) -> np.ndarray:
+    """One draft pass on every DP rank of an EP replica over ``batch`` sequences (``w`` candidates each).
+
+    ``mtp`` (DeepSeek-V3: the MTP module is one transformer block with an MoE FFN, sharing the
+    embedding and output head): ``1/L`` of the rank's dense time plus ``1/L_e`` of the expert and
+    exposed all-to-all time of an EP iteration over ``B w`` tokens, plus the output head's GEMM in
+    full and one layer's launch overhead. ``eagle`` (a dense decoder layer on the target's
+    features): the same without the MoE share. ``ngram``: 0."""
+
+    b = np.asarray(batch, dtype=float)
+    if cost.method == "ngram":
+        return np.zeros_like(b * np.asarray(context, dtype=float))
+    width = max(1.0, (cost.verify_tokens - 1) / cost.k)
+    st = ep_iteration_time(rep, eff, decode_batch=b, decode_context=context, tokens_per_seq=width)
+    inst = rep.rank
+    layer = st.dense_s / float(inst.layers)
+    if cost.method == "mtp":
+        layer = layer + np.maximum(st.total_s - st.overhead_s - st.dense_s, 0.0) / float(rep.layers_moe)
+    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    head_c = 2.0 * inst.p_lm_head * (b * width + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
+    head_m = inst.p_lm_head * cost.weight_bytes_per_param / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
+    return np.asarray(layer + np.maximum(head_c, head_m) + eff.layer_overhead_s, dtype=float)
+
+
+def ep_spec_step(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any, context: Any) -> tuple[np.ndarray, EPStep]:
+    """``t_spec(B)`` of an EP replica: the verify iteration over ``B V`` tokens per rank (expert GEMM
+    rows and all-to-all volume scale with ``B V``, :func:`planner.perf.moe.ep_iteration_time`) plus
+    ``k`` draft passes (:func:`ep_draft_pass_s`); and the verify iteration (its roofline shares)."""
+
+    ver = ep_iteration_time(rep, eff, decode_batch=batch, decode_context=context, tokens_per_seq=float(cost.verify_tokens))
+    return ver.total_s + cost.k * ep_draft_pass_s(cost, rep, eff, batch, context), ver
+
+
+def ep_speedup(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any, context: Any) -> np.ndarray:
+    """Decode tokens per second of an EP replica with speculation over without, at the same per-rank batch."""
+
+    t_plain = ep_iteration_time(rep, eff, decode_batch=batch, decode_context=context).total_s
+    t_spec, _ = ep_spec_step(cost, rep, eff, batch, context)
+    return np.asarray(cost.tokens_per_step * t_plain / t_spec, dtype=float)
+
+
+def ep_speculative_decode_point(plain: Any, cost: SpecCost, rep: EPReplica, eff: Efficiency, *, isl: float, osl: float,
+                                tpot_limit_s: float, itl_limit_s: float, itl_quantile: float | None, e2e_limit_s: float,
+                                power_w: Any, source: str, common: dict[str, float]) -> Any:
+    """The cheaper of ``plain`` (an EP decode point, :func:`planner.perf.moe.ep_operating_point`) and the
+    speculative EP decode point meeting the same targets, as :func:`speculative_decode_point`. Per
+    rank: KV room = the rank's KV capacity less the draft's weights (:func:`ep_draft_weight_bytes_per_gpu`
+    on each of its KV GPUs), each sequence's KV grows by the draft's share, and the ``B V`` verify
+    tokens must fit DeepEP's low-latency buffers (``B V <= T_max``)."""
+    from planner.schema.capacity import OperatingPoint
+
+    dp = rep.par.dp
+    peak, ctx = isl + osl, isl + osl / 2.0
+    e, v = cost.tokens_per_step, float(cost.verify_tokens)
+    cap = kv_capacity_per_rank_bytes(rep) - ep_draft_weight_bytes_per_gpu(cost, rep) * rep.kv_gpus
+    kv_req = float(kv_bytes(rep.rank, peak)) * (1.0 + cost.draft_kv_share)
+    t_max = rep.params.decode_max_tokens_per_rank
+    b_mem = int(min(max(cap, 0.0) // max(kv_req, 1.0), t_max // v, MAX_DECODE_BATCH_PER_RANK))
+    plain_s = float(plain.instance_seconds_per_request) if plain.feasible else math.inf
+    if b_mem < 1:
+        plain.detail["spec_rejected"] = 1.0
+        return plain
+    batches = np.arange(1, b_mem + 1, dtype=float)
+    t_spec, ver = ep_spec_step(cost, rep, eff, batches, ctx)
+    tpot = t_spec / e
+    itl = np.array([itl_quantile_s(float(t), e, itl_quantile) for t in t_spec])
+    ok = (tpot <= tpot_limit_s) & (itl <= itl_limit_s) & ((osl - 1.0) * tpot <= e2e_limit_s)
+    if not ok.any():
+        plain.detail["spec_rejected"] = 2.0
+        return plain
+    i = int(np.nonzero(ok)[0].max())
+    b_star, t_star = int(batches[i]), float(t_spec[i])
+    seconds = osl * t_star / (e * b_star * dp)
+    sp = ep_speedup(cost, rep, eff, batches, ctx) > 1.0
+    breakeven = float(batches[np.nonzero(sp)[0].max()]) * dp if sp.any() else 0.0  # replica sequences, as max_batch
+    if seconds >= plain_s:
+        plain.detail.update({"spec_rejected": 3.0, "spec_instance_seconds_per_request": seconds, "spec_breakeven_batch": breakeven})
+        return plain
+    comp, mem = float(ver.compute_s[i]), float(ver.memory_s[i])
+    if b_star == b_mem and b_mem < t_max // v:
+        bound = "memory_capacity"
+    else:
+        bound = "communication" if float(ver.exposed_a2a_s()[i]) > 0.25 * t_star else ("compute" if comp >= mem else "memory_bandwidth")
+    detail = {**common, "step_ms": 1e3 * t_star, "spec_step_ms": 1e3 * t_star, "batch": float(b_star * dp), "batch_per_rank": float(b_star),
+              "batch_memory_limit": float(b_mem * dp), "itl_ms": 1e3 * float(itl[i]), "a2a_ms": 1e3 * float(ver.a2a_s[i]),
+              "a2a_exposed_ms": 1e3 * float(ver.exposed_a2a_s()[i]), "expert_ms": 1e3 * float(ver.expert_s[i]),
+              "dense_ms": 1e3 * float(ver.dense_s[i]), "tbo": float(ver.tbo[i]), "compute_ms": 1e3 * comp, "memory_ms": 1e3 * mem,
+              "comm_ms": 1e3 * float(ver.a2a_s[i]), "overhead_ms": 1e3 * float(ver.overhead_s[i]), "spec_tokens_per_step": e,
+              "plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": breakeven,
+              "spec_kv_capacity_bytes": max(cap, 0.0) * dp}
+    return OperatingPoint(feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star * dp,
+                          kv_bytes_per_request=kv_req, kv_transfer_bytes_per_request=0.0,
+                          energy_j_per_request=power_w(comp, mem, t_star, float(b_star) * v) * seconds, ttft_ms=0.0,
+                          tpot_ms=1e3 * t_star / e, source=source, detail=detail)
