@@ -91,9 +91,9 @@ def test_absurd_token_counts_are_bad_rows(tmp_path: Path, value: str) -> None:
 
 
 def test_lengths_beyond_every_model_context_get_a_note(tmp_path: Path) -> None:
-    code, out, _ = run(azure_with(tmp_path, "2023-11-16 18:15:50.0000000,500000,10"), "--json")
+    code, out, _ = run(azure_with(tmp_path, "2023-11-16 18:15:50.0000000,20000000,10"), "--json")
     assert code == 0
-    assert any("1 request(s) need more context" in n and "500,010" in n for n in json.loads(out)["notes"])
+    assert any("1 request(s) need more context" in n and "20,000,010" in n for n in json.loads(out)["notes"])
 
 
 @pytest.mark.parametrize("name", ["azure.csv", "mooncake.jsonl"])
