@@ -169,6 +169,9 @@ class FitRecord(StrictModel):
     error_bands: list[ErrorBand] = Field(default_factory=list)
     """Validated error per (device, engine) (:func:`error_band`)."""
     notes: str = ""
+    warnings: list[str] = Field(default_factory=list)
+    """Fitted parameters that ended on a bound of their range (:mod:`planner.perf.lsq`): the value is
+    the bound, not an estimate; ``planner calibrate`` prints each."""
 
 
 class MoECalibration(StrictModel):
