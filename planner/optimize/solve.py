@@ -118,7 +118,9 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     if settings.confidence != "off":
         bands = tables.meta.get("perf_error_band")
         exact = _exact_winner(tables, settings) if settings.confidence == "exact" else None
-        conf = verdict_confidence(result, error_bands=bands if isinstance(bands, Mapping) else None, exact=exact)
+        srcs = tables.meta.get("perf_error_band_source")
+        conf = verdict_confidence(result, error_bands=bands if isinstance(bands, Mapping) else None, exact=exact,
+                                  band_sources=srcs if isinstance(srcs, Mapping) else None)
         result = result.model_copy(update={"verdict": verdict.model_copy(update={"confidence": conf})})
     return SolveOutcome(result=result, prepared=prep, built=built, built_by_architecture=final_built)
 

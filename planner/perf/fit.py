@@ -11,13 +11,16 @@ closed loop's transient, a benchmark artefact — pulls the fit by its sign, not
 
 Round 7 replaced the squared log-ratio by this: out of sample (fit on two models, predict the
 third) TTFT / TPOT MAPE went from 34.1 / 12.7 % to 31.8 / 13.3 %; round 8 added ``eta_link`` and
-``cohort_exponent``: 28.5 / 13.0 % (in sample 23.5 / 8.9 %; README). The minimiser is a
-Levenberg-Marquardt loop on the residuals ``sign(l) sqrt(|l| + L1_EPS)`` of each log-ratio ``l``
-(their squares sum to the objective plus a constant), on transformed parameters (logit for the
-efficiencies and the exponent, log for the overheads; numeric Jacobian — each evaluation one
-vectorised call over the engine's rows). The cohort term is piecewise in its exponent, so the
-loop starts from each of :data:`COHORT_STARTS`, runs :data:`PROBE_ITERS` iterations, and carries
-the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
+``cohort_exponent``: 28.5 / 13.0 % (in sample 23.5 / 8.9 %; README). The minimiser is the shared
+bounded least-squares routine :func:`planner.perf.lsq.fit_least_squares` (issue 25: one routine for
+every calibration; it replaced a hand-written Levenberg-Marquardt loop on logit/log-transformed
+parameters) on the residuals ``sign(l) sqrt(|l| + L1_EPS)`` of each log-ratio ``l`` (their squares
+sum to the objective plus a constant), in the parameters' own units within the bounds of
+:data:`FITTED` (numeric Jacobian — each evaluation one vectorised call over the engine's rows). A
+parameter that ends on a bound, one that changes no residual, and a Jacobian of lower rank than the
+parameters are warnings (:attr:`FitRecord.warnings`, printed by ``planner calibrate``). The cohort
+term is piecewise in its exponent, so the fit starts from each of :data:`COHORT_STARTS`, runs
+:data:`PROBE_ITERS` iterations, and carries the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
 ``prefill_token_budget`` come from :data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot
 be predicted are skipped and counted in the fit record.
 
@@ -25,9 +28,9 @@ Round 9: rows are fitted in a canonical order (:func:`canonical_order`), so a re
 file whatever the input order; after the engines, each harness with enough rows gets its own
 closed-loop ``ttft_overhead_ms`` and ``cohort_exponent`` (:func:`_fit_harness`, engines fixed), and
 an engine's own ``ttft_overhead_ms`` becomes the lowest of its harnesses'; the fit records the error
-per (device, engine) (:func:`error_bands`). ``scipy.optimize.least_squares`` with a ``soft_l1`` loss
-(:data:`FIT_METHOD` ``"scipy"``) was measured against the hand-written loop and not adopted
-(README round 9). :func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
+per (device, engine) (:func:`error_bands`; since issue 25 out of sample, :func:`leave_one_group_out_bands`,
+when ``fit_calibration(out_of_sample=True)`` as ``planner calibrate`` calls it).
+:func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
 
 Round 10: ``allreduce_overhead_us`` is no longer fitted (0 unless a user sets it): the H100 rows of
 the 70B model (tp 2-8 only) cannot tell a cost per all-reduce (160 per step, whatever the tp) from a
@@ -171,6 +174,20 @@ def _log_ratios(prep: Prepared, mask: np.ndarray, cal: Any, meas_ttft: np.ndarra
     return np.where(np.isfinite(r), np.clip(r, -5.0, 5.0), 5.0)
 
 
+def _fit_warnings(what: str, sol: LsqResult, n_params: int) -> list[str]:
+    """The warnings of one fit: parameters on a bound, parameters without effect, and a Jacobian of
+    lower rank than the parameters (the rows do not determine them all)."""
+    out = []
+    if sol.at_bound:
+        out.append(f"{what}: {', '.join(sol.at_bound)} ended on a bound (a bound, not an estimate: the rows do not determine it)")
+    if sol.undetermined:
+        out.append(f"{what}: {', '.join(sol.undetermined)} changed no residual (left at the starting value, not an estimate)")
+    if sol.rank < n_params:
+        out.append(f"{what}: the rows determine only {sol.rank} of the {n_params} fitted parameters (Jacobian rank {sol.rank}); "
+                   "give more rows (models, batch sizes, lengths)")
+    return out
+
+
 def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40,
              warnings: list[str] | None = None) -> EngineCalibration:
     """Bounded least absolute log-ratio over the fields of :data:`FITTED` for the rows in ``mask``,
@@ -197,9 +214,8 @@ def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarra
     best = min((_minimise(fn, _start(PUBLISHED_DEFAULT, free, {**START, "cohort_exponent": c0}), names, lower, upper, PROBE_ITERS)
                 for c0 in starts), key=lambda r: r.cost)
     sol = _minimise(fn, best.x, names, lower, upper, iters)
-    if warnings is not None and sol.at_bound:
-        warnings.append(f"engine {engine} ({int(mask.sum())} rows): {', '.join(sol.at_bound)} ended on a bound "
-                        "(a bound, not an estimate: the rows do not determine it)")
+    if warnings is not None:
+        warnings.extend(_fit_warnings(f"engine {engine} ({int(mask.sum())} rows)", sol, len(names)))
     return _engine_of(sol.x, engine, label, free)
 
 
@@ -235,9 +251,8 @@ def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: st
     starts = [np.array([max(e0.ttft_overhead_ms, 1.0), k]+ tail) for k in (k0, *COHORT_STARTS)]
     best = min((_minimise(fn, t, names, lower, upper, PROBE_ITERS) for t in starts), key=lambda r: r.cost)
     sol = _minimise(fn, best.x, names, lower, upper, iters)
-    if warnings is not None and sol.at_bound:
-        warnings.append(f"harness {harness} ({n} rows): {', '.join(sol.at_bound)} ended on a bound "
-                        "(a bound, not an estimate: the rows do not determine it)")
+    if warnings is not None:
+        warnings.extend(_fit_warnings(f"harness {harness} ({n} rows)", sol, len(names)))
     return build(sol.x)
 
 
@@ -297,10 +312,15 @@ def error_bands(rows: list[dict[str, Any]], ttft: np.ndarray, tpot: np.ndarray, 
 
 
 def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, data_file: str | Path,
-                    min_rows: int = MIN_ROWS_PER_ENGINE, train_mask: np.ndarray | None = None) -> Calibration:
+                    min_rows: int = MIN_ROWS_PER_ENGINE, train_mask: np.ndarray | None = None,
+                    out_of_sample: bool = False) -> Calibration:
     """Fit per-engine calibrations (engines with ``>= min_rows`` usable rows), a pooled ``default``
     and, for harnesses with ``>= MIN_ROWS_PER_HARNESS`` rows, their closed-loop parameters. The
-    rows are taken in :func:`canonical_order`; the result does not depend on the file's order."""
+    rows are taken in :func:`canonical_order`; the result does not depend on the file's order.
+
+    The error bands recorded (``fit.error_bands``, what plans quote) are in sample unless
+    ``out_of_sample``: then they are :func:`leave_one_group_out_bands` (one refit per model; a plan
+    quotes only those, :func:`planner.perf.calibration.error_band`)."""
     order = canonical_order(rows)
     rows = [rows[i] for i in order]
     if train_mask is not None:
@@ -359,11 +379,48 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         objective="least absolute log-ratio of TTFT and TPOT (bounded trust-region least squares on sqrt residuals, planner.perf.lsq)",
         mape_ttft_pct={k: round(v, 2) for k, v in by_engine_ttft.items()},
         mape_tpot_pct={k: round(v, 2) for k, v in by_engine_tpot.items()},
-        error_bands=error_bands(rows, ttft, tpot, usable, "in sample"),
-        notes="in-sample residuals",
+        error_bands=(leave_one_group_out_bands(rows, catalog, train_mask=train_mask) if out_of_sample
+                     else error_bands(rows, ttft, tpot, usable, "in sample")),
+        notes=("MAPE: in-sample residuals; error_bands: " + (f"leave one {HOLDOUT_GROUP} out (refit without each {HOLDOUT_GROUP}, "
+               "predict its rows)" if out_of_sample else "in sample (not a validation; plans say 'not validated')")),
         warnings=warnings,
     )
     return cal.model_copy(update={"fit": record, "description": f"fitted on {Path(data_file).name}"})
+
+
+HOLDOUT_GROUP = "model"
+"""Rows held out together for the out-of-sample error: one model at a time (a model's rows share its
+shapes; holding out single rows would leave its neighbours in the fit)."""
+
+
+def leave_one_group_out_bands(rows: list[dict[str, Any]], catalog: Catalog, group: str = HOLDOUT_GROUP,
+                              train_mask: np.ndarray | None = None) -> list[ErrorBand]:
+    """Out-of-sample error per (device, engine): for each value of ``group`` (e.g. each model), fit on the
+    other groups' rows and predict this group's; the bands pool those predictions (mean absolute relative
+    error, ``rows`` = rows predicted out of sample). Empty when the rows hold one group only (nothing to
+    hold out: a plan then says "not validated"); a group whose complement cannot be fitted is left out."""
+    from planner.errors import InputError
+
+    keys = np.array([str(r.get(group)) for r in rows])
+    base = np.ones(len(rows), bool) if train_mask is None else np.asarray(train_mask, dtype=bool)
+    groups = sorted(set(keys[base]))
+    if len(groups) < 2:
+        return []
+    prep = prepare_rows(rows, catalog)
+    ttft = np.full(len(rows), np.nan)
+    tpot = np.full(len(rows), np.nan)
+    for g in groups:
+        test = base & (keys == g)
+        try:
+            cal = fit_calibration(rows, catalog, name=f"without-{g}", data_file="", train_mask=base & ~test)
+        except InputError:
+            continue
+        t, p, _, _ = predict_prepared(prep, cal)
+        ttft[test], tpot[test] = t[test], p[test]
+    meas_ttft = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
+    meas_tpot = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
+    usable = base & np.array([not r for r in prep.reasons]) & (meas_ttft > 0) & (meas_tpot > 0) & np.isfinite(ttft) & np.isfinite(tpot)
+    return error_bands(rows, ttft, tpot, usable, f"leave one {group} out")
 
 
 def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[dict[str, Any]]:
