@@ -16,7 +16,13 @@ from planner.perf.calibration import NO_CALIBRATION_BAND_REL, MoECalibration, er
 from planner.perf.fit import fit_calibration
 from planner.perf.lsq import fit_least_squares
 from planner.perf.measurements import read_measurements
-from planner.perf.moe import Parallelism, ep_iteration_time, ep_replica, fit_moe_calibration, predict_moe_rows
+from planner.perf.moe import (
+    Parallelism,
+    ep_iteration_time,
+    ep_replica,
+    fit_moe_calibration,
+    predict_moe_rows,
+)
 from planner.perf.points import efficiency_of, engine_calibration
 
 CAT = load_catalog()

@@ -68,7 +68,7 @@ def on_bound(names: Sequence[str], x: np.ndarray, lower: np.ndarray, upper: np.n
 
 def fit_least_squares(residual_fn: Callable[[np.ndarray], np.ndarray], x0: Sequence[float] | np.ndarray, *, names: Sequence[str],
                       lower: Sequence[float] | np.ndarray, upper: Sequence[float] | np.ndarray, loss: str = "linear",
-                      f_scale: float = 1.0, max_nfev: int | None = None, x_scale: str | Sequence[float] | np.ndarray = "jac",
+                      f_scale: float = 1.0, max_nfev: int | None = None, x_scale: str | float | Sequence[float] | np.ndarray = "jac",
                       diff_step: float | None = None, ftol: float = 1e-8, xtol: float = 1e-8, gtol: float = 1e-8) -> LsqResult:
     """Minimise ``sum rho(residual_fn(x)^2)`` within the bounds (module docstring); ``x0`` is moved
     strictly inside the bounds first (trf starts from an interior point)."""
