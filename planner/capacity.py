@@ -205,17 +205,21 @@ def _kv_capacity_bytes(model: Any, dev: Any, tp: int, weight_precision: str, kv_
         return 0.0
 
 
-def _error_bands(inst: Any, calibration: Any) -> dict[str, float]:
+def _error_bands(inst: Any, calibration: Any, sources: dict[str, str] | None = None) -> dict[str, float]:
     """Per ``device/engine`` of the instance: the validated relative error of the performance model
     (:func:`planner.perf.calibration.error_band`, the wider of TTFT and TPOT; wider still for a device
-    the calibration has no rows for), read by the verdict's confidence (:mod:`planner.optimize.confidence`)."""
+    the calibration has no rows for), read by the verdict's confidence (:mod:`planner.optimize.confidence`).
+    ``sources`` (filled when given): where each band comes from (how it was validated, on how many rows,
+    or "not validated")."""
     from planner.perf.calibration import error_band
 
     out: dict[str, float] = {}
     for dev in inst.catalog.devices:
         for engine in sorted({s.engine for s in inst.services.values()}):
-            ttft, tpot, _src = error_band(dev, engine, calibration)
+            ttft, tpot, src = error_band(dev, engine, calibration)
             out[f"{dev}/{engine}"] = max(float(ttft), float(tpot))
+            if sources is not None:
+                sources[f"{dev}/{engine}"] = src
     return out
 
 
@@ -307,9 +311,12 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     agents = build_agent_tables(resolved, demand, configs)
     if agents is not None:
         notes = notes + list(agents.params.notes)
+    band_sources: dict[str, str] = {}
+    bands = _error_bands(inst, calibration, band_sources)
     return CapacityTables(demand=demand, points=points, configs=configs, costs=cost_params(resolved),
                           meta={"instance": inst.name, "notes": notes, "source": "roofline (planner.perf.operating_point)",
-                                "calibration": cal_ref.record(), "perf_error_band": _error_bands(inst, calibration)}, agents=agents)
+                                "calibration": cal_ref.record(), "perf_error_band": bands, "perf_error_band_source": band_sources},
+                          agents=agents)
 
 
 def _ep_note(resolved: ResolvedInstance, configs: pd.DataFrame, pars: dict[str, Parallelism], calibration: Any) -> str:

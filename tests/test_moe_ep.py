@@ -8,7 +8,10 @@ github.com/lm-sys/lm-sys.github.io blog/2025-05-05-large-scale-ep.md). Setup as 
 9 nodes (EP72, DP attention, 256 sequences per GPU at a 2,000-token KV length); headline 52.3 k input and 22.3 k
 output tokens/s per node for 2,000-token inputs (prefill alone: 54,543 per node at 2K; decode 22,282); up to 5x
 the output throughput of TP16 on the same GPUs. The model's parameters are the published defaults of
-MoECalibration (planner/perf/calibration.py), none set for these tests.
+MoECalibration (planner/perf/calibration.py), none set for these tests, and since issue 25 item 7 none taken from
+that blog: ``ep_imbalance`` 1.11 is TensorRT-LLM's measured EPLB imbalance (tech blog 4, Table 1) and
+``tbo_overlap`` 1.0 DeepSeek's profile-data. Out of sample the decode lands +20 % (inside +-25 %), the prefill
++41 % (outside: a miss, recorded as a strict xfail, not tuned away; planner/perf/README.md).
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def test_low_latency_all_to_all_by_hand() -> None:
     per_copy = DS.hidden_size * (DISPATCH_BYTES_PER_ELEMENT + COMBINE_BYTES_PER_ELEMENT)
     nic = 256 * 8 * 8 / 9 * per_copy / (0.8 * 50e9)
     nvl = 256 * 8 / 9 * per_copy / (0.77 * 450e9)
-    expected = 58 * (1.18 * max(nic, nvl) + 2 * 12e-6)
+    expected = 58 * (P.ep_imbalance * max(nic, nvl) + 2 * 12e-6)
     assert float(a2a_s(rep, 256.0, "low_latency")) == pytest.approx(expected, rel=1e-12)
 
 
@@ -125,7 +128,7 @@ def test_normal_all_to_all_sends_one_copy_per_destination_node() -> None:
     remote = 3 * (1 - 0.75 ** 8)
     nic = 16000 * remote * per_copy / (0.8 * 50e9)
     nvl = 16000 * 8 * per_copy / (0.77 * 450e9)
-    assert float(a2a_s(rep, 16000.0, "normal")) == pytest.approx(58 * (1.18 * max(nic, nvl) + 24e-6), rel=1e-12)
+    assert float(a2a_s(rep, 16000.0, "normal")) == pytest.approx(58 * (P.ep_imbalance * max(nic, nvl) + 24e-6), rel=1e-12)
 
 
 def test_h800_nvlink_slows_the_in_node_all_to_all() -> None:
@@ -163,16 +166,28 @@ def _decode_tokens_per_s_per_node() -> float:
 
 
 def test_acceptance_decode_output_throughput_per_node_within_25pct() -> None:
-    """Decode EP72 / DP72 on 9 H100 nodes: within +-25 % of 22.3 k output tokens/s per node (model: 23.3 k, +4.6 %)."""
+    """Decode EP72 / DP72 on 9 H100 nodes: within +-25 % of 22.3 k output tokens/s per node (model: 26.7 k, +19.9 %,
+    out of sample since issue 25 item 7; +4.6 % with the previous, SGLang-fitted 1.18 / 0.75)."""
     got = _decode_tokens_per_s_per_node()
     assert got == pytest.approx(BLOG_DECODE_TOKENS_PER_S_PER_NODE, rel=0.25)
 
 
+@pytest.mark.xfail(strict=True, reason="out-of-sample miss (issue 25 item 7): with ep_imbalance 1.11 (TensorRT-LLM) and "
+                   "tbo_overlap 1.0 (DeepSeek profile-data) the model gives 73.8 k input tokens/s per node, +41 % over SGLang's "
+                   "52.3 k; SGLang's own TBO ablation shows its prefill hides less communication than full overlap")
 def test_acceptance_prefill_input_throughput_per_node_within_25pct() -> None:
     """Prefill EP32 / DP32 on 4 H100 nodes, 8 prompts of 2,000 tokens per GPU (16,384-token budget): within +-25 % of
-    52.3 k input tokens/s per node (model: 59.8 k, +14 %; +10 % over the prefill-only 54.5 k)."""
+    52.3 k input tokens/s per node. Misses out of sample (see the xfail reason); it passed (+14 %) only with the
+    parameters fitted to the same blog."""
     got = _prefill_tokens_per_s_per_node()
     assert got == pytest.approx(BLOG_PREFILL_TOKENS_PER_S_PER_NODE, rel=0.25)
+
+
+def test_out_of_sample_landing_is_as_reported() -> None:
+    """Where the independent parameters land on SGLang's figures, as planner/perf/README.md reports it: decode +19.9 %,
+    prefill +41.2 % (so a change that moves them has to update the report)."""
+    assert _decode_tokens_per_s_per_node() / BLOG_DECODE_TOKENS_PER_S_PER_NODE == pytest.approx(1.199, abs=0.01)
+    assert _prefill_tokens_per_s_per_node() / BLOG_PREFILL_TOKENS_PER_S_PER_NODE == pytest.approx(1.412, abs=0.01)
 
 
 def _tbo_gain(par: Parallelism, **kw: float) -> float:
@@ -182,16 +197,22 @@ def _tbo_gain(par: Parallelism, **kw: float) -> float:
     return float(off.total_s) / float(on.total_s)
 
 
-def test_two_batch_overlap_default_reproduces_the_published_ablation() -> None:
-    """The source of ``tbo_overlap`` = 0.75 (MoECalibration): at it the model's TBO gains sit in the blog's measured
-    ranges — prefill +27-35 % at the same tokens per device, decode +25.5 % at 256 sequences per GPU."""
-    assert 1.25 <= _tbo_gain(Parallelism(1, 32, 32), prefill_tokens=8000.0, prefill_prompts=4.0) <= 1.36
-    assert _tbo_gain(Parallelism(1, 72, 72), decode_batch=256.0, decode_context=2000.0) == pytest.approx(1.255, abs=0.03)
-    # with full overlap (DeepSeek's design intent) the prefill would land +33 % over the blog: stated in the README
-    full = P.model_copy(update={"tbo_overlap": 1.0})
-    rep = ep_replica(DS, H100, Parallelism(1, 32, 32), "fp8", "bf16", full)
-    t = float(ep_iteration_time(rep, EFF, prefill_tokens=16000.0, prefill_prompts=8.0).total_s)
-    assert 8 * 16000 / t / BLOG_PREFILL_TOKENS_PER_S_PER_NODE == pytest.approx(1.33, abs=0.02)
+def test_two_batch_overlap_against_the_published_ablation() -> None:
+    """Out of sample: SGLang measured TBO gains of +27-35 % (prefill, same tokens per device) and +25.5 % (decode, 256
+    sequences per GPU). At the default ``tbo_overlap`` 1.0 (DeepSeek's profiles) the model's gains are larger,
+    +52 % and +43 %: SGLang hides less of the all-to-all than full overlap. 0.75 (the previous default, fitted to these
+    gains) reproduces them — kept here as the measure of how far the independent value sits from SGLang's stack."""
+    assert P.tbo_overlap == 1.0
+    assert _tbo_gain(Parallelism(1, 32, 32), prefill_tokens=8000.0, prefill_prompts=4.0) == pytest.approx(1.516, abs=0.01)
+    assert _tbo_gain(Parallelism(1, 72, 72), decode_batch=256.0, decode_context=2000.0) == pytest.approx(1.425, abs=0.01)
+    fitted = P.model_copy(update={"tbo_overlap": 0.75})
+
+    def gain(par: Parallelism, **kw: float) -> float:
+        on = ep_iteration_time(ep_replica(DS, H100, par, "fp8", "bf16", fitted), EFF, **kw)
+        off = ep_iteration_time(ep_replica(DS, H100, par, "fp8", "bf16", fitted.model_copy(update={"tbo_overlap": 0.0})), EFF, **kw)
+        return float(off.total_s) / float(on.total_s)
+    assert 1.25 <= gain(Parallelism(1, 32, 32), prefill_tokens=8000.0, prefill_prompts=4.0) <= 1.36
+    assert gain(Parallelism(1, 72, 72), decode_batch=256.0, decode_context=2000.0) == pytest.approx(1.255, abs=0.03)
 
 
 def test_acceptance_wide_ep_beats_best_tp_only_by_2x_in_output_throughput() -> None:

@@ -128,9 +128,16 @@ def _numbers(obj: object, prefix: str = "") -> dict[str, float]:
 
 
 def test_refit_reproduces_shipped_calibration(tmp_path: Path) -> None:
-    """`planner calibrate` on the shipped data copy reproduces models/calibration/h100_dense.yaml:
-    every fitted number within 1e-6 relative (bit-identical on the machine that wrote it; the
-    tolerance covers BLAS summation order elsewhere)."""
+    """`planner calibrate` on the shipped data copy lands at the shipped h100_dense.yaml's optimum.
+
+    The file was written by the hand-written Levenberg-Marquardt loop (stopped on a 1e-5 relative gain),
+    which did not reproduce it bit for bit even on its own commit (eta_f 0.5854 vs 0.5890 at b4b3758):
+    the summed absolute log-ratio is flat and piecewise in the cohort exponent and overheads, so a stop
+    rule on a relative gain lands anywhere along a flat valley. The shared bounded least-squares routine
+    (planner.perf.lsq) solves the same objective; measured on this data: efficiencies within 1 %,
+    in-sample MAPE within 0.05 points per engine, overheads and cohort exponents moving up to 23 %
+    along that valley. So the test checks what the data determine: each engine's eta_f and eta_b
+    within 1.5 % and the in-sample TTFT / TPOT MAPE within 0.5 points of the shipped record."""
     shipped = yaml.safe_load(SHIPPED.read_text())
     rows = read_measurements(DATA_COPY)
     cal = fit_calibration(rows, CAT, name=shipped["name"], data_file=DATA_COPY)
@@ -139,7 +146,11 @@ def test_refit_reproduces_shipped_calibration(tmp_path: Path) -> None:
     b = _numbers({"engines": refit["engines"], "harnesses": refit.get("harnesses", {})})
     assert a.keys() == b.keys()
     for k in a:
-        assert b[k] == pytest.approx(a[k], rel=1e-6, abs=1e-9), k
+        if k.endswith((".eta_f.", ".eta_b.")):
+            assert b[k] == pytest.approx(a[k], rel=0.015), k
+    for key in ("mape_ttft_pct", "mape_tpot_pct"):
+        for e, v in shipped["fit"][key].items():
+            assert refit["fit"][key][e] == pytest.approx(v, abs=0.5), (key, e)
 
 
 def test_fit_does_not_depend_on_row_order() -> None:
@@ -172,8 +183,9 @@ def test_engine_ttft_overhead_is_the_lowest_harness_value() -> None:
 
 
 def test_error_band_calibrated_uncalibrated_and_none() -> None:
-    bands = [ErrorBand(device="h100-sxm", engine="vllm", ttft_rel=0.2, tpot_rel=0.1, rows=10),
-             ErrorBand(device="h100-sxm", engine="trtllm", ttft_rel=0.3, tpot_rel=0.08, rows=10)]
+    oos = "leave one model out"
+    bands = [ErrorBand(device="h100-sxm", engine="vllm", ttft_rel=0.2, tpot_rel=0.1, rows=10, how=oos),
+             ErrorBand(device="h100-sxm", engine="trtllm", ttft_rel=0.3, tpot_rel=0.08, rows=10, how=oos)]
     rec = FitRecord(data_file="x", data_sha256="", rows_used=20, rows_skipped=0, engines_fitted=["vllm"], objective="",
                     mape_ttft_pct={}, mape_tpot_pct={}, error_bands=bands)
     cal = Calibration(name="t", engines={"vllm": load_calibration(SHIPPED).engines["vllm"]}, fit=rec)  # type: ignore[union-attr]
@@ -183,12 +195,20 @@ def test_error_band_calibrated_uncalibrated_and_none() -> None:
     t, p, _ = error_band("h200-sxm", "sglang", cal)  # engine never calibrated: the widest of any engine
     assert (t, p) == pytest.approx((0.3 + UNCALIBRATED_BAND_REL, 0.1 + UNCALIBRATED_BAND_REL))
     assert error_band("h100-sxm", "vllm", None)[:2] == (NO_CALIBRATION_BAND_REL, NO_CALIBRATION_BAND_REL)
-    # the shipped file records its in-sample bands for every H100 engine it was fitted on
+    # in-sample bands, or out-of-sample ones on fewer than 10 rows, are not a validation (issue 25 item 6:
+    # three rows fitted and checked on themselves quoted "validated error ±14 %")
+    for how, rows in (("in sample", 500), (oos, 9)):
+        weak = cal.model_copy(update={"fit": rec.model_copy(update={"error_bands": [b.model_copy(update={"how": how, "rows": rows}) for b in bands]})})
+        for dev in ("h100-sxm", "h200-sxm"):
+            t, p, src = error_band(dev, "vllm", weak)
+            assert (t, p) == (NO_CALIBRATION_BAND_REL, NO_CALIBRATION_BAND_REL) and src.startswith("not validated"), (how, dev, src)
+    # the shipped file records out-of-sample (leave one model out) bands for every H100 engine it was fitted on
     shipped = load_calibration(SHIPPED)
     assert shipped is not None and shipped.fit is not None
     assert {(b.device, b.engine) for b in shipped.fit.error_bands} == {("h100-sxm", "sglang"), ("h100-sxm", "trtllm"), ("h100-sxm", "vllm")}
+    assert all(b.how == "leave one model out" and b.rows >= 10 for b in shipped.fit.error_bands)
     t, p, src = error_band("h100-sxm", "trtllm", SHIPPED.as_posix())
-    assert 0 < p < t < 1 and src.startswith("calibrated:")
+    assert 0 < p < t < 1 and src.startswith("calibrated:") and "leave one model out" in src
 
 
 @pytest.mark.slow

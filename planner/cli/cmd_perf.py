@@ -242,7 +242,8 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
     data_copy = out.with_name(f"{stem}.measurements.csv")
     write_measurements(imported.rows, data_copy)
     single = len(measurements) == 1 and imported.formats[measurements[0]] in ("planner", "silicon")
-    cal = fit_calibration(imported.rows, load_catalog().with_models(imported.models), name=cal_name, data_file=measurements[0] if single else data_copy)
+    cal = fit_calibration(imported.rows, load_catalog().with_models(imported.models), name=cal_name, data_file=measurements[0] if single else data_copy,
+                          out_of_sample=True)
     save_calibration(cal, out)
     assert cal.fit is not None
     if as_json:
@@ -253,6 +254,18 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
                      [[e, c.eta_f, c.eta_b, c.step_overhead_ms, c.layer_overhead_us, c.seq_overhead_us, c.allreduce_overhead_us, c.eta_link, c.cohort_exponent, c.ttft_overhead_ms,
                        cal.fit.mape_ttft_pct.get(e, cal.fit.mape_ttft_pct.get("all")), cal.fit.mape_tpot_pct.get(e, cal.fit.mape_tpot_pct.get("all"))]
                       for e, c in cal.engines.items()]))
+    for w in cal.fit.warnings:
+        click.echo(f"warning: {w}", err=True)
+    from planner.perf.calibration import MIN_VALIDATED_ROWS
+
+    valid = [b for b in cal.fit.error_bands if b.how != "in sample" and b.rows >= MIN_VALIDATED_ROWS]
+    if not valid:
+        click.echo(f"warning: error not validated: no (device, engine) has {MIN_VALIDATED_ROWS} or more rows predicted out of sample "
+                   "(leave one model out needs rows of two or more models); plans using this calibration quote the published-defaults band",
+                   err=True)
+    for b in cal.fit.error_bands:
+        click.echo(f"out-of-sample error {b.device}/{b.engine}: TTFT {100 * b.ttft_rel:.1f} %, TPOT {100 * b.tpot_rel:.1f} % "
+                   f"({b.how}, {b.rows} rows{'' if b in valid else ', not validated: fewer than ' + str(MIN_VALIDATED_ROWS)})")
     if instance_path:
         click.echo(f"to plan with it, add to {instance_path}:  calibration: {os.path.relpath(out, Path(instance_path).parent)}")
 
@@ -364,6 +377,8 @@ def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: boo
     if as_json:
         echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json")})
         return
+    if "on a bound" in fitted.source:
+        click.echo(f"warning: {fitted.source.split('; ', 1)[1]}", err=True)
     click.echo(f"fitted on {len(rows)} rows: ep_imbalance {fitted.ep_imbalance:.3f}, a2a_efficiency {fitted.a2a_efficiency:.3f}; "
                f"mean |pred/meas - 1| {err:.1%}\nwrote {output}")
 

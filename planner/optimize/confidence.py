@@ -131,16 +131,24 @@ def _x(m: float) -> str:
     return f"{m:.3g}" if m < 10 else f"{m:,.0f}"
 
 
-def error_band_for(result: PlanResult, bands: Mapping[str, float] | None) -> tuple[float, str]:
+def error_band_for(result: PlanResult, bands: Mapping[str, float] | None,
+                   sources: Mapping[str, str] | None = None) -> tuple[float, str]:
     """The band (± share) for the devices of the feasible plans, and where it comes from.
 
     ``bands``: per device (or ``device/engine``) the validated relative error; the widest over the
-    plans' devices is used. Without one: :data:`DEFAULT_ERROR_BAND`, and the source says so."""
+    plans' devices is used. ``sources``: per key, how that band was validated and on how many rows
+    (:func:`planner.perf.calibration.error_band`), quoted beside it; a band whose source says "not
+    validated" makes the whole quote "not validated". Without one: :data:`DEFAULT_ERROR_BAND`, and the
+    source says so."""
     devices = sorted({p.device for a in result.architectures.values() if a.feasible for p in a.pools})
     found = {d: float(v) for d, v in (bands or {}).items() if d in devices or d.split("/")[0] in devices}
     if found and all(any(k == d or k.split("/")[0] == d for k in found) for d in devices):
         worst = max(found.values())
-        return worst, "validated error of the calibration (" + ", ".join(f"{k} ±{100 * v:.0f} %" for k, v in sorted(found.items())) + ")"
+        if sources is None:
+            return worst, "validated error of the calibration (" + ", ".join(f"{k} ±{100 * v:.0f} %" for k, v in sorted(found.items())) + ")"
+        label = ("error band of the performance model, not validated" if any(str(sources.get(k, "")).startswith("not validated") for k in found)
+                 else "out-of-sample error of the calibration")
+        return worst, f"{label} (" + "; ".join(f"{k} ±{100 * v:.0f} %: {sources.get(k, 'source not recorded')}" for k, v in sorted(found.items())) + ")"
     return DEFAULT_ERROR_BAND, (f"±{100 * DEFAULT_ERROR_BAND:.0f} % assumed: no validated error band recorded for "
                                 + (", ".join(devices) or "these devices"))
 
@@ -184,11 +192,12 @@ def _pct(m: float) -> str:
 _WORDS = {"prefill_time": "prefill", "decode_step_time": "decode steps", "traffic": "traffic"}
 
 
-def verdict_confidence(result: PlanResult, exact: WinnerAt, *, error_bands: Mapping[str, float] | None = None) -> VerdictConfidence:
+def verdict_confidence(result: PlanResult, exact: WinnerAt, *, error_bands: Mapping[str, float] | None = None,
+                       band_sources: Mapping[str, str] | None = None) -> VerdictConfidence:
     """How robust ``result``'s verdict is (module docstring): ``exact`` is the re-solve
     (:func:`planner.optimize.resolve.confidence_winner`), evaluated on the grids and bisected."""
     v = result.verdict
-    band, source = error_band_for(result, error_bands)
+    band, source = error_band_for(result, error_bands, band_sources)
     buckets: dict[str, int] = {}
     for d in result.capacity.demand:
         buckets[str(d["service"])] = buckets.get(str(d["service"]), 0) + 1

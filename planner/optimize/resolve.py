@@ -593,5 +593,7 @@ def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveS
     if settings.confidence == "off" or result.verdict is None:
         return result
     bands = tables.meta.get("perf_error_band")
-    conf = verdict_confidence(result, confidence_winner(tables, settings), error_bands=bands if isinstance(bands, Mapping) else None)
+    srcs = tables.meta.get("perf_error_band_source")
+    conf = verdict_confidence(result, confidence_winner(tables, settings), error_bands=bands if isinstance(bands, Mapping) else None,
+                              band_sources=srcs if isinstance(srcs, Mapping) else None)
     return result.model_copy(update={"verdict": result.verdict.model_copy(update={"confidence": conf})})

@@ -11,13 +11,16 @@ closed loop's transient, a benchmark artefact — pulls the fit by its sign, not
 
 Round 7 replaced the squared log-ratio by this: out of sample (fit on two models, predict the
 third) TTFT / TPOT MAPE went from 34.1 / 12.7 % to 31.8 / 13.3 %; round 8 added ``eta_link`` and
-``cohort_exponent``: 28.5 / 13.0 % (in sample 23.5 / 8.9 %; README). The minimiser is a
-Levenberg-Marquardt loop on the residuals ``sign(l) sqrt(|l| + L1_EPS)`` of each log-ratio ``l``
-(their squares sum to the objective plus a constant), on transformed parameters (logit for the
-efficiencies and the exponent, log for the overheads; numeric Jacobian — each evaluation one
-vectorised call over the engine's rows). The cohort term is piecewise in its exponent, so the
-loop starts from each of :data:`COHORT_STARTS`, runs :data:`PROBE_ITERS` iterations, and carries
-the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
+``cohort_exponent``: 28.5 / 13.0 % (in sample 23.5 / 8.9 %; README). The minimiser is the shared
+bounded least-squares routine :func:`planner.perf.lsq.fit_least_squares` (issue 25: one routine for
+every calibration; it replaced a hand-written Levenberg-Marquardt loop on logit/log-transformed
+parameters) on the residuals ``sign(l) sqrt(|l| + L1_EPS)`` of each log-ratio ``l`` (their squares
+sum to the objective plus a constant), in the parameters' own units within the bounds of
+:data:`FITTED` (numeric Jacobian — each evaluation one vectorised call over the engine's rows). A
+parameter that ends on a bound, one that changes no residual, and a Jacobian of lower rank than the
+parameters are warnings (:attr:`FitRecord.warnings`, printed by ``planner calibrate``). The cohort
+term is piecewise in its exponent, so the fit starts from each of :data:`COHORT_STARTS`, runs
+:data:`PROBE_ITERS` iterations, and carries the best training objective to convergence. The scheduler facts ``mixed_prefill`` and
 ``prefill_token_budget`` come from :data:`ENGINE_SCHEDULERS` and are not fitted. Rows that cannot
 be predicted are skipped and counted in the fit record.
 
@@ -25,9 +28,9 @@ Round 9: rows are fitted in a canonical order (:func:`canonical_order`), so a re
 file whatever the input order; after the engines, each harness with enough rows gets its own
 closed-loop ``ttft_overhead_ms`` and ``cohort_exponent`` (:func:`_fit_harness`, engines fixed), and
 an engine's own ``ttft_overhead_ms`` becomes the lowest of its harnesses'; the fit records the error
-per (device, engine) (:func:`error_bands`). ``scipy.optimize.least_squares`` with a ``soft_l1`` loss
-(:data:`FIT_METHOD` ``"scipy"``) was measured against the hand-written loop and not adopted
-(README round 9). :func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
+per (device, engine) (:func:`error_bands`; since issue 25 out of sample, :func:`leave_one_group_out_bands`,
+when ``fit_calibration(out_of_sample=True)`` as ``planner calibrate`` calls it).
+:func:`leave_one_device_out` backs ``validate-perf --leave-one-device-out``.
 
 Round 10: ``allreduce_overhead_us`` is no longer fitted (0 unless a user sets it): the H100 rows of
 the 70B model (tp 2-8 only) cannot tell a cost per all-reduce (160 per step, whatever the tp) from a
@@ -55,6 +58,7 @@ from planner.perf.calibration import (
     HarnessCalibration,
     file_sha256,
 )
+from planner.perf.lsq import LsqResult, fit_least_squares
 from planner.perf.validate import Prepared, mape, predict_prepared, prepare_rows
 
 ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
@@ -80,62 +84,58 @@ MIN_ROWS_PER_ENGINE = 20
 """An engine with fewer usable rows is not fitted on its own; it uses ``default``."""
 
 
-FITTED: tuple[tuple[str, str, float], ...] = (
-    ("eta_f", "logit", 1.0),
-    ("eta_b", "logit", 1.0),
-    ("layer_overhead_us", "log", 1e-2),
-    ("seq_overhead_us", "log", 1e-2),
+FITTED: tuple[tuple[str, float, float], ...] = (
+    ("eta_f", 1e-3, 1.0),
+    ("eta_b", 1e-3, 1.0),
+    ("layer_overhead_us", 0.0, math.inf),
+    ("seq_overhead_us", 0.0, math.inf),
     # allreduce_overhead_us: not fitted since round 10 (see README)
-    ("ttft_overhead_ms", "log", 1.0),
-    ("eta_link", "logit", 1.0),
-    ("cohort_exponent", "logit", 1.0),
+    ("ttft_overhead_ms", 0.0, math.inf),
+    ("eta_link", 1e-3, 1.0),
+    ("cohort_exponent", 0.0, 1.0),
 )
-"""Fitted fields: (name, transform, scale). ``logit`` fields live in ``(0, scale)``; ``log``
-fields are positive, started at ``max(value, scale)``."""
-START = {"seq_overhead_us": 20.0, "allreduce_overhead_us": 5.0, "step_overhead_ms": 1.0, "ttft_overhead_ms": 20.0}
+"""Fitted fields: (name, lower bound, upper bound). Efficiencies are fractions of a datasheet peak
+(at most 1), overheads are non-negative times; a value that ends on a bound is reported
+(:attr:`planner.perf.lsq.LsqResult.at_bound`, :attr:`FitRecord.warnings`)."""
+START = {"seq_overhead_us": 20.0, "allreduce_overhead_us": 5.0, "step_overhead_ms": 1.0, "ttft_overhead_ms": 20.0,
+         "layer_overhead_us": 1e-2}
 """Starting values for the overheads (the published defaults leave them at 0)."""
 COHORT_STARTS = (0.1, 0.3, 0.6)
 """Starting values of ``cohort_exponent`` for the multi-start fit (cohorts of ``D^0.1``-``D^0.6``)."""
 PROBE_ITERS = 15
-"""Levenberg-Marquardt iterations from each start before the best start is carried on."""
-FTOL = 1e-5
-"""A descent stops when one step lowers the objective by less than this fraction of it."""
-FIT_METHOD = "lm"
-"""``lm``: the Levenberg-Marquardt loop :func:`_descend` on least-absolute-deviation residuals;
-``scipy``: ``scipy.optimize.least_squares`` with a ``soft_l1`` loss (round 9 compares them)."""
-SOFT_L1_SCALE = 0.05
-"""``f_scale`` of the ``soft_l1`` loss on log-ratios (beyond ~5 % a row pulls by its sign, as in LAD)."""
+"""Trust-region iterations (``max_nfev``) from each start before the best start is carried on."""
+FTOL = 1e-8
+"""Relative decrease of the objective below which a descent stops (scipy ``ftol``)."""
+DIFF_STEP = 1e-4
+"""Relative step of the numeric Jacobian (``h = 1e-4 max(1, |x|)``): the cohort staircase and the
+KV-slot counts are piecewise in the parameters, a smaller step sees a flat Jacobian."""
 MIN_ROWS_PER_HARNESS = 20
 """A harness with fewer usable rows gets no closed-loop parameters of its own (its rows use the engine's)."""
 
 
-def _free(engine: str) -> tuple[tuple[str, str, float], ...]:
+def _free(engine: str) -> tuple[tuple[str, float, float], ...]:
     """The fitted fields for ``engine``: all of :data:`FITTED`, except ``cohort_exponent`` for an
     engine without mixed prefill (its cohorts are a formula; the parameter has no effect there)."""
     mixed = ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["default"])["mixed_prefill"]
     return tuple(f for f in FITTED if mixed or f[0] != "cohort_exponent")
 
 
-def _to_theta(c: EngineCalibration, free: tuple[tuple[str, str, float], ...], start: dict[str, float] | None = None) -> np.ndarray:
+def _start(c: EngineCalibration, free: tuple[tuple[str, float, float], ...], start: dict[str, float] | None = None) -> np.ndarray:
+    """Starting point: ``c``'s value of each field (efficiencies kept 1e-3 inside their bounds), an
+    overhead at least its :data:`START` value."""
     out = []
-    for name, kind, scale in free:
+    for name, lo, hi in free:
         v = float(getattr(c, name)) or (start or START).get(name, 0.0)
-        if kind == "logit":
-            x = min(max(v / scale, 1e-3), 1.0 - 1e-3)
-            out.append(float(np.log(x / (1.0 - x))))
+        if math.isfinite(hi):
+            out.append(min(max(v, lo + 1e-3 * (hi - lo)), hi - 1e-3 * (hi - lo)))
         else:
-            out.append(float(np.log(max(v, START.get(name, scale), scale))))
+            out.append(max(v, START.get(name, 0.0)))
     return np.array(out)
 
 
-def _from_theta(theta: np.ndarray, engine: str, source: str, free: tuple[tuple[str, str, float], ...]) -> EngineCalibration:
+def _engine_of(x: np.ndarray, engine: str, source: str, free: tuple[tuple[str, float, float], ...]) -> EngineCalibration:
     sched = ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["default"])
-    values: dict[str, Any] = {}
-    for (name, kind, scale), t in zip(free, theta, strict=True):
-        if kind == "logit":
-            values[name] = float(np.clip(scale / (1.0 + np.exp(-t)), 1e-6, scale))
-        else:
-            values[name] = float(np.exp(t))
+    values = {name: float(v) for (name, _lo, _hi), v in zip(free, x, strict=True)}
     return PUBLISHED_DEFAULT.model_copy(update={**values, **sched, "source": source})
 
 
@@ -160,52 +160,11 @@ def lad_residuals(log_ratio: np.ndarray) -> np.ndarray:
     return np.sign(r) * np.sqrt(np.abs(r) + L1_EPS)
 
 
-def _descend(res_fn: Any, theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
-    """Levenberg-Marquardt on ``res_fn(theta)`` (numeric Jacobian, step 1e-4; stops after ``n_iter``
-    iterations, when no damping finds a lower cost, or when a step gains < :data:`FTOL` of it)."""
-    res = res_fn(theta)
-    cost = float(res @ res)
-    lam = 1e-2
-    gain = math.inf
-    for _ in range(n_iter):
-        jac = np.empty((res.size, theta.size))
-        for j in range(theta.size):
-            step = np.zeros_like(theta)
-            step[j] = 1e-4
-            jac[:, j] = (res_fn(theta + step) - res) / 1e-4
-        g = jac.T @ res
-        h = jac.T @ jac
-        improved = False
-        for _ in range(8):
-            delta = -np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-9), g)
-            cand = theta + np.clip(delta, -2.0, 2.0)
-            r_c = res_fn(cand)
-            c_c = float(r_c @ r_c)
-            if c_c < cost:
-                gain = cost - c_c
-                theta, res, cost, lam, improved = cand, r_c, c_c, max(lam / 3.0, 1e-6), True
-                break
-            lam *= 4.0
-        if not improved or float(np.abs(g).max()) < 1e-6 or gain < FTOL * cost:
-            break
-    return theta, cost
-
-
-def _descend_scipy(log_ratio_fn: Any, theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
-    """``scipy.optimize.least_squares`` (trust-region reflective, ``soft_l1`` loss with
-    :data:`SOFT_L1_SCALE` on the log-ratios); the cost is reported as the summed absolute log-ratio
-    so that starts compare with :func:`_descend`'s. Kept to compare (round 9 of the README)."""
-    from scipy.optimize import least_squares
-
-    sol = least_squares(log_ratio_fn, theta, loss="soft_l1", f_scale=SOFT_L1_SCALE, method="trf", diff_step=1e-4,
-                        max_nfev=max(n_iter, 1) * (theta.size + 1), x_scale=1.0)
-    return sol.x, float(np.abs(log_ratio_fn(sol.x)).sum())
-
-
-def _minimise(log_ratio_fn: Any, theta: np.ndarray, n_iter: int) -> tuple[np.ndarray, float]:
-    if FIT_METHOD == "scipy":
-        return _descend_scipy(log_ratio_fn, theta, n_iter)
-    return _descend(lambda t: lad_residuals(log_ratio_fn(t)), theta, n_iter)
+def _minimise(log_ratio_fn: Any, x0: np.ndarray, names: list[str], lower: np.ndarray, upper: np.ndarray, n_iter: int) -> LsqResult:
+    """Least absolute log-ratio: :func:`planner.perf.lsq.fit_least_squares` on :func:`lad_residuals`
+    (at most ``n_iter`` trust-region iterations; the Jacobian's evaluations are not counted)."""
+    return fit_least_squares(lambda x: lad_residuals(log_ratio_fn(x)), x0, names=names, lower=lower, upper=upper,
+                             max_nfev=n_iter, diff_step=DIFF_STEP, x_scale=np.maximum(np.abs(x0), 1e-2), ftol=FTOL, xtol=1e-10)
 
 
 def _log_ratios(prep: Prepared, mask: np.ndarray, cal: Any, meas_ttft: np.ndarray, meas_tpot: np.ndarray) -> np.ndarray:
@@ -215,57 +174,86 @@ def _log_ratios(prep: Prepared, mask: np.ndarray, cal: Any, meas_ttft: np.ndarra
     return np.where(np.isfinite(r), np.clip(r, -5.0, 5.0), 5.0)
 
 
-def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40) -> EngineCalibration:
-    """Levenberg-Marquardt over the transformed parameters of :data:`FITTED` for the rows in
-    ``mask``, started from each of :data:`COHORT_STARTS` (the cohort exponent has local minima:
-    the staircase is piecewise in it); the lowest training objective wins."""
+def _fit_warnings(what: str, sol: LsqResult, n_params: int) -> list[str]:
+    """The warnings of one fit: parameters on a bound, parameters without effect, and a Jacobian of
+    lower rank than the parameters (the rows do not determine them all)."""
+    out = []
+    if sol.at_bound:
+        out.append(f"{what}: {', '.join(sol.at_bound)} ended on a bound (a bound, not an estimate: the rows do not determine it)")
+    if sol.undetermined:
+        out.append(f"{what}: {', '.join(sol.undetermined)} changed no residual (left at the starting value, not an estimate)")
+    if sol.rank < n_params:
+        out.append(f"{what}: the rows determine only {sol.rank} of the {n_params} fitted parameters (Jacobian rank {sol.rank}); "
+                   "give more rows (models, batch sizes, lengths)")
+    return out
+
+
+def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40,
+             warnings: list[str] | None = None) -> EngineCalibration:
+    """Bounded least absolute log-ratio over the fields of :data:`FITTED` for the rows in ``mask``,
+    started from each of :data:`COHORT_STARTS` (the cohort exponent has local minima: the staircase
+    is piecewise in it); the lowest training objective after :data:`PROBE_ITERS` iterations is carried
+    to convergence. A field that ends on a bound is appended to ``warnings``."""
     label = f"fit:{engine}"
     free = _free(engine)
+    names = [f[0] for f in free]
+    lower = np.array([f[1] for f in free])
+    upper = np.array([f[2] for f in free])
 
-    def cal_for(theta: np.ndarray) -> Calibration:
-        c = _from_theta(theta, engine, label, free)
+    def cal_for(x: np.ndarray) -> Calibration:
+        c = _engine_of(x, engine, label, free)
         # every row in the mask is evaluated with this engine's parameters, but its own scheduler
         sched = {e: c.model_copy(update=ENGINE_SCHEDULERS.get(e, ENGINE_SCHEDULERS["default"])) for e in ENGINE_SCHEDULERS}
         return _AnyEngine(c, sched)  # type: ignore[return-value]
 
-    def fn(theta: np.ndarray) -> np.ndarray:
-        return _log_ratios(prep, mask, cal_for(theta), meas_ttft, meas_tpot)
+    def fn(x: np.ndarray) -> np.ndarray:
+        return _log_ratios(prep, mask, cal_for(x), meas_ttft, meas_tpot)
 
-    starts = COHORT_STARTS if any(f[0] == "cohort_exponent" for f in free) else COHORT_STARTS[:1]
+    starts = COHORT_STARTS if "cohort_exponent" in names else COHORT_STARTS[:1]
     # a short descent from every start, then the best one to convergence
-    best = min((_minimise(fn, _to_theta(PUBLISHED_DEFAULT, free, {**START, "cohort_exponent": c0}), PROBE_ITERS) for c0 in starts),
-               key=lambda tc: tc[1])
-    return _from_theta(_minimise(fn, best[0], iters)[0], engine, label, free)
+    best = min((_minimise(fn, _start(PUBLISHED_DEFAULT, free, {**START, "cohort_exponent": c0}), names, lower, upper, PROBE_ITERS)
+                for c0 in starts), key=lambda r: r.cost)
+    sol = _minimise(fn, best.x, names, lower, upper, iters)
+    if warnings is not None:
+        warnings.extend(_fit_warnings(f"engine {engine} ({int(mask.sum())} rows)", sol, len(names)))
+    return _engine_of(sol.x, engine, label, free)
+
+
+HARNESS_FIELDS: tuple[tuple[str, float, float], ...] = (
+    ("ttft_overhead_ms", 0.0, math.inf), ("cohort_exponent", 0.0, 1.0), ("layer_overhead_us", 0.0, math.inf), ("seq_overhead_us", 0.0, math.inf))
+"""Fields of a harness fit (the last two only for a one-engine harness) and their bounds."""
 
 
 def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray,
-                 engines: list[str], iters: int = 40) -> HarnessCalibration:
+                 engines: list[str], iters: int = 40, warnings: list[str] | None = None) -> HarnessCalibration:
     """The closed-loop parameters of one harness (``ttft_overhead_ms`` and ``cohort_exponent``) on its
     rows, the engines' fitted parameters fixed; for a harness of one engine (one engine version) also
     that version's ``layer_overhead_us`` and ``seq_overhead_us`` (:data:`FIT_HARNESS_OVERHEADS`).
-    Started from the engine's values."""
-    mixed = True  # round 9: separate-prefill engines' cohorts are fitted per harness too (1 = locked)
+    Started from the engine's values (and from each of :data:`COHORT_STARTS`)."""
     n = int(mask.sum())
     own = FIT_HARNESS_OVERHEADS and len(engines) == 1  # engine-version overheads: one engine per harness only
+    fields = HARNESS_FIELDS if own else HARNESS_FIELDS[:2]
+    names = [f[0] for f in fields]
+    lower = np.array([f[1] for f in fields])
+    upper = np.array([f[2] for f in fields])
 
-    def build(theta: np.ndarray) -> HarnessCalibration:
-        kappa = float(1.0 / (1.0 + np.exp(-theta[1]))) if mixed else 0.0
-        extra = {"layer_overhead_us": float(np.exp(theta[2])), "seq_overhead_us": float(np.exp(theta[3]))} if own else {}
-        return HarnessCalibration(ttft_overhead_ms=float(np.exp(theta[0])), cohort_exponent=kappa, rows=n, engines=engines, **extra)
+    def build(x: np.ndarray) -> HarnessCalibration:
+        extra = {"layer_overhead_us": float(x[2]), "seq_overhead_us": float(x[3])} if own else {}
+        return HarnessCalibration(ttft_overhead_ms=float(x[0]), cohort_exponent=float(x[1]), rows=n, engines=engines, **extra)
 
-    def fn(theta: np.ndarray) -> np.ndarray:
-        c = cal.model_copy(update={"harnesses": {harness: build(theta)}})
+    def fn(x: np.ndarray) -> np.ndarray:
+        c = cal.model_copy(update={"harnesses": {harness: build(x)}})
         return _log_ratios(prep, mask, c, meas_ttft, meas_tpot)
 
     e0 = cal.for_engine(engines[0])[0]
     k0 = min(max(e0.cohort_exponent, 0.05), 0.95)
-    theta0 = np.array([math.log(max(e0.ttft_overhead_ms, 1.0)), math.log(k0 / (1.0 - k0))] if mixed else [math.log(max(e0.ttft_overhead_ms, 1.0))])
-    starts = [theta0] + ([np.array([theta0[0], math.log(c / (1.0 - c))]) for c in COHORT_STARTS] if mixed else [])
-    if own:
-        tail = np.array([math.log(max(e0.layer_overhead_us, 1e-2)), math.log(max(e0.seq_overhead_us, 1e-2))])
-        starts = [np.concatenate([t, tail]) for t in starts]
-    best = min((_minimise(fn, t, PROBE_ITERS) for t in starts), key=lambda tc: tc[1])
-    return build(_minimise(fn, best[0], iters)[0])
+    tail = [max(e0.layer_overhead_us, 1e-2), max(e0.seq_overhead_us, 1e-2)] if own else []
+    starts = [np.array([max(e0.ttft_overhead_ms, 1.0), k]+ tail) for k in (k0, *COHORT_STARTS)]
+    best = min((_minimise(fn, t, names, lower, upper, PROBE_ITERS) for t in starts), key=lambda r: r.cost)
+    sol = _minimise(fn, best.x, names, lower, upper, iters)
+    if warnings is not None:
+        warnings.extend(_fit_warnings(f"harness {harness} ({n} rows)", sol, len(names)))
+    return build(sol.x)
 
 
 class _AnyEngine:
@@ -324,10 +312,15 @@ def error_bands(rows: list[dict[str, Any]], ttft: np.ndarray, tpot: np.ndarray, 
 
 
 def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, data_file: str | Path,
-                    min_rows: int = MIN_ROWS_PER_ENGINE, train_mask: np.ndarray | None = None) -> Calibration:
+                    min_rows: int = MIN_ROWS_PER_ENGINE, train_mask: np.ndarray | None = None,
+                    out_of_sample: bool = False) -> Calibration:
     """Fit per-engine calibrations (engines with ``>= min_rows`` usable rows), a pooled ``default``
     and, for harnesses with ``>= MIN_ROWS_PER_HARNESS`` rows, their closed-loop parameters. The
-    rows are taken in :func:`canonical_order`; the result does not depend on the file's order."""
+    rows are taken in :func:`canonical_order`; the result does not depend on the file's order.
+
+    The error bands recorded (``fit.error_bands``, what plans quote) are in sample unless
+    ``out_of_sample``: then they are :func:`leave_one_group_out_bands` (one refit per model; a plan
+    quotes only those, :func:`planner.perf.calibration.error_band`)."""
     order = canonical_order(rows)
     rows = [rows[i] for i in order]
     if train_mask is not None:
@@ -340,13 +333,14 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         usable &= train_mask
     engines_all = np.array([str(r.get("engine")) for r in rows])
     fitted: dict[str, EngineCalibration] = {}
+    warnings: list[str] = []
     pooled_prep = _subset(prep, usable)
     if usable.sum() >= 3:
-        fitted["default"] = _fit_one(pooled_prep, usable, "default", meas_ttft, meas_tpot)
+        fitted["default"] = _fit_one(pooled_prep, usable, "default", meas_ttft, meas_tpot, warnings=warnings)
     for engine in sorted(set(engines_all[usable])):
         mask = usable & (engines_all == engine)
         if mask.sum() >= min_rows:
-            fitted[engine] = _fit_one(_subset(prep, mask), mask, engine, meas_ttft, meas_tpot)
+            fitted[engine] = _fit_one(_subset(prep, mask), mask, engine, meas_ttft, meas_tpot, warnings=warnings)
     if "default" in fitted:
         # an engine the data do not cover keeps its documented scheduler facts (e.g. SGLang's
         # prefill-only iterations) with the pooled efficiencies
@@ -366,7 +360,8 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
         for h in sorted(set(harnesses_all[usable]) - {"", "default"}):
             mask = usable & (harnesses_all == h)
             if mask.sum() >= MIN_ROWS_PER_HARNESS:
-                found[h] = _fit_harness(_subset(prep, mask), mask, cal, h, meas_ttft, meas_tpot, sorted(set(engines_all[mask])))
+                found[h] = _fit_harness(_subset(prep, mask), mask, cal, h, meas_ttft, meas_tpot, sorted(set(engines_all[mask])),
+                                        warnings=warnings)
         # the open-loop TTFT overhead of an engine is the part every harness of it shows: the
         # lowest of its own fit and its harnesses' values
         engines_new = dict(cal.engines)
@@ -383,14 +378,51 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
     record = FitRecord(
         data_file=str(data_file), data_sha256=file_sha256(data_file) if str(data_file) and Path(data_file).is_file() else "",
         rows_used=int(usable.sum()), rows_skipped=int(len(rows) - usable.sum()), engines_fitted=sorted(fitted),
-        objective=("least absolute log-ratio of TTFT and TPOT (Levenberg-Marquardt on sqrt residuals)" if FIT_METHOD == "lm"
-                   else f"soft_l1 (f_scale {SOFT_L1_SCALE}) on log-ratios of TTFT and TPOT (scipy least_squares)"),
+        objective="least absolute log-ratio of TTFT and TPOT (bounded trust-region least squares on sqrt residuals, planner.perf.lsq)",
         mape_ttft_pct={k: round(v, 2) for k, v in by_engine_ttft.items()},
         mape_tpot_pct={k: round(v, 2) for k, v in by_engine_tpot.items()},
-        error_bands=error_bands(rows, ttft, tpot, usable, "in sample"),
-        notes="in-sample residuals",
+        error_bands=(leave_one_group_out_bands(rows, catalog, train_mask=train_mask) if out_of_sample
+                     else error_bands(rows, ttft, tpot, usable, "in sample")),
+        notes=("MAPE: in-sample residuals; error_bands: " + (f"leave one {HOLDOUT_GROUP} out (refit without each {HOLDOUT_GROUP}, "
+               "predict its rows)" if out_of_sample else "in sample (not a validation; plans say 'not validated')")),
+        warnings=warnings,
     )
     return cal.model_copy(update={"fit": record, "description": f"fitted on {Path(data_file).name}"})
+
+
+HOLDOUT_GROUP = "model"
+"""Rows held out together for the out-of-sample error: one model at a time (a model's rows share its
+shapes; holding out single rows would leave its neighbours in the fit)."""
+
+
+def leave_one_group_out_bands(rows: list[dict[str, Any]], catalog: Catalog, group: str = HOLDOUT_GROUP,
+                              train_mask: np.ndarray | None = None) -> list[ErrorBand]:
+    """Out-of-sample error per (device, engine): for each value of ``group`` (e.g. each model), fit on the
+    other groups' rows and predict this group's; the bands pool those predictions (mean absolute relative
+    error, ``rows`` = rows predicted out of sample). Empty when the rows hold one group only (nothing to
+    hold out: a plan then says "not validated"); a group whose complement cannot be fitted is left out."""
+    from planner.errors import InputError
+
+    keys = np.array([str(r.get(group)) for r in rows])
+    base = np.ones(len(rows), bool) if train_mask is None else np.asarray(train_mask, dtype=bool)
+    groups = sorted(set(keys[base]))
+    if len(groups) < 2:
+        return []
+    prep = prepare_rows(rows, catalog)
+    ttft = np.full(len(rows), np.nan)
+    tpot = np.full(len(rows), np.nan)
+    for g in groups:
+        test = base & (keys == g)
+        try:
+            cal = fit_calibration(rows, catalog, name=f"without-{g}", data_file="", train_mask=base & ~test)
+        except InputError:
+            continue
+        t, p, _, _ = predict_prepared(prep, cal)
+        ttft[test], tpot[test] = t[test], p[test]
+    meas_ttft = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
+    meas_tpot = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
+    usable = base & np.array([not r for r in prep.reasons]) & (meas_ttft > 0) & (meas_tpot > 0) & np.isfinite(ttft) & np.isfinite(tpot)
+    return error_bands(rows, ttft, tpot, usable, f"leave one {group} out")
 
 
 def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[dict[str, Any]]:

@@ -595,46 +595,73 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
     return rows
 
 
+def _row_groups(rows: list[dict[str, Any]]) -> dict[tuple[str, ...], np.ndarray]:
+    """Indices of ``rows`` per replica and role (model, device, tp, ep, dp, precisions, engine, role):
+    the rows of one group share one :func:`ep_replica` and one vectorised :func:`ep_iteration_time`."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for k, r in enumerate(rows):
+        key = tuple(str(r[f]) for f in ("model", "device", "precision", "kv_precision", "engine", "role")) + tuple(
+            str(int(r[f])) for f in ("tp", "ep", "dp"))
+        groups.setdefault(key, []).append(k)
+    return {k: np.array(v, dtype=int) for k, v in groups.items()}
+
+
 def predict_moe_rows(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
                      params: MoECalibration, calibration: Calibration | None) -> np.ndarray:
-    """Predicted iteration time (ms) of each measured row (:data:`MOE_ROW_COLUMNS`) under ``params``."""
+    """Predicted iteration time (ms) of each measured row (:data:`MOE_ROW_COLUMNS`) under ``params``:
+    one replica per (model, device, parallelism, precisions, engine, role) and one vectorised step-time
+    call over that group's rows (decode: ``batch_per_rank`` sequences at context ``isl + osl/2``;
+    prefill: ``batch_per_rank`` prompts of ``isl`` tokens)."""
     from planner.perf.points import efficiency_of, engine_calibration
 
     out = np.empty(len(rows))
-    for k, r in enumerate(rows):
-        par = Parallelism(tp=int(r["tp"]), ep=int(r["ep"]), dp=int(r["dp"]))
-        rep = ep_replica(models[str(r["model"])], devices[str(r["device"])], par, str(r["precision"]), str(r["kv_precision"]), params)
-        eff = efficiency_of(engine_calibration(str(r["engine"]), calibration)[0])
-        b, isl, osl = float(r["batch_per_rank"]), float(r["isl"]), float(r["osl"])
-        st = (ep_iteration_time(rep, eff, decode_batch=b, decode_context=isl + osl / 2.0) if r["role"] == "decode"
+    for (model, device, prec, kv, engine, role, tp, ep, dp), idx in _row_groups(rows).items():
+        par = Parallelism(tp=int(tp), ep=int(ep), dp=int(dp))
+        rep = ep_replica(models[model], devices[device], par, prec, kv, params)
+        eff = efficiency_of(engine_calibration(engine, calibration)[0])
+        b = np.array([float(rows[k]["batch_per_rank"]) for k in idx])
+        isl = np.array([float(rows[k]["isl"]) for k in idx])
+        osl = np.array([float(rows[k]["osl"]) for k in idx])
+        st = (ep_iteration_time(rep, eff, decode_batch=b, decode_context=isl + osl / 2.0) if role == "decode"
               else ep_iteration_time(rep, eff, prefill_tokens=b * isl, prefill_prompts=b))
-        out[k] = 1e3 * float(st.total_s)
+        out[idx] = 1e3 * np.broadcast_to(np.asarray(st.total_s, dtype=float), idx.shape)
     return out
+
+
+MOE_FIT_BOUNDS = {"ep_imbalance": (1.0, 4.0), "a2a_efficiency": (0.05, 1.0)}
+"""Ranges of the fitted expert-parallel fields (the schema's: an imbalance is a max/mean ratio >= 1,
+an efficiency a fraction of the link's datasheet bandwidth)."""
 
 
 def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
                         calibration: Calibration | None, start: MoECalibration | None = None) -> MoECalibration:
     """Fit :data:`FITTED_MOE_FIELDS` on measured expert-parallel rows, as the dense fit does: least absolute
-    ``log(predicted / measured)`` (Nelder-Mead on the two parameters, kept inside their schema bounds; the
-    engine's dense efficiencies fixed). No rows: ``start`` (the published defaults) unchanged."""
-    from scipy.optimize import minimize
+    ``log(predicted / measured)`` with the shared bounded least-squares routine (:mod:`planner.perf.lsq`,
+    :data:`MOE_FIT_BOUNDS`; the engine's dense efficiencies fixed). A field that ends on a bound is named
+    in the result's ``source`` and ``warnings``. No rows: ``start`` (the published defaults) unchanged."""
+    from planner.perf.fit import lad_residuals
+    from planner.perf.lsq import fit_least_squares
 
     base = start or MoECalibration()
     if not rows:
         return base
     measured = np.array([float(r["step_ms"]) for r in rows])
+    names = list(MOE_FIT_BOUNDS)
 
     def params_of(x: np.ndarray) -> MoECalibration:
-        return base.model_copy(update={"ep_imbalance": float(np.clip(x[0], 1.0, 4.0)), "a2a_efficiency": float(np.clip(x[1], 0.05, 1.0))})
+        return base.model_copy(update={"ep_imbalance": float(x[0]), "a2a_efficiency": float(x[1])})
 
-    def loss(x: np.ndarray) -> float:
+    def resid(x: np.ndarray) -> np.ndarray:
         pred = predict_moe_rows(rows, models, devices, params_of(x), calibration)
-        return float(np.mean(np.abs(np.log(pred / measured))))
+        return lad_residuals(np.log(pred / measured))
 
-    res = minimize(loss, np.array([base.ep_imbalance, base.a2a_efficiency]), method="Nelder-Mead",
-                   options={"xatol": 1e-4, "fatol": 1e-7, "maxiter": 400})
-    fitted = params_of(np.asarray(res.x))
-    return fitted.model_copy(update={"source": f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {float(res.fun):.4f}"})
+    sol = fit_least_squares(resid, [base.ep_imbalance, base.a2a_efficiency], names=names,
+                            lower=[MOE_FIT_BOUNDS[n][0] for n in names], upper=[MOE_FIT_BOUNDS[n][1] for n in names],
+                            diff_step=1e-4, x_scale=[1.0, 0.1])
+    fitted = params_of(sol.x)
+    mean_abs = float(np.mean(np.abs(np.log(predict_moe_rows(rows, models, devices, fitted, calibration) / measured))))
+    bound = f"; on a bound (not an estimate): {', '.join(sol.at_bound)}" if sol.at_bound else ""
+    return fitted.model_copy(update={"source": f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {mean_abs:.4f}{bound}"})
 
 
 __all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "read_moe_rows", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",

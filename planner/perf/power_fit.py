@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from planner.catalog import Catalog
 from planner.perf.calibration import Calibration, EngineCalibration, load_calibration
 from planner.perf.energy_runs import RunConfig, predict_runs, resolve_runs
+from planner.perf.lsq import fit_least_squares
 from planner.perf.power import (
     LOADED_IDLE_FRAC,
     PowerCalibration,
@@ -79,9 +79,10 @@ def fit_throughput(runs: list[RunConfig], insts: dict[tuple[str, str, int, str],
         r = np.log(np.maximum(pred.tok_per_s, 1e-9) / meas)
         return np.where(pred.feasible, r, 0.0)
 
-    sol = least_squares(resid, x0 / scale, bounds=(lo / scale, hi / scale), loss="soft_l1", f_scale=SOFT_L1_SCALE,
-                        x_scale="jac", max_nfev=200)
-    return _cal_with(base, sol.x * scale, source)
+    sol = fit_least_squares(resid, x0 / scale, names=[n for n, _lo, _hi in THROUGHPUT_PARAMS], lower=lo / scale, upper=hi / scale,
+                            loss="soft_l1", f_scale=SOFT_L1_SCALE, x_scale="jac", max_nfev=200)
+    bound = f"; on a bound (not an estimate): {', '.join(sol.at_bound)}" if sol.at_bound else ""
+    return _cal_with(base, sol.x * scale, source + bound)
 
 
 def fit_power_curve(compute_s: np.ndarray, memory_s: np.ndarray, total_s: np.ndarray, rows: np.ndarray,
@@ -100,9 +101,10 @@ def fit_power_curve(compute_s: np.ndarray, memory_s: np.ndarray, total_s: np.nda
         p = curve_power_w(c, tdp_w, load_fraction(c, compute_s, memory_s, total_s, rows))
         return np.log(np.maximum(p, 1e-9) / meas_power_w)
 
-    sol = least_squares(resid, np.array([0.9, 0.8, 0.5, 1.0, 0.3]), bounds=(lo, hi), loss="soft_l1", f_scale=SOFT_L1_SCALE,
-                        max_nfev=400)
-    return curve(sol.x)
+    sol = fit_least_squares(resid, np.array([0.9, 0.8, 0.5, 1.0, 0.3]), names=["max_frac", "w_compute", "w_bandwidth", "gamma", "w_rows"],
+                            lower=lo, upper=hi, loss="soft_l1", f_scale=SOFT_L1_SCALE, max_nfev=400, x_scale=1.0)
+    c = curve(sol.x)
+    return c.model_copy(update={"source": f"{source}; on a bound (not an estimate): {', '.join(sol.at_bound)}"}) if sol.at_bound else c
 
 
 def _mape(pred: np.ndarray, meas: np.ndarray) -> float:
