@@ -608,3 +608,79 @@ def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: floa
     frame = out[0][["ttft_predicted_ms", "tpot_predicted_ms"]].rename(columns={"ttft_predicted_ms": "ttft_ms", "tpot_predicted_ms": "tpot_ms"})
     frame["itl_ms"] = out[1]["tpot_predicted_ms"]
     return frame.reset_index()[cols]
+
+
+UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lane_wait_ms", "lane_in_ttft")
+"""Columns of :func:`unified_at_utilization_many` (aligned with the points; ``nan`` where not modelled)."""
+
+
+def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray) -> pd.DataFrame:
+    """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
+    (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
+    at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
+    counts and quantiles by the same functions) plus, for prompts longer than the lane (``f ≥ 1``),
+    the lane queue of :func:`lane_wait_quantile_ms` at that load, which :func:`pool_latency` adds
+    to the plan's prediction. Slot waits are the caller's (the point's batch is the cap).
+
+    This is what :func:`planner.optimize.prepare.utilization_caps` prices a unified point's cap at
+    (the load that arrives, not the full batch). Columns (:data:`UNIFIED_AT_UTILIZATION_COLUMNS`):
+    ``ttft_ms`` own part of TTFT at the point's TTFT quantile, lane queue included; ``token_ms``
+    the point's per-token metric (``token_metric``: TPOT or ITL) at its quantile (the mean for a
+    mean target) and ``token_target_ms`` its target; ``lane_wait_ms`` the lane queue (``f ≥ 1``;
+    0 when it is inside ``ttft_ms``). ``nan`` for rows that are not modelled unified points
+    (other roles, measured rows, no lane columns, ``utilization ≤ 0`` or no instance).
+    Cost: one fixed point and three quantiles per row (~1 ms)."""
+    from planner.schema.capacity import quantile_level
+
+    n = len(points)
+    rho = np.broadcast_to(np.asarray(utilization, dtype=float), (n,))
+    live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
+    out = {c: np.full(n, np.nan) for c in UNIFIED_AT_UTILIZATION_COLUMNS}
+    out["lane_in_ttft"] = np.zeros(n, dtype=bool)
+    tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
+    ok_rows = np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
+    lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), ok_rows.astype(float)) if ok_rows.any() else None
+    if lp is None:
+        return pd.DataFrame(out, index=points.index)
+    ok, _lam, _pools, units, outputs, overhead_s = lp
+    metric = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else np.full(n, "tpot")
+    ca_pt = points["interarrival_cv"].to_numpy(float) if "interarrival_cv" in points.columns else np.ones(n)
+    t_dec = points["decode_only_step_ms"].to_numpy(float) / 1e3
+    t_chunk = points["step_ms"].to_numpy(float) / 1e3
+    lane_s, _own = lane_columns(points)
+    ttft_q = points["ttft_quantile"].to_numpy(float)
+
+    def column(name: str, default: float) -> np.ndarray:
+        return pd.to_numeric(points[name], errors="coerce").to_numpy(float) if name in points.columns else np.full(n, default)
+
+    levels = {m: column(f"{m}_quantile", 0.99) for m in ("tpot", "itl")}
+    targets = {m: column(f"{m}_target_ms", math.inf) for m in ("tpot", "itl")}
+    for i in np.flatnonzero(ok):
+        c = int(live[i])
+        rate_pool = float(rho[i]) * c / float(tau[i])
+        # _pool_load of a one-point pool: a least-loaded router's share of the arrivals, CV² = min(c_a, 1)² / c
+        load = unified_load(rate_pool / c, float(t_dec[i]), float(t_chunk[i]), units[i:i + 1], np.ones(1),
+                            min(float(ca_pt[i]), 1.0) / math.sqrt(c))
+        m = metric[i] if metric[i] in ("tpot", "itl") else "tpot"
+        lvl = quantile_level(levels[m][i])
+        tq = float(ttft_q[i])
+        lane_in = load["units_mean"] < 1.0
+        lane_ms = 0.0
+        if not load["share"] < 1.0:
+            ttft_s = math.inf
+        elif lane_in:
+            ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
+        else:
+            ttft_s = math.ceil(float(units[i]) - 1e-9) * load["decode_step_s"] + load["delta_s"] * float(units[i])
+            lane_ms, _info = lane_wait_quantile_ms(tq, np.array([rate_pool]), lane_s[i:i + 1], c, float(ca_pt[i]))
+        if m == "itl":
+            tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl)
+        else:
+            tok = _tpot_quantile_s(load, lvl, float(outputs[i]))
+        tgt = float(targets[m][i])
+        out["ttft_ms"][i] = 1e3 * (ttft_s + overhead_s[i]) + lane_ms
+        out["token_ms"][i] = 1e3 * tok
+        out["token_target_ms"][i] = tgt if math.isfinite(tgt) else math.inf
+        out["lane_wait_ms"][i] = lane_ms
+        out["lane_in_ttft"][i] = lane_in
+    return pd.DataFrame(out, index=points.index)
