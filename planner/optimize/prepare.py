@@ -132,7 +132,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
                                          points["service_time_cv"].to_numpy(float)[todo], points["interarrival_cv"].to_numpy(float)[todo])
     unified = todo & (role == "unified")
     if unified.any():
-        at_load = unified_caps_at_load(points.loc[unified], n0[unified], servers[unified], service_s[unified], q[unified],
+        at_load = unified_caps_at_load(points.loc[unified], (lam * tau)[unified], batch[unified], service_s[unified], q[unified],
                                        points["service_time_cv"].to_numpy(float)[unified],
                                        points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified])
         priced = ~np.isnan(at_load)
@@ -148,7 +148,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     return rho, method
 
 
-def unified_caps_at_load(points: pd.DataFrame, n0: np.ndarray, servers: np.ndarray, service_s: np.ndarray,
+def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.ndarray, service_s: np.ndarray,
                          quantile: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray, *,
                          guess: np.ndarray | None = None, tolerance: float = 2e-3) -> np.ndarray:
     """Per unified point: its utilisation cap priced at the load that arrives (issue 24 item 3);
@@ -156,17 +156,21 @@ def unified_caps_at_load(points: pd.DataFrame, n0: np.ndarray, servers: np.ndarr
 
     The full-batch cap charges every request the operating point's own TTFT (``ttft_ms``, the
     iteration time, chunk share and lane wait of the full batch ``B*``) whatever the load. At
-    utilisation ``ρ`` the nominal pool's ``n0`` instances each carry ``ρ / τ`` requests/s and batch
-    what arrives; the cap is the largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with
+    utilisation ``ρ`` each instance carries up to ``ρ / τ`` requests/s (whatever else shares its
+    pool) and batches what arrives, and the bucket alone fills ``n(ρ) = ⌈λ_peak τ / ρ⌉`` instances
+    (``busy_peak = λ_peak τ``; pooling with other buckets only adds instances). The cap is the
+    largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, on ``n(ρ)`` instances each at ``ρ``:
 
-    * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the ``n0 · B*``
-      slots held ``τ B*`` (:func:`planner.queueing.wait_quantile_many`, as the full-batch cap),
-      ``TTFT_load`` the point's own TTFT at that load, lane queue included
+    * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the ``n(ρ) · B*``
+      slots held ``τ B*`` (:func:`planner.queueing.wait_quantile_many`),
+      ``TTFT_load`` the point's own TTFT at that load, lane queue of the ``n(ρ)`` lanes included
       (:func:`planner.pool_latency.unified_at_utilization_many`);
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
     the prediction a plan is checked against after the solve (:func:`planner.pool_latency.bucket_latency`
-    with the pool sizes), for the bucket alone in its nominal pool. Both sides grow with ``ρ``;
+    with the pool sizes). The nominal pool grows as ``ρ`` falls (the full-batch cap fixes it at
+    ``n0 = ⌈λ_peak τ⌉``): a lane-bound bucket (prompts longer than the lane) gets the pool whose
+    lanes carry it, not one instance's lane. Both effects make the latency grow with ``ρ``;
     bisection over all points at once to ``tolerance`` (bracketed first at ``guess``, the
     full-batch cap, when given), the feasible end kept (0 when even a trickle misses)."""
     from planner.pool_latency import unified_at_utilization_many
@@ -175,8 +179,10 @@ def unified_caps_at_load(points: pd.DataFrame, n0: np.ndarray, servers: np.ndarr
     ttft_t = points["ttft_target_ms"].to_numpy(float)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lat = unified_at_utilization_many(points.iloc[on], rho, n0[on])
-        slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers[on] / service_s[on], servers[on], service_s[on],
+        n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the bucket's own pool at cap ρ
+        servers = n_rho * batch[on]
+        lat = unified_at_utilization_many(points.iloc[on], rho, n_rho)
+        slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
         own = lat["ttft_ms"].to_numpy(float)
         tok, tok_t = lat["token_ms"].to_numpy(float), lat["token_target_ms"].to_numpy(float)
