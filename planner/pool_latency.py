@@ -507,12 +507,27 @@ def _lane_points(points: pd.DataFrame, share: np.ndarray
         ok &= np.isnan(points["utilization_cap"].to_numpy(float))  # measured points: their latency is the measured one
     if not ok.any():
         return None
-    n_new, q_b, _t_dec, t_chunk, t_mean_pt, lane_own, _lane_s = (vals[:, j] for j in range(7))
-    chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
-    overhead_s = np.maximum(points["ttft_ms"].to_numpy(float) - lane_own - chunks * t_chunk, 0.0) / 1e3
+    n_new, q_b, _t_dec, _t_chunk, t_mean_pt, _lane_own, _lane_s = (vals[:, j] for j in range(7))
+    overhead_s = unified_ttft_overhead_ms(points) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
         outputs = points["instance_seconds_per_request"].to_numpy(float) * points["max_batch"].to_numpy(float) / (t_mean_pt / 1e3)
     return ok, points["rate_peak_per_s"].to_numpy(float) * x, points["pool"].to_numpy(str), n_new / q_b, outputs, overhead_s
+
+
+def unified_ttft_overhead_ms(points: pd.DataFrame) -> np.ndarray:
+    """Per unified point: the fixed part of its TTFT (ms) beyond the lane — the engine's TTFT
+    overhead (scheduling, tokenisation: the calibration's ``ttft_overhead_ms``, inside the point's
+    ``ttft_ms``, :mod:`planner.perf.points`): ``ttft_ms − lane_wait_ms − ⌈n / q⌉ · step_ms`` (one
+    iteration when the prompt fits the chunk), at least 0; ``nan`` without the lane columns. The
+    analytic TTFT at load adds it (:func:`unified_at_load`) and so does the simulator
+    (:func:`planner.simulate.adapter.plan_to_sim_by_bucket`): engines' TTFT includes it."""
+    need = ("ttft_ms", "lane_wait_ms", "prefill_tokens", "prefill_chunk_tokens", "step_ms")
+    if any(c not in points.columns for c in need):
+        return np.full(len(points), np.nan)
+    ttft, own, n_new, q_b, t_chunk = (pd.to_numeric(points[c], errors="coerce").to_numpy(float) for c in need)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
+        return np.maximum(ttft - own - chunks * t_chunk, 0.0)
 
 
 def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.ndarray, outputs: np.ndarray,

@@ -180,3 +180,21 @@ def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_cap_sees_it() -> 
     pq = predicted_pool_quantiles(res, "shared").iloc[0]
     assert pq["lane_wait_ms"] == pytest.approx(lane, rel=1e-9) and pq["wait_ms"] == pytest.approx(0.0, abs=1e-6)
     assert check_plan(res) == []
+
+
+def test_simulated_unified_ttft_includes_the_points_fixed_overhead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engines' TTFT includes their scheduling overhead, and so does the analytic TTFT of a unified
+    point (ttft_ms − own lane wait − ⌈n/q⌉ step = 400 − 150 − 4 · 50 = 50 ms here); the simulator
+    adds it to a unified route's first token (a disaggregated route's KV delay already carries the
+    prefill point's). Every simulated TTFT moves by exactly that much."""
+    from planner.simulate import adapter
+    from planner.verify import simulate_plan
+
+    res = solve_tables(_unified(), SolveSettings(architectures=("shared",), verify_rounds=0)).result
+    sim = adapter.plan_to_sim_by_bucket(res, "shared")
+    assert [r.ttft_overhead_s for r in sim.routes] == [pytest.approx(0.05, rel=1e-9)]
+    with_overhead = simulate_plan(res, "shared", requests=400, seed=3).services[0]
+    monkeypatch.setattr(adapter, "unified_ttft_overhead_ms", lambda pts: np.zeros(len(pts)))
+    without = simulate_plan(res, "shared", requests=400, seed=3).services[0]
+    assert with_overhead.ttft_p50_ms - without.ttft_p50_ms == pytest.approx(50.0, rel=0.03)
+    assert with_overhead.tpot_p50_ms == pytest.approx(without.tpot_p50_ms, rel=1e-9)
