@@ -73,12 +73,14 @@ def test_one_point_pool_is_the_plans_prediction(tables, tokens: int) -> None:
 
 
 def _total(u: pd.DataFrame, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Slot wait + own TTFT at load, and the per-token quantile, of each point in the pool it fills
-    alone at cap ρ (⌈λ τ / ρ⌉ instances, each at ρ)."""
+    """Slot wait of the nominal pool (⌈λ τ⌉ instances' slots, as the full-batch cap) + own TTFT at load
+    (lanes of the pool the bucket fills alone at cap ρ, ⌈λ τ / ρ⌉ instances each at ρ), and the
+    per-token quantile there."""
     tau = u["instance_seconds_per_request"].to_numpy(float)
     b = np.maximum(u["max_batch"].to_numpy(float), 1.0)
-    n = np.maximum(1.0, np.ceil(u["rate_peak_per_s"].to_numpy(float) * tau / rho - 1e-9))
-    c, s = n * b, tau * b
+    busy = u["rate_peak_per_s"].to_numpy(float) * tau
+    n = np.maximum(1.0, np.ceil(busy / rho - 1e-9))
+    c, s = np.maximum(1.0, np.ceil(busy - 1e-9)) * b, tau * b
     lat = unified_at_utilization_many(u, rho, n)
     slot = 1e3 * wait_quantile_many(u["ttft_quantile"].to_numpy(float), rho * c / s, c, s,
                                     u["service_time_cv"].to_numpy(float), u["interarrival_cv"].to_numpy(float))

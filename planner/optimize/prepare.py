@@ -159,18 +159,21 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     utilisation ``ρ`` each instance carries up to ``ρ / τ`` requests/s (whatever else shares its
     pool) and batches what arrives, and the bucket alone fills ``n(ρ) = ⌈λ_peak τ / ρ⌉`` instances
     (``busy_peak = λ_peak τ``; pooling with other buckets only adds instances). The cap is the
-    largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, on ``n(ρ)`` instances each at ``ρ``:
+    largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, each instance at ``ρ``:
 
-    * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the ``n(ρ) · B*``
-      slots held ``τ B*`` (:func:`planner.queueing.wait_quantile_many`),
-      ``TTFT_load`` the point's own TTFT at that load, lane queue of the ``n(ρ)`` lanes included
-      (:func:`planner.pool_latency.unified_at_utilization_many`);
+    * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the nominal pool's
+      ``n0 · B*`` slots held ``τ B*`` (``n0 = ⌈λ_peak τ⌉``, :func:`planner.queueing.wait_quantile_many`,
+      as the full-batch cap), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
+      ``n(ρ)`` lanes included (:func:`planner.pool_latency.unified_at_utilization_many`);
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
     the prediction a plan is checked against after the solve (:func:`planner.pool_latency.bucket_latency`
-    with the pool sizes). The nominal pool grows as ``ρ`` falls (the full-batch cap fixes it at
-    ``n0 = ⌈λ_peak τ⌉``): a lane-bound bucket (prompts longer than the lane) gets the pool whose
-    lanes carry it, not one instance's lane. Both effects make the latency grow with ``ρ``;
+    with the pool sizes). The lanes' pool grows as ``ρ`` falls: a lane-bound bucket (prompts longer
+    than the lane) gets the pool whose lanes carry it, not one instance's lane (which put
+    test_optimize_verify's synthetic at 3 instances where 2 meet). The slots keep ``n0``: with
+    ``n(ρ)`` slots too, the MIP split low-rate buckets over pools smaller than ``n(ρ)`` and
+    code-completion at rate ×1 cost more than at ×1.5 after the tightening rounds
+    (tests/test_monotone.py). Latency grows with ``ρ``;
     bisection over all points at once to ``tolerance`` (bracketed first at ``guess``, the
     full-batch cap, when given), the feasible end kept (0 when even a trickle misses)."""
     from planner.pool_latency import unified_at_utilization_many
@@ -180,7 +183,7 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
 
     def fits(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the bucket's own pool at cap ρ
-        servers = n_rho * batch[on]
+        servers = np.maximum(1.0, np.ceil(busy_peak[on] - 1e-9)) * batch[on]  # slots: the nominal n0 = ⌈λ τ⌉, as the full-batch cap
         lat = unified_at_utilization_many(points.iloc[on], rho, n_rho)
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
