@@ -512,12 +512,27 @@ def _lane_points(points: pd.DataFrame, share: np.ndarray
         ok &= np.isnan(points["utilization_cap"].to_numpy(float))  # measured points: their latency is the measured one
     if not ok.any():
         return None
-    n_new, q_b, _t_dec, t_chunk, t_mean_pt, lane_own, _lane_s = (vals[:, j] for j in range(7))
-    chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
-    overhead_s = np.maximum(points["ttft_ms"].to_numpy(float) - lane_own - chunks * t_chunk, 0.0) / 1e3
+    n_new, q_b, _t_dec, _t_chunk, t_mean_pt, _lane_own, _lane_s = (vals[:, j] for j in range(7))
+    overhead_s = unified_ttft_overhead_ms(points) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
         outputs = points["instance_seconds_per_request"].to_numpy(float) * points["max_batch"].to_numpy(float) / (t_mean_pt / 1e3)
     return ok, points["rate_peak_per_s"].to_numpy(float) * x, points["pool"].to_numpy(str), n_new / q_b, outputs, overhead_s
+
+
+def unified_ttft_overhead_ms(points: pd.DataFrame) -> np.ndarray:
+    """Per unified point: the fixed part of its TTFT (ms) beyond the lane — the engine's TTFT
+    overhead (scheduling, tokenisation: the calibration's ``ttft_overhead_ms``, inside the point's
+    ``ttft_ms``, :mod:`planner.perf.points`): ``ttft_ms − lane_wait_ms − ⌈n / q⌉ · step_ms`` (one
+    iteration when the prompt fits the chunk), at least 0; ``nan`` without the lane columns. The
+    analytic TTFT at load adds it (:func:`unified_at_load`) and so does the simulator
+    (:func:`planner.simulate.adapter.plan_to_sim_by_bucket`): engines' TTFT includes it."""
+    need = ("ttft_ms", "lane_wait_ms", "prefill_tokens", "prefill_chunk_tokens", "step_ms")
+    if any(c not in points.columns for c in need):
+        return np.full(len(points), np.nan)
+    ttft, own, n_new, q_b, t_chunk = (pd.to_numeric(points[c], errors="coerce").to_numpy(float) for c in need)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
+        return np.maximum(ttft - own - chunks * t_chunk, 0.0)
 
 
 def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.ndarray, outputs: np.ndarray,
@@ -613,3 +628,79 @@ def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: floa
     frame = out[0][["ttft_predicted_ms", "tpot_predicted_ms"]].rename(columns={"ttft_predicted_ms": "ttft_ms", "tpot_predicted_ms": "tpot_ms"})
     frame["itl_ms"] = out[1]["tpot_predicted_ms"]
     return frame.reset_index()[cols]
+
+
+UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lane_wait_ms", "lane_in_ttft")
+"""Columns of :func:`unified_at_utilization_many` (aligned with the points; ``nan`` where not modelled)."""
+
+
+def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray) -> pd.DataFrame:
+    """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
+    (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
+    at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
+    counts and quantiles by the same functions) plus, for prompts longer than the lane (``f ≥ 1``),
+    the lane queue of :func:`lane_wait_quantile_ms` at that load, which :func:`pool_latency` adds
+    to the plan's prediction. Slot waits are the caller's (the point's batch is the cap).
+
+    This is what :func:`planner.optimize.prepare.utilization_caps` prices a unified point's cap at
+    (the load that arrives, not the full batch). Columns (:data:`UNIFIED_AT_UTILIZATION_COLUMNS`):
+    ``ttft_ms`` own part of TTFT at the point's TTFT quantile, lane queue included; ``token_ms``
+    the point's per-token metric (``token_metric``: TPOT or ITL) at its quantile (the mean for a
+    mean target) and ``token_target_ms`` its target; ``lane_wait_ms`` the lane queue (``f ≥ 1``;
+    0 when it is inside ``ttft_ms``). ``nan`` for rows that are not modelled unified points
+    (other roles, measured rows, no lane columns, ``utilization ≤ 0`` or no instance).
+    Cost: one fixed point and three quantiles per row (~1 ms)."""
+    from planner.schema.capacity import quantile_level
+
+    n = len(points)
+    rho = np.broadcast_to(np.asarray(utilization, dtype=float), (n,))
+    live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
+    out = {c: np.full(n, np.nan) for c in UNIFIED_AT_UTILIZATION_COLUMNS}
+    out["lane_in_ttft"] = np.zeros(n, dtype=bool)
+    tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
+    ok_rows = np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
+    lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), ok_rows.astype(float)) if ok_rows.any() else None
+    if lp is None:
+        return pd.DataFrame(out, index=points.index)
+    ok, _lam, _pools, units, outputs, overhead_s = lp
+    metric = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else np.full(n, "tpot")
+    ca_pt = points["interarrival_cv"].to_numpy(float) if "interarrival_cv" in points.columns else np.ones(n)
+    t_dec = points["decode_only_step_ms"].to_numpy(float) / 1e3
+    t_chunk = points["step_ms"].to_numpy(float) / 1e3
+    lane_s, _own = lane_columns(points)
+    ttft_q = points["ttft_quantile"].to_numpy(float)
+
+    def column(name: str, default: float) -> np.ndarray:
+        return pd.to_numeric(points[name], errors="coerce").to_numpy(float) if name in points.columns else np.full(n, default)
+
+    levels = {m: column(f"{m}_quantile", 0.99) for m in ("tpot", "itl")}
+    targets = {m: column(f"{m}_target_ms", math.inf) for m in ("tpot", "itl")}
+    for i in np.flatnonzero(ok):
+        c = int(live[i])
+        rate_pool = float(rho[i]) * c / float(tau[i])
+        # _pool_load of a one-point pool: a least-loaded router's share of the arrivals, CV² = min(c_a, 1)² / c
+        load = unified_load(rate_pool / c, float(t_dec[i]), float(t_chunk[i]), units[i:i + 1], np.ones(1),
+                            min(float(ca_pt[i]), 1.0) / math.sqrt(c))
+        m = metric[i] if metric[i] in ("tpot", "itl") else "tpot"
+        lvl = quantile_level(levels[m][i])
+        tq = float(ttft_q[i])
+        lane_in = load["units_mean"] < 1.0
+        lane_ms = 0.0
+        if not load["share"] < 1.0:
+            ttft_s = math.inf
+        elif lane_in:
+            ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
+        else:
+            ttft_s = math.ceil(float(units[i]) - 1e-9) * load["decode_step_s"] + load["delta_s"] * float(units[i])
+            lane_ms, _info = lane_wait_quantile_ms(tq, np.array([rate_pool]), lane_s[i:i + 1], c, float(ca_pt[i]))
+        if m == "itl":
+            tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl)
+        else:
+            tok = _tpot_quantile_s(load, lvl, float(outputs[i]))
+        tgt = float(targets[m][i])
+        out["ttft_ms"][i] = 1e3 * (ttft_s + overhead_s[i]) + lane_ms
+        out["token_ms"][i] = 1e3 * tok
+        out["token_target_ms"][i] = tgt if math.isfinite(tgt) else math.inf
+        out["lane_wait_ms"][i] = lane_ms
+        out["lane_in_ttft"][i] = lane_in
+    return pd.DataFrame(out, index=points.index)

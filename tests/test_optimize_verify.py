@@ -10,6 +10,7 @@ import pytest
 
 from planner.optimize import SolveSettings, check_plan, solve_tables
 from planner.optimize.latency import bucket_latency, pool_latency, predicted_pool_quantiles
+from planner.optimize.prepare import prepare
 from planner.queueing import wait_quantile_s
 from planner.schema.capacity import CapacityTables, CostParams
 
@@ -155,22 +156,23 @@ def _unified(ttft_target_ms: float = 900.0) -> CapacityTables:
     return CapacityTables(demand=demand, points=pd.DataFrame([pt]), configs=t.configs, costs=t.costs)
 
 
-def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_loop_acts_on_it() -> None:
-    """The MIP sizes 1 instance for 0.5 busy instances; its lane (5/s x 0.2 s) is then saturated,
-    so the loop divides the cap by its largest step (x4): 0.5 x 4 / ρ_cap(0.694) → n = 3, which meets
-    (pooled M/D/3: Erlang C(3, 1) = 1/11, 0.05 · ln(100/11) = 110 ms, + residual 0.2 · (1 − 0.03) =
-    194 ms → TTFT 250 + 304 ms). Keeping the cheaper neighbour (planner.optimize.tighten, step 6, on the
-    analytic step too): the step to the power 1/2 (x2) gives n = ⌈0.5 x 2 / 0.694⌉ = 2, and with 2
+def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_cap_sees_it() -> None:
+    """0.5 busy instances whose lane (5/s x 0.2 s) saturates one instance. The full-batch cap (0.694)
+    let the MIP size 1 instance with a saturated lane and the verify loop took four solves (x4 to n = 3,
+    then the cheaper neighbour n = 2). Priced at the load that arrives
+    (planner.optimize.prepare.unified_caps_at_load), the cap sees the lane of the pool the bucket
+    fills, ⌈0.5 / ρ⌉ instances: ρ ≈ 0.29, so the first solve already has n = 2, which meets with 2
     instances (ρ = 1/2 per lane) the lane wait is pooled M/D/2 (Erlang C(2, 1) = 1/3, k = 1/2,
     cμ − λ = 5/s) 0.1 · ln(100/3) = 351 ms + residual 0.2 · (1 − 0.02) = 196 ms → 547 ms; TTFT =
-    400 − 150 (the point's own lane wait, replaced) + slot wait (0 here) + 547 = 797 ≤ 900 ms: met and
-    cheaper; x2^(1/2) gives n = 2 again (not cheaper), which stops it. Four solves."""
+    400 − 150 (the point's own lane wait, replaced) + slot wait (0 here) + 547 = 797 ≤ 900 ms."""
+    prep = prepare(_unified())
+    assert 0.25 < float(prep.points["rho"].iloc[0]) < 0.5  # n = ⌈0.5 / ρ⌉ = 2
     once = solve_tables(_unified(), SolveSettings(architectures=("shared",), verify_rounds=0)).result
     p0 = once.architectures["shared"]
-    assert p0.pools[0].instances == 1 and p0.latency[0].ttft_predicted_ms == math.inf and not p0.latency[0].ttft_met
+    assert p0.pools[0].instances == 2 and p0.latency[0].ttft_met
     res = solve_tables(_unified(), SolveSettings(architectures=("shared",))).result
     plan = res.architectures["shared"]
-    assert plan.solver.rounds == 4 and plan.pools[0].instances == 2
+    assert plan.solver.rounds == 1 and plan.pools[0].instances == 2
     pooled = wait_quantile_s(0.99, 5.0, 2, 0.2, 0.0, 1.0)
     assert pooled == pytest.approx(0.1 * math.log(100 / 3), rel=1e-9)
     lane = 1e3 * (pooled + 0.2 * (1 - 0.01 * 2))
@@ -178,3 +180,21 @@ def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_loop_acts_on_it()
     pq = predicted_pool_quantiles(res, "shared").iloc[0]
     assert pq["lane_wait_ms"] == pytest.approx(lane, rel=1e-9) and pq["wait_ms"] == pytest.approx(0.0, abs=1e-6)
     assert check_plan(res) == []
+
+
+def test_simulated_unified_ttft_includes_the_points_fixed_overhead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engines' TTFT includes their scheduling overhead, and so does the analytic TTFT of a unified
+    point (ttft_ms − own lane wait − ⌈n/q⌉ step = 400 − 150 − 4 · 50 = 50 ms here); the simulator
+    adds it to a unified route's first token (a disaggregated route's KV delay already carries the
+    prefill point's). Every simulated TTFT moves by exactly that much."""
+    from planner.simulate import adapter
+    from planner.verify import simulate_plan
+
+    res = solve_tables(_unified(), SolveSettings(architectures=("shared",), verify_rounds=0)).result
+    sim = adapter.plan_to_sim_by_bucket(res, "shared")
+    assert [r.ttft_overhead_s for r in sim.routes] == [pytest.approx(0.05, rel=1e-9)]
+    with_overhead = simulate_plan(res, "shared", requests=400, seed=3).services[0]
+    monkeypatch.setattr(adapter, "unified_ttft_overhead_ms", lambda pts: np.zeros(len(pts)))
+    without = simulate_plan(res, "shared", requests=400, seed=3).services[0]
+    assert with_overhead.ttft_p50_ms - without.ttft_p50_ms == pytest.approx(50.0, rel=0.03)
+    assert with_overhead.tpot_p50_ms == pytest.approx(without.tpot_p50_ms, rel=1e-9)

@@ -134,6 +134,16 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     if todo.any():
         rho[todo] = max_utilization_many(servers[todo], service_s[todo], q[todo], budget_s[todo],
                                          points["service_time_cv"].to_numpy(float)[todo], points["interarrival_cv"].to_numpy(float)[todo])
+    unified = todo & (role == "unified")
+    if unified.any():
+        at_load = unified_caps_at_load(points.loc[unified], (lam * tau)[unified], batch[unified], service_s[unified], q[unified],
+                                       points["service_time_cv"].to_numpy(float)[unified],
+                                       points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified])
+        priced = ~np.isnan(at_load)
+        if priced.any():
+            rho[np.flatnonzero(unified)[priced]] = at_load[priced]
+            method += ("; unified points at the load that arrives (planner.pool_latency.unified_at_utilization_many: "
+                       "slot wait + TTFT and per-token quantile at the cap's load)")
     if not np.all(np.isnan(given)):
         method += "; caps supplied with the capacity table where given (measured rows: 1.0)"
     if max_utilization is not None:
@@ -175,6 +185,71 @@ def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
     split = has_enc & (is_enc | is_pf) & np.isfinite(other)
     out = pts.copy()
     out["ttft_ms"] = np.where(split, target - (target - ttft - np.nan_to_num(other)) / 2.0, ttft)
+    return out
+
+
+def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.ndarray, service_s: np.ndarray,
+                         quantile: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray, *,
+                         guess: np.ndarray | None = None, tolerance: float = 2e-3) -> np.ndarray:
+    """Per unified point: its utilisation cap priced at the load that arrives (issue 24 item 3);
+    ``nan`` where the point is not modelled (no lane columns, measured).
+
+    The full-batch cap charges every request the operating point's own TTFT (``ttft_ms``, the
+    iteration time, chunk share and lane wait of the full batch ``B*``) whatever the load. At
+    utilisation ``ρ`` each instance carries up to ``ρ / τ`` requests/s (whatever else shares its
+    pool) and batches what arrives, and the bucket alone fills ``n(ρ) = ⌈λ_peak τ / ρ⌉`` instances
+    (``busy_peak = λ_peak τ``; pooling with other buckets only adds instances). The cap is the
+    largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, each instance at ``ρ``:
+
+    * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the nominal pool's
+      ``n0 · B*`` slots held ``τ B*`` (``n0 = ⌈λ_peak τ⌉``, :func:`planner.queueing.wait_quantile_many`,
+      as the full-batch cap), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
+      ``n(ρ)`` lanes included (:func:`planner.pool_latency.unified_at_utilization_many`);
+    * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
+
+    the prediction a plan is checked against after the solve (:func:`planner.pool_latency.bucket_latency`
+    with the pool sizes). The lanes' pool grows as ``ρ`` falls: a lane-bound bucket (prompts longer
+    than the lane) gets the pool whose lanes carry it, not one instance's lane (which put
+    test_optimize_verify's synthetic at 3 instances where 2 meet). The slots keep ``n0``: with
+    ``n(ρ)`` slots too, the MIP split low-rate buckets over pools smaller than ``n(ρ)`` and
+    code-completion at rate ×1 cost more than at ×1.5 after the tightening rounds
+    (tests/test_monotone.py). Latency grows with ``ρ``;
+    bisection over all points at once to ``tolerance`` (bracketed first at ``guess``, the
+    full-batch cap, when given), the feasible end kept (0 when even a trickle misses)."""
+    from planner.pool_latency import unified_at_utilization_many
+    from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
+
+    ttft_t = points["ttft_target_ms"].to_numpy(float)
+
+    def fits(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the bucket's own pool at cap ρ
+        servers = np.maximum(1.0, np.ceil(busy_peak[on] - 1e-9)) * batch[on]  # slots: the nominal n0 = ⌈λ τ⌉, as the full-batch cap
+        lat = unified_at_utilization_many(points.iloc[on], rho, n_rho)
+        slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
+                                                      service_cv[on], arrival_cv[on]), dtype=float)
+        own = lat["ttft_ms"].to_numpy(float)
+        tok, tok_t = lat["token_ms"].to_numpy(float), lat["token_target_ms"].to_numpy(float)
+        with np.errstate(invalid="ignore"):
+            return np.asarray((slot_ms + own <= ttft_t[on] * (1 + 1e-6)) & (tok <= tok_t * (1 + 1e-6))), ~np.isnan(own)
+
+    n = len(points)
+    out = np.full(n, np.nan)
+    if not n:
+        return out
+    every = np.arange(n)
+    at_top, modelled = fits(np.full(n, UTILIZATION_CEILING), every)
+    out[at_top & modelled] = UTILIZATION_CEILING
+    on = every[modelled & ~at_top]
+    lo, hi = np.zeros(on.size), np.full(on.size, UTILIZATION_CEILING)
+    if guess is not None and on.size:
+        g = np.clip(np.asarray(guess, dtype=float)[on], tolerance, UTILIZATION_CEILING - tolerance)
+        good, _m = fits(g, on)
+        lo, hi = np.where(good, g, lo), np.where(good, hi, g)
+    while on.size and float(np.max(hi - lo)) > tolerance:
+        mid = 0.5 * (lo + hi)
+        good, _m = fits(mid, on)
+        lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
+    out[on] = lo
     return out
 
 

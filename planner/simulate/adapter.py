@@ -84,6 +84,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.pool_latency import unified_ttft_overhead_ms
 from planner.schema.plan import ArchitecturePlan, PlanResult, PoolPlan
 from planner.simulate.arrivals import RequestChunk, merge_streams
 from planner.simulate.results import SimResult
@@ -445,8 +446,10 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
         pf_opts: list[tuple[str | None, float, float]] = (
             [(str(pl), float(sh), float(tt) / 1e3 - float(ta)) for pl, sh, tt, ta in
              zip(pf["pool"], pf["share"], pf["ttft_ms"], pf["instance_seconds_per_request"], strict=True)] or [(None, 1.0, 0.0)])
-        for dec_pool, dec_role, dec_share, dec_tpot in zip(dec["pool"].astype(str), dec["role"].astype(str), dec["share"].astype(float),
-                                                           dec["tpot_ms"].astype(float), strict=True):
+        overhead_ms = np.nan_to_num(unified_ttft_overhead_ms(dec), nan=0.0)
+        for dec_pool, dec_role, dec_share, dec_tpot, dec_overhead_ms in zip(
+                dec["pool"].astype(str), dec["role"].astype(str), dec["share"].astype(float), dec["tpot_ms"].astype(float),
+                overhead_ms, strict=True):
             for pf_pool, pf_share, pf_extra_s in pf_opts:
                 used = [p for p in (pf_pool, dec_pool) if p is not None]
                 missing = [p for p in used if p not in known]
@@ -460,7 +463,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                     transfer_s_per_token=delay / n_rep,
                     ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
                     tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
-                    **_itl_fields(d),
+                    **_itl_fields(d), ttft_overhead_s=float(dec_overhead_ms) / 1e3 if unified else 0.0,
                 ))
                 table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
                               "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,

@@ -316,7 +316,7 @@ class _Sim:
         req.first = t
         if req.measured:
             svc = req.svc
-            self.ttft[svc].add(t - req.turn_arrival)
+            self.ttft[svc].add(t + self.routes[svc].ttft_overhead_s - req.turn_arrival)
 
     def join(self, inst: _Inst, req: _Req) -> None:
         """Add a sequence to the decode batch at the instance's current boundary."""
@@ -350,7 +350,7 @@ class _Sim:
         if req.measured:
             self.done[svc] += 1
             route = self.routes[svc]
-            ok = req.first - req.turn_arrival <= route.ttft_target_s
+            ok = req.first + route.ttft_overhead_s - req.turn_arrival <= route.ttft_target_s
             if ok:
                 self.ttft_ok[svc] += 1
             if req.out > 1:
@@ -364,7 +364,7 @@ class _Sim:
                 self.tpot_ok[svc] += 1
             if ok:
                 self.slo_ok[svc] += 1
-            self.e2e[svc].add(t - req.turn_arrival)
+            self.e2e[svc].add(t + route.ttft_overhead_s - req.turn_arrival)
         if req.turns_left > 1:
             route = self.routes[req.svc]
             req.context = req.context + req.out

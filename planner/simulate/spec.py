@@ -124,6 +124,11 @@ class ServiceRoute:
     """E2E target and its level (``nan``: a mean target)."""
     tool_policy: ToolPolicy = "hold"
     reload_s_per_token: float = 0.0
+    ttft_overhead_s: float = 0.0
+    """Fixed latency added to the request's first token and end (engines' TTFT includes their
+    scheduling/tokenisation overhead; the pools' work does not): set on unified routes from the
+    operating point (:func:`planner.pool_latency.unified_ttft_overhead_ms`); on a disaggregated
+    route the KV-transfer delay carries the prefill point's."""
 
     def __post_init__(self) -> None:
         if (self.unified is None) == (self.decode is None):
