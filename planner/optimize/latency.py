@@ -48,13 +48,54 @@ __all__ = ["POOL_LATENCY_COLUMNS", "RELAX_CEILING", "bucket_latency", "plan_shar
            "relax_factors", "tighten_factors"]
 
 
+_MEMO: dict[tuple[Any, ...], tuple[pd.DataFrame, Any]] = {}
+"""Last results of :func:`tighten_factors` / :func:`relax_factors` (at most :data:`_MEMO_SIZE`)."""
+_MEMO_SIZE = 16
+
+
+def _memo_key(kind: str, prep: Prepared, plan: ArchitecturePlan, *args: Any) -> tuple[Any, ...]:
+    """What the check reads: the points (by identity, with their caps and peak rates by value, so a
+    frame changed in place misses), the plan's routing shares and pool sizes, and the options.
+
+    The verify-and-tighten loop asks the same question of the same (points, plan) two or three times
+    (:func:`planner.optimize.tighten.solve_verified`: the loop's last check, the check before refining,
+    the check before relaxing), and a sweep's lean check (:mod:`planner.optimize.resolve`) asks it
+    once more of the same solution: the answer is computed once."""
+    pts = prep.points
+    return (kind, id(pts), pts["rho"].to_numpy(float).tobytes(), pts["rate_peak_per_s"].to_numpy(float).tobytes(),
+            tuple((r.service, r.bucket, str(r.role), r.config, float(r.share)) for r in plan.routing),
+            tuple((p.name, int(p.instances)) for p in plan.pools), *args)
+
+
+def _memo_get(key: tuple[Any, ...], pts: pd.DataFrame) -> Any:
+    hit = _MEMO.get(key)
+    return hit[1] if hit is not None and hit[0] is pts else None  # the frame is kept alive: its id is not reused
+
+
+def _memo_put(key: tuple[Any, ...], pts: pd.DataFrame, value: Any) -> None:
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = (pts, value)
+
+
 def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float = 1.05,
                     max_step: float = 4.0) -> tuple[dict[str, float], pd.DataFrame]:
     """Per pool to tighten: the factor dividing its caps (module docstring, step 3); and the bucket table.
 
     Empty when every bucket meets its targets (or only pools with caps supplied by the table
-    are involved, which are not re-checked).
+    are involved, which are not re-checked). Memoised on its inputs (:func:`_memo_key`); callers get
+    their own copies.
     """
+    key = _memo_key("tighten", prep, plan, int(redundancy), float(min_step), float(max_step))
+    hit = _memo_get(key, prep.points)
+    if hit is None:
+        hit = _tighten_factors(prep, plan, redundancy, min_step=min_step, max_step=max_step)
+        _memo_put(key, prep.points, hit)
+    return dict(hit[0]), hit[1].copy()
+
+
+def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float,
+                     max_step: float) -> tuple[dict[str, float], pd.DataFrame]:
     from planner.queueing import max_utilization
 
     pts = prep.points
@@ -153,7 +194,16 @@ def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, be
     ``ceiling``); ``f_p = u_p / ρ*_p`` when below ``below`` (else the pool is left alone).
     Shrinking the pool lowers ``ρ*`` again: the loop re-checks and tightens
     (:func:`planner.optimize.tighten.solve_verified` keeps the relaxed plan only when it passes
-    and costs less)."""
+    and costs less). Memoised on its inputs as :func:`tighten_factors` is."""
+    key = _memo_key("relax", prep, plan, int(redundancy), float(below), float(ceiling))
+    hit = _memo_get(key, prep.points)
+    if hit is None:
+        hit = _relax_factors(prep, plan, redundancy, below=below, ceiling=ceiling)
+        _memo_put(key, prep.points, hit)
+    return dict(hit)
+
+
+def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float, ceiling: float) -> dict[str, float]:
     from planner.queueing import max_utilization
 
     pts = prep.points

@@ -404,8 +404,11 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     gap = max(0.0, (obj - bound) / abs(obj)) if obj is not None and bound is not None and abs(obj) > 1e-9 else None
     if settings.verify_rounds > 0 and _misses_latency(built, x, n, architecture, settings):
         # the lean plan fails the analytic tail-latency check: take the full path (tightened caps,
-        # rebuilt models) so a study reports the plan `planner solve` would give
-        return _verified_summary(built, solver, architecture, settings)
+        # rebuilt models) so a study reports the plan `planner solve` would give; it starts from this
+        # solution (not solved again)
+        from planner.optimize.architecture import plan_from_results
+
+        return _verified_summary(built, solver, architecture, settings, plan_from_results(built, res, wall, architecture, settings))
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
@@ -430,11 +433,13 @@ def _misses_latency(built: Built, x: np.ndarray, n: np.ndarray, architecture: st
     return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy))
 
 
-def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
-    """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve, check, tighten)."""
+def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings,
+                      first: ArchitecturePlan | None = None) -> ArchitectureSummary:
+    """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve — unless ``first`` is
+    the plan of ``built`` already —, check, tighten)."""
     from planner.optimize.tighten import solve_verified
 
-    plan, _final, _caps = solve_verified(built, solver, architecture, settings)
+    plan, _final, _caps = solve_verified(built, solver, architecture, settings, first=first)
     devices: dict[str, int] = {}
     for p in plan.pools:
         devices[p.device] = devices.get(p.device, 0) + p.devices

@@ -149,12 +149,14 @@ def _solve_tightened(cur: Built, factors: Mapping[str, float] | np.ndarray, arch
     return solve_architecture(nxt, make_solver(), architecture, settings), nxt
 
 
-def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings, *,
+                   first: ArchitecturePlan | None = None) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
     """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
 
     Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
+    ``first``: the plan of ``built`` as it stands, when the caller has solved it already (not solved again).
     """
-    plan = solve_architecture(built, solver, architecture, settings)
+    plan = first if first is not None else solve_architecture(built, solver, architecture, settings)
     base_rho = built.prep.points["rho"].to_numpy(float)
     cur, rounds = built, 1
     total_time, total_build = plan.solver.time_s, plan.solver.build_s
