@@ -139,7 +139,9 @@ class Resolver:
         ``min_n_max`` (pool name -> instances) raises the big-M of named pools to at least
         that many instances (a fixed plan evaluated at lower traffic keeps its pool sizes).
         """
-        import pyomo.environ as pe
+        from planner.optimize.highs import import_pyomo
+
+        pe = import_pyomo()  # not scipy.stats with it (planner.optimize.highs.import_pyomo)
 
         t0 = time.perf_counter()
         prep = prepare(tables, max_utilization=settings.max_utilization)
