@@ -206,41 +206,54 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
 
     x = np.asarray(share, dtype=float)
     sel = x > 0
-    pts = points.loc[sel].copy()
+    pts = points.loc[sel]
     _svc, own = lane_columns(points)
     lanes = lanes_ms or {}
-    replaced = np.array([p in lanes and not math.isnan(float(lanes[p])) for p in pts["pool"].astype(str)], dtype=bool)
-    replaced &= pts["role"].to_numpy(str) == "unified"
-    pts["ttft_ms"] = pts["ttft_ms"].to_numpy(float) - np.where(replaced, np.nan_to_num(own[sel]), 0.0)
+    pools_all = pts["pool"].astype(str).to_numpy()
+    roles_all = pts["role"].to_numpy(str)
+    replaced = np.array([p in lanes and not math.isnan(float(lanes[p])) for p in pools_all], dtype=bool)
+    replaced &= roles_all == "unified"
+    ttft_all = pts["ttft_ms"].to_numpy(float) - np.where(replaced, np.nan_to_num(own[sel]), 0.0)
+    tpot_all = pts["tpot_ms"].to_numpy(float)
     # ITL of a point: its itl_ms (unified points), else its step (decode: every gap is one step)
     itl = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else np.full(len(pts), np.nan)
-    pts["itl_ms"] = np.where(np.isnan(itl), pts["tpot_ms"].to_numpy(float), itl)
+    itl_all = np.where(np.isnan(itl), tpot_all, itl)
     no_lane: set[str] = set()
     if instances is not None:
         at = unified_at_load(points, x, instances, redundancy, ttft_quantile, token_quantile).loc[sel]
         hit = at["ttft_at_load_ms"].notna().to_numpy()
-        pts.loc[hit, "ttft_ms"] = at.loc[hit, "ttft_at_load_ms"].to_numpy(float)
-        pts.loc[hit, "tpot_ms"] = at.loc[hit, "tpot_at_load_ms"].to_numpy(float)
-        pts.loc[hit, "itl_ms"] = at.loc[hit, "itl_at_load_ms"].to_numpy(float)
-        no_lane = set(pts.loc[hit & at["lane_in_ttft"].to_numpy(bool), "pool"].astype(str))
+        ttft_all = np.where(hit, at["ttft_at_load_ms"].to_numpy(float), ttft_all)
+        tpot_all = np.where(hit, at["tpot_at_load_ms"].to_numpy(float), tpot_all)
+        itl_all = np.where(hit, at["itl_at_load_ms"].to_numpy(float), itl_all)
+        no_lane = set(pools_all[hit & at["lane_in_ttft"].to_numpy(bool)])
+    # per (service, bucket), in order of first appearance (as groupby(sort=False)); numpy per group
+    metric_all = pts["token_metric"].astype(str).to_numpy() if "token_metric" in pts.columns else None
+    ttft_t_all = pts["ttft_target_ms"].to_numpy(float)
+    tpot_t_all = pd.to_numeric(pts["tpot_target_ms"], errors="coerce").fillna(math.inf).to_numpy(float)
+    itl_t_all = (pd.to_numeric(pts["itl_target_ms"], errors="coerce").fillna(math.inf).to_numpy(float)
+                 if "itl_target_ms" in pts.columns else tpot_t_all)
+    svc_all, bucket_all = pts["service"].to_numpy(), pts["bucket"].to_numpy()
+    codes, _uniq = pd.factorize(pd.MultiIndex.from_arrays([pts["service"], pts["bucket"]]), sort=False)
     rows = []
-    for (svc, bucket), g in pts.groupby(["service", "bucket"], sort=False):
-        roles = g["role"].to_numpy(str)
-        pools = g["pool"].to_numpy(str)
+    for k in range(int(codes.max()) + 1 if len(codes) else 0):
+        at_k = np.flatnonzero(codes == k)
+        j0 = int(at_k[0])
+        svc, bucket = svc_all[j0], bucket_all[j0]
+        roles = roles_all[at_k]
+        pools = pools_all[at_k]
         first = np.isin(roles, ("prefill", "unified"))
         dec = roles == "decode"
         w = np.array([float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
                       for p in pools])
-        ttft_pt = g["ttft_ms"].to_numpy(float)
+        ttft_pt = ttft_all[at_k]
         t_first = float(np.max(ttft_pt[first] + w[first])) if first.any() else 0.0
         t_dec = float(np.max(w[dec])) if dec.any() else 0.0
         dec_roles = np.isin(roles, ("decode", "unified"))
-        itl_metric = "token_metric" in g.columns and str(g["token_metric"].iloc[0]) == "itl"
-        tok = g["itl_ms" if itl_metric else "tpot_ms"].to_numpy(float)
+        itl_metric = metric_all is not None and str(metric_all[j0]) == "itl"
+        tok = (itl_all if itl_metric else tpot_all)[at_k]
         tpot = float(np.max(tok[dec_roles])) if dec_roles.any() else 0.0
-        ttft_t = float(g["ttft_target_ms"].to_numpy(float)[0])
-        tgt_col = "itl_target_ms" if itl_metric and "itl_target_ms" in g.columns else "tpot_target_ms"
-        tpot_t = float(pd.to_numeric(g[tgt_col], errors="coerce").fillna(math.inf).to_numpy(float)[0])
+        ttft_t = float(ttft_t_all[j0])
+        tpot_t = float((itl_t_all if itl_metric else tpot_t_all)[j0])
         # encode phase (multimodal rows, planner.capacity_encode): a separate encode pool adds its wait +
         # encode + embedding transfer; inline, the encode time adds to the host pool's prefill (whose wait
         # is already in t_first)
@@ -566,14 +579,17 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
     from planner.schema.capacity import quantile_level
 
     n = len(points)
-    out = pd.DataFrame({"ttft_at_load_ms": np.full(n, np.nan), "lane_in_ttft": np.zeros(n, dtype=bool),
-                        "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
-                        "lane_share": np.full(n, np.nan), "mean_step_at_load_ms": np.full(n, np.nan),
-                        "batch_at_load": np.full(n, np.nan)}, index=points.index)
+    cols: dict[str, np.ndarray] = {"ttft_at_load_ms": np.full(n, np.nan), "lane_in_ttft": np.zeros(n, dtype=bool),
+                                   "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
+                                   "lane_share": np.full(n, np.nan), "mean_step_at_load_ms": np.full(n, np.nan),
+                                   "batch_at_load": np.full(n, np.nan)}
     lp = _lane_points(points, share)
     if lp is None:
-        return out
+        return pd.DataFrame(cols, index=points.index)
     ok, lam, pools, units, outputs, overhead_s = lp
+    ttft_q = points["ttft_quantile"].to_numpy()
+    metric_of = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else None
+    level_cols = {m: points[f"{m}_quantile"].to_numpy() for m in ("tpot", "itl") if f"{m}_quantile" in points.columns}
     for pool in sorted(set(pools[ok])):
         on = ok & (pools == pool)
         live = max(int(instances.get(pool, 0)) - redundancy, 0)
@@ -584,10 +600,9 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         rate_i = load["rate_per_s"]
         idx = np.flatnonzero(on)
         for i in idx:
-            row = points.iloc[i]
-            tq = ttft_quantile if ttft_quantile is not None else float(row["ttft_quantile"])
-            metric = str(row.get("token_metric", "tpot")) if "token_metric" in points.columns else "tpot"
-            lvl = token_quantile if token_quantile is not None else quantile_level(row.get(f"{metric}_quantile", 0.99))
+            tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
+            metric = str(metric_of[i]) if metric_of is not None else "tpot"
+            lvl = token_quantile if token_quantile is not None else quantile_level(level_cols[metric][i] if metric in level_cols else 0.99)
             lane_in = load["units_mean"] < 1.0
             if not load["share"] < 1.0:
                 ttft_s = math.inf
@@ -597,10 +612,10 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
                 ttft_s = math.ceil(float(units[i]) - 1e-9) * load["decode_step_s"] + load["delta_s"] * float(units[i])
             tpot = _tpot_quantile_s(load, lvl, float(outputs[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl)
-            out.iloc[int(i), :] = [1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
-                                   1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"]]
-    out["lane_in_ttft"] = out["lane_in_ttft"].astype(bool)
-    return out
+            for c, v in zip(cols, (1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
+                                   1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"]), strict=True):
+                cols[c][i] = v
+    return pd.DataFrame(cols, index=points.index)
 
 
 def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: float) -> pd.DataFrame:

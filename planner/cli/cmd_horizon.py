@@ -59,51 +59,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
     from planner.horizon.solve import solve_horizon
     from planner.instance import load_instance
 
-    archs = None
-    if architectures:
-        archs = tuple(a.strip() for a in architectures.split(",") if a.strip())
-        bad = [a for a in archs if a not in ("shared", "disaggregated", "hybrid")]
-        if bad or not archs:
-            raise InputError(Problem("", "--architectures", f"unknown architecture(s): {', '.join(bad) or '(none)'}", "use shared, disaggregated, hybrid"))
-    if time_limit is not None and not time_limit > 0:
-        raise InputError(Problem("", "--time-limit", "must be > 0", "give seconds, e.g. --time-limit 60"))
-    if mip_gap is not None and not mip_gap >= 0:
-        raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
-    rates: list[float] = []
-    if regret_growth:
-        try:
-            rates = [float(v) for v in regret_growth.split(",") if v.strip()]
-        except ValueError:
-            raise InputError(Problem("", "--regret-growth", f"{regret_growth!r} is not a list of numbers", "e.g. --regret-growth 0.02,0.08")) from None
-        if not rates or any(not -0.5 < r <= 1.0 for r in rates):
-            raise InputError(Problem("", "--regret-growth", "monthly rates must lie in (-0.5, 1]", "e.g. --regret-growth 0.02,0.08"))
-    dist = None
-    if draws < 0:
-        raise InputError(Problem("", "--monte-carlo", "must be >= 0", "e.g. --monte-carlo 20"))
-    if (draws > 0) != (growth_dist is not None):
-        raise InputError(Problem("", "--monte-carlo" if growth_dist else "--growth-dist", "--monte-carlo N and --growth-dist go together",
-                                 "e.g. --monte-carlo 20 --growth-dist 'normal(0.05,0.02)'"))
-    if growth_dist is not None:
-        from planner.schema.distributions import parse_distribution
-        from planner.schema.horizon import GROWTH_RATE_RANGE
-
-        try:
-            dist = parse_distribution(growth_dist)
-        except ValueError as exc:
-            raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
-        import numpy as np
-
-        # drawn before the solve, so a distribution the schema cannot take fails in a second, not after it
-        drawn = np.asarray(dist.sample(np.random.default_rng(seed), draws), dtype=float)
-        outside = drawn[~((drawn > GROWTH_RATE_RANGE[0]) & (drawn <= GROWTH_RATE_RANGE[1]))]
-        if outside.size:
-            raise InputError(Problem("", "--growth-dist", f"{outside.size} of {draws} draws (seed {seed}) fall outside the monthly growth "
-                                     f"range ({GROWTH_RATE_RANGE[0]:g}, {GROWTH_RATE_RANGE[1]:g}], e.g. {float(outside[0]):.4g}",
-                                     "give a distribution inside that range, e.g. 'normal(0.05,0.02)' or 'uniform(0,0.1)'"))
-    if verify_slots < 1:
-        raise InputError(Problem("", "--verify-slots", "must be >= 1", "e.g. --verify-slots 3, or --no-verify"))
-    if budget_per_year is not None and not budget_per_year > 0:
-        raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
+    archs, rates, _dist, drawn = _checked_options(architectures, time_limit, mip_gap, regret_growth, draws, growth_dist, seed,
+                                                  verify_slots, budget_per_year)
     from planner.overrides import parse_set_options
 
     overrides = parse_set_options(sets, example="horizon.growth.monthly_rate=0.08")  # as `planner solve --set`
@@ -132,29 +89,8 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
     result = solve_horizon(tables, inputs, plans,
                            time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3),
                            baseline=not no_baseline, verify_slots=verify_slots if verify else 0)
-    regrets = []
-    if rates and result.winner is not None:
-        from planner.horizon.demand import growth_multipliers
-        from planner.horizon.evaluate import growth_regret
-        from planner.schema.horizon import Growth
-
-        hz = inst.horizon
-        assert hz is not None
-        paths = {f"{100 * r:g} %/month": growth_multipliers(Growth(monthly_rate=r), hz.periods, hz.months_per_period) for r in rates}
-        regrets = growth_regret(tables, inputs, result.winner, result.architectures[result.winner].schedule, paths,
-                                time_limit_s=time_limit or solver.time_limit_s, mip_gap=mip_gap if mip_gap is not None else max(solver.mip_gap, 1e-3))
-    mc = None
-    if dist is not None and result.winner is not None:
-        from planner.horizon.evaluate import growth_monte_carlo
-
-        mc = growth_monte_carlo(tables, inputs, result.winner, result.architectures[result.winner].schedule, drawn,
-                                time_limit_s=time_limit or solver.time_limit_s, mip_gap=gap_default)
-    budget = None
-    if budget_per_year is not None and result.winner is not None:
-        from planner.horizon.evaluate import largest_growth_within_budget
-
-        budget = largest_growth_within_budget(tables, inputs, result.winner, budget_per_year,
-                                              time_limit_s=time_limit or solver.time_limit_s, mip_gap=gap_default)
+    regrets, mc, budget = _held_schedule_studies(result, tables, inputs, inst, rates, drawn, budget_per_year,
+                                                 time_limit or solver.time_limit_s, gap_default)
     if out_dir:
         written = write_outputs(result, Path(out_dir), inst.name)
     if html_file and result.winner is not None:
@@ -172,48 +108,144 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
         echo_json(doc)
     else:
         click.echo("\n".join(summary_lines(result, inst.name)))
-        if regrets:
-            click.echo("\n" + "\n".join(_regret_table(f"regret of the {result.winner} schedule (purchases and reservations held, "
-                                                        "rentals re-planned):", regrets)))
-        if mc is not None:
-            from planner.cli.output import fmt, table
-
-            ok = mc.dropna(subset=["held_usd", "replanned_usd"])
-            click.echo(f"\nMonte Carlo over monthly growth ~ {growth_dist} ({len(mc)} draws, seed {seed}; {len(mc) - len(ok)} without a plan): "
-                       f"the {result.winner} schedule held, rentals re-planned")
-            q = ok[["monthly_rate", "held_usd", "replanned_usd", "regret_usd"]].quantile([0.1, 0.5, 0.9])
-            rows = [["mean", *[fmt(v) for v in ok[["monthly_rate", "held_usd", "replanned_usd", "regret_usd"]].mean().round(4)]]]
-            rows += [[f"p{int(100 * i)}", *[fmt(v) for v in q.loc[i].round(4)]] for i in q.index]
-            click.echo(table(["", "monthly rate", "held USD", "re-planned USD", "regret USD"], rows))
-        if budget is not None:
-            rate, worst, probes = budget
-            if rate is None:
-                click.echo(f"\nbudget ${budget_per_year:,.0f}/year: not even {probes[0][0]:+.1%}/month fits (costliest year "
-                           f"{'no plan' if probes[0][1] is None else f'${probes[0][1]:,.0f}'})")
-            else:
-                click.echo(f"\nbudget ${budget_per_year:,.0f}/year: growth up to {rate:+.2%}/month fits ({result.winner}; costliest year "
-                           f"${(worst or 0):,.0f}; bisection over {len(probes)} plans)")
+        _echo_studies(result, regrets, mc, growth_dist, seed, budget, budget_per_year)
         if out_dir:
             wrote(f"\nwrote {written[0]} and schedule / pools / costs / slots (.csv, .parquet)")
         if html_file and result.winner is not None:
             wrote(f"wrote {html_file}")
     if result.winner is None:
-        if any("time" in a.status.lower() for a in result.architectures.values()):
-            raise SolverError("the solver stopped without a plan for any architecture over the horizon (raise --time-limit)")
-        caps = []
-        for dev, a in inputs.acquisition.items():
-            ways = [w for w, v in (("buy", a.buy_usd_per_device_hour), ("reserve", a.reserve_usd_per_hour),
-                                   ("on demand", a.on_demand_usd_per_hour), ("spot", a.spot_usd_per_hour)) if v is not None]
-            lim = [f"procurement limit {a.procurement_limit:g}"] if a.procurement_limit != float("inf") else []
-            lim += [f"on demand at most {a.on_demand_max}"] if a.on_demand_max is not None else []
-            caps.append(f"{dev} ({', '.join(ways)}{'; ' + ', '.join(lim) if lim else ''})")
-        busiest = float(max(inputs.growth)) * float(inputs.slots["peak_rate_per_s"].max())
-        diags = [Diagnosis("", "", f"horizon[{arch}]",
-                           f"no plan: {a.status}; the busiest slot asks {busiest:.4g}{' req/s' if inputs.absolute else 'x the planned peak'}, "
-                           f"devices can be had as {'; '.join(caps)}",
-                           "raise the caps (on_demand.max_devices, procurement limits), add a way to get capacity, shorten lead times, or lower growth")
-                 for arch, a in result.architectures.items()]
-        raise InfeasibleError(diags, headline=f"no architecture of {inst.name} has a plan over the horizon")
+        raise _no_plan_error(result, inputs, inst.name)
+
+
+def _checked_options(architectures: str | None, time_limit: float | None, mip_gap: float | None, regret_growth: str | None,
+                     draws: int, growth_dist: str | None, seed: int, verify_slots: int, budget_per_year: float | None
+                     ) -> tuple[tuple[str, ...] | None, list[float], Any, Any]:
+    """The options checked before anything is read or solved: the architectures asked for, the
+    --regret-growth rates, the --growth-dist distribution and its --monte-carlo draws (drawn here, so a
+    distribution the schema cannot take fails in a second, not after the solve)."""
+    archs = None
+    if architectures:
+        archs = tuple(a.strip() for a in architectures.split(",") if a.strip())
+        bad = [a for a in archs if a not in ("shared", "disaggregated", "hybrid")]
+        if bad or not archs:
+            raise InputError(Problem("", "--architectures", f"unknown architecture(s): {', '.join(bad) or '(none)'}", "use shared, disaggregated, hybrid"))
+    if time_limit is not None and not time_limit > 0:
+        raise InputError(Problem("", "--time-limit", "must be > 0", "give seconds, e.g. --time-limit 60"))
+    if mip_gap is not None and not mip_gap >= 0:
+        raise InputError(Problem("", "--mip-gap", "must be >= 0", "e.g. --mip-gap 0.001"))
+    rates: list[float] = []
+    if regret_growth:
+        try:
+            rates = [float(v) for v in regret_growth.split(",") if v.strip()]
+        except ValueError:
+            raise InputError(Problem("", "--regret-growth", f"{regret_growth!r} is not a list of numbers", "e.g. --regret-growth 0.02,0.08")) from None
+        if not rates or any(not -0.5 < r <= 1.0 for r in rates):
+            raise InputError(Problem("", "--regret-growth", "monthly rates must lie in (-0.5, 1]", "e.g. --regret-growth 0.02,0.08"))
+    dist: Any = None
+    drawn: Any = None
+    if draws < 0:
+        raise InputError(Problem("", "--monte-carlo", "must be >= 0", "e.g. --monte-carlo 20"))
+    if (draws > 0) != (growth_dist is not None):
+        raise InputError(Problem("", "--monte-carlo" if growth_dist else "--growth-dist", "--monte-carlo N and --growth-dist go together",
+                                 "e.g. --monte-carlo 20 --growth-dist 'normal(0.05,0.02)'"))
+    if growth_dist is not None:
+        from planner.schema.distributions import parse_distribution
+        from planner.schema.horizon import GROWTH_RATE_RANGE
+
+        try:
+            dist = parse_distribution(growth_dist)
+        except ValueError as exc:
+            raise InputError(Problem("", "--growth-dist", str(exc), "e.g. 'normal(0.05,0.02)'")) from None
+        import numpy as np
+
+        drawn = np.asarray(dist.sample(np.random.default_rng(seed), draws), dtype=float)
+        outside = drawn[~((drawn > GROWTH_RATE_RANGE[0]) & (drawn <= GROWTH_RATE_RANGE[1]))]
+        if outside.size:
+            raise InputError(Problem("", "--growth-dist", f"{outside.size} of {draws} draws (seed {seed}) fall outside the monthly growth "
+                                     f"range ({GROWTH_RATE_RANGE[0]:g}, {GROWTH_RATE_RANGE[1]:g}], e.g. {float(outside[0]):.4g}",
+                                     "give a distribution inside that range, e.g. 'normal(0.05,0.02)' or 'uniform(0,0.1)'"))
+    if verify_slots < 1:
+        raise InputError(Problem("", "--verify-slots", "must be >= 1", "e.g. --verify-slots 3, or --no-verify"))
+    if budget_per_year is not None and not budget_per_year > 0:
+        raise InputError(Problem("", "--budget-per-year", "must be > 0", "give USD per year, e.g. --budget-per-year 5e6"))
+    return archs, rates, dist, drawn
+
+
+def _held_schedule_studies(result: Any, tables: Any, inputs: Any, inst: Any, rates: list[float], drawn: Any,
+                          budget_per_year: float | None, time_limit_s: float, gap: float) -> tuple[list[Any], Any, Any]:
+    """What the winner's held purchases and reservations cost under other growth: the regret per
+    --regret-growth rate, the --monte-carlo draws (``drawn``), the largest growth within --budget-per-year."""
+    regrets: list[Any] = []
+    if rates and result.winner is not None:
+        from planner.horizon.demand import growth_multipliers
+        from planner.horizon.evaluate import growth_regret
+        from planner.schema.horizon import Growth
+
+        hz = inst.horizon
+        assert hz is not None
+        paths = {f"{100 * r:g} %/month": growth_multipliers(Growth(monthly_rate=r), hz.periods, hz.months_per_period) for r in rates}
+        regrets = growth_regret(tables, inputs, result.winner, result.architectures[result.winner].schedule, paths,
+                                time_limit_s=time_limit_s, mip_gap=gap)
+    mc = None
+    if drawn is not None and result.winner is not None:
+        from planner.horizon.evaluate import growth_monte_carlo
+
+        mc = growth_monte_carlo(tables, inputs, result.winner, result.architectures[result.winner].schedule, drawn,
+                                time_limit_s=time_limit_s, mip_gap=gap)
+    budget = None
+    if budget_per_year is not None and result.winner is not None:
+        from planner.horizon.evaluate import largest_growth_within_budget
+
+        budget = largest_growth_within_budget(tables, inputs, result.winner, budget_per_year,
+                                              time_limit_s=time_limit_s, mip_gap=gap)
+    return regrets, mc, budget
+
+
+def _echo_studies(result: Any, regrets: list[Any], mc: Any, growth_dist: str | None, seed: int, budget: Any,
+                  budget_per_year: float | None) -> None:
+    """The regret, Monte Carlo and budget tables under the plan's summary (text output)."""
+    if regrets:
+        click.echo("\n" + "\n".join(_regret_table(f"regret of the {result.winner} schedule (purchases and reservations held, "
+                                                    "rentals re-planned):", regrets)))
+    if mc is not None:
+        from planner.cli.output import fmt, table
+
+        ok = mc.dropna(subset=["held_usd", "replanned_usd"])
+        click.echo(f"\nMonte Carlo over monthly growth ~ {growth_dist} ({len(mc)} draws, seed {seed}; {len(mc) - len(ok)} without a plan): "
+                   f"the {result.winner} schedule held, rentals re-planned")
+        q = ok[["monthly_rate", "held_usd", "replanned_usd", "regret_usd"]].quantile([0.1, 0.5, 0.9])
+        rows = [["mean", *[fmt(v) for v in ok[["monthly_rate", "held_usd", "replanned_usd", "regret_usd"]].mean().round(4)]]]
+        rows += [[f"p{int(100 * i)}", *[fmt(v) for v in q.loc[i].round(4)]] for i in q.index]
+        click.echo(table(["", "monthly rate", "held USD", "re-planned USD", "regret USD"], rows))
+    if budget is not None:
+        rate, worst, probes = budget
+        if rate is None:
+            click.echo(f"\nbudget ${budget_per_year:,.0f}/year: not even {probes[0][0]:+.1%}/month fits (costliest year "
+                       f"{'no plan' if probes[0][1] is None else f'${probes[0][1]:,.0f}'})")
+        else:
+            click.echo(f"\nbudget ${budget_per_year:,.0f}/year: growth up to {rate:+.2%}/month fits ({result.winner}; costliest year "
+                       f"${(worst or 0):,.0f}; bisection over {len(probes)} plans)")
+
+
+def _no_plan_error(result: Any, inputs: Any, inst_name: str) -> Exception:
+    """Why no architecture has a plan: the solver's time limit (``SolverError``), or per architecture the
+    busiest slot's demand against the ways devices can be had (``InfeasibleError``)."""
+    if any("time" in a.status.lower() for a in result.architectures.values()):
+        return SolverError("the solver stopped without a plan for any architecture over the horizon (raise --time-limit)")
+    caps = []
+    for dev, a in inputs.acquisition.items():
+        ways = [w for w, v in (("buy", a.buy_usd_per_device_hour), ("reserve", a.reserve_usd_per_hour),
+                               ("on demand", a.on_demand_usd_per_hour), ("spot", a.spot_usd_per_hour)) if v is not None]
+        lim = [f"procurement limit {a.procurement_limit:g}"] if a.procurement_limit != float("inf") else []
+        lim += [f"on demand at most {a.on_demand_max}"] if a.on_demand_max is not None else []
+        caps.append(f"{dev} ({', '.join(ways)}{'; ' + ', '.join(lim) if lim else ''})")
+    busiest = float(max(inputs.growth)) * float(inputs.slots["peak_rate_per_s"].max())
+    diags = [Diagnosis("", "", f"horizon[{arch}]",
+                       f"no plan: {a.status}; the busiest slot asks {busiest:.4g}{' req/s' if inputs.absolute else 'x the planned peak'}, "
+                       f"devices can be had as {'; '.join(caps)}",
+                       "raise the caps (on_demand.max_devices, procurement limits), add a way to get capacity, shorten lead times, or lower growth")
+             for arch, a in result.architectures.items()]
+    return InfeasibleError(diags, headline=f"no architecture of {inst_name} has a plan over the horizon")
 
 
 def plan_names(inst: Any, archs: tuple[str, ...] | None) -> tuple[str, ...]:

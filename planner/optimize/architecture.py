@@ -73,6 +73,13 @@ def solve_architecture(built: Built, solver: Any, architecture: str, settings: S
                        load_solutions=False, raise_exception_on_nonoptimal_result=False,
                        solver_options={"random_seed": 0})
     wall = time.perf_counter() - t0
+    return plan_from_results(built, res, wall, architecture, settings)
+
+
+def plan_from_results(built: Built, res: Any, wall: float, architecture: str, settings: SolveSettings) -> ArchitecturePlan:
+    """The plan of a solve of ``built`` restricted to ``architecture`` (``res``: pyomo's results, ``wall``
+    the solve call's seconds): what :func:`solve_architecture` returns, for callers that solved already
+    (:mod:`planner.optimize.resolve`'s lean summaries hand a plan that misses on to the tightening loop)."""
     highs_s = float(getattr(res.timing_info, "highs_time", wall) or wall)
     has_solution = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
     status = solver_status(res.termination_condition, has_solution)

@@ -35,15 +35,25 @@ def import_pyomo() -> Any:
     scipy: +0.35 s on the 2-core VM (``python -X importtime``), for the planner's
     ``scipy.special`` (:mod:`planner.queueing`) that costs 0.1 s alone. Neither the planner nor
     pyomo's HiGHS interface uses those submodules, and scipy loads them lazily on attribute
-    access when some pyomo plug-in does. Called before anything imports scipy, this drops the
-    hook; called after, pyomo has already run it and nothing changes. Call it first in a command
-    that will need pyomo (:func:`planner.optimize.solve.solve_tables` does).
+    access when some pyomo plug-in does. Called before pyomo is imported, this drops the hook.
+    When scipy is imported already (the capacity table's queueing caps use ``scipy.special``),
+    pyomo would run the hook at once (``attempt_import`` does not defer a module in
+    ``sys.modules``: +0.57 s CPU for ``scipy.stats``, 2.5 s profiled in a sweep worker); so
+    ``scipy`` is hidden from ``sys.modules`` while ``pyomo.common.dependencies`` registers it,
+    then put back and the hook dropped: pyomo's deferred ``scipy`` resolves to the loaded module
+    (and imports those submodules) only if some pyomo code uses it. Called after pyomo was
+    imported, nothing changes. Call it first in a command that will need pyomo
+    (:func:`planner.optimize.solve.solve_tables` does).
     """
     import sys
 
-    if "scipy" not in sys.modules:
-        from pyomo.common import dependencies
-
+    if "pyomo.common.dependencies" not in sys.modules:
+        loaded = sys.modules.pop("scipy", None)
+        try:
+            from pyomo.common import dependencies
+        finally:
+            if loaded is not None:
+                sys.modules["scipy"] = loaded
         hooks = getattr(getattr(dependencies, "DeferredImportCallbackFinder", None), "_callbacks", None)
         if isinstance(hooks, dict):
             hooks.pop("scipy", None)

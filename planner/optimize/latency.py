@@ -26,6 +26,7 @@ the factors and re-solves is :mod:`planner.optimize.tighten`; the discrete-event
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,13 +49,66 @@ __all__ = ["POOL_LATENCY_COLUMNS", "RELAX_CEILING", "bucket_latency", "plan_shar
            "relax_factors", "tighten_factors"]
 
 
+_MEMO: dict[tuple[Any, ...], Any] = {}
+"""Last results of :func:`tighten_factors` / :func:`relax_factors` (at most :data:`_MEMO_SIZE`)."""
+_MEMO_SIZE = 64
+_LOCK = threading.Lock()
+"""Guards the memo (a Dask worker may run study chunks on several threads)."""
+
+
+def _fingerprint(pts: pd.DataFrame) -> Any:
+    """The points' content: every column, hashed row by row (1.5 ms for 143 rows × 59 columns, against
+    20-70 ms for the check), each call — a frame changed in place is a different key."""
+    try:
+        return (tuple(pts.columns), pd.util.hash_pandas_object(pts, index=False).to_numpy().tobytes())
+    except TypeError:  # a column pandas cannot hash: nothing is shared
+        return ("unhashable", object())
+
+
+def _memo_key(kind: str, prep: Prepared, plan: ArchitecturePlan, *args: Any) -> tuple[Any, ...]:
+    """What the check reads: the points (by content), the plan's routing shares and pool sizes, and
+    the options.
+
+    The verify-and-tighten loop asks the same question of the same (points, plan) two or three times
+    (:func:`planner.optimize.tighten.solve_verified`: the loop's last check, the check before refining,
+    the check before relaxing), a sweep's lean check (:mod:`planner.optimize.resolve`) asks it once
+    more of the same solution, and scenarios of a sweep that differ only in the electricity price
+    mostly give the same plans (the check does not read the price): the answer is computed once."""
+    return (kind, _fingerprint(prep.points),
+            tuple((r.service, r.bucket, str(r.role), r.config, float(r.share)) for r in plan.routing),
+            tuple((p.name, int(p.instances)) for p in plan.pools), *args)
+
+
+def _memo_get(key: tuple[Any, ...]) -> Any:
+    with _LOCK:
+        return _MEMO.get(key)
+
+
+def _memo_put(key: tuple[Any, ...], value: Any) -> None:
+    with _LOCK:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = value
+
+
 def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float = 1.05,
                     max_step: float = 4.0) -> tuple[dict[str, float], pd.DataFrame]:
     """Per pool to tighten: the factor dividing its caps (module docstring, step 3); and the bucket table.
 
     Empty when every bucket meets its targets (or only pools with caps supplied by the table
-    are involved, which are not re-checked).
+    are involved, which are not re-checked). Memoised on its inputs (:func:`_memo_key`); callers get
+    their own copies.
     """
+    key = _memo_key("tighten", prep, plan, int(redundancy), float(min_step), float(max_step))
+    hit = _memo_get(key)
+    if hit is None:
+        hit = _tighten_factors(prep, plan, redundancy, min_step=min_step, max_step=max_step)
+        _memo_put(key, hit)
+    return dict(hit[0]), hit[1].copy()
+
+
+def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float,
+                     max_step: float) -> tuple[dict[str, float], pd.DataFrame]:
     from planner.queueing import max_utilization
 
     pts = prep.points
@@ -153,7 +207,16 @@ def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, be
     ``ceiling``); ``f_p = u_p / ρ*_p`` when below ``below`` (else the pool is left alone).
     Shrinking the pool lowers ``ρ*`` again: the loop re-checks and tightens
     (:func:`planner.optimize.tighten.solve_verified` keeps the relaxed plan only when it passes
-    and costs less)."""
+    and costs less). Memoised on its inputs as :func:`tighten_factors` is."""
+    key = _memo_key("relax", prep, plan, int(redundancy), float(below), float(ceiling))
+    hit = _memo_get(key)
+    if hit is None:
+        hit = _relax_factors(prep, plan, redundancy, below=below, ceiling=ceiling)
+        _memo_put(key, hit)
+    return dict(hit)
+
+
+def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float, ceiling: float) -> dict[str, float]:
     from planner.queueing import max_utilization
 
     pts = prep.points

@@ -187,7 +187,9 @@ class Resolver:
         ``cap_factors``: the caps a plan's own solve ended with (:func:`apply_cap_factors`), for
         every scenario this resolver loads.
         """
-        import pyomo.environ as pe
+        from planner.optimize.highs import import_pyomo
+
+        pe = import_pyomo()  # not scipy.stats with it (planner.optimize.highs.import_pyomo)
 
         t0 = time.perf_counter()
         raw = prepare(tables, max_utilization=settings.max_utilization)
@@ -467,8 +469,11 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     full, meets = _latency_check(built, x, n, architecture, settings)
     if (settings.verify_rounds > 0 or settings.relax) and full:
         # the lean plan fails the analytic tail-latency check (or has caps the loop relaxes): take the
-        # full path (tightened caps, rebuilt models) so a study reports the plan `planner solve` would give
-        return _verified_summary(built, solver, architecture, settings)
+        # full path (tightened caps, rebuilt models) so a study reports the plan `planner solve` would give;
+        # it starts from this solution (not solved again)
+        from planner.optimize.architecture import plan_from_results
+
+        return _verified_summary(built, solver, architecture, settings, plan_from_results(built, res, wall, architecture, settings))
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
@@ -500,12 +505,14 @@ def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str
     return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy)), meets
 
 
-def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitectureSummary:
-    """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve, check, tighten)."""
+def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings,
+                      first: ArchitecturePlan | None = None) -> ArchitectureSummary:
+    """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve — unless ``first`` is
+    the plan of ``built`` already —, check, tighten)."""
     from planner.optimize.tighten import solve_verified
     from planner.optimize.verdict import meets_targets
 
-    plan, _final, _caps = solve_verified(built, solver, architecture, settings)
+    plan, _final, _caps = solve_verified(built, solver, architecture, settings, first=first)
     devices: dict[str, int] = {}
     for p in plan.pools:
         devices[p.device] = devices.get(p.device, 0) + p.devices

@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -149,159 +149,200 @@ def _solve_tightened(cur: Built, factors: Mapping[str, float] | np.ndarray, arch
     return solve_architecture(nxt, make_solver(), architecture, settings), nxt
 
 
-def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings, *,
+                   first: ArchitecturePlan | None = None) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
     """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
 
     Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
+    ``first``: the plan of ``built`` as it stands, when the caller has solved it already (not solved again).
+    The steps (module docstring): the analytic loop (4), relaxing over-tight caps (4b), the simulated
+    loop (5) on both paths, refining (6); :class:`_Loop` carries the state they share.
     """
-    plan = solve_architecture(built, solver, architecture, settings)
-    base_rho = built.prep.points["rho"].to_numpy(float)
-    cur, rounds = built, 1
-    total_time, total_build = plan.solver.time_s, plan.solver.build_s
-    history: list[str] = []
+    plan = first if first is not None else solve_architecture(built, solver, architecture, settings)
+    loop = _Loop(built=built, architecture=architecture, settings=settings, plan=plan, cur=built, rounds=1,
+                 total_time=plan.solver.time_s, total_build=plan.solver.build_s,
+                 base_rho=built.prep.points["rho"].to_numpy(float))
+    loop.analytic_loop()
+    relaxed_state = loop.relaxed() if loop.plan.feasible and settings.relax else None
+    if settings.simulation_check is not None and loop.plan.feasible and loop.plan.pools:
+        loop.sim_loop()
+        if relaxed_state is not None:
+            loop.sim_relaxed(relaxed_state)
+    elif relaxed_state is not None:
+        loop.plan, loop.cur = relaxed_state[0], relaxed_state[1]
+        loop.history[:] = relaxed_state[2]
+    info = loop.plan.solver.model_copy(update={"rounds": loop.rounds, "time_s": loop.total_time, "build_s": loop.total_build})
+    plan = loop.plan.model_copy(update={"solver": info})
+    return plan, loop.cur, _caps_records(built, loop.cur, plan, architecture, loop.rounds, loop.history)
 
-    def tighten(factors: Mapping[str, float], label: str, per_point: np.ndarray | None = None) -> bool:
-        """One more round with the named pools' caps divided (or ``per_point``, which covers them);
-        False when it leaves no plan."""
-        nonlocal plan, cur, rounds, total_time, total_build
-        history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
-        cand, nxt = _solve_tightened(cur, per_point if per_point is not None else factors, architecture, settings)
-        rounds += 1
-        total_time += cand.solver.time_s
-        total_build += cand.solver.build_s
-        if not cand.feasible:
-            history.append(f"round {rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
-            return False
-        plan, cur = cand, nxt
-        return True
 
+@dataclass
+class _Loop:
+    """The state :func:`solve_verified`'s steps share: the current plan and the model it came from,
+    solves so far and their times, the history for the note, the last simulated step (for refining)."""
+
+    built: Built
+    architecture: str
+    settings: SolveSettings
+    plan: ArchitecturePlan
+    cur: Built
+    rounds: int
+    total_time: float
+    total_build: float
+    base_rho: np.ndarray
+    history: list[str] = field(default_factory=list)
     last_step: tuple[Built, np.ndarray] | None = None
 
-    def refine(before: Built, step: np.ndarray, *, simulated: bool = True) -> None:
+    def _count(self, cand: ArchitecturePlan) -> None:
+        self.rounds += 1
+        self.total_time += cand.solver.time_s
+        self.total_build += cand.solver.build_s
+
+    def _passes(self, prep: Prepared, plan: ArchitecturePlan) -> bool:
+        return not tighten_factors(prep, plan, self.settings.redundancy)[0]
+
+    def tighten(self, factors: Mapping[str, float], label: str, per_point: np.ndarray | None = None) -> bool:
+        """One more round with the named pools' caps divided (or ``per_point``, which covers them);
+        False when it leaves no plan."""
+        self.history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
+        cand, nxt = _solve_tightened(self.cur, per_point if per_point is not None else factors, self.architecture, self.settings)
+        self._count(cand)
+        if not cand.feasible:
+            self.history.append(f"round {self.rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
+            return False
+        self.plan, self.cur = cand, nxt
+        return True
+
+    def refine(self, before: Built, step: np.ndarray, *, simulated: bool = True) -> None:
         """Keep the cheaper of neighbouring solutions (module docstring, step 6): bisect the exponent
         ``t`` of the last tightening ``step`` (per point) from the model ``before`` it; a plan at
         ``step ** t`` that costs less and meets the analytic check (and, when ``simulated``, the
         simulated one) replaces the current one."""
-        nonlocal plan, cur, rounds, total_time, total_build
+        settings = self.settings
         if simulated and (float(np.max(step)) < REFINE_MIN_STEP or settings.simulation_check is None):
             return
         lo, hi = 0.0, 1.0
         for _ in range(settings.refine_rounds):
             t = 0.5 * (lo + hi)
-            cand, nxt = _solve_tightened(before, np.power(step, t), architecture, settings)
-            rounds += 1
-            total_time += cand.solver.time_s
-            total_build += cand.solver.build_s
-            assert plan.costs is not None
-            if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < plan.costs.total_usd_per_month - 0.005):
+            cand, nxt = _solve_tightened(before, np.power(step, t), self.architecture, settings)
+            self._count(cand)
+            assert self.plan.costs is not None
+            if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < self.plan.costs.total_usd_per_month - 0.005):
                 break  # no cheaper plan with less tightening: keep the current one
             chk = None
-            passes = not tighten_factors(nxt.prep, cand, settings.redundancy)[0]
+            passes = self._passes(nxt.prep, cand)
             if passes and simulated:
                 assert settings.simulation_check is not None
-                chk = settings.simulation_check(_check_result(nxt.prep, architecture, cand, settings), architecture)
+                chk = settings.simulation_check(_check_result(nxt.prep, self.architecture, cand, settings), self.architecture)
             if passes and (not simulated or (chk is not None and chk.met)):
-                history.append(f"refined: the last {'simulated' if simulated else 'analytic'} tightening to the power {t:.2f} "
-                               f"also meets and costs {plan.costs.total_usd_per_month - cand.costs.total_usd_per_month:,.0f} USD/month less")
-                plan, cur = (cand.model_copy(update={"simulation": chk}) if chk is not None else cand), nxt
+                self.history.append(f"refined: the last {'simulated' if simulated else 'analytic'} tightening to the power {t:.2f} "
+                                    f"also meets and costs {self.plan.costs.total_usd_per_month - cand.costs.total_usd_per_month:,.0f} USD/month less")
+                self.plan, self.cur = (cand.model_copy(update={"simulation": chk}) if chk is not None else cand), nxt
                 hi = t
             else:
                 lo = t
 
-    def analytic_loop() -> None:
+    def analytic_loop(self) -> None:
+        """Step 4: tighten the pools the analytic check names until it passes (bounded rounds), then refine."""
         step: tuple[Built, np.ndarray] | None = None
-        while plan.feasible and rounds <= settings.verify_rounds:
-            factors, _buckets = tighten_factors(cur.prep, plan, settings.redundancy)
-            before = cur
-            if not factors or not tighten(factors, ""):
+        while self.plan.feasible and self.rounds <= self.settings.verify_rounds:
+            factors, _buckets = tighten_factors(self.cur.prep, self.plan, self.settings.redundancy)
+            before = self.cur
+            if not factors or not self.tighten(factors, ""):
                 break
             step = (before, before.prep.points["pool"].astype(str).map(factors).fillna(1.0).to_numpy(float))
-        if step is not None and plan.feasible and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]:
-            refine(*step, simulated=False)
+        if step is not None and self.plan.feasible and self.plan.costs is not None and self._passes(self.cur.prep, self.plan):
+            self.refine(*step, simulated=False)
 
-    analytic_loop()
-    relax = relax_factors(cur.prep, plan, settings.redundancy) if plan.feasible and settings.relax else {}
-    relaxed_state: tuple[ArchitecturePlan, Built, list[str]] | None = None
-    if relax and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]:
-        kept, kept_cur, kept_rounds, kept_history = plan, cur, rounds, list(history)
-        pts = cur.prep.points
+    def relaxed(self) -> tuple[ArchitecturePlan, Built, list[str]] | None:
+        """Step 4b: the plan with over-tight prefill caps raised, re-solved and re-checked, when it passes
+        and costs less (plan, model, history); None otherwise. The state is left at the first path's plan."""
+        settings = self.settings
+        relax = relax_factors(self.cur.prep, self.plan, settings.redundancy)
+        if not (relax and self.plan.costs is not None and self._passes(self.cur.prep, self.plan)):
+            return None
+        kept, kept_cur, kept_rounds, kept_history = self.plan, self.cur, self.rounds, list(self.history)
+        pts = self.cur.prep.points
         ceiling = np.maximum(pts["rho"].to_numpy(float), RELAX_CEILING)
         raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
-        relaxed = replace(cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
+        relaxed = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
         t0 = time.perf_counter()
         nxt = build_model(relaxed, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
         nxt.build_s = time.perf_counter() - t0
-        cand = solve_architecture(nxt, make_solver(), architecture, settings)
-        rounds += 1
-        total_time += cand.solver.time_s
-        total_build += cand.solver.build_s
+        cand = solve_architecture(nxt, make_solver(), self.architecture, settings)
+        self._count(cand)
         if cand.feasible:
-            history.append("relaxed: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(relax.items())))
-            plan, cur = cand, nxt
-            analytic_loop()
-        ok = plan.feasible and plan.costs is not None and not tighten_factors(cur.prep, plan, settings.redundancy)[0]
-        if ok and plan.costs is not None and kept.costs is not None and plan.costs.total_usd_per_month < kept.costs.total_usd_per_month - 0.005:
-            relaxed_state = (plan, cur, list(history))
+            self.history.append("relaxed: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(relax.items())))
+            self.plan, self.cur = cand, nxt
+            self.analytic_loop()
+        ok = self.plan.feasible and self.plan.costs is not None and self._passes(self.cur.prep, self.plan)
+        out = None
+        if ok and self.plan.costs is not None and kept.costs is not None and self.plan.costs.total_usd_per_month < kept.costs.total_usd_per_month - 0.005:
+            out = (self.plan, self.cur, list(self.history))
         else:
-            kept_history.append(f"relaxing over-tight prefill caps gave no cheaper plan that passes ({rounds - kept_rounds} solve(s)); kept the first")
-        plan, cur = kept, kept_cur
-        history[:] = kept_history
+            kept_history.append(f"relaxing over-tight prefill caps gave no cheaper plan that passes ({self.rounds - kept_rounds} solve(s)); kept the first")
+        self.plan, self.cur = kept, kept_cur
+        self.history[:] = kept_history
+        return out
 
-    def sim_loop() -> None:
-        nonlocal plan, last_step
+    def sim_loop(self) -> None:
+        """Step 5: simulate at peak, tighten the pools a miss names (the phase when it moved), re-solve;
+        then refine the last step that made the plan meet (step 6)."""
+        settings = self.settings
         sim_rounds = 0
         repeats: dict[str, int] = {}  # per pool: rounds that named it
         tightened: set[tuple[str, str, str]] = set()  # (service, bucket, role) of the pools named so far
         while True:
             assert settings.simulation_check is not None
-            check = settings.simulation_check(_check_result(cur.prep, architecture, plan, settings), architecture)
-            plan = plan.model_copy(update={"simulation": check})
+            check = settings.simulation_check(_check_result(self.cur.prep, self.architecture, self.plan, settings), self.architecture)
+            self.plan = self.plan.model_copy(update={"simulation": check})
             if check.met or sim_rounds >= settings.simulation_rounds:
                 break
             factors = simulated_factors(check, repeats)
             # a miss that moved to another configuration of a phase tightened before: tighten the phase
-            phase_of = _phases(plan, factors)
+            phase_of = _phases(self.plan, factors)
             moved = {p: f for p, f in factors.items() if p not in repeats and phase_of[p] & tightened}
             for p in factors:
                 repeats[p] = repeats.get(p, 0) + 1
                 tightened |= phase_of[p]
-            per_point = phase_point_factors(cur.prep, plan, moved, base_rho / cur.prep.points["rho"].to_numpy(float))
-            on_named = cur.prep.points["pool"].astype(str).map(factors).fillna(1.0).to_numpy(float)
+            per_point = phase_point_factors(self.cur.prep, self.plan, moved, self.base_rho / self.cur.prep.points["rho"].to_numpy(float))
+            on_named = self.cur.prep.points["pool"].astype(str).map(factors).fillna(1.0).to_numpy(float)
             per_point = np.maximum(per_point, on_named)
-            analytic, _b = tighten_factors(cur.prep, plan, settings.redundancy)  # keep the analytic check met as well
-            on_pool = cur.prep.points["pool"].astype(str).map(analytic).fillna(1.0).to_numpy(float)
+            analytic, _b = tighten_factors(self.cur.prep, self.plan, settings.redundancy)  # keep the analytic check met as well
+            on_pool = self.cur.prep.points["pool"].astype(str).map(analytic).fillna(1.0).to_numpy(float)
             per_point = np.maximum(per_point, on_pool)
             for p, f in analytic.items():
                 factors[p] = max(factors.get(p, 1.0), f)
             sim_rounds += 1
-            before = cur
-            if not factors or not tighten(factors, "simulation: ", per_point):
+            before = self.cur
+            if not factors or not self.tighten(factors, "simulation: ", per_point):
                 break
-            last_step = (before, per_point)
-        if plan.simulation is not None and plan.simulation.met and last_step is not None:
-            refine(*last_step)
+            self.last_step = (before, per_point)
+        if self.plan.simulation is not None and self.plan.simulation.met and self.last_step is not None:
+            self.refine(*self.last_step)
 
-    if settings.simulation_check is not None and plan.feasible and plan.pools:
-        sim_loop()
-        if relaxed_state is not None:
-            # the relaxed path through the simulated check too; keep the cheaper of the two that meets
-            first, first_cur, first_history = plan, cur, list(history)
-            plan, cur = relaxed_state[0], relaxed_state[1]
-            history[:] = relaxed_state[2]
-            last_step = None
-            sim_loop()
-            met_b = plan.simulation is not None and plan.simulation.met
-            met_a = first.simulation is not None and first.simulation.met
-            cheaper = plan.costs is not None and first.costs is not None and plan.costs.total_usd_per_month < first.costs.total_usd_per_month - 0.005
-            if not (met_b and (cheaper or not met_a)):
-                plan, cur = first, first_cur
-                history[:] = first_history + ["relaxing over-tight prefill caps gave no cheaper plan that meets in simulation; kept the first"]
-    elif relaxed_state is not None:
-        plan, cur = relaxed_state[0], relaxed_state[1]
-        history[:] = relaxed_state[2]
-    info = plan.solver.model_copy(update={"rounds": rounds, "time_s": total_time, "build_s": total_build})
-    plan = plan.model_copy(update={"solver": info})
+    def sim_relaxed(self, relaxed_state: tuple[ArchitecturePlan, Built, list[str]]) -> None:
+        """The relaxed path through the simulated check too; keep the cheaper of the two that meets."""
+        first, first_cur, first_history = self.plan, self.cur, list(self.history)
+        self.plan, self.cur = relaxed_state[0], relaxed_state[1]
+        self.history[:] = relaxed_state[2]
+        self.last_step = None
+        self.sim_loop()
+        met_b = self.plan.simulation is not None and self.plan.simulation.met
+        met_a = first.simulation is not None and first.simulation.met
+        cheaper = (self.plan.costs is not None and first.costs is not None
+                   and self.plan.costs.total_usd_per_month < first.costs.total_usd_per_month - 0.005)
+        if not (met_b and (cheaper or not met_a)):
+            self.plan, self.cur = first, first_cur
+            self.history[:] = first_history + ["relaxing over-tight prefill caps gave no cheaper plan that meets in simulation; kept the first"]
+
+
+def _caps_records(built: Built, cur: Built, plan: ArchitecturePlan, architecture: str, rounds: int,
+                  history: list[str]) -> list[dict[str, Any]]:
+    """The caps of ``cur`` that differ from ``built``'s (tightened or relaxed; records for the snapshot) and
+    the note that says how they came about."""
     caps: list[dict[str, Any]] = []
+    base_rho = built.prep.points["rho"].to_numpy(float)
     if cur is not built:
         pts = cur.prep.points
         rho = pts["rho"].to_numpy(float)
@@ -315,7 +356,7 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
         if not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
             caps_note += f" — targets still missed after {rounds} solves (see the latency table)"
         caps.append({"architecture": architecture, "note": caps_note})
-    return plan, cur, caps
+    return caps
 
 
 def simulated_factors(check: Any, repeats: Mapping[str, int] | None = None, *, min_step: float = 1.05,
