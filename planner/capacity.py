@@ -260,7 +260,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     continue
                 par = pars[config]
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
-                       tuple(lat.items()), rate_cv if role == "prefill" else None, par)
+                       tuple(lat.items()), rate_cv if role != "decode" else None, par)
                 if key not in cache:
                     kw: dict[str, Any] = dict(role=role, weight_precision=svc.weight_precision, kv_precision=svc.kv_precision_resolved,
                                               input_tokens=isl, output_tokens=osl, cached_prefix_share=share, **lat, rate_per_s=rate_cv[0],
