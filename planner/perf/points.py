@@ -518,21 +518,28 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
 
 
 def _unified_cost(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, rate_per_s: float | None,
-                  interarrival_cv: float) -> float:
+                  interarrival_cv: float, best: float = math.inf) -> float:
     """Instance-seconds per request over the utilisation cap a unified pair allows, ``tau / rho``: the cap
     :func:`planner.optimize.prepare.utilization_caps` applies to a unified point (``ceil(lambda tau)``
     instances of ``B`` slots, slot service ``tau B``, deterministic, the arrivals' CV, the TTFT quantile
     and the wait budget ``target - ttft``). Without a rate or a TTFT target the cap is the same for every
     pair and the cost is ``tau`` (the highest throughput wins). A cap of 0 (no wait budget) ranks the
-    pair after every pair with a cap, by ``tau``."""
-    from planner.queueing import UTILIZATION_CEILING, max_utilization
+    pair after every pair with a cap, by ``tau``. ``best``: the least cost found so far; a pair that
+    cannot beat it (its wait at ``rho = tau / best`` already exceeds the budget: the wait grows with
+    ``rho``) returns ``inf`` after one wait evaluation instead of the cap's bisection."""
+    from planner.queueing import UTILIZATION_CEILING, max_utilization, wait_quantile_s
 
     rate = float(rate_per_s) if rate_per_s is not None else 0.0
     if rate <= 0 or not math.isfinite(targets.ttft_ms):
         return tau_s / UTILIZATION_CEILING
     n0 = max(1, math.ceil(rate * tau_s))
-    cap = max_utilization(int(n0 * batch), tau_s * batch, targets.ttft_q, (targets.ttft_ms - ttft_ms) / 1e3,
-                          service_cv=0.0, arrival_cv=interarrival_cv)
+    servers, service_s, budget_s = int(n0 * batch), tau_s * batch, (targets.ttft_ms - ttft_ms) / 1e3
+    if math.isfinite(best):
+        need = tau_s / best
+        if need >= UTILIZATION_CEILING or budget_s < 0 or wait_quantile_s(
+                targets.ttft_q, need * servers / service_s, servers, service_s, 0.0, interarrival_cv) > budget_s:
+            return math.inf
+    cap = max_utilization(servers, service_s, targets.ttft_q, budget_s, service_cv=0.0, arrival_cv=interarrival_cv)
     return tau_s / cap if cap > 0 else 1e12 * tau_s
 
 
@@ -619,7 +626,7 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         met = (1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)
         for k in np.flatnonzero(met):
             cost_flat[idx[k]] = _unified_cost(float(tau_flat[idx[k]]), float(b2.ravel()[idx[k] // grid.shape[1]]), float(tt[k]),
-                                              targets, rate_per_s, interarrival_cv)
+                                              targets, rate_per_s, interarrival_cv, best)
             best = min(best, float(cost_flat[idx[k]]))
     tpot_s, itl_s, wait, ttft_ms, e2e_ms = out["tpot"], out["itl"], out["wait"], out["ttft"], out["e2e"]
     ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
