@@ -261,6 +261,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         share = float(rec["cached_prefix_share"])
         lat = latency_targets(rec)
         rate_cv = (float(rec["rate_peak_per_s"]), float(rec["interarrival_cv"]))
+        svc_rate = float(rec["rate_peak_per_s"]) / float(rec["weight"]) if float(rec["weight"]) > 0 else rate_cv[0]
         svc = inst.services[service]
         model = resolved.models[svc.model]
         for cfg in configs.to_dict("records"):
@@ -273,12 +274,15 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 par = pars[config]
                 # planner.perf.speculative: decode and shared (unified) pools, expert-parallel decode replicas
                 spec = svc.speculative if role == "decode" or (role == "unified" and not par.is_ep) else None
+                # the unified point is chosen at the service's peak rate (its shared pool serves every bucket, so its
+                # queue has the service's instances, not the bucket's: planner.perf.points, _unified_cost)
+                rate_cv_role = (svc_rate, rate_cv[1]) if role == "unified" else rate_cv
                 key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
-                       tuple(lat.items()), rate_cv if role == "prefill" else None, par, spec.model_dump_json() if spec else None)
+                       tuple(lat.items()), rate_cv_role if role != "decode" else None, par, spec.model_dump_json() if spec else None)
                 if key not in cache:
                     kw: dict[str, Any] = dict(role=role, weight_precision=svc.weight_precision, kv_precision=svc.kv_precision_resolved,
-                                              input_tokens=isl, output_tokens=osl, cached_prefix_share=share, **lat, rate_per_s=rate_cv[0],
-                                              interarrival_cv=rate_cv[1], engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
+                                              input_tokens=isl, output_tokens=osl, cached_prefix_share=share, **lat, rate_per_s=rate_cv_role[0],
+                                              interarrival_cv=rate_cv_role[1], engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
                     if spec is not None:
                         kw.update(speculative=spec, draft_model=draft_profile(resolved, service, spec))
                     cache[key] = ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point(model, dev, tp, **kw)

@@ -6,7 +6,13 @@ the plan's cost — and on close calls the verdict — moves with the bucket cou
 (code-completion-8b: 4 buckets → disaggregated by 18 %, 8 → shared by 23 %, as issue 13 found).
 ``planner solve --resolution auto`` refines until the winner's cost settles:
 
-    b₀ = traffic.buckets;  b_{k+1} = min(cap, b_k + max(2, ⌊b_k / 2⌋))
+    b₀ = traffic.buckets;  b_{k+1} = min(cap, 2 b_k)
+
+Doubling keeps the bins nested (:mod:`planner.workload.buckets`: the edges of ``b`` buckets are
+edges of ``2b``), and the representatives come from one service-wide tail set, so each
+refinement only lowers representatives (issue 24 item 0; the earlier ``b + max(2, ⌊b/2⌋)``
+steps, 4 → 6 → 9 → 13 → 16, moved edges and could raise them). The cap (16) reached from 4
+is 4 → 8 → 16.
 
 solving each resolution on the cheap path (capacity table, MIP, analytic check and tightening;
 no peak simulation, no confidence), and stops at the first ``b_k`` whose winner is the previous
@@ -32,7 +38,7 @@ TOLERANCE = 0.02
 
 
 def next_buckets(n: int, cap: int = MAX_BUCKETS) -> int:
-    return min(cap, n + max(2, n // 2))
+    return min(cap, 2 * n)
 
 
 def _step(resolved: Any, settings: SolveSettings, buckets: dict[str, int], capacity_file: str | None) -> ResolutionStep:

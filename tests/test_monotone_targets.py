@@ -64,8 +64,8 @@ _CASE = dict(rate=st.sampled_from([2.0, 6.0, 15.0]), isl=st.sampled_from([256, 2
 @given(**_CASE, loosen=st.sampled_from([1.5, 4.0, 100.0]))
 def test_a_looser_token_target_never_costs_more(tmp_path_factory: pytest.TempPathFactory, rate: float, isl: int, osl: int,
                                                 token: str, token_ms: float, loosen: float) -> None:
-    """Both architectures (the shared pool's known case below was excluded until its caps were priced
-    at the load that arrives). Derandomized, so CI is reproducible: a random run found that case."""
+    """Both architectures (the shared pool's unified point is chosen by tau / rho, so a looser target,
+    which only adds candidate pairs, cannot raise it). Derandomized, so CI is reproducible."""
     path = _instance(tmp_path_factory.mktemp("m"), rate=rate, isl=isl, osl=osl, ttft_ms=3000.0, token=token, token_ms=token_ms)
     tight = _costs(path)
     loose = _costs(path, {f"services.chat.slo.{token}.target_ms": token_ms * loosen})
@@ -73,11 +73,11 @@ def test_a_looser_token_target_never_costs_more(tmp_path_factory: pytest.TempPat
 
 
 def test_shared_pool_looser_itl_target_known_case(tmp_path: Path) -> None:
-    """Was a strict xfail (issue 13 item 6): the unified point is chosen for throughput alone; under ITL
-    37.5 ms its full-batch TTFT (2,978 ms) nearly filled the 3 s target, so its full-batch utilisation
-    cap fell from 0.64 to 0.27 and the shared plan needed a second instance ($8,684 -> $12,258/month).
-    Priced at the load that arrives (planner.optimize.prepare.unified_caps_at_load) the point's TTFT at
-    the cap's load is far below its full-batch one, and the looser target no longer costs more."""
+    """Found by a random run (issue 13 item 6, issue 24 item 7): when the unified point was chosen for
+    throughput alone, ITL 37.5 ms admitted a chunk whose TTFT (2,978 ms) nearly filled the 3 s target,
+    its utilisation cap fell from 0.64 to 0.27 and the shared plan cost $12,258 instead of $8,684. The
+    point is now the pair with the least tau / rho (planner.perf.points), so the looser target keeps
+    the tighter one's pair."""
     path = _instance(tmp_path, rate=2.0, isl=8000, osl=32, ttft_ms=3000.0, token="itl", token_ms=25.0)
     tight = _costs(path)
     loose = _costs(path, {"services.chat.slo.itl.target_ms": 37.5})

@@ -17,12 +17,14 @@ from planner.schema.plan import ResolutionStep
 INSTANCES = Path(__file__).resolve().parents[1] / "instances"
 
 
-def test_bucket_counts_grow_by_half_and_stop_at_the_cap() -> None:
+def test_bucket_counts_double_and_stop_at_the_cap() -> None:
+    """Doubling keeps the bins nested (issue 24 item 0): 4 -> 8 -> 16."""
     seq = [4]
     while seq[-1] < resolution.MAX_BUCKETS:
         seq.append(resolution.next_buckets(seq[-1]))
-    assert seq == [4, 6, 9, 13, 16]
-    assert resolution.next_buckets(1) == 3
+    assert seq == [4, 8, 16]
+    assert resolution.next_buckets(1) == 2
+    assert resolution.next_buckets(12) == 16
 
 
 class _Resolved:
@@ -40,7 +42,7 @@ class _Resolved:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["shared", "disaggregated"]), st.floats(1e3, 1e6)), min_size=6, max_size=6))
 def test_stops_at_the_first_settled_resolution_or_the_cap(outcomes: list[tuple[str, float]]) -> None:
-    costs = dict(zip([4, 6, 9, 13, 16, 99], outcomes, strict=True))
+    costs = dict(zip([4, 8, 16, 99, 98, 97], outcomes, strict=True))
 
     def fake_step(resolved: Any, _s: Any, buckets: dict[str, int], _c: Any) -> ResolutionStep:
         w, c = costs[buckets["chat"]]

@@ -305,9 +305,10 @@ def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() 
     from planner.studies.source import settings_for
 
     path = ROOT / "instances" / "long-document-nvidia.yaml"
-    # x3.7: the busiest minute at any start (235 requests x 3.7 = 870/min) is the planned peak the
-    # instance had with aligned minutes (218 x 4 = 872), where the first shared solution misses
-    resolved = load_instance(path, {"services.assistant.traffic.rate_multiplier": 3.7})
+    # TTFT p99 target 20 s instead of 30 s: the first shared solution misses (issue 24 moved the premise: with
+    # the unified point chosen by tau/rho and the service-wide length tail, at the instance's own 30 s target and
+    # at traffic x3.7 the first shared solution already passes; checked at x2, x3.7, x5 and x8)
+    resolved = load_instance(path, {"services.assistant.slo.ttft.target_ms": 20000})
     tables, settings = build_capacity_tables(resolved), settings_for(resolved)
     built = build_model(prepare(tables, max_utilization=settings.max_utilization), redundancy=settings.redundancy,
                         budget_usd_per_month=settings.budget_usd_per_month)

@@ -93,9 +93,19 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
   before its prefill: errs long by up to one step).
 - *Memory*: ``B`` sequences at their peak ``ISL + OSL`` plus the prompt being chunked fit the KV.
 
-``(B*, q*)`` = the pair with the highest throughput ``B / (OSL t_mean)`` among those meeting the
-TPOT / ITL / TTFT / E2E targets that are set and memory (TTFT and E2E are evaluated in order of
-falling throughput until a pair meets them). Both directions of interference are costed: decode
+``(B*, q*)`` = among the pairs meeting the TPOT / ITL / TTFT / E2E targets that are set and memory,
+the one with the least ``tau / rho``: instance-seconds per request ``tau = OSL t_mean / B`` over the
+utilisation cap ``rho`` its TTFT wait budget ``target - ttft(B, q)`` allows (the cap
+:func:`planner.optimize.prepare.utilization_caps` applies to a unified point: ``ceil(lambda tau)``
+instances of ``B`` slots at the bucket's peak rate ``lambda``; :func:`_unified_cost`). Without a
+rate or a TTFT target ``rho`` is the same for every pair and this is the highest throughput. Pairs
+are evaluated in order of falling throughput and the search stops at the first pair whose ``tau``
+alone is no less than the best ``tau / rho`` found (``rho <= 1``: no later pair can cost less).
+Why not the highest throughput: a looser per-token target admits larger chunks whose TTFT can
+nearly fill the TTFT target, leaving the queue no wait budget; picking by throughput then costs
+*more* instances than the tighter target's pair (issue 24 item 7: 2 req/s of 8k/32 tokens, ITL
+25 -> 37.5 ms, $8,684 -> $12,258/month). A looser target only adds pairs, so the least ``tau / rho``
+never rises. Both directions of interference are costed: decode
 iterations carrying a chunk are longer, and the prefill lane is limited by the per-token targets.
 
 Energy per request = P x tp x instance_seconds_per_request, ``P`` the device power at the
@@ -371,14 +381,15 @@ def operating_point(
     if role == "unified":
         plain_u = _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
                                  budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
-                                 targets=targets, mixed=cal.mixed_prefill)
+                                 targets=targets, mixed=cal.mixed_prefill, rate_per_s=rate_per_s,
+                                 interarrival_cv=interarrival_cv)
         cost = _spec_cost_of(speculative, draft_model, model, device, inst, tp=tp, weight_precision=weight_precision,
                              kv_precision=kv_precision)
         if cost is None:
             return plain_u
         return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget,
                                     kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets,
-                                    mixed=cal.mixed_prefill)
+                                    mixed=cal.mixed_prefill, rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
     # every gap of a decode-only instance is one step: TPOT (per request) = ITL (per gap) = t_dec(B),
@@ -444,7 +455,8 @@ def _speculate(plain: OperatingPoint, spec: SpeculativeDecoding | None, draft: L
 
 def _speculative_unified(plain: OperatingPoint, cost: SpecCost, inst: InstanceArrays, eff: Efficiency, *, isl: float, osl: float,
                          n_new: float, cached: float, ctx: float, budget: float, kv_req: float, power_w: InstancePower,
-                         overhead_ms: float, source: str, targets: _Targets, mixed: bool) -> OperatingPoint:
+                         overhead_ms: float, source: str, targets: _Targets, mixed: bool, rate_per_s: float | None = None,
+                         interarrival_cv: float = 1.0) -> OperatingPoint:
     """The cheaper of the plain unified point and the speculative one meeting the same targets
     (:func:`_unified_point` with ``spec``; the batch limit and KV include the draft's weights and KV,
     :func:`planner.perf.speculative.spec_batch_limit`). The returned point's ``detail`` says which
@@ -460,7 +472,8 @@ def _speculative_unified(plain: OperatingPoint, cost: SpecCost, inst: InstanceAr
     cap = spec_kv_capacity_bytes(cost, inst)
     sp = _unified_point(inst, eff, np.arange(1, b_mem + 1, dtype=float), isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx,
                         b_mem=b_mem, budget=budget, kv_req=kv_req * (1.0 + cost.draft_kv_share), power_w=power_w,
-                        overhead_ms=overhead_ms, source=source, targets=targets, mixed=mixed, spec=cost, kv_cap=cap)
+                        overhead_ms=overhead_ms, source=source, targets=targets, mixed=mixed, spec=cost, kv_cap=cap,
+                        rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
     if not sp.feasible:
         plain.detail["spec_rejected"] = 2.0  # no (batch, chunk) meets the targets with a speculative step
         return plain
@@ -601,10 +614,36 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
                        source, kv=kv_req)
 
 
+def _unified_cost(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, rate_per_s: float | None,
+                  interarrival_cv: float, best: float = math.inf) -> float:
+    """Instance-seconds per request over the utilisation cap a unified pair allows, ``tau / rho``: the cap
+    :func:`planner.optimize.prepare.utilization_caps` applies to a unified point (``ceil(lambda tau)``
+    instances of ``B`` slots, slot service ``tau B``, deterministic, the arrivals' CV, the TTFT quantile
+    and the wait budget ``target - ttft``). Without a rate or a TTFT target the cap is the same for every
+    pair and the cost is ``tau`` (the highest throughput wins). A cap of 0 (no wait budget) ranks the
+    pair after every pair with a cap, by ``tau``. ``best``: the least cost found so far; a pair that
+    cannot beat it (its wait at ``rho = tau / best`` already exceeds the budget: the wait grows with
+    ``rho``) returns ``inf`` after one wait evaluation instead of the cap's bisection."""
+    from planner.queueing import UTILIZATION_CEILING, max_utilization, wait_quantile_s
+
+    rate = float(rate_per_s) if rate_per_s is not None else 0.0
+    if rate <= 0 or not math.isfinite(targets.ttft_ms):
+        return tau_s / UTILIZATION_CEILING
+    n0 = max(1, math.ceil(rate * tau_s))
+    servers, service_s, budget_s = int(n0 * batch), tau_s * batch, (targets.ttft_ms - ttft_ms) / 1e3
+    if math.isfinite(best):
+        need = tau_s / best
+        if need >= UTILIZATION_CEILING or budget_s < 0 or wait_quantile_s(
+                targets.ttft_q, need * servers / service_s, servers, service_s, 0.0, interarrival_cv) > budget_s:
+            return math.inf
+    cap = max_utilization(servers, service_s, targets.ttft_q, budget_s, service_cv=0.0, arrival_cv=interarrival_cv)
+    return tau_s / cap if cap > 0 else 1e12 * tau_s
+
+
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
                    source: str, targets: _Targets, mixed: bool = True, spec: SpecCost | None = None,
-                   kv_cap: float | None = None) -> OperatingPoint:
+                   kv_cap: float | None = None, rate_per_s: float | None = None, interarrival_cv: float = 1.0) -> OperatingPoint:
     """The unified operating point; the model is in the module docstring.
 
     ``spec`` (speculative decoding, :mod:`planner.perf.speculative`): every iteration verifies ``V``
@@ -700,8 +739,15 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
               & (ttft_lb + 1e3 * (osl - 1.0) * tpot_lb <= targets.e2e_ms))
     cand = np.flatnonzero(screen)
     cand = cand[np.argsort(-rate.ravel()[cand], kind="stable")]
+    with np.errstate(divide="ignore"):
+        tau_flat = 1.0 / rate.ravel()
+    cost = np.full(grid.shape, np.inf)       # tau / rho of the pairs that meet every target (the choice below)
+    cost_flat = cost.reshape(-1)
+    best = math.inf
     for start in range(0, cand.size, 128):
         idx = cand[start:start + 128]
+        if float(tau_flat[idx[0]]) >= best:  # rho <= 1: no later pair can cost less than its tau
+            break
         u_i, c_i, tb_i, ti_i = cols["u"][idx], cols["c"][idx], cols["tb"][idx], cols["ti"][idx]
         tp = tpot_fn(tpot_q, u_i, c_i, tb_i, ti_i)
         it = itl_fn(itl_q, u_i, tb_i, ti_i)
@@ -709,8 +755,11 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         tt = 1e3 * (w + c_i * tb_i) + overhead_ms
         ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_fn(e2e_q, u_i, c_i, tb_i, ti_i))
         flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = tp, it, w, tt, ee
-        if ((1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)).any():
-            break
+        met = (1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)
+        for k in np.flatnonzero(met):
+            cost_flat[idx[k]] = _unified_cost(float(tau_flat[idx[k]]), float(b2.ravel()[idx[k] // grid.shape[1]]), float(tt[k]),
+                                              targets, rate_per_s, interarrival_cv, best)
+            best = min(best, float(cost_flat[idx[k]]))
     tpot_s, itl_s, wait, ttft_ms, e2e_ms = out["tpot"], out["itl"], out["wait"], out["ttft"], out["e2e"]
     ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
     ok_ttft = ttft_ms <= targets.ttft_ms
@@ -723,8 +772,8 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
                                    osl=osl, stable=stable, pre=pre, tpot_q=tpot_q, u_c=u_c, chunks=chunks, t_busy=t_busy,
                                    t_idle=t_idle_full, itl_all=itl_all, tpot_lb=tpot_lb, ttft_lb=ttft_lb, ttft_ms=ttft_ms,
                                    e2e_ms=e2e_ms, mixed=mixed)
-    score = np.where(ok, rate, -np.inf)
-    ij = np.unravel_index(int(np.argmax(score)), score.shape)
+    score = np.where(ok, cost, np.inf)
+    ij = np.unravel_index(int(np.argmin(score)), score.shape)
     i, j = int(ij[0]), int(ij[1])
     b_star = int(batches[i])
     seconds = float(1.0 / rate[i, j])

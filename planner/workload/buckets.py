@@ -6,16 +6,38 @@ The rule (the same for every log):
    linear interpolation): equal-count bins, so every bucket carries real traffic and long
    prompts get their own bucket(s) that the optimiser can route differently. A request
    with input ``x`` goes to the first bin whose upper edge is ``>= x``. Equal edges (many
-   equal lengths) merge, so a log may yield fewer than ``k`` buckets.
-2. **Representatives** are, per bin, the ``r``-quantile of its input lengths and the
-   ``r``-quantile of its output lengths, with ``r = 0.995`` by default. Why this is
-   conservative: latency grows with both lengths, so a request can only be slower than its
-   bucket's representative if its input *or* its output exceeds the representative; by the
-   union bound that happens to at most ``2 (1 - r) = 1 %`` of the bucket's requests — and so
-   to at most 1 % of the service. A TTFT/TPOT computed at the representatives therefore
-   holds at least at the service's p99 (queueing aside, which the optimiser adds).
-3. **Means** inside the bin (``*_mean``) are used for throughput and cost, so the
-   conservative representatives cost latency headroom, not double-counted work.
+   equal lengths) merge, so a log may yield fewer than ``k`` buckets. **Nested**: the levels
+   ``i/k`` of ``k`` buckets are levels ``2i/2k`` of ``2k`` (IEEE division is exact to the
+   same double), so doubling the count splits every bin in two and moves no edge.
+2. **Representatives: one tail budget for the service, not one per bucket.** A latency
+   target at quantile ``p`` is a statement about the service's requests,
+   ``P(latency > target) = sum_b w_b P_b(latency > target)``. The length part of that tail
+   is spent once, service-wide: with ``r`` = ``representative_quantile`` (0.995 by default)
+   the *tail set* is every request whose input exceeds the service's ``r``-quantile of inputs
+   ``N*`` or whose output exceeds its ``r``-quantile of outputs ``O*``; by the union bound it
+   holds at most ``2 (1 - r) = 1 %`` of the service's requests, whatever the bucket count
+   (of ``n`` requests, at most ``(n - 1)(1 - r) + 1`` lie above an interpolated quantile, so
+   ``2 ((n - 1)(1 - r) + 1) / n`` exactly: a small log's tail is its longest request or two).
+   Each bucket's representative is the (input, output) pair of maxima over its requests
+   *outside* the tail set: ``n_b = max{x_i : i in b, i not in T}``, ``o_b = max{y_i : ...}``.
+   Why this holds the service's quantile: latency grows with both lengths, so every request
+   outside ``T`` is no slower than its bucket's representative (at the same queueing); only
+   the requests of ``T`` can be, ``|T|/N <= 2 (1 - r)``, so a TTFT/TPOT computed at the
+   representatives holds for all but ``2 (1 - r)`` of the service's requests (queueing aside,
+   which the optimiser adds at the target's quantile). Before (issue 24 item 0) each bucket
+   carried its own ``r``-quantiles (a union bound per bucket), so the top bucket's
+   representative sat at the service's ``1 - (1 - r)/w_top`` quantile and a coarse bucketing
+   planned its whole top bucket at that deeper tail.
+   **Refinement never raises a representative**: ``T`` does not depend on ``k``, and a bin of
+   ``2k`` buckets is a subset of a bin of ``k`` (item 1), so its maxima over a subset of the
+   same retained requests are no larger, componentwise. Operating points cost more for longer
+   requests, so a finer bucketing's capacity table is nowhere dearer per request (the
+   optimiser's integer pools can still move a plan's cost either way by a device or so).
+   A bucket all of whose requests lie in ``T`` (possible only when a bin is narrower than the
+   tail, i.e. more than ``1 / (2 (1 - r))`` buckets, or with heavy ties) keeps its own
+   ``r``-quantiles, as before, and this is noted.
+3. **Means** inside the bin (``*_mean``) are kept beside the representatives (reported; the
+   capacity table sizes throughput at the representatives, conservative).
 4. Cached-prefix share per bin = cached tokens / basis tokens of the bin's requests.
 
 A representative or mean below one token is raised to one (a request reads at least one
@@ -69,6 +91,9 @@ def length_buckets(
     if len(edges) < k - 1:
         notes.append(f"asked for {k} buckets; input lengths repeat so much that only {len(edges) + 1} distinct bins exist")
     buckets: list[LengthBucket] = []
+    # the service's tail set (module docstring, item 2): outside it every request is covered
+    kept = ((input_tokens <= np.quantile(input_tokens, representative_quantile))
+            & (output_tokens <= np.quantile(output_tokens, representative_quantile)))
     order = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[order], np.arange(len(edges) + 2), side="left")
     for j in range(len(edges) + 1):
@@ -78,6 +103,12 @@ def length_buckets(
         inp = input_tokens[rows]
         out = output_tokens[rows]
         name = _name(len(buckets), float(inp.min()), float(inp.max()))
+        keep = kept[rows]
+        if keep.any():
+            in_rep, out_rep = float(inp[keep].max()), float(out[keep].max())
+        else:
+            notes.append(f"{name}: every request lies in the service's length tail; its own {representative_quantile:g}-quantiles represent it")
+            in_rep, out_rep = float(np.quantile(inp, representative_quantile)), float(np.quantile(out, representative_quantile))
         share = 0.0
         if cached_tokens is not None and cache_basis_tokens is not None:
             basis = float(cache_basis_tokens[rows].sum())
@@ -86,8 +117,8 @@ def length_buckets(
             LengthBucket(
                 name=name,
                 weight=rows.size / n,
-                input_tokens=_clamp(float(np.quantile(inp, representative_quantile)), f"{name}: input representative", notes),
-                output_tokens=_clamp(float(np.quantile(out, representative_quantile)), f"{name}: output representative", notes),
+                input_tokens=_clamp(in_rep, f"{name}: input representative", notes),
+                output_tokens=_clamp(out_rep, f"{name}: output representative", notes),
                 input_tokens_mean=_clamp(float(inp.mean()), f"{name}: input mean", notes),
                 output_tokens_mean=_clamp(float(out.mean()), f"{name}: output mean", notes),
                 cached_prefix_share=share,
@@ -118,9 +149,11 @@ def pmf_buckets(
 ) -> tuple[list[LengthBucket], list[str]]:
     """Buckets from input and output *marginal* PMFs (ServeGen), assuming the two independent.
 
-    Bins cut the input CDF at ``i/k`` (inverse CDF); each bin's input representative is the
-    ``r``-quantile of the input PMF restricted to the bin; without a joint distribution every
-    bin shares the output marginal's ``r``-quantile and mean.
+    Bins cut the input CDF at ``i/k`` (inverse CDF, nested as in the module docstring); the tail
+    set is the same as for a log (inputs above the input marginal's ``r``-quantile ``N*``, outputs
+    above the output marginal's ``O*``): each bin's input representative is its largest support
+    point ``<= N*`` (the bin's own ``r``-quantile when the whole bin lies above ``N*``); without a
+    joint distribution every bin shares the output representative ``O*`` and the output mean.
     """
     notes = ["input and output lengths are given as separate distributions: buckets assume they are independent"]
     order = np.argsort(in_values)
@@ -129,6 +162,7 @@ def pmf_buckets(
     which = np.searchsorted(edges, v, side="left")
     pout = out_probs / out_probs.sum()
     out_rep = pmf_quantile(out_values, pout, representative_quantile)
+    in_star = pmf_quantile(v, p, representative_quantile)
     out_mean = float(np.dot(out_values, pout))
     buckets: list[LengthBucket] = []
     for j in range(len(edges) + 1):
@@ -142,10 +176,19 @@ def pmf_buckets(
             LengthBucket(
                 name=name,
                 weight=min(mass, 1.0),  # rounding of sum(p) can exceed 1 by an ulp; renormalised below
-                input_tokens=_clamp(pmf_quantile(vv, pp / mass, representative_quantile), f"{name}: input representative", notes),
+                input_tokens=_clamp(_pmf_rep(vv, pp, mass, in_star, representative_quantile), f"{name}: input representative", notes),
                 output_tokens=_clamp(out_rep, f"{name}: output representative", notes),
                 input_tokens_mean=_clamp(float(np.dot(vv, pp) / mass), f"{name}: input mean", notes),
                 output_tokens_mean=_clamp(out_mean, f"{name}: output mean", notes),
             )
         )
     return _renormalise(buckets), notes
+
+
+def _pmf_rep(values: np.ndarray, probs: np.ndarray, mass: float, limit: float, quantile: float) -> float:
+    """A bin's input representative from a PMF: its largest support point (with mass) at or below the
+    service's ``limit`` ``N*``; the bin's own ``quantile`` when the whole bin lies above it."""
+    inside = (probs > 0) & (values <= limit)
+    if inside.any():
+        return float(values[inside].max())
+    return pmf_quantile(values, probs / mass, quantile)
