@@ -221,14 +221,25 @@ def silently_wrong(case: Case, stdout: str, folder: Path) -> str:
     ``p50 ≤ p90 ≤ p99 ≤ max`` and ``mean ≤ max``; each window's peak rate is at least its quantile
     rate; every bucket's mean lengths are within the log's maximum.
     """
-    doc = json.loads(stdout)
-    n = doc.get("requests")
-    if not _finite(n) or n < 1:
-        return f"requests = {n}"
+    top = json.loads(stdout)
+    docs = list(top["services"].values()) if isinstance(top.get("services"), dict) else [top]
+    total = 0
+    for doc in docs:
+        n = doc.get("requests")
+        if not _finite(n) or n < 1:
+            return f"requests = {n}"
+        total += n
+        why = _wrong_profile(doc)
+        if why:
+            return f"{doc.get('service')}: {why}"
     if case.seed != "servegen":
         lines = sum(1 for ln in (folder / case.args[0].split("/")[-1]).read_bytes().splitlines() if ln.strip())
-        if n > lines:
-            return f"{n} requests from a file of {lines} non-empty lines"
+        if total > lines:
+            return f"{total} requests from a file of {lines} non-empty lines"
+    return ""
+
+
+def _wrong_profile(doc: dict[str, object]) -> str:
     nums: list[tuple[str, object]] = []
 
     def walk(node: object, path: str) -> None:
@@ -245,7 +256,7 @@ def silently_wrong(case: Case, stdout: str, folder: Path) -> str:
     for path, v in nums:
         if not _finite(v) or float(v) < 0:  # type: ignore[arg-type]
             return f"{path} = {v}"
-    buckets = doc.get("buckets") or []
+    buckets: list[dict[str, object]] = doc.get("buckets") or []  # type: ignore[assignment]
     if buckets:
         w = [b.get("weight") for b in buckets]
         if any(not _finite(x) or x <= 0 for x in w) or abs(sum(w) - 1.0) > 1e-6:

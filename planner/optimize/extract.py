@@ -73,6 +73,9 @@ import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.pool_latency import bucket_latency, pool_latency
+from planner.pool_latency import (
+    lane_wait_quantile_ms as lane_wait_quantile_ms,  # re-exported (tests, docs)
+)
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
