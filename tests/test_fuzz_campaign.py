@@ -46,10 +46,10 @@ def test_fleet_file_fast_path_applies_the_row_readers_bounds(tmp_path: Path, row
     assert _read_window_csv(f)["rate_rps"].tolist() == [3.0, 1e7]
 
 
-# --- found by benchmarks/fuzz_plans.py (seed 1) ----------------------------------------------------------------
+# --- found by benchmarks/fuzz_plans.py (seeds 1, 503) -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["check"], ["deploy", "--target", "vllm", "--out", "{tmp}/d"]])
+@pytest.mark.parametrize("command", [["check"], ["deploy", "--target", "vllm", "--out", "{tmp}/d"], ["evaluate", "--json"]])
 def test_plan_nested_thousands_deep_is_one_error_line(tmp_path: Path, command: list[str]) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text("[" * 50_000 + "]" * 50_000, encoding="utf-8")
