@@ -59,6 +59,24 @@ def test_plan_nested_thousands_deep_is_one_error_line(tmp_path: Path, command: l
     assert res.stderr.startswith("error:") and res.stderr.count("error:") == 1 and "nested too deeply" in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize(("table", "column", "value"), [("configs", "ops_usd_per_device_month", "h100-sxm"),  # fuzz_plans seed 514
+                                                        ("points", "ttft_ms", [1, 2]), ("demand", "weight", True)])
+def test_check_reports_text_in_a_numeric_snapshot_column(tmp_path: Path, table: str, column: str, value: object) -> None:
+    """`check` once recomputed costs from a snapshot config whose ops price was text: internal ValueError."""
+    import json
+
+    inst = tmp_path / "valid_minimal.yaml"
+    inst.write_text((ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    assert CliRunner().invoke(main, ["solve", str(inst), "--out", str(tmp_path / "sol"), "-q"]).exit_code == 0
+    doc = json.loads((tmp_path / "sol" / "plan.json").read_text(encoding="utf-8"))
+    doc["capacity"][table][0][column] = value
+    plan = tmp_path / "bad.json"
+    plan.write_text(json.dumps(doc), encoding="utf-8")
+    res = CliRunner().invoke(main, ["check", str(plan), "--no-instance"])
+    assert res.exit_code == 1 and "internal error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert f"{column} is" in res.stdout + res.stderr and "cannot be recomputed" in res.stdout + res.stderr, res.stdout
+
+
 # --- N5: the disaggregated TTFT's blown-up term -----------------------------------------------------------------
 
 
