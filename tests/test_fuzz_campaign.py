@@ -59,10 +59,11 @@ def test_plan_nested_thousands_deep_is_one_error_line(tmp_path: Path, command: l
     assert res.stderr.startswith("error:") and res.stderr.count("error:") == 1 and "nested too deeply" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize(("table", "column", "value"), [("configs", "ops_usd_per_device_month", "h100-sxm"),  # fuzz_plans seed 514
-                                                        ("points", "ttft_ms", [1, 2]), ("demand", "weight", True)])
-def test_check_reports_text_in_a_numeric_snapshot_column(tmp_path: Path, table: str, column: str, value: object) -> None:
-    """`check` once recomputed costs from a snapshot config whose ops price was text: internal ValueError."""
+@pytest.mark.parametrize(("table", "column", "value", "command"), [
+    ("configs", "ops_usd_per_device_month", "h100-sxm", "check"),  # fuzz_plans seed 514: internal ValueError in check's cost recomputation
+    ("demand", "input_tokens_rep", "2.5", "simulate"),             # fuzz_plans seed 633: internal TypeError in the simulator's adapter
+    ("points", "ttft_ms", [1, 2], "deploy"), ("demand", "weight", True, "check")])
+def test_text_in_a_numeric_snapshot_column_is_one_error_line(tmp_path: Path, table: str, column: str, value: object, command: str) -> None:
     import json
 
     inst = tmp_path / "valid_minimal.yaml"
@@ -72,9 +73,23 @@ def test_check_reports_text_in_a_numeric_snapshot_column(tmp_path: Path, table: 
     doc["capacity"][table][0][column] = value
     plan = tmp_path / "bad.json"
     plan.write_text(json.dumps(doc), encoding="utf-8")
-    res = CliRunner().invoke(main, ["check", str(plan), "--no-instance"])
-    assert res.exit_code == 1 and "internal error" not in res.stderr and "Traceback" not in res.stderr, res.stderr
-    assert f"{column} is" in res.stdout + res.stderr and "cannot be recomputed" in res.stdout + res.stderr, res.stdout
+    args = {"check": ["check", str(plan), "--no-instance"], "simulate": ["simulate", str(inst), "--plan", str(plan), "--duration", "10"],
+            "deploy": ["deploy", str(plan), "--target", "vllm", "--out", str(tmp_path / "d")]}[command]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.stderr
+    assert res.stderr.startswith("error:") and res.stderr.count("error:") == 1 and f"{column} is" in res.stderr, res.stderr
+
+
+def test_an_instance_path_too_long_for_the_file_system_is_not_found(tmp_path: Path) -> None:
+    """fuzz_plans seed 643: deploy / evaluate stat()ed a 2,000-character instance_path: internal OSError (ENAMETOOLONG)."""
+    from planner.deploy.pools import instance_kv_precisions
+    from planner.report.plan_io import recorded_instance
+    from planner.schema.plan import PlanResult
+
+    name = "x" * 2000
+    assert instance_kv_precisions(name, tmp_path / "plan.json") is None
+    fake = PlanResult.model_construct(instance_path=name)
+    assert recorded_instance(fake, tmp_path / "plan.json") is None
 
 
 # --- N5: the disaggregated TTFT's blown-up term -----------------------------------------------------------------

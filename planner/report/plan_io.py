@@ -51,6 +51,9 @@ def recorded_instance(result: PlanResult, plan_file: str | Path) -> Path | None:
         return None
     p = Path(result.instance_path)
     for cand in (p,) if p.is_absolute() else (p, Path(plan_file).resolve().parent / p):
-        if cand.is_file():
-            return cand
+        try:
+            if cand.is_file():
+                return cand
+        except (OSError, ValueError):  # a name too long for the file system, a NUL byte: not found
+            continue
     return None
