@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -206,7 +208,102 @@ def make_case(seed: Seed, rng: random.Random) -> Case:
     return Case(seed.name, files, args)
 
 
-def run_case(case: Case, folder: Path) -> tuple[str, str]:
+def _finite(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def silently_wrong(case: Case, stdout: str, folder: Path) -> str:
+    """A reason when an exit-0 ``--json`` answer cannot be right ('' when it passes every oracle).
+
+    Oracles: the request count is at least 1 and at most the file's non-empty lines (a ServeGen
+    trace is aggregated: not bounded by its lines); bucket weights are positive and sum to 1;
+    every number is finite and non-negative; the token statistics are ordered
+    ``p50 ≤ p90 ≤ p99 ≤ max`` and ``mean ≤ max``; each window's peak rate is at least its quantile
+    rate; every bucket's mean lengths are within the log's maximum (unless a note says a mean below one
+    token was raised to 1).
+    """
+    top = json.loads(stdout)
+    docs = list(top["services"].values()) if isinstance(top.get("services"), dict) else [top]
+    total = 0
+    for doc in docs:
+        n = doc.get("requests")
+        if not _finite(n) or n < 1:
+            return f"requests = {n}"
+        total += n
+        why = _wrong_profile(doc)
+        if why:
+            return f"{doc.get('service')}: {why}"
+    if case.seed != "servegen":
+        lines = sum(1 for ln in (folder / case.args[0].split("/")[-1]).read_bytes().splitlines() if ln.strip())
+        if total > lines:
+            return f"{total} requests from a file of {lines} non-empty lines"
+    return ""
+
+
+def _wrong_profile(doc: dict[str, object]) -> str:
+    nums: list[tuple[str, object]] = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            nums.append((path, node))
+
+    walk({k: v for k, v in doc.items() if k != "schema_version"}, "")
+    for path, v in nums:
+        if not _finite(v) or float(v) < 0:  # type: ignore[arg-type]
+            return f"{path} = {v}"
+    buckets: list[dict[str, object]] = doc.get("buckets") or []  # type: ignore[assignment]
+    if buckets:
+        w = [b.get("weight") for b in buckets]
+        if any(not _finite(x) or x <= 0 for x in w) or abs(sum(w) - 1.0) > 1e-6:
+            return f"bucket weights {w}"
+    for key in ("input_tokens", "output_tokens"):
+        t = doc.get(key) or {}
+        qs = [t.get(q) for q in ("p50", "p90", "p99", "max")]
+        if all(_finite(x) for x in qs) and any(a > b * (1 + 1e-9) + 1e-9 for a, b in zip(qs, qs[1:], strict=False)):
+            return f"{key} quantiles out of order {qs}"
+        if _finite(t.get("mean")) and _finite(t.get("max")) and t["mean"] > t["max"] * (1 + 1e-9) + 1e-9:
+            return f"{key} mean {t['mean']} above max {t['max']}"
+        for b in buckets:
+            m = b.get(f"{key}_mean")
+            raised = any(f"{b.get('name')}: {key.split('_')[0]} mean" in str(n) and "raised to" in str(n) for n in doc.get("notes") or [])  # type: ignore[union-attr]
+            if _finite(m) and _finite(t.get("max")) and m > t["max"] * (1 + 1e-9) + 1e-9 and not raised:  # clamped to 1 token, with a note
+                return f"bucket {b.get('name')} {key}_mean {m} above the log's max {t['max']}"
+    peaks, quants = doc.get("arrival_rate_peak_per_s") or {}, doc.get("arrival_rate_quantile_per_s") or {}
+    for win, pk in peaks.items():
+        q = quants.get(win)
+        if _finite(pk) and _finite(q) and q > pk * (1 + 1e-9) + 1e-9:
+            return f"window {win}: quantile rate {q} above peak {pk}"
+    return ""
+
+
+class _Timeout(BaseException):  # not caught by the CLI boundary nor CliRunner
+    pass
+
+
+def _alarm(_signum: int, _frame: object) -> None:
+    raise _Timeout
+
+
+def run_case(case: Case, folder: Path, timeout_s: int = 60) -> tuple[str, str]:
+    """:func:`_run_case` under a per-input alarm: ``hang`` when it runs past ``timeout_s``."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout_s)
+    try:
+        return _run_case(case, folder)
+    except _Timeout:
+        return "hang", f"over {timeout_s} s"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _run_case(case: Case, folder: Path) -> tuple[str, str]:
     """(outcome, detail): ``ok`` (exit 0), ``bad_input`` (exit 2, one error line) or a failure class."""
     from click.testing import CliRunner
 
@@ -223,7 +320,10 @@ def run_case(case: Case, folder: Path) -> tuple[str, str]:
         res = CliRunner().invoke(main, ["characterize", *args])
     err = res.stderr
     if res.exit_code == 0:
-        return ("warning_text" if "Warning" in err else "ok"), err[-300:]
+        if "Warning" in err:
+            return "warning_text", err[-300:]
+        why = silently_wrong(case, res.stdout, folder) if "--json" in args else ""
+        return ("wrong", why) if why else ("ok", err[-300:])
     if res.exit_code == 2:
         errors = [line for line in err.splitlines() if line.startswith("error:")]
         return ("bad_input" if len(errors) == 1 else "bad_input_unclear"), err[-300:]

@@ -9,7 +9,7 @@ hostile value in one field (JSON) or cell (CSV), a key or column deleted, lines 
 file, random bytes, a byte-order mark, UTF-16, CRLF endings, deep nesting; then one command with random options.
 Runs in-process through the CLI's error boundary, with warnings recorded.
 
-    python benchmarks/fuzz_readers.py [--inputs 2000] [--seed 0] [--save DIR] [--skip-moe]
+    python benchmarks/fuzz_readers.py [--inputs 2000] [--seed 0] [--save DIR] [--skip-moe] [--kind perf|energy|moe] [--timeout-s 60]
 
 Prints the counts by command and outcome, the slowest run, and the first failing inputs (saved under --save).
 """
@@ -22,6 +22,7 @@ import json
 import math
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -184,15 +185,31 @@ def silently_wrong(args: list[str], stdout: str, tmp: Path) -> str:
     return ""
 
 
-def run_one(args: list[str], tmp: Path) -> tuple[str, str, float]:
+class _Timeout(BaseException):  # not caught by the CLI's error boundary nor by CliRunner
+    pass
+
+
+def _alarm(_signum: int, _frame: object) -> None:
+    raise _Timeout
+
+
+def run_one(args: list[str], tmp: Path, timeout_s: int = 60) -> tuple[str, str, float]:
     from click.testing import CliRunner
 
     from planner.cli import main
 
     t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        res = CliRunner().invoke(main, args, catch_exceptions=True)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout_s)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = CliRunner().invoke(main, args, catch_exceptions=True)
+    except _Timeout:
+        return "hang", f"over {timeout_s} s", time.perf_counter() - t0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
     dt = time.perf_counter() - t0
     err = res.stderr
     if res.exception is not None and not isinstance(res.exception, SystemExit):
@@ -221,9 +238,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", type=Path, default=None)
     ap.add_argument("--skip-moe", action="store_true", help="leave out calibrate-moe (a fit per input: ~1 s each)")
+    ap.add_argument("--kind", choices=["perf", "energy", "moe"], action="append",
+                    help="only these seed kinds (repeatable): perf = benchmark files, energy = ML.ENERGY runs, moe = EP rows")
+    ap.add_argument("--timeout-s", type=int, default=60, help="per-input limit: a run past it counts as a hang")
     ns = ap.parse_args()
     rng = random.Random(ns.seed)
-    seeds = [s for s in SEEDS if not (ns.skip_moe and s[0] == "moe")]
+    seeds = [s for s in SEEDS if not (ns.skip_moe and s[0] == "moe") and (not ns.kind or s[0] in ns.kind)]
     counts: Counter[tuple[str, str]] = Counter()
     failures: list[tuple[str, list[str], str]] = []
     slowest = (0.0, "")
@@ -236,7 +256,7 @@ def main() -> int:
             path = tmp / seed_file.name
             make_input(kind, seed_file, rng, path)
             args = command(kind, path, rng, tmp)
-            outcome, detail, dt = run_one(args, tmp)
+            outcome, detail, dt = run_one(args, tmp, ns.timeout_s)
             counts[(args[0], outcome)] += 1
             if dt > slowest[0]:
                 slowest = (dt, " ".join(args))

@@ -9,7 +9,11 @@ view of a plan quotes one analytic number.
    servers (``B_p`` the load-weighted batch, 1 for prefill), arrival rate
    ``λ_p = Σ λ_peak x``, mean service ``s_p = busy_p / (n_p − k) · c / λ_p`` and
    the arrival-weighted arrival CV and the service-time CV of the mixture of its points (buckets of
-   different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``); its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
+   different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``). Prefill and decode pools see the
+   service's arrivals thinned to their share ``P``: ``c_a² = P·c² + 1 − P`` (:func:`_thinned_cv2`),
+   and a decode slot is held for the bucket's mean output at the point's step, ``s = o_mean·TPOT``
+   (:func:`_decode_hold_s`; the plan's utilisation keeps τ at the representative lengths).
+   Its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
    at the service's TTFT quantile. A unified pool adds the chunked-prefill lane wait of its bucket
    mix over its live instances behind a least-loaded router (:func:`lane_wait_quantile_ms`,
    :func:`planner.queueing.least_loaded_lane_wait_quantile_s`), which replaces the lane wait each
@@ -139,16 +143,23 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     # the pool's service-time CV is that of the mixture over its points (buckets of different
     # lengths share one queue): c_s² = Σλ s²(1 + c_i²) / (Σλ s)² · Σλ − 1
     s_pt = tau * np.where(pts["role"].to_numpy(str) == "prefill", 1.0, batch)
+    # a decode slot is held for the request's output at the point's step: the bucket's mean output
+    # (as the optimiser's KV holding ``kv_hold_s``), not τ·B*, which prices the bucket's
+    # representative (tail) output — 2,000 tokens against a mean of 385 in N5's bucket b3, a
+    # 75 s holding time where the simulator holds ~15 s (_decode_hold_s)
+    s_pt = np.where(pts["role"].to_numpy(str) == "decode", _decode_hold_s(points.loc[sel], s_pt), s_pt)
     cv_pt = pts["service_time_cv"].to_numpy(float)
     frame = pd.DataFrame({
         "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
         "busy_b": lam * tau * batch, "s1": lam * s_pt, "s2": lam * s_pt**2 * (1.0 + cv_pt**2),
-        "ca": lam * pts["interarrival_cv"].to_numpy(float), "q": pts["ttft_quantile"].to_numpy(float),
+        "ca": lam * pts["interarrival_cv"].to_numpy(float), "ca2": lam * _thinned_cv2(points, sel, np.asarray(share, dtype=float)),
+        "q": pts["ttft_quantile"].to_numpy(float),
         "lane_s": lane_s, "measured": ~np.isnan(points.loc[sel, "utilization_cap"].to_numpy(float)) if "utilization_cap" in points.columns
         else np.zeros(len(pts), dtype=bool),
     })
     agg = frame.groupby("pool", sort=True).agg(role=("role", "first"), arr=("arr", "sum"), busy=("busy", "sum"),
-                                                busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"), q=("q", "max"),
+                                                busy_b=("busy_b", "sum"), s1=("s1", "sum"), s2=("s2", "sum"), ca=("ca", "sum"),
+                                                ca2=("ca2", "sum"), q=("q", "max"),
                                                 measured=("measured", "all"))
     if quantile is not None:
         agg["q"] = float(quantile)
@@ -162,9 +173,13 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         arr, busy = float(r["arr"]), float(r["busy"])
         s1 = float(r["s1"])
         cs = math.sqrt(max(0.0, float(r["s2"]) * arr / s1**2 - 1.0)) if s1 > 0 else 0.0
-        ca = float(r["ca"]) / arr
+        # prefill / decode pools: the thinned stream's CV (_thinned_cv2); unified pools keep the
+        # arrival-weighted CV of their services (their lane and slot model: wt-l, issue 24)
+        ca = math.sqrt(float(r["ca2"]) / arr) if r["role"] in ("prefill", "decode") and arr > 0 else float(r["ca"]) / arr
         servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
         service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
+        if r["role"] == "decode" and arr > 0:
+            service_s = s1 / arr  # the mean slot holding time (_decode_hold_s); the plan's utilisation stays busy / n
         util = busy / n_eff if n_eff > 0 else math.inf
         if n_eff <= 0:
             wait = math.inf
@@ -183,6 +198,48 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
                      "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
                      **{k: lane.get(k, math.nan) for k in LANE_INFO_KEYS}})
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
+
+
+def _decode_hold_s(pts: pd.DataFrame, full_batch_hold_s: np.ndarray) -> np.ndarray:
+    """Mean slot holding time (s) of decode points: ``output_tokens_mean × tpot_ms / 1e3`` (the step
+    at the point's full batch, an upper bound on a smaller batch's); ``full_batch_hold_s`` (τ·B*)
+    where a table lacks those columns or they are not finite and positive."""
+    if "output_tokens_mean" not in pts.columns or "tpot_ms" not in pts.columns:
+        return full_batch_hold_s
+    hold = pd.to_numeric(pts["output_tokens_mean"], errors="coerce").to_numpy(float) * pd.to_numeric(pts["tpot_ms"], errors="coerce").to_numpy(float) / 1e3
+    ok = np.isfinite(hold) & (hold > 0)
+    return np.where(ok, np.minimum(np.where(ok, hold, 0.0), full_batch_hold_s), full_batch_hold_s)
+
+
+def _thinned_cv2(points: pd.DataFrame, sel: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per routed point (rows ``sel`` of ``points``, shares ``x[sel]``): the squared arrival CV its
+    pool sees from the point's service, ``P·c² + 1 − P``.
+
+    A pool receives a fraction ``P = λ_{pool,svc} / Λ_svc`` of its service's peak arrivals
+    (``Λ_svc = Σ_buckets rate_peak_per_s``: the buckets split the service's peak by weight): the
+    length buckets split arrivals independently of their times, and the router sends each to a
+    configuration with probability its routing share. Thinning a renewal stream of CV ``c`` with
+    probability ``P`` gives a renewal stream of intervals ``Σ_{j≤N} X_j``, ``N ~ Geometric(P)``:
+    ``E = E[X]/P``, ``Var = Var[X]/P + E[X]²(1−P)/P²``, so ``c_P² = P·c² + 1 − P`` (exact; the
+    bursts of a CV-3 service spread over many pools reach each one nearly Poisson). The pool's
+    ``c_a²`` is the arrival-weighted mean of its services' thinned ``c_P²`` (superposition of
+    independent streams, Whitt's QNA). Random routing is the conservative case: a round-robin
+    or least-loaded router splits more evenly still. Before this, a decode pool taking 4.6 % of a
+    CV-2.9 service was charged the service's CV 2.9 (``c_a² = 8.6`` instead of 1.36): on
+    ``fuzz-turn3/solve_disagg_ttft_missed_ops0.yaml`` a 122 s slot wait in a pool the simulator
+    never queued (N5).
+    """
+    pts = points.loc[sel]
+    lam = pts["rate_peak_per_s"].to_numpy(float) * x[sel]
+    svc = pts["service"].astype(str).to_numpy()
+    pools = pts["pool"].astype(str).to_numpy()
+    first = points.drop_duplicates(["service", "bucket"])
+    total = first.groupby(first["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    frac = pd.Series(lam).groupby([pools, svc]).transform("sum").to_numpy(float)
+    peak = np.array([float(total.get(s, 0.0)) for s in svc])
+    p = np.clip(np.divide(frac, peak, out=np.ones_like(frac), where=peak > 0), 0.0, 1.0)
+    c2 = pts["interarrival_cv"].to_numpy(float) ** 2
+    return p * c2 + 1.0 - p
 
 
 def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float],

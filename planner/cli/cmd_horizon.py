@@ -371,8 +371,8 @@ def refuse_horizon_plan(plan_file: str) -> None:
 
     try:
         doc = json.loads(Path(plan_file).read_text())
-    except (OSError, ValueError):
-        return  # not ours to diagnose: `planner evaluate` reports it
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested thousands deep (fuzzed plans, issue 24)
+        return  # not ours to diagnose: `planner evaluate` reports it (planner.report.plan_io.load_plan)
     if isinstance(doc, dict) and "periods" in doc and "slots" in doc and "architectures" in doc:
         raise InputError(Problem(plan_file, "periods", "this is a plan over time (horizon.json), not a single-peak plan",
                                  f"use `planner horizon INSTANCE --evaluate {plan_file} --growth RATES`"))

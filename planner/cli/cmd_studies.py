@@ -218,8 +218,13 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     except ValueError as exc:
         raise InputError(Problem(plan_file, "architectures", str(exc), "pick a feasible architecture with --architecture")) from None
     inst = instance or result.instance_path
-    if not inst or not Path(inst).is_file():
-        raise InputError(Problem(plan_file, "instance_path", f"the plan's instance {inst or '(none)'!r} is not a file here",
+    try:
+        found = bool(inst) and Path(inst).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte (fuzzed plans, issue 24)
+        found = False
+    if not found:
+        shown = inst if len(inst) <= 200 else inst[:200] + "..."
+        raise InputError(Problem(plan_file, "instance_path", f"the plan's instance {shown or '(none)'!r} is not a file here",
                                  "give the instance with --instance"))
     # The plan's own scenario and overrides (bucket counts included) are the base: with no --set the
     # evaluation reproduces the plan.

@@ -115,7 +115,11 @@ def instance_kv_precisions(path: str | Path, plan_file: Path | None) -> dict[str
     raw = Path(path)
     candidates = [raw] if raw.is_absolute() else [Path.cwd() / raw] + ([plan_file.parent / raw] if plan_file else [])
     for cand in candidates:
-        if cand.is_file():
+        try:
+            found = cand.is_file()
+        except (OSError, ValueError):  # a name too long for the file system, a NUL byte (fuzzed plans, issue 24)
+            found = False
+        if found:
             try:
                 data = yaml.safe_load(cand.read_text(encoding="utf-8"))
             except (OSError, yaml.YAMLError, UnicodeDecodeError):

@@ -83,8 +83,10 @@ def _read_window_csv(path: Path) -> pd.DataFrame:
                             dtype=float, encoding="utf-8-sig", skip_blank_lines=False, on_bad_lines="error")
     except (ValueError, IndexError, OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
         return _read_window_csv_rows(path)
-    start, rate = frame["window_start_s"].to_numpy(), frame["rate_rps"].to_numpy()
-    if not (np.isfinite(start).all() and np.isfinite(rate).all() and (start >= 0).all() and (rate >= 0).all()):
+    start, rate, cv = frame["window_start_s"].to_numpy(), frame["rate_rps"].to_numpy(), frame["cv"].to_numpy()
+    # the row reader's bounds too (a 1e308 rate or start passed here and overflowed the slotting; fuzzed fleet files, issue 24)
+    if not (np.isfinite(start).all() and np.isfinite(rate).all() and (start >= 0).all() and (rate >= 0).all()
+            and (start <= MAX_START_S).all() and (rate <= MAX_RATE_PER_S).all() and (np.isnan(cv) | ((cv >= 0) & (cv <= MAX_CV))).all()):
         return _read_window_csv_rows(path)
     return frame
 

@@ -106,6 +106,22 @@ def _bad(v: Any, column: str = "") -> bool:
     return not (column.endswith("_quantile") and math.isnan(v))
 
 
+def _bad_number(v: Any, column: str = "") -> bool:
+    """:func:`_bad`, and also a value that is not a number at all (text, a list, true/false) in a numeric column
+    of the snapshot: it would otherwise reach the cost recomputation as an internal error (fuzzed plans, issue 24).
+    ``None`` stays allowed (a column a table leaves empty)."""
+    return (v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))) or _bad(v, column)
+
+
+def _has_text_numbers(snap: CapacitySnapshot) -> bool:
+    def text(v: Any) -> bool:
+        return v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))
+
+    return (any(text(r[c]) for r in snap.points for c in _POINT_NUMBERS if c in r)
+            or any(text(r[c]) for r in snap.demand for c in _DEMAND_NUMBERS if c in r)
+            or any(text(r.get(c)) for r in snap.configs for c in _CONFIG_NUMBERS))
+
+
 # --- the instance side: a snapshot re-derived from the instance -------------------------------
 
 def recompute_snapshot(result: PlanResult, instance_path: str | Path) -> CapacitySnapshot:
@@ -215,16 +231,16 @@ def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
     out: list[str] = []
     for r in snap.points:
         for c in _POINT_NUMBERS:
-            if c in r and _bad(r[c], c):
+            if c in r and _bad_number(r[c], c):
                 out.append(f"finite: point {r.get('service')}|{r.get('bucket')}|{r.get('role')}|{r.get('config')}: {c} is {r[c]}")
     for r in snap.demand:
         for c in _DEMAND_NUMBERS:
-            if c in r and _bad(r[c], c):
+            if c in r and _bad_number(r[c], c):
                 out.append(f"finite: demand {r.get('service')}|{r.get('bucket')}: {c} is {r[c]}")
     for r in snap.configs:
         for c in _CONFIG_NUMBERS:
             v = r.get(c)
-            if _bad(v) and not (c == "procurement_limit" and v == math.inf):
+            if _bad_number(v) and not (c == "procurement_limit" and v == math.inf):
                 out.append(f"finite: config {r.get('config')}: {c} is {v}")
     for k, v in snap.costs.items():
         if _bad(v) or float(v) < 0:
@@ -289,6 +305,8 @@ def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) 
         out += _snapshot_problems(snap, instance_snapshot)
         snap = _trusted(snap, instance_snapshot)
     out += _snapshot_numbers(snap)
+    if _has_text_numbers(snap):  # reported above; the recomputation below needs numbers
+        return [*out, "snapshot: a numeric column holds text or true/false: the plan's numbers cannot be recomputed"]
     pts = pd.DataFrame(snap.points)
     demand = pd.DataFrame(snap.demand)
     configs = pd.DataFrame(snap.configs)

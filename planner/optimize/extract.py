@@ -73,8 +73,10 @@ import pandas as pd
 
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.optimize.prepare import ENCODE_HOST
-from planner.pool_latency import bucket_latency, lane_wait_quantile_ms
-from planner.pool_latency import lane_columns as _lane_columns
+from planner.pool_latency import bucket_latency, pool_latency
+from planner.pool_latency import (
+    lane_wait_quantile_ms as lane_wait_quantile_ms,  # re-exported (tests, docs)
+)
 from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
@@ -177,16 +179,7 @@ def measured_pools(points: pd.DataFrame, point_pool: np.ndarray, share: np.ndarr
     return (measured > 0) & (modelled == 0)
 
 
-def _pool_queue(busy_peak: float, lam: float, n_eff: int, batch: float) -> tuple[int, float]:
-    servers = max(1, int(n_eff * max(batch, 1.0)))
-    service_s = busy_peak / n_eff * servers / lam if lam > 0 and n_eff > 0 else 0.0
-    # busy_peak/n_eff is the utilisation of the surviving instances; s = rho * c / lambda.
-    return servers, service_s
-
-
 def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundancy: int) -> tuple[list[PoolPlan], list[RoutingShare], list[LatencyPrediction]]:
-    from planner.queueing import wait_quantile_s
-
     prep = built.prep
     pts = prep.points
     pools = prep.pools
@@ -195,24 +188,19 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     lam_mean = pts["rate_mean_per_s"].to_numpy(float)
     tau = pts["instance_seconds_per_request"].to_numpy(float)
     rho = pts["rho"].to_numpy(float)
-    batch = np.maximum(pts["max_batch"].to_numpy(float), 1.0)
     kv_coef = pts["kv_peak_coef"].to_numpy(float)
     n_pool = len(pools)
     busy_peak = np.bincount(pp, weights=lam_peak * tau * x, minlength=n_pool)
     busy_mean = np.bincount(pp, weights=lam_mean * tau * x, minlength=n_pool)
     capped = np.bincount(pp, weights=lam_peak * tau / np.maximum(rho, 1e-12) * x, minlength=n_pool)
     arr_peak = np.bincount(pp, weights=lam_peak * x, minlength=n_pool)
-    batch_w = np.bincount(pp, weights=lam_peak * tau * x * batch, minlength=n_pool)
-    # service-time CV of the mixture of the pool's points (as planner.optimize.latency.pool_latency):
-    # per point the server's service time s = τ (prefill) or the slot holding time τ·B*; c_s² = E[S²]/E[S]² − 1
-    s_pt = tau * np.where(pts["role"].to_numpy(str) == "prefill", 1.0, batch)
-    cv_pt = pts["service_time_cv"].to_numpy(float)
-    s1_w = np.bincount(pp, weights=lam_peak * x * s_pt, minlength=n_pool)
-    s2_w = np.bincount(pp, weights=lam_peak * x * s_pt**2 * (1.0 + cv_pt**2), minlength=n_pool)
-    ca_w = np.bincount(pp, weights=lam_peak * x * pts["interarrival_cv"].to_numpy(float), minlength=n_pool)
     kv_peak = np.bincount(pp, weights=kv_coef * x, minlength=n_pool) + _held_kv(built)  # + KV held during tool waits
 
-    lane_s, _lane_own_ms = _lane_columns(pts)
+    # the pools' waits: planner.pool_latency.pool_latency, the one queue model the tightening loop,
+    # the checker and the verification use (arrivals thinned per pool, decode slots held for the mean output)
+    names = pools["pool"].astype(str).to_numpy()
+    live = {str(names[p]): int(n[p]) for p in range(n_pool) if n[p] > 0}
+    pl = {str(r["pool"]): r for r in pool_latency(pts, x, live, redundancy).to_dict("records")}
     pool_list: list[PoolPlan] = []
     cfgs = prep.tables.configs
     parallelism = (dict(zip(cfgs["config"].astype(str), cfgs[CONFIG_PARALLELISM_COLUMN].astype(str), strict=True))
@@ -225,22 +213,12 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
             continue
         row = pools.iloc[p]
         n_eff = max(int(n[p]) - redundancy, 0)
-        b = batch_w[p] / busy_peak[p] if busy_peak[p] > 0 else 1.0
-        if row["role"] == "prefill":
-            b = 1.0
         if measured[p] and n_eff > 0:
             pass  # measured capacity: its queueing is inside the measured rate and latency (measured_pools)
-        elif arr_peak[p] > 0 and n_eff > 0:
-            servers, service_s = _pool_queue(busy_peak[p], arr_peak[p], n_eff, b)
-            qs = pts["ttft_quantile"].to_numpy(float)
-            q = float(qs[(pp == p) & (x > 0)].max())
-            cs = math.sqrt(max(0.0, s2_w[p] * arr_peak[p] / s1_w[p] ** 2 - 1.0)) if s1_w[p] > 0 else 0.0
-            ca = ca_w[p] / arr_peak[p]
-            w = wait_quantile_s(q, arr_peak[p], servers, service_s, cs, ca) if service_s > 0 else 0.0
-            wait_ms[p] = w * 1e3
+        elif arr_peak[p] > 0 and n_eff > 0 and str(names[p]) in pl:
+            wait_ms[p] = float(pl[str(names[p])]["wait_ms"])
             if row["role"] == "unified":
-                sel_p = (pp == p) & (x > 0)
-                lane_ms[p], _info = lane_wait_quantile_ms(q, lam_peak[sel_p] * x[sel_p], lane_s[sel_p], n_eff, ca)
+                lane_ms[p] = float(pl[str(names[p])]["lane_wait_ms"])
         elif arr_peak[p] > 0:
             wait_ms[p] = math.inf
         pool_list.append(PoolPlan(
@@ -265,7 +243,6 @@ def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redu
     # Latency per bucket (planner.pool_latency.bucket_latency, the one analytic prediction every view
     # uses): the pools' waits above, unified points at the load their pool carries; a service reports
     # its worst routed bucket.
-    names = pools["pool"].astype(str).to_numpy()
     waits = {str(names[p]): float(wait_ms[p]) + (0.0 if math.isnan(lane_ms[p]) else float(lane_ms[p])) for p in range(n_pool) if n[p] > 0}
     lanes = {str(names[p]): float(lane_ms[p]) for p in range(n_pool) if n[p] > 0 and not math.isnan(lane_ms[p])}
     by_bucket = bucket_latency(pts, x, waits, lanes, instances={str(names[p]): int(n[p]) for p in range(n_pool)}, redundancy=redundancy)

@@ -138,8 +138,11 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
     factors: dict[str, float] = {}
     for p, b_ms in budget.items():
         row = pl[p]
-        util = float(row["utilization_peak"])
         servers = int(row["servers"])
+        # the queue's own utilisation λ·s/c: the plan's busy / n except for decode pools, whose slot
+        # wait holds a slot for the mean output (pool_latency._decode_hold_s); the cap scales both alike
+        util = (float(row["arrival_rate_per_s"]) * float(row["mean_service_s"]) / servers if servers >= 1
+                else float(row["utilization_peak"]))
         if b_ms <= 0 or servers < 1 or not math.isfinite(util):
             factors[p] = max_step
             continue

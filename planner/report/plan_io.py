@@ -33,6 +33,8 @@ def load_plan(path: str | Path) -> PlanResult:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(Problem(str(p), "", f"not valid JSON ({exc})", "pass the plan.json written by `planner solve`")) from None
+    except RecursionError:  # arrays or objects nested thousands deep (fuzzed plans, issue 24)
+        raise InputError(Problem(str(p), "", "JSON nested too deeply to be a plan", "pass the plan.json written by `planner solve`")) from None
     try:
         return PlanResult.model_validate(data)
     except ValidationError as exc:
@@ -49,6 +51,9 @@ def recorded_instance(result: PlanResult, plan_file: str | Path) -> Path | None:
         return None
     p = Path(result.instance_path)
     for cand in (p,) if p.is_absolute() else (p, Path(plan_file).resolve().parent / p):
-        if cand.is_file():
-            return cand
+        try:
+            if cand.is_file():
+                return cand
+        except (OSError, ValueError):  # a name too long for the file system, a NUL byte: not found
+            continue
     return None

@@ -596,6 +596,16 @@ class Verdict(StrictModel):
     """How robust the verdict is (:mod:`planner.optimize.confidence`); ``None`` when not assessed."""
 
 
+_NUMERIC_SUFFIXES = ("_ms", "_s", "_rep", "_mean", "_tokens", "_bytes", "_request", "_coef", "_quantile", "_cv", "_w",
+                     "_hour", "_month", "_share", "_whole_log", "_batch", "_step")
+_NUMERIC_NAMES = frozenset({"tp", "d", "rho", "weight", "procurement_limit"})
+
+
+def _numeric_column(name: str) -> bool:
+    """Capacity-table columns that hold numbers (units in names: ``_ms``, ``_per_s``, ``_w``, ...)."""
+    return name in _NUMERIC_NAMES or name.endswith(_NUMERIC_SUFFIXES)
+
+
 class CapacitySnapshot(StrictModel):
     """The capacity-table rows a plan uses (records of the tidy frames) and the cost scalars."""
 
@@ -608,6 +618,17 @@ class CapacitySnapshot(StrictModel):
     budget_usd_per_month: float | None = None
     utilization_caps: list[dict[str, Any]] = []
     """Per (service, bucket, role, config): the utilisation cap rho applied."""
+
+    @field_validator("demand", "points", "configs")
+    @classmethod
+    def _numbers_are_numbers(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A numeric column (:func:`_numeric_column`) holds a number or null, never text, true/false or a
+        list: the simulator and the cost recomputation would fail on it (fuzzed plans, issue 24)."""
+        for i, row in enumerate(rows):
+            for k, v in row.items():
+                if _numeric_column(k) and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise ValueError(f"row {i}: {k} is {v!r}, not a number")
+        return rows
 
     @field_validator("demand", "points")
     @classmethod
