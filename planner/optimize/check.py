@@ -499,7 +499,10 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         out += _check_pool(name, p, k, load.get(name, 0.0), busy_peak.get(name, 0.0), busy_mean.get(name, 0.0), kv.get(name, 0.0), tool)
         # KV capacity: one instance's (the smallest of the pool's points, as planner.optimize.prepare.pools_of) x surviving instances
         if "kv_capacity_bytes" in pts.columns and len(pts):
-            own = pts.loc[pts["pool"].astype(str) == name, "kv_capacity_bytes"].astype(float)
+            mine = pts["pool"].astype(str) == name
+            if "role" in pts.columns:  # inline encode rows hold no KV (as prepare.pools_of)
+                mine &= ~pts["role"].astype(str).isin(list(ENCODE_HOST))
+            own = pts.loc[mine, "kv_capacity_bytes"].astype(float)
             if len(own):
                 per_instance = float(np.nan_to_num(own.min(), nan=0.0))
                 true_cap = per_instance * max(p.instances - k, 0)
