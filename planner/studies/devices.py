@@ -41,7 +41,9 @@ def _only(source: TableSource, device: str) -> TableSource:
     if agents is not None:
         agents = replace(agents, points=agents.points[agents.points["config"].isin(keep)].reset_index(drop=True))
     tables = replace(t, points=pts, configs=cfg.reset_index(drop=True), agents=agents)
-    return replace(source, base_tables=tables, resolved=None, name=f"{source.name}:{device}")
+    # solved={}: the base source's memo of solved scenarios is keyed by rates and prices only, which a
+    # device restriction does not change (sharing it returned the all-device plan for every device)
+    return replace(source, base_tables=tables, resolved=None, name=f"{source.name}:{device}", solved={})
 
 
 def device_comparison(source: TableSource, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
