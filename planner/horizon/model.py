@@ -394,19 +394,114 @@ def _n_max(prep: Prepared, lv: Levels, coef: np.ndarray, kv_pc: np.ndarray, lam_
     return n_max
 
 
-def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools: bool = False,
-                  buy_only: bool = False, integer: bool | None = None, switching: tuple[str, str] | None = None,
-                  like: HorizonBuilt | None = None) -> HorizonBuilt:
-    """Build the horizon MIP (module docstring) as one sparse matrix. ``static_pools``/``buy_only`` give the
-    owned-peak baseline; ``integer`` None chooses by fleet size (:data:`INTEGER_INSTANCES_MAX`); ``switching``
-    = (architecture A, architecture B) adds the per-slot choice between them (module docstring); ``like`` (a model
-    built from the same tables and inputs) lends its prepared table and levels (the queueing caps are the slow part)."""
-    t0 = time.perf_counter()
-    if tables.agents is not None:
-        raise InputError(Problem("", "services", "plans over time do not cover the tool execution phase yet",
-                                 "plan agentic services with `planner solve`"))
-    prep = like.prep if like is not None else prepare(tables, max_utilization=None)
-    lv = like.levels if like is not None else levels_for(prep, inputs)
+@dataclass
+class _Frame:
+    """The index sets and per-point / per-pool arrays every block of :func:`build_horizon` reads (module docstring's
+    notation: ``T`` periods, ``S`` slots, ``K = T·S`` levels, ``n_i`` points, ``P`` pools, ``Y`` device types)."""
+
+    tables: CapacityTables
+    inputs: HorizonInputs
+    prep: Prepared
+    lv: Levels
+    static_pools: bool
+    buy_only: bool
+    T: int
+    S: int
+    K: int
+    n_i: int
+    P: int
+    Y: int
+    devices: list[str]
+    acq: dict[str, Acquisition]
+    red: int
+    y_pos: dict[str, int]
+    pool_of: np.ndarray
+    d_of: np.ndarray
+    role_of: np.ndarray
+    tau: np.ndarray
+    tp_pt: np.ndarray
+    lam_peak: np.ndarray
+    lam_mean: np.ndarray
+    kv_pc: np.ndarray
+    host_pt: np.ndarray
+    idle_pt: np.ndarray
+    busy_j: np.ndarray
+    kvtx: np.ndarray
+    tp_pool: np.ndarray
+    y_of_pool: np.ndarray
+    kvcap: np.ndarray
+    sends: np.ndarray
+    idle_w_pool: np.ndarray
+    opsdev_pool: np.ndarray
+    Hp: float
+    months: float
+    kwh: float
+    k_all: np.ndarray
+    t_of_k: np.ndarray
+    h_of_k: np.ndarray
+    coef: np.ndarray
+    """(K, n_i) instances per unit share: ``λ^peak_{k,d(i)} τ_i / ρ_{k,i}`` (0 where the point cannot serve)."""
+    n_max: np.ndarray
+    integer: bool
+    buy_y: list[str]
+    sell_y: list[str]
+    res_y: list[str]
+    od_y: list[str]
+    spot_y: list[str]
+    idle_owned: bool
+    wl: WeightLoad | None
+    switching: tuple[str, str] | None
+
+    @property
+    def kp(self) -> np.ndarray:
+        """(K, P) row ``k·P + p``."""
+        return self.k_all[:, None] * self.P + np.arange(self.P)[None, :]
+
+
+@dataclass
+class _Vars:
+    """Column indices of the variable blocks (module docstring)."""
+
+    n: np.ndarray
+    x: np.ndarray
+    z: np.ndarray
+    u: np.ndarray
+    buy: np.ndarray
+    sell: np.ndarray
+    res: np.ndarray
+    od: np.ndarray
+    spot: np.ndarray
+    unused: np.ndarray
+    up: np.ndarray
+    w: np.ndarray
+    both: np.ndarray
+
+
+@dataclass
+class _Fleet:
+    """Devices as linear expressions: owned ``O[t,y]`` and reserved ``R[t,y]`` (row ``t·Y + y``), held ``O + R`` and in
+    pools ``D[k,y]`` at each level (row ``k·Y + y``)."""
+
+    owned: Expr
+    reserved: Expr
+    held: Expr
+    in_pools: Expr
+
+
+@dataclass
+class _Routes:
+    """The (demand row, phase) route keys: ``rj`` the key of each (key, point) pair, ``ri`` its point, ``R`` the key count."""
+
+    rj: np.ndarray
+    ri: np.ndarray
+    R: int
+
+
+def _frame(tables: CapacityTables, inputs: HorizonInputs, prep: Prepared, lv: Levels, *, static_pools: bool, buy_only: bool,
+           integer: bool | None, switching: tuple[str, str] | None) -> _Frame:
+    """Index sets, per-point and per-pool arrays, the big-M ``M_{k,p}`` (:func:`_n_max`; with a ramp or one size per
+    period, the period's largest), the integer-or-relaxed choice (module docstring, "Fleet scale") and the acquisition
+    channels per device type; rejects inputs the model cannot plan."""
     pts, pools = prep.points, prep.pools
     cfg = tables.configs.drop_duplicates("config").set_index("config")
     costs = tables.costs
@@ -442,12 +537,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     idle_w_pool = (pool_cfg["idle_power_w"] + pool_cfg["host_power_w"]).to_numpy(float)
     opsdev_pool = (pool_cfg["ops_usd_per_device_month"] + pool_cfg["license_usd_per_device_month"]).to_numpy(float)
     hours = lv.hours
-    Hp = float(hours.sum())
-    months = inputs.months_per_period
-    kwh = float(costs.electricity_usd_per_kwh) * float(costs.pue)
     k_all = np.arange(K)
-    t_of_k = k_all // S
-    h_of_k = hours[k_all % S]
 
     with np.errstate(divide="ignore", invalid="ignore"):
         coef = np.where(lv.rho > 0, lam_peak[None, :] * lv.m_peak_d[:, d_of] * tau[None, :] / lv.rho, 0.0)
@@ -483,68 +573,94 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     if switching and wl is None:
         raise InputError(Problem("", "horizon.per_slot_architecture", "a per-slot architecture needs weight loading: a switch "
                                  "reloads the weights of the pools taking over, and that is its cost", "add horizon.weight_load"))
+    return _Frame(tables=tables, inputs=inputs, prep=prep, lv=lv, static_pools=static_pools, buy_only=buy_only, T=T, S=S, K=K,
+                  n_i=n_i, P=P, Y=Y, devices=devices, acq=acq, red=red, y_pos=y_pos, pool_of=pool_of, d_of=d_of, role_of=role_of,
+                  tau=tau, tp_pt=tp_pt, lam_peak=lam_peak, lam_mean=lam_mean, kv_pc=kv_pc, host_pt=host_pt, idle_pt=idle_pt,
+                  busy_j=busy_j, kvtx=kvtx, tp_pool=tp_pool, y_of_pool=y_of_pool, kvcap=kvcap, sends=sends, idle_w_pool=idle_w_pool,
+                  opsdev_pool=opsdev_pool, Hp=float(hours.sum()), months=inputs.months_per_period,
+                  kwh=float(costs.electricity_usd_per_kwh) * float(costs.pue), k_all=k_all, t_of_k=k_all // S,
+                  h_of_k=hours[k_all % S], coef=coef, n_max=n_max, integer=integer, buy_y=buy_y, sell_y=sell_y, res_y=res_y,
+                  od_y=od_y, spot_y=spot_y, idle_owned=idle_owned, wl=wl, switching=switching)
 
-    # --- variables ------------------------------------------------------------------------------------
-    lp = LinearModel()
-    n = lp.var("n", (K, P), ub=n_max, integer=integer).col
-    x = lp.var("x", (K, n_i), ub=(lv.rho > 0).astype(float)).col
-    z = lp.var("z", (T, P), ub=1.0, integer=True).col
-    u = lp.var("u", (T, Y), ub=1.0, integer=True).col
+
+def _variables(f: _Frame, lp: LinearModel) -> _Vars:
+    """The variable blocks: counts ``n[k,p] ≤ M_{k,p}``, shares ``x[k,i] ∈ [0, 1]`` (0 where ``ρ_{k,i} = 0``), pool and
+    type switches ``z[t,p]``, ``u[t,y]`` ∈ {0,1}; purchases ``buy[t,y]``, sales ``sell[t,y]``, reservations ``res[t,y]``;
+    rentals ``od[k,y] ≤ od_max_y``, ``spot[k,y] ≤ spot_max_y``; idle owned devices ``unused[k,y]``; instances brought up
+    ``up[k,p]``; per-slot architecture ``w[k]`` ∈ {0,1} and ``both[k,p] ∈ [0, 1]``. Blocks not in this model have no columns."""
+    K, P, T, Y, acq, integer = f.K, f.P, f.T, f.Y, f.acq, f.integer
 
     def cap(vals: list[int | None]) -> np.ndarray:
         return np.array([np.inf if v is None else float(v) for v in vals])
 
-    buy = lp.var("buy", (T, len(buy_y)), integer=integer).col
-    sell = lp.var("sell", (T, len(sell_y)), integer=integer).col
-    res = lp.var("res", (T, len(res_y)), integer=integer).col
-    od = lp.var("od", (K, len(od_y)), ub=cap([acq[y].on_demand_max for y in od_y])[None, :], integer=integer).col
-    spot = lp.var("spot", (K, len(spot_y)), ub=cap([acq[y].spot_max for y in spot_y])[None, :], integer=integer).col
-    unused = lp.var("unused", (K, Y if idle_owned else 0)).col
-    up = lp.var("up", (K, P if wl is not None else 0)).col
-    w = lp.var("w", (K if switching else 0,), ub=1.0, integer=True).col
-    both = lp.var("both", (K, P if switching else 0), ub=1.0).col
+    n = lp.var("n", (K, P), ub=f.n_max, integer=integer).col
+    x = lp.var("x", (K, f.n_i), ub=(f.lv.rho > 0).astype(float)).col
+    z = lp.var("z", (T, P), ub=1.0, integer=True).col
+    u = lp.var("u", (T, Y), ub=1.0, integer=True).col
+    buy = lp.var("buy", (T, len(f.buy_y)), integer=integer).col
+    sell = lp.var("sell", (T, len(f.sell_y)), integer=integer).col
+    res = lp.var("res", (T, len(f.res_y)), integer=integer).col
+    od = lp.var("od", (K, len(f.od_y)), ub=cap([acq[y].on_demand_max for y in f.od_y])[None, :], integer=integer).col
+    spot = lp.var("spot", (K, len(f.spot_y)), ub=cap([acq[y].spot_max for y in f.spot_y])[None, :], integer=integer).col
+    unused = lp.var("unused", (K, Y if f.idle_owned else 0)).col
+    up = lp.var("up", (K, P if f.wl is not None else 0)).col
+    w = lp.var("w", (K if f.switching else 0,), ub=1.0, integer=True).col
+    both = lp.var("both", (K, P if f.switching else 0), ub=1.0).col
+    return _Vars(n=n, x=x, z=z, u=u, buy=buy, sell=sell, res=res, od=od, spot=spot, unused=unused, up=up, w=w, both=both)
 
-    # --- owned and reserved devices per period: linear expressions, row t·Y + y -------------------------
-    # O[t,y] = O0_y + Σ_{t' ≤ t − lead_y} buy[t',y] − Σ_{t' ≤ t} sell[t',y];  R[t,y] = Σ_{t − term_y < t' ≤ t} res[t',y]
+
+def _fleet(f: _Frame, v: _Vars, lp: LinearModel) -> _Fleet:
+    """Owned and reserved devices per period, with purchase lead times and reservation terms:
+    ``O[t,y] = O0_y + Σ_{t' ≤ t − lead_y} buy[t',y] − Σ_{t' ≤ t} sell[t',y]``,
+    ``R[t,y] = Σ_{t − term_y < t' ≤ t} res[t',y]`` (the baseline has its fleet in place: lead 0);
+    devices in pools ``D[k,y] = Σ_{p: y(p)=y} tp_p n[k,p]``."""
+    T, Y, K, P, acq, y_pos = f.T, f.Y, f.K, f.P, f.acq, f.y_pos
     tt, tq = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")  # (period t, earlier period t')
     r_o: list[np.ndarray] = []
     c_o: list[np.ndarray] = []
     v_o: list[np.ndarray] = []
-    for j, y in enumerate(buy_y):
-        lead = 0 if buy_only else acq[y].lead_time_periods  # the baseline has its fleet in place
+    for j, y in enumerate(f.buy_y):
+        lead = 0 if f.buy_only else acq[y].lead_time_periods  # the baseline has its fleet in place
         mask = tq <= tt - lead
         r_o.append(tt[mask] * Y + y_pos[y])
-        c_o.append(buy[tq[mask], j])
+        c_o.append(v.buy[tq[mask], j])
         v_o.append(np.ones(mask.sum()))
-    for j, y in enumerate(sell_y):
+    for j, y in enumerate(f.sell_y):
         mask = tq <= tt
         r_o.append(tt[mask] * Y + y_pos[y])
-        c_o.append(sell[tq[mask], j])
+        c_o.append(v.sell[tq[mask], j])
         v_o.append(-np.ones(mask.sum()))
-    o0 = np.tile(np.array([float(acq[y].initial_owned) for y in devices]), T)
+    o0 = np.tile(np.array([float(acq[y].initial_owned) for y in f.devices]), T)
     cat = np.concatenate
     owned = lp.expr(T * Y, cat(r_o) if r_o else [], cat(c_o) if c_o else [], cat(v_o) if v_o else [], o0)
     r_r, c_r = [], []
-    for j, y in enumerate(res_y):
+    for j, y in enumerate(f.res_y):
         mask = (tq <= tt) & (tq > tt - acq[y].reserve_term_periods)
         r_r.append(tt[mask] * Y + y_pos[y])
-        c_r.append(res[tq[mask], j])
+        c_r.append(v.res[tq[mask], j])
     reserved = lp.expr(T * Y, cat(r_r) if r_r else [], cat(c_r) if c_r else [], 1.0)
-    ky = (t_of_k[:, None] * Y + np.arange(Y)[None, :]).ravel()  # level row k·Y + y → period row t·Y + y
+    ky = (f.t_of_k[:, None] * Y + np.arange(Y)[None, :]).ravel()  # level row k·Y + y → period row t·Y + y
     held = (owned + reserved).rows(ky)  # O + R at each level, row k·Y + y
-    # devices in pools D[k,y] = Σ_{p: y(p)=y} tp_p n[k,p]
-    in_pools = lp.expr(K * Y, (k_all[:, None] * Y + y_of_pool[None, :]), n, np.broadcast_to(tp_pool, (K, P)))
+    in_pools = lp.expr(K * Y, (f.k_all[:, None] * Y + f.y_of_pool[None, :]), v.n, np.broadcast_to(f.tp_pool, (K, P)))
+    return _Fleet(owned=owned, reserved=reserved, held=held, in_pools=in_pools)
 
-    def rented(spot_weight: np.ndarray) -> Expr:
-        """od[k,y] + a_y spot[k,y], row k·Y + y (``a`` the spot weight per spot device type)."""
-        rows = cat([(k_all[:, None] * Y + np.array([y_pos[y] for y in od_y], dtype=int)[None, :]).ravel(),
-                    (k_all[:, None] * Y + np.array([y_pos[y] for y in spot_y], dtype=int)[None, :]).ravel()])
-        return lp.expr(K * Y, rows, cat([od.ravel(), spot.ravel()]),
-                       cat([np.ones(od.size), np.broadcast_to(spot_weight, spot.shape).ravel()]))
 
-    # --- constraints (one family per formula) --------------------------------------------------------------
+def _rented(f: _Frame, v: _Vars, lp: LinearModel, spot_weight: np.ndarray) -> Expr:
+    """``od[k,y] + a_y spot[k,y]``, row ``k·Y + y`` (``a`` the spot weight per spot device type)."""
+    K, Y, k_all, cat = f.K, f.Y, f.k_all, np.concatenate
+    rows = cat([(k_all[:, None] * Y + np.array([f.y_pos[y] for y in f.od_y], dtype=int)[None, :]).ravel(),
+                (k_all[:, None] * Y + np.array([f.y_pos[y] for y in f.spot_y], dtype=int)[None, :]).ravel()])
+    return lp.expr(K * Y, rows, cat([v.od.ravel(), v.spot.ravel()]),
+                   cat([np.ones(v.od.size), np.broadcast_to(spot_weight, v.spot.shape).ravel()]))
+
+
+def _routing_and_capacity(f: _Frame, v: _Vars, lp: LinearModel) -> _Routes:
+    """Demand routing and pool capacity: ``route``, ``load``, ``kv``, ``pool_on``, ``type_on``, ``types_max`` (formulas
+    at each family); the spares ``r·z[t,p]`` (per-slot architectures: ``r·both[k,p]``) sit in ``load`` and ``kv``."""
+    K, P, T, Y, k_all, t_of_k, d_of, pool_of = f.K, f.P, f.T, f.Y, f.k_all, f.t_of_k, f.d_of, f.pool_of
+    n, x, z, u = v.n, v.x, v.z, v.u
     # route[k,d,phase]: Σ_{i serves d in phase} x[k,i] = 1
-    pairs = [(d, ph, i) for i in range(n_i) for ph in PHASES if role_of[i] in PHASE_ROLES[ph] for d in (int(d_of[i]),)]
+    pairs = [(d, ph, i) for i in range(f.n_i) for ph in PHASES if f.role_of[i] in PHASE_ROLES[ph] for d in (int(d_of[i]),)]
     keys = sorted({(d, ph) for d, ph, _ in pairs})
     key_pos = {kk: j for j, kk in enumerate(keys)}
     rj = np.array([key_pos[(d, ph)] for d, ph, _ in pairs], dtype=int)
@@ -552,101 +668,149 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     R = len(keys)
     lp.constrain("route", lp.expr(K * R, (k_all[:, None] * R + rj[None, :]), x[:, ri], 1.0), 1.0, 1.0)
     # spares: r·z[t,p]; with per-slot architectures, r·both[k,p] (both = z[t,p] AND the pool's architecture carries slot k)
-    kp = k_all[:, None] * P + np.arange(P)[None, :]  # row k·P + p
-    spares = lp.expr(K * P, kp, both if switching else z[t_of_k], float(red))
+    kp = f.kp
+    spares = lp.expr(K * P, kp, v.both if f.switching else z[t_of_k], float(f.red))
     minus_n = lp.expr(K * P, kp, n, -1.0)
     # load[k,p]: Σ_{i∈p} λ^peak_{k,d(i)} τ_i / ρ_{k,i} x[k,i] − n[k,p] + r·z[t,p] ≤ 0
-    kk, ii = np.nonzero(coef > 0)
-    load = lp.expr(K * P, kk * P + pool_of[ii], x[kk, ii], coef[kk, ii])
+    kk, ii = np.nonzero(f.coef > 0)
+    load = lp.expr(K * P, kk * P + pool_of[ii], x[kk, ii], f.coef[kk, ii])
     lp.constrain("load", load + minus_n + spares, hi=0.0)
     # kv[k,p] (decode / unified pools with a KV capacity): Σ_{i∈p} m_k λ^peak_{d(i)} kv_i / KV_p x[k,i] − n[k,p] + r·z[t,p] ≤ 0
-    kv_pool = (kvcap > 0) & (pools["role"].to_numpy(str) != "prefill")
+    kv_pool = (f.kvcap > 0) & (f.prep.pools["role"].to_numpy(str) != "prefill")
     if kv_pool.any():
         ik = np.flatnonzero(kv_pool[pool_of])
-        kvc = lv.m_peak_d[:, d_of[ik]] * (lam_peak[ik] * kv_pc[ik] / kvcap[pool_of[ik]])[None, :]
+        kvc = f.lv.m_peak_d[:, d_of[ik]] * (f.lam_peak[ik] * f.kv_pc[ik] / f.kvcap[pool_of[ik]])[None, :]
         kv = lp.expr(K * P, k_all[:, None] * P + pool_of[ik][None, :], x[:, ik], kvc)
         sel = (k_all[:, None] * P + np.flatnonzero(kv_pool)[None, :]).ravel()
         lp.constrain("kv", (kv + minus_n + spares).rows(sel), hi=0.0)
     # pool_on[k,p]: n[k,p] − M_{k,p} z[t,p] ≤ 0
     lp.constrain("pool_on", lp.expr(K * P, np.stack([kp, kp]), np.stack([n, z[t_of_k]]),
-                                    np.stack([np.ones((K, P)), -n_max.astype(float)])), hi=0.0)
+                                    np.stack([np.ones((K, P)), -f.n_max.astype(float)])), hi=0.0)
     # type_on[t,p]: z[t,p] − u[t,y(p)] ≤ 0
     tpr = np.arange(T)[:, None] * P + np.arange(P)[None, :]
-    lp.constrain("type_on", lp.expr(T * P, np.stack([tpr, tpr]), np.stack([z, u[:, y_of_pool]]),
+    lp.constrain("type_on", lp.expr(T * P, np.stack([tpr, tpr]), np.stack([z, u[:, f.y_of_pool]]),
                                     np.stack([np.ones((T, P)), -np.ones((T, P))])), hi=0.0)
     # types_max[t]: Σ_y u[t,y] ≤ types_max (the row bound, set per architecture: 1 for a shared single-type plan)
     lp.constrain("types_max", lp.expr(T, np.repeat(np.arange(T), Y), u.ravel(), 1.0), hi=float(max(1, Y)))
+    return _Routes(rj=rj, ri=ri, R=R)
+
+
+def _procurement(f: _Frame, v: _Vars, lp: LinearModel, fl: _Fleet) -> None:
+    """Device supply: ``owned_nonneg``, ``supply`` (devices in pools against owned, reserved and rented ones with spot
+    weighted by its availability) and ``procurement`` limits (formulas at each family)."""
+    T, Y, K, acq, y_pos = f.T, f.Y, f.K, f.acq, f.y_pos
     # owned_nonneg[t,y] (types that can be sold): O[t,y] ≥ 0
-    if sell_y:
-        lp.constrain("owned_nonneg", owned.rows((np.arange(T)[:, None] * Y + np.array([y_pos[y] for y in sell_y])[None, :]).ravel()), lo=0.0)
+    if f.sell_y:
+        lp.constrain("owned_nonneg", fl.owned.rows((np.arange(T)[:, None] * Y + np.array([y_pos[y] for y in f.sell_y])[None, :]).ravel()), lo=0.0)
     # supply[k,y]: D[k,y] ≤ O[t,y] + R[t,y] + od[k,y] + a_y spot[k,y]
-    avail = np.array([acq[y].spot_availability for y in spot_y])
-    lp.constrain("supply", in_pools - held - rented(avail), hi=0.0)
+    avail = np.array([acq[y].spot_availability for y in f.spot_y])
+    lp.constrain("supply", fl.in_pools - fl.held - _rented(f, v, lp, avail), hi=0.0)
     # procurement[k,y] (types with a limit): O + R + od + spot ≤ limit
-    limited = [y for y in devices if math.isfinite(acq[y].procurement_limit)]
+    limited = [y for y in f.devices if math.isfinite(acq[y].procurement_limit)]
     if limited:
-        sel = (k_all[:, None] * Y + np.array([y_pos[y] for y in limited])[None, :]).ravel()
+        sel = (f.k_all[:, None] * Y + np.array([y_pos[y] for y in limited])[None, :]).ravel()
         lim = np.tile(np.array([acq[y].procurement_limit for y in limited]), K)
-        lp.constrain("procurement", (held + rented(np.ones(len(spot_y)))).rows(sel), hi=lim)
+        lp.constrain("procurement", (fl.held + _rented(f, v, lp, np.ones(len(f.spot_y)))).rows(sel), hi=lim)
+
+
+def _slot_to_slot(f: _Frame, v: _Vars, lp: LinearModel) -> Expr:
+    """Change between consecutive slots of a period (cyclic: the day repeats, ``k^-`` the previous slot):
+    ``ramp[k,p]: n[k,p] − n[k^-,p] ≤ ramp``; the baseline's ``static[k,p]: n[k,p] − n[t·S,p] = 0`` for ``s > 0``.
+    Returns the growth ``n[k,p] − n[k^-,p]`` (row ``k·P + p``) the weight loading reads."""
+    K, P, S, k_all, t_of_k, n, kp = f.K, f.P, f.S, f.k_all, f.t_of_k, v.n, f.kp
     # n[k^-,p]: the previous slot of the same period (cyclic: the day repeats)
     prev = t_of_k * S + (k_all % S - 1) % S
     growth_kp = lp.expr(K * P, np.stack([kp, kp]), np.stack([n, n[prev]]), np.stack([np.ones((K, P)), -np.ones((K, P))]))
     # ramp[k,p]: n[k,p] − n[k^-,p] ≤ ramp
-    if inputs.ramp_instances_per_slot is not None and S > 1 and not static_pools:
-        lp.constrain("ramp", growth_kp, hi=float(inputs.ramp_instances_per_slot))
+    if f.inputs.ramp_instances_per_slot is not None and S > 1 and not f.static_pools:
+        lp.constrain("ramp", growth_kp, hi=float(f.inputs.ramp_instances_per_slot))
     # static[k,p] (baseline): n[k,p] − n[t·S,p] = 0 for s > 0
-    if static_pools and S > 1:
+    if f.static_pools and S > 1:
         first = t_of_k * S
         sel = np.flatnonzero(k_all % S)
         st = lp.expr(K * P, np.stack([kp, kp]), np.stack([n, n[first]]), np.stack([np.ones((K, P)), -np.ones((K, P))]))
         lp.constrain("static", st.rows((sel[:, None] * P + np.arange(P)[None, :]).ravel()), 0.0, 0.0)
-    # unused[k,y] (idle owned devices): unused[k,y] − O[t,y] − R[t,y] + D[k,y] ≥ 0
-    if idle_owned:
-        lp.constrain("unused", lp.expr(K * Y, np.arange(K * Y), unused.ravel(), 1.0) - held + in_pools, lo=0.0)
-    pool_svc = pools["pool"].map(pts.drop_duplicates("pool").set_index("pool")["service"]).tolist()
-    load_h = np.zeros(P)
-    if wl is not None and S > 1:
-        # Weight loading (module docstring): up[k,p] ≥ n[k,p] − n[k^-,p]; Σ_p up[k,p] W_p ≤ B · 3600 · len_s
-        lp.constrain("grown", lp.expr(K * P, kp, up, 1.0) - growth_kp, lo=0.0)
-        load_h = np.array([wl.reload_s(pool_svc[p], int(tp_pool[p])) / 3600.0 for p in range(P)])
-        too_slow = load_h[None, :] > wl.slot_length_h[k_all % S][:, None]
-        if too_slow.any():  # a pool whose instance loads for longer than a slot cannot grow inside one
-            lp.constrain("grown_slow", lp.expr(K * P, kp, up, 1.0).rows(np.flatnonzero(too_slow.ravel())), hi=0.0)
-        if wl.fleet_gb_per_s is not None:
-            wb = np.array([wl.weight_bytes[pool_svc[p]] for p in range(P)])
-            lp.constrain("weight_ramp", lp.expr(K, np.repeat(k_all, P), up.ravel(), np.tile(wb, K)),
-                         hi=wl.fleet_gb_per_s * 1e9 * 3600.0 * wl.slot_length_h[k_all % S])
-    if switching:
-        # Per-slot architecture (module docstring): w[k] = 1 → B carries slot k, 0 → A.
-        # arch_route[k,d,phase]: Σ_{i of roles only A has} x[k,i] ≤ 1 − w[k];  Σ_{i of roles only B has} x[k,i] ≤ w[k]
-        # arch_spares[k,p]: both[k,p] ≥ z[t,p] − w[k] (A's pools), ≥ z[t,p] + w[k] − 1 (B's): spares where the pool carries
-        ra, rb = ARCH_ROLES[switching[0]], ARCH_ROLES[switching[1]]
-        side_pt = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in role_of])
-        side_pool = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in pools["role"]])
-        for side, sign in ((0, -1.0), (1, 1.0)):
-            on = side_pt[ri] == side  # (route key, point) pairs of this side
-            if on.any():  # A: Σ x + w ≤ 1   B: Σ x − w ≤ 0
-                e = lp.expr(K * R, np.concatenate([(k_all[:, None] * R + rj[on][None, :]).ravel(), k_all[:, None].repeat(R, 1).ravel() * R
-                                                   + np.tile(np.arange(R), K)]),
-                            np.concatenate([x[:, ri[on]].ravel(), np.repeat(w, R)]),
-                            np.concatenate([np.ones(K * int(on.sum())), np.full(K * R, -sign)]))
-                used = np.unique(rj[on])
-                lp.constrain(f"arch_route_{side}", e.rows((k_all[:, None] * R + used[None, :]).ravel()), hi=1.0 if side == 0 else 0.0)
-            pp = np.flatnonzero(side_pool == side)
-            if pp.size:
-                r2 = np.arange(K * pp.size).reshape(K, pp.size)
-                ones = np.ones((K, pp.size))
-                # A: both[k,p] − z[t,p] + w[k] ≥ 0  (both ≥ z − w);  B: both[k,p] − z[t,p] − w[k] ≥ −1  (both ≥ z + w − 1)
-                e = lp.expr(K * pp.size, np.stack([r2, r2, r2]), np.stack([both[:, pp], z[t_of_k][:, pp], np.repeat(w[:, None], pp.size, 1)]),
-                            np.stack([ones, -ones, -sign * ones]))
-                lp.constrain(f"arch_spares_{side}", e, lo=0.0 if side == 0 else -1.0)
-        pb = np.flatnonzero(side_pool == -1)
-        if pb.size:  # roles in both architectures (none for shared vs disaggregated): spares whenever on
-            r2 = np.arange(K * pb.size).reshape(K, pb.size)
-            lp.constrain("arch_spares_any", lp.expr(K * pb.size, np.stack([r2, r2]), np.stack([both[:, pb], z[t_of_k][:, pb]]),
-                                                    np.stack([np.ones((K, pb.size)), -np.ones((K, pb.size))])), lo=0.0)
+    return growth_kp
 
-    # --- cost per period (row t) -------------------------------------------------------------------------
+
+def _idle_owned(f: _Frame, v: _Vars, lp: LinearModel, fl: _Fleet) -> None:
+    """``unused[k,y]`` (idle owned devices, priced at idle power): ``unused[k,y] − O[t,y] − R[t,y] + D[k,y] ≥ 0``."""
+    if f.idle_owned:
+        lp.constrain("unused", lp.expr(f.K * f.Y, np.arange(f.K * f.Y), v.unused.ravel(), 1.0) - fl.held + fl.in_pools, lo=0.0)
+
+
+def _weight_loading(f: _Frame, v: _Vars, lp: LinearModel, growth_kp: Expr) -> np.ndarray:
+    """Weight loading (module docstring): ``grown[k,p]: up[k,p] ≥ n[k,p] − n[k^-,p]``; ``grown_slow``: ``up = 0`` for a
+    pool whose instance loads for longer than the slot; ``weight_ramp[k]: Σ_p up[k,p] W_p ≤ B · 3600 · len_s``.
+    Returns ``L_p``, the hours one instance of pool ``p`` takes to load (zeros without weight loading)."""
+    K, P, S, k_all, kp, wl = f.K, f.P, f.S, f.k_all, f.kp, f.wl
+    load_h = np.zeros(P)
+    if wl is None or S <= 1:
+        return load_h
+    pool_svc = _pool_services(f)
+    lp.constrain("grown", lp.expr(K * P, kp, v.up, 1.0) - growth_kp, lo=0.0)
+    load_h = np.array([wl.reload_s(pool_svc[p], int(f.tp_pool[p])) / 3600.0 for p in range(P)])
+    too_slow = load_h[None, :] > wl.slot_length_h[k_all % S][:, None]
+    if too_slow.any():  # a pool whose instance loads for longer than a slot cannot grow inside one
+        lp.constrain("grown_slow", lp.expr(K * P, kp, v.up, 1.0).rows(np.flatnonzero(too_slow.ravel())), hi=0.0)
+    if wl.fleet_gb_per_s is not None:
+        wb = np.array([wl.weight_bytes[pool_svc[p]] for p in range(P)])
+        lp.constrain("weight_ramp", lp.expr(K, np.repeat(k_all, P), v.up.ravel(), np.tile(wb, K)),
+                     hi=wl.fleet_gb_per_s * 1e9 * 3600.0 * wl.slot_length_h[k_all % S])
+    return load_h
+
+
+def _pool_services(f: _Frame) -> list[str]:
+    """The service each pool serves (pools are per service)."""
+    pts = f.prep.points
+    return f.prep.pools["pool"].map(pts.drop_duplicates("pool").set_index("pool")["service"]).tolist()
+
+
+def _switching(f: _Frame, v: _Vars, lp: LinearModel, rt: _Routes) -> None:
+    """Per-slot architecture (module docstring): ``w[k] = 1`` → B carries slot k, 0 → A.
+    ``arch_route[k,d,phase]``: ``Σ_{i of roles only A has} x[k,i] ≤ 1 − w[k]``; ``Σ_{i of roles only B has} x[k,i] ≤ w[k]``;
+    ``arch_spares[k,p]``: ``both[k,p] ≥ z[t,p] − w[k]`` (A's pools), ``≥ z[t,p] + w[k] − 1`` (B's): spares where the pool
+    carries; pools of roles in both architectures: ``both ≥ z``."""
+    if not f.switching:
+        return
+    K, k_all, t_of_k, x, z, w, both = f.K, f.k_all, f.t_of_k, v.x, v.z, v.w, v.both
+    rj, ri, R = rt.rj, rt.ri, rt.R
+    ra, rb = ARCH_ROLES[f.switching[0]], ARCH_ROLES[f.switching[1]]
+    side_pt = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in f.role_of])
+    side_pool = np.array([0 if (r in ra and r not in rb) else 1 if (r in rb and r not in ra) else -1 for r in f.prep.pools["role"]])
+    for side, sign in ((0, -1.0), (1, 1.0)):
+        on = side_pt[ri] == side  # (route key, point) pairs of this side
+        if on.any():  # A: Σ x + w ≤ 1   B: Σ x − w ≤ 0
+            e = lp.expr(K * R, np.concatenate([(k_all[:, None] * R + rj[on][None, :]).ravel(), k_all[:, None].repeat(R, 1).ravel() * R
+                                               + np.tile(np.arange(R), K)]),
+                        np.concatenate([x[:, ri[on]].ravel(), np.repeat(w, R)]),
+                        np.concatenate([np.ones(K * int(on.sum())), np.full(K * R, -sign)]))
+            used = np.unique(rj[on])
+            lp.constrain(f"arch_route_{side}", e.rows((k_all[:, None] * R + used[None, :]).ravel()), hi=1.0 if side == 0 else 0.0)
+        pp = np.flatnonzero(side_pool == side)
+        if pp.size:
+            r2 = np.arange(K * pp.size).reshape(K, pp.size)
+            ones = np.ones((K, pp.size))
+            # A: both[k,p] − z[t,p] + w[k] ≥ 0  (both ≥ z − w);  B: both[k,p] − z[t,p] − w[k] ≥ −1  (both ≥ z + w − 1)
+            e = lp.expr(K * pp.size, np.stack([r2, r2, r2]), np.stack([both[:, pp], z[t_of_k][:, pp], np.repeat(w[:, None], pp.size, 1)]),
+                        np.stack([ones, -ones, -sign * ones]))
+            lp.constrain(f"arch_spares_{side}", e, lo=0.0 if side == 0 else -1.0)
+    pb = np.flatnonzero(side_pool == -1)
+    if pb.size:  # roles in both architectures (none for shared vs disaggregated): spares whenever on
+        r2 = np.arange(K * pb.size).reshape(K, pb.size)
+        lp.constrain("arch_spares_any", lp.expr(K * pb.size, np.stack([r2, r2]), np.stack([both[:, pb], z[t_of_k][:, pb]]),
+                                                np.stack([np.ones((K, pb.size)), -np.ones((K, pb.size))])), lo=0.0)
+
+
+def _cost_terms(f: _Frame, v: _Vars, lp: LinearModel, fl: _Fleet, load_h: np.ndarray) -> dict[str, Expr]:
+    """USD per period (row t) for each term of :data:`COST_TERMS`, undiscounted; the formula of each term is at its key
+    (``H`` the period's hours, ``h_s`` the slot's, ``e`` USD per kWh, ``η`` the PUE)."""
+    T, Y, P, n_i, t_of_k, h_of_k, acq, devices = f.T, f.Y, f.P, f.n_i, f.t_of_k, f.h_of_k, f.acq, f.devices
+    n, x = v.n, v.x
+    costs = f.tables.costs
+    cfg = f.tables.configs.drop_duplicates("config").set_index("config")
+    kwh = f.kwh
+
     def per_period_n(per_instance: np.ndarray) -> Expr:
         """Σ_{s,p} c_{k,p} n[k,p] into period rows (``per_instance`` (K,P) USD per instance over the slot)."""
         return lp.expr(T, np.repeat(t_of_k, P), n.ravel(), per_instance.ravel())
@@ -659,62 +823,100 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
 
     def per_type(e: Expr, price: dict[str, float]) -> Expr:
         """Σ_y price_y e[t,y] for (T·Y)-row expressions."""
-        f = np.tile(np.array([price.get(y, 0.0) for y in devices]), T)
         g = sp.csr_matrix((np.ones(T * Y), (np.repeat(np.arange(T), Y), np.arange(T * Y))), shape=(T, T * Y))
-        scaled = e.scale(f)
+        scaled = e.scale(np.tile(np.array([price.get(y, 0.0) for y in devices]), T))
         return Expr((g @ scaled.A).tocsr(), g @ scaled.c)
 
-    buy_h = {y: float(acq[y].buy_usd_per_device_hour or 0.0) * Hp for y in buy_y}
-    res_h = {y: float(acq[y].reserve_usd_per_hour or 0.0) * Hp for y in res_y}
-    mm = lv.m_mean_d[:, d_of]  # (K, n_i): each point's demand row's mean multiplier
+    buy_h = {y: float(acq[y].buy_usd_per_device_hour or 0.0) * f.Hp for y in f.buy_y}
+    res_h = {y: float(acq[y].reserve_usd_per_hour or 0.0) * f.Hp for y in f.res_y}
+    mm = f.lv.m_mean_d[:, f.d_of]  # (K, n_i): each point's demand row's mean multiplier
     hk = h_of_k[:, None]
-    idle_share = mm * (lam_mean * tau * tp_pt * (idle_pt + host_pt))[None, :] * hk
-    prefill_tx = (role_of == "prefill") & (kvtx > 0)
+    idle_share = mm * (f.lam_mean * f.tau * f.tp_pt * (f.idle_pt + f.host_pt))[None, :] * hk
+    prefill_tx = (f.role_of == "prefill") & (f.kvtx > 0)
     cfg_idle = np.array([float((cfg.loc[cfg["device"] == y, "idle_power_w"] + cfg.loc[cfg["device"] == y, "host_power_w"]).iloc[0])
                          for y in devices])
     zero = lp.zero(T)
     terms: dict[str, Expr] = {
         # ownership: Σ_y O[t,y] c^buy_y H
-        "ownership": per_type(owned, buy_h),
+        "ownership": per_type(fl.owned, buy_h),
         # resale_writeoff: Σ_y sell[t,y] (1 − f_y) P_y
-        "resale_writeoff": lp.expr(T, np.repeat(np.arange(T), len(sell_y)), sell.ravel(),
-                                   np.tile([(1.0 - float(acq[y].resale_fraction or 0.0)) * acq[y].purchase_usd for y in sell_y], T)),
+        "resale_writeoff": lp.expr(T, np.repeat(np.arange(T), len(f.sell_y)), v.sell.ravel(),
+                                   np.tile([(1.0 - float(acq[y].resale_fraction or 0.0)) * acq[y].purchase_usd for y in f.sell_y], T)),
         # reserved: Σ_y R[t,y] c^res_y H
-        "reserved": per_type(reserved, res_h),
+        "reserved": per_type(fl.reserved, res_h),
         # on_demand / spot: Σ_{s,y} od[k,y] c^od_y h_s
-        "on_demand": per_period_k(od, h_of_k[:, None] * np.array([acq[y].on_demand_usd_per_hour or 0.0 for y in od_y])[None, :]),
-        "spot": per_period_k(spot, h_of_k[:, None] * np.array([acq[y].spot_usd_per_hour or 0.0 for y in spot_y])[None, :]),
+        "on_demand": per_period_k(v.od, h_of_k[:, None] * np.array([acq[y].on_demand_usd_per_hour or 0.0 for y in f.od_y])[None, :]),
+        "spot": per_period_k(v.spot, h_of_k[:, None] * np.array([acq[y].spot_usd_per_hour or 0.0 for y in f.spot_y])[None, :]),
         # power_busy: eη Σ_s h_s Σ_i λ^mean_{k,d(i)} x[k,i] (E_i + τ_i tp_i P^host) · 3600 / 3.6e6
-        "power_busy": per_period_x(kwh * mm * (lam_mean * busy_j)[None, :] * SECONDS_PER_HOUR * hk / J_PER_KWH),
+        "power_busy": per_period_x(kwh * mm * (f.lam_mean * f.busy_j)[None, :] * SECONDS_PER_HOUR * hk / J_PER_KWH),
         # power_idle: eη/1000 Σ_s h_s [Σ_p tp_p n (P^idle + P^host) − Σ_i λ^mean x τ_i tp_i (P^idle + P^host) + Σ_y unused P^idle_y]
-        "power_idle": (per_period_n(kwh / 1e3 * hk * (tp_pool * idle_w_pool)[None, :]) + per_period_x(-kwh / 1e3 * idle_share)
-                       + (per_period_k(unused, kwh / 1e3 * hk * cfg_idle[None, :]) if idle_owned else zero)),
+        "power_idle": (per_period_n(kwh / 1e3 * hk * (f.tp_pool * f.idle_w_pool)[None, :]) + per_period_x(-kwh / 1e3 * idle_share)
+                       + (per_period_k(v.unused, kwh / 1e3 * hk * cfg_idle[None, :]) if f.idle_owned else zero)),
         # network_nic: Σ_{s,p sends KV} h_s / H · tp_p · c^nic n[k,p]  (H = costs.hours_per_month)
-        "network_nic": per_period_n(hk / float(costs.hours_per_month) * (tp_pool * sends * float(costs.nic_usd_per_device_month))[None, :]),
+        "network_nic": per_period_n(hk / float(costs.hours_per_month) * (f.tp_pool * f.sends * float(costs.nic_usd_per_device_month))[None, :]),
         # network_transfer: Σ_{s,i prefill} λ^mean x kvtx_i / 1e9 · 3600 h_s · c^GB
-        "network_transfer": per_period_x(mm * (lam_mean * kvtx * prefill_tx)[None, :] / 1e9 * SECONDS_PER_HOUR * hk
+        "network_transfer": per_period_x(mm * (f.lam_mean * f.kvtx * prefill_tx)[None, :] / 1e9 * SECONDS_PER_HOUR * hk
                                          * float(costs.transfer_usd_per_gb)),
         # ops_pools / ops_device_types: c^pool · months · Σ_p z[t,p]; c^type · months · Σ_y u[t,y]
-        "ops_pools": lp.expr(T, np.repeat(np.arange(T), P), z.ravel(), float(costs.ops_usd_per_pool_month) * months),
-        "ops_device_types": lp.expr(T, np.repeat(np.arange(T), Y), u.ravel(), float(costs.ops_usd_per_device_type_month) * months),
+        "ops_pools": lp.expr(T, np.repeat(np.arange(T), P), v.z.ravel(), float(costs.ops_usd_per_pool_month) * f.months),
+        "ops_device_types": lp.expr(T, np.repeat(np.arange(T), Y), v.u.ravel(), float(costs.ops_usd_per_device_type_month) * f.months),
         # ops_devices: Σ_{s,p} h_s / H · tp_p (c^ops + c^licence) n[k,p]
-        "ops_devices": per_period_n(hk / float(costs.hours_per_month) * (tp_pool * opsdev_pool)[None, :]),
+        "ops_devices": per_period_n(hk / float(costs.hours_per_month) * (f.tp_pool * f.opsdev_pool)[None, :]),
         # weight_reload: Σ_{s,p} (h_s / len_s) up[k,p] tp_p L_p c^load_{y(p)}  (each occurrence of the slot reloads)
         "weight_reload": zero,
     }
-    if wl is not None and S > 1:
-        price = np.array([wl.usd_per_device_hour[devices[y_of_pool[p]]] for p in range(P)])
-        per_up = (h_of_k / wl.slot_length_h[k_all % S])[:, None] * (tp_pool * load_h * price)[None, :]
-        terms["weight_reload"] = per_period_k(up, per_up)
-    disc = np.array([(1.0 + inputs.discount_rate_per_year) ** (-t * months / 12.0) for t in range(T)])
-    total = zero
+    wl = f.wl
+    if wl is not None and f.S > 1:
+        price = np.array([wl.usd_per_device_hour[devices[f.y_of_pool[p]]] for p in range(P)])
+        per_up = (h_of_k / wl.slot_length_h[f.k_all % f.S])[:, None] * (f.tp_pool * load_h * price)[None, :]
+        terms["weight_reload"] = per_period_k(v.up, per_up)
+    return terms
+
+
+def _objective(f: _Frame, lp: LinearModel, terms: dict[str, Expr]) -> np.ndarray:
+    """``min Σ_t δ_t Σ_term cost[t]`` with the discount ``δ_t = (1 + rate)^{−t · months / 12}``; returns ``δ``."""
+    months = f.months
+    disc = np.array([(1.0 + f.inputs.discount_rate_per_year) ** (-t * months / 12.0) for t in range(f.T)])
+    total = lp.zero(f.T)
     for name in COST_TERMS:
         total = total + terms[name]
     lp.minimize(total.scale(disc))
+    return disc
+
+
+def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools: bool = False,
+                  buy_only: bool = False, integer: bool | None = None, switching: tuple[str, str] | None = None,
+                  like: HorizonBuilt | None = None) -> HorizonBuilt:
+    """Build the horizon MIP (module docstring) as one sparse matrix. ``static_pools``/``buy_only`` give the
+    owned-peak baseline; ``integer`` None chooses by fleet size (:data:`INTEGER_INSTANCES_MAX`); ``switching``
+    = (architecture A, architecture B) adds the per-slot choice between them (module docstring); ``like`` (a model
+    built from the same tables and inputs) lends its prepared table and levels (the queueing caps are the slow part).
+
+    The blocks, in the order their rows enter the matrix: :func:`_variables`, :func:`_fleet` (owned / reserved with
+    lead times and terms), :func:`_routing_and_capacity`, :func:`_procurement`, :func:`_slot_to_slot`,
+    :func:`_idle_owned`, :func:`_weight_loading`, :func:`_switching`, :func:`_cost_terms`, :func:`_objective`."""
+    t0 = time.perf_counter()
+    if tables.agents is not None:
+        raise InputError(Problem("", "services", "plans over time do not cover the tool execution phase yet",
+                                 "plan agentic services with `planner solve`"))
+    prep = like.prep if like is not None else prepare(tables, max_utilization=None)
+    lv = like.levels if like is not None else levels_for(prep, inputs)
+    f = _frame(tables, inputs, prep, lv, static_pools=static_pools, buy_only=buy_only, integer=integer, switching=switching)
+    lp = LinearModel()
+    v = _variables(f, lp)
+    fl = _fleet(f, v, lp)
+    routes = _routing_and_capacity(f, v, lp)
+    _procurement(f, v, lp, fl)
+    growth_kp = _slot_to_slot(f, v, lp)
+    _idle_owned(f, v, lp, fl)
+    load_h = _weight_loading(f, v, lp, growth_kp)
+    _switching(f, v, lp, routes)
+    terms = _cost_terms(f, v, lp, fl, load_h)
+    disc = _objective(f, lp, terms)
     bounds = lp.finish()
-    return HorizonBuilt(lp=lp, bounds=bounds, prep=prep, levels=lv, inputs=inputs, devices=devices, owned=owned, reserved=reserved,
-                        costs=terms, discount=disc, buy_y=buy_y, sell_y=sell_y, res_y=res_y, od_y=od_y, spot_y=spot_y,
-                        integer=integer, switching=switching, build_s=time.perf_counter() - t0)
+    return HorizonBuilt(lp=lp, bounds=bounds, prep=prep, levels=lv, inputs=inputs, devices=f.devices, owned=fl.owned,
+                        reserved=fl.reserved, costs=terms, discount=disc, buy_y=f.buy_y, sell_y=f.sell_y, res_y=f.res_y,
+                        od_y=f.od_y, spot_y=f.spot_y, integer=f.integer, switching=switching, build_s=time.perf_counter() - t0)
 
 
 def architecture_bounds(hb: HorizonBuilt, architecture: str) -> Bounds:
