@@ -186,7 +186,8 @@ def test_speculative_settings_are_emitted(tmp_path: Path) -> None:
     expect = {"vllm": "--speculative-config", "sglang": "--speculative-algorithm", "dynamo": "--speculative-config",
               "llm-d": "--speculative-config"}
     for target in TARGETS:
-        dep = build_deployment(plan, catalog, target, plan_file=str(tmp_path / "plan" / "plan.json"))
+        # the disaggregated plan (the shared one wins enterprise-chat since the shared point is chosen by tau/rho)
+        dep = build_deployment(plan, catalog, target, architecture="disaggregated", plan_file=str(tmp_path / "plan" / "plan.json"))
         for c in dep.commands:
             assert unknown_flags(target, c.argv, kind=c.kind) == [], (target, c.argv)
         for name, doc in dep.yaml_docs.items():

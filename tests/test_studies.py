@@ -308,7 +308,8 @@ def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() 
     # TTFT p99 target 20 s instead of 30 s: the first shared solution misses (issue 24 moved the premise: with
     # the unified point chosen by tau/rho and the service-wide length tail, at the instance's own 30 s target and
     # at traffic x3.7 the first shared solution already passes; checked at x2, x3.7, x5 and x8)
-    resolved = load_instance(path, {"services.assistant.slo.ttft.target_ms": 20000})
+    # (and 10 s since the shared caps are priced at the load that arrives: at 20 s the first solution passes too)
+    resolved = load_instance(path, {"services.assistant.slo.ttft.target_ms": 10000})
     tables, settings = build_capacity_tables(resolved), settings_for(resolved)
     built = build_model(prepare(tables, max_utilization=settings.max_utilization), redundancy=settings.redundancy,
                         budget_usd_per_month=settings.budget_usd_per_month)
@@ -319,4 +320,5 @@ def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() 
     for arch, plan in fresh.architectures.items():
         assert plan.costs is not None
         assert rows.loc[arch, "total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
-    assert first.costs is not None and rows.loc["shared", "total_usd_per_month"] > first.costs.total_usd_per_month * 1.05
+    # the checked plan, not the first solution: it costs more (here +0.9 %: $1,634,429 vs $1,619,089 at the 10 s target)
+    assert first.costs is not None and rows.loc["shared", "total_usd_per_month"] > first.costs.total_usd_per_month * 1.003

@@ -63,7 +63,7 @@ import pandas as pd
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver, solver_status
 from planner.optimize.model import COST_EXPRESSIONS, Built, build_model, restrict
-from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare, utilization_caps
+from planner.optimize.prepare import ARCH_ROLES, Prepared, encode_split_ttft, prepare, utilization_caps
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
 from planner.optimize.verdict import make_verdict
@@ -259,7 +259,8 @@ class Resolver:
         if rates_key not in self._caps:
             if len(self._caps) > 4096:
                 self._caps.clear()
-            self._caps[rates_key] = utilization_caps(pts, max_utilization=self.settings.max_utilization)
+            # the same caps prepare() computes: multimodal rows split the TTFT slack with the encode stage
+            self._caps[rates_key] = utilization_caps(encode_split_ttft(pts, demand), max_utilization=self.settings.max_utilization)
         rho, method = self._caps[rates_key]
         rho = rho.copy()
         if np.any(rho <= 0):
