@@ -63,7 +63,13 @@ import pandas as pd
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver, solver_status
 from planner.optimize.model import COST_EXPRESSIONS, Built, build_model, restrict
-from planner.optimize.prepare import ARCH_ROLES, Prepared, encode_split_ttft, prepare, utilization_caps
+from planner.optimize.prepare import (
+    ARCH_ROLES,
+    Prepared,
+    encode_split_ttft,
+    prepare,
+    utilization_caps,
+)
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
 from planner.optimize.verdict import make_verdict
