@@ -42,7 +42,6 @@ from types import ModuleType
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-REPRO = Path("/work/shared/repro/fuzz-turn3")
 QUEUE_TARGET_S = 0.010
 
 
@@ -145,9 +144,11 @@ def bench_fleet(old_tree: Path, timeout: float) -> None:
 
 def bench_commands(old_tree: Path, repeat: int, timeout: float) -> None:
     cases = [("solve enterprise-chat (warm cache)", ["solve", str(ROOT / "instances" / "enterprise-chat.yaml")])]
-    if REPRO.is_dir():
-        cases += [("horizon 162-client fleet, 5 %/month", ["horizon", str(REPRO / "horizon_base.yaml"), "--no-baseline"]),
-                  ("horizon 162-client fleet, 100 %/month", ["horizon", str(REPRO / "horizon_growth_rate_1.yaml"), "--no-baseline"])]
+    # the shipped fleet-horizon instance (the 162-client ServeGen fleet, summed), and the same at 100 %/month growth
+    # (fuzz reproducer H1: pools of millions of servers)
+    fleet = str(ROOT / "instances" / "fleet-horizon.yaml")
+    cases += [("horizon 162-client fleet, 5 %/month", ["horizon", fleet, "--no-baseline"]),
+              ("horizon 162-client fleet, 100 %/month", ["horizon", fleet, "--no-baseline", "--set", "horizon.growth.monthly_rate=1.0"])]
     trees = [("baseline", old_tree), ("this tree", ROOT)]
     with tempfile.TemporaryDirectory(prefix="bench-scale-cache-") as cache_root:
         for label, args in cases:
