@@ -100,7 +100,7 @@ from planner.perf.roofline import (
     iteration_time,
     kv_bytes,
 )
-from planner.perf.speculative import SpecCost, itl_quantile_s
+from planner.perf.speculative import SpecCost, itl_quantile_s, largest_batch_meeting
 from planner.schema.capacity import OperatingPoint
 from planner.schema.hardware import DeviceProfile
 from planner.schema.llm import LLMProfile
@@ -743,13 +743,11 @@ def ep_speculative_decode_point(plain: Any, cost: SpecCost, rep: EPReplica, eff:
         return plain
     batches = np.arange(1, b_mem + 1, dtype=float)
     t_spec, ver = ep_spec_step(cost, rep, eff, batches, ctx)
-    tpot = t_spec / e
-    itl = np.array([itl_quantile_s(float(t), e, itl_quantile) for t in t_spec])
-    ok = (tpot <= tpot_limit_s) & (itl <= itl_limit_s) & ((osl - 1.0) * tpot <= e2e_limit_s)
-    if not ok.any():
+    i = largest_batch_meeting(t_spec, e, osl=osl, tpot_limit_s=tpot_limit_s, itl_limit_s=itl_limit_s, e2e_limit_s=e2e_limit_s,
+                              itl_quantile=itl_quantile)
+    if i is None:
         plain.detail["spec_rejected"] = 2.0
         return plain
-    i = int(np.nonzero(ok)[0].max())
     b_star, t_star = int(batches[i]), float(t_spec[i])
     seconds = osl * t_star / (e * b_star * dp)
     sp = ep_speedup(cost, rep, eff, batches, ctx) > 1.0
@@ -763,7 +761,7 @@ def ep_speculative_decode_point(plain: Any, cost: SpecCost, rep: EPReplica, eff:
     else:
         bound = "communication" if float(ver.exposed_a2a_s()[i]) > 0.25 * t_star else ("compute" if comp >= mem else "memory_bandwidth")
     detail = {**common, "step_ms": 1e3 * t_star, "spec_step_ms": 1e3 * t_star, "batch": float(b_star * dp), "batch_per_rank": float(b_star),
-              "batch_memory_limit": float(b_mem * dp), "itl_ms": 1e3 * float(itl[i]), "a2a_ms": 1e3 * float(ver.a2a_s[i]),
+              "batch_memory_limit": float(b_mem * dp), "itl_ms": 1e3 * itl_quantile_s(t_star, e, itl_quantile), "a2a_ms": 1e3 * float(ver.a2a_s[i]),
               "a2a_exposed_ms": 1e3 * float(ver.exposed_a2a_s()[i]), "expert_ms": 1e3 * float(ver.expert_s[i]),
               "dense_ms": 1e3 * float(ver.dense_s[i]), "tbo": float(ver.tbo[i]), "compute_ms": 1e3 * comp, "memory_ms": 1e3 * mem,
               "comm_ms": 1e3 * float(ver.a2a_s[i]), "overhead_ms": 1e3 * float(ver.overhead_s[i]), "spec_tokens_per_step": e,

@@ -344,6 +344,17 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
     return out
 
 
+def largest_batch_meeting(t_spec: np.ndarray, tokens_per_step: float, *, osl: float, tpot_limit_s: float, itl_limit_s: float,
+                          e2e_limit_s: float, itl_quantile: float | None) -> int | None:
+    """Index of the largest batch whose speculative step ``t_spec`` (per batch, ascending) meets the per-token
+    targets: TPOT ``t / E``, the burst ITL quantile (:func:`itl_quantile_s`) and the decode part of E2E
+    ``(OSL - 1) t / E``; None when no batch does. Shared by the TP and the expert-parallel decode points."""
+    tpot = t_spec / tokens_per_step
+    itl = np.array([itl_quantile_s(float(t), tokens_per_step, itl_quantile) for t in t_spec])
+    ok = (tpot <= tpot_limit_s) & (itl <= itl_limit_s) & ((osl - 1.0) * tpot <= e2e_limit_s)
+    return int(np.nonzero(ok)[0].max()) if ok.any() else None
+
+
 def speculative_decode_point(plain: Any, cost: SpecCost, inst: InstanceArrays, eff: Efficiency, *, isl: float, osl: float,
                              tpot_limit_s: float, itl_limit_s: float, itl_quantile: float | None, e2e_limit_s: float,
                              power_w: Any, source: str, max_batch: int) -> Any:
@@ -361,13 +372,11 @@ def speculative_decode_point(plain: Any, cost: SpecCost, inst: InstanceArrays, e
         return plain
     batches = np.arange(1, b_mem + 1, dtype=float)
     t_spec, ver = spec_step(cost, inst, eff, batches, ctx)
-    tpot = t_spec / e
-    itl = np.array([itl_quantile_s(float(t), e, itl_quantile) for t in t_spec])
-    ok = (tpot <= tpot_limit_s) & (itl <= itl_limit_s) & ((osl - 1.0) * tpot <= e2e_limit_s)
-    if not ok.any():
+    i = largest_batch_meeting(t_spec, e, osl=osl, tpot_limit_s=tpot_limit_s, itl_limit_s=itl_limit_s, e2e_limit_s=e2e_limit_s,
+                              itl_quantile=itl_quantile)
+    if i is None:
         plain.detail["spec_rejected"] = 2.0  # no batch meets the per-token targets with a speculative step
         return plain
-    i = int(np.nonzero(ok)[0].max())
     b_star, t_star = int(batches[i]), float(t_spec[i])
     seconds = osl * t_star / (e * b_star)
     breakeven = breakeven_batch(cost, inst, eff, ctx, max(b_mem, int(plain.max_batch or 1)))
@@ -380,7 +389,7 @@ def speculative_decode_point(plain: Any, cost: SpecCost, inst: InstanceArrays, e
     detail = {"step_ms": 1e3 * t_star, "spec_step_ms": 1e3 * t_star, "batch": float(b_star), "batch_memory_limit": float(b_mem),
               "compute_ms": 1e3 * float(ver.compute_s[i]), "memory_ms": 1e3 * float(ver.memory_s[i]),
               "comm_ms": 1e3 * float(ver.comm_s[i]), "overhead_ms": 1e3 * float(ver.overhead_s[i]),
-              "itl_ms": 1e3 * float(itl[i]), "spec_tokens_per_step": e,
+              "itl_ms": 1e3 * itl_quantile_s(t_star, e, itl_quantile), "spec_tokens_per_step": e,
               "plain_instance_seconds_per_request": plain_s, "spec_breakeven_batch": float(breakeven),
               "spec_kv_capacity_bytes": spec_kv_capacity_bytes(cost, inst)}
     energy = power_w(float(ver.compute_s[i]), float(ver.memory_s[i]), t_star, float(b_star)) * seconds
