@@ -34,7 +34,6 @@ import json
 import math
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz_common import Timeout, run_cli, time_limit  # noqa: E402  (the campaigns' one runner and classification)
 from fuzz_readers import _mutate_bytes, _mutate_csv  # noqa: E402  (the same mutations as the readers' campaign)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,13 +54,6 @@ HOSTILE: list[Any] = [0, -1, -0.5, 1e-9, 1e-13, 1e300, 1e20, 1e7, float("inf"), 
                       "nan", True, None, [], {}, [1, 1], {"a": 1}, 0.5, 1.0, 1.0000001, 3, 12, 24, 1000, 100000, "h100-sxm", "each",
                       {"top": 0}, {"top": 2}, "hour_of_day_weekpart", "fleet", "normal(0.05,10)", [1.0, 2.0], "chunk-a", 7, -7]
 
-
-class _Timeout(BaseException):  # not caught by the CLI's error boundary nor by CliRunner
-    pass
-
-
-def _alarm(_signum: int, _frame: object) -> None:
-    raise _Timeout
 
 
 def _base_instance() -> dict[str, Any]:
@@ -250,56 +243,23 @@ def check_solve(stdout: str) -> str:
     return ""
 
 
-def run_cli(args: list[str], timeout_s: int) -> tuple[str, str, str, float]:
-    """(outcome, detail, stdout, seconds) of one in-process CLI run."""
-    from click.testing import CliRunner
-
-    from planner.cli import main
-
-    t0 = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            res = CliRunner().invoke(main, args, catch_exceptions=True)
-    except _Timeout:
-        return "hang", f"over {timeout_s} s", "", time.perf_counter() - t0
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    dt = time.perf_counter() - t0
-    err = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        return "crash", f"{type(res.exception).__name__}: {res.exception}"[:300], "", dt
-    if res.exit_code == 1 or "internal error" in err or "Traceback" in err:
-        return "internal", err.strip()[:300], "", dt
-    if caught:
-        return "warning", f"{caught[0].category.__name__}: {caught[0].message}"[:300], "", dt
-    if res.exit_code in (2, 3):
-        lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        ok = res.exit_code == 3 or (err.startswith("error:") and len(lines) == 1)
-        return ("error" if ok else "bad-error"), err.strip()[:300], "", dt
-    if res.exit_code == 0:
-        return "ok", "", res.stdout, dt
-    return f"exit-{res.exit_code}", err.strip()[:300], "", dt
+def run_horizon_cli(args: list[str], timeout_s: int) -> tuple[str, str, str, float]:
+    """(outcome, detail, stdout, seconds) of one in-process CLI run (:func:`fuzz_common.run_cli`;
+    exit 3, an infeasible fleet, is a clean refusal)."""
+    run = run_cli(args, timeout_s, exit3_ok=True)
+    return run.outcome, run.detail, run.stdout, run.seconds
 
 
 def run_reader(inst: Path, timeout_s: int) -> tuple[str, str, float]:
     t0 = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with time_limit(timeout_s), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             outcome, detail = check_slots(inst)
-    except _Timeout:
+    except Timeout:
         return "hang", f"over {timeout_s} s", time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 — an internal error of the reader is what the campaign looks for
         return "internal", f"{type(exc).__name__}: {exc}"[:300], time.perf_counter() - t0
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     if caught and outcome in ("ok", "wrong"):
         return "warning", f"{caught[0].category.__name__}: {caught[0].message}"[:300], time.perf_counter() - t0
     return outcome, detail, time.perf_counter() - t0
@@ -329,10 +289,10 @@ def main() -> int:
                 outcome, detail, dt = run_reader(inst, ns.timeout_s)
                 runs.append(("fleet-read", outcome, detail, dt))
             else:
-                outcome, detail, _out, dt = run_cli(["check-instance", str(inst)], ns.timeout_s)
+                outcome, detail, _out, dt = run_horizon_cli(["check-instance", str(inst)], ns.timeout_s)
                 runs.append(("check-instance", outcome, detail, dt))
             if ns.solve_every and i % ns.solve_every == ns.solve_every - 1:
-                outcome, detail, out, dt = run_cli(["horizon", str(inst), "--no-baseline", "--json"], ns.solve_timeout_s)
+                outcome, detail, out, dt = run_horizon_cli(["horizon", str(inst), "--no-baseline", "--json"], ns.solve_timeout_s)
                 if outcome == "ok":
                     try:
                         why = check_solve(out)

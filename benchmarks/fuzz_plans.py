@@ -28,16 +28,15 @@ import json
 import math
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
-import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz_common import run_cli  # noqa: E402  (the campaigns' one runner and classification)
 from fuzz_readers import _mutate_bytes, _mutate_json  # noqa: E402  (the same mutations as the readers' campaign)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,13 +45,6 @@ TARGETS = ["vllm", "sglang", "trtllm", "dynamo", "llm-d"]
 COST_TERMS = ("equipment", "power_busy", "power_idle", "network_nic", "network_transfer", "ops_pools", "ops_device_types", "ops_devices",
               "licenses", "cpu_pool", "kv_tier", "tool_state_energy")
 
-
-class _Timeout(BaseException):  # not caught by the CLI's error boundary nor by CliRunner
-    pass
-
-
-def _alarm(_signum: int, _frame: object) -> None:
-    raise _Timeout
 
 
 def solve_seed(folder: Path) -> Path:
@@ -176,42 +168,16 @@ def _find(node: object, key: str) -> list[dict[str, Any]]:
 
 
 def run_one(args: list[str], plan: Path, tmp: Path, timeout_s: int) -> tuple[str, str, float]:
-    from click.testing import CliRunner
-
-    from planner.cli import main
-
-    t0 = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            res = CliRunner().invoke(main, args, catch_exceptions=True)
-    except _Timeout:
-        return "hang", f"over {timeout_s} s", time.perf_counter() - t0
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    dt = time.perf_counter() - t0
-    err = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        return "crash", f"{type(res.exception).__name__}: {res.exception}"[:300], dt
-    if "internal error" in err or "Traceback" in err:
-        return "internal", err.strip()[:300], dt
-    if caught:
-        return "warning", f"{caught[0].category.__name__}: {caught[0].message}"[:300], dt
-    if res.exit_code == 1 and args[0] == "check":
-        return "violations", "", dt
-    if res.exit_code in (2, 3):
-        lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        return ("error" if err.startswith("error:") and len(lines) == 1 else "bad-error"), err.strip()[:300], dt
-    if res.exit_code == 0:
+    """(outcome, detail, seconds): :func:`fuzz_common.run_cli` (exit 1 of ``check`` is its verdict
+    "violations"), an ``ok`` run's output checked by :func:`silently_wrong`."""
+    run = run_cli(args, timeout_s, exit1_is="violations" if args[0] == "check" else None)
+    if run.outcome == "ok":
         try:
-            why = silently_wrong(args, res.stdout, plan, tmp)
+            why = silently_wrong(args, run.stdout, plan, tmp)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError) as exc:
             why = f"output not readable: {type(exc).__name__}: {exc}"
-        return ("wrong" if why else "ok"), why, dt
-    return f"exit-{res.exit_code}", err.strip()[:300], dt
+        return ("wrong" if why else "ok"), why, run.seconds
+    return run.outcome, run.detail, run.seconds
 
 
 def main() -> int:

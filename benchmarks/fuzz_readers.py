@@ -22,13 +22,13 @@ import json
 import math
 import random
 import shutil
-import signal
 import sys
 import tempfile
-import time
-import warnings
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz_common import run_cli  # noqa: E402  (the campaigns' one runner and classification)
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "tests" / "data" / "benchmarks"
@@ -185,51 +185,20 @@ def silently_wrong(args: list[str], stdout: str, tmp: Path) -> str:
     return ""
 
 
-class _Timeout(BaseException):  # not caught by the CLI's error boundary nor by CliRunner
-    pass
-
-
-def _alarm(_signum: int, _frame: object) -> None:
-    raise _Timeout
-
 
 def run_one(args: list[str], tmp: Path, timeout_s: int = 60) -> tuple[str, str, float]:
-    from click.testing import CliRunner
-
-    from planner.cli import main
-
-    t0 = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            res = CliRunner().invoke(main, args, catch_exceptions=True)
-    except _Timeout:
-        return "hang", f"over {timeout_s} s", time.perf_counter() - t0
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    dt = time.perf_counter() - t0
-    err = res.stderr
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        return "crash", f"{type(res.exception).__name__}: {res.exception}", dt
-    if res.exit_code == 1 or "internal error" in err or "Traceback" in err:
-        return "internal", err.strip()[:300], dt
-    if caught:
-        return "warning", f"{caught[0].category.__name__}: {caught[0].message}"[:300], dt
-    if dt > SLOW_S:
-        return "slow", f"{dt:.1f} s", dt
-    if res.exit_code == 2:
-        ok = err.startswith("error:") and sum(1 for ln in err.splitlines() if ln.startswith("error:")) == 1
-        return ("error" if ok else "bad-error"), err.strip()[:300], dt
-    if res.exit_code == 0:
+    """(outcome, detail, seconds): :func:`fuzz_common.run_cli` (exit 2 the only refusal), ``slow`` past
+    ``SLOW_S``, and an ``ok`` run's output checked by :func:`silently_wrong`."""
+    run = run_cli(args, timeout_s, refusals=(2,))
+    if run.outcome in ("ok", "error", "bad-error") and run.seconds > SLOW_S:
+        return "slow", f"{run.seconds:.1f} s", run.seconds
+    if run.outcome == "ok":
         try:
-            why = silently_wrong(args, res.stdout, tmp)
+            why = silently_wrong(args, run.stdout, tmp)
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
             why = f"output not readable: {exc}"
-        return ("wrong" if why else "ok"), why, dt
-    return f"exit-{res.exit_code}", err.strip()[:300], dt
+        return ("wrong" if why else "ok"), why, run.seconds
+    return run.outcome, run.detail, run.seconds
 
 
 def main() -> int:
