@@ -279,3 +279,19 @@ def test_cli_horizon_infeasible_is_diagnosed(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["horizon", str(_cli_instance(tmp_path, capped)), "--architectures", "shared", "--no-baseline"])
     assert r.exit_code == 3, r.output
     assert "on demand at most 1" in r.output and "to make it feasible" in r.output
+
+
+def test_horizon_caps_split_a_multimodal_ttft_between_encode_and_prefill_as_solve_does() -> None:
+    """One slot at the table's own rate: every level-0 cap is the cap ``planner solve`` uses, including the
+    encode/prefill split of a multimodal row's TTFT wait (planner.optimize.prepare.encode_split_ttft)."""
+    from planner.capacity import build_capacity_tables
+    from planner.horizon.model import levels_for
+    from planner.instance import load_instance
+    from planner.optimize.prepare import prepare
+
+    tables = build_capacity_tables(load_instance(ROOT / "instances" / "multimodal-image.yaml"))
+    prep = prepare(tables)
+    enc = prep.points["role"].astype(str).str.startswith("encode") | prep.points["role"].isin(["prefill", "unified"])
+    assert enc.any()
+    lv = levels_for(prep, _inputs(_slots(1.0), [1.0], Acquisition("g", on_demand_usd_per_hour=2.0)))
+    np.testing.assert_allclose(lv.rho[0], prep.points["rho"].to_numpy(float), rtol=1e-12, atol=0.0)

@@ -15,7 +15,8 @@ Demand at a level: every rate of the table scaled, ``λ^{peak}_{k,d} = m^{peak}_
 ``λ^{mean}_{k,d} = m^{mean}_k λ^{mean}_d`` with ``m_k = g_t · r_s / r_0`` (growth ``g``, the slot's
 rate ``r_s``, the table's own rate ``r_0``; slots given by hand give ``r_s / r_0`` directly).
 The cap ``ρ_{k,i}`` is the queueing cap of :func:`planner.optimize.prepare.utilization_caps` (the
-same latency model as a single-peak plan) evaluated on a coarse grid so levels share it: at the
+same latency model as a single-peak plan, with a multimodal row's TTFT wait budget split between its
+encode and prefill stages by :func:`planner.optimize.prepare.encode_split_ttft`, as in ``solve``) evaluated on a coarse grid so levels share it: at the
 level's rate rounded **down** to a power of 1.5 and its burstiness rounded **up** to a power of
 1.25 — a cap only rises with the rate (more servers pool better) and falls with burstiness, so
 the grid errs on the safe side (at fleet scale the caps move by about a percent per step).
@@ -125,6 +126,7 @@ from planner.optimize.model import PHASE_ROLES, PHASES
 from planner.optimize.prepare import (
     ARCH_ROLES,
     Prepared,
+    encode_split_ttft,
     prepare,
     utilization_caps,
 )
@@ -313,6 +315,7 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
     m_peak_d = np.zeros((K, len(dem)))
     m_mean_d = np.zeros((K, len(dem)))
     pts = prep.points
+    pts_caps = encode_split_ttft(pts, dem)  # a multimodal row's TTFT target is shared by its encode and prefill waits, as in solve
     pt_d = pts["d"].to_numpy(int)
     n_pts = len(pts)
     rho = np.zeros((K, n_pts))
@@ -347,7 +350,7 @@ def levels_for(prep: Prepared, inputs: HorizonInputs) -> Levels:
             key_of[k] = keys.setdefault(key, len(keys))
         n_evals += len(keys)
         if mine.size and keys:
-            sub = pts.iloc[mine]
+            sub = pts_caps.iloc[mine]
             scaled = pd.concat([sub.assign(rate_peak_per_s=base_rate[mine] * m,
                                            interarrival_cv=np.full(mine.size, cv) if cv >= 0 else base_cv[mine])
                                 for (m, cv) in keys], ignore_index=True)
