@@ -206,7 +206,7 @@ def main() -> int:
     ap.add_argument("--inputs", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", type=Path, default=None)
-    ap.add_argument("--skip-moe", action="store_true", help="leave out calibrate-moe (a fit per input: ~1 s each)")
+    ap.add_argument("--skip-moe", action="store_true", help="leave out calibrate-moe (one fit per input: 10,000 inputs in ~90 s on the 2-core VM)")
     ap.add_argument("--kind", choices=["perf", "energy", "moe"], action="append",
                     help="only these seed kinds (repeatable): perf = benchmark files, energy = ML.ENERGY runs, moe = EP rows")
     ap.add_argument("--timeout-s", type=int, default=60, help="per-input limit: a run past it counts as a hang")
