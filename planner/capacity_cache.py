@@ -1,10 +1,15 @@
-"""A persistent on-disk cache of capacity tables (the operating points are most of their cost).
+"""A persistent on-disk cache of the pre-solve pipeline: capacity tables and prepared tables.
 
 :func:`planner.capacity.build_capacity_tables` evaluates the performance model for every
-(service, bucket, role, device, tp) of an instance; on the example instances that is 0.3–0.7 s
-of a 2 s ``planner solve``, and it gives the same tables every time for the same inputs.
-:func:`cached_capacity_tables` keeps them in ``$PLANNER_CACHE_DIR`` (default
-``$XDG_CACHE_HOME/planner``, else ``~/.cache/planner``), one pickle per key.
+(service, bucket, role, device, tp) of an instance (the workload profile of its logs included);
+on the example instances that is 0.3–1.8 s of a ``planner solve``, and it gives the same tables
+every time for the same inputs. :func:`cached_capacity_tables` keeps them in
+``$PLANNER_CACHE_DIR`` (default ``$XDG_CACHE_HOME/planner``, else ``~/.cache/planner``), one
+pickle per key. :func:`cached_prepared` keeps the optimiser's last step before the model build
+(:func:`planner.optimize.prepare.prepare`: utilisation caps, pool bounds; 0.2–0.4 s) under the
+same key and ``max_utilization``, so a warm ``planner solve`` goes straight to the model build and
+the solver. :mod:`planner.plan_cache` stores solved plans in the same folder
+(:func:`load_entry`, :func:`store_entry`).
 
 Never wrong: the key is a SHA-256 over everything the tables are computed from —
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.capacity_cache import NO_FOLDER, cache_dir, cache_key, load_entry, store_entry
+from planner.progress import stage
 
 PLAN_FORMAT = "plan-1"
 """Layout of a plan entry: ``(PlanResult, solved-at UTC text)``."""
@@ -108,9 +109,10 @@ def cached_solve(resolved: Any, settings: Any, *, capacity_file: str | None = No
         return solve(), NO_FOLDER
     if settings.simulation_check is not None:  # a callable is not part of the key: never cached
         return solve(), "miss (not stored: a custom simulation check)"
-    key = plan_key(resolved, settings, capacity_file=capacity_file, capacity_only=capacity_only, scenario=scenario,
-                   overrides=overrides, resolution=resolution)
-    entry = load_entry(folder, key, PLAN_FORMAT)
+    with stage("plan cache"):
+        key = plan_key(resolved, settings, capacity_file=capacity_file, capacity_only=capacity_only, scenario=scenario,
+                       overrides=overrides, resolution=resolution)
+        entry = load_entry(folder, key, PLAN_FORMAT)
     if entry is not None:
         result, solved_utc = entry
         return result.model_copy(update={"notes": [*result.notes, cached_note(solved_utc, key)]}), "hit"
