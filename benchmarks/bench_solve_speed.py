@@ -136,7 +136,7 @@ def bench_imports(repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="planner-bench-imports-") as d:
         for _ in range(repeat):
             _run(["-c", "import planner.cli, planner.instance, planner.report, planner.plan_cache"], _env(d))
-    print(f"  interpreter start + the imports of a cached solve (click, pydantic schemas): CPU {statistics.median(CPU[-repeat:]):.2f} s")
+    print(f"  interpreter start + the imports of a plan read back (click, pydantic schemas, pandas + pyarrow): CPU {statistics.median(CPU[-repeat:]):.2f} s")
 
 
 def bench_fleet(repeat: int) -> None:
