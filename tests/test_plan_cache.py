@@ -119,21 +119,21 @@ def test_a_plan_a_time_limit_shaped_is_not_stored(tmp_path: Path, monkeypatch: p
     assert PLAN_FORMAT not in _formats(store)
 
 
-def test_a_plan_read_back_loads_no_solver(tmp_path: Path) -> None:
-    """The second ``planner solve`` of the same inputs reads the plan and re-checks it: pyomo, HiGHS
-    and scipy are never imported (what keeps a warm run under a second)."""
+def test_a_plan_read_back_loads_no_solver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second ``planner solve`` of the same inputs (a fresh process) reads the plan and re-checks
+    it: pyomo, HiGHS and scipy are never imported (what keeps a warm run under a second)."""
     import os
     import subprocess
     import sys
 
+    monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path / "cache"))
+    _solve()  # solved here and stored
     code = ("import sys\nfrom planner.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & {'pyomo', 'highspy', 'scipy', 'matplotlib'}))\n")
-    env = {**os.environ, "PLANNER_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "-c", code, "solve", str(MINIMAL), "--json"], capture_output=True, text=True,
-                           cwd=ROOT, env=env, check=False) for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs), runs[-1].stderr[-2000:]
-    solved, read = (r.stdout.rsplit("HEAVY", 1) for r in runs)
-    assert "pyomo" in solved[1] and "highspy" in solved[1]  # the first run solved: the check can fail
-    assert json.loads(read[0])["notes"][-1].startswith("cache:")
-    assert read[1].strip() == "[]", read[1]
+    r = subprocess.run([sys.executable, "-c", code, "solve", str(MINIMAL), "--json"], capture_output=True, text=True,
+                       cwd=ROOT, env=dict(os.environ), check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc, heavy = r.stdout.rsplit("HEAVY", 1)
+    assert json.loads(doc)["notes"][-1].startswith("cache:")  # read back, not solved
+    assert heavy.strip() == "[]", heavy
