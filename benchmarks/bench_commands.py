@@ -13,6 +13,10 @@ instance, ``characterize`` on two shipped logs, and on enterprise-chat's plan (w
 ``solve --out`` into a temporary folder, not timed): ``check``, ``html`` and ``simulate``; a
 two-point ``sweep``; with ``--horizon`` also ``horizon`` on fleet-horizon (minutes per run).
 
+``solve`` runs with ``--no-plan-cache`` on a checkout that has it (:mod:`planner.plan_cache`):
+the commands are timed as they were for the baseline (capacity tables cached, the plan solved);
+a plan read back from the cache is timed by ``bench_solve_speed.py`` ("warm").
+
 Recording a baseline (what produced the shipped file)::
 
     git worktree add --detach /tmp/base-verdict e1e171e
@@ -85,8 +89,16 @@ def _prepare(root: Path, plan_dir: Path) -> None:
                    cwd=root, env=_env(root), check=True, capture_output=True)
 
 
+def _solves_again(root: Path) -> bool:
+    """Whether ``root``'s ``solve`` has ``--no-plan-cache`` (a checkout with the plan cache)."""
+    cmd = root / "planner" / "cli" / "cmd_solve.py"
+    return cmd.is_file() and "--no-plan-cache" in cmd.read_text(encoding="utf-8")
+
+
 def _run(root: Path, argv: list[str], plan_dir: Path) -> float:
     args = [a.replace(PLAN, str(plan_dir)) for a in argv]
+    if args[0] == "solve" and _solves_again(root):
+        args.append("--no-plan-cache")  # timed as the baseline was: the plan solved, not read back
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "planner", "-q", *args], cwd=root, env=_env(root), capture_output=True)
     wall = time.perf_counter() - t0

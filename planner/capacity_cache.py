@@ -1,10 +1,15 @@
-"""A persistent on-disk cache of capacity tables (the operating points are most of their cost).
+"""A persistent on-disk cache of the pre-solve pipeline: capacity tables and prepared tables.
 
 :func:`planner.capacity.build_capacity_tables` evaluates the performance model for every
-(service, bucket, role, device, tp) of an instance; on the example instances that is 0.3–0.7 s
-of a 2 s ``planner solve``, and it gives the same tables every time for the same inputs.
-:func:`cached_capacity_tables` keeps them in ``$PLANNER_CACHE_DIR`` (default
-``$XDG_CACHE_HOME/planner``, else ``~/.cache/planner``), one pickle per key.
+(service, bucket, role, device, tp) of an instance (the workload profile of its logs included);
+on the example instances that is 0.3–1.8 s of a ``planner solve``, and it gives the same tables
+every time for the same inputs. :func:`cached_capacity_tables` keeps them in
+``$PLANNER_CACHE_DIR`` (default ``$XDG_CACHE_HOME/planner``, else ``~/.cache/planner``), one
+pickle per key. :func:`cached_prepared` keeps the optimiser's last step before the model build
+(:func:`planner.optimize.prepare.prepare`: utilisation caps, pool bounds; 0.2–0.4 s) under the
+same key and ``max_utilization``, so a warm ``planner solve`` goes straight to the model build and
+the solver. :mod:`planner.plan_cache` stores solved plans in the same folder
+(:func:`load_entry`, :func:`store_entry`).
 
 Never wrong: the key is a SHA-256 over everything the tables are computed from —
 
@@ -43,6 +48,11 @@ from typing import Any
 
 CACHE_FORMAT = "capacity-tables-1"
 """Raised when the pickled layout changes (older entries are then ignored)."""
+
+PREPARED_FORMAT = "prepared-1"
+"""Layout of a prepared-tables entry (:func:`cached_prepared`)."""
+
+NO_FOLDER = "miss (not stored: no cache folder: set PLANNER_CACHE_DIR)"
 
 ENV_CACHE_DIR = "PLANNER_CACHE_DIR"
 
@@ -143,6 +153,43 @@ def cache_key(resolved: Any) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+def load_entry(folder: Path, key: str, format_: str) -> Any | None:
+    """The value stored under ``key`` with layout ``format_``, or None (absent, unreadable, corrupt,
+    another layout: never trusted). A hit marks the entry recently used."""
+    path = folder / f"{key}.pkl"
+    try:
+        with path.open("rb") as fh:
+            stored_format, stored_key, value = pickle.load(fh)
+    except FileNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is rebuilt, never trusted
+        return None
+    if stored_format != format_ or stored_key != key:
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # recently used: pruned last
+    return value
+
+
+def store_entry(folder: Path, key: str, format_: str, value: Any) -> str:
+    """Write ``value`` under ``key`` (atomically: a temporary file, then a rename, so concurrent
+    runs never read half a file) and prune; ``"miss"``, or ``"miss (not stored: …)"``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((format_, key, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, folder / f"{key}.pkl")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        return f"miss (not stored: {exc})"
+    _prune(folder)
+    return "miss"
+
+
 def cached_capacity_tables(resolved: Any, *, directory: Path | None = None) -> tuple[Any, str]:
     """:func:`planner.capacity.build_capacity_tables` of ``resolved`` through the cache, and
     ``"hit"``, ``"miss"`` (built and stored) or ``"miss (not stored: …)"``."""
@@ -150,35 +197,40 @@ def cached_capacity_tables(resolved: Any, *, directory: Path | None = None) -> t
 
     folder = directory or cache_dir()
     if folder is None:
-        return build_capacity_tables(resolved), "miss (not stored: no cache folder: set PLANNER_CACHE_DIR)"
+        return build_capacity_tables(resolved), NO_FOLDER
     key = cache_key(resolved)
-    path = folder / f"{key}.pkl"
-    try:
-        with path.open("rb") as fh:
-            format_, stored_key, tables = pickle.load(fh)
-        if format_ == CACHE_FORMAT and stored_key == key:
-            with contextlib.suppress(OSError):
-                os.utime(path)  # recently used: pruned last
-            return tables, "hit"
-    except FileNotFoundError:
-        pass
-    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is rebuilt, never trusted
-        pass
+    tables = load_entry(folder, key, CACHE_FORMAT)
+    if tables is not None:
+        return tables, "hit"
     tables = build_capacity_tables(resolved)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key[:16]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump((CACHE_FORMAT, key, tables), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        return tables, f"miss (not stored: {exc})"
-    _prune(folder)
-    return tables, "miss"
+    return tables, store_entry(folder, key, CACHE_FORMAT, tables)
+
+
+def prepared_key(resolved: Any, max_utilization: float | None) -> str:
+    """The key of the optimiser's prepared tables (:func:`planner.optimize.prepare.prepare`) of
+    ``resolved``'s capacity tables: :func:`cache_key` (the tables are a function of it, and it
+    covers the planner's code) and ``max_utilization``, prepare's only other input."""
+    blob = json.dumps([PREPARED_FORMAT, cache_key(resolved), max_utilization]).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def cached_prepared(resolved: Any, tables: Any, max_utilization: float | None, *,
+                    directory: Path | None = None) -> tuple[Any, str]:
+    """``prepare(tables, max_utilization=...)`` (the feasible points indexed, the utilisation caps
+    and pool bounds: the last step before the model is built) through the cache; ``tables`` must
+    be ``resolved``'s capacity tables as :func:`cached_capacity_tables` gives them (not changed by
+    a measured-capacity file: that caller prepares its own). Returns it and the cache status."""
+    from planner.optimize.prepare import prepare
+
+    folder = directory or cache_dir()
+    if folder is None:
+        return prepare(tables, max_utilization=max_utilization), NO_FOLDER
+    key = prepared_key(resolved, max_utilization)
+    prep = load_entry(folder, key, PREPARED_FORMAT)
+    if prep is not None:
+        return prep, "hit"
+    prep = prepare(tables, max_utilization=max_utilization)
+    return prep, store_entry(folder, key, PREPARED_FORMAT, prep)
 
 
 def _prune(folder: Path, keep: int = MAX_ENTRIES) -> None:

@@ -78,8 +78,9 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     ``resolution="auto"``: the length-bucket counts are chosen first (:mod:`planner.resolution`) and
     the instance is solved at them; the counts tried go into the verdict's confidence.
 
-    ``cache``: the capacity tables come through the on-disk cache
-    (:mod:`planner.capacity_cache`, keyed on everything they are computed from); the CLI's default."""
+    ``cache``: the capacity tables and the optimiser's prepared tables (utilisation caps, pool
+    bounds) come through the on-disk cache (:mod:`planner.capacity_cache`, keyed on everything
+    they are computed from); the CLI's default."""
     if resolution == "auto":
         from planner.resolution import choose_resolution, resolution_flip
 
@@ -108,11 +109,14 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
 
     import_pyomo()  # before the capacity tables' queueing imports scipy (see import_pyomo)
 
+    prepared = None
     with stage("capacity tables"):
         if cache:
-            from planner.capacity_cache import cached_capacity_tables
+            from planner.capacity_cache import cached_capacity_tables, cached_prepared
 
             tables, _status = cached_capacity_tables(resolved)
+            if not capacity_file:  # measured rows change the tables: those are prepared afresh
+                prepared, _status = cached_prepared(resolved, tables, settings.max_utilization)
         else:
             tables = build_capacity_tables(resolved)
     if capacity_file:
@@ -121,7 +125,8 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     notes = tuple(str(n) for n in raw_notes) + tuple(getattr(resolved.catalog, "notes", ()))
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})
     s, sim_notes = instance_settings(resolved, s)
-    outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(Path(resolved.path).resolve()), scenario=scenario, overrides=overrides)
+    outcome = solve_tables(tables, s, instance_name=resolved.instance.name, instance_path=str(Path(resolved.path).resolve()), scenario=scenario, overrides=overrides,
+                           prepared=prepared)
     from planner.optimize.resolve import with_confidence
 
     outcome.result = with_confidence(outcome.result, tables, s)  # re-solves as a sweep does (planner.optimize.confidence)

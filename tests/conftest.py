@@ -1,7 +1,7 @@
 """Shared fixtures.
 
-The capacity-table cache (:mod:`planner.capacity_cache`) of ``planner solve`` goes to a folder of
-this test session, never the user's ``~/.cache/planner``: set here at import (so subprocesses
+The cache of ``planner solve`` (capacity and prepared tables, :mod:`planner.capacity_cache`; solved
+plans, :mod:`planner.plan_cache`) goes to a folder of this test session, never the user's ``~/.cache/planner``: set here at import (so subprocesses
 inherit it; pytest-xdist workers reuse the folder of the process that started them), and removed
 when the session that created it ends.
 

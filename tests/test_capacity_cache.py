@@ -1,6 +1,7 @@
 """The on-disk capacity-table cache (planner.capacity_cache): a hit gives the very tables a rebuild
 gives; a changed device profile, a changed log, an override or a changed calibration misses;
-a corrupt entry is rebuilt; ``planner solve`` uses it unless ``--no-cache``."""
+a corrupt entry is rebuilt; the optimiser's prepared tables are cached the same way;
+``planner solve`` uses it unless ``--no-cache``."""
 
 from __future__ import annotations
 
@@ -139,7 +140,7 @@ def test_solve_writes_the_cache_and_no_cache_leaves_it_alone(tmp_path: Path, mon
     assert not store.exists()
     cold = runner.invoke(main, ["solve", str(MINIMAL), "--confidence", "off", "--json"])
     assert cold.exit_code == 0, cold.output
-    assert len(list(store.glob("*.pkl"))) == 1
+    assert len(list(store.glob("*.pkl"))) == 3  # capacity tables, prepared tables, the plan (planner.plan_cache)
     warm = runner.invoke(main, ["solve", str(MINIMAL), "--confidence", "off", "--json"])
     assert warm.exit_code == 0, warm.output
     import json
@@ -149,3 +150,26 @@ def test_solve_writes_the_cache_and_no_cache_leaves_it_alone(tmp_path: Path, mon
         return {a: p["costs"]["total_usd_per_month"] for a, p in data["architectures"].items() if p.get("costs")}
 
     assert costs(warm.output) == costs(cold.output) == costs(r.output)
+
+
+def test_prepared_tables_hit_gives_what_prepare_gives_and_max_utilization_misses(setup, tmp_path: Path) -> None:
+    from planner.capacity_cache import cached_prepared, prepared_key
+    from planner.optimize.prepare import prepare
+
+    inst, _profile, _log = setup
+    store = tmp_path / "cache"
+    resolved = load_instance(inst)
+    tables, _ = cached_capacity_tables(resolved, directory=store)
+    first, status = cached_prepared(resolved, tables, None, directory=store)
+    assert status == "miss"
+    again, status = cached_prepared(load_instance(inst), tables, None, directory=store)
+    assert status == "hit"
+    fresh = prepare(tables, max_utilization=None)
+    for name in ("points", "demand", "pools"):
+        pd.testing.assert_frame_equal(getattr(again, name), getattr(fresh, name))
+        pd.testing.assert_frame_equal(getattr(again, name), getattr(first, name))
+    assert again.caps_method == fresh.caps_method
+    assert prepared_key(resolved, 0.5) != prepared_key(resolved, None)
+    capped, status = cached_prepared(resolved, tables, 0.5, directory=store)
+    assert status == "miss"
+    assert float(capped.points["rho"].max()) <= 0.5 < float(fresh.points["rho"].max())

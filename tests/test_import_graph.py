@@ -123,10 +123,11 @@ def test_verification_does_not_import_the_optimiser() -> None:
 
 
 def test_help_and_check_instance_load_neither_pyomo_nor_matplotlib() -> None:
+    """Nor pandas (and the pyarrow it imports): the schemas and the catalog load without it (issue 27, start-up)."""
     instance = ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml"
     code = ("import sys\nfrom planner.cli import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pyomo', 'matplotlib', 'highspy'})\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'pyomo', 'matplotlib', 'highspy', 'pandas', 'pyarrow'})\n"
             "print('HEAVY', heavy)\n")
     for args in (["--help"], ["check-instance", str(instance)], ["solve", "--help"]):
         p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, check=False)

@@ -67,6 +67,12 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path: Path, solved_example)
     work.mkdir()
     where = _run([py, "-c", "import planner; print(planner.__file__)"], work, env).stdout.strip()
     assert Path(where).resolve().is_relative_to(venv.resolve()), f"planner imported from {where}, not the new environment"
+    # byte-code compiled on install (pip's default), not by a first run: nothing has imported these yet
+    tag = _run([py, "-c", "import sys; print(sys.implementation.cache_tag)"], work, env).stdout.strip()
+    for module in ("cli/__init__", "plan_cache", "optimize/solve", "schema/plan"):
+        folder, _, stem = f"/{module}".rpartition("/")
+        pyc = Path(where).parent / folder.lstrip("/") / "__pycache__" / f"{stem}.{tag}.pyc"
+        assert pyc.is_file(), f"{pyc} was not compiled on install"
     planner = venv / "bin" / "planner"
 
     devices = _run([planner, "catalog", "devices", "--json"], work, env).stdout

@@ -54,11 +54,12 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
     if duration_s <= 0:
         raise InputError(Problem("", "--duration", f"must be > 0, got {duration_s}", "give a positive number of seconds"))
     if plan_path is None:
-        from planner.solve_instance import settings_from_instance, solve_instance
+        from planner.plan_cache import cached_solve
+        from planner.solve_instance import settings_from_instance
 
         resolved = load_instance(instance)
-        plan = solve_instance(resolved, settings_from_instance(resolved.instance), cache=True).result  # solve's tables (cache)
-        plan_label = f"solved from {instance}"
+        plan, status = cached_solve(resolved, settings_from_instance(resolved.instance))  # `planner solve INSTANCE`'s plan (cache)
+        plan_label = f"solved from {instance}" + (" (the plan `planner solve` stored in the cache)" if status == "hit" else "")
     else:
         from planner.report.plan_io import load_plan
         from planner.solve_instance import plan_overrides

@@ -41,17 +41,23 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
               help="Length buckets of services whose traffic is a log: fixed (traffic.buckets) or auto (refine until the winner's "
                    "cost moves < 2 %, at most 16; each count tried is a solve without the peak simulation).")
 @click.option("--no-cache", is_flag=True,
-              help="Rebuild the capacity tables instead of reading them from the cache ($PLANNER_CACHE_DIR, default ~/.cache/planner; "
-                   "keyed on the instance, the files it names, the catalog, the calibration and the planner's code: planner.capacity_cache).")
+              help="Solve from scratch: neither read nor write the cache ($PLANNER_CACHE_DIR, default ~/.cache/planner) of capacity tables, "
+                   "prepared tables and solved plans (keyed on the instance, the files it names, the catalog, the calibration, the options "
+                   "and the planner's code: planner.capacity_cache, planner.plan_cache).")
+@click.option("--no-plan-cache", is_flag=True,
+              help="Solve again even when the cache holds the plan of these exact inputs (the capacity and prepared tables still come from it).")
 @click.pass_context
 def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None, time_limit: float | None, mip_gap: float | None,
           architectures: str | None, scenario: str | None, sets: tuple[str, ...], capacity_file: str | None,
           capacity_only: bool, html_file: str | None, robust: bool, robust_scenarios: tuple[str, ...], compare_devices: bool,
-          confidence: str = "off", resolution: str = "fixed", no_cache: bool = False, on_bad_row: str | None = None) -> None:
+          confidence: str = "off", resolution: str = "fixed", no_cache: bool = False, no_plan_cache: bool = False,
+          on_bad_row: str | None = None) -> None:
     """Size the pools of INSTANCE, compare architectures and say which wins.
 
     Exit 3 if infeasible or if no architecture's plan meets its latency targets (the cheapest plan
-    is still written); exit 4 if the solver fails, or its plan fails `planner check`.
+    is still written); exit 4 if the solver fails, or its plan fails `planner check`. A plan solved
+    before from identical inputs is read from the cache and says so in its notes (--no-cache
+    solves again).
     """
     if robust:
         from planner.cli.cmd_studies import solve_robust_cmd
@@ -92,9 +98,14 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
                    f"Plan over time (periods x slots, buy / reserve / rent) with `planner horizon {instance}`.", err=True)
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
     settings = replace(settings, confidence=confidence)
-    outcome = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
-                             capacity_only=capacity_only, resolution=resolution, cache=not no_cache)
-    result = outcome.result
+    if no_cache or no_plan_cache:
+        result = solve_instance(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
+                                capacity_only=capacity_only, resolution=resolution, cache=not no_cache).result
+    else:
+        from planner.plan_cache import cached_solve
+
+        result, _status = cached_solve(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
+                                       capacity_only=capacity_only, resolution=resolution)
     if out_dir:
         write_outputs(result, out_dir)
     if html_file:

@@ -6,6 +6,7 @@ HiGHS runs single-threaded with a fixed random seed by default (the callers pass
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 
@@ -62,8 +63,36 @@ def import_pyomo() -> Any:
     return pe
 
 
-def make_solver() -> Any:
+_TIME_LIMIT_STOPS = [0]
+"""Solves (of solvers made by :func:`make_solver`, in this process) that stopped at their time limit."""
+
+
+def time_limit_stops() -> int:
+    """How many solves of this process stopped at their time limit (:func:`make_solver`'s solvers).
+
+    A plan one of them shaped (an architecture's solve, a tightening round, a confidence re-solve,
+    a diagnosis) depends on the machine's speed, so it is not reproducible: the plan cache
+    (:mod:`planner.plan_cache`) compares this count before and after a solve and stores the plan
+    only when it did not move."""
+    return _TIME_LIMIT_STOPS[0]
+
+
+@lru_cache(maxsize=1)
+def _counting_highs() -> type:
+    """pyomo's persistent HiGHS interface, counting the solves that stop at their time limit."""
     from pyomo.contrib.solver.solvers.highs import Highs
 
-    return Highs()
+    class CountingHighs(Highs):
+        def solve(self, model: Any, **kwds: Any) -> Any:
+            res = super().solve(model, **kwds)
+            if getattr(res.termination_condition, "name", "") == "maxTimeLimit":
+                _TIME_LIMIT_STOPS[0] += 1
+            return res
+
+    return CountingHighs
+
+
+def make_solver() -> Any:
+    """A HiGHS solver (pyomo's persistent interface) whose time-limit stops :func:`time_limit_stops` counts."""
+    return _counting_highs()()
 

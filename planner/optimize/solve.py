@@ -63,11 +63,13 @@ class SolveOutcome:
 
 def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_name: str = "tables",
                  instance_path: str = "", scenario: str | None = None, overrides: dict[str, Any] | None = None,
-                 built: Built | None = None) -> SolveOutcome:
+                 built: Built | None = None, prepared: Prepared | None = None) -> SolveOutcome:
     """Solve every requested architecture on one set of capacity tables and compare them.
 
     ``built``: a model already built from ``tables`` by :func:`build_model` (with the same
     redundancy and budget); it is restricted and re-solved instead of building a new one.
+    ``prepared``: ``prepare(tables, max_utilization=settings.max_utilization)`` computed already
+    (:func:`planner.capacity_cache.cached_prepared` keeps it on disk); the model is built from it.
     Each architecture's plan is verified (and its caps tightened) as the module docstring says.
     """
     for arch in settings.architectures:
@@ -77,7 +79,7 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     t0 = time.perf_counter()
     if built is None:
         with stage("build model"):
-            prep = prepare(tables, max_utilization=settings.max_utilization)
+            prep = prepared if prepared is not None else prepare(tables, max_utilization=settings.max_utilization)
             built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
         built.build_s = time.perf_counter() - t0
     prep = built.prep

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from planner.agents.report import tool_phase_lines, tool_phase_markdown
 from planner.cli.output import fmt, table, to_json
@@ -19,8 +18,13 @@ from planner.report.encode import encode_lines
 from planner.report.explain import pool_explanations
 from planner.schema.plan import COST_TERMS, ArchitecturePlan, PlanResult, stat_label
 
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: the terminal summary needs none (issue 27, start-up)
+
 
 def cost_table(result: PlanResult) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for arch, plan in result.architectures.items():
         if plan.costs is None:
@@ -33,6 +37,8 @@ def cost_table(result: PlanResult) -> pd.DataFrame:
 
 
 def pool_table(result: PlanResult) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for arch, plan in result.architectures.items():
         for p in plan.pools:

@@ -92,9 +92,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 if TYPE_CHECKING:
+    import pandas as pd  # imported where used: the schemas load without pandas (issue 27, start-up)
+
     from planner.schema.agents import AgentTables
 
 DEMAND_COLUMNS: tuple[str, ...] = (
@@ -217,6 +217,8 @@ class CapacityTables:
             missing = [c for c in cols if c not in frame.columns]
             if missing:
                 raise ValueError(f"capacity table {name!r} lacks columns: {', '.join(missing)}")
+        import pandas as pd
+
         from planner.errors import InputError, Problem
         from planner.schema.common import MAX_PEAK_RATE_PER_S
 
