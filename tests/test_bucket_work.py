@@ -66,8 +66,7 @@ def _instance(tmp: Path, seed: int, n: int, rho: float) -> Path:
 
 def _work(path: Path, buckets: int) -> dict[str, float]:
     """Per role: the service's work per request ``sum_b w_b tau_b`` (every point feasible)."""
-    from planner.capacity import LENGTH_MIX_COLUMN
-    from planner.capacity import build_capacity_tables
+    from planner.capacity import LENGTH_MIX_COLUMN, build_capacity_tables
     from planner.instance import load_instance
 
     r = load_instance(path, {"services.chat.traffic.buckets": buckets})

@@ -390,8 +390,8 @@ def operating_point(
         n_ttft, isl_ttft = n_new, isl
         if ttft_input_tokens is not None and ttft_input_tokens > isl:
             isl_ttft, _o, n_ttft, _c = request_tokens(ttft_input_tokens, output_tokens, cached_prefix_share)
-        first = {"n_ttft": n_ttft, "isl_ttft": isl_ttft}
-        plain_u = _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem, **first,
+        plain_u = _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
+                                 n_ttft=n_ttft, isl_ttft=isl_ttft,
                                  budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
                                  targets=targets, mixed=cal.mixed_prefill, rate_per_s=rate_per_s,
                                  interarrival_cv=interarrival_cv)
@@ -399,7 +399,8 @@ def operating_point(
                              kv_precision=kv_precision)
         if cost is None:
             return plain_u
-        return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget, **first,
+        return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget,
+                                    n_ttft=n_ttft, isl_ttft=isl_ttft,
                                     kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets,
                                     mixed=cal.mixed_prefill, rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
