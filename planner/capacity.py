@@ -11,8 +11,16 @@ From an instance (:func:`build_capacity_tables`)
   the whole-log CV kept in ``interarrival_cv_whole_log``.
 - ``points``: :func:`planner.perf.operating_point` for every (service, bucket, role,
   device, tp) with tp ≤ the device's scale-up domain. Latency uses the bucket
-  representatives; throughput and energy use them too (conservative). Unified points also
-  carry the chunked-prefill lane columns (``POINT_OPTIONAL_COLUMNS``, from ``OperatingPoint.detail``).
+  representatives. Work per request (``instance_seconds_per_request``, energy, KV) uses the
+  bucket's length mix when every bucket of the service has one (a log's buckets,
+  :mod:`planner.workload.buckets` item 5), so that it does not depend on the bucket count
+  (issue 24 item 0): decode and unified points are computed at the service's mean lengths
+  (a unified point's TTFT at the bucket's representative prompt) and each bucket pays its own
+  mean work there (:func:`bucket_work`); a prefill point is the representative's (its TTFT and
+  batch), its time per request the share-weighted mean of its sub-bins' points (:func:`mix_work`).
+  Without a mix (hand-written buckets) the representatives price the work too (conservative).
+  Unified points also carry the chunked-prefill lane columns (``POINT_OPTIONAL_COLUMNS``, from
+  ``OperatingPoint.detail``).
 - ``configs``: prices per device-hour — rental, or purchase as an annuity
   ``P · r / (1 − (1 + r)^−Y)`` per year (straight line ``P / Y`` at ``r = 0``) over
   ``12 · hours_per_month`` hours; power, host share, operations (profile + instance
@@ -57,10 +65,12 @@ the same per-request instance time, batch, energy, latency and KV transfer.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, Problem, ProblemCollector
@@ -72,6 +82,7 @@ from planner.schema.capacity import (
     CONFIG_PARALLELISM_COLUMN,
     DEMAND_COLUMNS,
     DEMAND_LATENCY_COLUMNS,
+    LENGTH_MIX_COLUMN,
     POINT_COLUMNS,
     POINT_KV_CAPACITY_COLUMN,
     POINT_OPTIONAL_COLUMNS,
@@ -165,8 +176,125 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 "interarrival_cv": cv, "interarrival_cv_whole_log": float(prof.arrivals.interarrival_cv),
                 **svc.slo.table_columns(),
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
+                LENGTH_MIX_COLUMN: json.dumps([list(m) for m in b.length_mix]) if b.length_mix else "",
             })
-    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log"]), profiles, notes
+    return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
+                                       LENGTH_MIX_COLUMN]), profiles, notes
+
+
+def length_mix(row: Any) -> list[tuple[float, float, float]]:
+    """A demand row's length mix (``[]`` when absent): ``(share, input tokens, output tokens)`` per sub-bin."""
+    raw = row.get(LENGTH_MIX_COLUMN, "") if hasattr(row, "get") else ""
+    if not isinstance(raw, str) or not raw:
+        return []
+    return [(float(w), float(n), float(o)) for w, n, o in json.loads(raw)]
+
+
+def mix_means(mix: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """The share-weighted mean (input, output) tokens of a length mix: the lengths a bucket's work is
+    priced at (:func:`bucket_work`) and the simulator's requests average (:mod:`planner.simulate.adapter`)."""
+    w = np.array([m[0] for m in mix], dtype=float)
+    w = w / w.sum()
+    return float(np.dot(w, [m[1] for m in mix])), float(np.dot(w, [m[2] for m in mix]))
+
+
+def service_mean_lengths(demand: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Per service all of whose buckets carry a length mix: its mean (input, output) tokens over the
+    mixes, ``sum_b w_b M_b / sum_b w_b`` (``M_b`` = :func:`mix_means`). The mixes are the same fine
+    sub-bins at every bucket count (:mod:`planner.workload.buckets` item 5), so this is too."""
+    out: dict[str, tuple[float, float]] = {}
+    if LENGTH_MIX_COLUMN not in demand.columns:
+        return out
+    for svc, g in demand.groupby("service", sort=False):
+        mixes = [length_mix(r) for r in g.to_dict("records")]
+        w = g["weight"].to_numpy(float)
+        if not all(mixes) or w.sum() <= 0:
+            continue
+        means = np.array([mix_means(m) for m in mixes])
+        out[str(svc)] = (float(np.dot(w, means[:, 0]) / w.sum()), float(np.dot(w, means[:, 1]) / w.sum()))
+    return out
+
+
+def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_means: tuple[float, float],
+                share: float) -> dict[str, float]:
+    """A bucket's work per request at its service's decode or unified point (module docstring;
+    :mod:`planner.workload.buckets` item 5). Returns the point columns to replace (empty for an
+    infeasible point or one without the lane columns).
+
+    Why the point is computed at the service's mean lengths ``(n_s, o_s)``: in continuous batching
+    every sequence of a batch waits the same step, whose time depends on the batch's total KV, i.e.
+    on the mix of lengths the pool runs, not on one request's; so the batch ``B``, the step times,
+    the chunk ``q``, memory and hence TPOT / ITL are the pool's, the same for every bucket and every
+    bucket count. TTFT is per request: a unified point counts the chunk iterations of the bucket's
+    representative prompt (``ttft_input_tokens`` of :func:`planner.perf.operating_point`). Each
+    bucket then pays its own work at that point, linear in its mean lengths ``(E_b[n], E_b[o])``
+    (``n`` the prompt tokens computed after the cached prefix, :func:`planner.perf.points.request_tokens`):
+
+    - decode: a sequence holds its slot for ``o / E`` steps of ``t_dec(B)``: ``tau_b = tau E_b[o] / o_s``;
+    - unified: ``tau_b = max(E_b[o] t_dec / (B E) + E_b[n] (t_it - t_dec) / q,  E_b[n] t_it / q)`` — the
+      slot time of the decode-only steps plus each chunk's extra, or the lane's time when the lane
+      binds (``E`` the tokens per step of a speculative point, else 1); at the service's means this is
+      the point's own ``o t_mean / (B E)``; the lane service per prompt ``E_b[n] t_it / q`` and
+      ``prefill_tokens`` ``E_b[n]``;
+    - KV bytes per request scale with the bucket's mean peak tokens ``E_b[n + o]`` (KV is linear in
+      tokens), energy per request with ``tau_b``.
+
+    So ``sum_b w_b tau_b`` is the service's own ``tau`` at every bucket count (up to the ``max`` of a
+    lane-bound bucket). Approximation: a pool that serves only some of a service's buckets runs a
+    mix other than the service's; its step time is that of the service's mix."""
+    from planner.perf.points import request_tokens
+
+    if not op.feasible or op.instance_seconds_per_request <= 0:
+        return {}
+    _i, o_s, n_s, _h = request_tokens(service_means[0], service_means[1], share)
+    _i, o_b, n_b, _h = request_tokens(bucket_means[0], bucket_means[1], share)
+    tau_s = float(op.instance_seconds_per_request)
+    out: dict[str, float] = {}
+    if role == "decode":
+        tau = tau_s * o_b / o_s
+    else:
+        d = op.detail
+        t_dec, t_it = float(d.get("decode_only_step_ms", math.nan)) / 1e3, float(d.get("step_ms", math.nan)) / 1e3
+        q, b = float(d.get("prefill_chunk_tokens", math.nan)), float(op.max_batch)
+        e = float(d.get("spec_tokens_per_step", 1.0))
+        if not all(math.isfinite(x) and x > 0 for x in (t_dec, t_it, q, b, e)):
+            return {}
+        tau = max(o_b * t_dec / (b * e) + n_b * max(t_it - t_dec, 0.0) / q, n_b * t_it / q)
+        out["lane_service_ms"] = 1e3 * n_b * t_it / q
+        out["prefill_tokens"] = n_b
+    out["instance_seconds_per_request"] = tau
+    out["energy_j_per_request"] = float(op.energy_j_per_request) * tau / tau_s
+    out["kv_bytes_per_request"] = float(op.kv_bytes_per_request) * (bucket_means[0] + bucket_means[1]) / max(sum(service_means), 1.0)
+    return out
+
+
+def mix_work(op: Any, subs: list[tuple[float, Any]]) -> dict[str, float]:
+    """A prefill point's time and energy per request priced as its bucket's length mix
+    (:mod:`planner.workload.buckets` item 5): ``tau = sum_f s_f tau_f`` over the sub-bins ``f``
+    (share ``s_f``) of the bucket, ``tau_f`` the prefill point of the sub-bin's representative
+    (same device, targets and rate). The bucket's own point, at its representative, keeps its TTFT,
+    batch and KV transfer (the TTFT target must hold for the representative prompt). A sub-bin whose
+    point is infeasible is priced at the bucket's; the mix never costs more than the bucket's own
+    point (its sub-bins' representatives are no longer). ``service_time_cv``: the CV of the sub-bins'
+    times (share-weighted), which the utilisation cap's G/G/c wait counts (a deterministic service
+    time at the mean would understate the queue: code-completion-8b's L40S prefill pool waited 79 ms
+    at p99 in the simulation against 0 ms analytic). Returns the columns to replace (empty for
+    an infeasible point)."""
+    if not subs or not op.feasible or op.instance_seconds_per_request <= 0:
+        return {}
+    tau_c = float(op.instance_seconds_per_request)
+    w = np.array([s for s, _o in subs], dtype=float)
+    w = w / w.sum()
+    good = [bool(o.feasible and o.instance_seconds_per_request > 0) for _s, o in subs]
+    taus = np.array([float(o.instance_seconds_per_request) if g else tau_c for g, (_s, o) in zip(good, subs, strict=True)])
+    energies = np.array([float(o.energy_j_per_request) if g else float(op.energy_j_per_request)
+                         for g, (_s, o) in zip(good, subs, strict=True)])
+    raw = float(np.dot(w, taus))
+    tau = min(raw, tau_c)
+    # the bucket's prompts are no longer one deterministic service time: the queue sees the mix's spread
+    cv = math.sqrt(float(np.dot(w, (taus - raw) ** 2))) / raw if raw > 0 else 0.0
+    return {"instance_seconds_per_request": tau, "energy_j_per_request": float(np.dot(w, energies)) * tau / max(raw, 1e-30),
+            "service_time_cv": max(float(op.service_time_cv), cv)}
 
 
 def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = None) -> tuple[float, str]:
@@ -255,6 +383,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     pars = _parallelism(configs)
     if any(p.is_ep for p in pars.values()):
         notes.append(_ep_note(resolved, configs, pars, calibration))
+    svc_means = service_mean_lengths(demand)
+    worked: dict[tuple[Any, ...], dict[str, float]] = {}
     for rec in demand.to_dict("records"):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
@@ -264,6 +394,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         svc_rate = float(rec["rate_peak_per_s"]) / float(rec["weight"]) if float(rec["weight"]) > 0 else rate_cv[0]
         svc = inst.services[service]
         model = resolved.models[svc.model]
+        mix = length_mix(rec) if service in svc_means else []
+        bucket_means = mix_means(mix) if mix else (isl, osl)
         for cfg in configs.to_dict("records"):
             device, tp, config = str(cfg["device"]), int(cfg["tp"]), str(cfg["config"])
             dev = resolved.devices[device]
@@ -277,16 +409,42 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 # the unified point is chosen at the service's peak rate (its shared pool serves every bucket, so its
                 # queue has the service's instances, not the bucket's: planner.perf.points, _unified_cost)
                 rate_cv_role = (svc_rate, rate_cv[1]) if role == "unified" else rate_cv
-                key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, isl, osl, share,
-                       tuple(lat.items()), rate_cv_role if role != "decode" else None, par, spec.model_dump_json() if spec else None)
+                # with a length mix, decode and unified points run the service's mean lengths (the mix its pools run;
+                # a unified point's TTFT at the representative prompt) and prefill work is the mix's (bucket_work, mix_work)
+                at_mix = bool(mix) and (role == "decode" or (role == "unified" and not par.is_ep))
+                in_len, out_len = svc_means[service] if at_mix else (isl, osl)
+                ttft_in = isl if at_mix and role == "unified" else None
+                key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, svc.engine, device, tp, role, in_len, out_len, share,
+                       tuple(lat.items()), rate_cv_role if role != "decode" else None, par, spec.model_dump_json() if spec else None, ttft_in)
+                kw: dict[str, Any] = dict(role=role, weight_precision=svc.weight_precision, kv_precision=svc.kv_precision_resolved,
+                                          input_tokens=in_len, output_tokens=out_len, cached_prefix_share=share, **lat,
+                                          rate_per_s=rate_cv_role[0], interarrival_cv=rate_cv_role[1], engine=svc.engine,
+                                          kv_link_gb_per_s=link, calibration=calibration)
+                if ttft_in is not None:
+                    kw["ttft_input_tokens"] = ttft_in
+                if spec is not None:
+                    kw.update(speculative=spec, draft_model=draft_profile(resolved, service, spec))
+
+                def point(kw: dict[str, Any], model: Any = model, dev: Any = dev, par: Parallelism = par, tp: int = tp) -> Any:
+                    return ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point(model, dev, tp, **kw)
+
                 if key not in cache:
-                    kw: dict[str, Any] = dict(role=role, weight_precision=svc.weight_precision, kv_precision=svc.kv_precision_resolved,
-                                              input_tokens=isl, output_tokens=osl, cached_prefix_share=share, **lat, rate_per_s=rate_cv_role[0],
-                                              interarrival_cv=rate_cv_role[1], engine=svc.engine, kv_link_gb_per_s=link, calibration=calibration)
-                    if spec is not None:
-                        kw.update(speculative=spec, draft_model=draft_profile(resolved, service, spec))
-                    cache[key] = ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point(model, dev, tp, **kw)
+                    cache[key] = point(kw)
                 op = cache[key]
+                work: dict[str, float] = {}
+                if role == "prefill" and mix:
+                    wkey = (key, rec[LENGTH_MIX_COLUMN])
+                    if wkey not in worked:
+                        subs = []
+                        for w_f, n_f, o_f in mix:
+                            k2 = (*key, "sub", n_f, o_f)
+                            if k2 not in cache:
+                                cache[k2] = point({**kw, "input_tokens": n_f, "output_tokens": o_f})
+                            subs.append((w_f, cache[k2]))
+                        worked[wkey] = mix_work(op, subs)
+                    work = worked[wkey]
+                elif at_mix:
+                    work = bucket_work(op, role, svc_means[service], bucket_means, share)
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
                 if role != "prefill" and kv_key not in kv_cap:
                     kv_cap[kv_key] = (replica_kv_capacity_bytes(model, dev, par, svc.weight_precision, svc.kv_precision_resolved,
@@ -306,6 +464,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                                else 0.0),
                     **spec_columns(spec, op.detail),
                 })
+                rows[-1].update(work)
     rows += encode_points(resolved, demand, configs, {**{c: math.nan for c in POINT_OPTIONAL_COLUMNS}, POINT_KV_CAPACITY_COLUMN: 0.0,
                                                       **spec_columns(None, {})})
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])

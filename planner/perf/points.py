@@ -338,6 +338,7 @@ def operating_point(
     interarrival_cv: float = 1.0,
     speculative: SpeculativeDecoding | None = None,
     draft_model: LLMProfile | None = None,
+    ttft_input_tokens: float | None = None,
 ) -> OperatingPoint:
     """The operating point of one role; see the module docstring for the model of each role.
 
@@ -349,7 +350,14 @@ def operating_point(
 
     ``speculative`` (decode role; ``draft_model``: the catalog draft of a ``draft_model`` method):
     the speculative decode point is costed too and the cheaper one that meets the targets is
-    returned (:mod:`planner.perf.speculative`)."""
+    returned (:mod:`planner.perf.speculative`).
+
+    ``ttft_input_tokens`` (unified only): the prompt whose TTFT must meet the target when it is longer
+    than ``input_tokens`` — a length bucket's representative while ``input_tokens`` / ``output_tokens``
+    are the service's mean lengths (:func:`planner.capacity.bucket_work`): the batch, its step times,
+    memory, the lane's load and so TPOT / ITL are those of the mix the pool runs (every sequence of a
+    continuous batch waits the same step), while TTFT counts the chunk iterations of that prompt (and
+    its KV while it is chunked); the lane wait stays the mix's."""
     targets = _Targets(ttft_ms=_inf(ttft_target_ms), ttft_q=ttft_quantile, tpot_ms=_inf(tpot_target_ms), tpot_q=tpot_quantile,
                        itl_ms=_inf(itl_target_ms), itl_q=itl_quantile, e2e_ms=_inf(e2e_target_ms), e2e_q=e2e_quantile)
     cal, source = engine_calibration(engine, calibration)
@@ -379,7 +387,11 @@ def operating_point(
             "memory_capacity", source, kv=kv_req)
     batches = np.arange(1, b_mem + 1, dtype=float)
     if role == "unified":
+        n_ttft, isl_ttft = n_new, isl
+        if ttft_input_tokens is not None and ttft_input_tokens > isl:
+            isl_ttft, _o, n_ttft, _c = request_tokens(ttft_input_tokens, output_tokens, cached_prefix_share)
         plain_u = _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
+                                 n_ttft=n_ttft, isl_ttft=isl_ttft,
                                  budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
                                  targets=targets, mixed=cal.mixed_prefill, rate_per_s=rate_per_s,
                                  interarrival_cv=interarrival_cv)
@@ -388,6 +400,7 @@ def operating_point(
         if cost is None:
             return plain_u
         return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget,
+                                    n_ttft=n_ttft, isl_ttft=isl_ttft,
                                     kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets,
                                     mixed=cal.mixed_prefill, rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
@@ -456,7 +469,7 @@ def _speculate(plain: OperatingPoint, spec: SpeculativeDecoding | None, draft: L
 def _speculative_unified(plain: OperatingPoint, cost: SpecCost, inst: InstanceArrays, eff: Efficiency, *, isl: float, osl: float,
                          n_new: float, cached: float, ctx: float, budget: float, kv_req: float, power_w: InstancePower,
                          overhead_ms: float, source: str, targets: _Targets, mixed: bool, rate_per_s: float | None = None,
-                         interarrival_cv: float = 1.0) -> OperatingPoint:
+                         interarrival_cv: float = 1.0, n_ttft: float | None = None, isl_ttft: float | None = None) -> OperatingPoint:
     """The cheaper of the plain unified point and the speculative one meeting the same targets
     (:func:`_unified_point` with ``spec``; the batch limit and KV include the draft's weights and KV,
     :func:`planner.perf.speculative.spec_batch_limit`). The returned point's ``detail`` says which
@@ -473,7 +486,7 @@ def _speculative_unified(plain: OperatingPoint, cost: SpecCost, inst: InstanceAr
     sp = _unified_point(inst, eff, np.arange(1, b_mem + 1, dtype=float), isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx,
                         b_mem=b_mem, budget=budget, kv_req=kv_req * (1.0 + cost.draft_kv_share), power_w=power_w,
                         overhead_ms=overhead_ms, source=source, targets=targets, mixed=mixed, spec=cost, kv_cap=cap,
-                        rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
+                        rate_per_s=rate_per_s, interarrival_cv=interarrival_cv, n_ttft=n_ttft, isl_ttft=isl_ttft)
     if not sp.feasible:
         plain.detail["spec_rejected"] = 2.0  # no (batch, chunk) meets the targets with a speculative step
         return plain
@@ -643,8 +656,13 @@ def _unified_cost(tau_s: float, batch: float, ttft_ms: float, targets: _Targets,
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
                    source: str, targets: _Targets, mixed: bool = True, spec: SpecCost | None = None,
-                   kv_cap: float | None = None, rate_per_s: float | None = None, interarrival_cv: float = 1.0) -> OperatingPoint:
+                   kv_cap: float | None = None, rate_per_s: float | None = None, interarrival_cv: float = 1.0,
+                   n_ttft: float | None = None, isl_ttft: float | None = None) -> OperatingPoint:
     """The unified operating point; the model is in the module docstring.
+
+    ``n_ttft`` / ``isl_ttft`` (:func:`operating_point`'s ``ttft_input_tokens``): the new and total
+    tokens of the prompt whose TTFT is checked (its chunk iterations, its KV while chunked) when it is
+    longer than the mix's ``n_new`` / ``isl`` that set the lane's load and the batch.
 
     ``spec`` (speculative decoding, :mod:`planner.perf.speculative`): every iteration verifies ``V``
     tokens per decoding sequence (beside the chunk, when it carries one) and runs the ``k`` draft
@@ -710,11 +728,13 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         rate = b2 * e / (osl * t_mean)                                  # requests/s one instance sustains
         service = n_new / grid * t_busy                               # lane seconds per prompt
         rho_lane = np.where(stable, rate * service, np.inf)           # = u_iter t_busy / t_mean
-    chunks = np.where(grid >= n_new, 1.0, np.ceil(n_new / grid))
+    n_first = n_new if n_ttft is None else max(n_ttft, n_new)  # the prompt whose TTFT is checked
+    chunks = np.where(grid >= n_first, 1.0, np.ceil(n_first / grid))
     u_c = np.minimum(u_iter, 1.0)
     t_idle_full = np.broadcast_to(t_idle, grid.shape)
     # KV: B sequences at their peak plus the prompt(s) being chunked
-    prompt_kv = np.maximum(kv_bytes(inst, isl), kv_bytes(inst, np.minimum(grid, n_new) + cached))
+    isl_first = isl if isl_ttft is None else max(isl_ttft, isl)
+    prompt_kv = np.maximum(kv_bytes(inst, isl_first), kv_bytes(inst, np.minimum(grid, n_first) + cached))
     if spec is not None:
         prompt_kv = prompt_kv * (1.0 + spec.draft_kv_share)
     kv_need = b2 * kv_req + prompt_kv

@@ -115,6 +115,9 @@ POINT_OPTIONAL_COLUMNS: tuple[str, ...] = (
     "decode_only_step_ms", "mean_step_ms", "itl_ms", "e2e_ms", "tpot_mean_ms",
 )
 """Optional unified-lane columns of ``points`` (module docstring); taken from ``OperatingPoint.detail``."""
+LENGTH_MIX_COLUMN = "length_mix"
+"""Optional column of ``demand``: the bucket's :attr:`planner.schema.workload.LengthBucket.length_mix` as JSON
+(``[[share, input, output], ...]``), ``""`` when the bucket has none (:mod:`planner.capacity`)."""
 POINT_KV_CAPACITY_COLUMN = "kv_capacity_bytes"
 """Optional column of ``points``: KV bytes one instance holds (module docstring)."""
 

@@ -54,6 +54,13 @@ class LengthBucket(StrictModel):
     output_tokens_mean: PosFloat
     cached_prefix_share: Fraction = 0.0
     """Share of input tokens whose KV can be reused from an earlier request (prefix cache)."""
+    length_mix: list[tuple[Fraction, PosFloat, PosFloat]] = []
+    """The bucket's lengths at the finest resolution (:data:`planner.workload.buckets.FINE_BUCKETS`
+    nested sub-bins): ``(share of the bucket's requests, input representative, mean output)`` per
+    sub-bin, each input representative no larger than the bucket's. The capacity table prices a bucket's
+    *work* per request from this mix and its latency at the bucket's representatives
+    (:mod:`planner.capacity`). Optional: empty (hand-written buckets) prices the work at the
+    representatives too."""
 
 
 class ArrivalStats(StrictModel):

@@ -67,9 +67,12 @@ approximated, and each approximation is stated here:
 * **Arrivals** — per service a renewal process at the service's peak (or mean) rate with
   the demand's inter-arrival CV; :func:`demand_stream` draws lengths from the buckets'
   mean (input, output) with the bucket weights; :func:`bucket_stream` gives each arrival
-  a route (bucket and pools) drawn with probabilities ``w_b x_pf x_dec`` and the bucket's
-  *representative* lengths — the lengths the plan was sized for, so the simulated tail is
-  comparable with the analytic one (and conservative).
+  a route (bucket and pools) drawn with probabilities ``w_b x_pf x_dec`` and lengths drawn
+  from the bucket's length mix (``length_mix`` of the demand: the sub-bins the points' work per
+  request was priced at, :mod:`planner.capacity`; each input no longer than the bucket's
+  representative, which bounds the analytic TTFT), or the bucket's *representative* lengths when
+  it has no mix. The capacity-preserving pool parameters (per-token prefill time, effective batch,
+  lane chunk, KV per token) use the same mix's mean lengths (:func:`_work_lengths`).
 * **Agent sessions** are simulated call by call (each LLM call an independent request at
   the demand rate); tool waits and the KV they hold are not simulated here.
 """
@@ -178,6 +181,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
     rows = routing.merge(points, on=["service", "bucket", "role", "config"], how="left", suffixes=("", "_pt"))
     rows = rows.merge(demand[["service", "bucket", "input_tokens_rep", "output_tokens_rep",
                               "input_tokens_mean", "output_tokens_mean"]], on=["service", "bucket"], how="left")
+    rows = rows.merge(_work_lengths(demand), on=["service", "bucket"], how="left")
     rows["lam"] = rows["rate_peak_per_s"].clip(lower=1e-12)
     notes: list[str] = [encode_note] if encode_note else []
     pool_plans = {p.name: p for p in arch.pools}
@@ -189,9 +193,9 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
         if (g["role"] == "prefill").any():
             g = g[g["role"] == "prefill"]
             svc_s_per_token[str(svc)] = float((g["lam"] * g["instance_seconds_per_request"]).sum()
-                                              / (g["lam"] * g["input_tokens_rep"]).sum())
+                                              / (g["lam"] * g["input_tokens_work"]).sum())
         else:
-            q = g["max_batch"] * _tokens_per_step(g) * g["input_tokens_rep"] / g["output_tokens_rep"]
+            q = g["max_batch"] * _tokens_per_step(g) * g["input_tokens_work"] / g["output_tokens_work"]
             svc_s_per_token[str(svc)] = _weighted(_step_ms(g) / 1e3 / q.clip(lower=1.0), g["lam"])
 
     measured_row = (rows["bound"].astype(str) == "measured").to_numpy(bool) if "bound" in rows.columns else np.zeros(len(rows), dtype=bool)
@@ -215,33 +219,34 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
                          "(measured points without a TPOT: step time = instance time / output tokens)")
         if p.role == "prefill":
             s_per_token = float((g["lam"] * g["instance_seconds_per_request"]).sum()
-                                / (g["lam"] * g["input_tokens_rep"]).sum())
+                                / (g["lam"] * g["input_tokens_work"]).sum())
             pools.append(PoolSpec(p.name, "prefill", p.instances, prefill_time_s=_per_token(s_per_token)))
             continue
         step_s = _weighted(_step_ms(g), g["lam"]) / 1e3
         lane = unified_lane(g) if p.role == "unified" else None
         e = _tokens_per_step(g)
         # speculative decoding: bursts of E tokens per step (planner.perf.speculative), o / E steps per request
-        e_pool = _weighted(e, g["lam"] * g["output_tokens_rep"]) if bool((e > 1.0).any()) else 1.0
+        e_pool = _weighted(e, g["lam"] * g["output_tokens_work"]) if bool((e > 1.0).any()) else 1.0
+        gw = g.assign(output_tokens_rep=g["output_tokens_work"])  # the capacity-preserving batch counts the work's outputs
         if p.role == "unified" and e_pool > 1.0:
-            batch = effective_batch(g.assign(output_tokens_rep=g["output_tokens_rep"] / e),
+            batch = effective_batch(gw.assign(output_tokens_rep=gw["output_tokens_rep"] / e),
                                     lane.mean_step_s if lane is not None else step_s)
         else:
-            batch = effective_batch(g, lane.mean_step_s if lane is not None else step_s)
-        kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_rep"] + g["output_tokens_rep"]), g["lam"])
+            batch = effective_batch(gw, lane.mean_step_s if lane is not None else step_s)
+        kv_per_token = _weighted(g["kv_bytes_per_request"] / (g["input_tokens_work"] + g["output_tokens_work"]), g["lam"])
         live = max(p.instances - p.redundancy, 1)
         cap_tokens = (p.kv_capacity_bytes / live / kv_per_token) if (p.kv_capacity_bytes > 0 and kv_per_token > 0) else math.inf
         recompute = _weighted(pd.Series([svc_s_per_token.get(str(s), step_s) for s in g["service"]]), g["lam"])
         if p.role == "decode":
             if e_pool > 1.0:
-                batch = effective_batch(g.assign(output_tokens_rep=g["output_tokens_rep"] / e), step_s)
+                batch = effective_batch(gw.assign(output_tokens_rep=gw["output_tokens_rep"] / e), step_s)
             pools.append(PoolSpec(p.name, "decode", p.instances, prefill_time_s=_per_token(recompute),
                                   step_time_s=[0.0] + [step_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens, tokens_per_step=e_pool))
         else:
             if lane is None:  # no lane columns (measured points or an older plan): the stated estimate
-                chunk = int(max(1, round(batch * float((g["lam"] * g["input_tokens_rep"]).sum())
-                                         / float((g["lam"] * g["output_tokens_rep"]).sum()))))
+                chunk = int(max(1, round(batch * float((g["lam"] * g["input_tokens_work"]).sum())
+                                         / float((g["lam"] * g["output_tokens_work"]).sum()))))
                 notes.append(f"pool {p.name}: no prefill-chunk size in the plan; chunk estimated as {chunk} tokens "
                              "(prompt tokens admitted per iteration at a full batch)")
                 it = _constant2(step_s)
@@ -290,6 +295,22 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
         ))
     return SimInputs(architecture=arch.architecture, pools=pools, routes=routes, demand=demand,
                      pool_plans=pool_plans, notes=notes)
+
+
+def _work_lengths(demand: pd.DataFrame) -> pd.DataFrame:
+    """Per (service, bucket) the lengths its points' work per request was priced at: the length mix's
+    share-weighted means (:func:`planner.capacity.mix_means`), else the representatives. The
+    capacity-preserving pool parameters (per-token prefill time, effective batch, lane chunk, KV per
+    token) divide the points' work by these, and the simulated requests draw their lengths from the
+    same mix (:func:`plan_to_sim_by_bucket`, :func:`bucket_stream`)."""
+    from planner.capacity import length_mix, mix_means
+
+    rows = []
+    for rec in demand.to_dict("records"):
+        mix = length_mix(rec)
+        n, o = mix_means(mix) if mix else (float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"]))
+        rows.append({"service": rec["service"], "bucket": rec["bucket"], "input_tokens_work": n, "output_tokens_work": o})
+    return pd.DataFrame(rows, columns=["service", "bucket", "input_tokens_work", "output_tokens_work"])
 
 
 def measured_slots(rows: pd.DataFrame, residence_s: float) -> int:
@@ -415,6 +436,11 @@ class BucketSimInputs:
         return self.base.pools
 
 
+ROUTING_NOISE_SHARE = 1e-5
+"""A routing share at most this large to a pool without instances is the MIP's rounding noise (HiGHS'
+primal feasibility tolerance is 1e-7 on the scaled rows), not traffic: the bucket simulation ignores it."""
+
+
 def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> BucketSimInputs:
     """Like :func:`plan_to_sim`, but routed by the plan's shares, bucket by bucket (module docstring).
 
@@ -433,6 +459,9 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
     routing = drop_encode_phase(routing[routing["share"] > 1e-9])[0].merge(points, on=["service", "bucket", "role", "config"], how="left",
                                                      suffixes=("", "_pt"))
     known = {ps.name for ps in base.pools}
+    # a share the MIP leaves on a pool it did not open is solver noise (below its feasibility tolerance): dropped
+    # (long-document-nvidia at a 3 s TTFT target routed a sliver of a bucket to a decode pool with 0 instances)
+    routing = routing[routing["pool"].astype(str).isin(known) | (routing["share"] > ROUTING_NOISE_SHARE)]
     routes: list[ServiceRoute] = []
     table: list[dict[str, object]] = []
     for (svc, bucket), g in routing.groupby(["service", "bucket"], sort=True):
@@ -468,10 +497,23 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                 table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
                               "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,
                               "probability": w * pf_share * dec_share, "input_tokens": n_rep, "output_tokens": o_rep,
+                              "length_mix": _route_mix(d, n_rep, o_rep),
                               "rate_peak_per_s": float(d_all["rate_peak_per_s"].sum()),
                               "rate_mean_per_s": float(d_all["rate_mean_per_s"].sum()),
                               "interarrival_cv": float(d["interarrival_cv"]) if "interarrival_cv" in d else 1.0})
     return BucketSimInputs(base=base, routes=routes, route_table=pd.DataFrame(table))
+
+
+def _route_mix(d: Any, n_rep: int, o_rep: int) -> list[tuple[float, int, int]]:
+    """A route's lengths: its bucket's length mix (share, input, output; whole tokens, at least 1:
+    the lengths its points' work was priced at, :mod:`planner.capacity`), or the representatives alone."""
+    from planner.capacity import length_mix
+
+    mix = length_mix(d)
+    if not mix:
+        return [(1.0, n_rep, o_rep)]
+    tot = sum(m[0] for m in mix)
+    return [(m[0] / tot, max(1, round(m[1])), max(1, round(m[2]))) for m in mix]
 
 
 def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: float, seed: int,
@@ -479,8 +521,9 @@ def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: fl
                   arrival_times: Mapping[str, np.ndarray] | None = None) -> Iterator[RequestChunk]:
     """Per service one renewal process (the demand's inter-arrival CV) at its peak or mean
     rate; each arrival takes route ``r`` with probability ``route_table.probability`` (so the
-    service's burstiness is kept, not diluted over independent per-bucket streams) and that
-    route's representative lengths. Reproducible: one generator per service, seeded from
+    service's burstiness is kept, not diluted over independent per-bucket streams) and lengths
+    drawn from that route's ``length_mix`` (its bucket's sub-bins, the lengths the plan's work was
+    priced at; the representatives when the bucket has no mix). Reproducible: one generator per service, seeded from
     ``seed`` and the service's position.
 
     ``arrival_times``: per service name, given arrival seconds (e.g. a log's busiest windows
@@ -495,11 +538,16 @@ def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: fl
         rate = float(g[col].iloc[0]) * rate_multiplier
         if rate <= 0:
             continue
-        idx = g.index.to_numpy(np.int64)
-        p = g["probability"].to_numpy(float)
+        # one draw per arrival over (route, sub-bin of its bucket's length mix): P = probability x share
+        mixes = g["length_mix"] if "length_mix" in g.columns else pd.Series(
+            [[(1.0, n, o)] for n, o in zip(g["input_tokens"], g["output_tokens"], strict=True)], index=g.index)
+        flat = [(r, pr * sh, n, o) for r, pr, mix in zip(g.index, g["probability"].astype(float), mixes, strict=True)
+                for sh, n, o in mix]
+        idx = np.array([f[0] for f in flat], dtype=np.int64)
+        p = np.array([f[1] for f in flat], dtype=float)
         p = p / p.sum()
-        inp = g["input_tokens"].to_numpy(np.int64)
-        out = g["output_tokens"].to_numpy(np.int64)
+        inp = np.array([f[2] for f in flat], dtype=np.int64)
+        out = np.array([f[3] for f in flat], dtype=np.int64)
         cv = float(g["interarrival_cv"].iloc[0])
         cv = cv if cv > 0 else 1.0
 

@@ -36,9 +36,22 @@ The rule (the same for every log):
    A bucket all of whose requests lie in ``T`` (possible only when a bin is narrower than the
    tail, i.e. more than ``1 / (2 (1 - r))`` buckets, or with heavy ties) keeps its own
    ``r``-quantiles, as before, and this is noted.
-3. **Means** inside the bin (``*_mean``) are kept beside the representatives (reported; the
-   capacity table sizes throughput at the representatives, conservative).
+3. **Means** inside the bin (``*_mean``) are kept beside the representatives (reported).
 4. Cached-prefix share per bin = cached tokens / basis tokens of the bin's requests.
+5. **Length mix** (``length_mix``): each bucket also carries its share of the nested sub-bins
+   at the finest resolution :data:`FINE_BUCKETS` (the ``i/32`` input quantiles: a bin of ``k``
+   buckets is a union of them whenever ``k`` divides 32, item 1; else it is cut at the fine
+   edges inside it), each with its share of the bucket's requests, its input representative by
+   the rule of item 2 (never above the bucket's) and its mean output (the sub-bins split by input
+   only, so an output maximum would be each sub-bin's near-service-wide output tail; decode work
+   is linear in the output length, so its mean prices it exactly). The capacity table (:mod:`planner.capacity`,
+   :func:`planner.capacity.bucket_work`, :func:`planner.capacity.mix_work`) prices a bucket's
+   *work* per request from this mix and its *latency* at the bucket's representatives, so a
+   bucket of short and long prompts costs the sum of their work, not every request at its
+   longest, and the cost of work does not grow with the coarseness of the bucketing (issue 24
+   item 0). Approximation: each sub-bin's requests are priced at the sub-bin's representatives
+   (the 1/32 of the service around each; conservative inside it), the tail set's at their
+   sub-bin's.
 
 A representative or mean below one token is raised to one (a request reads at least one
 token and produces at least its first token); that is noted when it happens.
@@ -53,6 +66,9 @@ from planner.workload.quantiles import pmf_quantile
 
 REPRESENTATIVE_QUANTILE = 0.995
 MIN_TOKENS = 1.0
+FINE_BUCKETS = 32
+"""The finest resolution: each bucket's ``length_mix`` is its share of these nested sub-bins (module
+docstring, item 5; the schema's most buckets, :data:`planner.schema.common.MAX_BUCKETS`)."""
 
 
 def bin_edges(values: np.ndarray, k: int) -> np.ndarray:
@@ -94,6 +110,7 @@ def length_buckets(
     # the service's tail set (module docstring, item 2): outside it every request is covered
     kept = ((input_tokens <= np.quantile(input_tokens, representative_quantile))
             & (output_tokens <= np.quantile(output_tokens, representative_quantile)))
+    fine = np.searchsorted(bin_edges(input_tokens, max(FINE_BUCKETS, k)), input_tokens, side="left")
     order = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[order], np.arange(len(edges) + 2), side="left")
     for j in range(len(edges) + 1):
@@ -113,18 +130,37 @@ def length_buckets(
         if cached_tokens is not None and cache_basis_tokens is not None:
             basis = float(cache_basis_tokens[rows].sum())
             share = min(1.0, float(cached_tokens[rows].sum()) / basis) if basis > 0 else 0.0
+        in_rep = _clamp(in_rep, f"{name}: input representative", notes)
+        out_rep = _clamp(out_rep, f"{name}: output representative", notes)
         buckets.append(
             LengthBucket(
                 name=name,
                 weight=rows.size / n,
-                input_tokens=_clamp(in_rep, f"{name}: input representative", notes),
-                output_tokens=_clamp(out_rep, f"{name}: output representative", notes),
+                input_tokens=in_rep,
+                output_tokens=out_rep,
+                length_mix=_mix(inp, out, keep, fine[rows], in_rep, out_rep),
                 input_tokens_mean=_clamp(float(inp.mean()), f"{name}: input mean", notes),
                 output_tokens_mean=_clamp(float(out.mean()), f"{name}: output mean", notes),
                 cached_prefix_share=share,
             )
         )
     return _renormalise(buckets), notes
+
+
+def _mix(inp: np.ndarray, out: np.ndarray, keep: np.ndarray, fine: np.ndarray, in_rep: float,
+         out_rep: float) -> list[tuple[float, float, float]]:
+    """A bucket's ``length_mix`` (module docstring, item 5): per fine sub-bin its share of the bucket's
+    requests, its input representative — the maximum input of its requests outside the service's tail
+    set, the bucket's own for a sub-bin wholly in the tail, never above the bucket's — and the mean
+    output of its requests; at least :data:`MIN_TOKENS` each."""
+    mix: list[tuple[float, float, float]] = []
+    for f in np.unique(fine):
+        sel = fine == f
+        kept = sel & keep
+        n_f = min(float(inp[kept].max()), in_rep) if kept.any() else in_rep
+        o_f = float(out[sel].mean())
+        mix.append((float(sel.sum()) / inp.size, max(n_f, MIN_TOKENS), max(o_f, MIN_TOKENS)))
+    return mix
 
 
 def _renormalise(buckets: list[LengthBucket]) -> list[LengthBucket]:

@@ -97,6 +97,7 @@ def scale_profile(profile: WorkloadProfile, rate: float = 1.0, input_length: flo
                     "input_tokens_mean": b.input_tokens_mean * input_length,
                     "output_tokens": b.output_tokens * output_length,
                     "output_tokens_mean": b.output_tokens_mean * output_length,
+                    "length_mix": [(w, n * input_length, o * output_length) for w, n, o in b.length_mix],
                 }
             )
             for b in buckets

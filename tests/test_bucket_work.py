@@ -1,0 +1,131 @@
+"""Buckets pay their mean work, so cost does not depend on the bucket count (issue 24 item 0;
+planner.capacity.bucket_work / mix_work, planner.workload.buckets item 5).
+
+- Work: over random logs, a service's work per request on one configuration and role,
+  ``sum_b w_b tau_b`` over its buckets, is the same at 4, 8 and 16 buckets (the fine sub-bins a
+  bucket's work is priced from are the same at every count that divides 32), and no more than the
+  representatives' pricing it replaces (every request at its bucket's longest).
+- Cost: a small one-service instance on a random log, solved at ``k`` and ``2k`` buckets (no peak
+  simulation, no confidence): each architecture's cost within :data:`SPREAD_TOLERANCE` of each other.
+  Before (work at the representatives) coarse buckets paid for their whole top bucket as if it were
+  the service's 99.5th-percentile request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+SPREAD_TOLERANCE = 0.05
+WORK_TOLERANCE = {"prefill": 0.01, "decode": 0.01, "unified": 0.05}
+"""Prefill and decode work are the fine sub-bins' at every count (floating point apart). A unified point
+holds its bucket's representative prompt's TTFT, so each bucket's batch and chunk can differ (a 2.4 %
+spread of the service's unified work at 4 / 8 / 16 buckets on one random log): within 5 %."""
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
+"""Each example builds capacity tables or solves: shrinking a failure would take minutes."""
+
+
+def _log(seed: int, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` requests with lognormal input and output lengths, log-correlated by ``rho``."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((2, n))
+    inp = np.round(np.exp(6.5 + 1.2 * z[0]))
+    out = np.round(np.exp(4.5 + 0.9 * (rho * z[0] + np.sqrt(1 - rho * rho) * z[1])))
+    return np.maximum(inp, 1.0), np.maximum(out, 1.0)
+
+
+def _instance(tmp: Path, seed: int, n: int, rho: float) -> Path:
+    """Llama-3.1-8B on H100 (tp 1), traffic a random 10-minute log at ~4 req/s (azure CSV)."""
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0, 600, n))
+    inp, out = _log(seed, n, rho)
+    stamps = pd.Timestamp("2024-01-01") + pd.to_timedelta(t, unit="s")
+    pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"), "ContextTokens": inp.astype(int),
+                  "GeneratedTokens": out.astype(int)}).to_csv(tmp / "log.csv", index=False)
+    doc: dict[str, Any] = {
+        "name": "bucket-work", "services": {"chat": {
+            "model": "llama-3.1-8b", "weight_precision": "bf16",
+            "slo": {"ttft": {"quantile": 0.99, "target_ms": 3000.0}, "itl": {"quantile": 0.99, "target_ms": 60.0}},
+            "traffic": {"trace": "log.csv", "format": "azure", "peak_window": "60s", "buckets": 4,
+                        "rate_multiplier": 2400.0 / n}}},
+        "catalog": {"devices": ["h100-sxm"], "pricing": "rent", "tp_degrees": [1]},
+        "costs": {"electricity_usd_per_kwh": 0.1, "pue": 1.2},
+        "options": {"architectures": ["shared", "disaggregated"], "verify": False},
+    }
+    path = tmp / "bucket-work.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def _work(path: Path, buckets: int) -> dict[str, float]:
+    """Per role: the service's work per request ``sum_b w_b tau_b`` (every point feasible)."""
+    from planner.capacity import LENGTH_MIX_COLUMN, build_capacity_tables
+    from planner.instance import load_instance
+
+    r = load_instance(path, {"services.chat.traffic.buckets": buckets})
+    tables = build_capacity_tables(r)
+    assert (tables.demand[LENGTH_MIX_COLUMN].str.len() > 0).all()  # a log's buckets carry their mix
+    pts = tables.points.merge(tables.demand[["bucket", "weight"]], on="bucket")
+    out: dict[str, float] = {}
+    for role, g in pts.groupby("role"):
+        assert g["feasible"].all(), g[["bucket", "reason"]]
+        out[str(role)] = float((g["weight"] * g["instance_seconds_per_request"]).sum())
+    return out
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, phases=NO_SHRINK)
+@given(seed=st.integers(0, 10_000), n=st.integers(300, 3000), rho=st.sampled_from([0.0, 0.5, -0.3]))
+def test_service_work_does_not_depend_on_the_bucket_count(tmp_path_factory: Any, seed: int, n: int, rho: float) -> None:
+    path = _instance(tmp_path_factory.mktemp("w"), seed, n, rho)
+    by_k = {k: _work(path, k) for k in (4, 8, 16)}
+    for role in ("prefill", "decode", "unified"):
+        seq = [by_k[k][role] for k in (4, 8, 16)]
+        assert max(seq) <= min(seq) * (1 + WORK_TOLERANCE[role]), (role, by_k)
+
+
+def test_bucket_work_is_the_mix_not_the_representative(tmp_path: Path) -> None:
+    """At 4 buckets the decode work per request is the mix's mean output's, well below every request
+    at its bucket's representative output (the pricing before: a lognormal log's top bucket holds
+    outputs up to the service's 99.5th percentile)."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+
+    path = _instance(tmp_path, 7, 2400, 0.3)
+    tables = build_capacity_tables(load_instance(path, {"services.chat.traffic.buckets": 4}))
+    d = tables.demand.set_index("bucket")
+    dec = tables.points[tables.points["role"] == "decode"].set_index("bucket")["instance_seconds_per_request"]
+    w = d["weight"]
+    mean_out = float((w * d["output_tokens_mean"]).sum())
+    rep_out = float((w * d["output_tokens_rep"]).sum())
+    assert rep_out > 2 * mean_out
+    # tau_b = tau_s E_b[o] / o_s: per output token the same for every bucket, so the service's work is its mean output's
+    per_token = dec / d["output_tokens_mean"]
+    assert float(per_token.max()) <= float(per_token.min()) * (1 + WORK_TOLERANCE["decode"])
+
+
+def _costs(path: Path, buckets: int) -> dict[str, float | None]:
+    from planner.instance import load_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
+
+    r = load_instance(path, {"services.chat.traffic.buckets": buckets})
+    res = solve_instance(r, replace(settings_from_instance(r.instance), confidence="off")).result
+    return {a: (p.costs.total_usd_per_month if p.feasible and p.costs else None) for a, p in res.architectures.items()}
+
+
+@settings(max_examples=2, deadline=None, derandomize=True, phases=NO_SHRINK)
+@given(seed=st.integers(0, 1000), rho=st.sampled_from([0.0, 0.5]))
+def test_cost_at_k_and_2k_buckets_within_five_percent(tmp_path_factory: Any, seed: int, rho: float) -> None:
+    path = _instance(tmp_path_factory.mktemp("c"), seed, 2400, rho)
+    by_k = {k: _costs(path, k) for k in (4, 8, 16)}
+    for a in ("shared", "disaggregated"):
+        seq = [by_k[k][a] for k in (4, 8, 16)]
+        assert all(c is not None for c in seq), by_k
+        for lo, hi in zip(seq, seq[1:], strict=False):
+            assert abs(hi - lo) <= SPREAD_TOLERANCE * min(hi, lo), (a, by_k)  # type: ignore[operator]
