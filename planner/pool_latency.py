@@ -327,12 +327,23 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
 
 def plan_shares(plan: ArchitecturePlan, points: pd.DataFrame) -> np.ndarray:
     """Routing shares of ``plan`` aligned with the rows of ``points`` (keys service, bucket, role, config)."""
-    idx = {k: j for j, k in enumerate(zip(points["service"].astype(str), points["bucket"].astype(str),
-                                          points["role"].astype(str), points["config"].astype(str), strict=True))}
     x = np.zeros(len(points))
-    for r in plan.routing:
-        j = idx.get((r.service, r.bucket, str(r.role), r.config))
-        if j is not None:
+    if not plan.routing or not len(points):
+        return x
+    # one string key per point, built column-wise (a Python dict over every point's tuple cost 0.35 s
+    # a call on the 96 k-point fleet table); the plan's few routing rows are looked up in it
+    sep = "\x00"
+    key = (points["service"].astype(str) + sep + points["bucket"].astype(str) + sep + points["role"].astype(str)
+           + sep + points["config"].astype(str))
+    index = pd.Index(key.to_numpy(dtype=object))
+    wanted = [sep.join((r.service, r.bucket, str(r.role), r.config)) for r in plan.routing]
+    if index.is_unique:
+        pos = index.get_indexer(wanted)
+    else:  # duplicate keys (not in a capacity table): the last such row
+        last = {k: j for j, k in enumerate(index)}
+        pos = np.array([last.get(k, -1) for k in wanted], dtype=int)
+    for j, r in zip(pos.tolist(), plan.routing, strict=True):
+        if j >= 0:
             x[j] += r.share
     return x
 

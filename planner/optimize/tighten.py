@@ -67,6 +67,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver
@@ -401,6 +402,11 @@ def used_points(plan: ArchitecturePlan, prep: Prepared) -> list[int]:
     if not plan.routing:
         return []
     pts = prep.points
-    key = dict(zip(zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True),
-                   pts["i"].astype(int), strict=True))
-    return [int(key[(r.service, r.bucket, str(r.role), r.config)]) for r in plan.routing]
+    sep = "\x00"  # one key per point, built column-wise (a dict over every point cost 0.3 s at fleet scale)
+    key = pd.Index((pts["service"].astype(str) + sep + pts["bucket"].astype(str) + sep + pts["role"].astype(str)
+                    + sep + pts["config"].astype(str)).to_numpy(dtype=object))
+    wanted = [sep.join((r.service, r.bucket, str(r.role), r.config)) for r in plan.routing]
+    pos = key.get_indexer(wanted) if key.is_unique else np.array([max((j for j, k in enumerate(key) if k == w), default=-1) for w in wanted])
+    if (pos < 0).any():
+        raise KeyError(wanted[int(np.flatnonzero(pos < 0)[0])])
+    return [int(v) for v in pts["i"].to_numpy(int)[pos]]
