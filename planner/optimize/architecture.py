@@ -24,7 +24,7 @@ from planner.optimize.extract import (
     tokens_per_month,
     with_tool_phase,
 )
-from planner.optimize.highs import solver_status
+from planner.optimize.highs import solve_persistent, solver_status
 from planner.optimize.model import Built, constraint_name, restrict
 from planner.optimize.settings import SolveSettings
 from planner.schema.plan import ArchitecturePlan, BindingConstraint, SolverInfo
@@ -78,9 +78,9 @@ def solve_architecture(built: Built, solver: Any, architecture: str, settings: S
                                 diagnosis=diag)
     restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
     t0 = time.perf_counter()
-    res = solver.solve(built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
-                       load_solutions=False, raise_exception_on_nonoptimal_result=False,
-                       solver_options={"random_seed": 0})
+    res = solve_persistent(solver, built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
+                           load_solutions=False, raise_exception_on_nonoptimal_result=False,
+                           solver_options={"random_seed": 0})
     wall = time.perf_counter() - t0
     return plan_from_results(built, res, wall, architecture, settings)
 

@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.architecture import solve_architecture
-from planner.optimize.highs import make_solver, solver_status
+from planner.optimize.highs import make_solver, solve_persistent, solver_status
 from planner.optimize.model import COST_EXPRESSIONS, Built, build_model, restrict
 from planner.optimize.prepare import (
     ARCH_ROLES,
@@ -451,8 +451,8 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
         return _verified_summary(built, solver, architecture, settings)
     restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
     t0 = time.perf_counter()
-    res = solver.solve(built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
-                       load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
+    res = solve_persistent(solver, built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
+                           load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
     wall = time.perf_counter() - t0
     has_solution = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
     status = solver_status(res.termination_condition, has_solution)
