@@ -540,7 +540,15 @@ def _itl_quantile_s(load: Mapping[str, float], quantile: float, batch_ratio: flo
     return t_d + delta * min(1.0, f_eff * k)
 
 
-def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_tokens: float) -> float:
+def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_tokens: float,
+                     max_batch: float = math.inf) -> float:
+    """TPOT quantile (s) of a request of ``output_tokens`` (section comment above). The prompts
+    whose chunks fall in its ``o − 1`` gaps are at most ``B*`` (``max_batch``, the point's batch, the
+    instance's slots): a prompt joins only into a free slot, and over one request's decode the slots
+    free up about once each (the others' outputs are as long), so near saturation the window's count
+    is held by the slots, not by the arrivals' bursts — TPOT then tends to the point's full-batch
+    mean step ``t_d + δ f B*/(o − 1)`` (the point's ``u``). Without this cap the p99 TPOT at 95 %
+    utilisation was +40 % (8,000-token prompts) and +11 % (1,000) against the simulator."""
     a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
     if not a < 1.0:
         return math.inf
@@ -550,30 +558,81 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
     if f_eff <= 0 or delta <= 0:
         return t_d
     window = load["rate_per_s"] * gaps * load["mean_step_s"] * load["units_mean"] / f_eff
-    n = _count_quantile(quantile, window, load["arrival_cv"] ** 2 / (1.0 - a) ** 2)
+    n = min(_count_quantile(quantile, window, load["arrival_cv"] ** 2 / (1.0 - a) ** 2), max(float(max_batch), 1.0))
     return t_d + delta * min(1.0, f_eff * n / gaps)
+
+
+def _lane_count_pmf(load: Mapping[str, float]) -> np.ndarray:
+    """Stationary pmf of ``K``, the prompts (of ``f_eff`` units) pending in one instance's lane at
+    the start of an iteration, on ``0..kmax``: the embedded chain ``K' = (K − s)⁺ + A``, ``s = 1/f_eff``
+    prompts fill a chunk (the excess is carried to the next iteration, FCFS), ``A`` the arrivals
+    during the iteration, mean ``λ T(K)``, ``T(K) = t_d + δ min(1, f_eff K)``, dispersion ``c_a²``
+    (:func:`_count_pmfs`); a fractional carry splits its mass between the two neighbouring counts
+    (mean kept). Power iteration from the branching law of the section comment. Before, ``K`` was
+    that branching law (dispersion ``c_a²/(1 − a²)``) with the excess over a chunk dropped: the
+    p99 TTFT of 1,000-token prompts at 85 % utilisation −16 % against the simulator."""
+    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
+    lam = load["rate_per_s"] * load["units_mean"] / f_eff
+    ca2 = load["arrival_cv"] ** 2
+    mean0 = load["prompts_per_iteration"] * load["units_mean"] / f_eff
+    s = 1.0 / f_eff
+    kmax = int(min(800.0, max(16.0, 2.0 * _count_quantile(1.0 - 1e-7, mean0, max(ca2, 1e-3) / (1.0 - a) ** 2) + s + 8.0)))
+    k = np.arange(kmax + 1, dtype=float)
+    t_k = t_d + delta * np.minimum(1.0, f_eff * k)
+    arr = _count_pmfs(lam * t_k, ca2, kmax)                        # (K, A)
+    carry = np.maximum(k - s, 0.0)
+    lo = np.floor(carry).astype(int)
+    hi_w = carry - lo
+    trans = np.zeros((kmax + 1, kmax + 1))
+    for i in range(kmax + 1):
+        for shift, wt in ((lo[i], 1.0 - hi_w[i]), (lo[i] + 1, hi_w[i])):
+            if wt <= 0.0:
+                continue
+            if shift > kmax:
+                trans[i, kmax] += wt
+                continue
+            trans[i, shift:] += wt * arr[i, :kmax + 1 - shift]
+            trans[i, kmax] += wt * arr[i, kmax + 1 - shift:].sum()
+    pi = _count_pmf(mean0, max(ca2, 1e-3) / (1.0 - a * a), kmax)
+    for _ in range(2000):
+        nxt = pi @ trans
+        done = float(np.abs(nxt - pi).sum()) < 1e-10
+        pi = nxt
+        if done:
+            break
+    return pi / pi.sum()
 
 
 def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -> float:
     """TTFT quantile (s, without the point's fixed overhead) of a prompt of ``units`` lane units
-    that fits one iteration (section comment above): numeric over the previous iteration's prompt
-    count, the residual share and the prompts sharing the prompt's iteration."""
+    that fits one iteration (section comment above): numeric over the prompts ``K`` pending at the
+    start of the iteration in progress (:func:`_lane_count_pmf`, length-biased: an arrival lands in
+    a long iteration more often), the residual share ``u`` and the ``M`` prompts arriving during
+    it. Ahead of the prompt: the carried excess ``(f_eff K − 1)⁺`` and the ``(1 − u) M`` that came
+    before it; ``X`` those and the prompt, ``j = ⌈X⌉`` iterations to its last token, the first
+    ``j − 1`` full (``t_c``), the last ``t_d + δ min(1, X_all − (j − 1))`` with every arrival of
+    the iteration in progress in ``X_all``: ``TTFT = u T + (j − 1) t_c + t_d + δ min(1, X_all − j + 1)``."""
     a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
     if not a < 1.0:
         return math.inf
-    lam_u = load["rate_per_s"] * load["units_mean"] / f_eff if f_eff > 0 else 0.0
-    disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
-    kmax = int(max(8.0, _count_quantile(1.0 - 1e-6, load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp)))
-    pk = _count_pmf(load["prompts_per_iteration"] * load["units_mean"] / max(f_eff, 1e-12), disp, kmax)
-    t_prev = t_d + delta * np.minimum(1.0, f_eff * np.arange(kmax + 1))
+    if f_eff <= 0 or delta <= 0:
+        return t_d * (1.0 + quantile)  # the residual u t_d of the iteration in progress and one decode-only iteration
+    lam_u = load["rate_per_s"] * load["units_mean"] / f_eff
+    pk = _lane_count_pmf(load)
+    kmax = len(pk) - 1
+    kk = np.arange(kmax + 1, dtype=float)
+    t_prev = t_d + delta * np.minimum(1.0, f_eff * kk)
     wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
     ca2 = load["arrival_cv"] ** 2
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
-    m = np.arange(mmax + 1)
+    m = np.arange(mmax + 1, dtype=float)
     pm = _count_pmfs(lam_u * t_prev, ca2, mmax)                             # (k, m)
-    whole = math.ceil(max(units, 1.0) - 1e-9)
-    own = whole * t_d + delta * np.minimum(float(whole), units + f_eff * m)[None, :]  # (1, m)
-    vals = _U_GRID[None, :, None] * t_prev[:, None, None] + own[:, None, :]  # (k, u, m)
+    carry = np.maximum(f_eff * kk - 1.0, 0.0)[:, None, None]                # (k, 1, 1)
+    u = _U_GRID[None, :, None]
+    before = carry + f_eff * (1.0 - u) * m[None, None, :] + units          # (k, u, m)
+    total = carry + f_eff * m[None, None, :] + units
+    j = np.maximum(1.0, np.ceil(before - 1e-9))
+    vals = u * t_prev[:, None, None] + (j - 1.0) * (t_d + delta) + t_d + delta * np.minimum(1.0, total - (j - 1.0))
     wts = wk[:, None, None] * (np.ones_like(_U_GRID) / len(_U_GRID))[None, :, None] * pm[:, None, :]
     return _weighted_quantile(vals.ravel(), wts.ravel(), quantile)
 
@@ -783,7 +842,7 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
             else:
                 ttft_s = _long_ttft_quantile_s(load, tq, float(units[i]), lane_s[on], lam[on], live,
                                                rate_i * o_mean * load["mean_step_s"])
-            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]))
+            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))
             for c, v in zip(cols, (1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
                                    1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"]), strict=True):
@@ -885,7 +944,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
             tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                 load, lvl, _chosen_batch_ratio(rate_pool / c * float(outputs[i]) * load["mean_step_s"], c))
         else:
-            tok = _tpot_quantile_s(load, lvl, float(outputs[i]))
+            tok = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
         tgt = float(targets[m][i])
         out["ttft_ms"][i] = 1e3 * (ttft_s + overhead_s[i]) + lane_ms
         out["token_ms"][i] = 1e3 * tok
