@@ -389,19 +389,28 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
 # * ITL (every gap; a gap is one iteration): ``t_d + δ min(1, f_eff K_p)``, ``K_p`` the ``p``
 #   quantile of ``K``; prompts longer than the lane (``f̄ ≥ 1``) each fill ``⌊f̄⌋`` whole chunks
 #   (``t_c``) and one partial chunk (``t_d + δ (f̄ − ⌊f̄⌋)``), shares ``λ t̄ ⌊f̄⌋`` and ``λ t̄`` of
-#   the iterations; the rest take ``t_d``; the quantile of that three-level mix.
+#   the iterations; the rest take ``t_d``; the quantile of that three-level mix, the chunk shares
+#   of the gaps weighted by the batch of the instance a least-loaded router picks against the mean
+#   (:func:`_chosen_batch_ratio`: a prompt goes to the instance with the fewest sequences).
 # * TPOT of a bucket with ``o`` outputs (the mean of its ``o − 1`` gaps):
 #   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompt units arriving during its
-#   ``(o − 1) t̄`` seconds of decode (window dispersion).
+#   ``(o − 1) t̄`` seconds of decode (window dispersion), at most the point's ``B*`` prompts (the
+#   slots that free up during one request's decode; :func:`_tpot_quantile_s`).
 # * TTFT of a bucket prompt of ``f_b`` units that fits one iteration's lane (``f̄ < 1``): it
 #   arrives during an iteration of length ``T(K') = t_d + δ min(1, f_eff K')`` (length-biased:
-#   weight ``T P(K')``), waits its residual ``u T`` (``u`` uniform), then its own iteration
-#   carries it and everything that arrived during that iteration,
-#   ``M`` more prompts (mean ``λ T``, dispersion ``c_a²``): ``TTFT = u T + t_d + δ min(1, f_b + f_eff M) + overhead``,
-#   its quantile taken numerically over (K', u, M) (:func:`_ttft_quantile_s`). Prompts longer
-#   than the lane (``f̄ ≥ 1``) queue for it: the wait is the lane queue of the mix at this load
-#   (:func:`lane_wait_quantile_ms`) and the prompt's own ``⌈f_b⌉`` iterations take
-#   ``⌈f_b⌉ t_d + δ f_b``.
+#   weight ``T P(K')``, ``K'`` the prompts pending at its start from the lane's embedded chain with
+#   the excess over a chunk carried, :func:`_lane_count_pmf`), waits its residual ``u T`` (``u``
+#   uniform), then the carried excess and the ``M`` prompts that arrived during that iteration
+#   before it (mean ``λ T``, dispersion ``c_a²``) go first: ``⌈X⌉`` more iterations, all full but
+#   the last (:func:`_ttft_quantile_s`), its quantile taken numerically over (K', u, M). Prompts
+#   longer than the lane (``f̄ ≥ 1``) queue for it in their instance: an M/G/1 lane (service
+#   ``f_b t_c``) behind the least-loaded router, which sends a prompt to a busy lane with the
+#   probability of :func:`_jsq_busy_share`, and their own ``⌈f_b⌉`` iterations with the last one
+#   filled by newcomers (:func:`_long_ttft_quantile_s`); the lane queue is then inside the at-load
+#   TTFT and the pool's ``lane_wait_ms`` (:func:`pool_latency`, the pooled least-loaded model) is
+#   reported but not added. Known to be pessimistic behind many instances (the examples:
+#   ``benchmarks/bench_latency_at_load.py``'s docstring): the i.i.d. Poisson in-flight counts of
+#   :func:`_jsq_busy_share` spread wider than a least-loaded router leaves them.
 #
 # Disaggregated pools already run at the load that arrives: the prefill pool is a G/G/c queue of
 # the routed rate, one prompt per server, and a decode step is the point's at its batch. A
