@@ -29,7 +29,12 @@ agentic-assistant (33 instances, prompts of 11.8 chunks) 2,402 vs 1,495 ms (+61 
 pooled lane model −14 %), multimodal-image (11 instances, 2 chunks) 615 vs 410 ms (+50 %; was
 −41 %); closer than before on code-completion-8b (−29 %, was −46 %), fleet-horizon (0 %, was −16 %),
 long-context-assistant (+34 %, was +101 %), long-document-nvidia (+119 %, was +156 %);
-enterprise-chat +6 % (was −3.5 %).
+enterprise-chat +6 % (was −3.5 %). The same grid instance at 20 req/s (17 instances, 8,000-token
+prompts, 2 seeds × 3,000 requests) shows it: TTFT p99 2,533 vs 2,160 ms at 50 % (+17 %), 6,647 vs
+2,458 ms at 85 % (+170 %) — a least-loaded router over many instances keeps the in-flight counts
+within about one of each other, so a busy lane is avoided far more often than independent
+Poisson counts (:func:`planner.pool_latency._jsq_busy_share`) allow; over 4 instances the
+simulator is close to that model. A count-spread model for the router is the open item.
 """
 
 from __future__ import annotations
