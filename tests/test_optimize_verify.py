@@ -176,7 +176,14 @@ def test_lane_wait_of_the_pool_replaces_the_points_own_and_the_cap_sees_it() -> 
     pooled = wait_quantile_s(0.99, 5.0, 2, 0.2, 0.0, 1.0)
     assert pooled == pytest.approx(0.1 * math.log(100 / 3), rel=1e-9)
     lane = 1e3 * (pooled + 0.2 * (1 - 0.01 * 2))
-    assert plan.latency[0].ttft_met and plan.latency[0].ttft_predicted_ms == pytest.approx(250.0 + lane, rel=1e-6)
+    # prompts longer than the lane (f = 4 chunks): the plan's TTFT is the at-load one with the lane
+    # queue inside (planner.pool_latency._long_ttft_quantile_s: M/G/1 lane of one instance behind the
+    # least-loaded router, own chunks with the last one filled by newcomers), 886 ms, not the pooled
+    # 250 + 547 = 797 ms that the simulator's per-instance lanes exceed (benchmarks/bench_latency_at_load.py)
+    from planner.pool_latency import plan_latency_quantiles
+    at = float(plan_latency_quantiles(res, "shared", 0.99)["ttft_ms"].iloc[0])
+    assert plan.latency[0].ttft_met and plan.latency[0].ttft_predicted_ms == pytest.approx(at, rel=1e-6)
+    assert 250.0 + lane < at <= 900.0
     pq = predicted_pool_quantiles(res, "shared").iloc[0]
     assert pq["lane_wait_ms"] == pytest.approx(lane, rel=1e-9) and pq["wait_ms"] == pytest.approx(0.0, abs=1e-6)
     assert check_plan(res) == []
