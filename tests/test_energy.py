@@ -268,3 +268,23 @@ def test_energy_out_of_sample_accuracy_does_not_regress(catalog) -> None:  # noq
     assert p["mape_j_per_output_token_pct"] <= 20.5
     assert p["mape_output_tokens_per_s_pct"] <= 14.5
     assert p["mape_power_pct"] <= 16.5
+
+
+def test_multimodal_skips_name_what_the_run_sent_and_what_the_file_lacks(catalog) -> None:  # noqa: ANN001
+    """Issue 25: every multimodal row is skipped with its task's recorded inputs (1 image per request;
+    1 video of 32 frames) and the missing piece (resolution -> tokens); the summary counts them per task
+    and the models without a profile by name."""
+    from planner.perf.energy_check import summarize
+    from planner.perf.energy_runs import MULTIMODAL_INPUTS, resolve_runs
+
+    rows = read_energy_runs(MEASURED)
+    _, reasons, _ = resolve_runs(rows, catalog)
+    out = [{"predicted": not why, "reason": why} for why in reasons]
+    by = summarize([o for o in out if not o["predicted"]])["skipped_by_reason"]
+    counts = {task: sum(n for k, n in by.items() if k.startswith(f"multimodal task {task!r}")) for task in MULTIMODAL_INPUTS}
+    assert counts == {"image-chat": 92, "video-chat": 39, "mllm-chat": 42}
+    image = next(why for r, why in zip(rows, reasons, strict=True) if r.get("task") == "image-chat")
+    assert "1 image per request" in image and "resolution" in image
+    assert "32 frames" in next(why for r, why in zip(rows, reasons, strict=True) if r.get("task") == "video-chat")
+    assert by["model not in the catalog: google/gemma-3-27b-it"] == 10
+    assert sum(by.values()) == 779 - sum(1 for o in out if o["predicted"])
