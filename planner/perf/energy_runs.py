@@ -48,7 +48,9 @@ Configuration mapping (stated, not fitted):
   instead (the roofline without the expert-parallel terms: no all-to-all, experts split by TP).
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
   :data:`TASK_INPUT_TOKENS` (chat template and system prompt included). The multimodal tasks
-  (image/video tokens unknown) are skipped.
+  are skipped: the runs sent a known number of images (1) or frames (32) but at unrecorded
+  resolutions, so their prompt tokens are unknown (:data:`MULTIMODAL_INPUTS` says what each task
+  sent and how far an assumed size would move the error).
 """
 
 from __future__ import annotations
