@@ -33,6 +33,7 @@ sliding window                 ``layer_types`` (count of ``sliding_attention`` /
                                4th layer (window = ``attention_chunk_size``), or every layer when
                                ``sliding_window`` is set and ``use_sliding_window`` is not false
 ``max_context_tokens``         ``max_position_embeddings``
+(any key above)                absent from a Gemma-3 text config: the config class default (:data:`ARCHITECTURE_DEFAULTS`)
 ``native_weight_precision``    ``quantization_config.quant_method`` (fp8, mxfp4, ...), else bf16
 =============================  ================================================================
 
@@ -85,6 +86,16 @@ HYBRID_TYPES: dict[str, str] = {
 TIED_BY_DEFAULT: frozenset[str] = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "opt", "gpt_bigcode"})
 """Architectures whose config class ties the output head to the embedding unless it says otherwise
 (``transformers`` defaults; Llama, Mistral, Qwen, DeepSeek and gpt-oss default to untied)."""
+
+ARCHITECTURE_DEFAULTS: dict[str, dict[str, int]] = {
+    "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "head_dim": 256, "num_attention_heads": 8,
+                    "num_key_value_heads": 4, "sliding_window": 4096, "sliding_window_pattern": 6},
+}
+"""Keys a published config may omit because its config class supplies them: the ``__init__`` defaults
+of ``transformers`` ``Gemma3TextConfig`` (src/transformers/models/gemma3/configuration_gemma3.py at
+commit 008f5c8c29be84d4721dc6d1e0fcd72300580be4). Gemma 3's own ``config.json`` files (12B, 27B) leave
+``vocab_size`` and ``max_position_embeddings`` out of their ``text_config``; a key present in the
+config always wins."""
 
 QK_NORM_TYPES: frozenset[str] = frozenset({"qwen3", "qwen3_moe", "gemma3_text", "olmo2"})
 NON_GATED_TYPES: frozenset[str] = frozenset({"starcoder2", "opt", "gpt_bigcode"})
@@ -246,6 +257,7 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
     if mtype not in SUPPORTED_TYPES:
         raise _fail(source, "model_type", f"unknown architecture {mtype or '(none)'!r}",
                     f"the planner reads configs of: {', '.join(sorted(SUPPORTED_TYPES))}; for another decoder-only model write a profile YAML (models/llm/README.md)")
+    c = {**ARCHITECTURE_DEFAULTS.get(mtype, {}), **c}
     layers = _int(c, "num_hidden_layers", source)
     d = _int(c, "hidden_size", source)
     hq = _int(c, "num_attention_heads", source)

@@ -216,24 +216,26 @@ def test_calibrate_fits_power_when_the_measurements_carry_it(tmp_path: Path) -> 
 
 # --- issue 25: coverage and out-of-sample accuracy on the shipped measurements -----------------
 MEASURED = Path(__file__).resolve().parents[1] / "models" / "measured" / "measured_energy.csv"
-NO_CONFIG_YET = {  # models whose config.json no public repository the project could cite vendors yet (README)
-    "mistralai/Mistral-Large-Instruct-2407", "google/codegemma-7b", "bigcode/starcoder2-3b", "bigcode/starcoder2-15b",
-    "codellama/CodeLlama-70b-hf", "google/gemma-3-27b-it", "google/gemma-3-12b-it",
+NOW_PROFILED = {  # models skipped as "not in the catalog" until their configs were found (models/llm/configs/SOURCE.md)
+    "mistralai/Mistral-Large-Instruct-2407": 15, "google/codegemma-7b": 15, "bigcode/starcoder2-3b": 14,
+    "bigcode/starcoder2-15b": 12, "codellama/CodeLlama-70b-hf": 14, "google/gemma-3-27b-it": 10, "google/gemma-3-12b-it": 6,
 }
 
 
 def test_validate_energy_coverage_and_named_skips(catalog) -> None:  # noqa: ANN001
-    """The shipped ML.ENERGY file (779 rows): at least 457 rows predicted (172 before issue 25),
-    every text-prompt expert-parallel run among them, and every skipped row names what it lacks: multimodal
-    prompt tokens, a steady-state run, an architecture piece the planner cannot model, or a profile
-    of one of the models listed above."""
+    """The shipped ML.ENERGY file (779 rows): at least 543 rows predicted (172 before issue 25, 457 before
+    the profiles of the models listed above), every text-prompt expert-parallel run among them and every
+    text-prompt row of those models, and every skipped row names what it lacks: multimodal prompt tokens,
+    a steady-state run, or an architecture piece the planner cannot model (no model is "not in the catalog")."""
     from planner.perf.energy_runs import resolve_runs
 
     rows = read_energy_runs(MEASURED)
     runs, reasons, _ = resolve_runs(rows, catalog)
     assert len(rows) == 779
-    assert len(runs) >= 457
+    assert len(runs) >= 543
     predicted = {run.index for run in runs}
+    text_rows = [k for k, r in enumerate(rows) if r.get("model") in NOW_PROFILED and "image/video tokens are not recorded" not in reasons[k]]
+    assert len(text_rows) == sum(NOW_PROFILED.values()) and set(text_rows) <= predicted
     ep = [k for k, r in enumerate(rows) if float(r.get("expert_parallel") or 1) > 1 and r.get("record_type") == "serving_steady_state"
           and "image/video tokens are not recorded" not in reasons[k]]
     assert len(ep) == 97 and set(ep) <= predicted  # 176 EP rows, 79 of them multimodal
@@ -242,8 +244,7 @@ def test_validate_energy_coverage_and_named_skips(catalog) -> None:  # noqa: ANN
             assert why == ""
             continue
         named = ("image/video tokens are not recorded" in why or "is not a steady-state serving run" in why
-                 or "which the planner cannot model" in why
-                 or ("is not in the catalog" in why and str(rows[k].get("model")) in NO_CONFIG_YET))
+                 or "which the planner cannot model" in why)
         assert named, (k, rows[k].get("model"), why)
         if "Nemotron-Nano" in str(rows[k].get("model")) and "multimodal" not in why:  # stated Mamba-Transformer hybrid
             assert "state-space (Mamba) layers" in why, why
@@ -268,3 +269,23 @@ def test_energy_out_of_sample_accuracy_does_not_regress(catalog) -> None:  # noq
     assert p["mape_j_per_output_token_pct"] <= 20.5
     assert p["mape_output_tokens_per_s_pct"] <= 14.5
     assert p["mape_power_pct"] <= 16.5
+
+
+def test_multimodal_skips_name_what_the_run_sent_and_what_the_file_lacks(catalog) -> None:  # noqa: ANN001
+    """Issue 25: every multimodal row is skipped with its task's recorded inputs (1 image per request;
+    1 video of 32 frames) and the missing piece (resolution -> tokens); the summary counts them per task
+    and the models without a profile by name."""
+    from planner.perf.energy_check import summarize
+    from planner.perf.energy_runs import MULTIMODAL_INPUTS, resolve_runs
+
+    rows = read_energy_runs(MEASURED)
+    _, reasons, _ = resolve_runs(rows, catalog)
+    out = [{"predicted": not why, "reason": why} for why in reasons]
+    by = summarize([o for o in out if not o["predicted"]])["skipped_by_reason"]
+    counts = {task: sum(n for k, n in by.items() if k.startswith(f"multimodal task {task!r}")) for task in MULTIMODAL_INPUTS}
+    assert counts == {"image-chat": 92, "video-chat": 39, "mllm-chat": 42}
+    image = next(why for r, why in zip(rows, reasons, strict=True) if r.get("task") == "image-chat")
+    assert "1 image per request" in image and "resolution" in image
+    assert "32 frames" in next(why for r, why in zip(rows, reasons, strict=True) if r.get("task") == "video-chat")
+    assert not any(k.startswith("model not in the catalog") for k in by)  # Gemma 3's text rows are predicted (gemma-3-27b/-12b)
+    assert sum(by.values()) == 779 - sum(1 for o in out if o["predicted"])

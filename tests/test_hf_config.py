@@ -68,12 +68,37 @@ def test_at_least_ten_more_profiles_come_from_configs() -> None:
     assert len(SHIPPED_WITH_CONFIG) >= 11 + 10
 
 
+def _has_tower(path: Path) -> bool:
+    return "vision_config" in json.loads(path.read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("model_id", SHIPPED_WITH_CONFIG)
 def test_config_gives_the_shipped_profile(model_id: str) -> None:
+    """A config with a vision tower (Gemma 3) gives its language model only when asked (text_only)."""
     shipped = CAT.models[model_id]
     path = _config_of(shipped.hf_id)
     assert path is not None
-    _same_figures(profile_from_file(path, hf_id=shipped.hf_id), shipped)
+    _same_figures(profile_from_file(path, hf_id=shipped.hf_id, text_only=_has_tower(path)), shipped)
+
+
+def test_gemma3_text_model_of_a_vision_checkpoint() -> None:
+    """Gemma 3 (12B, 27B) ships a SigLIP tower: without text_only it is the tower error; with it, the language
+    model with 5 sliding-window layers per global one. The 27B's published text_config omits vocab_size and
+    max_position_embeddings, so they come from the Gemma3TextConfig defaults; a key the config gives wins."""
+    path = CONFIGS / "google--gemma-3-27b-it_config.json"
+    with pytest.raises(UnsupportedArchitecture) as exc:
+        profile_from_file(path)
+    assert "vision tower" in exc.value.render()
+    g27 = profile_from_file(path, text_only=True)
+    assert "vocab_size" not in json.loads(path.read_text(encoding="utf-8"))["text_config"]
+    assert (g27.vocab_size, g27.max_context_tokens, g27.sliding_window, g27.sliding_window_layers) == (262208, 131072, 1024, 52)
+    assert (g27.tie_word_embeddings, g27.qk_norm, g27.head_dim) == (True, True, 128)
+    g12 = profile_from_file(CONFIGS / "google--gemma-3-12b-it_config.json", text_only=True)
+    assert (g12.sliding_window_layers, g12.num_layers, g12.head_dim) == (40, 48, 256)
+    own = {"model_type": "gemma3_text", "num_hidden_layers": 6, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 16, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 256, "sliding_window": 32}
+    small = profile_from_config(own, source="cfg.json")
+    assert (small.vocab_size, small.max_context_tokens, small.head_dim, small.num_kv_heads, small.sliding_window_layers) == (100, 256, 16, 2, 5)
 
 
 @pytest.mark.parametrize("stem, target", [("deepseek-ai--DeepSeek-R1", "deepseek-v3"), ("meta-llama--Llama-3.3-70B-Instruct", "llama-3.1-70b")])
@@ -203,6 +228,10 @@ MODEL_NAMES = {
     "deepseek-ai/DeepSeek-V3.2": (None, None, None),          # sparse-attention indexer: not the V3 architecture
     "mistralai/Mistral-7B-Instruct-v0.1": (None, None, None),  # v0.1 has a sliding window, v0.3 none: different
     "Qwen/Qwen3-VL-30B-A3B-Instruct": (None, None, None),     # vision tower
+    "google/codegemma-7b": ("gemma-7b", None, None),          # Gemma 7B trained further on code (SAME_ARCHITECTURE)
+    "mistralai/Mistral-Large-Instruct-2407": ("mistral-large-2407", None, None),
+    "google/gemma-3-27b-it": ("gemma-3-27b", None, None),    # its language model (the catalog profile says so)
+    "bigcode/starcoder2-15b": ("starcoder2-15b", None, None),
 }
 
 

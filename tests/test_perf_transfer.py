@@ -297,8 +297,8 @@ def test_harness_overheads_apply_to_their_own_engine_only() -> None:
 @pytest.mark.slow
 def test_h100_to_h200_transfer_figures() -> None:
     """The round-10 transfer (fit on H100 only, predict the 199 H200 rows; bench_perf_fidelity.py):
-    67.3 % TTFT / 28.3 % TPOT over all rows, 29.7 / 8.0 % on Llama-3.1-70B vLLM (the harness both devices
-    share). Bounds: the achieved figures + 1 point (TTFT) / + 0.7 point (TPOT)."""
+    61.1 % TTFT / 27.9 % TPOT over all rows, 9.8 / 7.0 % on Llama-3.1-70B vLLM (the harness both devices
+    share), measured on this branch. Bounds: the achieved figures + 1 point."""
     hf = {**{m.hf_id: m.id for m in CAT.models.values()}, "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b"}
     rows = read_measurements(DATA_COPY) + convert_silicon(H200, hf)
     dev = np.array([r["device"] for r in rows])
@@ -308,6 +308,6 @@ def test_h100_to_h200_transfer_figures() -> None:
     mp = np.array([r["tpot_ms"] for r in rows], dtype=float)
     h2 = dev == "h200-sxm"
     assert h2.sum() == 199
-    assert mape(ttft[h2], mt[h2]) <= 68.3 and mape(tpot[h2], mp[h2]) <= 29.0
+    assert mape(ttft[h2], mt[h2]) <= 62.1 and mape(tpot[h2], mp[h2]) <= 28.9
     shared = h2 & np.array([r["model"] == "llama-3.1-70b" and r["engine"] == "vllm" for r in rows])
-    assert mape(ttft[shared], mt[shared]) <= 30.7 and mape(tpot[shared], mp[shared]) <= 8.7
+    assert mape(ttft[shared], mt[shared]) <= 10.8 and mape(tpot[shared], mp[shared]) <= 8.0

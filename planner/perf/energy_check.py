@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import Catalog
-from planner.perf.energy_runs import RunConfig, predict_runs, resolve_runs
+from planner.perf.energy_runs import MULTIMODAL_INPUTS, RunConfig, predict_runs, resolve_runs
 from planner.perf.power import PowerCalibration, curve_for, curve_power_w, load_fraction
 from planner.perf.power_fit import fit_power, stack_calibration
 
@@ -63,10 +63,16 @@ def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalib
 
 
 def _reason_class(reason: str) -> str:
-    """Reasons without the row's own name, so that they count up (``model 'x' is not in the
-    catalog`` -> ``model not in the catalog``)."""
+    """Reasons without the row's own figures, so that they count up: a model the catalog lacks by
+    its name (``model 'x' is not in the catalog ...`` -> ``model not in the catalog: x``), a
+    multimodal run by its task and what the file lacks (:data:`~planner.perf.energy_runs.MULTIMODAL_INPUTS`)."""
     if reason.startswith("model ") and ("cannot model" in reason or "not modelled" in reason):
         return f"model architecture not modelled ({reason.rsplit(': ', 1)[-1]})"
+    if reason.startswith("model ") and " is not in the catalog" in reason:
+        return f"model not in the catalog: {reason.split(' is not in the catalog', 1)[0].removeprefix('model ').strip(chr(39))}"
+    if reason.startswith("task ") and "image/video tokens are not recorded" in reason:
+        task = reason.removeprefix("task ").split(":", 1)[0].strip("'")
+        return f"multimodal task {task!r}: image/video prompt tokens not recorded ({MULTIMODAL_INPUTS.get(task, 'unknown task')})"
     for head, text in (("model ", "model not in the catalog"), ("GPU ", "GPU has no catalog device"),
                        ("task ", "multimodal task: image/video prompt tokens not recorded"), ("record_type ", "not a steady-state serving run"),
                        ("expert-parallel run ", "expert-parallel replica not possible"),

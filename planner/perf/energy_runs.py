@@ -48,7 +48,9 @@ Configuration mapping (stated, not fitted):
   instead (the roofline without the expert-parallel terms: no all-to-all, experts split by TP).
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
   :data:`TASK_INPUT_TOKENS` (chat template and system prompt included). The multimodal tasks
-  (image/video tokens unknown) are skipped.
+  are skipped: the runs sent a known number of images (1) or frames (32) but at unrecorded
+  resolutions, so their prompt tokens are unknown (:data:`MULTIMODAL_INPUTS` says what each task
+  sent and how far an assumed size would move the error).
 """
 
 from __future__ import annotations
@@ -101,7 +103,31 @@ multiple-choice question with four options (~200-300 tokens) and the template; S
 code context before and after the cursor (~2k tokens assumed). The chat and GPQA runs are decode
 dominated (OSL 350-9,500), so their prediction barely moves with this; the FIM runs (OSL ~250) do."""
 
-MULTIMODAL_TASKS: frozenset[str] = frozenset({"image-chat", "video-chat", "mllm-chat"})
+MULTIMODAL_INPUTS: dict[str, str] = {
+    "image-chat": ("1 image per request (ML.ENERGY benchmark configs/vllm/image-chat/benchmark.yaml: num_images 1), a user "
+                   "upload from lmarena-ai/VisionArena-Chat sent at its own resolution (mlenergy/llm/datasets.py process_image: "
+                   "re-encoded as JPEG, not resized); the file records neither the resolution nor the prompt tokens, and "
+                   "the image tokens follow the resolution (Qwen3-VL: one per 32x32 pixels; Llama-4: 144 per 336-pixel tile)"),
+    "video-chat": ("1 video per request from lmms-lab/LLaVA-Video-178K (caption split), 32 frames sampled "
+                   "(mlenergy/llm/datasets.py LLaVAVideoDataset num_frames 32); the file records neither the frame "
+                   "resolution nor the prompt tokens, and the video tokens follow the resolution"),
+    "mllm-chat": ("Leaderboard v2 multimodal chat: the file records neither the images per request, their resolution "
+                  "nor the prompt tokens"),
+}
+"""What a multimodal run sent (ML.ENERGY benchmark, ``ml-energy/benchmark`` at the commit of
+``models/measured/SOURCE_energy.md``) and what the measurement file lacks to turn it into prompt
+tokens. The count of images is known for image-chat (1) and of frames for video-chat (32), but a
+vision tower's tokens scale with the pixels, and the runs' images are user uploads of unrecorded size.
+
+Why no assumed size: on the 73 v3.0 image-chat runs whose LLM backbone has a catalog profile (Qwen3-VL
+8B/32B/30B-A3B/235B-A22B and Qwen3-Omni mapped to their Qwen3 text twins, Llama-4 Scout and Maverick),
+an assumed mean prompt of 300, 1,100 or 2,000 tokens (one image of 0.3-2 MP at Qwen3-VL's 32x32 pixels per
+token, plus the text) gives J per output token MAPE 16.9, 23.3 and 34.8 % (tokens/s 36.6, 26.3, 23.5 %):
+the unrecorded size moves the error by 18 points, more than the 20 % target, and picking the size from
+that sweep would fit on the rows that check it. Measured 2026-12 with the shipped power calibration
+(issue 25 report)."""
+
+MULTIMODAL_TASKS: frozenset[str] = frozenset(MULTIMODAL_INPUTS)
 """Tasks whose prompts carry images or video (token counts not in the files)."""
 
 
@@ -233,8 +259,8 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         elif dev_id is None or dev_id not in catalog.devices:
             reason = f"GPU {r.get('gpu')!r} has no catalog device"
         elif str(r.get("task")) in MULTIMODAL_TASKS and _num(r.get("input_tokens")) is None:
-            reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded "
-                      "(and vision encoders are not modelled)")
+            reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded: "
+                      f"{MULTIMODAL_INPUTS[str(r.get('task'))]}")
         elif model_id is None:
             reason = _unknown_model_reason(str(r.get("model") or ""), catalog, str(r.get("notes") or ""))
         elif str(r.get("precision")) not in PRECISION_MAP:

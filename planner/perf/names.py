@@ -209,12 +209,13 @@ SAME_ARCHITECTURE: dict[str, str] = {
     "deepseek-v3.1-terminus": "deepseek-v3",
     "codegemma-1.1-2b": "gemma-2b",
     "codegemma-2b": "gemma-2b",
+    "codegemma-7b": "gemma-7b",
 }
 """Base name -> catalog id of an identical architecture (module docstring). Each entry is
 a different checkpoint whose config has the same figures as the catalog profile's source
 (DeepSeek-R1, Llama-3.3-70B: configs shipped and compared in ``tests/test_hf_config.py``;
-CodeGemma 2B: Gemma 2B further trained on code with its architecture unchanged, per the CodeGemma
-report, arXiv 2406.11409; no CodeGemma config is shipped to compare)."""
+CodeGemma 2B / 7B: Gemma 2B / 7B further trained on code with the architecture unchanged, per the
+CodeGemma report, arXiv 2406.11409; no CodeGemma config is shipped to compare)."""
 
 
 def normalise_model(name: str) -> tuple[str, str | None, str | None]:
