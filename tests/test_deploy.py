@@ -169,7 +169,12 @@ def test_speculative_settings_are_emitted(tmp_path: Path) -> None:
     text = (ROOT / "instances" / "enterprise-chat.yaml").read_text(encoding="utf-8")
     text = text.replace("    weight_precision: fp8 ", "    speculative: {method: eagle, num_speculative_tokens: 3, acceptance: 0.7, "
                         "draft_model: yuhuili/EAGLE3-LLaMA3.3-Instruct-70B}\n    weight_precision: fp8 ", 1)
-    text = text.replace("trace: traces/", f"trace: {ROOT / 'instances' / 'traces'}/", 1)
+    # hand-written buckets (no length mix, so each bucket's decode point runs its own lengths): a log's buckets
+    # share one decode point at the service's mean lengths (issue 24 item 0), which speculates for all or none
+    traffic = text[text.index("    traffic:\n"):text.index("catalog:")]
+    text = text.replace(traffic, "    traffic:\n      rate_per_s: 5.0\n      lengths:\n"
+                        "        - {input_tokens: 600, output_tokens: 250, weight: 0.8}\n"
+                        "        - {input_tokens: 8000, output_tokens: 400, weight: 0.2}\n", 1)
     inst = tmp_path / "spec.yaml"
     inst.write_text(text, encoding="utf-8")
     r = CliRunner().invoke(main, ["solve", str(inst), "--out", str(tmp_path / "plan"), "--confidence", "off"])

@@ -186,9 +186,9 @@ def test_the_plan_and_horizon_oracles_flag_inconsistent_answers() -> None:
 
 
 def test_horizon_at_growth_one_per_month_sizes_millions_of_slots(tmp_path: Path) -> None:
-    """Demand doubles every month for 12 months (×2,048): the last period's pool is ~185,000 TP-8 instances (over
-    a million devices, millions of batch slots in the Erlang queue, which once looped per server: > 2 min per
-    bisection step). The counts must follow the demand: each period's largest slot ×(1.9 to 2.0) the previous
+    """Demand doubles every month for 12 months (×2,048): the last period's pool is ~70,000 TP-8 instances (~560,000
+    devices; every batch slot a server of the Erlang queue, which once looped per server: > 2 min per bisection
+    step; ~185,000 instances before buckets paid their mean work, issue 24 item 0). The counts must follow the demand: each period's largest slot ×(1.9 to 2.0) the previous
     one's (larger pools queue relatively less, so slightly under ×2), utilisation at most 1. Asserted on counts,
     not on time; ~2 s of CPU."""
     import json
@@ -210,5 +210,5 @@ def test_horizon_at_growth_one_per_month_sizes_millions_of_slots(tmp_path: Path)
     assert plan["feasible"]
     peak = [max(p["instances"] for p in plan["pools"] if p["period"] == t) for t in range(12)]
     assert all(1.9 <= b / a <= 2.0 + 1e-9 for a, b in zip(peak, peak[1:], strict=False)), peak
-    assert peak[-1] >= 150_000 and sum(p["devices"] for p in plan["pools"] if p["period"] == 11 and p["slot"] == "h23") >= 10**6
+    assert peak[-1] >= 50_000 and sum(p["devices"] for p in plan["pools"] if p["period"] == 11 and p["slot"] == "h23") >= 400_000
     assert all(p["utilization_peak"] <= 1.0 + 1e-9 for p in plan["pools"])

@@ -170,7 +170,7 @@ def markdown(result: PlanResult) -> str:
         lines.append("")
     for arch, plan in result.architectures.items():
         s = plan.solver
-        lines += [f"## {arch}", "", f"Solver: {s.status} ({s.termination}), gap {s.gap if s.gap is not None else '-'}, HiGHS {s.time_s:.3f} s, build {s.build_s:.3f} s.", ""]
+        lines += [f"## {arch}", "", f"Solver: {s.status} ({s.termination}), gap {f'{100 * s.gap:.3f} %' if s.gap is not None else '-'}, HiGHS {s.time_s:.3f} s, build {s.build_s:.3f} s.", ""]
         if not plan.feasible:
             lines += [f"- **{d.service}/{d.bucket}** `{d.constraint}`: {d.message} — fix: {d.fix}" for d in plan.diagnosis] + [""]
             continue
