@@ -34,13 +34,15 @@ Constraints (name grammar ``kind[key]``; see :func:`constraint_names`)
   — KV bytes resident at peak (κ KV bytes per request, h its decode residence
   ``out_mean · TPOT``, Little's law) fit the KV capacity ``K_p`` of the surviving instances;
 - ``pool_on[p]``        :math:`n_p \le N_p z_p` and ``pool_min[p]`` :math:`n_p \ge (k+1) z_p`;
-- ``route_on[i]``       :math:`x_i \le z_{p(i)}` — traffic goes only to a pool that exists (so
+- ``route_on[p]``       :math:`\sum_{i \in I_p} x_i \le |I_p| z_p` — traffic goes only to a pool that exists (so
   has at least ``k+1`` instances), however small its load: without it a load below the solver's
-  feasibility tolerance (a rate of 1e-9 req/s) would be routed to a pool of 0 instances. One row per
-  point rather than the aggregate :math:`\sum_{i \in I_p} x_i \le |I_p| z_p`: the same integer
-  solutions, a tighter LP relaxation (a bucket routed wholly to a pool opens it wholly, fixed
-  costs included), and HiGHS proves the 97 k-variable fleet instance's disaggregated optimum in
-  5.6 s CPU instead of 12.4 s (issue 27, ``benchmarks/bench_scale.py --fleet``);
+  feasibility tolerance (a rate of 1e-9 req/s) would be routed to a pool of 0 instances. The
+  per-point form :math:`x_i \le z_{p(i)}` has the same integer solutions and a tighter LP relaxation
+  (HiGHS on the 97 k-variable fleet instance: disaggregated 12.4 -> 5.6 s CPU, shared 4.3 -> 6.5 s),
+  but it moves which of several equal-cost plans HiGHS returns, and a sweep's re-solve (its model
+  built once with the study's rate headroom) then tightened its way to another plan than ``solve``
+  ($412,956 vs $417,702 on long-document-nvidia at a 3.5 s TTFT target,
+  ``tests/test_studies.py``); kept aggregate (issue 24 item 1 before issue 27's solver time);
 - ``type_on[p]``        :math:`z_p \le u_{t(p)}`;  ``types_max``: :math:`\sum_t u_t \le U`;
 - ``procurement[t]``    :math:`\sum_{p: t(p)=t} tp_p n_p \le L_t`;
 - ``budget``            total cost :math:`\le B` (only when a budget is given).
@@ -211,9 +213,8 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
         + pe.quicksum(t / float(kvcap[p]) for t in tool_kv.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
     m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= int(n_max[p]) * _m.z[p])
     m.pool_min = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] >= (_m.k + 1) * _m.z[p])
-    pp_l = point_pool.tolist()
-    z = [m.z[p] for p in range(n_pool)]
-    m.route_on = pe.Constraint(m.I, rule=lambda _m, i: x[i] <= z[pp_l[i]])
+    m.route_on = pe.Constraint([p for p in range(n_pool) if pts_of_pool[p]], rule=lambda _m, p: pe.quicksum(
+        _m.x[i] for i in pts_of_pool[p]) <= len(pts_of_pool[p]) * _m.z[p])
     dev_of_pool = pools["device"].tolist()
     m.type_on = pe.Constraint(m.P, rule=lambda _m, p: _m.z[p] <= _m.u[dev_of_pool[p]])
     m.types_max_c = pe.Constraint(expr=pe.quicksum(m.u[t] for t in m.T) <= m.types_max)
