@@ -451,7 +451,9 @@ def mg1_tail_decay(arrival_rate_per_s: float, service_s: object, weights: object
         return lam * (float(p @ e) - 1.0) - th, lam * float(p @ (s * e)) - 1.0
 
     # a start right of the root: φ(θ) ≥ λ p_max e^{θ s_max} − λ − θ > 0 there
-    th = max(2.0 * (1.0 - rho) / (lam * float(p @ s**2)), 1e-12)
+    # (at a trickle of load the variance start is astronomically far right: exp(θ s_max) is capped at e^700,
+    # which is right of the root too unless λ p_max < 700 e^-700 / s_max)
+    th = min(max(2.0 * (1.0 - rho) / (lam * float(p @ s**2)), 1e-12), 700.0 / smax)
     while phi(th)[0] <= 0.0:
         th *= 2.0
         if th * smax > 700.0:  # cannot happen for rho < 1 unless p_max is ~0; guard the exp
