@@ -184,3 +184,39 @@ def test_kv_residence_uses_the_mean_tpot(catalog) -> None:  # noqa: ANN001
     np.testing.assert_allclose(uni["kv_hold_s"], uni["output_tokens_mean"] * uni["tpot_mean_ms"] / 1e3)
     dec = pts[pts["role"] == "decode"]
     np.testing.assert_allclose(dec["kv_hold_s"], dec["output_tokens_mean"] * dec["tpot_ms"] / 1e3)
+
+
+@pytest.mark.parametrize(("framework", "stack"), [
+    ("vLLM 0.5.2", ("vllm-0.5.4", "engine_stacks.yaml")),
+    ("vLLM 0.4.3+rocm614, PyTorch 2.3.0, ROCm 6.1.2", ("vllm", None)),
+    ("vLLM 0.0.0.dev1+mlperf50, Pytorch 2.7.0a0+git3a58512, ROCm 6.3.1", ("vllm", None)),
+    ("vLLM 0.6.5.dev964+mlperf50, Pytorch 2.7.0a0", ("vllm", None)),
+    ("TensorRT 10.2.0, CUDA 12.4", ("trtllm", None)),
+    ("CUDA 12.2", None),
+])
+def test_stack_of_routes_pre_0_6_cuda_vllm_to_its_own_calibration(framework: str, stack) -> None:  # noqa: ANN001
+    from planner.goodput import stack_of
+
+    assert stack_of(framework) == stack
+
+
+def test_engine_stacks_file_is_power_yaml_engines(tmp_path: Path) -> None:
+    """The shipped engine_stacks.yaml is what write_stack_calibration makes of power.yaml today (no drift)."""
+    from planner.goodput import write_stack_calibration
+
+    out = tmp_path / "engine_stacks.yaml"
+    write_stack_calibration(out)
+    shipped = ROOT / "models" / "calibration" / "engine_stacks.yaml"
+    assert out.read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8"), "regenerate models/calibration/engine_stacks.yaml"
+
+
+def test_old_vllm_case_uses_its_stack(rows, catalog) -> None:  # noqa: ANN001
+    """The NeuralMagic vLLM 0.5.2 L40S rows are predicted with the ML.ENERGY vLLM 0.5.4 calibration."""
+    from planner.instance import resolve_instance
+    from planner.studies.source import TableSource
+
+    row = next(r for r in rows if "vLLM 0.5" in r.framework and r.scenario == "Offline")
+    case = case_for(row, catalog)
+    assert isinstance(case, Case) and case.engine == "vllm-0.5.4" and case.calibration == "engine_stacks.yaml"
+    pts = TableSource.from_instance(resolve_instance(instance_for(case, 1.0), Path("x.yaml"), catalog)).base_tables.points
+    assert set(pts["source"]) == {"calibrated:vllm-0.5.4"}
