@@ -37,10 +37,12 @@ stated, a software stack with no calibration, no token throughput in the row.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,31 @@ def stack_of(framework: str) -> tuple[str, str | None] | None:
     return "vllm", None
 
 
+INTERCONNECT_FILE = "mlperf_system_interconnect.csv"
+"""``models/measured/mlperf_system_interconnect.csv``: the ``accelerator_interconnect`` of the PCIe-card
+systems, copied from their MLPerf system descriptions (its SOURCE.md); a configuration fact like the
+accelerator count, not a measurement."""
+
+
+@lru_cache(maxsize=1)
+def _interconnects() -> dict[tuple[str, str, str], tuple[int, str]]:
+    from planner.catalog import catalog_file
+
+    path = catalog_file(f"measured/{INTERCONNECT_FILE}")
+    if path is None:
+        return {}
+    with path.open(encoding="utf-8") as fh:
+        return {(r["round"], r["submitter"], r["system"]): (int(r["accelerators_per_node"]), r["accelerator_interconnect"])
+                for r in csv.DictReader(fh)}
+
+
+def system_interconnect(row: MLPerfResult) -> int:
+    """Cards per node of a system listed with no NVLink (``accelerator_interconnect`` without
+    "nvlink", e.g. ``N/A``), else 0 (the catalog's scale-up link holds)."""
+    hit = _interconnects().get((row.round, row.submitter, row.system))
+    return hit[0] if hit is not None and "nvlink" not in hit[1].lower() else 0
+
+
 def write_stack_calibration(path: str | Path) -> None:
     """Write :data:`STACKS_FILE` from ``models/calibration/power.yaml`` (its ``engines``, by
     :func:`planner.perf.power_fit.stack_calibration`): the two files cannot drift (a test compares them)."""
@@ -154,6 +181,9 @@ class Case:
     tpot_ms: float | None
     calibration: str | None = None
     """Calibration file in ``models/calibration/`` (``None``: the shipped one): :func:`stack_of`."""
+    pcie_node: int = 0
+    """0: the device's catalog scale-up link; ``k > 0``: the system's cards have no NVLink, ``k`` per
+    node on PCIe (:func:`system_interconnect`)."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +217,8 @@ def case_for(row: MLPerfResult, catalog: Any) -> Case | Skip:
     osl = row.output_tokens_mean or rules.output_tokens_ref
     return Case(device=dev, n_accel=row.n_accel, model=rules.model, weight_precision=WEIGHT_PRECISION.get(dev, "fp8"), engine=engine,
                 input_tokens=int(round(rules.input_tokens_assumed)), output_tokens=int(round(osl)),
-                ttft_ms=row.ttft_p99_target_ms, tpot_ms=row.tpot_p99_target_ms, calibration=calibration)
+                ttft_ms=row.ttft_p99_target_ms, tpot_ms=row.tpot_p99_target_ms, calibration=calibration,
+                pcie_node=system_interconnect(row))
 
 
 def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
@@ -210,6 +241,11 @@ def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
                                      "regenerate it: python -c 'from planner.goodput import write_stack_calibration as w; "
                                      "w(\"models/calibration/engine_stacks.yaml\")'"))
         extra["calibration"] = str(path)
+    # no NVLink in the system: no scale-up link, the node's cards on PCIe (roofline: a ring over PCIe)
+    pcie: dict[str, Any] = ({"scaleup_bw_gb_per_s_bidir": None, "devices_per_node": case.pcie_node,
+                             "sources": {"scaleup_bw_gb_per_s_bidir": f"MLPerf system description: no NVLink ({INTERCONNECT_FILE})",
+                                         "devices_per_node": f"MLPerf system description: cards per node ({INTERCONNECT_FILE})"}}
+                            if case.pcie_node else {})
     return {
         **extra,
         "name": "mlperf-goodput",
@@ -219,7 +255,7 @@ def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
                         "lengths": [{"input_tokens": case.input_tokens, "output_tokens": case.output_tokens, "weight": 1.0}]},
         }},
         "catalog": {"devices": [case.device], "tp_degrees": [t for t in TP_DEGREES if t <= case.n_accel], "pricing": "rent",
-                    "device_overrides": {case.device: {"procurement_limit": case.n_accel}}},
+                    "device_overrides": {case.device: {"procurement_limit": case.n_accel, **pcie}}},
         "options": {"architectures": ["shared", "disaggregated"]},
     }
 

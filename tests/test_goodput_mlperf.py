@@ -220,3 +220,20 @@ def test_old_vllm_case_uses_its_stack(rows, catalog) -> None:  # noqa: ANN001
     assert isinstance(case, Case) and case.engine == "vllm-0.5.4" and case.calibration == "engine_stacks.yaml"
     pts = TableSource.from_instance(resolve_instance(instance_for(case, 1.0), Path("x.yaml"), catalog)).base_tables.points
     assert set(pts["source"]) == {"calibrated:vllm-0.5.4"}
+
+
+def test_pcie_only_systems_lose_the_nvlink_bridge(rows, catalog) -> None:  # noqa: ANN001
+    """Systems whose MLPerf description lists no NVLink (ASUSTeK 8x H100 PCIe, 4x H100 NVL) are planned
+    with no scale-up link (TP over PCIe); NVLink-bridged NVL systems keep the catalog's pair."""
+    from planner.instance import resolve_instance
+
+    def case(system: str) -> Case:
+        c = case_for(next(r for r in rows if r.system == system and r.family == "llama2-70b"), catalog)
+        assert isinstance(c, Case)
+        return c
+
+    pcie, nvl = case("ESC8000A_E12_H100x8_TRT"), case("HPE_ProLiant_DL380a_H100_NVL_94GBx4_TRT")
+    assert pcie.pcie_node == 8 and nvl.pcie_node == 0
+    dev = resolve_instance(instance_for(pcie, 1.0), Path("x.yaml"), catalog).devices["h100-pcie"]
+    assert dev.scaleup_bw_gb_per_s_bidir is None and dev.devices_per_node == 8
+    assert resolve_instance(instance_for(nvl, 1.0), Path("x.yaml"), catalog).devices["h100-nvl"].scaleup_bw_gb_per_s_bidir == 600
