@@ -346,7 +346,8 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
                     "input_tokens": c.input_tokens, "output_tokens": osl, "ttft_p99_ms": c.ttft_ms, "tpot_p99_ms": c.tpot_ms,
                     "measured_tokens_per_s": r.tokens_per_s, "predicted_tokens_per_s": pred,
                     "error_pct": 100.0 * (pred / r.tokens_per_s - 1.0), "architecture": g.architecture or "", "plan": g.pools,
-                    "busy_bound_tokens_per_s": g.busy_bound_rate_per_s * osl})
+                    "busy_bound_tokens_per_s": g.busy_bound_rate_per_s * osl,
+                    "calibration": c.calibration or "shipped", "tp_over_pcie": bool(c.pcie_node)})
     return pd.DataFrame(out), pd.DataFrame(skipped, columns=["line", "round", "submitter", "system", "accelerator", "n_accel", "benchmark",
                                                              "scenario", "reason"])
 
