@@ -155,7 +155,7 @@ def write_stack_calibration(path: str | Path) -> None:
 
     pc = load_power_calibration()
     cal = stack_calibration(pc) if pc is not None else None
-    if cal is None:
+    if pc is None or cal is None:
         raise ValueError("models/calibration/power.yaml has no engine calibrations")
     cal = cal.model_copy(update={"name": "engine_stacks", "description": (
         f"per-version engine calibrations of power.yaml (fitted on {pc.data_file}, sha256 {pc.data_sha256[:12]}; "
