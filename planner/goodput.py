@@ -27,7 +27,8 @@ with the measured tokens/s; error = predicted / measured − 1.
 Precision (the logs do not state it): fp8 weights and fp8 KV, fp4 weights on Blackwell (B200, GB200:
 NVIDIA's v5.0 Llama-2-70B submissions are FP4) — :data:`WEIGHT_PRECISION`, an assumption shared with
 ``benchmarks/bench_perf_fidelity.py``. Engine: TensorRT stacks -> ``trtllm``, vLLM -> ``vllm``
-calibration; any other stack is not predicted (no calibration for it).
+calibration, except upstream CUDA vLLM before 0.6 -> the ``vllm-0.5.4`` stack fitted on ML.ENERGY runs
+(:func:`stack_of`); any other stack is not predicted (no calibration for it).
 
 Rows not predicted are listed with the reason (:class:`Skip`): a later round (held out), an accelerator
 with no catalog profile, a benchmark whose model has no profile or whose mean input length is not
@@ -36,16 +37,18 @@ stated, a software stack with no calibration, no token throughput in the row.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from planner.errors import InputError
+from planner.errors import InputError, Problem
 from planner.mlperf import BENCHMARKS, LAST_ROUND, MLPerfResult, round_key
 from planner.perf.names import device_id
 
@@ -88,6 +91,81 @@ def engine_of(framework: str) -> str | None:
     return None
 
 
+STACKS_FILE = "engine_stacks.yaml"
+"""``models/calibration/engine_stacks.yaml``: the per-version engine calibrations of
+``models/calibration/power.yaml`` (fitted on ML.ENERGY runs, ``measured_energy.csv``; never on
+MLPerf) as a calibration file an instance can name (:func:`write_stack_calibration`)."""
+VLLM_V0_STACK = "vllm-0.5.4"
+VLLM_V0_BEFORE = (0, 6)
+"""Upstream (CUDA) vLLM releases before 0.6.0 get the ``vllm-0.5.4`` stack, not the shipped ``vllm``
+calibration (vLLM 0.11-0.12 runs). vLLM 0.6.0 moved the API server, scheduling and output
+processing off the GPU's critical path (vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x Throughput
+Improvement and 5x Latency Reduction": 2.7x on Llama-3-8B / H100, 1.8x on Llama-3-70B / 4xH100), so a
+0.5-era engine pays per-sequence host costs a 0.11 calibration lacks; ML.ENERGY Leaderboard v2 ran
+vLLM 0.5.4 and its fit (``seq_overhead_us`` 413 vs 56, ``eta_b`` 0.38 vs 0.93) is the only
+measurement of that era we have. ROCm builds (``+rocm`` or a ROCm runtime in the string: AMD's
+fork, its own kernels and scheduler) keep the ``vllm`` calibration: no non-MLPerf ROCm-vLLM runs calibrate them."""
+
+
+def stack_of(framework: str) -> tuple[str, str | None] | None:
+    """``(engine, calibration file name or None = the shipped one)`` of a software stack string, or
+    ``None`` when no engine is calibrated: ``vLLM 0.5.2`` -> ``("vllm-0.5.4", "engine_stacks.yaml")``,
+    ``vLLM 0.4.3+rocm614, ...`` -> ``("vllm", None)``, ``TensorRT 10.2`` -> ``("trtllm", None)``."""
+    engine = engine_of(framework)
+    if engine != "vllm":
+        return (engine, None) if engine else None
+    m = re.search(r"vllm\s+v?(\d+)\.(\d+)(?:\.\d+)?([^\s,]*)", framework.lower())
+    if m and (int(m.group(1)), int(m.group(2))) < VLLM_V0_BEFORE and "rocm" not in framework.lower():
+        return VLLM_V0_STACK, STACKS_FILE
+    return "vllm", None
+
+
+INTERCONNECT_FILE = "mlperf_system_interconnect.csv"
+"""``models/measured/mlperf_system_interconnect.csv``: the ``accelerator_interconnect`` of the PCIe-card
+systems, copied from their MLPerf system descriptions (its SOURCE.md); a configuration fact like the
+accelerator count, not a measurement."""
+
+
+@lru_cache(maxsize=1)
+def _interconnects() -> dict[tuple[str, str, str], tuple[int, str]]:
+    from planner.catalog import catalog_file
+
+    path = catalog_file(f"measured/{INTERCONNECT_FILE}")
+    if path is None:
+        return {}
+    with path.open(encoding="utf-8") as fh:
+        return {(r["round"], r["submitter"], r["system"]): (int(r["accelerators_per_node"]), r["accelerator_interconnect"])
+                for r in csv.DictReader(fh)}
+
+
+def system_interconnect(row: MLPerfResult) -> int:
+    """Cards per node of a system listed with no NVLink (``accelerator_interconnect`` without
+    "nvlink", e.g. ``N/A``), else 0 (the catalog's scale-up link holds)."""
+    hit = _interconnects().get((row.round, row.submitter, row.system))
+    return hit[0] if hit is not None and "nvlink" not in hit[1].lower() else 0
+
+
+def write_stack_calibration(path: str | Path) -> None:
+    """Write :data:`STACKS_FILE` from ``models/calibration/power.yaml`` (its ``engines``, by
+    :func:`planner.perf.power_fit.stack_calibration`): the two files cannot drift (a test compares them)."""
+    import yaml
+
+    from planner.perf.power import load_power_calibration
+    from planner.perf.power_fit import stack_calibration
+
+    pc = load_power_calibration()
+    cal = stack_calibration(pc) if pc is not None else None
+    if pc is None or cal is None:
+        raise ValueError("models/calibration/power.yaml has no engine calibrations")
+    cal = cal.model_copy(update={"name": "engine_stacks", "description": (
+        f"per-version engine calibrations of power.yaml (fitted on {pc.data_file}, sha256 {pc.data_sha256[:12]}; "
+        "ML.ENERGY runs, no MLPerf row), written by planner.goodput.write_stack_calibration")})
+    header = ("# Written by planner.goodput.write_stack_calibration from models/calibration/power.yaml (engines);\n"
+              "# see planner/perf/calibration.py for the fields. Do not edit: regenerate.\n")
+    Path(path).write_text(header + yaml.safe_dump(cal.model_dump(mode="json", exclude_none=True), sort_keys=False, width=100),
+                          encoding="utf-8")
+
+
 @dataclass(frozen=True)
 class Case:
     """What one prediction needs; rows with equal cases share one solve."""
@@ -101,6 +179,11 @@ class Case:
     output_tokens: int
     ttft_ms: float | None
     tpot_ms: float | None
+    calibration: str | None = None
+    """Calibration file in ``models/calibration/`` (``None``: the shipped one): :func:`stack_of`."""
+    pcie_node: int = 0
+    """0: the device's catalog scale-up link; ``k > 0``: the system's cards have no NVLink, ``k`` per
+    node on PCIe (:func:`system_interconnect`)."""
 
 
 @dataclass(frozen=True)
@@ -125,15 +208,17 @@ def case_for(row: MLPerfResult, catalog: Any) -> Case | Skip:
         return Skip(f"accelerator {row.accelerator!r} has no catalog device")
     if row.n_accel < 1:
         return Skip("no accelerator count (CPU-only system)")
-    engine = engine_of(row.framework)
-    if engine is None:
+    stack = stack_of(row.framework)
+    if stack is None:
         return Skip(f"software stack {row.framework!r} has no calibrated engine (trtllm, vllm)")
+    engine, calibration = stack
     if not math.isfinite(row.tokens_per_s) or row.tokens_per_s <= 0:
         return Skip("no token throughput in the row")
     osl = row.output_tokens_mean or rules.output_tokens_ref
     return Case(device=dev, n_accel=row.n_accel, model=rules.model, weight_precision=WEIGHT_PRECISION.get(dev, "fp8"), engine=engine,
                 input_tokens=int(round(rules.input_tokens_assumed)), output_tokens=int(round(osl)),
-                ttft_ms=row.ttft_p99_target_ms, tpot_ms=row.tpot_p99_target_ms)
+                ttft_ms=row.ttft_p99_target_ms, tpot_ms=row.tpot_p99_target_ms, calibration=calibration,
+                pcie_node=system_interconnect(row))
 
 
 def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
@@ -146,7 +231,23 @@ def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
             slo["ttft"] = {"quantile": 0.99, "target_ms": case.ttft_ms}
         if case.tpot_ms is not None:
             slo["tpot"] = {"quantile": 0.99, "target_ms": case.tpot_ms}
+    extra: dict[str, Any] = {}
+    if case.calibration:
+        from planner.catalog import catalog_file
+
+        path = catalog_file(f"calibration/{case.calibration}")
+        if path is None:
+            raise InputError(Problem("models/calibration", case.calibration, "is missing",
+                                     "regenerate it: python -c 'from planner.goodput import write_stack_calibration as w; "
+                                     "w(\"models/calibration/engine_stacks.yaml\")'"))
+        extra["calibration"] = str(path)
+    # no NVLink in the system: no scale-up link, the node's cards on PCIe (roofline: a ring over PCIe)
+    pcie: dict[str, Any] = ({"scaleup_bw_gb_per_s_bidir": None, "devices_per_node": case.pcie_node,
+                             "sources": {"scaleup_bw_gb_per_s_bidir": f"MLPerf system description: no NVLink ({INTERCONNECT_FILE})",
+                                         "devices_per_node": f"MLPerf system description: cards per node ({INTERCONNECT_FILE})"}}
+                            if case.pcie_node else {})
     return {
+        **extra,
         "name": "mlperf-goodput",
         "services": {"mlperf": {
             "model": case.model, "weight_precision": case.weight_precision, "kv_precision": KV_PRECISION, "engine": case.engine, "slo": slo,
@@ -154,7 +255,7 @@ def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
                         "lengths": [{"input_tokens": case.input_tokens, "output_tokens": case.output_tokens, "weight": 1.0}]},
         }},
         "catalog": {"devices": [case.device], "tp_degrees": [t for t in TP_DEGREES if t <= case.n_accel], "pricing": "rent",
-                    "device_overrides": {case.device: {"procurement_limit": case.n_accel}}},
+                    "device_overrides": {case.device: {"procurement_limit": case.n_accel, **pcie}}},
         "options": {"architectures": ["shared", "disaggregated"]},
     }
 
@@ -245,7 +346,8 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
                     "input_tokens": c.input_tokens, "output_tokens": osl, "ttft_p99_ms": c.ttft_ms, "tpot_p99_ms": c.tpot_ms,
                     "measured_tokens_per_s": r.tokens_per_s, "predicted_tokens_per_s": pred,
                     "error_pct": 100.0 * (pred / r.tokens_per_s - 1.0), "architecture": g.architecture or "", "plan": g.pools,
-                    "busy_bound_tokens_per_s": g.busy_bound_rate_per_s * osl})
+                    "busy_bound_tokens_per_s": g.busy_bound_rate_per_s * osl,
+                    "calibration": c.calibration or "shipped", "tp_over_pcie": bool(c.pcie_node)})
     return pd.DataFrame(out), pd.DataFrame(skipped, columns=["line", "round", "submitter", "system", "accelerator", "n_accel", "benchmark",
                                                              "scenario", "reason"])
 

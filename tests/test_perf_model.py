@@ -75,6 +75,16 @@ def test_ring_allreduce_by_hand() -> None:
     assert float(allreduce_s(inst, 1e6, 5e-6, 0.5)) == pytest.approx(2 * 2 * 7 / 8 * 1e6 / 450e9 + 2 * 3e-6 + 5e-6)
 
 
+def test_pcie_only_cards_ring_over_pcie_by_hand() -> None:
+    """No scale-up link (a PCIe card without NVLink): the all-reduce is a ring of 2 (tp-1) steps over
+    PCIe inside the node, not the NVLink domain's 2-step one-shot."""
+    pcie = H100.model_copy(update={"scaleup_bw_gb_per_s_bidir": None, "pcie_bw_gb_per_s": 64.0, "devices_per_node": 8})
+    inst = instance_arrays(L70, pcie, 4, "bf16", "bf16")
+    assert float(allreduce_s(inst, 1e6)) == pytest.approx(2 * 3 / 4 * 1e6 / 64e9 + 2 * 3 * 3e-6)
+    nvlink = instance_arrays(L70, H100, 4, "bf16", "bf16")
+    assert float(allreduce_s(nvlink, 1e6)) == pytest.approx(2 * 3 / 4 * 1e6 / 450e9 + 2 * 3e-6)
+
+
 def test_link_efficiency_slows_only_tp_communication() -> None:
     slow = Efficiency(0.5, 0.8, 0.0, 0.0, 0.0, 0.0, 0.4)
     fast = Efficiency(0.5, 0.8, 0.0, 0.0, 0.0, 0.0, 1.0)

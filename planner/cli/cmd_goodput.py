@@ -32,9 +32,10 @@ def validate_goodput_cmd(results: str, rel_tol: float, show_rows: bool, as_json:
         return
     if show_rows and not pred.empty:
         click.echo(table(["line", "round", "submitter", "device", "n", "benchmark", "scenario", "engine", "measured tok/s", "predicted tok/s",
-                          "error %", "at 100 % busy tok/s", "plan"],
+                          "error %", "at 100 % busy tok/s", "TP over PCIe", "plan"],
                          [[r.line, r.round, r.submitter, r.device, r.n_accel, r.benchmark, r.scenario, r.engine, r.measured_tokens_per_s,
-                           r.predicted_tokens_per_s, r.error_pct, r.busy_bound_tokens_per_s, r.plan] for r in pred.itertuples()]))
+                           r.predicted_tokens_per_s, r.error_pct, r.busy_bound_tokens_per_s, "yes" if r.tp_over_pcie else "", r.plan]
+                          for r in pred.itertuples()]))
         click.echo("")
     click.echo(table(["device", "scenario", "rows", "mean error %", "mean |error| %", "at 100 % busy, mean error %"],
                      [[r.device, r.scenario, r.rows, r.mean_error_pct, r.mean_abs_error_pct, r.busy_bound_error_pct] for r in by.itertuples()]))

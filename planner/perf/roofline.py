@@ -51,7 +51,12 @@ link bandwidth in an all-reduce) are engine properties fitted by
 the H100 data it cannot be told apart from ``o_layer`` within one model).
 
 ``link`` is the scale-up bandwidth per direction (half the bidirectional figure); a TP group
-larger than ``devices_per_node`` crosses nodes and its ring runs at the NIC bandwidth.
+larger than ``devices_per_node`` crosses nodes and its ring runs at the NIC bandwidth. A device
+without a scale-up link (``scaleup_bw_gb_per_s_bidir`` unset: PCIe cards with no NVLink bridge)
+runs its TP all-reduces over PCIe (``pcie_bw_gb_per_s``) as a ring of ``2 (tp-1)`` steps inside the
+node too: the engines' one-shot / two-shot all-reduce kernels need NVLink peer access, and NCCL
+over PCIe rings (aiconfigurator plans a PCIe-only H100 node the same way: ``h100_pcie.yaml``
+``intra_node_bw`` = PCIe Gen5 x16, 64 GB/s per direction).
 
 Memory fit per device: ``W/tp + reserve + KV <= M u_mem``. KV is split over ``min(tp, H_kv)``
 devices (heads are replicated when ``tp > H_kv``); an MLA latent is not split at all (``H_kv`` counts as 1:
@@ -148,6 +153,9 @@ class InstanceArrays:
     memory_bytes: np.ndarray
     node_size: np.ndarray
     """Devices per scale-up domain (a larger TP group crosses nodes)."""
+    ring_in_node: np.ndarray
+    """1 when the devices have no scale-up link (PCIe cards without NVLink: TP all-reduces run as a
+    ring of ``2 (tp-1)`` steps over PCIe even inside a node), else 0 (one-shot / two-shot kernels)."""
 
     def take(self, index: Any) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
@@ -185,10 +193,12 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     a_pair = model.attention_flops_per_pair()
     a_win = a_pair * model.sliding_window_layers / model.num_layers if model.sliding_window else 0.0
     attn_peak = device.peak_flops("bf16") or flops or 0.0
+    ring = 0.0
     if tp <= device.devices_per_node:
         link = (device.scaleup_bw_gb_per_s_bidir or 0.0) / 2.0 * 1e9
-        if link <= 0:  # no scale-up link: TP runs over PCIe/NIC
+        if link <= 0:  # no scale-up link: TP runs over PCIe/NIC, an NCCL ring
             link = (device.pcie_bw_gb_per_s or device.nic_bw_gb_per_s or DEFAULT_NIC_GB_PER_S) * 1e9
+            ring = 1.0
         lat = (device.scaleup_latency_us if device.scaleup_latency_us is not None else DEFAULT_LINK_LATENCY_US) * 1e-6
     else:
         link = (device.nic_bw_gb_per_s or DEFAULT_NIC_GB_PER_S) * 1e9
@@ -202,7 +212,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
-        node_size=device.devices_per_node,
+        node_size=device.devices_per_node, ring_in_node=ring,
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
 
@@ -252,7 +262,7 @@ def allreduce_s(inst: InstanceArrays, message_bytes: Any, overhead_s: Any = 0.0,
     """All-reduce of ``message_bytes`` over the TP group (0 for tp = 1); see the module docstring.
     ``eta_link`` is the achieved fraction of the link's datasheet bandwidth."""
     tp = inst.tp
-    hops = np.where(tp <= inst.node_size, 2.0, 2.0 * (tp - 1.0))
+    hops = np.where((tp <= inst.node_size) & (inst.ring_in_node == 0), 2.0, 2.0 * (tp - 1.0))
     wire = 2.0 * (tp - 1.0) / tp * np.asarray(message_bytes) / (inst.link_bytes_per_s * eta_link)
     return np.where(tp > 1, wire + hops * inst.link_latency_s + overhead_s, 0.0)
 
