@@ -205,8 +205,11 @@ def test_example_instance_keeps_its_plan_over_time() -> None:
     # issue 24 item 0 (buckets pay their mean work, not every request at its bucket's longest): disaggregated
     # 7,885,686 -> 4,413,050, shared 10,046,114 -> 5,661,439 (baselines 8,769,002 -> 4,793,147 and 10,834,288 -> 6,054,731);
     # more unified points are feasible at the service's mean lengths (variables 70,392 -> 70,968)
-    assert dis.total_usd == pytest.approx(4_413_050, rel=1e-3) and sh.total_usd == pytest.approx(5_661_439, rel=1e-3)
-    assert dis.baseline_usd == pytest.approx(4_793_147, rel=1e-3) and sh.baseline_usd == pytest.approx(6_054_731, rel=1e-3)
+    # issue 24 item 3 (the long-prompt lane of a shared pool as one M/G/1 queue per instance behind a least-loaded
+    # router, planner.pool_latency._long_ttft_quantile_s): shared 5,661,439 -> 6,623,675 (baseline 6,054,731 ->
+    # 7,120,491); the model is pessimistic behind many instances (benchmarks/bench_latency_at_load.py docstring)
+    assert dis.total_usd == pytest.approx(4_413_050, rel=1e-3) and sh.total_usd == pytest.approx(6_623_675, rel=1e-3)
+    assert dis.baseline_usd == pytest.approx(4_793_147, rel=1e-3) and sh.baseline_usd == pytest.approx(7_120_491, rel=1e-3)
     assert res.size["variables"] == 70_968 and res.size["constraints"] == 43_224
 
 
