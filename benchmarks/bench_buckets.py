@@ -1,0 +1,70 @@
+"""Issue 24 item 0: cost and verdict of every example instance at 4, 8 and 16 length buckets.
+
+Run: ``python benchmarks/bench_buckets.py [instances/<name>.yaml ...]`` (all of ``instances/*.yaml`` by
+default; ~5 minutes on the 2-core VM). Each instance is solved as ``planner solve`` does (whole process,
+``--json -q --no-plan-cache``) with ``--set services.<s>.traffic.buckets=K`` for every service ``s``;
+prints per K the winner and each architecture's cost (``*`` when the plan misses its targets in the
+analytic check or the peak simulation), then the spread ``max / min − 1`` of each architecture's cost and
+of the winner's cost over the three counts. Target (issue 24): spread ≤ 5 % and the same winner.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+COUNTS = (4, 8, 16)
+
+
+def solve(path: Path, k: int) -> dict:
+    services = (yaml.safe_load(path.read_text(encoding="utf-8")).get("services") or {}).keys()
+    sets = [a for s in services for a in ("--set", f"services.{s}.traffic.buckets={k}")]
+    out = subprocess.run([sys.executable, "-m", "planner", "solve", str(path), *sets, "--json", "-q", "--no-plan-cache"],
+                         capture_output=True, text=True, cwd=ROOT, check=False)
+    if out.returncode not in (0, 4):
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+    return json.loads(out.stdout)
+
+
+def main() -> int:
+    files = [Path(a) for a in sys.argv[1:]] or sorted((ROOT / "instances").glob("*.yaml"))
+    print("| instance | K | winner | shared $/month | disaggregated $/month |")
+    print("|---|---:|---|---:|---:|")
+    spreads = []
+    for f in files:
+        costs: dict[str, list[float]] = {}
+        winners, win_cost = [], []
+        for k in COUNTS:
+            d = solve(f, k)
+            if "error" in d:
+                print(f"| {f.stem} | {k} | error: {d['error']} | | |")
+                continue
+            row = {}
+            for arch, plan in d["architectures"].items():
+                if plan.get("feasible"):
+                    total = plan["costs"]["total_usd_per_month"]
+                    costs.setdefault(arch, []).append(total)
+                    row[arch] = f"{total:,.0f}" + ("" if plan.get("meets_targets") else "*")
+                else:
+                    row[arch] = "infeasible"
+            w = d["verdict"]["winner"]
+            winners.append(w)
+            win_cost.append(d["architectures"][w]["costs"]["total_usd_per_month"])
+            print(f"| {f.stem} | {k} | {w} | {row.get('shared', '-')} | {row.get('disaggregated', '-')} |")
+        spread = {a: max(v) / min(v) - 1 for a, v in costs.items() if len(v) == len(COUNTS)}
+        w_spread = max(win_cost) / min(win_cost) - 1 if len(win_cost) == len(COUNTS) else float("nan")
+        spreads.append((f.stem, spread, w_spread, len(set(winners)) == 1))
+    print()
+    for name, spread, w_spread, same in spreads:
+        parts = ", ".join(f"{a} {100 * v:.1f} %" for a, v in spread.items())
+        print(f"{name}: spread {parts}; winner's cost {100 * w_spread:.1f} %; same winner: {'yes' if same else 'no'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
