@@ -18,11 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 _STEMS = sorted(p.stem for p in (ROOT / "instances").glob("*.yaml") if p.stem != "fleet-horizon")
-# Known disagreement, left open (issue 24 item 1 x issue 26 item 3): the studies' re-solve of the multimodal
-# example's shared plan costs $12,874/month where solve's is $11,901 — the encode phase (planner.capacity_encode)
-# arrived after the one-path work and the studies' lean path does not yet reproduce solve's encode sizing.
-EXAMPLES = [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="studies do not yet size the encode phase as solve does "
-                                                     "($12,874 vs $11,901)")) if s == "multimodal-image" else s for s in _STEMS]
+EXAMPLES = _STEMS
 REL = 1e-3
 """Costs agree to the MIP gap (1e-4) with room for the held plan's LP re-routing."""
 

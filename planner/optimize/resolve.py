@@ -370,8 +370,11 @@ def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: 
 
 
 def _pool_n_max(pts: pd.DataFrame, pools: pd.DataFrame) -> np.ndarray:
-    """Big-M per pool as :func:`prepare` computes it: ``ceil(Σ_d max_i λτ/ρ) + 1`` (and the KV analogue)."""
-    per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
+    """Big-M per pool as :func:`prepare` computes it: ``ceil(Σ_d max_i λτ/ρ) + 1`` (and the KV analogue);
+    an inline encode point's load (roles ``encode_prefill`` / ``encode_unified``) adds to its bucket's
+    prefill / unified load in the same pool, so the maximum is taken per ``(d, inline)`` as in :func:`prepare`."""
+    inline = pts["role"].isin(["encode_prefill", "encode_unified"]).rename("inline")
+    per_d = pts.groupby([pts["pool"], pts["d"], inline])["load_peak_coef"].max().groupby(level=0).sum()
     n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9)
     kvcap = pools["kv_capacity_bytes"].to_numpy(float)
     kv = pts.groupby(["pool", "d"])["kv_peak_coef"].max().groupby(level=0).sum().reindex(pools["pool"]).fillna(0.0).to_numpy(float)
