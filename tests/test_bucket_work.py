@@ -22,6 +22,9 @@ import pandas as pd
 import yaml
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+from test_bucket_refinement import (
+    _log,  # the same random lognormal log as the refinement property tests
+)
 
 SPREAD_TOLERANCE = 0.05
 WORK_TOLERANCE = {"prefill": 0.01, "decode": 0.01, "unified": 0.05}
@@ -30,15 +33,6 @@ holds its bucket's representative prompt's TTFT, so each bucket's batch and chun
 spread of the service's unified work at 4 / 8 / 16 buckets on one random log): within 5 %."""
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 """Each example builds capacity tables or solves: shrinking a failure would take minutes."""
-
-
-def _log(seed: int, n: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` requests with lognormal input and output lengths, log-correlated by ``rho``."""
-    rng = np.random.default_rng(seed)
-    z = rng.standard_normal((2, n))
-    inp = np.round(np.exp(6.5 + 1.2 * z[0]))
-    out = np.round(np.exp(4.5 + 0.9 * (rho * z[0] + np.sqrt(1 - rho * rho) * z[1])))
-    return np.maximum(inp, 1.0), np.maximum(out, 1.0)
 
 
 def _instance(tmp: Path, seed: int, n: int, rho: float) -> Path:
