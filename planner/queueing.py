@@ -138,9 +138,16 @@ def _bd0(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
     return out
 
 
+def _log_pmf_head(c: np.ndarray) -> np.ndarray:
+    """The part of :func:`_log_poisson_pmf_at` that depends on ``c`` only, ``−stirlerr(c) − ½·log(2πc)``
+    (computed once per row by :func:`max_utilization_many`'s bisection, whose steps change ``a`` only)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -_stirlerr(c) - _LOG_SQRT_2PI - 0.5 * np.log(c)
+
+
 def _log_poisson_pmf_at(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     """``log P(N = c)`` for ``N ~ Poisson(a)``, ``c ≥ 1``, ``a > 0`` (saddle-point form)."""
-    return -_stirlerr(c) - _LOG_SQRT_2PI - 0.5 * np.log(c) - _bd0(c, a)
+    return _log_pmf_head(c) - _bd0(c, a)
 
 
 def _inverse_b_continued_fraction(c: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -171,8 +178,6 @@ def erlang_b_many(servers: object, offered_load: object) -> np.ndarray:
     """Erlang-B ``B(c, a)`` element-wise over arrays (broadcast): ``P(N = c)/P(N ≤ c)`` with
     ``N ~ Poisson(a)`` (section comment above). ``c ≥ 1`` real (a float for huge counts),
     ``a ≥ 0`` finite; ``B = 0`` at ``a = 0``. Time and memory O(elements), whatever ``c`` and ``a``."""
-    from scipy.special import gammaincc
-
     c, a = np.broadcast_arrays(np.asarray(servers, dtype=float), np.asarray(offered_load, dtype=float))
     c = np.array(c, dtype=float)
     a = np.array(a, dtype=float)
@@ -180,26 +185,45 @@ def erlang_b_many(servers: object, offered_load: object) -> np.ndarray:
     live = a > 0.0
     if not live.any():
         return out
-    cl, al = c[live], a[live]
-    q = gammaincc(cl + 1.0, al)  # P(N <= c)
-    with np.errstate(under="ignore", divide="ignore"):
-        ratio = np.exp(_log_poisson_pmf_at(cl, al) - np.log(np.maximum(q, _Q_UNDERFLOW)))
-    b = np.where(q >= _Q_UNDERFLOW, ratio, 0.0)
-    far = q < _Q_UNDERFLOW
-    if far.any():
-        b[far] = 1.0 / _inverse_b_continued_fraction(cl[far], al[far])
-    out[live] = np.clip(b, 0.0, 1.0)
+    cl = c[live]
+    out[live] = _erlang_b_live(cl, a[live], _log_pmf_head(cl))
     return out
 
 
-def erlang_c_many(servers: object, offered_load: object) -> np.ndarray:
-    """Erlang-C ``C(c, a) = c·B/(c − a·(1 − B))`` element-wise (broadcast); 1 where ``a ≥ c``."""
-    c, a = np.broadcast_arrays(np.asarray(servers, dtype=float), np.asarray(offered_load, dtype=float))
+def _erlang_b_live(c: np.ndarray, a: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """:func:`erlang_b_many`'s formula on arrays of one shape with ``c ≥ 1``, ``a > 0``; ``head`` is
+    :func:`_log_pmf_head` of ``c``."""
+    from scipy.special import gammaincc
+
+    q = gammaincc(c + 1.0, a)  # P(N <= c)
+    with np.errstate(under="ignore", divide="ignore"):
+        ratio = np.exp(head - _bd0(c, a) - np.log(np.maximum(q, _Q_UNDERFLOW)))
+    b = np.where(q >= _Q_UNDERFLOW, ratio, 0.0)
+    far = q < _Q_UNDERFLOW
+    if far.any():
+        b[far] = 1.0 / _inverse_b_continued_fraction(c[far], a[far])
+    return np.clip(b, 0.0, 1.0)
+
+
+def _erlang_c(c: np.ndarray, a: np.ndarray, head: np.ndarray | None = None) -> np.ndarray:
+    """:func:`erlang_c_many` on float arrays of one shape; ``head`` (optional) is :func:`_log_pmf_head`
+    of ``c``, precomputed by a caller that evaluates the same servers at many loads."""
     stable = a < c
-    b = erlang_b_many(np.where(stable, c, 1.0), np.where(stable, a, 0.0))
+    live = stable & (a > 0.0)
+    b = np.zeros(a.shape)
+    if live.any():
+        cl = c[live]
+        b[live] = _erlang_b_live(cl, a[live], _log_pmf_head(cl) if head is None else head[live])
     with np.errstate(divide="ignore", invalid="ignore"):
         pw = c * b / (c - a * (1.0 - b))
     return np.where(stable, pw, 1.0)
+
+
+def erlang_c_many(servers: object, offered_load: object) -> np.ndarray:
+    """Erlang-C ``C(c, a) = c·B/(c − a·(1 − B))`` element-wise (broadcast); 1 where ``a ≥ c``
+    (``B`` from :func:`erlang_b_many`'s formula)."""
+    c, a = np.broadcast_arrays(np.asarray(servers, dtype=float), np.asarray(offered_load, dtype=float))
+    return _erlang_c(c, a)
 
 
 def erlang_b(servers: int, offered_load: float) -> float:
@@ -291,10 +315,16 @@ def wait_quantile_many(quantile: object, arrival_rate_per_s: object, servers: ob
     ``0`` if ``C ≤ 1−q`` or no load, else ``k/(cμ−λ)·ln(C/(1−q))``; ∞ if ``ρ ≥ 1``."""
     q, lam, c, s, cs, ca = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
                                                  (quantile, arrival_rate_per_s, servers, mean_service_s, service_cv, arrival_cv)))
+    return _wait_quantile(1.0 - q, lam, c, s, (ca**2 + cs**2) / 2.0)  # k: _variability
+
+
+def _wait_quantile(tail: np.ndarray, lam: np.ndarray, c: np.ndarray, s: np.ndarray, k: np.ndarray,
+                   head: np.ndarray | None = None) -> np.ndarray:
+    """:func:`wait_quantile_many` on float arrays of one shape, with ``tail = 1 − q``, the variability
+    factor ``k`` and (optional) :func:`_log_pmf_head` of ``c`` given: what stays fixed while
+    :func:`max_utilization_many` bisects on the load is computed once."""
     a = lam * s
-    pw = erlang_c_many(c, a)
-    tail = 1.0 - q
-    k = (ca**2 + cs**2) / 2.0  # _variability
+    pw = _erlang_c(c, a, head)
     drain_per_s = c / s - lam  # cμ − λ
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         w = k / drain_per_s * np.log(pw / tail)
@@ -341,13 +371,19 @@ def max_utilization_many(servers: object, mean_service_s: object, quantile: obje
         return out.reshape(shape)
     rows, inverse = np.unique(flat[usable], axis=0, return_inverse=True)
 
-    def ok(rho: np.ndarray, r: np.ndarray) -> np.ndarray:
-        c, s, q, budget, cs, ca = r.T
-        return np.asarray(wait_quantile_many(q, rho * (c / s), c, s, cs, ca) <= budget)
+    def fixed(r: np.ndarray) -> tuple[np.ndarray, ...]:
+        """What a row's wait quantile needs besides the load: servers, service, ``c/s``, ``1 − q``,
+        ``k``, :func:`_log_pmf_head` of ``c`` and the budget (contiguous columns)."""
+        c, s, q, budget, cs, ca = (np.ascontiguousarray(x) for x in r.T)
+        return c, s, c / s, 1.0 - q, (ca**2 + cs**2) / 2.0, _log_pmf_head(c), budget
+
+    def ok(rho: np.ndarray, f: tuple[np.ndarray, ...]) -> np.ndarray:
+        c, s, c_over_s, tail, k, head, budget = f
+        return np.asarray(_wait_quantile(tail, rho * c_over_s, c, s, k, head) <= budget)
 
     caps = np.full(rows.shape[0], float(ceiling))
-    todo = np.flatnonzero(~ok(caps, rows))  # the rest already meet the budget at the ceiling
-    sub = rows[todo]
+    todo = np.flatnonzero(~ok(caps, fixed(rows)))  # the rest already meet the budget at the ceiling
+    sub = fixed(rows[todo])
     lo, hi = np.zeros(todo.size), np.full(todo.size, float(ceiling))  # ok(lo) holds: zero load never waits
     while todo.size and float(np.max(hi - lo)) > tolerance:
         mid = 0.5 * (lo + hi)

@@ -97,7 +97,8 @@ carries ``B`` decode sequences and, when a prompt is waiting, a prefill chunk of
 the one with the least ``tau / rho``: instance-seconds per request ``tau = OSL t_mean / B`` over the
 utilisation cap ``rho`` its TTFT wait budget ``target - ttft(B, q)`` allows (the cap
 :func:`planner.optimize.prepare.utilization_caps` applies to a unified point: ``ceil(lambda tau)``
-instances of ``B`` slots at the bucket's peak rate ``lambda``; :func:`_unified_cost`). Without a
+instances of ``B`` slots at the bucket's peak rate ``lambda``; :func:`_unified_costs`, one vectorised
+bisection for the pairs of a block). Without a
 rate or a TTFT target ``rho`` is the same for every pair and this is the highest throughput. Pairs
 are evaluated in order of falling throughput and the search stops at the first pair whose ``tau``
 alone is no less than the best ``tau / rho`` found (``rho <= 1``: no later pair can cost less).
@@ -627,30 +628,55 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
                        source, kv=kv_req)
 
 
-def _unified_cost(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, rate_per_s: float | None,
-                  interarrival_cv: float, best: float = math.inf) -> float:
-    """Instance-seconds per request over the utilisation cap a unified pair allows, ``tau / rho``: the cap
-    :func:`planner.optimize.prepare.utilization_caps` applies to a unified point (``ceil(lambda tau)``
-    instances of ``B`` slots, slot service ``tau B``, deterministic, the arrivals' CV, the TTFT quantile
-    and the wait budget ``target - ttft``). Without a rate or a TTFT target the cap is the same for every
-    pair and the cost is ``tau`` (the highest throughput wins). A cap of 0 (no wait budget) ranks the
-    pair after every pair with a cap, by ``tau``. ``best``: the least cost found so far; a pair that
-    cannot beat it (its wait at ``rho = tau / best`` already exceeds the budget: the wait grows with
-    ``rho``) returns ``inf`` after one wait evaluation instead of the cap's bisection."""
-    from planner.queueing import UTILIZATION_CEILING, max_utilization, wait_quantile_s
+def _unified_costs(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, targets: _Targets, rate_per_s: float | None,
+                   interarrival_cv: float) -> np.ndarray:
+    """Instance-seconds per request over the utilisation cap each unified pair allows, ``tau / rho``,
+    for arrays of pairs at once: the cap :func:`planner.optimize.prepare.utilization_caps` applies to a
+    unified point (``ceil(lambda tau)`` instances of ``B`` slots, slot service ``tau B``, deterministic,
+    the arrivals' CV, the TTFT quantile and the wait budget ``target - ttft``), one
+    :func:`planner.queueing.max_utilization_many` bisection for all pairs (identical rows evaluated
+    once). Without a rate or a TTFT target the cap is the same for every pair and the cost is
+    ``tau / UTILIZATION_CEILING`` (the highest throughput wins). A cap of 0 (no wait budget) ranks
+    the pair after every pair with a cap, by ``tau``: ``1e12 tau``."""
+    from planner.queueing import UTILIZATION_CEILING, max_utilization_many
 
+    tau_s = np.asarray(tau_s, dtype=float)
     rate = float(rate_per_s) if rate_per_s is not None else 0.0
     if rate <= 0 or not math.isfinite(targets.ttft_ms):
         return tau_s / UTILIZATION_CEILING
-    n0 = max(1, math.ceil(rate * tau_s))
-    servers, service_s, budget_s = int(n0 * batch), tau_s * batch, (targets.ttft_ms - ttft_ms) / 1e3
-    if math.isfinite(best):
-        need = tau_s / best
-        if need >= UTILIZATION_CEILING or budget_s < 0 or wait_quantile_s(
-                targets.ttft_q, need * servers / service_s, servers, service_s, 0.0, interarrival_cv) > budget_s:
-            return math.inf
-    cap = max_utilization(servers, service_s, targets.ttft_q, budget_s, service_cv=0.0, arrival_cv=interarrival_cv)
-    return tau_s / cap if cap > 0 else 1e12 * tau_s
+    servers, service_s, budget_s = _unified_queue(tau_s, np.asarray(batch, dtype=float), np.asarray(ttft_ms, dtype=float),
+                                                  targets, rate)
+    cap = max_utilization_many(servers, service_s, targets.ttft_q, budget_s, 0.0, interarrival_cv)
+    with np.errstate(divide="ignore"):
+        return np.where(cap > 0, tau_s / np.where(cap > 0, cap, 1.0), 1e12 * tau_s)
+
+
+def _unified_queue(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, targets: _Targets,
+                   rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The queue a unified pair's cap is taken on: servers ``ceil(lambda tau) B`` (at least ``B``),
+    slot service ``tau B`` seconds and wait budget ``(TTFT target - ttft) / 1e3`` seconds."""
+    n0 = np.maximum(1.0, np.ceil(rate * tau_s))
+    return np.floor(n0 * batch), tau_s * batch, (targets.ttft_ms - ttft_ms) / 1e3
+
+
+def _cannot_beat(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, rate_per_s: float | None,
+                 interarrival_cv: float, best: float) -> bool:
+    """Whether a unified pair is ruled out by the least cost ``best`` found so far without its cap:
+    the cap it needs to beat ``best``, ``rho = tau / best``, is at or above the ceiling, or its
+    wait at that ``rho`` already exceeds the budget (the wait grows with ``rho``). Such a pair
+    costs at least ``best``; :func:`_unified_point` asks only where that could be a tie, so that
+    the pair chosen is the one the scan in order of falling throughput keeps (the first to reach
+    the least cost)."""
+    from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
+
+    rate = float(rate_per_s) if rate_per_s is not None else 0.0
+    if rate <= 0 or not math.isfinite(targets.ttft_ms) or not math.isfinite(best):
+        return False
+    servers, service_s, budget_s = (float(x) for x in _unified_queue(np.float64(tau_s), np.float64(batch), np.float64(ttft_ms),
+                                                                     targets, rate))
+    need = tau_s / best
+    return bool(need >= UTILIZATION_CEILING or budget_s < 0 or float(wait_quantile_many(
+        targets.ttft_q, need * servers / service_s, servers, service_s, 0.0, interarrival_cv)) > budget_s)
 
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
@@ -776,10 +802,21 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_fn(e2e_q, u_i, c_i, tb_i, ti_i))
         flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = tp, it, w, tt, ee
         met = (1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)
-        for k in np.flatnonzero(met):
-            cost_flat[idx[k]] = _unified_cost(float(tau_flat[idx[k]]), float(b2.ravel()[idx[k] // grid.shape[1]]), float(tt[k]),
-                                              targets, rate_per_s, interarrival_cv, best)
-            best = min(best, float(cost_flat[idx[k]]))
+        ks = np.flatnonzero(met)
+        if not ks.size:
+            continue
+        pairs = idx[ks]
+        pair_b = batches[pairs // grid.shape[1]]
+        exact = _unified_costs(tau_flat[pairs], pair_b, tt[ks], targets, rate_per_s, interarrival_cv)
+        # in order of falling throughput, keeping the running least cost; a pair that only ties the
+        # least so far (or beats it by less than 1e-9) is checked for the early exit (_cannot_beat) so
+        # that ties go to the pair the scan reaches first
+        for k, pair, c in zip(ks, pairs, exact.tolist(), strict=True):
+            if c <= best * (1.0 + 1e-9) and _cannot_beat(float(tau_flat[pair]), float(batches[pair // grid.shape[1]]),
+                                                         float(tt[k]), targets, rate_per_s, interarrival_cv, best):
+                c = math.inf
+            cost_flat[pair] = c
+            best = min(best, c)
     tpot_s, itl_s, wait, ttft_ms, e2e_ms = out["tpot"], out["itl"], out["wait"], out["ttft"], out["e2e"]
     ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
     ok_ttft = ttft_ms <= targets.ttft_ms
