@@ -70,20 +70,31 @@ reaches the same plan: the seeded simulation of equal inputs gives an equal chec
 _SIMULATED_MAX = 4096
 
 
+_NOT_SIMULATED_POINT_KEYS = frozenset({"rho", "load_peak_coef"})
+"""Columns of the snapshot's points that the verify-and-tighten loop changes (the utilisation cap
+``rho`` the optimiser applied and the load coefficient ``rate x tau / rho`` it implies,
+:func:`planner.optimize.tighten.tighten_prepared`) and that the simulation does not read
+(:mod:`planner.verify`, :mod:`planner.simulate`, :func:`planner.pool_latency.pool_latency` read
+neither, nor the pools' ``utilization_cap``): a round that tightens a cap and gets the same plan back
+is not simulated again (issue 27, code-completion-8b: 2 of its 17 peak simulations)."""
+
+
 def _simulation_key(result: PlanResult, architecture: str, arrivals_digest: str) -> str:
     """SHA-256 of everything :func:`planner.verify.simulate_plan` reads from ``result`` for ``architecture``:
-    the plan's pools (but their cost), routing and analytic latency, and the capacity snapshot's demand,
-    points, configs and redundancy; with the arrivals' digest. Costs, prices and solver figures are left
-    out: the simulation does not read them."""
+    the plan's pools (but their cost and cap), routing and analytic latency, and the capacity snapshot's
+    demand, points (but the caps the optimiser applied, :data:`_NOT_SIMULATED_POINT_KEYS`), configs and
+    redundancy; with the arrivals' digest. Costs, prices, caps and solver figures are left out: the
+    simulation does not read them."""
     plan = result.architectures[architecture]
     cap = result.capacity
     parts = {
         "architecture": architecture,
         "feasible": plan.feasible,
-        "pools": [p.model_dump(mode="json", exclude={"cost_usd_per_month"}) for p in plan.pools],
+        "pools": [p.model_dump(mode="json", exclude={"cost_usd_per_month", "utilization_cap"}) for p in plan.pools],
         "routing": [r.model_dump(mode="json") for r in plan.routing],
         "latency": [lp.model_dump(mode="json") for lp in plan.latency],
-        "demand": cap.demand, "points": cap.points, "configs": cap.configs, "redundancy": cap.redundancy,
+        "demand": cap.demand, "configs": cap.configs, "redundancy": cap.redundancy,
+        "points": [{k: v for k, v in row.items() if k not in _NOT_SIMULATED_POINT_KEYS} for row in cap.points],
         "arrivals": arrivals_digest,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

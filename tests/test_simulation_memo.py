@@ -62,3 +62,21 @@ def test_anything_the_simulation_reads_runs_it_again(result: Any, calls: list[tu
         "demand": [{**d, "rate_peak_per_s": d["rate_peak_per_s"] * 2} for d in result.capacity.demand]})})
     assert check(faster, "disaggregated") is not first
     assert len(calls) == 4
+
+
+def test_a_tightened_cap_with_the_same_plan_is_simulated_once(result: Any, calls: list[tuple[Any, str]]) -> None:
+    # the verify-and-tighten loop divides caps (rho, and the load coefficient rate x tau / rho) and may get
+    # the same plan back: the simulation reads neither, nor the pools' utilization_cap
+    check = si.PeakSimulationCheck(_arrivals())
+    first = check(result, "disaggregated")
+    plan = result.architectures["disaggregated"]
+    assert {"rho", "load_peak_coef"} <= set(result.capacity.points[0])
+    tighter = result.model_copy(update={
+        "capacity": result.capacity.model_copy(update={"points": [
+            {**p, "rho": p["rho"] / 1.3, "load_peak_coef": p["load_peak_coef"] * 1.3} for p in result.capacity.points]}),
+        "architectures": {"disaggregated": plan.model_copy(update={
+            "pools": [p.model_copy(update={"utilization_cap": p.utilization_cap / 1.3}) for p in plan.pools]})}})
+    assert check(tighter, "disaggregated") is first and len(calls) == 1
+    slower = result.model_copy(update={"capacity": result.capacity.model_copy(update={"points": [
+        {**p, "instance_seconds_per_request": p["instance_seconds_per_request"] * 1.3} for p in result.capacity.points]})})
+    assert check(slower, "disaggregated") is not first and len(calls) == 2

@@ -77,3 +77,37 @@ def test_long_prompt_disaggregated_plan_is_tightened_not_dropped() -> None:
     assert shared.costs is not None and disagg.costs is not None
     assert disagg.costs.total_usd_per_month < shared.costs.total_usd_per_month
     assert result.verdict is not None and result.verdict.winner == "disaggregated", result.verdict.reasons
+
+
+def test_relaxed_path_stops_once_it_cannot_undercut_the_plan_that_meets(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The relaxed path's simulated rounds only divide caps further, so its later plans cost at least the
+    current optimum (the current plan's cost less the MIP gap when HiGHS proved it optimal): once that is no
+    less than the cost of the first path's plan that meets, it cannot be kept and is not simulated on."""
+    from types import SimpleNamespace
+
+    import planner.optimize.tighten as tighten
+    from planner.optimize.settings import SolveSettings
+
+    monkeypatch.setattr(tighten, "_check_result", lambda *a, **k: None)
+    sims: list[int] = []
+
+    def check(_result: object, _arch: str) -> object:
+        sims.append(1)
+        return SimpleNamespace(met=True)
+
+    def loop(cost: float, beat: float | None, status: str = "optimal") -> tighten._Loop:
+        plan = ArchitecturePlan(architecture="shared", feasible=True, solver=SolverInfo(status=status))  # type: ignore[arg-type]
+        plan = plan.model_copy(update={"costs": SimpleNamespace(total_usd_per_month=cost)})
+        settings = SolveSettings(simulation_check=check, mip_gap=1e-4)
+        built = SimpleNamespace(prep=None)
+        lp = tighten._Loop(built=built, architecture="shared", settings=settings, plan=plan, cur=built, rounds=1,  # type: ignore[arg-type]
+                           total_time=0.0, total_build=0.0, base_rho=np.ones(1))
+        lp.beat_usd_per_month = beat
+        return lp
+
+    stopped = loop(100_000.0, 99_990.0)  # within the 1e-4 gap of the plan to beat: still cannot undercut it
+    stopped.sim_loop()
+    assert not sims and "stopped after 0 round(s)" in stopped.history[-1]
+    for lp in (loop(100_000.0, 100_011.0), loop(100_000.0, None), loop(100_000.0, 50_000.0, status="time_limit")):
+        lp.sim_loop()  # could still undercut it (gap), nothing to beat, or no proof of optimality: simulated
+    assert len(sims) == 3

@@ -193,6 +193,19 @@ class _Loop:
     base_rho: np.ndarray
     history: list[str] = field(default_factory=list)
     last_step: tuple[Built, np.ndarray] | None = None
+    beat_usd_per_month: float | None = None
+    """Set on the relaxed path when the first path's plan meets in simulation: the cost the relaxed
+    path must undercut to be kept (:meth:`sim_relaxed`); :meth:`sim_loop` stops once it cannot."""
+
+    def _cannot_undercut(self) -> bool:
+        """Whether no later plan of this path can cost less than :attr:`beat_usd_per_month`: each
+        later model (a simulated round, a refined step) divides caps of the current one, so its
+        optimum is at least the current optimum, which is at least the current plan's cost less the
+        MIP gap when HiGHS proved it optimal (relative gap ``mip_gap``, absolute 1e-6)."""
+        if self.beat_usd_per_month is None or self.plan.costs is None or self.plan.solver.status != "optimal":
+            return False
+        lower = self.plan.costs.total_usd_per_month * (1.0 - self.settings.mip_gap) - 1e-6
+        return lower >= self.beat_usd_per_month - 0.005
 
     def _count(self, cand: ArchitecturePlan) -> None:
         self.rounds += 1
@@ -295,6 +308,11 @@ class _Loop:
         tightened: set[tuple[str, str, str]] = set()  # (service, bucket, role) of the pools named so far
         while True:
             assert settings.simulation_check is not None
+            if self._cannot_undercut():
+                cost = self.plan.costs.total_usd_per_month if self.plan.costs is not None else math.nan
+                self.history.append(f"simulation: stopped after {sim_rounds} round(s) at {cost:,.0f} USD/month, no less than "
+                                    f"the {self.beat_usd_per_month or math.nan:,.0f} of the plan that meets")
+                break
             check = settings.simulation_check(_check_result(self.cur.prep, self.architecture, self.plan, settings), self.architecture)
             self.plan = self.plan.model_copy(update={"simulation": check})
             if check.met or sim_rounds >= settings.simulation_rounds:
@@ -328,9 +346,11 @@ class _Loop:
         self.plan, self.cur = relaxed_state[0], relaxed_state[1]
         self.history[:] = relaxed_state[2]
         self.last_step = None
-        self.sim_loop()
-        met_b = self.plan.simulation is not None and self.plan.simulation.met
         met_a = first.simulation is not None and first.simulation.met
+        self.beat_usd_per_month = first.costs.total_usd_per_month if met_a and first.costs is not None else None
+        self.sim_loop()
+        self.beat_usd_per_month = None
+        met_b = self.plan.simulation is not None and self.plan.simulation.met
         cheaper = (self.plan.costs is not None and first.costs is not None
                    and self.plan.costs.total_usd_per_month < first.costs.total_usd_per_month - 0.005)
         if not (met_b and (cheaper or not met_a)):
