@@ -2,7 +2,7 @@
 
 1. Start-up (issue 27 item 3): `planner solve INSTANCE --json` for ``enterprise-chat`` (the
    README example; target <= 1 s warm, <= 2 s cold) and ``code-completion-8b`` (target <= 3 s
-   warm), whole process (interpreter start, imports, capacity tables, MIP, peak simulation,
+   warm and re-solved with its tables cached), whole process (interpreter start, imports, capacity tables, MIP, peak simulation,
    report), each in four states:
    - cold, no byte-code: an empty cache and the package's ``.py`` files never compiled (a copy of
      ``planner/`` without ``__pycache__``, ``PYTHONDONTWRITEBYTECODE=1``): the first run after an
@@ -13,7 +13,7 @@
    - warm: everything cached; the plan is read back (:mod:`planner.plan_cache`, it says so in
      its notes).
    Each state gets ``--repeat`` runs; the median wall and CPU (user + system of the child) times
-   are printed. On a machine shared with other work the wall time swings with the load, the CPU
+   are printed, with the ratio of the CPU median to the state's target (:data:`STARTUP`). On a machine shared with other work the wall time swings with the load, the CPU
    time much less, so compare versions by CPU time.
 2. ``--fleet``: the fleet-scale synthetic instance of ``benchmarks/bench_solve.py --fleet``
    (50 services x 8 buckets x 20 devices x 4 TP x 3 roles, ~97 k variables): a whole process
@@ -83,8 +83,13 @@ def _report(label: str, times: list[float], target: float, cpu: list[float]) -> 
           f"CPU {statistics.median(cpu):.2f} s; target <= {target:g} s: ratio {med / target:.2f} ({'met' if med <= target else 'not met'})")
 
 
-STARTUP = {"enterprise-chat": (1.0, 2.0), "code-completion-8b": (3.0, None)}
-"""Instance stem -> (warm target s, cold target s or None): issue 27 item 3."""
+STARTUP: dict[str, dict[str, float]] = {
+    "enterprise-chat": {"cold": 2.0, "warm": 1.0},
+    "code-completion-8b": {"tables": 3.0, "warm": 3.0},
+}
+"""Instance stem -> CPU-second targets per state (issue 27 item 3): ``cold`` (both cold states), ``tables``
+(the capacity tables cached, the plan solved again: code-completion's "<= 3 s warm" read as a re-solve,
+the tightening loop's peak simulations included) and ``warm`` (the plan read back)."""
 
 
 def _uncompiled_copy(where: Path) -> Path:
@@ -100,7 +105,7 @@ def _uncompiled_copy(where: Path) -> Path:
 def bench_startup(stem: str, repeat: int) -> None:
     instance = ROOT / "instances" / f"{stem}.yaml"
     solve = ["-m", "planner", "solve", str(instance), "--json"]
-    warm_target, cold_target = STARTUP[stem]
+    targets = STARTUP[stem]
     rows: list[tuple[str, list[float], list[float], float | None]] = []
 
     def runs(args: list[str], env_of: Any) -> tuple[list[float], list[float]]:
@@ -118,16 +123,17 @@ def bench_startup(stem: str, repeat: int) -> None:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
             return env
 
-        rows.append(("cold, no byte-code", *runs(solve, fresh_uncompiled), cold_target))
-        rows.append(("cold", *runs(solve, lambda: _env(tempfile.mkdtemp(dir=caches))), cold_target))
+        rows.append(("cold, no byte-code", *runs(solve, fresh_uncompiled), targets.get("cold")))
+        rows.append(("cold", *runs(solve, lambda: _env(tempfile.mkdtemp(dir=caches))), targets.get("cold")))
     with tempfile.TemporaryDirectory(prefix="planner-bench-warm-") as d:
         env = _env(d)
         _run(solve, env)  # fills the cache
-        rows.append(("warm tables, plan solved again", *runs([*solve, "--no-plan-cache"], lambda: env), None))
-        rows.append(("warm (plan read back)", *runs(solve, lambda: env), warm_target))
+        rows.append(("warm tables, plan solved again", *runs([*solve, "--no-plan-cache"], lambda: env), targets.get("tables")))
+        rows.append(("warm (plan read back)", *runs(solve, lambda: env), targets.get("warm")))
     for label, walls, cpu, target in rows:
         med, cpu_med = statistics.median(walls), statistics.median(cpu)
-        verdict = f"; target <= {target:g} s: {'met' if cpu_med <= target else 'not met'} (CPU)" if target else ""
+        verdict = (f"; target <= {target:g} s CPU: ratio {cpu_med / target:.2f}, {'met' if cpu_med <= target else 'not met'}"
+                   if target else "")
         print(f"planner solve {stem}, {label}: median {med:.2f} s wall (min {min(walls):.2f}, max {max(walls):.2f}), "
               f"CPU {cpu_med:.2f} s over {len(walls)} runs{verdict}")
 
