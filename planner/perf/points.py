@@ -672,7 +672,8 @@ def _cannot_beat(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, 
     rate = float(rate_per_s) if rate_per_s is not None else 0.0
     if rate <= 0 or not math.isfinite(targets.ttft_ms) or not math.isfinite(best):
         return False
-    servers, service_s, budget_s = (float(x) for x in _unified_queue(np.float64(tau_s), np.float64(batch), np.float64(ttft_ms),
+    servers, service_s, budget_s = (float(x) for x in _unified_queue(np.asarray(tau_s, dtype=float), np.asarray(batch, dtype=float),
+                                                                     np.asarray(ttft_ms, dtype=float),
                                                                      targets, rate))
     need = tau_s / best
     return bool(need >= UTILIZATION_CEILING or budget_s < 0 or float(wait_quantile_many(
