@@ -1,6 +1,6 @@
 """Sweep of the example instance: re-solve (persistent HiGHS) vs rebuild per scenario.
 
-Run: python benchmarks/bench_sweep.py [--jobs 2] [--n 200] [--repeat 1]
+Run: python benchmarks/bench_sweep.py [--jobs 2] [--n 200] [--repeat 1] [--profile 30]
 Prints the sweep's wall time on ``--jobs`` processes, its CPU time (this process and the
 workers, ``getrusage``: on a shared, loaded machine the wall time measures the neighbours too),
 the median of ``--repeat`` runs and its ratio to issue 27's target (1,000 scenarios in <= 60 s on
@@ -8,6 +8,9 @@ the median of ``--repeat`` runs and its ratio to issue 27's target (1,000 scenar
 every scenario (measured on a sample of scenarios, single process, extrapolated;
 ``--rebuild-sample 0`` skips it). Each run starts with empty per-process memos (the workers are
 new processes; with ``--jobs 1`` the memos of this process are cleared between runs).
+``--profile K`` runs the sweep under cProfile (use it with ``--jobs 1``: workers are not profiled)
+and prints the K functions with the largest cumulative time, then those with the largest own time
+(the profile issue 27's closing note asks for; the profiler itself adds ~30 % to the times).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--rebuild-sample", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1, help="Sweeps timed (median reported).")
+    ap.add_argument("--profile", type=int, default=0, help="Profile the sweep (this process) and print the top K functions.")
     a = ap.parse_args()
     resolved = load_instance(INSTANCE)
     src = TableSource.from_instance(resolved)
@@ -68,11 +72,22 @@ def main() -> None:
         _clear_memos(src)
         t0 = time.perf_counter()
         cpu0 = _cpu_s()
-        rows = run_sweep(src, study, jobs=a.jobs)
+        if a.profile > 0:
+            import cProfile
+
+            prof = cProfile.Profile()
+            rows = prof.runcall(run_sweep, src, study, jobs=a.jobs)
+        else:
+            rows = run_sweep(src, study, jobs=a.jobs)
         walls.append(time.perf_counter() - t0)
         cpus.append(_cpu_s() - cpu0)
         print(f"scenarios: {len(study)}  jobs: {a.jobs}  sweep wall: {walls[-1]:.1f} s  CPU (all processes): {cpus[-1]:.1f} s "
               f"({cpus[-1] / len(study) * 1e3:.0f} ms/scenario CPU)", flush=True)
+    if a.profile > 0:
+        import pstats
+
+        for key in ("cumulative", "tottime"):
+            pstats.Stats(prof).strip_dirs().sort_stats(key).print_stats(a.profile)
     sweep_s = statistics.median(walls)
     target = TARGET_S_PER_1000 * len(study) / 1000
     print(f"median of {len(walls)}: wall {sweep_s:.1f} s, CPU {statistics.median(cpus):.1f} s; target <= {target:g} s "

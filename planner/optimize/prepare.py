@@ -253,6 +253,36 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     return out
 
 
+
+def pool_n_max(points: pd.DataFrame, pools: pd.DataFrame) -> np.ndarray:
+    """Big-M of each pool (the upper bound of its instance count ``n_p``; row order of ``pools``).
+
+    Every routable point of the pool sent there at share 1, plus one instance of slack:
+
+    ``N_p = max(⌈Σ_{d,e} max_{i ∈ I_p(d,e)} λ^peak_d τ_i / ρ_i⌉, ⌈Σ_d max_{i ∈ I_p(d)} λ^peak_d κ_i h_i / K_p⌉) + 1``
+
+    with ``I_p(d, e)`` the points of pool ``p`` serving demand row ``d``, split by ``e`` = inline
+    encode (roles ``encode_prefill`` / ``encode_unified``) or not: an inline encode point's load adds to
+    its bucket's prefill / unified load in the same pool, so one maximum is taken per ``(d, e)`` and they
+    are summed. The KV term (``kv_peak_coef = λ^peak κ h``, bytes) counts only where the pool's KV
+    capacity ``K_p = pools.kv_capacity_bytes`` is positive (NaN / 0: a measured row, no KV constraint).
+    Procurement limits are constraints, not bounds (the diagnosis relaxes them). ``points`` needs
+    ``pool``, ``d``, ``role``, ``load_peak_coef``, ``kv_peak_coef``; a pool without points gets 2 (⌈1e-9⌉ + 1).
+
+    The one definition :func:`prepare` and the sweeps' re-preparation
+    (:meth:`planner.optimize.resolve.Resolver.reprepare`, :func:`planner.optimize.resolve.apply_cap_factors`)
+    use: the two had drifted apart once (the multimodal example's shared pools got a smaller big-M in
+    the sweep than in ``solve``, and a dearer re-optimum)."""
+    inline = points["role"].isin(["encode_prefill", "encode_unified"]).rename("inline")
+    per_d = points.groupby([points["pool"], points["d"], inline])["load_peak_coef"].max().groupby(level=0).sum()
+    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9)
+    kvcap = np.nan_to_num(pools["kv_capacity_bytes"].to_numpy(float), nan=0.0)
+    kv = points.groupby(["pool", "d"])["kv_peak_coef"].max().groupby(level=0).sum().reindex(pools["pool"]).fillna(0.0).to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        n_kv = np.where(kvcap > 0, np.ceil(kv / np.where(kvcap > 0, kvcap, 1.0) + 1e-9), 0.0)
+    return (np.maximum(n_load, n_kv) + 1).astype(int)
+
+
 def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> Prepared:
     """Index the feasible points, attach demand, compute caps and per-pool bounds."""
     tables.check_columns()
@@ -289,24 +319,16 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     has_kvcap = "kv_capacity_bytes" in pts.columns
     for pool, grp in pts.groupby("pool", sort=True):
         first = grp.iloc[0]
-        config = str(first["config"])
-        tp = int(first["tp"])
-        device = str(first["device"])
         role = str(pool).split(":", 1)[0]
-        # Big-M for n: every routable point of the pool sent here at share 1, plus slack (an inline
-        # encode point's load adds to its bucket's prefill load in the same pool).
-        inline = grp["role"].isin(["encode_prefill", "encode_unified"]).to_numpy()
-        n_load = math.ceil(grp.groupby(["d", inline])["load_peak_coef"].max().sum() + 1e-9)
         own = grp[~grp["role"].isin(list(ENCODE_HOST))] if len(grp) else grp  # inline encode rows hold no KV
         kvcap = float(np.nan_to_num(own["kv_capacity_bytes"].min(), nan=0.0)) if has_kvcap and len(own) else 0.0  # NaN: a measured row
-        n_kv = math.ceil(grp.groupby("d")["kv_peak_coef"].max().sum() / kvcap + 1e-9) if kvcap > 0 else 0
-        n_max = max(n_load, n_kv) + 1  # procurement limits are constraints, not bounds (diagnosis relaxes them)
         rows.append({
-            "pool": pool, "role": role, "config": config, "device": device, "tp": tp,
-            "model": str(first["model"]), "n_max": int(n_max), "kv_capacity_bytes": kvcap,
+            "pool": pool, "role": role, "config": str(first["config"]), "device": str(first["device"]), "tp": int(first["tp"]),
+            "model": str(first["model"]), "n_max": 0, "kv_capacity_bytes": kvcap,
             "sends_kv": role in ("prefill", "decode", "encode"),  # an encode pool sends embeddings
         })
     pools = pd.DataFrame(rows, columns=["pool", "role", "config", "device", "tp", "model", "n_max", "kv_capacity_bytes", "sends_kv"])
+    pools["n_max"] = pool_n_max(pts, pools)
     device_types = sorted(pools["device"].unique().tolist()) if len(pools) else []
     procurement: dict[str, float] = {}
     if len(tables.configs):

@@ -67,6 +67,7 @@ from planner.optimize.prepare import (
     ARCH_ROLES,
     Prepared,
     encode_split_ttft,
+    pool_n_max,
     prepare,
     utilization_caps,
 )
@@ -131,7 +132,7 @@ def cap_factors_of(caps: list[dict[str, Any]], architecture: str) -> CapFactors:
 
 def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
     """``prep`` with each named point's cap divided by its factor: ``ρ = min(ρ_queueing / f, 1)``, the
-    load coefficient ``λ τ / ρ`` and the pools' big-M recomputed (:func:`_pool_n_max`). This is the
+    load coefficient ``λ τ / ρ`` and the pools' big-M recomputed (:func:`planner.optimize.prepare.pool_n_max`). This is the
     model a plan's final solve used (:func:`planner.optimize.tighten.solve_verified` records
     ``f = ρ_queueing / ρ`` per point), at any rates: ``ρ_queueing`` follows the rates as
     :func:`prepare` computes it, the factor is held."""
@@ -143,7 +144,7 @@ def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
         return prep
     rho = np.minimum(pts["rho"].to_numpy(float) / f, 1.0)
     pts = pts.assign(rho=rho, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / rho)
-    pools = prep.pools.assign(n_max=np.maximum(prep.pools["n_max"].to_numpy(int), _pool_n_max(pts, prep.pools)))
+    pools = prep.pools.assign(n_max=np.maximum(prep.pools["n_max"].to_numpy(int), pool_n_max(pts, prep.pools)))
     tool = prep.tool
     if tool is not None:
         from planner.agents.prep import refresh_caps
@@ -276,7 +277,7 @@ class Resolver:
         pts["load_mean_coef"] = pts["rate_mean_per_s"] * pts["instance_seconds_per_request"]
         pts["kv_peak_coef"] = pts["rate_peak_per_s"] * pts["kv_bytes_per_request"] * pts["kv_hold_s"]
         pools = base.pools.copy()
-        n_max = _pool_n_max(pts, pools)
+        n_max = pool_n_max(pts, pools)
         pools["n_max"] = n_max
         return apply_cap_factors(Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=base.device_types,
                                           procurement=base.procurement, caps_method=method, infeasible_points=base.infeasible_points),
@@ -367,19 +368,6 @@ def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: 
             notes.append(f"{arch}: stopped at the time limit ({settings.time_limit_s:g} s) with gap {plan.solver.gap or 0:.2%}; the plan is not proven optimal")
     return PlanResult(instance=instance_name, scenario=scenario, overrides=overrides or {}, architectures=plans,
                       verdict=verdict, capacity=snapshot, notes=notes)
-
-
-def _pool_n_max(pts: pd.DataFrame, pools: pd.DataFrame) -> np.ndarray:
-    """Big-M per pool as :func:`prepare` computes it: ``ceil(Σ_d max_i λτ/ρ) + 1`` (and the KV analogue);
-    an inline encode point's load (roles ``encode_prefill`` / ``encode_unified``) adds to its bucket's
-    prefill / unified load in the same pool, so the maximum is taken per ``(d, inline)`` as in :func:`prepare`."""
-    inline = pts["role"].isin(["encode_prefill", "encode_unified"]).rename("inline")
-    per_d = pts.groupby([pts["pool"], pts["d"], inline])["load_peak_coef"].max().groupby(level=0).sum()
-    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9)
-    kvcap = pools["kv_capacity_bytes"].to_numpy(float)
-    kv = pts.groupby(["pool", "d"])["kv_peak_coef"].max().groupby(level=0).sum().reindex(pools["pool"]).fillna(0.0).to_numpy(float)
-    n_kv = np.where(kvcap > 0, np.ceil(kv / np.where(kvcap > 0, kvcap, 1.0) + 1e-9), 0.0)
-    return (np.maximum(n_load, n_kv) + 1).astype(int)
 
 
 SIMPLICITY: dict[str, int] = {"shared": 0, "disaggregated": 1, "hybrid": 2}
