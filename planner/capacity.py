@@ -351,12 +351,35 @@ def _error_bands(inst: Any, calibration: Any, sources: dict[str, str] | None = N
     return out
 
 
+def point_row(ids: dict[str, Any], op: Any, kv_capacity_bytes: float, spec: Any, work: dict[str, float]) -> dict[str, Any]:
+    """A capacity table's row of the point ``op`` (an :class:`OperatingPoint`) for ``ids`` (service,
+    bucket, role, config, device, tp); ``kv_capacity_bytes`` of a decode / unified instance,
+    ``work`` the mix's columns (:func:`bucket_work`, :func:`mix_work`)."""
+    from planner.perf.speculative import spec_columns
+
+    role = ids["role"]
+    return {
+        **ids, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
+        "instance_seconds_per_request": float(op.instance_seconds_per_request), "max_batch": int(op.max_batch),
+        "kv_bytes_per_request": float(op.kv_bytes_per_request),
+        "kv_transfer_bytes_per_request": float(op.kv_transfer_bytes_per_request) if role == "prefill" else 0.0,
+        "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
+        "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
+        **{c: float(op.detail.get(c, math.nan)) if role == "unified" or c == "itl_ms" else math.nan
+           for c in POINT_OPTIONAL_COLUMNS},
+        # a speculative point's instance also holds the draft's weights (planner.perf.speculative)
+        POINT_KV_CAPACITY_COLUMN: (float(op.detail.get("spec_kv_capacity_bytes", kv_capacity_bytes)) if role != "prefill" else 0.0),
+        **spec_columns(spec, op.detail),
+        **work,
+    }
+
+
 def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     """Demand, operating points and configs of an instance (see the module docstring)."""
     from planner.capacity_encode import encode_demand, encode_points
-    from planner.perf import operating_point
     from planner.perf.instance_calibration import instance_calibration
     from planner.perf.moe import ep_operating_point, moe_params, replica_kv_capacity_bytes
+    from planner.perf.points import PendingPrefill, finish_prefill_points, operating_point_stage
     from planner.perf.speculative import (
         SPEC_POINT_COLUMNS,
         draft_profile,
@@ -385,6 +408,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         notes.append(_ep_note(resolved, configs, pars, calibration))
     svc_means = service_mean_lengths(demand)
     worked: dict[tuple[Any, ...], dict[str, float]] = {}
+    # prefill rows wait for the loop's end: their points' utilisation caps (queued points come back
+    # PendingPrefill) are bisected in one call for all of them (planner.perf.points.finish_prefill_points)
+    late: list[tuple[int, dict[str, Any], tuple[Any, ...], list[tuple[float, tuple[Any, ...]]] | None, Any]] = []
     for rec in demand.to_dict("records"):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
@@ -426,45 +452,39 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     kw.update(speculative=spec, draft_model=draft_profile(resolved, service, spec))
 
                 def point(kw: dict[str, Any], model: Any = model, dev: Any = dev, par: Parallelism = par, tp: int = tp) -> Any:
-                    return ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point(model, dev, tp, **kw)
+                    return ep_operating_point(model, dev, par, **kw) if par.is_ep else operating_point_stage(model, dev, tp, **kw)
 
                 if key not in cache:
                     cache[key] = point(kw)
                 op = cache[key]
                 work: dict[str, float] = {}
-                if role == "prefill" and mix:
-                    wkey = (key, rec[LENGTH_MIX_COLUMN])
-                    if wkey not in worked:
+                ids = {"service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp}
+                if role == "prefill":
+                    subs: list[tuple[float, tuple[Any, ...]]] | None = None
+                    if mix:
                         subs = []
                         for w_f, n_f, o_f in mix:
                             k2 = (*key, "sub", n_f, o_f)
                             if k2 not in cache:
                                 cache[k2] = point({**kw, "input_tokens": n_f, "output_tokens": o_f})
-                            subs.append((w_f, cache[k2]))
-                        worked[wkey] = mix_work(op, subs)
-                    work = worked[wkey]
-                elif at_mix:
+                            subs.append((w_f, k2))
+                    late.append((len(rows), ids, key, subs, (key, rec[LENGTH_MIX_COLUMN]) if mix else None))
+                    rows.append({})
+                    continue
+                if at_mix:
                     work = bucket_work(op, role, svc_means[service], bucket_means, share)
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
                 if role != "prefill" and kv_key not in kv_cap:
                     kv_cap[kv_key] = (replica_kv_capacity_bytes(model, dev, par, svc.weight_precision, svc.kv_precision_resolved,
                                                                 moe_params(calibration)) if par.is_ep else
                                       _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved))
-                rows.append({
-                    "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp, "feasible": bool(op.feasible), "reason": op.reason, "bound": op.bound,
-                    "instance_seconds_per_request": float(op.instance_seconds_per_request), "max_batch": int(op.max_batch),
-                    "kv_bytes_per_request": float(op.kv_bytes_per_request),
-                    "kv_transfer_bytes_per_request": float(op.kv_transfer_bytes_per_request) if role == "prefill" else 0.0,
-                    "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
-                    "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
-                    **{c: float(op.detail.get(c, math.nan)) if role == "unified" or c == "itl_ms" else math.nan
-                       for c in POINT_OPTIONAL_COLUMNS},
-                    # a speculative point's instance also holds the draft's weights (planner.perf.speculative)
-                    POINT_KV_CAPACITY_COLUMN: (float(op.detail.get("spec_kv_capacity_bytes", kv_cap[kv_key])) if role != "prefill"
-                                               else 0.0),
-                    **spec_columns(spec, op.detail),
-                })
-                rows[-1].update(work)
+                rows.append(point_row(ids, op, kv_cap[kv_key], spec, work))
+    pending = [k for k, v in cache.items() if isinstance(v, PendingPrefill)]
+    cache.update(zip(pending, finish_prefill_points([cache[k] for k in pending]), strict=True))
+    for at, ids, key, subs, wkey in late:
+        if subs is not None and wkey not in worked:
+            worked[wkey] = mix_work(cache[key], [(w_f, cache[k2]) for w_f, k2 in subs])
+        rows[at] = point_row(ids, cache[key], 0.0, None, worked[wkey] if subs is not None else {})
     rows += encode_points(resolved, demand, configs, {**{c: math.nan for c in POINT_OPTIONAL_COLUMNS}, POINT_KV_CAPACITY_COLUMN: 0.0,
                                                       **spec_columns(None, {})})
     points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])

@@ -32,7 +32,7 @@ from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 
 def _binding(built: Built, tol: float = 1e-6) -> list[BindingConstraint]:
-    import pyomo.environ as pe
+    import pyomo.core as pe  # pyomo.environ less its plug-ins (planner.optimize.highs.import_pyomo)
 
     m = built.model
     out: list[BindingConstraint] = []

@@ -199,7 +199,7 @@ def diagnose_solver_infeasible(built: Built, architecture: str, settings: SolveS
 
 
 def _pe_value(v: Any) -> float:
-    import pyomo.environ as pe
+    import pyomo.core as pe  # pyomo.environ less its plug-ins (planner.optimize.highs.import_pyomo)
 
     return float(pe.value(v))
 

@@ -159,7 +159,7 @@ def cost_breakdown(tables_costs: Any, configs: pd.DataFrame, pts: pd.DataFrame, 
 
 def model_costs(built: Built) -> dict[str, float]:
     """The cost terms as the solver's expressions evaluate them."""
-    import pyomo.environ as pe
+    import pyomo.core as pe  # pyomo.environ less its plug-ins (planner.optimize.highs.import_pyomo)
 
     m = built.model
     return {term: float(pe.value(getattr(m, name))) for term, name in COST_EXPRESSIONS.items()}

@@ -126,7 +126,7 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     plain numbers and every coefficient is a constant: pyomo's persistent HiGHS interface then
     loads the model without evaluating an expression per coefficient (issue 27: on the 97 k-variable
     fleet instance that evaluation was 15 of the 24 s spent handing the model to HiGHS)."""
-    import pyomo.environ as pe
+    import pyomo.core as pe  # pyomo.environ less its plug-ins (planner.optimize.highs.import_pyomo)
 
     pts = prep.points
     pools = prep.pools
@@ -358,7 +358,7 @@ def build_tool_phase(m: Any, prep: Prepared, redundancy: int) -> tuple[dict[int,
     Returns, per pool position, the extra terms of its ``load`` constraint (instances) and of
     its ``kv`` constraint (bytes). Without agents only the three cost expressions (0) are added.
     """
-    import pyomo.environ as pe
+    import pyomo.core as pe  # pyomo.environ less its plug-ins (planner.optimize.highs.import_pyomo)
 
     tool = prep.tool
     if tool is None or (len(tool.waits) == 0 and len(tool.cpu_servers) == 0):

@@ -122,8 +122,9 @@ all-reduces exceed both.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -253,13 +254,46 @@ def _stat(q: float | None) -> str:
     return "mean" if q is None else f"p{q * 100:g}"
 
 
+@dataclass(frozen=True)
+class PendingPrefill:
+    """A queued prefill point before its utilisation caps: the inputs of the cap bisection
+    (:func:`planner.queueing.max_utilization_many`, one row per batch size ``m`` that meets the
+    target unqueued: nominal servers, service seconds, the TTFT quantile, the wait budget, the
+    arrivals' CV; service CV 0) and ``finish``, the rest of the point's choice given those caps.
+    :func:`prefill_stage` returns it; :func:`finish_prefill_points` finishes many with one bisection."""
+
+    servers: np.ndarray
+    service_s: np.ndarray
+    quantile: float
+    budget_s: np.ndarray
+    arrival_cv: float
+    finish: Callable[[np.ndarray], OperatingPoint]
+
+
+def finish_prefill_points(pending: Sequence[PendingPrefill]) -> list[OperatingPoint]:
+    """Each pending prefill point finished (in order) with its caps from ONE
+    :func:`planner.queueing.max_utilization_many` call over all their rows, instead of one call
+    per point (each call pays ~20 bisection steps of fixed numpy overhead). The bisection is
+    element-wise and every row takes the same number of halvings (they all start on ``[0, ceiling]``),
+    so each cap equals the one its own call gives."""
+    from planner.queueing import max_utilization_many
+
+    if not pending:
+        return []
+    sizes = [p.servers.size for p in pending]
+    caps = max_utilization_many(np.concatenate([p.servers for p in pending]), np.concatenate([p.service_s for p in pending]),
+                                np.repeat([p.quantile for p in pending], sizes), np.concatenate([p.budget_s for p in pending]),
+                                service_cv=0.0, arrival_cv=np.repeat([p.arrival_cv for p in pending], sizes))
+    ends = np.cumsum(sizes)
+    return [p.finish(caps[end - n:end]) for p, n, end in zip(pending, sizes, ends, strict=True)]
+
+
 def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int,
                    weight_precision: str, isl: float, n_new: float, cached: float, budget: float, power_w: InstancePower,
                    overhead_ms: float, source: str, targets: _Targets, kv_link_gb_per_s: float | None,
-                   rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint:
-    """The prefill point with its batch ``m`` chosen (module docstring, **prefill**)."""
-    from planner.queueing import max_utilization_many
-
+                   rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint | PendingPrefill:
+    """The prefill point with its batch ``m`` chosen (module docstring, **prefill**); a queued
+    point comes back as a :class:`PendingPrefill` (its caps still to bisect)."""
     fit = int(max_batch(inst, isl))
     if fit < 1:
         return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
@@ -285,19 +319,35 @@ def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArray
                            _bound(step, 0), source, kv=kv_req, kv_transfer=kv_req, ttft=float(ttft[0]))
     # instance-seconds per request over the utilisation the TTFT wait budget allows
     # (planner.optimize.prepare's cap: servers ceil(lambda tau), service tau, the TTFT quantile)
-    cost = np.where(ok, seconds, np.inf)
-    caps = np.ones_like(seconds)
     rate = float(rate_per_s) if rate_per_s is not None else 0.0
     queued = rate > 0 and math.isfinite(targets.ttft_ms)
-    if queued:
-        j = np.nonzero(ok)[0]  # nominal pool n0 = max(1, ceil(rate * seconds)) per batch size, all at once
-        n0 = np.maximum(1.0, np.ceil(rate * seconds[j]))
-        caps[j] = max_utilization_many(n0, seconds[j], targets.ttft_q, (targets.ttft_ms - ttft[j]) / 1e3,
-                                       service_cv=0.0, arrival_cv=interarrival_cv)
-        cost = np.where(ok & (caps > 0), seconds / np.maximum(caps, 1e-12), np.inf)
-        if not np.isfinite(cost).any():
-            cost = np.where(ok, seconds, np.inf)
-    i = int(np.argmin(cost))
+    j = np.nonzero(ok)[0]
+
+    def finish(caps_ok: np.ndarray | None) -> OperatingPoint:
+        """The point given the caps of the batch sizes ``j`` (``None``: unqueued)."""
+        cost = np.where(ok, seconds, np.inf)
+        caps = np.ones_like(seconds)
+        if caps_ok is not None:
+            caps[j] = caps_ok
+            cost = np.where(ok & (caps > 0), seconds / np.maximum(caps, 1e-12), np.inf)
+            if not np.isfinite(cost).any():
+                cost = np.where(ok, seconds, np.inf)
+        i = int(np.argmin(cost))
+        return _prefill_chosen(i, ms, seconds, t_batch, ttft, step, caps, queued=queued, m_max=m_max, k=k, chunk=chunk,
+                               kv_req=kv_req, t_xfer=t_xfer, t_first=t_first, overhead_ms=overhead_ms, power_w=power_w,
+                               source=source)
+
+    if not queued:
+        return finish(None)
+    # nominal pool n0 = max(1, ceil(rate * seconds)) per batch size, all at once
+    return PendingPrefill(servers=np.maximum(1.0, np.ceil(rate * seconds[j])), service_s=seconds[j], quantile=targets.ttft_q,
+                          budget_s=(targets.ttft_ms - ttft[j]) / 1e3, arrival_cv=interarrival_cv, finish=finish)
+
+
+def _prefill_chosen(i: int, ms: np.ndarray, seconds: np.ndarray, t_batch: np.ndarray, ttft: np.ndarray, step: StepTime,
+                    caps: np.ndarray, *, queued: bool, m_max: int, k: int, chunk: float, kv_req: float, t_xfer: float,
+                    t_first: float, overhead_ms: float, power_w: InstancePower, source: str) -> OperatingPoint:
+    """The prefill point at batch index ``i`` (:func:`_prefill_point`'s choice)."""
     m = float(ms[i])
     sec = float(seconds[i])
     return OperatingPoint(
@@ -313,7 +363,14 @@ def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArray
     )
 
 
-def operating_point(
+def operating_point(model: LLMProfile, device: DeviceProfile, tp: int, **kw: Any) -> OperatingPoint:
+    """The operating point of one role (:func:`operating_point_stage`'s arguments and model; a
+    queued prefill point's utilisation caps bisected at once)."""
+    op = operating_point_stage(model, device, tp, **kw)
+    return op if isinstance(op, OperatingPoint) else finish_prefill_points([op])[0]
+
+
+def operating_point_stage(
     model: LLMProfile,
     device: DeviceProfile,
     tp: int,
@@ -340,8 +397,11 @@ def operating_point(
     speculative: SpeculativeDecoding | None = None,
     draft_model: LLMProfile | None = None,
     ttft_input_tokens: float | None = None,
-) -> OperatingPoint:
-    """The operating point of one role; see the module docstring for the model of each role.
+) -> OperatingPoint | PendingPrefill:
+    """The operating point of one role; see the module docstring for the model of each role. A
+    queued prefill point (``rate_per_s`` and a TTFT target set) comes back as a
+    :class:`PendingPrefill`: :func:`finish_prefill_points` bisects the caps of many at once
+    (:func:`planner.capacity.build_capacity_tables`), :func:`operating_point` of one.
 
     Targets (``None``: not set): ``tpot_target_ms`` bounds the per-request TPOT at
     ``tpot_quantile``, ``itl_target_ms`` every-gap ITL at ``itl_quantile``, ``e2e_target_ms``

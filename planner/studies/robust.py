@@ -110,7 +110,7 @@ def solve_robust(scenarios: list[tuple[str, CapacityTables]], settings: SolveSet
     ``scenarios``: (name, capacity table) pairs with the same candidate pools; ``weights``
     (default equal) are normalised to sum to 1 and used by the ``expected`` objective.
     """
-    import pyomo.environ as pe
+    import pyomo.core as pe  # pyomo.environ less its plug-ins (planner.optimize.highs.import_pyomo)
 
     if not scenarios:
         raise ValueError("robust planning needs at least one scenario")
