@@ -26,6 +26,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One BLAS thread per test process, set before anything imports numpy (pytest loads this file before
+# the test modules; subprocesses and pytest-xdist workers inherit it; a value already set wins). The
+# suite runs as two processes on two cores (`pytest -n 2`), so OpenBLAS's own worker threads only wait
+# for a core: the power iteration of planner.pool_latency._lane_count_pmf (up to 2,000 products of a
+# vector and an 801 x 801 matrix) took 48-64 s with OpenBLAS's default 2 threads on a loaded 2-core
+# machine against 2.4-2.7 s with one (tests/test_goodput_mlperf.py::test_perf_overview_cells_stay_where_measured[cell1],
+# measured 2026-12-04). The matrices here are small; one thread gives the same products.
+for _blas_var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas_var, "1")
+
 _SESSION_VAR = "PLANNER_TEST_SESSION_CACHE_DIR"
 _OWN_CACHE = not os.environ.get(_SESSION_VAR)
 if _OWN_CACHE:
