@@ -26,11 +26,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# One BLAS thread per test process, set before anything imports numpy (pytest loads this file before
+# the test modules; subprocesses and pytest-xdist workers inherit it; a value already set wins). The
+# suite runs as two processes on two cores (`pytest -n 2`), so OpenBLAS's own worker threads only wait
+# for a core: the power iteration of planner.pool_latency._lane_count_pmf (up to 2,000 products of a
+# vector and an 801 x 801 matrix) took 48-64 s with OpenBLAS's default 2 threads on a loaded 2-core
+# machine against 2.4-2.7 s with one (tests/test_goodput_mlperf.py::test_perf_overview_cells_stay_where_measured[cell1],
+# measured 2026-12-04). The matrices here are small; one thread gives the same products.
+for _blas_var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas_var, "1")
+
 _SESSION_VAR = "PLANNER_TEST_SESSION_CACHE_DIR"
 _OWN_CACHE = not os.environ.get(_SESSION_VAR)
 if _OWN_CACHE:
     os.environ[_SESSION_VAR] = tempfile.mkdtemp(prefix="planner-test-cache-")
 os.environ["PLANNER_CACHE_DIR"] = os.environ[_SESSION_VAR]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files holding a test marked ``slow`` run first, each file's tests kept together and in order.
+
+    pytest-xdist's ``load`` scheduling (``pytest -n 2``) hands the first quarter of the tests out one
+    by one, alternating between the workers, and the rest as they go idle: with the 10-40 s end-to-end
+    tests at the front they are split between the two workers and the short tests fill in behind,
+    instead of one worker running a long test alone at the end. Sorting is stable and the same in every
+    worker (xdist requires identical collections)."""
+    heavy = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in heavy)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

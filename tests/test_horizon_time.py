@@ -140,6 +140,7 @@ def test_per_slot_architecture_needs_weight_loading() -> None:
         solve_horizon(_two_architectures(), inputs, (switching_name(("shared", "disaggregated")),), baseline=False)
 
 
+@pytest.mark.slow
 def test_cli_sweep_evaluate_and_main_studies_point_at_horizon(tmp_path: Path) -> None:
     inst = _cli_instance(tmp_path, SMALL)
     r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline", "--json",

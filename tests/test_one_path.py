@@ -84,6 +84,7 @@ def test_evaluate_of_solves_plan_at_its_own_traffic(stem: str, views) -> None:  
     assert abs(row["regret_usd_per_month"]) <= REL * total
 
 
+@pytest.mark.slow
 def test_evaluate_cli_reproduces_the_plan(solved_example, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The issue's report: `planner evaluate d/plan.json` of enterprise-chat said "carries no, SLO met no, headroom ×0.692"."""
     import json

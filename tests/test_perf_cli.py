@@ -104,6 +104,7 @@ def test_validate_perf_bad_csv_is_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "--from-format silicon" in err
 
 
+@pytest.mark.slow
 def test_calibrate_writes_file_and_data_copy(tmp_path: Path) -> None:
     out = tmp_path / "cal.yaml"
     code, stdout, _ = run("calibrate", str(SILICON), "--from-format", "silicon", "--name", "t", "-o", str(out))

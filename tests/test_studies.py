@@ -90,6 +90,7 @@ def test_grid_is_a_cartesian_product() -> None:
     assert {(s.overrides["a.x"], s.overrides["b.y"]) for s in study} == {(i, j) for i in (1, 2, 3) for j in (4, 5)}
 
 
+@pytest.mark.slow
 def test_instance_sweep_equals_individual_solves() -> None:
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance
@@ -270,6 +271,7 @@ def test_monte_carlo_with_nothing_to_draw_is_exit_2() -> None:
 
 # --- CLI -------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_evaluate_and_solve_robust(tmp_path: Path) -> None:
     import json
 
@@ -293,6 +295,7 @@ def test_cli_evaluate_and_solve_robust(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "nope" in res.output
 
 
+@pytest.mark.slow
 def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() -> None:
     # long-document-nvidia's first shared solution fails the analytic p99 check (prefill lanes of
     # 121k-token prompts); `planner solve` tightens caps and re-solves, and a sweep must report
