@@ -17,6 +17,7 @@ group's and the subcommand's contexts) and read through :mod:`planner.cli.output
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 import traceback
@@ -26,6 +27,13 @@ import click
 
 from planner.cli.output import DEBUG_KEY, VERBOSITY_KEY, reporting_stages
 from planner.errors import PlannerError
+
+# One BLAS thread per planner process unless the user chose otherwise (OpenBLAS, OpenMP, MKL read these
+# when numpy loads, which happens after this module: command modules import numpy/pandas lazily). The
+# planner's matrix products are small (e.g. the lane-count chains of planner.pool_latency); a second BLAS
+# thread that must wait for a core on a busy 2-core machine made one goodput check 25x slower (issue 27).
+for _blas_threads_var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas_threads_var, "1")
 
 
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
