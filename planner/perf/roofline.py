@@ -156,6 +156,9 @@ class InstanceArrays:
     ring_in_node: np.ndarray
     """1 when the devices have no scale-up link (PCIe cards without NVLink: TP all-reduces run as a
     ring of ``2 (tp-1)`` steps over PCIe even inside a node), else 0 (one-shot / two-shot kernels)."""
+    gemm_m_half: np.ndarray
+    """``M_half``: GEMM rows at which the matmuls reach half their sustained rate,
+    ``GEMM_M_HALF_TOKENS (F / F_bf16) (b_w / 2)`` (:func:`gemm_m_half_rows`)."""
 
     def take(self, index: Any) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
@@ -163,6 +166,23 @@ class InstanceArrays:
     @staticmethod
     def stack(items: list[InstanceArrays]) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.array([float(getattr(i, f.name)) for i in items]) for f in fields(InstanceArrays)})
+
+
+def gemm_m_half_rows(flops_peak: float, bf16_peak: float, weight_bytes_per_param: float) -> float:
+    """GEMM rows at which a weight GEMM reaches half its sustained rate (``M_half`` of
+    ``eta_F(M) = eta_f M / (M + M_half)``): ``GEMM_M_HALF_TOKENS (F / F_bf16) (b_w / 2)``.
+
+    A GEMM of ``M`` rows against a weight of ``K N`` elements of ``b_w`` bytes does ``2 M K N``
+    FLOPs on ``b_w K N`` weight bytes; it leaves the weight-streaming regime at the ridge
+    ``M* = F b_w / (2 BW)``, and the rows it needs to amortise its fixed per-tile costs scale with
+    that ridge. On one device the ridge is the same for bf16 and a low-precision format whose
+    tensor-core peak grows as its bytes shrink (fp8 on Hopper: ``F`` x2, ``b_w`` /2; fp4 on
+    Blackwell: x4, /4), so ``M_half`` stays at the bf16 64 rows; a weight-only format (no faster
+    tensor cores, fewer bytes: fp8 weights on A100) reaches its ridge at fewer rows. Until issue 25
+    ``M_half`` was scaled by ``F / F_bf16`` alone (fp8: 128 rows), which put TensorRT-LLM's FP8
+    Hopper throughput tables 22 % low on average and 34 % low on decode-heavy cells
+    (``benchmarks/bench_trtllm_perf_overview.py``)."""
+    return GEMM_M_HALF_TOKENS * (flops_peak / bf16_peak) * (weight_bytes_per_param / PRECISION_BYTES["bf16"])
 
 
 def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_precision: str, kv_precision: str) -> InstanceArrays:
@@ -179,6 +199,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     if missing:
         raise ValueError(f"device {device.id!r} lacks {', '.join(missing)}")
     b_w = PRECISION_BYTES[weight_precision]
+    m_half = gemm_m_half_rows(flops, device.peak_flops("bf16") or flops, b_w)
     emb_in = model.vocab_size * model.hidden_size * b_w
     w_total = model.weight_bytes(weight_precision)
     w_expert = model.params_routed_experts() * b_w
@@ -212,7 +233,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
-        node_size=device.devices_per_node, ring_in_node=ring,
+        node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=m_half,
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
 
@@ -331,7 +352,7 @@ def iteration_time(
     per = n / m
     tokens = b + n
     lm_rows = np.where(n > 0, np.minimum(m, n), 0.0)  # logits only for each prompt's last token
-    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    m_half = inst.gemm_m_half
     gemm_flops = 2.0 * (inst.p_matmul * (tokens + m_half) - inst.p_lm_head * (n - lm_rows))
     gemm_c = gemm_flops / (inst.tp * inst.flops_peak * eff.eta_f)
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
