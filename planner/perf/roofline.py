@@ -158,7 +158,7 @@ class InstanceArrays:
     ring of ``2 (tp-1)`` steps over PCIe even inside a node), else 0 (one-shot / two-shot kernels)."""
     gemm_m_half: np.ndarray
     """``M_half``: GEMM rows at which the matmuls reach half their sustained rate,
-    ``GEMM_M_HALF_TOKENS (F / F_bf16) (b_w / 2)`` (:func:`gemm_m_half_rows`)."""
+    ``GEMM_M_HALF_TOKENS F / F_bf16`` (:func:`gemm_m_half_rows`)."""
 
     def take(self, index: Any) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
@@ -168,21 +168,22 @@ class InstanceArrays:
         return InstanceArrays(**{f.name: np.array([float(getattr(i, f.name)) for i in items]) for f in fields(InstanceArrays)})
 
 
-def gemm_m_half_rows(flops_peak: float, bf16_peak: float, weight_bytes_per_param: float) -> float:
+def gemm_m_half_rows(flops_peak: float, bf16_peak: float) -> float:
     """GEMM rows at which a weight GEMM reaches half its sustained rate (``M_half`` of
-    ``eta_F(M) = eta_f M / (M + M_half)``): ``GEMM_M_HALF_TOKENS (F / F_bf16) (b_w / 2)``.
+    ``eta_F(M) = eta_f M / (M + M_half)``): ``GEMM_M_HALF_TOKENS F / F_bf16`` (fp8 on Hopper 128
+    rows, fp4 on Blackwell 256). The one place every step-time model (dense, expert-parallel,
+    speculative) takes it from.
 
-    A GEMM of ``M`` rows against a weight of ``K N`` elements of ``b_w`` bytes does ``2 M K N``
-    FLOPs on ``b_w K N`` weight bytes; it leaves the weight-streaming regime at the ridge
-    ``M* = F b_w / (2 BW)``, and the rows it needs to amortise its fixed per-tile costs scale with
-    that ridge. On one device the ridge is the same for bf16 and a low-precision format whose
-    tensor-core peak grows as its bytes shrink (fp8 on Hopper: ``F`` x2, ``b_w`` /2; fp4 on
-    Blackwell: x4, /4), so ``M_half`` stays at the bf16 64 rows; a weight-only format (no faster
-    tensor cores, fewer bytes: fp8 weights on A100) reaches its ridge at fewer rows. Until issue 25
-    ``M_half`` was scaled by ``F / F_bf16`` alone (fp8: 128 rows), which put TensorRT-LLM's FP8
-    Hopper throughput tables 22 % low on average and 34 % low on decode-heavy cells
-    (``benchmarks/bench_trtllm_perf_overview.py``)."""
-    return GEMM_M_HALF_TOKENS * (flops_peak / bf16_peak) * (weight_bytes_per_param / PRECISION_BYTES["bf16"])
+    Tried for issue 25 and not shipped: the ridge rule ``GEMM_M_HALF_TOKENS (F / F_bf16) (b_w / 2)``
+    (a GEMM leaves weight streaming at ``M* = F b_w / (2 BW)``, the same rows for bf16 and fp8 on one
+    device, so fp8/fp4 would need 64 rows, not 128/256). With the H100 calibration refitted on
+    ``silicon_h100_dense.csv`` it moved TensorRT-LLM's FP8 Hopper throughput tables from -22 % to
+    -20 % mean (``benchmarks/bench_trtllm_perf_overview.py``) and the H100 -> H200 transfer TPOT
+    from 27.9 % to 24.7 % (TTFT 61.1 -> 61.2 %), but the MLPerf goodput pooled error from 19.5 %
+    to 19.8 % (B200 Interactive fp4 more optimistic, +26 %) and TensorRT-LLM's H100 TPOT fit from
+    9.7 % to 11.4 % in sample (16.6 -> 20.0 % leave one model out): the H100 fp8 rows prefer the
+    scaled rule, as round 4 found (``planner/perf/README.md``)."""
+    return GEMM_M_HALF_TOKENS * flops_peak / bf16_peak
 
 
 def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_precision: str, kv_precision: str) -> InstanceArrays:
@@ -199,7 +200,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     if missing:
         raise ValueError(f"device {device.id!r} lacks {', '.join(missing)}")
     b_w = PRECISION_BYTES[weight_precision]
-    m_half = gemm_m_half_rows(flops, device.peak_flops("bf16") or flops, b_w)
+    m_half = gemm_m_half_rows(flops, device.peak_flops("bf16") or flops)
     emb_in = model.vocab_size * model.hidden_size * b_w
     w_total = model.weight_bytes(weight_precision)
     w_expert = model.params_routed_experts() * b_w
