@@ -200,7 +200,6 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     if missing:
         raise ValueError(f"device {device.id!r} lacks {', '.join(missing)}")
     b_w = PRECISION_BYTES[weight_precision]
-    m_half = gemm_m_half_rows(flops, device.peak_flops("bf16") or flops)
     emb_in = model.vocab_size * model.hidden_size * b_w
     w_total = model.weight_bytes(weight_precision)
     w_expert = model.params_routed_experts() * b_w
@@ -234,7 +233,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
-        node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=m_half,
+        node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=gemm_m_half_rows(flops, attn_peak),
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
 
