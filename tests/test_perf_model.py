@@ -337,3 +337,22 @@ def test_lad_residuals_square_to_absolute_log_ratio() -> None:
     assert r[0] == pytest.approx(-r[1]) and r[0] > 0 and r[2] == 0.0
     # a 2x error weighs like two 1.414x errors (absolute deviations), not four (squares)
     assert lad_residuals(np.log([2.0]))[0] ** 2 == pytest.approx(2 * lad_residuals(np.log([np.sqrt(2.0)]))[0] ** 2, rel=1e-3)
+
+
+def test_gemm_m_half_is_one_instance_figure_every_step_model_reads() -> None:
+    """``M_half`` lives in :class:`InstanceArrays` (``roofline.gemm_m_half_rows``): the dense and the
+    speculative-verify step models charge ``2 P M_half / (tp F eta_f)`` of GEMM time from that field."""
+    from dataclasses import replace
+
+    from planner.perf.roofline import GEMM_M_HALF_TOKENS, gemm_m_half_rows
+    from planner.perf.speculative import verify_step
+
+    eff = Efficiency(0.5, 0.8, 0.0, 0.0)
+    w8 = instance_arrays(L70, H100, 8, "fp8", "bf16")
+    assert float(w8.gemm_m_half) == pytest.approx(gemm_m_half_rows(float(w8.flops_peak), float(w8.attn_flops_peak)))
+    assert float(instance_arrays(L70, H100, 8, "bf16", "bf16").gemm_m_half) == pytest.approx(GEMM_M_HALF_TOKENS)
+    zero = replace(w8, gemm_m_half=np.asarray(0.0))
+    extra = 2 * float(w8.p_matmul) * float(w8.gemm_m_half) / (8 * float(w8.flops_peak) * 0.5)
+    dense = float(iteration_time(w8, eff, decode_batch=8).compute_s) - float(iteration_time(zero, eff, decode_batch=8).compute_s)
+    spec = float(verify_step(w8, eff, 8, 0.0, 1.0).compute_s) - float(verify_step(zero, eff, 8, 0.0, 1.0).compute_s)
+    assert dense == pytest.approx(extra) and spec == pytest.approx(extra)

@@ -90,7 +90,6 @@ import numpy as np
 from planner.perf.calibration import Calibration, MoECalibration
 from planner.perf.roofline import (
     DEFAULT_NIC_GB_PER_S,
-    GEMM_M_HALF_TOKENS,
     RESERVE_GB,
     U_MEM,
     Efficiency,
@@ -292,7 +291,7 @@ def _expert_s(rep: EPReplica, eff: Efficiency, tokens_per_rank: np.ndarray) -> t
     rows = rep.params.ep_imbalance * tokens_per_rank * rep.experts_per_token / rep.par.tp
     e = float(rep.experts_per_gpu)
     inst = rep.rank
-    m_half = GEMM_M_HALF_TOKENS * float(inst.flops_peak) / float(inst.attn_flops_peak)
+    m_half = float(inst.gemm_m_half)
     touched = 1.0 - np.exp(-rows / e)
     flops = 2.0 * rep.expert_params * rep.layers_moe * (rows + e * touched * m_half)
     c = flops / (float(inst.flops_peak) * eff.eta_f)
@@ -697,7 +696,7 @@ def ep_draft_pass_s(cost: SpecCost, rep: EPReplica, eff: Efficiency, batch: Any,
     layer = st.dense_s / float(inst.layers)
     if cost.method == "mtp":
         layer = layer + np.maximum(st.total_s - st.overhead_s - st.dense_s, 0.0) / float(rep.layers_moe)
-    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    m_half = inst.gemm_m_half
     head_c = 2.0 * inst.p_lm_head * (b * width + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
     head_m = inst.p_lm_head * cost.weight_bytes_per_param / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
     return np.asarray(layer + np.maximum(head_c, head_m) + eff.layer_overhead_s, dtype=float)

@@ -156,6 +156,9 @@ class InstanceArrays:
     ring_in_node: np.ndarray
     """1 when the devices have no scale-up link (PCIe cards without NVLink: TP all-reduces run as a
     ring of ``2 (tp-1)`` steps over PCIe even inside a node), else 0 (one-shot / two-shot kernels)."""
+    gemm_m_half: np.ndarray
+    """``M_half``: GEMM rows at which the matmuls reach half their sustained rate,
+    ``GEMM_M_HALF_TOKENS F / F_bf16`` (:func:`gemm_m_half_rows`)."""
 
     def take(self, index: Any) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
@@ -163,6 +166,24 @@ class InstanceArrays:
     @staticmethod
     def stack(items: list[InstanceArrays]) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.array([float(getattr(i, f.name)) for i in items]) for f in fields(InstanceArrays)})
+
+
+def gemm_m_half_rows(flops_peak: float, bf16_peak: float) -> float:
+    """GEMM rows at which a weight GEMM reaches half its sustained rate (``M_half`` of
+    ``eta_F(M) = eta_f M / (M + M_half)``): ``GEMM_M_HALF_TOKENS F / F_bf16`` (fp8 on Hopper 128
+    rows, fp4 on Blackwell 256). The one place every step-time model (dense, expert-parallel,
+    speculative) takes it from.
+
+    Tried for issue 25 and not shipped: the ridge rule ``GEMM_M_HALF_TOKENS (F / F_bf16) (b_w / 2)``
+    (a GEMM leaves weight streaming at ``M* = F b_w / (2 BW)``, the same rows for bf16 and fp8 on one
+    device, so fp8/fp4 would need 64 rows, not 128/256). With the H100 calibration refitted on
+    ``silicon_h100_dense.csv`` it moved TensorRT-LLM's FP8 Hopper throughput tables from -22 % to
+    -20 % mean (``benchmarks/bench_trtllm_perf_overview.py``) and the H100 -> H200 transfer TPOT
+    from 27.9 % to 24.7 % (TTFT 61.1 -> 61.2 %), but the MLPerf goodput pooled error from 19.5 %
+    to 19.8 % (B200 Interactive fp4 more optimistic, +26 %) and TensorRT-LLM's H100 TPOT fit from
+    9.7 % to 11.4 % in sample (16.6 -> 20.0 % leave one model out): the H100 fp8 rows prefer the
+    scaled rule, as round 4 found (``planner/perf/README.md``)."""
+    return GEMM_M_HALF_TOKENS * flops_peak / bf16_peak
 
 
 def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_precision: str, kv_precision: str) -> InstanceArrays:
@@ -212,7 +233,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
-        node_size=device.devices_per_node, ring_in_node=ring,
+        node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=gemm_m_half_rows(flops, attn_peak),
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
 
@@ -331,7 +352,7 @@ def iteration_time(
     per = n / m
     tokens = b + n
     lm_rows = np.where(n > 0, np.minimum(m, n), 0.0)  # logits only for each prompt's last token
-    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    m_half = inst.gemm_m_half
     gemm_flops = 2.0 * (inst.p_matmul * (tokens + m_half) - inst.p_lm_head * (n - lm_rows))
     gemm_c = gemm_flops / (inst.tp * inst.flops_peak * eff.eta_f)
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)

@@ -80,7 +80,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from planner.perf.roofline import (
-    GEMM_M_HALF_TOKENS,
     Efficiency,
     InstanceArrays,
     StepTime,
@@ -156,7 +155,7 @@ def verify_step(inst: InstanceArrays, eff: Efficiency, batch: Any, context: Any,
     v = float(tokens_per_seq)
     tokens = b * v + n
     lm_rows = np.where(n > 0, np.minimum(m, n), 0.0)
-    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    m_half = inst.gemm_m_half
     gemm_c = 2.0 * (inst.p_matmul * (tokens + m_half) - inst.p_lm_head * (n - lm_rows)) / (inst.tp * inst.flops_peak * eff.eta_f)
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
     pairs_full = v * b * c + n * (per + 2.0 * h) / 2.0
@@ -185,7 +184,7 @@ def draft_pass_s(cost: SpecCost, inst: InstanceArrays, eff: Efficiency, batch: A
         return np.asarray(step.total_s - eff.step_overhead_s, dtype=float)
     layers = inst.layers
     p_layer = (inst.p_matmul - inst.p_lm_head) / layers
-    m_half = GEMM_M_HALF_TOKENS * inst.flops_peak / inst.attn_flops_peak
+    m_half = inst.gemm_m_half
     gemm_c = 2.0 * (p_layer + inst.p_lm_head) * (tokens + m_half) / (inst.tp * inst.flops_peak * eff.eta_f)
     w_bytes = weights_read_bytes(inst, tokens) / layers + inst.p_lm_head * cost.weight_bytes_per_param
     gemm_m = w_bytes / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
