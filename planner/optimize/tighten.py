@@ -73,7 +73,7 @@ from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver
 from planner.optimize.latency import RELAX_CEILING, relax_factors, tighten_factors
 from planner.optimize.model import Built, build_model
-from planner.optimize.prepare import Prepared
+from planner.optimize.prepare import Prepared, pool_n_max
 from planner.optimize.settings import SolveSettings
 from planner.optimize.verdict import make_verdict
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
@@ -95,9 +95,8 @@ def tighten_prepared(prep: Prepared, factors: Mapping[str, float] | np.ndarray) 
     pts["rho"] = pts["rho"].to_numpy(float) / f
     pts["load_peak_coef"] = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
     pools = prep.pools.copy()
-    per_d = pts.groupby(["pool", "d"])["load_peak_coef"].max().groupby(level=0).sum()
-    n_load = np.ceil(per_d.reindex(pools["pool"]).fillna(0.0).to_numpy(float) + 1e-9).astype(int) + 1
-    pools["n_max"] = np.maximum(pools["n_max"].to_numpy(int), n_load)
+    # the one big-M definition prepare() uses (inline-encode split, KV term); never below the prepared one
+    pools["n_max"] = np.maximum(pools["n_max"].to_numpy(int), pool_n_max(pts, pools))
     tool = prep.tool
     if tool is not None:
         from planner.agents.prep import refresh_caps
