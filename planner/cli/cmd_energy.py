@@ -99,6 +99,11 @@ def validate_energy(measurements: str, power_path: str | None, expert_parallel_a
     click.echo(f"pooled: MAPE J per output token {fmt(p['mape_j_per_output_token_pct'])} %, output tokens/s "
                f"{fmt(p['mape_output_tokens_per_s_pct'])} %, power {fmt(p['mape_power_pct'])} % over {p['runs']} runs (in sample "
                "when the calibration was fitted on this file; benchmarks/bench_energy.py gives out-of-sample figures)")
+    d = s["derived_input"]
+    if d["runs"]:
+        click.echo(f"of which derived input size (multimodal runs, prompt tokens derived from what the benchmark sent; never fitted on): "
+                   f"{d['runs']} runs, MAPE J per output token {fmt(d['mape_j_per_output_token_pct'])} %, output tokens/s "
+                   f"{fmt(d['mape_output_tokens_per_s_pct'])} %, power {fmt(d['mape_power_pct'])} %")
     for reason, count in s["skipped_by_reason"].items():
         click.echo(f"skipped ({count} rows): {reason}")
 

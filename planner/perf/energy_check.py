@@ -43,7 +43,10 @@ def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalib
     for j, run in enumerate(runs):
         o = out[run.index]
         dev_id = run.device.split("@")[0]
-        o.update({"model_family": run.model, "device": dev_id, "stack": run.engine, "assumed_input_tokens": run.isl,
+        o.update({"model_family": run.model if not run.derived_input else f"{run.model} +{o['task']} (derived input)",
+                  "input_basis": "derived input size" if run.derived_input else "recorded or task mean",
+                  "derived_input": run.derived_input, "encode_s_per_request": run.encode_s,
+                  "device": dev_id, "stack": run.engine, "assumed_input_tokens": run.isl,
                   "output_tokens": run.osl, "meas_output_tokens_per_s": run.meas_tok_per_s,
                   "meas_j_per_output_token": run.meas_j_per_tok, "meas_power_w_per_gpu": run.meas_power_w_per_gpu})
         if not pred.feasible[j]:
@@ -72,7 +75,9 @@ def _reason_class(reason: str) -> str:
         return f"model not in the catalog: {reason.split(' is not in the catalog', 1)[0].removeprefix('model ').strip(chr(39))}"
     if reason.startswith("task ") and "image/video tokens are not recorded" in reason:
         task = reason.removeprefix("task ").split(":", 1)[0].strip("'")
-        return f"multimodal task {task!r}: image/video prompt tokens not recorded ({MULTIMODAL_INPUTS.get(task, 'unknown task')})"
+        why = reason.split("; model ", 1)[1].split(": ", 1)[1] if "; model " in reason else ""
+        return (f"multimodal task {task!r}: image/video prompt tokens not recorded ({MULTIMODAL_INPUTS.get(task, 'unknown task')})"
+                + (f": {why}" if why else ""))
     for head, text in (("model ", "model not in the catalog"), ("GPU ", "GPU has no catalog device"),
                        ("task ", "multimodal task: image/video prompt tokens not recorded"), ("record_type ", "not a steady-state serving run"),
                        ("expert-parallel run ", "expert-parallel replica not possible"),
@@ -99,9 +104,11 @@ def summarize(out: list[dict[str, Any]]) -> dict[str, Any]:
             key = _reason_class(o["reason"])
             skipped[key] = skipped.get(key, 0) + 1
     predicted = [o for o in out if o["predicted"]]
+    derived = [o for o in predicted if o.get("derived_input")]
     return {"rows": len(out), "predicted": len(predicted), "skipped": len(out) - len(predicted),
             "skipped_by_reason": dict(sorted(skipped.items(), key=lambda kv: -kv[1])),
             "pooled": block(predicted),
+            "derived_input": block(derived),
             "by_gpu_family": [{"gpu": g, "stack": st, "model_family": f, **block(v)} for (g, st, f), v in sorted(groups.items())]}
 
 
@@ -115,16 +122,20 @@ def validate_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCali
 def out_of_sample_by_model(rows: list[dict[str, Any]], catalog: Catalog, *, source: str, gpu: str,
                            expert_parallel_as_tp: bool = False) -> dict[str, Any]:
     """Hold out each catalog model in turn: fit throughput and power on the other models' runs
-    of ``source`` on ``gpu``, predict the held-out model's runs. Pooled and per-model MAPE."""
+    of ``source`` on ``gpu`` (never on derived-input multimodal runs), predict the held-out model's
+    runs. Pooled and per-model MAPE; ``derived_input``: the same over the multimodal runs alone."""
     sel = [r for r in rows if r.get("source") == source and r.get("gpu") == gpu]
     runs: list[RunConfig]
     runs, _reasons, _insts = resolve_runs(sel, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
     family = {run.index: run.model for run in runs}
+    derived = {run.index for run in runs if run.derived_input}
     held: list[dict[str, Any]] = []
     for model in sorted(set(family.values())):
-        train = [r for k, r in enumerate(sel) if family.get(k) not in (None, model)]
+        # the fits never see a derived-input (multimodal) run: those are predicted, not tuned on
+        train = [r for k, r in enumerate(sel) if family.get(k) not in (None, model) and k not in derived]
         test = [r for k, r in enumerate(sel) if family.get(k) == model]
         cal = fit_power(train, catalog, name=f"without-{model}", expert_parallel_as_tp=expert_parallel_as_tp)
         held += [o for o in predict_energy(test, catalog, cal, expert_parallel_as_tp=expert_parallel_as_tp) if o["predicted"]]
     summary = summarize(held)
-    return {"source": source, "gpu": gpu, "held_out_runs": len(held), "pooled": summary["pooled"], "by_gpu_family": summary["by_gpu_family"]}
+    return {"source": source, "gpu": gpu, "held_out_runs": len(held), "pooled": summary["pooled"],
+            "derived_input": summary["derived_input"], "by_gpu_family": summary["by_gpu_family"]}

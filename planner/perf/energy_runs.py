@@ -47,10 +47,17 @@ Configuration mapping (stated, not fitted):
   (:func:`_predict_ep`). ``expert_parallel_as_tp=True`` predicts them as TP over all GPUs
   instead (the roofline without the expert-parallel terms: no all-to-all, experts split by TP).
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
-  :data:`TASK_INPUT_TOKENS` (chat template and system prompt included). The multimodal tasks
-  are skipped: the runs sent a known number of images (1) or frames (32) but at unrecorded
-  resolutions, so their prompt tokens are unknown (:data:`MULTIMODAL_INPUTS` says what each task
-  sent and how far an assumed size would move the error).
+  :data:`TASK_INPUT_TOKENS` (chat template and system prompt included).
+- **Multimodal runs** (issue 25): where the benchmark's own code fixes the image tokens of a
+  request, the row is predicted with a *derived input size* (:data:`DERIVED_INPUTS`, every number
+  with its source): the checkpoint's LLM backbone (a catalog profile of the same layer shapes),
+  prompt = image tokens + text tokens, and the vision tower's encode time added to the cycle
+  (:func:`vit_gflop`, :func:`_encode_s`). Fixed by the model: Gemma 3 (256 tokens per image at any
+  size), LLaVA-1.5 (576); fixed by the data set: Leaderboard v2's COCO images (longest side
+  640 px) for LLaVA-NeXT's tiling. The other multimodal runs stay skipped, each naming what is
+  missing (:data:`MULTIMODAL_INPUTS`, :data:`UNDERIVED_MULTIMODAL`): their image tokens follow
+  a resolution the files do not record (VisionArena uploads, LLaVA-Video-178K frames), or their
+  LLM backbone has no profile.
 """
 
 from __future__ import annotations
@@ -111,8 +118,9 @@ MULTIMODAL_INPUTS: dict[str, str] = {
     "video-chat": ("1 video per request from lmms-lab/LLaVA-Video-178K (caption split), 32 frames sampled "
                    "(mlenergy/llm/datasets.py LLaVAVideoDataset num_frames 32); the file records neither the frame "
                    "resolution nor the prompt tokens, and the video tokens follow the resolution"),
-    "mllm-chat": ("Leaderboard v2 multimodal chat: the file records neither the images per request, their resolution "
-                  "nor the prompt tokens"),
+    "mllm-chat": ("Leaderboard v2 multimodal chat: 1 COCO train2017 image per request with a LLaVA-Instruct conversation "
+                  "(leaderboard-v2 benchmark/mllm_text_generation/chat/llava_conversation/sample.py, scripts/benchmark_client.py); "
+                  "the file records no prompt tokens"),
 }
 """What a multimodal run sent (ML.ENERGY benchmark, ``ml-energy/benchmark`` at the commit of
 ``models/measured/SOURCE_energy.md``) and what the measurement file lacks to turn it into prompt
@@ -128,6 +136,106 @@ that sweep would fit on the rows that check it. Measured 2026-12 with the shippe
 (issue 25 report)."""
 
 MULTIMODAL_TASKS: frozenset[str] = frozenset(MULTIMODAL_INPUTS)
+
+def vit_gflop(patches: float, layers: int, hidden: int, ffn: int, projector_flops: float = 0.0) -> float:
+    """FLOPs of one ViT forward pass over ``patches`` tokens, GFLOP::
+
+        F = 2 N L (4 h^2 + 2 h i)  +  4 h N^2 L  +  F_proj
+
+    (q, k, v, o and a two-matrix MLP per block; attention scores and values over all ``N`` patches;
+    norms, biases and the patch embedding left out, < 1 %). ``F_proj``: the projector into the LLM."""
+    n = float(patches)
+    return (2.0 * n * layers * (4.0 * hidden**2 + 2.0 * hidden * ffn) + 4.0 * hidden * n * n * layers + projector_flops) / 1e9
+
+
+@dataclass(frozen=True)
+class DerivedInput:
+    """A multimodal run's prompt derived from what its benchmark sent (the file records no input length)."""
+
+    backbone: str
+    """Catalog profile of the LLM that runs the prompt (same layer shapes as the checkpoint's language model)."""
+    image_tokens: float
+    """LLM tokens of the request's image (one image per request), fixed by the model or by the data set's image size."""
+    text_tokens: float
+    """Text part of the prompt, chat template included."""
+    encoder_gflop: float
+    """Vision tower FLOPs per request (:func:`vit_gflop`)."""
+    how: str
+    """The derivation, every number with its source."""
+
+
+_VISIONARENA_TEXT = ("text 94.3 tokens: the mean first user turn of lmarena-ai/VisionArena-Chat (vLLM PR #15748: 94,327 "
+                     "'Total input tokens' over 1,000 of its prompts, text only, Qwen2 tokenizer), + 9 for Gemma's chat template")
+_LLAVA_TEXT = ("text 80 tokens ASSUMED: the benchmark's 22-word system prompt (~25 tokens, mllm_text_generation/chat/scripts/"
+               "benchmark_client.py SYSTEM_PROMPT), the concatenated human turns of a LLaVA-Instruct conversation_58k sample "
+               "(~45, not recorded) and the chat template (~10)")
+_CLIP_336 = vit_gflop(577, 23, 1024, 4096)
+"""CLIP ViT-L/14 at 336 px (LLaVA-1.5, Liu et al. 2023 'Improved Baselines'): 24 x 24 patches + CLS = 577 tokens, width 1024,
+MLP 4096; 23 of its 24 blocks run (llava-hf configs: vision_feature_layer -2, the output of the second-to-last block)."""
+
+DERIVED_INPUTS: dict[tuple[str, str], DerivedInput] = {
+    ("image-chat", "google/gemma-3-12b-it"): DerivedInput(
+        "gemma-3-12b", 260.0, 103.0, vit_gflop(4096, 27, 1152, 4304, 2.0 * 256 * 1152 * 3840),
+        "1 image per request (ML.ENERGY configs/vllm/image-chat/benchmark.yaml num_images 1); Gemma 3 resizes every image "
+        "to 896 x 896 (shipped config vision_config image_size 896, patch 14: 4,096 SigLIP patches) and pools it to "
+        "mm_tokens_per_image 256 (models/llm/configs/google--gemma-3-12b-it_config.json), + <start_of_image>, <end_of_image> "
+        "and two newline tokens = 260, whatever the upload's size (vLLM's pan-and-scan is off unless asked for); "
+        f"{_VISIONARENA_TEXT}; tower: SigLIP 27 blocks, width 1152, MLP 4304 (same config)"),
+    ("image-chat", "google/gemma-3-27b-it"): DerivedInput(
+        "gemma-3-27b", 260.0, 103.0, vit_gflop(4096, 27, 1152, 4304, 2.0 * 256 * 1152 * 5376),
+        "as gemma-3-12b-it: 256 pooled image tokens + 4 delimiters (models/llm/configs/google--gemma-3-27b-it_config.json "
+        f"mm_tokens_per_image 256, the same SigLIP tower); {_VISIONARENA_TEXT}"),
+    ("mllm-chat", "llava-hf/llava-1.5-7b-hf"): DerivedInput(
+        "codellama-7b", 576.0, 80.0, _CLIP_336 + 2.0 * 576 * (1024 * 4096 + 4096 * 4096) / 1e9,
+        "1 COCO image per request (leaderboard-v2 benchmark/mllm_text_generation/chat: llava_conversation/sample.py, "
+        "benchmark_client.py one image_url); LLaVA-1.5 feeds CLIP ViT-L/14-336's 24 x 24 = 576 patch features (CLS dropped) "
+        f"at any image size; {_LLAVA_TEXT}; backbone Vicuna-7B v1.5, a Llama 2 7B fine-tune: the layer shapes of "
+        "codellama-7b (32 layers, hidden 4096, 32 heads, FFN 11008; vocabulary 32,064 vs 32,016, 0.01 % of the weights)"),
+    ("mllm-chat", "llava-hf/llava-1.5-13b-hf"): DerivedInput(
+        "codellama-13b", 576.0, 80.0, _CLIP_336 + 2.0 * 576 * (1024 * 5120 + 5120 * 5120) / 1e9,
+        f"as llava-1.5-7b-hf (576 image tokens); {_LLAVA_TEXT}; backbone Vicuna-13B v1.5 (Llama 2 13B): the layer shapes of "
+        "codellama-13b (40 layers, hidden 5120, 40 heads, FFN 13824)"),
+    ("mllm-chat", "llava-hf/llama3-llava-next-8b-hf"): DerivedInput(
+        "llama-3.1-8b", 2340.0, 80.0, 5 * _CLIP_336 + 2.0 * 2880 * (1024 * 4096 + 4096 * 4096) / 1e9,
+        "1 COCO train2017 image per request (as llava-1.5); COCO images are at most 640 px on the longer side, taken as "
+        "640 x 480 (the commonest COCO size; 640 x 427 gives 2,144 tokens, -8 %); LLaVA-NeXT 'anyres' (grid pinpoints "
+        "336x672 ... 1008x336) picks the 672 x 672 grid = 2 x 2 tiles of 336 px + the 336 px overview, 5 CLIP passes; "
+        "tokens (vLLM's llava_next feature size): overview 576 + tiles unpadded to the 4:3 aspect 36 x 48 = 1,728 + 36 row "
+        f"newlines = 2,340; {_LLAVA_TEXT}; backbone Llama 3 8B: the layer shapes of llama-3.1-8b"),
+}
+"""Multimodal checkpoints whose prompt tokens follow from what the benchmark sent (module docstring).
+Keyed by (task, model as written in the file). Not fitted: no number here was chosen by looking at the
+runs' measured throughput or energy."""
+
+UNDERIVED_MULTIMODAL: dict[str, str] = {
+    "qwen/qwen3-vl": ("Qwen3-VL's image/video tokens follow the pixels (one token per 32 x 32 pixels after smart_resize); "
+                      "the upload/frame resolutions are not recorded anywhere public we found"),
+    "qwen/qwen3-omni": "Qwen3-Omni's vision tokens follow the pixels (as Qwen3-VL); the resolutions are not recorded",
+    "meta-llama/llama-4": ("Llama 4's image tokens follow the upload's size and aspect (144 per 336 px tile, up to 16 tiles "
+                           "+ overview); the VisionArena upload sizes are not recorded"),
+    "nvidia/nvidia-nemotron-nano": "the LLM is a Mamba-Transformer hybrid (state-space layers), which the planner cannot model",
+    "facebook/chameleon": ("the image is a fixed 1,024 VQ tokens, but Chameleon's language model has no catalog profile "
+                           "and we found no citable config.json for it"),
+    "microsoft/phi-3-vision": ("its HD crops follow the image size, and its LLM (Phi-3-mini-128k: no sliding window) has no "
+                               "catalog profile"),
+}
+"""Why the other multimodal checkpoints are skipped (prefix of the lower-cased model name -> what is missing)."""
+
+
+def _underived_reason(model: str) -> str:
+    low = model.lower()
+    return next((why for prefix, why in UNDERIVED_MULTIMODAL.items() if low.startswith(prefix)), "")
+
+
+def _encode_s(derived: DerivedInput, device: Any, gpus: int) -> float:
+    """Vision-tower time of one request on ``gpus`` devices (tower sharded like the LLM), s:
+    ``F / (gpus x F_peak,bf16 x eta_F)``, ``eta_F`` = :data:`planner.perf.encoder.DEFAULT_ENCODER_ETA_F`
+    (the encoder module's stated assumption, not fitted here). 0 when the device has no bf16 peak."""
+    from planner.perf.encoder import DEFAULT_ENCODER_ETA_F
+
+    peak = float((getattr(device, "peak_tflops_dense", None) or {}).get("bf16") or 0.0)
+    return derived.encoder_gflop * 1e9 / (gpus * peak * 1e12 * DEFAULT_ENCODER_ETA_F) if peak > 0 else 0.0
+
 """Tasks whose prompts carry images or video (token counts not in the files)."""
 
 
@@ -230,6 +338,10 @@ class RunConfig:
     """The expert-parallel replica of an EP run (``None``: a TP instance, ``tp = gpu_count``)."""
     kv_bytes_per_sequence: float = 0.0
     """KV bytes of one sequence at ``ISL + OSL`` (bf16; EP runs: sizes the per-rank batch)."""
+    derived_input: str = ""
+    """How a multimodal run's prompt was derived (:data:`DERIVED_INPUTS`); empty: recorded or a task mean."""
+    encode_s: float = 0.0
+    """Vision-tower time per request on the run's GPUs (:func:`_encode_s`; 0 for text runs)."""
 
 
 def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_parallel_as_tp: bool = False,
@@ -247,9 +359,10 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         dev_id: str | None = None
         mem: float | None = None
         model_id: str | None = None
+        derived = DERIVED_INPUTS.get((str(r.get("task")), str(r.get("model") or "")))
         try:
             dev_id, mem = device_variant(str(r.get("gpu") or ""), memory)
-            model_id = model_ref(str(r.get("model") or ""), hf_ids).model_id
+            model_id = derived.backbone if derived else model_ref(str(r.get("model") or ""), hf_ids).model_id
         except AmbiguousName as exc:
             reason = exc.problems[0].message
         if reason:
@@ -258,16 +371,18 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             reason = f"record_type {r.get('record_type')!r} is not a steady-state serving run"
         elif dev_id is None or dev_id not in catalog.devices:
             reason = f"GPU {r.get('gpu')!r} has no catalog device"
-        elif str(r.get("task")) in MULTIMODAL_TASKS and _num(r.get("input_tokens")) is None:
+        elif str(r.get("task")) in MULTIMODAL_TASKS and _num(r.get("input_tokens")) is None and derived is None:
+            why = _underived_reason(str(r.get("model") or ""))
             reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded: "
-                      f"{MULTIMODAL_INPUTS[str(r.get('task'))]}")
+                      f"{MULTIMODAL_INPUTS[str(r.get('task'))]}" + (f"; model {r.get('model')!r}: {why}" if why else ""))
         elif model_id is None:
             reason = _unknown_model_reason(str(r.get("model") or ""), catalog, str(r.get("notes") or ""))
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
         is_ep = not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
             and (_num(r.get("tensor_parallel")) or 1) < (_num(r.get("gpu_count")) or 1)
-        isl = _num(r.get("input_tokens")) or TASK_INPUT_TOKENS.get(str(r.get("task")))
+        isl = _num(r.get("input_tokens")) or (derived.image_tokens + derived.text_tokens if derived else None) \
+            or TASK_INPUT_TOKENS.get(str(r.get("task")))
         osl = _num(r.get("output_tokens"))
         cap = _num(r.get("batch_cap_max_num_seqs"))
         count = _num(r.get("gpu_count"))
@@ -310,7 +425,9 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                     runs.append(RunConfig(i, dev_id if mem is None else f"{dev_id}@{mem:g}", model_id, int(count), int(count), prec, cap,
                                           float(isl), float(osl), stack_of(r), float(meas[0] or 0), float(meas[1] or 0),
                                           float(meas[2] or 0), replica=replica,
-                                          kv_bytes_per_sequence=model.kv_bytes_for_context(float(isl) + float(osl), "bf16")))
+                                          kv_bytes_per_sequence=model.kv_bytes_for_context(float(isl) + float(osl), "bf16"),
+                                          derived_input=derived.how if derived and _num(r.get("input_tokens")) is None else "",
+                                          encode_s=_encode_s(derived, device, int(count)) if derived else 0.0))
             elif not reason:
                 assert model is not None and device is not None and count is not None
                 tp = int(count)
@@ -324,8 +441,11 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                 if not reason:
                     assert isl is not None and osl is not None and cap is not None
                     engine = stack_of(r)
+                    use_derived = derived is not None and _num(r.get("input_tokens")) is None
                     runs.append(RunConfig(i, key[1], model_id, tp, tp, prec, cap, float(isl), float(osl), engine,
-                                          float(meas[0] or 0), float(meas[1] or 0), float(meas[2] or 0)))
+                                          float(meas[0] or 0), float(meas[1] or 0), float(meas[2] or 0),
+                                          derived_input=derived.how if derived and use_derived else "",
+                                          encode_s=_encode_s(derived, device, tp) if derived else 0.0))
         reasons.append(reason)
     return runs, reasons, cache
 
@@ -372,8 +492,13 @@ def _predict_tp(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], In
     d_avg = d * steps / iters
     step = iteration_time(inst, eng.efficiency(), decode_batch=d_avg, decode_context=isl + osl / 2.0, prefill_tokens=p_avg,
                           prefill_cached=(isl - p_avg) / 2.0)
-    tok = d * osl / np.maximum(res.cycle_s, 1e-12)
-    return RunPrediction(tok, np.asarray(step.compute_s), np.asarray(step.memory_s), np.asarray(step.total_s), d_avg + p_avg,
+    # multimodal runs: the D requests of a cycle each run the vision tower once on the same GPUs
+    # (compute-bound), so the cycle grows by D t_enc and the mean iteration by D t_enc / I of compute
+    enc = np.array([r.encode_s for r in runs]) * d
+    tok = d * osl / np.maximum(res.cycle_s + enc, 1e-12)
+    compute_s = np.asarray(step.compute_s) + enc / iters
+    total_s = np.asarray(step.total_s) + enc / iters
+    return RunPrediction(tok, compute_s, np.asarray(step.memory_s), total_s, d_avg + p_avg,
                          np.asarray(res.feasible, dtype=bool) & (d >= 1), d)
 
 
@@ -405,9 +530,10 @@ def _predict_ep(run: RunConfig, catalog_model_kv: float, calibration: Calibratio
     d_avg = d_rank * steps / iters
     st = ep_iteration_time(rep, efficiency_of(cal), decode_batch=d_avg, decode_context=run.isl + run.osl / 2.0, prefill_tokens=p_avg,
                            prefill_cached=(run.isl - p_avg) / 2.0)
-    total = float(st.total_s)
+    enc = d_rank * run.encode_s / iters  # vision-tower time per iteration (multimodal runs; as for TP)
+    total = float(st.total_s) + enc
     tok = dp * d_rank * run.osl / max(iters * total, 1e-12)
-    return tok, float(st.compute_s), float(st.memory_s), total, d_avg + p_avg, True, d_rank * dp
+    return tok, float(st.compute_s) + enc, float(st.memory_s), total, d_avg + p_avg, True, d_rank * dp
 
 
 def predict_runs(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],

@@ -136,6 +136,7 @@ def fit_power(rows: list[dict[str, Any]], catalog: Catalog, *, data_file: str = 
     later version) gives the device's curve (key ``<device>``, the one the planner uses); the
     others are kept as ``<device>@<stack>`` for checking runs of that stack. Module docstring."""
     runs, reasons, insts = resolve_runs(rows, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
+    runs = [r for r in runs if not r.derived_input]  # multimodal runs of derived input size are checked, never fitted on
     base_cal = load_calibration(None) if base == "auto" else base
     base_cal = base_cal if isinstance(base_cal, Calibration) else None
     src = f"fit:{Path(data_file).name or 'rows'}"
