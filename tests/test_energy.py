@@ -299,7 +299,13 @@ def test_multimodal_runs_of_derived_input_size(catalog) -> None:  # noqa: ANN001
     "derived input size"; every other multimodal row is skipped naming the checkpoint's missing piece.
     Fails if a derived row stops being predicted, loses its mark or its tower time, or a skip loses its why."""
     from planner.perf.energy_check import predict_energy
-    from planner.perf.energy_runs import DERIVED_INPUTS, MULTIMODAL_TASKS, UNDERIVED_MULTIMODAL, resolve_runs, vit_gflop
+    from planner.perf.energy_runs import (
+        DERIVED_INPUTS,
+        MULTIMODAL_TASKS,
+        UNDERIVED_MULTIMODAL,
+        resolve_runs,
+        vit_gflop,
+    )
     from planner.perf.power import load_power_calibration
 
     # the tower FLOPs formula: one block of width 1, MLP 1, one patch: 2 (4 + 2) + 4 = 16 FLOPs
