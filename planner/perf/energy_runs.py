@@ -136,6 +136,7 @@ that sweep would fit on the rows that check it. Measured 2026-12 with the shippe
 (issue 25 report)."""
 
 MULTIMODAL_TASKS: frozenset[str] = frozenset(MULTIMODAL_INPUTS)
+"""Tasks whose prompts carry images or video (token counts not in the files)."""
 
 def vit_gflop(patches: float, layers: int, hidden: int, ffn: int, projector_flops: float = 0.0) -> float:
     """FLOPs of one ViT forward pass over ``patches`` tokens, GFLOP::
@@ -235,8 +236,6 @@ def _encode_s(derived: DerivedInput, device: Any, gpus: int) -> float:
 
     peak = float((getattr(device, "peak_tflops_dense", None) or {}).get("bf16") or 0.0)
     return derived.encoder_gflop * 1e9 / (gpus * peak * 1e12 * DEFAULT_ENCODER_ETA_F) if peak > 0 else 0.0
-
-"""Tasks whose prompts carry images or video (token counts not in the files)."""
 
 
 STATED_UNMODELLED: dict[str, str] = {"mamba": "state-space (Mamba) layers", "state-space": "state-space layers",
