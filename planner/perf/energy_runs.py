@@ -138,6 +138,7 @@ that sweep would fit on the rows that check it. Measured 2026-12 with the shippe
 MULTIMODAL_TASKS: frozenset[str] = frozenset(MULTIMODAL_INPUTS)
 """Tasks whose prompts carry images or video (token counts not in the files)."""
 
+
 def vit_gflop(patches: float, layers: int, hidden: int, ffn: int, projector_flops: float = 0.0) -> float:
     """FLOPs of one ViT forward pass over ``patches`` tokens, GFLOP::
 
