@@ -116,7 +116,7 @@ def service_busy(points: pd.DataFrame) -> np.ndarray:
     frame = points[keys].astype(str).assign(_busy=busy, _b=points["bucket"].astype(str) if "bucket" in points.columns else "")
     # one point per (service, bucket, role, config) counts once (max over duplicates: variants of a config's point)
     per_bucket = frame.groupby([*keys, "_b"], sort=False)["_busy"].max().groupby(level=list(range(len(keys)))).sum()
-    total = pd.MultiIndex.from_frame(frame[keys]).map(per_bucket)
+    total = pd.MultiIndex.from_frame(frame[keys]).map(per_bucket.to_dict())
     return np.maximum(busy, np.asarray(total, dtype=float))
 
 
