@@ -32,8 +32,12 @@ operating point itself:
 
 Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
 with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
-the cap uses the nominal pool the bucket needs on its own, ``n0 = max(1, ceil(lambda_peak * tau))``
-— conservative, since pooling buckets only adds servers. ``rho_i = max_utilization(...)``,
+the cap uses a nominal pool: prefill and decode the pool the bucket needs on its own,
+``n0 = max(1, ceil(lambda_peak * tau))`` (conservative, since pooling buckets only adds servers); unified
+(shared-pool) slots the pool the point's whole service needs on its config,
+``n0 = max(1, ceil(sum_b lambda_peak_b * tau_b))`` over the service's buckets (:func:`service_busy`;
+issue 24 item 0: the bucket's own ``lambda_peak * tau`` halved with each split of a bucket, so the
+caps, and cost, moved with the bucket count). ``rho_i = max_utilization(...)``,
 further bounded by ``options.max_utilization`` when the instance sets one.
 """
 
@@ -95,6 +99,27 @@ def _model_column(demand: pd.DataFrame) -> pd.Series:
     return pd.Series("default", index=demand.index)
 
 
+def service_busy(points: pd.DataFrame) -> np.ndarray:
+    """Per point: the busy instances ``sum_b lambda_peak_b * tau_b`` of its whole service on its (role, config),
+    summed over the service's buckets (issue 24 item 0).
+
+    With buckets priced at their mean work, ``sum_b lambda_b tau_b`` is the service's rate times its mean
+    instance-seconds per request on that config, the same at any bucket count; a bucket's own
+    ``lambda_b tau_b`` halves when the bucket is split, which lowered every cap (Erlang-C caps rise with
+    the server count) and raised cost with the resolution. Stated assumption: the service's buckets share
+    one pool of that config (the solver routes a service to few pools; a split over configs makes this
+    optimistic, which the peak simulation and tightening catch). Points without ``service``: the bucket's own."""
+    busy = points["rate_peak_per_s"].to_numpy(float) * points["instance_seconds_per_request"].to_numpy(float)
+    keys = [c for c in ("service", "role", "config") if c in points.columns]
+    if "service" not in keys or not len(points):
+        return busy
+    frame = points[keys].astype(str).assign(_busy=busy, _b=points["bucket"].astype(str) if "bucket" in points.columns else "")
+    # one point per (service, bucket, role, config) counts once (max over duplicates: variants of a config's point)
+    per_bucket = frame.groupby([*keys, "_b"], sort=False)["_busy"].max().groupby(level=list(range(len(keys)))).sum()
+    total = pd.MultiIndex.from_frame(frame[keys]).map(per_bucket.to_dict())
+    return np.maximum(busy, np.asarray(total, dtype=float))
+
+
 def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None) -> tuple[np.ndarray, str]:
     """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns.
 
@@ -103,7 +128,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     points, each distinct row evaluated once)."""
     from planner.queueing import max_utilization_many
 
-    method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(lambda_peak*tau)"
+    method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(sum over the service's buckets of lambda_peak*tau) on the point's (role, config)"
     role = points["role"].to_numpy(str)
     tau = points["instance_seconds_per_request"].to_numpy(float)
     batch = np.maximum(points["max_batch"].to_numpy(float), 1.0)
@@ -125,7 +150,10 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     budget_s = np.where(decode, token_ms / 1e3, (ttft_t - ttft_ms) / 1e3)
     q = np.where(decode, tpot_q, ttft_q)
     b = np.where(role != "prefill", batch, 1.0)
-    n0 = np.maximum(1.0, np.ceil(lam * tau))
+    # Only unified (shared-pool) slots use the service's load: with it, code-completion-8b's disaggregated prefill
+    # pools ran at caps whose simulated p99 TTFT was 761 ms against 500 (analytic 326 ms, a gap of the prefill queue
+    # model), and long-document-nvidia's decode caps left MIP routing noise on unopened pools (plan check: 4 violations)
+    n0 = np.maximum(1.0, np.ceil(np.where(role == "unified", service_busy(points), lam * tau) - 1e-9))
     servers = (n0 * b).astype(np.int64)
     service_s = tau * b
     given = points["utilization_cap"].to_numpy(float) if "utilization_cap" in points.columns else np.full(len(points), np.nan)
@@ -138,7 +166,8 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     if unified.any():
         at_load = unified_caps_at_load(points.loc[unified], (lam * tau)[unified], batch[unified], service_s[unified], q[unified],
                                        points["service_time_cv"].to_numpy(float)[unified],
-                                       points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified])
+                                       points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified],
+                                       slot_busy=n0[unified])
         priced = ~np.isnan(at_load)
         if priced.any():
             rho[np.flatnonzero(unified)[priced]] = at_load[priced]
@@ -190,7 +219,8 @@ def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
 
 def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.ndarray, service_s: np.ndarray,
                          quantile: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray, *,
-                         guess: np.ndarray | None = None, tolerance: float = 2e-3) -> np.ndarray:
+                         guess: np.ndarray | None = None, tolerance: float = 2e-3,
+                         slot_busy: np.ndarray | None = None) -> np.ndarray:
     """Per unified point: its utilisation cap priced at the load that arrives (issue 24 item 3);
     ``nan`` where the point is not modelled (no lane columns, measured).
 
@@ -202,8 +232,9 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, each instance at ``ρ``:
 
     * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the nominal pool's
-      ``n0 · B*`` slots held ``τ B*`` (``n0 = ⌈λ_peak τ⌉``, :func:`planner.queueing.wait_quantile_many`,
-      as the full-batch cap), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
+      ``n0 · B*`` slots held ``τ B*`` (``n0`` = ``slot_busy`` rounded up, the service's busy instances on the
+      config from :func:`service_busy` as the full-batch cap; ``⌈λ_peak τ⌉`` when not given;
+      :func:`planner.queueing.wait_quantile_many`), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
       ``n(ρ)`` lanes included (:func:`planner.pool_latency.unified_at_utilization_many`);
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
@@ -220,10 +251,11 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
+    slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the bucket's own pool at cap ρ
-        servers = np.maximum(1.0, np.ceil(busy_peak[on] - 1e-9)) * batch[on]  # slots: the nominal n0 = ⌈λ τ⌉, as the full-batch cap
+        servers = np.maximum(1.0, np.ceil(slot_load[on] - 1e-9)) * batch[on]  # slots: the nominal n0, as the full-batch cap
         lat = unified_at_utilization_many(points.iloc[on], rho, n_rho)
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
