@@ -123,3 +123,53 @@ def test_cost_at_k_and_2k_buckets_within_five_percent(tmp_path_factory: Any, see
         assert all(c is not None for c in seq), by_k
         for lo, hi in zip(seq, seq[1:], strict=False):
             assert abs(hi - lo) <= SPREAD_TOLERANCE * min(hi, lo), (a, by_k)  # type: ignore[operator]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), n=st.integers(50, 4000), rho=st.sampled_from([0.0, 0.5, -0.3]), k=st.sampled_from([8, 16]))
+def test_latency_representatives_are_the_four_bucket_ones(seed: int, n: int, rho: float, k: int) -> None:
+    """Latency groups (planner.workload.buckets item 6): at 8 and 16 buckets every bucket's (input, output)
+    representative is that of the 4-bucket bin it nests in, so each request is held to its latency target
+    at the same length at every count, while its length mix (work) is its own."""
+    from planner.workload.buckets import LATENCY_GROUPS, bin_edges, length_buckets
+
+    from test_bucket_refinement import _log as log
+
+    inp, out = log(seed, n, rho)
+    coarse, _ = length_buckets(inp, out, LATENCY_GROUPS)
+    fine, _ = length_buckets(inp, out, k)
+    ec, ef = bin_edges(inp, LATENCY_GROUPS), bin_edges(inp, k)
+    wc, wf = np.searchsorted(ec, inp, side="left"), np.searchsorted(ef, inp, side="left")
+    cmap = dict(zip(np.unique(wc).tolist(), coarse, strict=True))
+    for j, b in zip(np.unique(wf).tolist(), fine, strict=True):
+        parent = cmap[int(np.unique(wc[wf == j])[0])]
+        assert (b.input_tokens, b.output_tokens) == (parent.input_tokens, parent.output_tokens), (b, parent)
+    assert {b.length_mix[0][1] for b in fine} != {b.length_mix[0][1] for b in coarse} or len(fine) == len(coarse)
+
+
+def _load(path: Path, buckets: int) -> dict[tuple[str, str], float]:
+    """Per (role, config): the instances the service needs at peak if all of it were routed there,
+    ``sum_b lambda_b tau_b / rho_b`` over its buckets (prepare's ``load_peak_coef``: work over the cap)."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.prepare import prepare
+
+    pts = prepare(build_capacity_tables(load_instance(path, {"services.chat.traffic.buckets": buckets}))).points
+    return {(str(r), str(c)): float(v) for (r, c), v in pts.groupby(["role", "config"])["load_peak_coef"].sum().items()}
+
+
+@settings(max_examples=3, deadline=None, derandomize=True, phases=NO_SHRINK)
+@given(seed=st.integers(0, 10_000), n=st.integers(600, 3000), rho=st.sampled_from([0.0, 0.5, -0.3]))
+def test_capped_load_does_not_depend_on_the_bucket_count(tmp_path_factory: Any, seed: int, n: int, rho: float) -> None:
+    """Work over the utilisation cap, the coefficient the optimiser sizes pools with, at 4, 8, 16 buckets:
+    the caps queue each bucket's latency group (prepare.group_busy, group_service) at its group's
+    representative, so they are the 4-bucket caps. Before, each bucket's queue and TTFT budget were its
+    own and the service's capped load moved with the count (long-context-assistant's prefill
+    pools: caps 0.74-0.80 at 4 buckets, 0.47-0.53 at 8)."""
+    path = _instance(tmp_path_factory.mktemp("l"), seed, n, rho)
+    by_k = {k: _load(path, k) for k in (4, 8, 16)}
+    assert by_k[4].keys() == by_k[8].keys() == by_k[16].keys()
+    for key in by_k[4]:
+        seq = [by_k[k][key] for k in (4, 8, 16)]
+        tol = WORK_TOLERANCE[key[0]] + 0.01  # the work's own spread plus the queue of a whole instance
+        assert max(seq) <= min(seq) * (1 + tol), (key, by_k)

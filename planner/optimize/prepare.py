@@ -149,6 +149,41 @@ def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.nd
     return np.where(ok, m1, s), np.where(ok, cv_g, cv)
 
 
+GROUP_MEAN_COLUMNS: tuple[str, ...] = ("instance_seconds_per_request", "prefill_tokens", "lane_service_ms")
+"""The work columns of a unified point that :func:`group_point` replaces by its latency group's rate-weighted mean."""
+
+
+def group_point(points: pd.DataFrame) -> pd.DataFrame:
+    """The points as their latency group's queue sees them: :data:`GROUP_MEAN_COLUMNS` replaced by the
+    group's rate-weighted means on the (role, config) (:func:`group_busy`'s groups; unchanged without a
+    ``latency_group`` column or where a column is missing or not finite).
+
+    Why: a unified point's cap at load (:func:`unified_caps_at_load`) models one pool of identical
+    requests, each instance at ``ρ / τ`` requests/s of ``prefill_tokens``-token prompts holding the lane
+    ``lane_service_ms``. For a bucket alone that made the top bucket of 16 (its prompts the top 1/16 of
+    lengths, lane-bound) a pool of only such prompts, capped far below the top bucket of 4 that contains
+    it. The group's means are its mixture's (``sum λ τ / sum λ`` is the per-instance rate at ``ρ``,
+    ``sum λ n / sum λ`` the lane's units per prompt, ``sum λ S / sum λ`` its utilisation per request):
+    at 8 or 16 buckets the 4-bucket bucket's own columns, up to the fine sub-bins' rounding."""
+    if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
+        return points
+    cols = [c for c in GROUP_MEAN_COLUMNS if c in points.columns]
+    keys = [c for c in ("service", LATENCY_GROUP_COLUMN, "role", "config") if c in points.columns]
+    lam = points["rate_peak_per_s"].to_numpy(float)
+    out = points.copy()
+    frame = points[keys].astype(str).assign(_w=lam)
+    for c in cols:
+        v = pd.to_numeric(points[c], errors="coerce").to_numpy(float)
+        ok = np.isfinite(v)
+        frame["_v"] = np.where(ok, lam * v, 0.0)
+        frame["_n"] = np.where(ok, lam, 0.0)
+        sums = frame.groupby(keys, sort=False)[["_v", "_n"]].transform("sum")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = sums["_v"].to_numpy(float) / sums["_n"].to_numpy(float)
+        out[c] = np.where(ok & np.isfinite(mean), mean, v)
+    return out
+
+
 def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None) -> tuple[np.ndarray, str]:
     """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns.
 
@@ -194,7 +229,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
                                          service_cv[todo], points["interarrival_cv"].to_numpy(float)[todo])
     unified = todo & (role == "unified")
     if unified.any():
-        at_load = unified_caps_at_load(points.loc[unified], busy_group[unified], batch[unified], service_s[unified], q[unified],
+        at_load = unified_caps_at_load(group_point(points.loc[unified]), busy_group[unified], batch[unified], service_s[unified], q[unified],
                                        service_cv[unified],
                                        points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified],
                                        slot_busy=n0[unified])
