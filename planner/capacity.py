@@ -8,7 +8,11 @@ From an instance (:func:`build_capacity_tables`)
   by bucket weight), bucket means and conservative representatives, SLOs, and
   ``model = "{model}@{weight_precision}"`` (instances of different groups are different pools);
   ``interarrival_cv`` = the CV inside ``traffic.peak_window`` windows (:func:`peak_interarrival_cv`),
-  the whole-log CV kept in ``interarrival_cv_whole_log``.
+  the whole-log CV kept in ``interarrival_cv_whole_log``; ``latency_group``: the bucket's latency group
+  (:func:`planner.workload.buckets.latency_groups`, item 6 of that module: above 4 buckets, the ``i/4``
+  input-quantile bin it nests in; each bucket its own otherwise or when the buckets are not in ascending
+  input order, e.g. hand-written), whose queue the utilisation caps price (:func:`planner.optimize.prepare.group_busy`)
+  and whose peak rate a prefill point's batch is chosen for.
 - ``points``: :func:`planner.perf.operating_point` for every (service, bucket, role,
   device, tp) with tp ≤ the device's scale-up domain. Latency uses the bucket
   representatives. Work per request (``instance_seconds_per_request``, energy, KV) uses the

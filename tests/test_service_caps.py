@@ -57,3 +57,13 @@ def test_cap_does_not_move_when_a_bucket_is_split_inside_its_group(role: str) ->
     # each half in its own group (the rule before: the bucket's own load and service time) caps differently
     lone, _ = utilization_caps(halves.assign(latency_group=[0, 1]))
     assert abs(lone[1] - whole[0]) > 1e-3
+
+
+def test_stacked_copies_of_a_table_are_grouped_apart() -> None:
+    # planner.horizon.model prices every rate level in one call on stacked copies of the points: a copy's
+    # caps are those it gets alone (the groups do not mix rate levels)
+    base = _points([("lo", 4.0, 0.3, 0.0), ("hi", 4.0, 0.7, 0.0)], role="prefill")
+    stacked, _ = utilization_caps(pd.concat([base, base.assign(rate_peak_per_s=40.0)], ignore_index=True))
+    alone = [utilization_caps(base)[0], utilization_caps(base.assign(rate_peak_per_s=40.0))[0]]
+    np.testing.assert_allclose(stacked, np.concatenate(alone))
+    assert stacked[2] > stacked[0] + 1e-3  # ten times the load pools better

@@ -36,8 +36,16 @@ the cap uses a nominal pool, the one the bucket's latency group needs on the poi
 ``n0 = max(1, ceil(sum_b lambda_peak_b * tau_b))`` over the buckets of the group (:func:`group_busy`; each
 bucket its own group up to 4 buckets, :func:`planner.workload.buckets.latency_groups`) — conservative
 as far as pooling groups only adds servers; issue 24 item 0: the bucket's own ``lambda_peak * tau`` halved
-with each split of a bucket, so the caps, and cost, moved with the bucket count. ``rho_i = max_utilization(...)``,
-further bounded by ``options.max_utilization`` when the instance sets one.
+with each split of a bucket, so the caps, and cost, moved with the bucket count. The queue's service time
+is the group's rate-weighted mixture (:func:`group_service`), and a unified point's cap at load is priced
+at its group's mean work, prompt and lane time (:func:`group_point`), so at 8 or 16 buckets a bucket gets
+the cap of the 4-bucket bucket it nests in. ``rho_i = max_utilization(...)``, further bounded by
+``options.max_utilization`` when the instance sets one.
+
+Stated assumption, and the limit of this: a group's buckets share one pool of the config. The optimiser
+may still route part of a group to another configuration (a smaller pool than the cap assumed); the
+plan's latency check and the peak simulation (:mod:`planner.optimize.tighten`) catch it and tighten, which
+is where the remaining dependence of cost on the bucket count comes from (``benchmarks/bench_buckets.py``).
 """
 
 from __future__ import annotations
@@ -98,6 +106,20 @@ def _model_column(demand: pd.DataFrame) -> pd.Series:
     return pd.Series("default", index=demand.index)
 
 
+def _group_keys(points: pd.DataFrame) -> tuple[pd.DataFrame, list[str]] | None:
+    """The latency-group keys of each point, ``(copy, service, latency_group, role, config)``, or ``None``
+    without a ``latency_group`` column. ``copy`` counts the repeats of a (service, bucket, role, config):
+    a caller may stack scaled copies of one table in one call (:mod:`planner.horizon.model` prices every
+    rate level at once), and a group must not mix them."""
+    if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
+        return None
+    keys = ["service", LATENCY_GROUP_COLUMN, "role", "config"]
+    frame = points[[c for c in keys if c in points.columns]].astype(str)
+    ident = [c for c in ("service", "bucket", "role", "config") if c in points.columns]
+    frame["_copy"] = points[ident].astype(str).groupby(ident, sort=False).cumcount().to_numpy()
+    return frame, [*frame.columns[:-1], "_copy"]
+
+
 def group_busy(points: pd.DataFrame) -> np.ndarray:
     """Per point: the busy instances ``sum_b lambda_peak_b * tau_b`` of its latency group on its (role, config),
     summed over the buckets of its service in the same ``latency_group`` (the demand column,
@@ -112,14 +134,12 @@ def group_busy(points: pd.DataFrame) -> np.ndarray:
     small pools each capped as if it held the service (long-context-assistant's shared plan: the latency
     check then cut those caps ×4 round after round, $128k at 4 buckets against $71k)."""
     busy = points["rate_peak_per_s"].to_numpy(float) * points["instance_seconds_per_request"].to_numpy(float)
-    if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
+    grouped = _group_keys(points)
+    if grouped is None:
         return busy
-    keys = [c for c in ("service", LATENCY_GROUP_COLUMN, "role", "config") if c in points.columns]
-    frame = points[keys].astype(str).assign(_busy=busy, _b=points["bucket"].astype(str) if "bucket" in points.columns else "")
-    # one point per (service, bucket, role, config) counts once (max over duplicates: variants of a config's point)
-    per_bucket = frame.groupby([*keys, "_b"], sort=False)["_busy"].max().groupby(level=list(range(len(keys)))).sum()
-    total = pd.MultiIndex.from_frame(frame[keys]).map(per_bucket.to_dict())
-    return np.maximum(busy, np.asarray(total, dtype=float))
+    frame, keys = grouped
+    total = frame.assign(_busy=busy).groupby(keys, sort=False)["_busy"].transform("sum").to_numpy(float)
+    return np.maximum(busy, total)
 
 
 def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,11 +154,12 @@ def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.nd
     1/16 of lengths) got a lower cap than the top bucket of 4 at the same servers and budget."""
     s = np.asarray(service_s, dtype=float)
     cv = np.nan_to_num(np.asarray(service_cv, dtype=float), nan=0.0)
-    if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
+    grouped = _group_keys(points)
+    if grouped is None:
         return s, cv
     lam = points["rate_peak_per_s"].to_numpy(float)
-    keys = [c for c in ("service", LATENCY_GROUP_COLUMN, "role", "config") if c in points.columns]
-    frame = points[keys].astype(str).assign(_w=lam, _m1=lam * s, _m2=lam * s**2 * (1.0 + cv**2))
+    frame, keys = grouped
+    frame = frame.assign(_w=lam, _m1=lam * s, _m2=lam * s**2 * (1.0 + cv**2))
     sums = frame.groupby(keys, sort=False)[["_w", "_m1", "_m2"]].transform("sum")
     w = sums["_w"].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -165,13 +186,13 @@ def group_point(points: pd.DataFrame) -> pd.DataFrame:
     it. The group's means are its mixture's (``sum λ τ / sum λ`` is the per-instance rate at ``ρ``,
     ``sum λ n / sum λ`` the lane's units per prompt, ``sum λ S / sum λ`` its utilisation per request):
     at 8 or 16 buckets the 4-bucket bucket's own columns, up to the fine sub-bins' rounding."""
-    if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
+    grouped = _group_keys(points)
+    if grouped is None:
         return points
     cols = [c for c in GROUP_MEAN_COLUMNS if c in points.columns]
-    keys = [c for c in ("service", LATENCY_GROUP_COLUMN, "role", "config") if c in points.columns]
     lam = points["rate_peak_per_s"].to_numpy(float)
     out = points.copy()
-    frame = points[keys].astype(str).assign(_w=lam)
+    frame, keys = grouped
     for c in cols:
         v = pd.to_numeric(points[c], errors="coerce").to_numpy(float)
         ok = np.isfinite(v)

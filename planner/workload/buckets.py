@@ -57,8 +57,9 @@ The rule (the same for every log):
    a fixed resolution, :data:`LATENCY_GROUPS` = 4: with more buckets than that, each bucket's
    representatives are those of the ``i/4`` input-quantile group it nests in (the rule of item 2
    over the group's requests: the bin of 4 buckets it is a part of), and the optimiser's queueing
-   caps count the group's load, not the bucket's (:func:`planner.optimize.prepare.group_busy`; the
-   prefill point's batch is chosen at the group's rate, :mod:`planner.capacity`). So 4, 8 and 16
+   caps price the group's queue, not the bucket's: its load (:func:`planner.optimize.prepare.group_busy`),
+   its mixture of service times (``group_service``) and, for a shared pool, its mean prompt and lane
+   time (``group_point``); the prefill point's batch is chosen at the group's rate (:mod:`planner.capacity`). So 4, 8 and 16
    buckets hold the same requests to the same latency in the same queues and differ only in routing
    freedom and in the work each bucket is priced at (its own mix, item 5). Before, each bucket's
    TTFT budget (target minus its representative's TTFT) and its queue (``⌈λ_b τ_b⌉`` servers)
