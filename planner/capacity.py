@@ -8,7 +8,11 @@ From an instance (:func:`build_capacity_tables`)
   by bucket weight), bucket means and conservative representatives, SLOs, and
   ``model = "{model}@{weight_precision}"`` (instances of different groups are different pools);
   ``interarrival_cv`` = the CV inside ``traffic.peak_window`` windows (:func:`peak_interarrival_cv`),
-  the whole-log CV kept in ``interarrival_cv_whole_log``.
+  the whole-log CV kept in ``interarrival_cv_whole_log``; ``latency_group``: the bucket's latency group
+  (:func:`planner.workload.buckets.latency_groups`, item 6 of that module: above 4 buckets, the ``i/4``
+  input-quantile bin it nests in; each bucket its own otherwise or when the buckets are not in ascending
+  input order, e.g. hand-written), whose queue the utilisation caps price (:func:`planner.optimize.prepare.group_busy`)
+  and whose peak rate a prefill point's batch is chosen for.
 - ``points``: :func:`planner.perf.operating_point` for every (service, bucket, role,
   device, tp) with tp ≤ the device's scale-up domain. Latency uses the bucket
   representatives. Work per request (``instance_seconds_per_request``, energy, KV) uses the
@@ -82,6 +86,7 @@ from planner.schema.capacity import (
     CONFIG_PARALLELISM_COLUMN,
     DEMAND_COLUMNS,
     DEMAND_LATENCY_COLUMNS,
+    LATENCY_GROUP_COLUMN,
     LENGTH_MIX_COLUMN,
     POINT_COLUMNS,
     POINT_KV_CAPACITY_COLUMN,
@@ -91,6 +96,7 @@ from planner.schema.capacity import (
     config_devices,
     latency_targets,
 )
+from planner.workload.buckets import latency_groups
 
 ROLES = ("prefill", "decode", "unified")
 
@@ -167,7 +173,11 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
         cv, cv_note = peak_interarrival_cv(prof.arrivals, svc.traffic.peak_window, svc.traffic.interarrival_cv)
         if cv_note:
             notes.append(f"{name}: {cv_note}")
-        for b in prof.buckets:
+        means = [b.input_tokens_mean for b in prof.buckets]
+        # latency groups (planner.workload.buckets item 6) of buckets in ascending input order (a log's, a PMF's); else each its own
+        groups = (latency_groups([b.weight for b in prof.buckets]) if all(x <= y for x, y in zip(means, means[1:], strict=False))
+                  else list(range(len(prof.buckets))))
+        for b, group in zip(prof.buckets, groups, strict=True):
             rows.append({
                 "service": name, "bucket": b.name, "weight": b.weight,
                 "rate_mean_per_s": mean * b.weight, "rate_peak_per_s": peak * b.weight,
@@ -177,9 +187,10 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 **svc.slo.table_columns(),
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
                 LENGTH_MIX_COLUMN: json.dumps([list(m) for m in b.length_mix]) if b.length_mix else "",
+                LATENCY_GROUP_COLUMN: int(group),
             })
     return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
-                                       LENGTH_MIX_COLUMN]), profiles, notes
+                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN]), profiles, notes
 
 
 def length_mix(row: Any) -> list[tuple[float, float, float]]:
@@ -407,11 +418,13 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     if any(p.is_ep for p in pars.values()):
         notes.append(_ep_note(resolved, configs, pars, calibration))
     svc_means = service_mean_lengths(demand)
+    # a prefill point's batch is chosen for the queue of its latency group (planner.workload.buckets item 6): the group's peak rate
+    group_peak = demand.groupby(["service", LATENCY_GROUP_COLUMN])["rate_peak_per_s"].transform("sum").to_numpy(float)
     worked: dict[tuple[Any, ...], dict[str, float]] = {}
     # prefill rows wait for the loop's end: their points' utilisation caps (queued points come back
     # PendingPrefill) are bisected in one call for all of them (planner.perf.points.finish_prefill_points)
     late: list[tuple[int, dict[str, Any], tuple[Any, ...], list[tuple[float, tuple[Any, ...]]] | None, Any]] = []
-    for rec in demand.to_dict("records"):
+    for rec, rate_group in zip(demand.to_dict("records"), group_peak, strict=True):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
         share = float(rec["cached_prefix_share"])
@@ -434,7 +447,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 spec = svc.speculative if role == "decode" or (role == "unified" and not par.is_ep) else None
                 # the unified point is chosen at the service's peak rate (its shared pool serves every bucket, so its
                 # queue has the service's instances, not the bucket's: planner.perf.points, _unified_cost)
-                rate_cv_role = (svc_rate, rate_cv[1]) if role == "unified" else rate_cv
+                rate_cv_role = (svc_rate, rate_cv[1]) if role == "unified" else (float(rate_group), rate_cv[1]) if role == "prefill" else rate_cv
                 # with a length mix, decode and unified points run the service's mean lengths (the mix its pools run;
                 # a unified point's TTFT at the representative prompt) and prefill work is the mix's (bucket_work, mix_work)
                 at_mix = bool(mix) and (role == "decode" or (role == "unified" and not par.is_ep))

@@ -58,10 +58,13 @@ def _instance(tmp: Path, seed: int, n: int, rho: float) -> Path:
     return path
 
 
-def _work(path: Path, buckets: int) -> dict[str, float]:
-    """Per role: the service's work per request ``sum_b w_b tau_b`` (every point feasible)."""
+def _work(path: Path, buckets: int, capped: bool = False) -> tuple[dict[str, float], dict[str, float]]:
+    """Per role: the service's work per request ``sum_b w_b tau_b`` (every point feasible), and the
+    instances it needs at peak when all of it is routed to that role's one configuration,
+    ``sum_b lambda_b tau_b / rho_b`` (prepare's ``load_peak_coef``: work over the utilisation cap)."""
     from planner.capacity import LENGTH_MIX_COLUMN, build_capacity_tables
     from planner.instance import load_instance
+    from planner.optimize.prepare import prepare
 
     r = load_instance(path, {"services.chat.traffic.buckets": buckets})
     tables = build_capacity_tables(r)
@@ -71,17 +74,37 @@ def _work(path: Path, buckets: int) -> dict[str, float]:
     for role, g in pts.groupby("role"):
         assert g["feasible"].all(), g[["bucket", "reason"]]
         out[str(role)] = float((g["weight"] * g["instance_seconds_per_request"]).sum())
-    return out
+    if not capped:
+        return out, {}
+    prepared = prepare(tables).points
+    assert len(prepared) == len(pts)  # every point keeps a positive cap
+    return out, {str(k): float(v) for k, v in prepared.groupby("role")["load_peak_coef"].sum().items()}
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, phases=NO_SHRINK)
 @given(seed=st.integers(0, 10_000), n=st.integers(300, 3000), rho=st.sampled_from([0.0, 0.5, -0.3]))
 def test_service_work_does_not_depend_on_the_bucket_count(tmp_path_factory: Any, seed: int, n: int, rho: float) -> None:
     path = _instance(tmp_path_factory.mktemp("w"), seed, n, rho)
-    by_k = {k: _work(path, k) for k in (4, 8, 16)}
+    by_k = {k: _work(path, k)[0] for k in (4, 8, 16)}
     for role in ("prefill", "decode", "unified"):
         seq = [by_k[k][role] for k in (4, 8, 16)]
         assert max(seq) <= min(seq) * (1 + WORK_TOLERANCE[role]), (role, by_k)
+
+
+@settings(max_examples=2, deadline=None, derandomize=True, phases=NO_SHRINK)
+@given(seed=st.integers(0, 10_000), n=st.integers(600, 3000), rho=st.sampled_from([0.0, 0.5, -0.3]))
+def test_capped_load_does_not_depend_on_the_bucket_count(tmp_path_factory: Any, seed: int, n: int, rho: float) -> None:
+    """Work over the utilisation cap (prepare's ``load_peak_coef``, the coefficient the optimiser sizes pools
+    with) at 4, 8 and 16 buckets. The caps queue each bucket's latency group (prepare.group_busy,
+    group_service, group_point) at its group's representative, so they are the 4-bucket caps. Before, each
+    bucket's queue and TTFT budget were its own and the capped load moved with the count
+    (long-context-assistant's prefill caps: 0.74-0.80 at 4 buckets, 0.47-0.53 at 8)."""
+    path = _instance(tmp_path_factory.mktemp("l"), seed, n, rho)
+    by_k = {k: _work(path, k, capped=True)[1] for k in (4, 8, 16)}
+    for role in ("prefill", "decode", "unified"):
+        capped = [by_k[k][role] for k in (4, 8, 16)]
+        # the work's own spread, plus 1 %: the fine sub-bins' rounding of a group's mixture
+        assert max(capped) <= min(capped) * (1 + WORK_TOLERANCE[role] + 0.01), (role, by_k)
 
 
 def test_bucket_work_is_the_mix_not_the_representative(tmp_path: Path) -> None:
@@ -123,3 +146,24 @@ def test_cost_at_k_and_2k_buckets_within_five_percent(tmp_path_factory: Any, see
         assert all(c is not None for c in seq), by_k
         for lo, hi in zip(seq, seq[1:], strict=False):
             assert abs(hi - lo) <= SPREAD_TOLERANCE * min(hi, lo), (a, by_k)  # type: ignore[operator]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10_000), n=st.integers(50, 4000), rho=st.sampled_from([0.0, 0.5, -0.3]), k=st.sampled_from([8, 16]))
+def test_latency_representatives_are_the_four_bucket_ones(seed: int, n: int, rho: float, k: int) -> None:
+    """Latency groups (planner.workload.buckets item 6): at 8 and 16 buckets every bucket's (input, output)
+    representative is that of the 4-bucket bin it nests in, so each request is held to its latency target
+    at the same length at every count, while its length mix (work) is its own."""
+    from planner.workload.buckets import LATENCY_GROUPS, bin_edges, length_buckets
+
+    inp, out = _log(seed, n, rho)
+    coarse, _ = length_buckets(inp, out, LATENCY_GROUPS)
+    fine, _ = length_buckets(inp, out, k)
+    ec, ef = bin_edges(inp, LATENCY_GROUPS), bin_edges(inp, k)
+    wc, wf = np.searchsorted(ec, inp, side="left"), np.searchsorted(ef, inp, side="left")
+    cmap = dict(zip(np.unique(wc).tolist(), coarse, strict=True))
+    for j, b in zip(np.unique(wf).tolist(), fine, strict=True):
+        parent = cmap[int(np.unique(wc[wf == j])[0])]
+        assert (b.input_tokens, b.output_tokens) == (parent.input_tokens, parent.output_tokens), (b, parent)
+    assert {b.length_mix[0][1] for b in fine} != {b.length_mix[0][1] for b in coarse} or len(fine) == len(coarse)
+

@@ -32,9 +32,20 @@ operating point itself:
 
 Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
 with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
-the cap uses the nominal pool the bucket needs on its own, ``n0 = max(1, ceil(lambda_peak * tau))``
-— conservative, since pooling buckets only adds servers. ``rho_i = max_utilization(...)``,
-further bounded by ``options.max_utilization`` when the instance sets one.
+the cap uses a nominal pool, the one the bucket's latency group needs on the point's (role, config),
+``n0 = max(1, ceil(sum_b lambda_peak_b * tau_b))`` over the buckets of the group (:func:`group_busy`; each
+bucket its own group up to 4 buckets, :func:`planner.workload.buckets.latency_groups`) — conservative
+as far as pooling groups only adds servers; issue 24 item 0: the bucket's own ``lambda_peak * tau`` halved
+with each split of a bucket, so the caps, and cost, moved with the bucket count. The queue's service time
+is the group's rate-weighted mixture (:func:`group_service`), and a unified point's cap at load is priced
+at its group's mean work, prompt and lane time (:func:`group_point`), so at 8 or 16 buckets a bucket gets
+the cap of the 4-bucket bucket it nests in. ``rho_i = max_utilization(...)``, further bounded by
+``options.max_utilization`` when the instance sets one.
+
+Stated assumption, and the limit of this: a group's buckets share one pool of the config. The optimiser
+may still route part of a group to another configuration (a smaller pool than the cap assumed); the
+plan's latency check and the peak simulation (:mod:`planner.optimize.tighten`) catch it and tighten, which
+is where the remaining dependence of cost on the bucket count comes from (``benchmarks/bench_buckets.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.schema.capacity import DEMAND_LATENCY_COLUMNS, CapacityTables
+from planner.schema.capacity import DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, CapacityTables
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -95,6 +106,105 @@ def _model_column(demand: pd.DataFrame) -> pd.Series:
     return pd.Series("default", index=demand.index)
 
 
+def _group_keys(points: pd.DataFrame) -> tuple[pd.DataFrame, list[str]] | None:
+    """The latency-group keys of each point, ``(copy, service, latency_group, role, config)``, or ``None``
+    without a ``latency_group`` column. ``copy`` counts the repeats of a (service, bucket, role, config):
+    a caller may stack scaled copies of one table in one call (:mod:`planner.horizon.model` prices every
+    rate level at once), and a group must not mix them."""
+    if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
+        return None
+    keys = ["service", LATENCY_GROUP_COLUMN, "role", "config"]
+    frame = points[[c for c in keys if c in points.columns]].astype(str)
+    ident = [c for c in ("service", "bucket", "role", "config") if c in points.columns]
+    frame["_copy"] = points[ident].astype(str).groupby(ident, sort=False).cumcount().to_numpy()
+    return frame, [*frame.columns[:-1], "_copy"]
+
+
+def group_busy(points: pd.DataFrame) -> np.ndarray:
+    """Per point: the busy instances ``sum_b lambda_peak_b * tau_b`` of its latency group on its (role, config),
+    summed over the buckets of its service in the same ``latency_group`` (the demand column,
+    :func:`planner.workload.buckets.latency_groups`; issue 24 item 0); without that column the bucket's own.
+
+    Why: a bucket's own ``lambda_b tau_b`` halves when the bucket is split, which lowered every cap
+    (Erlang-C caps rise with the server count) and raised cost with the bucket count. A latency group is
+    the bin of a fixed 4-bucket resolution the bucket nests in, so its load is the same at 4, 8 and 16
+    buckets (work priced at the mix, :func:`planner.capacity.bucket_work`, sums alike): the caps are those
+    of the 4-bucket table. Stated assumption, as before at 4 buckets: the group's buckets share a pool of
+    that config. The whole service's load (tried first) let the optimiser split a service's buckets over
+    small pools each capped as if it held the service (long-context-assistant's shared plan: the latency
+    check then cut those caps ×4 round after round, $128k at 4 buckets against $71k)."""
+    busy = points["rate_peak_per_s"].to_numpy(float) * points["instance_seconds_per_request"].to_numpy(float)
+    grouped = _group_keys(points)
+    if grouped is None:
+        return busy
+    frame, keys = grouped
+    total = frame.assign(_busy=busy).groupby(keys, sort=False)["_busy"].transform("sum").to_numpy(float)
+    return np.maximum(busy, total)
+
+
+def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point: the mean service time and its CV in its latency group's queue on its (role, config)
+    (:func:`group_busy`'s groups; the point's own without a ``latency_group`` column).
+
+    The group's buckets share one queue, so they wait alike: the queue serves the rate-weighted mixture
+    of their service times, ``E[S] = sum_i p_i s_i``, ``E[S^2] = sum_i p_i s_i^2 (1 + cv_i^2)``,
+    ``p_i = lambda_i / sum lambda`` (the law of total variance: at 8 or 16 buckets this is the 4-bucket
+    bucket's own mean and CV, its mix's sub-bins being the same, :func:`planner.capacity.mix_work`).
+    Before, each bucket's queue had its own service time, so the top bucket of 16 (prompts of the top
+    1/16 of lengths) got a lower cap than the top bucket of 4 at the same servers and budget."""
+    s = np.asarray(service_s, dtype=float)
+    cv = np.nan_to_num(np.asarray(service_cv, dtype=float), nan=0.0)
+    grouped = _group_keys(points)
+    if grouped is None:
+        return s, cv
+    lam = points["rate_peak_per_s"].to_numpy(float)
+    frame, keys = grouped
+    frame = frame.assign(_w=lam, _m1=lam * s, _m2=lam * s**2 * (1.0 + cv**2))
+    sums = frame.groupby(keys, sort=False)[["_w", "_m1", "_m2"]].transform("sum")
+    w = sums["_w"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m1 = np.where(w > 0, sums["_m1"].to_numpy(float) / w, s)
+        m2 = np.where(w > 0, sums["_m2"].to_numpy(float) / w, s**2 * (1.0 + cv**2))
+        cv_g = np.where(m1 > 0, np.sqrt(np.maximum(m2 / m1**2 - 1.0, 0.0)), cv)
+    ok = np.isfinite(m1) & (m1 > 0) & np.isfinite(cv_g)
+    return np.where(ok, m1, s), np.where(ok, cv_g, cv)
+
+
+GROUP_MEAN_COLUMNS: tuple[str, ...] = ("instance_seconds_per_request", "prefill_tokens", "lane_service_ms")
+"""The work columns of a unified point that :func:`group_point` replaces by its latency group's rate-weighted mean."""
+
+
+def group_point(points: pd.DataFrame) -> pd.DataFrame:
+    """The points as their latency group's queue sees them: :data:`GROUP_MEAN_COLUMNS` replaced by the
+    group's rate-weighted means on the (role, config) (:func:`group_busy`'s groups; unchanged without a
+    ``latency_group`` column or where a column is missing or not finite).
+
+    Why: a unified point's cap at load (:func:`unified_caps_at_load`) models one pool of identical
+    requests, each instance at ``ρ / τ`` requests/s of ``prefill_tokens``-token prompts holding the lane
+    ``lane_service_ms``. For a bucket alone that made the top bucket of 16 (its prompts the top 1/16 of
+    lengths, lane-bound) a pool of only such prompts, capped far below the top bucket of 4 that contains
+    it. The group's means are its mixture's (``sum λ τ / sum λ`` is the per-instance rate at ``ρ``,
+    ``sum λ n / sum λ`` the lane's units per prompt, ``sum λ S / sum λ`` its utilisation per request):
+    at 8 or 16 buckets the 4-bucket bucket's own columns, up to the fine sub-bins' rounding."""
+    grouped = _group_keys(points)
+    if grouped is None:
+        return points
+    cols = [c for c in GROUP_MEAN_COLUMNS if c in points.columns]
+    lam = points["rate_peak_per_s"].to_numpy(float)
+    out = points.copy()
+    frame, keys = grouped
+    for c in cols:
+        v = pd.to_numeric(points[c], errors="coerce").to_numpy(float)
+        ok = np.isfinite(v)
+        frame["_v"] = np.where(ok, lam * v, 0.0)
+        frame["_n"] = np.where(ok, lam, 0.0)
+        sums = frame.groupby(keys, sort=False)[["_v", "_n"]].transform("sum")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = sums["_v"].to_numpy(float) / sums["_n"].to_numpy(float)
+        out[c] = np.where(ok & np.isfinite(mean), mean, v)
+    return out
+
+
 def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None) -> tuple[np.ndarray, str]:
     """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns.
 
@@ -103,11 +213,10 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     points, each distinct row evaluated once)."""
     from planner.queueing import max_utilization_many
 
-    method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(lambda_peak*tau)"
+    method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(sum over the bucket's latency group of lambda_peak*tau) on the point's (role, config)"
     role = points["role"].to_numpy(str)
     tau = points["instance_seconds_per_request"].to_numpy(float)
     batch = np.maximum(points["max_batch"].to_numpy(float), 1.0)
-    lam = points["rate_peak_per_s"].to_numpy(float)
     ttft_ms = points["ttft_ms"].to_numpy(float)
     ttft_t = points["ttft_target_ms"].to_numpy(float)
     tpot_t = points["tpot_target_ms"].to_numpy(float)
@@ -125,20 +234,26 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     budget_s = np.where(decode, token_ms / 1e3, (ttft_t - ttft_ms) / 1e3)
     q = np.where(decode, tpot_q, ttft_q)
     b = np.where(role != "prefill", batch, 1.0)
-    n0 = np.maximum(1.0, np.ceil(lam * tau))
+    busy_group = group_busy(points)  # the latency group's load on the (role, config): the same at 4, 8, 16 buckets
+    n0 = np.maximum(1.0, np.ceil(busy_group - 1e-9))
     servers = (n0 * b).astype(np.int64)
-    service_s = tau * b
+    own_s = tau * b
     given = points["utilization_cap"].to_numpy(float) if "utilization_cap" in points.columns else np.full(len(points), np.nan)
+    todo = np.isnan(given) & (own_s > 0)
+    # the group's queue: its mixture of service times (group_service), over the modelled points only
+    service_s, service_cv = own_s.copy(), points["service_time_cv"].to_numpy(float).copy()
+    if todo.any():
+        service_s[todo], service_cv[todo] = group_service(points.loc[todo], own_s[todo], service_cv[todo])
     rho = np.where(np.isnan(given), 0.0, given)  # supplied with the table: a measured rate already includes queueing
-    todo = np.isnan(given) & (service_s > 0)
     if todo.any():
         rho[todo] = max_utilization_many(servers[todo], service_s[todo], q[todo], budget_s[todo],
-                                         points["service_time_cv"].to_numpy(float)[todo], points["interarrival_cv"].to_numpy(float)[todo])
+                                         service_cv[todo], points["interarrival_cv"].to_numpy(float)[todo])
     unified = todo & (role == "unified")
     if unified.any():
-        at_load = unified_caps_at_load(points.loc[unified], (lam * tau)[unified], batch[unified], service_s[unified], q[unified],
-                                       points["service_time_cv"].to_numpy(float)[unified],
-                                       points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified])
+        at_load = unified_caps_at_load(group_point(points.loc[unified]), busy_group[unified], batch[unified], service_s[unified], q[unified],
+                                       service_cv[unified],
+                                       points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified],
+                                       slot_busy=n0[unified])
         priced = ~np.isnan(at_load)
         if priced.any():
             rho[np.flatnonzero(unified)[priced]] = at_load[priced]
@@ -190,20 +305,23 @@ def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
 
 def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.ndarray, service_s: np.ndarray,
                          quantile: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray, *,
-                         guess: np.ndarray | None = None, tolerance: float = 2e-3) -> np.ndarray:
+                         guess: np.ndarray | None = None, tolerance: float = 2e-3,
+                         slot_busy: np.ndarray | None = None) -> np.ndarray:
     """Per unified point: its utilisation cap priced at the load that arrives (issue 24 item 3);
     ``nan`` where the point is not modelled (no lane columns, measured).
 
     The full-batch cap charges every request the operating point's own TTFT (``ttft_ms``, the
     iteration time, chunk share and lane wait of the full batch ``B*``) whatever the load. At
     utilisation ``ρ`` each instance carries up to ``ρ / τ`` requests/s (whatever else shares its
-    pool) and batches what arrives, and the bucket alone fills ``n(ρ) = ⌈λ_peak τ / ρ⌉`` instances
-    (``busy_peak = λ_peak τ``; pooling with other buckets only adds instances). The cap is the
+    pool) and batches what arrives, and the bucket's latency group fills ``n(ρ) = ⌈busy_peak / ρ⌉`` instances
+    (``busy_peak`` the group's ``sum λ_peak τ`` on the config, :func:`group_busy`; the bucket's own ``λ_peak τ``
+    when it is its own group; pooling with other groups only adds instances). The cap is the
     largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, each instance at ``ρ``:
 
     * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the nominal pool's
-      ``n0 · B*`` slots held ``τ B*`` (``n0 = ⌈λ_peak τ⌉``, :func:`planner.queueing.wait_quantile_many`,
-      as the full-batch cap), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
+      ``n0 · B*`` slots held ``τ B*`` (``n0`` = ``slot_busy`` rounded up, the latency group's busy instances on the
+      config from :func:`group_busy` as the full-batch cap; ``⌈λ_peak τ⌉`` when not given;
+      :func:`planner.queueing.wait_quantile_many`), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
       ``n(ρ)`` lanes included (:func:`planner.pool_latency.unified_at_utilization_many`);
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
@@ -220,10 +338,11 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
+    slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the bucket's own pool at cap ρ
-        servers = np.maximum(1.0, np.ceil(busy_peak[on] - 1e-9)) * batch[on]  # slots: the nominal n0 = ⌈λ τ⌉, as the full-batch cap
+        n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the latency group's pool at cap ρ
+        servers = np.maximum(1.0, np.ceil(slot_load[on] - 1e-9)) * batch[on]  # slots: the nominal n0, as the full-batch cap
         lat = unified_at_utilization_many(points.iloc[on], rho, n_rho)
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
@@ -292,7 +411,7 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
                     "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
                     "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
-                    *[c for c in DEMAND_LATENCY_COLUMNS if c in tables.demand.columns]]]
+                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN) if c in tables.demand.columns]]]
     pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
     infeasible = pts[~feasible_mask].reset_index(drop=True)

@@ -118,6 +118,9 @@ POINT_OPTIONAL_COLUMNS: tuple[str, ...] = (
 LENGTH_MIX_COLUMN = "length_mix"
 """Optional column of ``demand``: the bucket's :attr:`planner.schema.workload.LengthBucket.length_mix` as JSON
 (``[[share, input, output], ...]``), ``""`` when the bucket has none (:mod:`planner.capacity`)."""
+LATENCY_GROUP_COLUMN = "latency_group"
+"""Optional column of ``demand``: the bucket's latency group within its service (:func:`planner.workload.buckets.latency_groups`:
+the buckets that share one latency representative and one queue in the utilisation caps); absent: each bucket its own."""
 POINT_KV_CAPACITY_COLUMN = "kv_capacity_bytes"
 """Optional column of ``points``: KV bytes one instance holds (module docstring)."""
 

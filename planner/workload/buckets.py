@@ -53,11 +53,28 @@ The rule (the same for every log):
    (the 1/32 of the service around each; conservative inside it), the tail set's at their
    sub-bin's.
 
+6. **Latency groups** (:func:`latency_groups`, issue 24 item 0). Latency, unlike work, is held at
+   a fixed resolution, :data:`LATENCY_GROUPS` = 4: with more buckets than that, each bucket's
+   representatives are those of the ``i/4`` input-quantile group it nests in (the rule of item 2
+   over the group's requests: the bin of 4 buckets it is a part of), and the optimiser's queueing
+   caps price the group's queue, not the bucket's: its load (:func:`planner.optimize.prepare.group_busy`),
+   its mixture of service times (``group_service``) and, for a shared pool, its mean prompt and lane
+   time (``group_point``); the prefill point's batch is chosen at the group's rate (:mod:`planner.capacity`). So 4, 8 and 16
+   buckets hold the same requests to the same latency in the same queues and differ only in routing
+   freedom and in the work each bucket is priced at (its own mix, item 5). Before, each bucket's
+   TTFT budget (target minus its representative's TTFT) and its queue (``⌈λ_b τ_b⌉`` servers)
+   both moved with the bucket count, and so did cost (long-context-assistant's disaggregated plan
+   $89k / $132k / $146k at 4 / 8 / 16 buckets). What this is not: the service-wide mixture
+   condition ``sum_b w_b P_b(latency > target) <= 1 - q``; a finer latency resolution than 4 would
+   need it to stay monotone. At most 4 buckets: every bucket is its own group (unchanged).
+
 A representative or mean below one token is raised to one (a request reads at least one
 token and produces at least its first token); that is noted when it happens.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -69,6 +86,22 @@ MIN_TOKENS = 1.0
 FINE_BUCKETS = 32
 """The finest resolution: each bucket's ``length_mix`` is its share of these nested sub-bins (module
 docstring, item 5; the schema's most buckets, :data:`planner.schema.common.MAX_BUCKETS`)."""
+LATENCY_GROUPS = 4
+"""The latency resolution (module docstring, item 6): above this many buckets, buckets are held to the
+latency targets, and queue, as the ``i/4`` input-quantile groups they nest in."""
+
+
+def latency_groups(weights: Sequence[float], groups: int = LATENCY_GROUPS) -> list[int]:
+    """Per bucket (in ascending input order, ``weights`` their shares) the latency group it belongs to
+    (module docstring, item 6): itself when there are at most ``groups`` buckets, else the
+    ``groups``-quantile of the service its middle falls in, ``floor(groups * (W_<b + w_b / 2))``
+    (``W_<b`` the weight below it). Equal-count buckets of ``k = m * groups`` fall ``m`` to a group,
+    exactly the bins of ``groups`` buckets (nested, item 1)."""
+    w = np.asarray(list(weights), dtype=float)
+    if len(w) <= groups or w.sum() <= 0:
+        return list(range(len(w)))
+    mid = (np.cumsum(w) - w / 2.0) / w.sum()
+    return [int(g) for g in np.minimum(np.floor(mid * groups + 1e-9), groups - 1)]
 
 
 def bin_edges(values: np.ndarray, k: int) -> np.ndarray:
@@ -113,19 +146,27 @@ def length_buckets(
     fine = np.searchsorted(bin_edges(input_tokens, max(FINE_BUCKETS, k)), input_tokens, side="left")
     order = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[order], np.arange(len(edges) + 2), side="left")
-    for j in range(len(edges) + 1):
-        rows = order[bounds[j] : bounds[j + 1]]
-        if rows.size == 0:
-            continue
+    bins = [order[bounds[j] : bounds[j + 1]] for j in range(len(edges) + 1)]
+    bins = [rows for rows in bins if rows.size]
+    # latency groups (item 6): each bucket's representatives are its group's; its length mix (work) its own
+    group_of = latency_groups([rows.size / n for rows in bins])
+    group_rows = {g: np.concatenate([rows for rows, h in zip(bins, group_of, strict=True) if h == g]) for g in set(group_of)}
+    for rows, g in zip(bins, group_of, strict=True):
         inp = input_tokens[rows]
         out = output_tokens[rows]
         name = _name(len(buckets), float(inp.min()), float(inp.max()))
         keep = kept[rows]
-        if keep.any():
-            in_rep, out_rep = float(inp[keep].max()), float(out[keep].max())
+        own_in = float(inp[keep].max()) if keep.any() else float(np.quantile(inp, representative_quantile))
+        own_out = float(out[keep].max()) if keep.any() else float(np.quantile(out, representative_quantile))
+        rows_g = group_rows[g]
+        keep_g = kept[rows_g]
+        if keep_g.any():
+            in_rep, out_rep = float(input_tokens[rows_g][keep_g].max()), float(output_tokens[rows_g][keep_g].max())
         else:
-            notes.append(f"{name}: every request lies in the service's length tail; its own {representative_quantile:g}-quantiles represent it")
-            in_rep, out_rep = float(np.quantile(inp, representative_quantile)), float(np.quantile(out, representative_quantile))
+            notes.append(f"{name}: every request of its latency group lies in the service's length tail; the group's own "
+                         f"{representative_quantile:g}-quantiles represent it")
+            in_rep = float(np.quantile(input_tokens[rows_g], representative_quantile))
+            out_rep = float(np.quantile(output_tokens[rows_g], representative_quantile))
         share = 0.0
         if cached_tokens is not None and cache_basis_tokens is not None:
             basis = float(cache_basis_tokens[rows].sum())
@@ -138,7 +179,7 @@ def length_buckets(
                 weight=rows.size / n,
                 input_tokens=in_rep,
                 output_tokens=out_rep,
-                length_mix=_mix(inp, out, keep, fine[rows], in_rep, out_rep),
+                length_mix=_mix(inp, out, keep, fine[rows], max(own_in, MIN_TOKENS), max(own_out, MIN_TOKENS)),
                 input_tokens_mean=_clamp(float(inp.mean()), f"{name}: input mean", notes),
                 output_tokens_mean=_clamp(float(out.mean()), f"{name}: output mean", notes),
                 cached_prefix_share=share,
@@ -201,18 +242,20 @@ def pmf_buckets(
     in_star = pmf_quantile(v, p, representative_quantile)
     out_mean = float(np.dot(out_values, pout))
     buckets: list[LengthBucket] = []
-    for j in range(len(edges) + 1):
-        sel = which == j
+    sels = [which == j for j in range(len(edges) + 1)]
+    sels = [sel for sel in sels if float(p[sel].sum()) > 0]
+    group_of = latency_groups([float(p[sel].sum()) for sel in sels])  # item 6: the group's input representative
+    for sel, g in zip(sels, group_of, strict=True):
         mass = float(p[sel].sum())
-        if mass <= 0:
-            continue
         vv, pp = v[sel], p[sel]
+        in_g = np.logical_or.reduce([s2 for s2, h in zip(sels, group_of, strict=True) if h == g])
         name = _name(len(buckets), float(vv[pp > 0].min()), float(vv[pp > 0].max()))
         buckets.append(
             LengthBucket(
                 name=name,
                 weight=min(mass, 1.0),  # rounding of sum(p) can exceed 1 by an ulp; renormalised below
-                input_tokens=_clamp(_pmf_rep(vv, pp, mass, in_star, representative_quantile), f"{name}: input representative", notes),
+                input_tokens=_clamp(_pmf_rep(v[in_g], p[in_g], float(p[in_g].sum()), in_star, representative_quantile),
+                                    f"{name}: input representative", notes),
                 output_tokens=_clamp(out_rep, f"{name}: output representative", notes),
                 input_tokens_mean=_clamp(float(np.dot(vv, pp) / mass), f"{name}: input mean", notes),
                 output_tokens_mean=_clamp(out_mean, f"{name}: output mean", notes),
