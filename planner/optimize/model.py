@@ -27,6 +27,14 @@ Constraints (name grammar ``kind[key]``; see :func:`constraint_names`)
   encode point ``e`` (whose load sits in the prefill / unified pool ``p(e)``) encodes only requests that pool
   prefills; its load, energy and idle-power terms enter through ``x_e`` like any point's. A separate encode
   pool's embeddings (β_e bytes per request) are priced in ``transfer`` and its instances carry NICs;
+- ``group_route[s|b~b0|phase|pool]`` :math:`\sum_{i \in I_{d,phase} \cap I_p} x_i = \sum_{i \in I_{d_0,phase} \cap I_p} x_i`
+  — the buckets of one latency group (demand column ``latency_group``,
+  :func:`planner.workload.buckets.latency_groups`: above 4 buckets, the input-length quarter a bucket
+  nests in) split alike over the pools, ``d_0`` the group's first bucket. Their caps are priced as the
+  group's mixture sharing one pool (:func:`planner.optimize.prepare.group_busy`); a pool carrying only
+  part of a group would queue another mixture than its cap assumes (issue 24 item 0: a spare instance
+  taking 4.6 % of the top bucket of 16, then tightened ×4). Up to 4 buckets every bucket is its own
+  group and nothing is tied;
 - ``load[p]``           :math:`\sum_{i \in I_p} \lambda^{peak}_{d(i)} \tau_i / \rho_i \, x_i \le n_p - k z_p`
   — peak load within the utilisation cap with ``k`` instances lost (τ instance-seconds per
   request, ρ the queueing cap of :mod:`planner.optimize.prepare`);
@@ -83,7 +91,7 @@ Objective (USD/month, ``H`` hours per month, ``e`` electricity price, PUE ``η``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -111,6 +119,8 @@ class Built:
     n_max: np.ndarray
     """Upper bound (big-M) on instances of each pool."""
     build_s: float = 0.0
+    group_ties: list[tuple[list[int], list[int], tuple[int, int, str, int]]] = field(default_factory=list)
+    """``group_route`` pairs (:func:`_group_ties`): points of a bucket, of its group's first bucket, and ``(d, d0, phase, pool)``."""
 
 
 def _finite(v: float) -> bool:
@@ -188,6 +198,10 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     # Inline encode (module docstring, encode_host): only for requests the host pool prefills.
     hosted = _encode_hosts(d_of, role_of, point_pool)
     m.encode_host = pe.Constraint(sorted(hosted), rule=lambda _m, e: x[e] <= pe.quicksum(x[i] for i in hosted[e]))
+    # Latency groups (module docstring, group_route): a group's buckets split alike over the pools.
+    tied = _group_ties(pts, d_of, role_of, point_pool, phases_of_role)
+    m.group_route = pe.Constraint(range(len(tied)), rule=lambda _m, t: pe.quicksum(x[i] for i in tied[t][0])
+                                  == pe.quicksum(x[i] for i in tied[t][1]))
 
     # --- tool execution phase (planner.agents): variables, and their terms in load / kv ---
     tool_load, tool_kv = build_tool_phase(m, prep, redundancy)
@@ -266,7 +280,47 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     if not budget_usd_per_month:
         m.budget_c.deactivate()
     m.objective = pe.Objective(expr=m.cost_total, sense=pe.minimize)
-    return Built(model=m, prep=prep, pool_names=pool_names, point_pool=point_pool, route_keys=route_keys, n_max=n_max)
+    return Built(model=m, prep=prep, pool_names=pool_names, point_pool=point_pool, route_keys=route_keys, n_max=n_max,
+                 group_ties=tied)
+
+
+def _group_ties(pts: Any, d_of: np.ndarray, role_of: np.ndarray, point_pool: np.ndarray,
+                phases_of_role: dict[str, list[str]]) -> list[tuple[list[int], list[int], tuple[int, int, str, int]]]:
+    """``group_route`` pairs: for every bucket ``d`` of a latency group with more than one bucket, its
+    points on pool ``p`` in phase ``ph`` against the group's first bucket's (``(points of d, points of the
+    first, (d, first, ph, p))``). Buckets without a ``latency_group`` column, or alone in their group, are
+    free (no pair)."""
+    from planner.schema.capacity import LATENCY_GROUP_COLUMN
+
+    if LATENCY_GROUP_COLUMN not in pts.columns or "service" not in pts.columns or not len(pts):
+        return []
+    group_of_d: dict[int, tuple[str, str]] = {}
+    for d, svc, g in zip(d_of.tolist(), pts["service"].astype(str).tolist(), pts[LATENCY_GROUP_COLUMN].tolist(), strict=True):
+        group_of_d.setdefault(d, (svc, str(g)))
+    members: dict[tuple[str, str], list[int]] = {}
+    for d in sorted(group_of_d):
+        members.setdefault(group_of_d[d], []).append(d)
+    first = {d: ds[0] for ds in members.values() if len(ds) > 1 for d in ds}
+    if not first:
+        return []
+    share: dict[tuple[int, str, int], list[int]] = {}
+    for i, (d, r, p) in enumerate(zip(d_of.tolist(), role_of.tolist(), point_pool.tolist(), strict=True)):
+        if d in first:
+            for ph in phases_of_role[r]:
+                share.setdefault((d, ph, p), []).append(i)
+    keys = sorted({(first[d], ph, p) for (d, ph, p) in share} | set(share))
+    out: list[tuple[list[int], list[int], tuple[int, int, str, int]]] = []
+    for d, ph, p in keys:
+        f = first[d]
+        if d != f:
+            out.append((share.get((d, ph, p), []), share.get((f, ph, p), []), (d, f, ph, p)))
+    # a (first, ph, p) the other member lacks: pair the member's empty sum against it
+    for f in sorted(set(first.values())):
+        for d in [d for d, ff in first.items() if ff == f and d != f]:
+            for (ff, ph, p) in [k for k in share if k[0] == f]:
+                if (d, ph, p) not in share:
+                    out.append(([], share[(ff, ph, p)], (d, f, ph, p)))
+    return [t for t in out if t[0] or t[1]]
 
 
 def _encode_hosts(d_of: np.ndarray, role_of: np.ndarray, point_pool: np.ndarray) -> dict[int, list[int]]:
@@ -309,6 +363,10 @@ def constraint_name(built: Built, kind: str, index: Any) -> str:
     if kind == "encode_host":
         r = prep.points.iloc[int(index)]
         return f"encode_host[{r['service']}|{r['bucket']}|{r['pool']}]"
+    if kind == "group_route":
+        d, f, phase, pool = built.group_ties[int(index)][2]
+        row, first = prep.demand.iloc[d], prep.demand.iloc[f]
+        return f"group_route[{row['service']}|{row['bucket']}~{first['bucket']}|{phase}|{built.pool_names[pool]}]"
     if kind in ("load", "kv", "pool_on", "pool_min", "type_on"):
         return f"{kind}[{built.pool_names[index]}]"
     if kind.startswith("tool_") or kind.startswith("cpu_") or kind.startswith("kv_tier"):
