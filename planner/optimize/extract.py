@@ -91,9 +91,45 @@ def solution_arrays(built: Built) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     x = np.clip(x, 0.0, 1.0)
     x[x < SHARE_EPS] = 0.0
     n = np.array([round(m.n[p].value or 0.0) for p in range(len(built.pool_names))], dtype=int)
+    x = _drop_unbuilt_shares(built, x, n)
     z = np.array([round(m.z[p].value or 0.0) for p in range(len(built.pool_names))], dtype=int)
     u = np.array([round(m.u[t].value or 0.0) for t in m.T], dtype=int)
     return x, n, z, u
+
+
+UNBUILT_SHARE_MAX = 1e-5
+"""Largest share routed to a pool of 0 instances that is read as the solver's feasibility tolerance."""
+
+
+def _drop_unbuilt_shares(built: Built, x: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Shares the solver left on a pool of 0 instances within its feasibility tolerance, removed.
+
+    ``route_on`` forbids traffic on a pool that does not exist, but HiGHS meets it to its primal
+    tolerance: with the ``group_route`` equalities (a latency group's buckets split alike) a bucket can
+    keep ~1e-6 of its decode on a pool the plan does not build, and the latency check then sees an
+    overloaded pool of 0 instances (infinite TTFT). Shares up to :data:`UNBUILT_SHARE_MAX` on such
+    pools are set to 0 and each affected ``(bucket, phase)`` is rescaled to sum to 1 again; a larger
+    share on an unbuilt pool is left for the checks to report."""
+    if not len(x):
+        return x
+    unbuilt = (n[built.point_pool] == 0) & (x > 0) & (x <= UNBUILT_SHARE_MAX)
+    if not unbuilt.any():
+        return x
+    from planner.optimize.model import PHASE_ROLES
+
+    x = x.copy()
+    pts = built.prep.points
+    d_of = pts["d"].to_numpy(int)
+    role_of = pts["role"].to_numpy(str)
+    touched = set(d_of[unbuilt].tolist())
+    x[unbuilt] = 0.0
+    for d in touched:
+        for roles in PHASE_ROLES.values():
+            idx = np.nonzero((d_of == d) & np.isin(role_of, roles))[0]
+            total = float(x[idx].sum())
+            if idx.size and total > 0 and abs(total - 1.0) <= 10 * UNBUILT_SHARE_MAX:
+                x[idx] = x[idx] / total
+    return x
 
 
 def point_power_arrays(pts: pd.DataFrame, cfg: pd.DataFrame, x: np.ndarray) -> tuple[np.ndarray, ...]:
