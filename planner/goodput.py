@@ -10,8 +10,9 @@ own chain, never a separate formula:
    (``interarrival_cv: 1``), the scenario's SLO (Server / Interactive: p99 TTFT and p99 per-request
    TPOT at the limits the log prints; Offline: no latency limit, written as a p99 end-to-end bound of
    the 600 s minimum run, the only bound an Offline run has), the system's device as the only
-   candidate, tp in {1, 2, 4, 8} up to the system's count, both architectures, and the device's
-   ``procurement_limit`` set to the system's accelerator count;
+   candidate, tp in {1, 2, 4, 8} up to the system's count (only the submission's tp where its run
+   command and harness fix one engine for all cards: :func:`system_tp`), both architectures, and the
+   device's ``procurement_limit`` set to the system's accelerator count;
 2. its capacity table (:func:`planner.capacity.build_capacity_tables`) and the MIP with the
    verify-and-tighten loop of a study (:func:`planner.studies.sweep.solve_scenario`, the same plans
    ``planner solve`` gives);
@@ -145,6 +146,30 @@ def system_interconnect(row: MLPerfResult) -> int:
     return hit[0] if hit is not None and "nvlink" not in hit[1].lower() else 0
 
 
+ENGINES_FILE = "mlperf_system_engines.csv"
+"""``models/measured/mlperf_system_engines.csv``: systems whose submission fixes the number of engine
+instances (one API server for all cards), read from its run command and harness code (its SOURCE.md);
+a configuration fact, not a measurement."""
+
+
+@lru_cache(maxsize=1)
+def _engine_instances() -> dict[tuple[str, str, str], int]:
+    from planner.catalog import catalog_file
+
+    path = catalog_file(f"measured/{ENGINES_FILE}")
+    if path is None:
+        return {}
+    with path.open(encoding="utf-8") as fh:
+        return {(r["round"], r["submitter"], r["system"]): int(r["engine_instances"]) for r in csv.DictReader(fh)}
+
+
+def system_tp(row: MLPerfResult) -> int:
+    """Tensor-parallel size a system's submission fixes (``n_accel / engine_instances`` of
+    :data:`ENGINES_FILE`), else 0 (the planner chooses tp and replicas as ``planner solve`` does)."""
+    k = _engine_instances().get((row.round, row.submitter, row.system))
+    return row.n_accel // k if k and row.n_accel % k == 0 else 0
+
+
 def write_stack_calibration(path: str | Path) -> None:
     """Write :data:`STACKS_FILE` from ``models/calibration/power.yaml`` (its ``engines``, by
     :func:`planner.perf.power_fit.stack_calibration`): the two files cannot drift (a test compares them)."""
@@ -184,6 +209,9 @@ class Case:
     pcie_node: int = 0
     """0: the device's catalog scale-up link; ``k > 0``: the system's cards have no NVLink, ``k`` per
     node on PCIe (:func:`system_interconnect`)."""
+    fixed_tp: int = 0
+    """0: tp in :data:`TP_DEGREES` up to the system's count; ``k > 0``: the submission ran one engine
+    per ``k`` cards (:func:`system_tp`), so only tp ``k``."""
 
 
 @dataclass(frozen=True)
@@ -218,7 +246,7 @@ def case_for(row: MLPerfResult, catalog: Any) -> Case | Skip:
     return Case(device=dev, n_accel=row.n_accel, model=rules.model, weight_precision=WEIGHT_PRECISION.get(dev, "fp8"), engine=engine,
                 input_tokens=int(round(rules.input_tokens_assumed)), output_tokens=int(round(osl)),
                 ttft_ms=row.ttft_p99_target_ms, tpot_ms=row.tpot_p99_target_ms, calibration=calibration,
-                pcie_node=system_interconnect(row))
+                pcie_node=system_interconnect(row), fixed_tp=system_tp(row))
 
 
 def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
@@ -254,7 +282,7 @@ def instance_for(case: Case, rate_per_s: float = 1.0) -> dict[str, Any]:
             "traffic": {"rate_per_s": rate_per_s, "peak_rate_per_s": rate_per_s, "interarrival_cv": 1.0,
                         "lengths": [{"input_tokens": case.input_tokens, "output_tokens": case.output_tokens, "weight": 1.0}]},
         }},
-        "catalog": {"devices": [case.device], "tp_degrees": [t for t in TP_DEGREES if t <= case.n_accel], "pricing": "rent",
+        "catalog": {"devices": [case.device], "tp_degrees": [case.fixed_tp] if case.fixed_tp else [t for t in TP_DEGREES if t <= case.n_accel], "pricing": "rent",
                     "device_overrides": {case.device: {"procurement_limit": case.n_accel, **pcie}}},
         "options": {"architectures": ["shared", "disaggregated"]},
     }
@@ -347,7 +375,7 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
                     "measured_tokens_per_s": r.tokens_per_s, "predicted_tokens_per_s": pred,
                     "error_pct": 100.0 * (pred / r.tokens_per_s - 1.0), "architecture": g.architecture or "", "plan": g.pools,
                     "busy_bound_tokens_per_s": g.busy_bound_rate_per_s * osl,
-                    "calibration": c.calibration or "shipped", "tp_over_pcie": bool(c.pcie_node)})
+                    "calibration": c.calibration or "shipped", "tp_over_pcie": bool(c.pcie_node), "fixed_tp": c.fixed_tp})
     return pd.DataFrame(out), pd.DataFrame(skipped, columns=["line", "round", "submitter", "system", "accelerator", "n_accel", "benchmark",
                                                              "scenario", "reason"])
 
