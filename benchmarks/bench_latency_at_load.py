@@ -43,7 +43,7 @@ Run of 2026-12-04 after :func:`planner.pool_latency._chosen_batch_ratio` takes t
 decode counts (dispersion ``1/√c``, as ``_jsq_ahead_pmf``) and the measured window is at least 5
 request lives (``python benchmarks/bench_latency_at_load.py``; 3 seeds × 4,000 requests or 5 lives):
 as solved unchanged (138 of 144 within ±15 %). Instance counts 78 % of 288 within (77 % before), and
-the figures behind many instances moved for two reasons:
+three findings behind many instances:
 
 * ITL p99 of 8,000-token prompts at 30 % over 17 / 64 instances −56 / −91 % → 0 / 0 % (analytic 502
   ms, the partial chunk, as simulated; 43 ms, the decode step, before): the minimum of 17 or 64
@@ -71,8 +71,8 @@ the figures behind many instances moved for two reasons:
   its own with the examples re-derived.
 * The simulated tails behind many instances grow with the run (all outputs 200 tokens, a
   least-loaded router: slow to mix): 1,000-token TTFT p99 over 4 instances at 50 % 551 / 657 / 717
-  ms at 4,000 / 40,000 / 100,000 requests, over 17 instances 539 / 607 / 683 / 924 ms at 4,000 /
-  20,000 / 40,000 / 100,000; 8,000-token over 17 at 30 % 1,732 / 2,011 / 1,961 ms at 4,000 /
+  ms at 4,000 / 40,000 / 100,000 requests (each above 5 lives), over 17 instances 539 / 607 / 683 /
+  924 ms at 4,000 (under one life: the drain above) / 20,000 / 40,000 / 100,000; 8,000-token over 17 at 30 % 1,732 / 2,011 / 1,961 ms at 4,000 /
   20,000 / 100,000 (one seed each beyond 4,000). The 15 % acceptance behind many instances is
   therefore measured at a stated run length, not a converged one; the ``_jsq_ahead_pmf`` dispersion
   ``1/√c`` was calibrated at 4,000 requests.
