@@ -135,23 +135,16 @@ def test_simulate_reports_per_service_and_routes_by_the_plans_shares(plan_file: 
 
 
 @pytest.mark.slow
-def test_agentic_simulation_uses_every_planned_pool(tmp_path: Path) -> None:
+def test_agentic_simulation_uses_every_planned_pool() -> None:
     """A shared plan with two unified pools of one service (tp2 and tp4): both carry traffic at peak,
     and no pool is said to be missing from the instance. Was agentic-assistant's shared plan (2 tp2 +
     168 tp4 GPUs); with the round-10 perf calibration it is one tp4 pool (172 GPUs), so the case became
     code-completion-8b's shared plan; since buckets pay their mean work (issue 24 item 0) its shipped
-    4 buckets fit one tp4 pool, so the case is code-completion-8b at 16 buckets (12 tp2 + 7 tp4 H100s),
+    4 buckets fit one tp4 pool, so the case became code-completion-8b at 16 buckets (12 tp2 + 7 tp4 H100s);
+    since a prompt waits behind what a least-loaded router leaves ahead of it (issue 24 item 3) that is one
+    tp2 pool (30 instances), so the case is long-context-assistant as shipped (19 tp2 + 2 tp4 MI300X),
     simulated with --architecture shared."""
-    import yaml
-
-    src = Path(INSTANCE).with_name("code-completion-8b.yaml")
-    data = yaml.safe_load(src.read_text())
-    traffic = data["services"]["code"]["traffic"]
-    traffic["buckets"] = 16
-    traffic["trace"] = str(src.parent / traffic["trace"])
-    path = tmp_path / "code-completion-8b-16.yaml"
-    path.write_text(yaml.safe_dump(data))
-    path = str(path)
+    path = str(Path(INSTANCE).with_name("long-context-assistant.yaml"))
     r = CliRunner().invoke(main, ["simulate", path, "--architecture", "shared", "--duration", "300", "--scenario", "peak", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
