@@ -9,8 +9,8 @@ view of a plan quotes one analytic number.
    servers (``B_p`` the load-weighted batch, 1 for prefill), arrival rate
    ``λ_p = Σ λ_peak x``, mean service ``s_p = busy_p / (n_p − k) · c / λ_p`` and
    the arrival-weighted arrival CV and the service-time CV of the mixture of its points (buckets of
-   different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``). Prefill and decode pools see the
-   service's arrivals thinned to their share ``P``: ``c_a² = P·c² + 1 − P`` (:func:`_thinned_cv2`),
+   different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``). Every pool (prefill, decode, unified) sees
+   the service's arrivals thinned to its share ``P``: ``c_a² = P·c² + 1 − P`` (:func:`_thinned_cv2`),
    and a decode slot is held for the bucket's mean output at the point's step, ``s = o_mean·TPOT``
    (:func:`_decode_hold_s`; the plan's utilisation keeps τ at the representative lengths).
    Its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
@@ -173,9 +173,9 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         arr, busy = float(r["arr"]), float(r["busy"])
         s1 = float(r["s1"])
         cs = math.sqrt(max(0.0, float(r["s2"]) * arr / s1**2 - 1.0)) if s1 > 0 else 0.0
-        # prefill / decode pools: the thinned stream's CV (_thinned_cv2); unified pools keep the
-        # arrival-weighted CV of their services (their lane and slot model: wt-l, issue 24)
-        ca = math.sqrt(float(r["ca2"]) / arr) if r["role"] in ("prefill", "decode") and arr > 0 else float(r["ca"]) / arr
+        # every pool sees its share of its services' arrivals (_thinned_cv2); a unified pool carrying
+        # its whole service keeps the service's CV (P = 1)
+        ca = math.sqrt(float(r["ca2"]) / arr) if arr > 0 else float(r["ca"]) / arr
         servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
         service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
         if r["role"] == "decode" and arr > 0:
