@@ -452,7 +452,8 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     plan = result.architectures[architecture]
     sim = plan_to_sim_by_bucket(result, architecture)
     rt = sim.route_table
-    run = _run_until_resolved(sim, pd.DataFrame(result.capacity.points), arrivals, requests=requests, seed=seed, ci_level=ci_level,
+    points = sim.base.points if sim.base.points is not None else pd.DataFrame(result.capacity.points)  # built once by the adapter
+    run = _run_until_resolved(sim, points, arrivals, requests=requests, seed=seed, ci_level=ci_level,
                               max_requests=max_requests, precision=precision)
     res = run.res
     analytic_pools = predicted_pool_quantiles(result, architecture).set_index("pool")

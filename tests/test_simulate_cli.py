@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -151,3 +152,46 @@ def test_agentic_simulation_uses_every_planned_pool() -> None:
     pools = d["scenarios"]["peak"]["pools"]
     assert len(pools) >= 2 and all(p["utilization"] > 0 for p in pools.values())
     assert not any("not in" in n for n in d["notes"])
+
+
+@pytest.mark.parametrize("architecture", ["shared", "disaggregated"])
+def test_adapter_shared_routing_join_matches_unshared(plan_file: Path, architecture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan_to_sim_by_bucket builds the routing ⋈ points join once and hands it to plan_to_sim's
+    body and to the bucket routes (issue 27): the inputs must be those of a join built afresh
+    for each reader, the join must come back unmodified, and the points frame verify reuses is
+    ``pd.DataFrame(plan.capacity.points)``."""
+    import pandas as pd
+
+    import planner.simulate.adapter as adapter
+
+    plan = PlanResult.model_validate_json(plan_file.read_text())
+    shared = adapter.plan_to_sim_by_bucket(plan, architecture)
+    points, routed, note = adapter._routed_points(plan, architecture)
+    before = routed.copy(deep=True)
+    base = adapter._plan_to_sim(plan, architecture, (points, routed, note))
+    pd.testing.assert_frame_equal(routed, before)  # the body does not write into the shared join
+    assert base.points is not None and shared.base.points is not None
+    pd.testing.assert_frame_equal(shared.base.points, pd.DataFrame(plan.capacity.points))
+
+    real = adapter._routed_points
+    monkeypatch.setattr(adapter, "_routed_points",
+                        lambda p, a: tuple(x.copy(deep=True) if isinstance(x, pd.DataFrame) else x for x in real(p, a)))
+    fresh = adapter.plan_to_sim_by_bucket(plan, architecture)
+    assert shared.routes == fresh.routes
+    assert _specs(shared.base.pools) == _specs(fresh.base.pools) and shared.base.routes == fresh.base.routes
+    pd.testing.assert_frame_equal(shared.route_table, fresh.route_table)
+    assert _specs(shared.base.pools) == _specs(adapter.plan_to_sim(plan, architecture).pools)
+
+
+def _specs(pools: list[Any]) -> list[dict[str, Any]]:
+    """PoolSpec fields, a callable one (time per prompt length, or per batch and chunk) by its values at a few arguments."""
+    import dataclasses
+    import inspect
+
+    def value(v: Any) -> Any:
+        if not callable(v):
+            return v
+        n_args = len(inspect.signature(v).parameters)
+        return [v(*([n] * n_args)) for n in (1, 100, 4096)]
+
+    return [{f.name: value(getattr(p, f.name)) for f in dataclasses.fields(p)} for p in pools]

@@ -105,6 +105,8 @@ class SimInputs:
     """The plan's demand rows (service, bucket, weight, rates, lengths, CV)."""
     pool_plans: dict[str, PoolPlan]
     notes: list[str] = field(default_factory=list)
+    points: pd.DataFrame | None = None
+    """The plan's capacity points as a frame (``pd.DataFrame(plan.capacity.points)``, built once per plan)."""
 
     @property
     def services(self) -> list[str]:
@@ -169,16 +171,31 @@ def drop_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                            "prefill / unified steps (the plan sizes both; planner.capacity_encode)")
 
 
+def _routed_points(plan: PlanResult, architecture: str | None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The plan's capacity points as a frame, its routing rows with a share (encode phase dropped,
+    :func:`drop_encode_phase`) left-joined to their operating points, and the encode note.
+    Built once per plan: :func:`plan_to_sim` and :func:`plan_to_sim_by_bucket` both read the join
+    (neither mutates it: every later step makes a new frame)."""
+    arch = choose_architecture(plan, architecture)
+    points = pd.DataFrame(plan.capacity.points)
+    routing = pd.DataFrame([r.model_dump() for r in arch.routing])
+    routing, encode_note = drop_encode_phase(routing[routing["share"] > 1e-9])
+    routed = routing.merge(points, on=["service", "bucket", "role", "config"], how="left", suffixes=("", "_pt"))
+    return points, routed, encode_note
+
+
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
     """Build :class:`PoolSpec` / :class:`ServiceRoute` values from a plan (module docstring)."""
+    return _plan_to_sim(plan, architecture, _routed_points(plan, architecture))
+
+
+def _plan_to_sim(plan: PlanResult, architecture: str | None,
+                 routed_points: tuple[pd.DataFrame, pd.DataFrame, str]) -> SimInputs:
+    """:func:`plan_to_sim` from the plan's routing joined to its points (:func:`_routed_points`)."""
     arch = choose_architecture(plan, architecture)
     demand = pd.DataFrame(plan.capacity.demand)
-    points = pd.DataFrame(plan.capacity.points)
+    points, rows, encode_note = routed_points
     configs = pd.DataFrame(plan.capacity.configs).set_index("config") if plan.capacity.configs else pd.DataFrame()
-    routing = pd.DataFrame([r.model_dump() for r in arch.routing])
-    routing = routing[routing["share"] > 1e-9]
-    routing, encode_note = drop_encode_phase(routing)
-    rows = routing.merge(points, on=["service", "bucket", "role", "config"], how="left", suffixes=("", "_pt"))
     rows = rows.merge(demand[["service", "bucket", "input_tokens_rep", "output_tokens_rep",
                               "input_tokens_mean", "output_tokens_mean"]], on=["service", "bucket"], how="left")
     rows = rows.merge(_work_lengths(demand), on=["service", "bucket"], how="left")
@@ -294,7 +311,7 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
             **_itl_fields(d),
         ))
     return SimInputs(architecture=arch.architecture, pools=pools, routes=routes, demand=demand,
-                     pool_plans=pool_plans, notes=notes)
+                     pool_plans=pool_plans, notes=notes, points=points)
 
 
 def _work_lengths(demand: pd.DataFrame) -> pd.DataFrame:
@@ -451,13 +468,10 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
     step; the simulated prefill instance is busy only the amortised ``τ_pf``). So the
     simulation tests the queueing, not the operating point.
     """
-    base = plan_to_sim(plan, architecture)
-    arch = choose_architecture(plan, architecture)
-    points = pd.DataFrame(plan.capacity.points)
+    routed_points = _routed_points(plan, architecture)
+    base = _plan_to_sim(plan, architecture, routed_points)
     demand = base.demand
-    routing = pd.DataFrame([r.model_dump() for r in arch.routing])
-    routing = drop_encode_phase(routing[routing["share"] > 1e-9])[0].merge(points, on=["service", "bucket", "role", "config"], how="left",
-                                                     suffixes=("", "_pt"))
+    routing = routed_points[1]
     known = {ps.name for ps in base.pools}
     # a share the MIP leaves on a pool it did not open is solver noise (below its feasibility tolerance): dropped
     # (long-document-nvidia at a 3 s TTFT target routed a sliver of a bucket to a decode pool with 0 instances)
