@@ -7,15 +7,15 @@ prints per K the winner and each architecture's cost (``*`` when the plan misses
 analytic check or the peak simulation), then the spread ``max / min − 1`` of each architecture's cost and
 of the winner's cost over the three counts. Target (issue 24): spread ≤ 5 % and the same winner.
 
-Last run (2026-12-04, branch wt-bk3: latency groups, planner.workload.buckets item 6; spread shared /
-disaggregated, ``*`` a plan that misses): long-document-nvidia 0.0 / 0.0 % (was 12.7 / 9.8 %, winner
-flipping at 16); long-context-assistant 1.9 / 22.5 % (was 23.4 / 64.0 %; disaggregated at 16 still 109k*
-against 89k); code-completion-8b 4.1 / 4.5 % (was 47.3 / 61.1 %), but shared at 16 misses the peak
-simulation (a 1-instance pool carrying 4.6 % of the top bucket), so the winner flips there;
-agentic-assistant 13.6 / 5.5 % (was 13.6 / 7.8 %; a 10-request log, shared at 16 misses); the others
-0 %. What is left comes from the optimiser splitting a latency group over configurations (smaller pools
-than the caps assume) and the latency check's ×4 tightening steps that follow
-(:mod:`planner.optimize.prepare` module docstring).
+Last run (2026-12-04, evening; latency groups, planner.workload.buckets item 6; ``group_route`` in
+planner.optimize.model; shares on unbuilt pools dropped, planner.optimize.extract; unified pools' thinned
+arrival CV, planner.pool_latency; spread shared / disaggregated, winner's cost): long-document-nvidia
+0.0 / 0.0 %, 0.0 % (was 12.7 / 9.8 %, winner flipping at 16); long-context-assistant 1.9 / 1.6 %, 1.9 %
+(was 23.4 / 64.0 %); code-completion-8b 4.1 / 1.9 %, 4.1 % (was 47.3 / 61.1 %); enterprise-chat,
+fleet-horizon, multimodal-image, deepseek-v3-wide-ep 0.0 %; every plan at every count meets its targets
+(analytic and peak simulation). Not met: agentic-assistant 18.2 / 5.5 %, winner's cost 7.8 %, shared at 4
+and disaggregated at 8 / 16 (a 10-request log: above 4 buckets most buckets are one request, and the
+shared plan's first solution at 8 misses the analytic check and is tightened x4).
 """
 
 from __future__ import annotations
