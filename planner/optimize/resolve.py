@@ -1,4 +1,4 @@
-"""Re-solving a built model for scenarios that change only rates, prices or the budget.
+r"""Re-solving a built model for scenarios that change only rates, prices or the budget.
 
 A sweep asks the same question of many capacity tables that differ only in the demand
 rates (traffic growth), the electricity price or the budget. Building the pyomo model is
@@ -7,19 +7,23 @@ only updates mutable parameters that pyomo's persistent HiGHS interface pushes t
 solver as coefficient changes:
 
 - ``lam_peak[d]``, ``lam_mean[d]`` — the scenario's rates (requests/s);
-- ``inv_rho[i]`` — ``1 / ρ_i``, the inverse utilisation cap of point ``i``. The cap comes
-  from the queueing model with a nominal pool ``n0 = ceil(λ_peak τ)``
+- ``load_coef[i]`` — ``τ_i / ρ_i``, instance-seconds per request over the utilisation cap of
+  point ``i``. The cap comes from the queueing model with a nominal pool ``n0 = ceil(λ_peak τ)``
   (:func:`planner.optimize.prepare.utilization_caps`), so it depends on the rate: it is
-  recomputed for every scenario exactly as a fresh solve would. To make ρ mutable, the
-  ``load[p]`` constraint of :func:`planner.optimize.model.build_model` is rebuilt here
-  with the same mathematics, :math:`\\sum_{i \\in I_p} \\lambda^{peak}_{d(i)} \\tau_i
-  \\rho_i^{-1} x_i \\le n_p - k z_p`, before any solver sees the model;
+  recomputed for every scenario exactly as a fresh solve would. The ``load[p]`` constraint
+  :math:`\sum_{i \in I_p} \lambda^{peak}_{d(i)} (\tau_i / \rho_i) x_i \le n_p - k z_p` is
+  :func:`planner.optimize.model.build_model`'s own (``mutable_rates=True``), in its place, and each
+  coefficient evaluates to the float a fresh build computes, so HiGHS is handed the very LP of
+  a fresh build — the same rows and columns in the same order, bit for bit (issue 24 item 1: when
+  the Resolver rebuilt ``load`` and ``pool_on`` at the end of the model, with ``λ·τ·(1/ρ)``, the
+  solution moved in its last bits and a knife-edge latency check sent a sweep's tightening loop
+  to another plan than ``planner solve``'s; ``tests/test_resolve_same_lp.py``);
 - ``price`` (USD/kWh) and ``budget`` (USD/month; the ``budget`` constraint is switched on
   or off).
 
 The integer bound ``N_p`` (big-M of ``pool_on[p]``, and the upper bound of ``n[p]``) is
 computed by :func:`planner.optimize.prepare.prepare` from the rates; the Resolver makes it
-a mutable parameter ``big_m[p]`` and sets it (and the bound of ``n[p]``) per scenario to
+a mutable parameter ``big_m[p]`` (:func:`build_model`'s, ``mutable_rates=True``) and sets it (and the bound of ``n[p]``) per scenario to
 exactly what a fresh build would use, so the re-solved model *is* the fresh model (a loose
 big-M would leave the optimum unchanged but weaken the LP relaxation: measured 2-3x slower
 HiGHS on the example instance). ``min_n_max`` puts a floor under it for held plans
@@ -196,7 +200,7 @@ class Resolver:
         """
         from planner.optimize.highs import import_pyomo
 
-        pe = import_pyomo()  # not scipy.stats with it (planner.optimize.highs.import_pyomo)
+        import_pyomo()  # not scipy.stats with it (planner.optimize.highs.import_pyomo)
 
         t0 = time.perf_counter()
         raw = prepare(tables, max_utilization=settings.max_utilization)
@@ -213,26 +217,6 @@ class Resolver:
         prep.pools = pools
         budget = settings.budget_usd_per_month
         built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=budget, mutable_rates=True)
-        m = built.model
-        pts = prep.points
-        d_of = pts["d"].to_numpy(int)
-        tau = pts["instance_seconds_per_request"].to_numpy(float)
-        pts_of_pool: list[list[int]] = [[] for _ in range(len(built.pool_names))]
-        for i, p in enumerate(built.point_pool):
-            pts_of_pool[int(p)].append(i)
-        if getattr(prep, "tool", None) is None:
-            m.inv_rho = pe.Param(m.I, initialize=dict(enumerate(1.0 / pts["rho"].to_numpy(float))), mutable=True)
-            m.del_component(m.load_c)
-
-            def load_rule(_m: Any, p: int) -> Any:
-                return pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i]) * _m.inv_rho[i] * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p]
-
-            m.load_c = pe.Constraint(m.P, rule=load_rule)
-            # pool_on[p]: n_p <= N_p z_p with N_p mutable, set per scenario to the big-M a fresh
-            # prepare() computes (a loose envelope would weaken the LP relaxation and slow HiGHS).
-            m.big_m = pe.Param(m.P, initialize=dict(enumerate(float(v) for v in built.n_max)), mutable=True)
-            m.del_component(m.pool_on)
-            m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= _m.big_m[p] * _m.z[p])
         built.build_s = time.perf_counter() - t0
         feasible = tables.points["feasible"].astype(bool) & (tables.points["instance_seconds_per_request"] > 0)
         routable = int(tables.points[feasible].merge(tables.demand[["service", "bucket"]], on=["service", "bucket"]).shape[0])
@@ -338,8 +322,10 @@ class Resolver:
         for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
             m.lam_peak[d].set_value(lp)
             m.lam_mean[d].set_value(lm)
-        for i, r in enumerate(prep.points["rho"].to_numpy(float)):
-            m.inv_rho[i].set_value(1.0 / r)
+        # tau/rho as build_model computes it, so each load coefficient is the float a fresh build gives
+        tau_over_rho = prep.points["instance_seconds_per_request"].to_numpy(float) / prep.points["rho"].to_numpy(float)
+        for i, c in enumerate(tau_over_rho.tolist()):
+            m.load_coef[i].set_value(c)
         m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
         if s.budget_usd_per_month:
             m.budget.set_value(float(s.budget_usd_per_month))
