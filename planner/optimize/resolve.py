@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -77,6 +78,7 @@ from planner.optimize.prepare import (
 )
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
+from planner.optimize.tighten import Remodel
 from planner.optimize.verdict import make_verdict
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
@@ -187,6 +189,8 @@ class Resolver:
     """False when the table has a tool phase (its coefficients and CPU big-M are built from the rates): always rebuild."""
     cap_factors: CapFactors | None = None
     """Per point: the factor a held plan's solve divided its cap by (:func:`apply_cap_factors`), or None."""
+    _scratch: tuple[Built, Any] | None = None
+    """The second model of this structure and its solver, for the tightening rounds (:meth:`remodel`)."""
 
     @classmethod
     def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0,
@@ -308,30 +312,64 @@ class Resolver:
         return SolveOutcome(result=result, prepared=self.built.prep, built=self.built)
 
     def _update(self, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
-        m = self.built.model
         n_max = prep.pools["n_max"].to_numpy(int)
         if self.min_n_max is not None:
             n_max = np.maximum(n_max, self.min_n_max)
             prep.pools = prep.pools.assign(n_max=n_max)
-        self.built.prep = prep
-        # Big-M and the bound restrict() gives n: as build_model sets them (n_max + k spares).
-        self.built.n_max = n_max + int(s.redundancy)
-        for p, v in enumerate(self.built.n_max):
-            m.big_m[p].set_value(float(v))
-        dem = prep.demand
-        for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
-            m.lam_peak[d].set_value(lp)
-            m.lam_mean[d].set_value(lm)
-        # tau/rho as build_model computes it, so each load coefficient is the float a fresh build gives
-        tau_over_rho = prep.points["instance_seconds_per_request"].to_numpy(float) / prep.points["rho"].to_numpy(float)
-        for i, c in enumerate(tau_over_rho.tolist()):
-            m.load_coef[i].set_value(c)
-        m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
-        if s.budget_usd_per_month:
-            m.budget.set_value(float(s.budget_usd_per_month))
-            m.budget_c.activate()
-        else:
-            m.budget_c.deactivate()
+        _set_parameters(self.built, prep, tables, s)
+
+    def remodel(self, s: SolveSettings) -> Callable[[Prepared], tuple[Built, Any] | None]:
+        """The model of a tightened or relaxed ``prep`` (:func:`planner.optimize.tighten.solve_verified`'s
+        ``remodel``): a second built model of this structure, kept per Resolver, with the prep's rates, caps,
+        big-M, price and ``s``'s budget set in place (issue 27: the rebuild and the hand-over to HiGHS were
+        ~10 % of a sweep). It is the LP :func:`build_model` would build from ``prep``, bit for bit (same
+        rows and columns, the same coefficients: ``tests/test_resolve_same_lp.py``); None (build it) when
+        ``prep`` is not of this structure or the table has a tool phase. Each call returns a new
+        :class:`Built` holding ``prep``, over the one shared pyomo model: the loop solves a model right
+        after loading it and reads only the prep of earlier ones."""
+
+        def load(prep: Prepared) -> tuple[Built, Any] | None:
+            if not self.reusable or prep.tool is not None or _point_keys(prep) != self.keys \
+                    or prep.pools["pool"].astype(str).tolist() != self.built.pool_names:
+                return None
+            if self._scratch is None:
+                t0 = time.perf_counter()
+                scratch = build_model(self.built.prep, redundancy=self.settings.redundancy, mutable_rates=True,
+                                      budget_usd_per_month=self.settings.budget_usd_per_month)
+                scratch.build_s = time.perf_counter() - t0
+                self._scratch = (scratch, make_solver())
+            base, solver = self._scratch
+            built = replace(base, prep=prep, build_s=0.0)
+            _set_parameters(built, prep, prep.tables, s)
+            return built, solver
+
+        return load
+
+
+def _set_parameters(built: Built, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
+    """Set a model built with ``mutable_rates`` to ``prep`` (same structure): rates, ``tau/rho``, big-M,
+    price and budget, each as :func:`build_model` computes it from ``prep``; ``built.prep`` and
+    ``built.n_max`` follow (the bound :func:`restrict` gives ``n``)."""
+    m = built.model
+    built.prep = prep
+    # Big-M and the bound restrict() gives n: as build_model sets them (n_max + k spares).
+    built.n_max = prep.pools["n_max"].to_numpy(int) + int(s.redundancy)
+    for p, v in enumerate(built.n_max.tolist()):
+        m.big_m[p].set_value(float(v))
+    dem = prep.demand
+    for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
+        m.lam_peak[d].set_value(lp)
+        m.lam_mean[d].set_value(lm)
+    # tau/rho as build_model computes it, so each load coefficient is the float a fresh build gives
+    tau_over_rho = prep.points["instance_seconds_per_request"].to_numpy(float) / prep.points["rho"].to_numpy(float)
+    for i, c in enumerate(tau_over_rho.tolist()):
+        m.load_coef[i].set_value(c)
+    m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
+    if s.budget_usd_per_month:
+        m.budget.set_value(float(s.budget_usd_per_month))
+        m.budget_c.activate()
+    else:
+        m.budget_c.deactivate()
 
 
 def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: CapacityTables, settings: SolveSettings, *,
@@ -402,7 +440,7 @@ def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
 
 
 def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings,
-                       unroutable: dict[str, bool] | None = None) -> ArchitectureSummary:
+                       unroutable: dict[str, bool] | None = None, remodel: Remodel | None = None) -> ArchitectureSummary:
     from planner.optimize.diagnose import diagnose_routability
     from planner.optimize.extract import (
         energy_kwh_per_month,
@@ -425,7 +463,7 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     if settings.simulation_check is not None:
         # `planner solve` simulates every plan at peak and tightens the pools that miss: so does a study
         # (the same loop, planner.optimize.tighten.solve_verified), so its row is solve's plan
-        return _verified_summary(built, solver, architecture, settings)
+        return _verified_summary(built, solver, architecture, settings, remodel=remodel)
     restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
     t0 = time.perf_counter()
     res = solve_persistent(solver, built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
@@ -457,7 +495,8 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
         # it starts from this solution (not solved again)
         from planner.optimize.architecture import plan_from_results
 
-        return _verified_summary(built, solver, architecture, settings, plan_from_results(built, res, wall, architecture, settings))
+        return _verified_summary(built, solver, architecture, settings, plan_from_results(built, res, wall, architecture, settings),
+                                 remodel=remodel)
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
@@ -490,13 +529,13 @@ def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings,
-                      first: ArchitecturePlan | None = None) -> ArchitectureSummary:
+                      first: ArchitecturePlan | None = None, remodel: Remodel | None = None) -> ArchitectureSummary:
     """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve — unless ``first`` is
     the plan of ``built`` already —, check, tighten)."""
     from planner.optimize.tighten import solve_verified
     from planner.optimize.verdict import meets_targets
 
-    plan, _final, _caps = solve_verified(built, solver, architecture, settings, first=first)
+    plan, _final, _caps = solve_verified(built, solver, architecture, settings, first=first, remodel=remodel)
     devices: dict[str, int] = {}
     for p in plan.pools:
         devices[p.device] = devices.get(p.device, 0) + p.devices
@@ -527,7 +566,8 @@ def summarize(resolver: Resolver, tables: CapacityTables, settings: SolveSetting
     else:
         target = Resolver.create(tables, s)
         resolver.stats["rebuilt"] += 1
-    return {a: _lean_architecture(target.built, target.solver, a, s, target._unroutable) for a in s.architectures}, reused
+    remodel = target.remodel(s)
+    return {a: _lean_architecture(target.built, target.solver, a, s, target._unroutable, remodel) for a in s.architectures}, reused
 
 
 def structure_key(tables: CapacityTables) -> int:
