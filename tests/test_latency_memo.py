@@ -20,8 +20,9 @@ def test_memoised_check_equals_the_computation_and_misses_on_changed_points() ->
     from planner.optimize.solve import make_solver, solve_architecture
     from planner.studies.source import settings_for
 
-    # the first shared plan of long-document-nvidia with a 3.5 s TTFT target misses its p99 TTFT (tests/test_studies.py)
-    resolved = load_instance(ROOT / "instances" / "long-document-nvidia.yaml", {"services.assistant.slo.ttft.target_ms": 3500})
+    # the first shared plan of long-document-nvidia with a 4 s TTFT target misses its p99 TTFT (tests/test_studies.py;
+    # 3.5 s before the JSQ shared-pool latency model of planner.pool_latency, whose first plan there passes)
+    resolved = load_instance(ROOT / "instances" / "long-document-nvidia.yaml", {"services.assistant.slo.ttft.target_ms": 4000})
     tables, settings = build_capacity_tables(resolved), settings_for(resolved)
     built = build_model(prepare(tables, max_utilization=settings.max_utilization), redundancy=settings.redundancy)
     plan = solve_architecture(built, make_solver(), "shared", settings)
