@@ -44,8 +44,9 @@ differently); ``SolveOutcome.result.notes`` says which path was taken.
 
 The lean summaries of sweeps (:func:`summarize`) run the same analytic tail-latency check as
 ``planner solve`` (:func:`planner.optimize.latency.tighten_factors`) on every solution; one that
-misses is re-solved on the full path (caps tightened, models rebuilt, at most
-``SolveSettings.verify_rounds`` rounds), so a sweep row is the plan ``solve_tables`` returns. When
+misses is re-solved on the full path (caps tightened, at most ``SolveSettings.verify_rounds``
+rounds; each tightened model is this Resolver's second model with the tightened caps set in place,
+:meth:`Resolver.remodel`, the LP a rebuild gives), so a sweep row is the plan ``solve_tables`` returns. When
 the settings carry the peak simulation (``SolveSettings.simulation_check``: ``planner solve`` wires
 it in when the instance's ``options.verify`` is on, and so do studies, through
 :func:`planner.solve_instance.instance_settings`), every architecture takes the full loop
@@ -491,7 +492,7 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     full, meets = _latency_check(built, x, n, architecture, settings)
     if (settings.verify_rounds > 0 or settings.relax) and full:
         # the lean plan fails the analytic tail-latency check (or has caps the loop relaxes): take the
-        # full path (tightened caps, rebuilt models) so a study reports the plan `planner solve` would give;
+        # full path (tightened caps, Resolver.remodel's models) so a study reports the plan `planner solve` would give;
         # it starts from this solution (not solved again)
         from planner.optimize.architecture import plan_from_results
 
