@@ -1,6 +1,6 @@
 """Sweep of the example instance: re-solve (persistent HiGHS) vs rebuild per scenario.
 
-Run: python benchmarks/bench_sweep.py [--jobs 2] [--n 200] [--repeat 1] [--profile 30]
+Run: python benchmarks/bench_sweep.py [--jobs 2] [--n 200] [--repeat 1] [--profile 30] [--out rows.csv]
 Prints the sweep's wall time on ``--jobs`` processes, its CPU time (this process and the
 workers, ``getrusage``: on a shared, loaded machine the wall time measures the neighbours too),
 the median of ``--repeat`` runs and its ratio to issue 27's target (1,000 scenarios in <= 60 s on
@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--rebuild-sample", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1, help="Sweeps timed (median reported).")
     ap.add_argument("--profile", type=int, default=0, help="Profile the sweep (this process) and print the top K functions.")
+    ap.add_argument("--out", default=None, help="Write the last sweep's rows to this CSV (compare two versions' answers; solve_s dropped).")
     a = ap.parse_args()
     resolved = load_instance(INSTANCE)
     src = TableSource.from_instance(resolved)
@@ -83,6 +84,8 @@ def main() -> None:
         cpus.append(_cpu_s() - cpu0)
         print(f"scenarios: {len(study)}  jobs: {a.jobs}  sweep wall: {walls[-1]:.1f} s  CPU (all processes): {cpus[-1]:.1f} s "
               f"({cpus[-1] / len(study) * 1e3:.0f} ms/scenario CPU)", flush=True)
+    if a.out:
+        rows.drop(columns=["solve_s"]).to_csv(a.out, index=False)
     if a.profile > 0:
         import pstats
 

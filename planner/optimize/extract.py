@@ -71,6 +71,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.optimize.memo import Memo, array_key, frame_key
 from planner.optimize.model import COST_EXPRESSIONS, Built
 from planner.optimize.prepare import ENCODE_HOST
 from planner.pool_latency import bucket_latency, pool_latency
@@ -215,7 +216,29 @@ def measured_pools(points: pd.DataFrame, point_pool: np.ndarray, share: np.ndarr
     return (measured > 0) & (modelled == 0)
 
 
+_PLAN_MEMO = Memo(256)
+"""Pools, routing and latency of a solution by the content it reads (:mod:`planner.optimize.memo`)."""
+
+
 def build_pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundancy: int) -> tuple[list[PoolPlan], list[RoutingShare], list[LatencyPrediction]]:
+    """Per pool its size, load, cap and KV; the routing shares; per service the predicted latency at peak
+    (module docstring). None of it reads a price: memoised on the points, pools, demand and configs (by
+    content), the solution ``x``, ``n`` and ``redundancy`` (issue 27: a sweep over prices meets the same
+    solution again and again); computed afresh with a tool phase (its held KV reads the model)."""
+    prep = built.prep
+    if prep.tool is not None:
+        return _pools_routing_latency(built, x, n, redundancy)
+    key = (frame_key(prep.points), frame_key(prep.pools), frame_key(prep.demand), frame_key(prep.tables.configs),
+           array_key(np.asarray(x, dtype=float)), array_key(np.asarray(n, dtype=float)), int(redundancy))
+    hit = _PLAN_MEMO.get(key)
+    if hit is None:
+        hit = _pools_routing_latency(built, x, n, redundancy)
+        _PLAN_MEMO.put(key, hit)
+    pools, routing, latency = hit
+    return [p.model_copy() for p in pools], [r.model_copy() for r in routing], [lp.model_copy() for lp in latency]
+
+
+def _pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundancy: int) -> tuple[list[PoolPlan], list[RoutingShare], list[LatencyPrediction]]:
     prep = built.prep
     pts = prep.points
     pools = prep.pools

@@ -16,7 +16,8 @@ Variables
 Parameters (mutable, for re-solving a built model; redundancy ``k`` is fixed at build)
 -----------------------------------------------------------------------------------
 ``lam_peak[d]``, ``lam_mean[d]`` request rates (1/s); ``price`` electricity (USD/kWh);
-``types_max`` most device types; ``budget`` USD/month.
+``types_max`` most device types; ``budget`` USD/month; with ``mutable_rates`` also ``load_coef[i]``
+(:math:`\tau_i / \rho_i`) and ``big_m[p]`` (:math:`N_p`).
 
 Constraints (name grammar ``kind[key]``; see :func:`constraint_names`)
 ---------------------------------------------------------------------
@@ -131,8 +132,9 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
                 max_device_types: int | None = None, mutable_rates: bool = False) -> Built:
     """Build the MIP from precomputed index sets (quicksum over flat arrays, no DataFrame lookups).
 
-    ``mutable_rates``: make ``lam_peak``, ``lam_mean`` and ``price`` mutable parameters, so a
-    :class:`planner.optimize.resolve.Resolver` can change them and re-solve. Otherwise they are
+    ``mutable_rates``: make ``lam_peak``, ``lam_mean``, ``price``, ``load_coef`` (``tau/rho``) and
+    ``big_m`` mutable parameters, so a :class:`planner.optimize.resolve.Resolver` can change them and
+    re-solve (the same rows and columns in the same order as the constant model). Otherwise they are
     plain numbers and every coefficient is a constant: pyomo's persistent HiGHS interface then
     loads the model without evaluating an expression per coefficient (issue 27: on the 97 k-variable
     fleet instance that evaluation was 15 of the 24 s spent handing the model to HiGHS)."""
@@ -213,8 +215,19 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     lam_peak = [m.lam_peak[d] for d in range(len(prep.demand))]
     lam_mean = [m.lam_mean[d] for d in range(len(prep.demand))]
 
+    if mutable_rates:
+        # a re-solved model (planner.optimize.resolve.Resolver) sets tau/rho and the big-M per scenario; the
+        # constraints keep their place and each coefficient evaluates to the same float as a fresh build
+        # (lam * (tau/rho), -N_p), so HiGHS gets the very matrix of a fresh build (issue 24 item 1)
+        m.load_coef = pe.Param(m.I, initialize=dict(enumerate(load_coef)), mutable=True)
+        m.big_m = pe.Param(m.P, initialize=dict(enumerate(float(v) for v in n_max)), mutable=True)
+        load_c: list[Any] = [m.load_coef[i] for i in range(n_pts)]
+        big_m: list[Any] = [m.big_m[p] for p in range(n_pool)]
+    else:
+        load_c, big_m = load_coef, [int(v) for v in n_max]
+
     def load_rule(_m: Any, p: int) -> Any:
-        return (pe.quicksum(lam_peak[d_l[i]] * load_coef[i] * x[i] for i in pts_of_pool[p])
+        return (pe.quicksum(lam_peak[d_l[i]] * load_c[i] * x[i] for i in pts_of_pool[p])
                 + pe.quicksum(tool_load.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
 
     m.load_c = pe.Constraint(m.P, rule=load_rule)
@@ -225,7 +238,7 @@ def build_model(prep: Prepared, *, redundancy: int = 0, budget_usd_per_month: fl
     m.kv = pe.Constraint(kv_pools, rule=lambda _m, p: pe.quicksum(
         lam_peak[d_l[i]] * (kv_pc_l[i] / float(kvcap[p])) * x[i] for i in pts_of_pool[p] if kv_pc_l[i] != 0.0)  # no 0 terms (inline encode)
         + pe.quicksum(t / float(kvcap[p]) for t in tool_kv.get(p, [])) <= _m.n[p] - _m.k * _m.z[p])
-    m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= int(n_max[p]) * _m.z[p])
+    m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= big_m[p] * _m.z[p])
     m.pool_min = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] >= (_m.k + 1) * _m.z[p])
     m.route_on = pe.Constraint([p for p in range(n_pool) if pts_of_pool[p]], rule=lambda _m, p: pe.quicksum(
         _m.x[i] for i in pts_of_pool[p]) <= len(pts_of_pool[p]) * _m.z[p])

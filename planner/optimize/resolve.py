@@ -1,4 +1,4 @@
-"""Re-solving a built model for scenarios that change only rates, prices or the budget.
+r"""Re-solving a built model for scenarios that change only rates, prices or the budget.
 
 A sweep asks the same question of many capacity tables that differ only in the demand
 rates (traffic growth), the electricity price or the budget. Building the pyomo model is
@@ -7,19 +7,23 @@ only updates mutable parameters that pyomo's persistent HiGHS interface pushes t
 solver as coefficient changes:
 
 - ``lam_peak[d]``, ``lam_mean[d]`` — the scenario's rates (requests/s);
-- ``inv_rho[i]`` — ``1 / ρ_i``, the inverse utilisation cap of point ``i``. The cap comes
-  from the queueing model with a nominal pool ``n0 = ceil(λ_peak τ)``
+- ``load_coef[i]`` — ``τ_i / ρ_i``, instance-seconds per request over the utilisation cap of
+  point ``i``. The cap comes from the queueing model with a nominal pool ``n0 = ceil(λ_peak τ)``
   (:func:`planner.optimize.prepare.utilization_caps`), so it depends on the rate: it is
-  recomputed for every scenario exactly as a fresh solve would. To make ρ mutable, the
-  ``load[p]`` constraint of :func:`planner.optimize.model.build_model` is rebuilt here
-  with the same mathematics, :math:`\\sum_{i \\in I_p} \\lambda^{peak}_{d(i)} \\tau_i
-  \\rho_i^{-1} x_i \\le n_p - k z_p`, before any solver sees the model;
+  recomputed for every scenario exactly as a fresh solve would. The ``load[p]`` constraint
+  :math:`\sum_{i \in I_p} \lambda^{peak}_{d(i)} (\tau_i / \rho_i) x_i \le n_p - k z_p` is
+  :func:`planner.optimize.model.build_model`'s own (``mutable_rates=True``), in its place, and each
+  coefficient evaluates to the float a fresh build computes, so HiGHS is handed the very LP of
+  a fresh build — the same rows and columns in the same order, bit for bit (issue 24 item 1: when
+  the Resolver rebuilt ``load`` and ``pool_on`` at the end of the model, with ``λ·τ·(1/ρ)``, the
+  solution moved in its last bits and a knife-edge latency check sent a sweep's tightening loop
+  to another plan than ``planner solve``'s; ``tests/test_resolve_same_lp.py``);
 - ``price`` (USD/kWh) and ``budget`` (USD/month; the ``budget`` constraint is switched on
   or off).
 
 The integer bound ``N_p`` (big-M of ``pool_on[p]``, and the upper bound of ``n[p]``) is
 computed by :func:`planner.optimize.prepare.prepare` from the rates; the Resolver makes it
-a mutable parameter ``big_m[p]`` and sets it (and the bound of ``n[p]``) per scenario to
+a mutable parameter ``big_m[p]`` (:func:`build_model`'s, ``mutable_rates=True``) and sets it (and the bound of ``n[p]``) per scenario to
 exactly what a fresh build would use, so the re-solved model *is* the fresh model (a loose
 big-M would leave the optimum unchanged but weaken the LP relaxation: measured 2-3x slower
 HiGHS on the example instance). ``min_n_max`` puts a floor under it for held plans
@@ -40,8 +44,9 @@ differently); ``SolveOutcome.result.notes`` says which path was taken.
 
 The lean summaries of sweeps (:func:`summarize`) run the same analytic tail-latency check as
 ``planner solve`` (:func:`planner.optimize.latency.tighten_factors`) on every solution; one that
-misses is re-solved on the full path (caps tightened, models rebuilt, at most
-``SolveSettings.verify_rounds`` rounds), so a sweep row is the plan ``solve_tables`` returns. When
+misses is re-solved on the full path (caps tightened, at most ``SolveSettings.verify_rounds``
+rounds; each tightened model is this Resolver's second model with the tightened caps set in place,
+:meth:`Resolver.remodel`, the LP a rebuild gives), so a sweep row is the plan ``solve_tables`` returns. When
 the settings carry the peak simulation (``SolveSettings.simulation_check``: ``planner solve`` wires
 it in when the instance's ``options.verify`` is on, and so do studies, through
 :func:`planner.solve_instance.instance_settings`), every architecture takes the full loop
@@ -54,6 +59,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,6 +79,7 @@ from planner.optimize.prepare import (
 )
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
+from planner.optimize.tighten import Remodel
 from planner.optimize.verdict import make_verdict
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
@@ -183,6 +190,8 @@ class Resolver:
     """False when the table has a tool phase (its coefficients and CPU big-M are built from the rates): always rebuild."""
     cap_factors: CapFactors | None = None
     """Per point: the factor a held plan's solve divided its cap by (:func:`apply_cap_factors`), or None."""
+    _scratch: tuple[Built, Any] | None = None
+    """The second model of this structure and its solver, for the tightening rounds (:meth:`remodel`)."""
 
     @classmethod
     def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0,
@@ -196,7 +205,7 @@ class Resolver:
         """
         from planner.optimize.highs import import_pyomo
 
-        pe = import_pyomo()  # not scipy.stats with it (planner.optimize.highs.import_pyomo)
+        import_pyomo()  # not scipy.stats with it (planner.optimize.highs.import_pyomo)
 
         t0 = time.perf_counter()
         raw = prepare(tables, max_utilization=settings.max_utilization)
@@ -213,26 +222,6 @@ class Resolver:
         prep.pools = pools
         budget = settings.budget_usd_per_month
         built = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=budget, mutable_rates=True)
-        m = built.model
-        pts = prep.points
-        d_of = pts["d"].to_numpy(int)
-        tau = pts["instance_seconds_per_request"].to_numpy(float)
-        pts_of_pool: list[list[int]] = [[] for _ in range(len(built.pool_names))]
-        for i, p in enumerate(built.point_pool):
-            pts_of_pool[int(p)].append(i)
-        if getattr(prep, "tool", None) is None:
-            m.inv_rho = pe.Param(m.I, initialize=dict(enumerate(1.0 / pts["rho"].to_numpy(float))), mutable=True)
-            m.del_component(m.load_c)
-
-            def load_rule(_m: Any, p: int) -> Any:
-                return pe.quicksum(_m.lam_peak[d_of[i]] * float(tau[i]) * _m.inv_rho[i] * _m.x[i] for i in pts_of_pool[p]) <= _m.n[p] - _m.k * _m.z[p]
-
-            m.load_c = pe.Constraint(m.P, rule=load_rule)
-            # pool_on[p]: n_p <= N_p z_p with N_p mutable, set per scenario to the big-M a fresh
-            # prepare() computes (a loose envelope would weaken the LP relaxation and slow HiGHS).
-            m.big_m = pe.Param(m.P, initialize=dict(enumerate(float(v) for v in built.n_max)), mutable=True)
-            m.del_component(m.pool_on)
-            m.pool_on = pe.Constraint(m.P, rule=lambda _m, p: _m.n[p] <= _m.big_m[p] * _m.z[p])
         built.build_s = time.perf_counter() - t0
         feasible = tables.points["feasible"].astype(bool) & (tables.points["instance_seconds_per_request"] > 0)
         routable = int(tables.points[feasible].merge(tables.demand[["service", "bucket"]], on=["service", "bucket"]).shape[0])
@@ -324,28 +313,64 @@ class Resolver:
         return SolveOutcome(result=result, prepared=self.built.prep, built=self.built)
 
     def _update(self, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
-        m = self.built.model
         n_max = prep.pools["n_max"].to_numpy(int)
         if self.min_n_max is not None:
             n_max = np.maximum(n_max, self.min_n_max)
             prep.pools = prep.pools.assign(n_max=n_max)
-        self.built.prep = prep
-        # Big-M and the bound restrict() gives n: as build_model sets them (n_max + k spares).
-        self.built.n_max = n_max + int(s.redundancy)
-        for p, v in enumerate(self.built.n_max):
-            m.big_m[p].set_value(float(v))
-        dem = prep.demand
-        for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
-            m.lam_peak[d].set_value(lp)
-            m.lam_mean[d].set_value(lm)
-        for i, r in enumerate(prep.points["rho"].to_numpy(float)):
-            m.inv_rho[i].set_value(1.0 / r)
-        m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
-        if s.budget_usd_per_month:
-            m.budget.set_value(float(s.budget_usd_per_month))
-            m.budget_c.activate()
-        else:
-            m.budget_c.deactivate()
+        _set_parameters(self.built, prep, tables, s)
+
+    def remodel(self, s: SolveSettings) -> Callable[[Prepared], tuple[Built, Any] | None]:
+        """The model of a tightened or relaxed ``prep`` (:func:`planner.optimize.tighten.solve_verified`'s
+        ``remodel``): a second built model of this structure, kept per Resolver, with the prep's rates, caps,
+        big-M, price and ``s``'s budget set in place (issue 27: the rebuild and the hand-over to HiGHS were
+        ~10 % of a sweep). It is the LP :func:`build_model` would build from ``prep``, bit for bit (same
+        rows and columns, the same coefficients: ``tests/test_resolve_same_lp.py``); None (build it) when
+        ``prep`` is not of this structure or the table has a tool phase. Each call returns a new
+        :class:`Built` holding ``prep``, over the one shared pyomo model: the loop solves a model right
+        after loading it and reads only the prep of earlier ones."""
+
+        def load(prep: Prepared) -> tuple[Built, Any] | None:
+            if not self.reusable or prep.tool is not None or _point_keys(prep) != self.keys \
+                    or prep.pools["pool"].astype(str).tolist() != self.built.pool_names:
+                return None
+            if self._scratch is None:
+                t0 = time.perf_counter()
+                scratch = build_model(self.built.prep, redundancy=self.settings.redundancy, mutable_rates=True,
+                                      budget_usd_per_month=self.settings.budget_usd_per_month)
+                scratch.build_s = time.perf_counter() - t0
+                self._scratch = (scratch, make_solver())
+            base, solver = self._scratch
+            built = replace(base, prep=prep, build_s=0.0)
+            _set_parameters(built, prep, prep.tables, s)
+            return built, solver
+
+        return load
+
+
+def _set_parameters(built: Built, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
+    """Set a model built with ``mutable_rates`` to ``prep`` (same structure): rates, ``tau/rho``, big-M,
+    price and budget, each as :func:`build_model` computes it from ``prep``; ``built.prep`` and
+    ``built.n_max`` follow (the bound :func:`restrict` gives ``n``)."""
+    m = built.model
+    built.prep = prep
+    # Big-M and the bound restrict() gives n: as build_model sets them (n_max + k spares).
+    built.n_max = prep.pools["n_max"].to_numpy(int) + int(s.redundancy)
+    for p, v in enumerate(built.n_max.tolist()):
+        m.big_m[p].set_value(float(v))
+    dem = prep.demand
+    for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
+        m.lam_peak[d].set_value(lp)
+        m.lam_mean[d].set_value(lm)
+    # tau/rho as build_model computes it, so each load coefficient is the float a fresh build gives
+    tau_over_rho = prep.points["instance_seconds_per_request"].to_numpy(float) / prep.points["rho"].to_numpy(float)
+    for i, c in enumerate(tau_over_rho.tolist()):
+        m.load_coef[i].set_value(c)
+    m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
+    if s.budget_usd_per_month:
+        m.budget.set_value(float(s.budget_usd_per_month))
+        m.budget_c.activate()
+    else:
+        m.budget_c.deactivate()
 
 
 def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: CapacityTables, settings: SolveSettings, *,
@@ -416,7 +441,7 @@ def winner_of(summaries: dict[str, ArchitectureSummary]) -> str | None:
 
 
 def _lean_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings,
-                       unroutable: dict[str, bool] | None = None) -> ArchitectureSummary:
+                       unroutable: dict[str, bool] | None = None, remodel: Remodel | None = None) -> ArchitectureSummary:
     from planner.optimize.diagnose import diagnose_routability
     from planner.optimize.extract import (
         energy_kwh_per_month,
@@ -439,7 +464,7 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     if settings.simulation_check is not None:
         # `planner solve` simulates every plan at peak and tightens the pools that miss: so does a study
         # (the same loop, planner.optimize.tighten.solve_verified), so its row is solve's plan
-        return _verified_summary(built, solver, architecture, settings)
+        return _verified_summary(built, solver, architecture, settings, remodel=remodel)
     restrict(built, architecture, shared_single_device_type=settings.shared_single_device_type)
     t0 = time.perf_counter()
     res = solve_persistent(solver, built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
@@ -467,11 +492,12 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     full, meets = _latency_check(built, x, n, architecture, settings)
     if (settings.verify_rounds > 0 or settings.relax) and full:
         # the lean plan fails the analytic tail-latency check (or has caps the loop relaxes): take the
-        # full path (tightened caps, rebuilt models) so a study reports the plan `planner solve` would give;
+        # full path (tightened caps, Resolver.remodel's models) so a study reports the plan `planner solve` would give;
         # it starts from this solution (not solved again)
         from planner.optimize.architecture import plan_from_results
 
-        return _verified_summary(built, solver, architecture, settings, plan_from_results(built, res, wall, architecture, settings))
+        return _verified_summary(built, solver, architecture, settings, plan_from_results(built, res, wall, architecture, settings),
+                                 remodel=remodel)
     return ArchitectureSummary(architecture=architecture, feasible=True, status=status, costs=costs, total_usd_per_month=total,
                                instances=instances, devices=devices, tokens_per_month=tokens,
                                usd_per_million_tokens=total / tokens * 1e6 if tokens > 0 else None,
@@ -504,13 +530,13 @@ def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings,
-                      first: ArchitecturePlan | None = None) -> ArchitectureSummary:
+                      first: ArchitecturePlan | None = None, remodel: Remodel | None = None) -> ArchitectureSummary:
     """The summary of :func:`planner.optimize.tighten.solve_verified`'s plan (solve — unless ``first`` is
     the plan of ``built`` already —, check, tighten)."""
     from planner.optimize.tighten import solve_verified
     from planner.optimize.verdict import meets_targets
 
-    plan, _final, _caps = solve_verified(built, solver, architecture, settings, first=first)
+    plan, _final, _caps = solve_verified(built, solver, architecture, settings, first=first, remodel=remodel)
     devices: dict[str, int] = {}
     for p in plan.pools:
         devices[p.device] = devices.get(p.device, 0) + p.devices
@@ -541,7 +567,8 @@ def summarize(resolver: Resolver, tables: CapacityTables, settings: SolveSetting
     else:
         target = Resolver.create(tables, s)
         resolver.stats["rebuilt"] += 1
-    return {a: _lean_architecture(target.built, target.solver, a, s, target._unroutable) for a in s.architectures}, reused
+    remodel = target.remodel(s)
+    return {a: _lean_architecture(target.built, target.solver, a, s, target._unroutable, remodel) for a in s.architectures}, reused
 
 
 def structure_key(tables: CapacityTables) -> int:

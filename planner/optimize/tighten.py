@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -136,32 +136,51 @@ def phase_point_factors(prep: Prepared, plan: ArchitecturePlan, pool_factors: Ma
     return f
 
 
+Remodel = Callable[[Prepared], "tuple[Built, Any] | None"]
+"""A model of a tightened or relaxed prep and the solver to solve it on, or None to build one
+(:meth:`planner.optimize.resolve.Resolver.remodel`: a sweep updates one model in place)."""
+
+
+def _model_of(prep: Prepared, settings: SolveSettings, remodel: Remodel | None) -> tuple[Built, Any]:
+    """The model of ``prep`` (``remodel``'s, else built) and a solver for it; ``build_s`` its seconds."""
+    t0 = time.perf_counter()
+    got = remodel(prep) if remodel is not None else None
+    if got is None:
+        nxt = build_model(prep, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
+        solver = make_solver()
+    else:
+        nxt, solver = got
+    nxt.build_s = time.perf_counter() - t0
+    return nxt, solver
+
+
 def _solve_tightened(cur: Built, factors: Mapping[str, float] | np.ndarray, architecture: str,
-                     settings: SolveSettings) -> tuple[ArchitecturePlan, Built]:
+                     settings: SolveSettings, remodel: Remodel | None = None) -> tuple[ArchitecturePlan, Built]:
     """Rebuild with the named pools' caps divided by their factors and solve again.
 
-    Rebuilt rather than updated in place: the instance-count bounds (big-M) must grow with the load.
+    Rebuilt (or, with ``remodel``, its parameters set in place) rather than the current model updated: the
+    instance-count bounds (big-M) must grow with the load, and the loop reads earlier models' preps.
     """
-    t0 = time.perf_counter()
-    nxt = build_model(tighten_prepared(cur.prep, factors), redundancy=settings.redundancy,
-                      budget_usd_per_month=settings.budget_usd_per_month)
-    nxt.build_s = time.perf_counter() - t0
-    return solve_architecture(nxt, make_solver(), architecture, settings), nxt
+    nxt, solver = _model_of(tighten_prepared(cur.prep, factors), settings, remodel)
+    return solve_architecture(nxt, solver, architecture, settings), nxt
 
 
 def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings, *,
-                   first: ArchitecturePlan | None = None) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+                   first: ArchitecturePlan | None = None,
+                   remodel: Remodel | None = None) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
     """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
 
     Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
     ``first``: the plan of ``built`` as it stands, when the caller has solved it already (not solved again).
+    ``remodel``: where the tightened and relaxed models come from (:data:`Remodel`; None: built afresh; the
+    LP is the same either way, so is the plan).
     The steps (module docstring): the analytic loop (4), relaxing over-tight caps (4b), the simulated
     loop (5) on both paths, refining (6); :class:`_Loop` carries the state they share.
     """
     plan = first if first is not None else solve_architecture(built, solver, architecture, settings)
     loop = _Loop(built=built, architecture=architecture, settings=settings, plan=plan, cur=built, rounds=1,
                  total_time=plan.solver.time_s, total_build=plan.solver.build_s,
-                 base_rho=built.prep.points["rho"].to_numpy(float))
+                 base_rho=built.prep.points["rho"].to_numpy(float), remodel=remodel)
     loop.analytic_loop()
     relaxed_state = loop.relaxed() if loop.plan.feasible and settings.relax else None
     if settings.simulation_check is not None and loop.plan.feasible and loop.plan.pools:
@@ -192,6 +211,8 @@ class _Loop:
     base_rho: np.ndarray
     history: list[str] = field(default_factory=list)
     last_step: tuple[Built, np.ndarray] | None = None
+    remodel: Remodel | None = None
+    """Where tightened and relaxed models come from (:func:`solve_verified`)."""
     beat_usd_per_month: float | None = None
     """Set on the relaxed path when the first path's plan meets in simulation: the cost the relaxed
     path must undercut to be kept (:meth:`sim_relaxed`); :meth:`sim_loop` stops once it cannot."""
@@ -218,7 +239,8 @@ class _Loop:
         """One more round with the named pools' caps divided (or ``per_point``, which covers them);
         False when it leaves no plan."""
         self.history.append(label + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(factors.items())))
-        cand, nxt = _solve_tightened(self.cur, per_point if per_point is not None else factors, self.architecture, self.settings)
+        cand, nxt = _solve_tightened(self.cur, per_point if per_point is not None else factors, self.architecture, self.settings,
+                                     self.remodel)
         self._count(cand)
         if not cand.feasible:
             self.history.append(f"round {self.rounds}: tighter caps leave no feasible plan ({cand.solver.status}); kept the previous plan")
@@ -237,7 +259,7 @@ class _Loop:
         lo, hi = 0.0, 1.0
         for _ in range(settings.refine_rounds):
             t = 0.5 * (lo + hi)
-            cand, nxt = _solve_tightened(before, np.power(step, t), self.architecture, settings)
+            cand, nxt = _solve_tightened(before, np.power(step, t), self.architecture, settings, self.remodel)
             self._count(cand)
             assert self.plan.costs is not None
             if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < self.plan.costs.total_usd_per_month - 0.005):
@@ -279,10 +301,8 @@ class _Loop:
         ceiling = np.maximum(pts["rho"].to_numpy(float), RELAX_CEILING)
         raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
         relaxed = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
-        t0 = time.perf_counter()
-        nxt = build_model(relaxed, redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month)
-        nxt.build_s = time.perf_counter() - t0
-        cand = solve_architecture(nxt, make_solver(), self.architecture, settings)
+        nxt, solver = _model_of(relaxed, settings, self.remodel)
+        cand = solve_architecture(nxt, solver, self.architecture, settings)
         self._count(cand)
         if cand.feasible:
             self.history.append("relaxed: " + ", ".join(f"{p} x1/{f:.3g}" for p, f in sorted(relax.items())))

@@ -1,0 +1,66 @@
+"""The plan memo of sweeps (planner.optimize.memo, issue 27): a hit is the computation's answer, a
+changed frame (even the same object changed in place) or solution is a miss, callers get their own copies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from planner.optimize import SolveSettings, extract
+from planner.optimize.architecture import solve_architecture
+from planner.optimize.extract import build_pools_routing_latency, solution_arrays
+from planner.optimize.highs import make_solver
+from planner.optimize.memo import Memo, frame_key
+from planner.optimize.model import build_model
+from planner.optimize.prepare import prepare
+from planner.optimize.synthetic import synthetic_tables
+
+
+def _dump(out: tuple[list, list, list]) -> list[list[dict]]:
+    return [[m.model_dump() for m in part] for part in out]
+
+
+def test_pools_routing_latency_memo_is_the_computation() -> None:
+    settings = SolveSettings(redundancy=1)
+    built = build_model(prepare(synthetic_tables(services=2, buckets=2, devices=2, seed=5)), redundancy=1)
+    plan = solve_architecture(built, make_solver(), "disaggregated", settings)
+    assert plan.feasible
+    x, n, _z, _u = solution_arrays(built)
+    extract._PLAN_MEMO.clear()
+    want = _dump(extract._pools_routing_latency(built, x, n, 1))
+    first = build_pools_routing_latency(built, x, n, 1)
+    assert _dump(first) == want and extract._PLAN_MEMO.misses == 1
+    first[0].clear()  # a caller's copy: the next answer is unchanged
+    assert _dump(build_pools_routing_latency(built, x, n, 1)) == want and extract._PLAN_MEMO.hits == 1
+    # a twin frame of equal content hits (a sweep's price-only scenarios)
+    twin = replace(built, prep=replace(built.prep, points=built.prep.points.copy()))
+    assert _dump(build_pools_routing_latency(twin, x, n, 1)) == want and extract._PLAN_MEMO.hits == 2
+    # another redundancy, or a solution one ulp away: computed
+    assert _dump(build_pools_routing_latency(built, x, n, 0)) == _dump(extract._pools_routing_latency(built, x, n, 0))
+    on = int(np.flatnonzero(x > 0)[0])
+    x2 = x.copy()
+    x2[on] = np.nextafter(x2[on], 0.0)
+    build_pools_routing_latency(built, x2, n, 1)
+    assert extract._PLAN_MEMO.hits == 2
+    # the same frame object with its peak rates raised in place: not the memo's answer
+    pts = twin.prep.points
+    pts["rate_peak_per_s"] = pts["rate_peak_per_s"] * 1.5
+    changed = _dump(build_pools_routing_latency(twin, x, n, 1))
+    assert changed == _dump(extract._pools_routing_latency(twin, x, n, 1))
+    assert changed != want
+
+
+def test_memo_is_least_recently_used_and_frame_keys_follow_content() -> None:
+    m = Memo(2)
+    m.put("a", 1)
+    m.put("b", 2)
+    assert m.get("a") == 1  # "b" is now the least recently used
+    m.put("c", 3)
+    assert m.get("b") is None and m.get("a") == 1 and m.get("c") == 3
+    df = synthetic_tables(seed=2).points
+    assert frame_key(df) == frame_key(df.copy())
+    other = df.copy()
+    other.iloc[0, other.columns.get_loc("instance_seconds_per_request")] *= 1 + 1e-15
+    assert frame_key(other) != frame_key(df)
+    assert frame_key(df[df.columns[::-1]]) != frame_key(df)
