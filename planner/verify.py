@@ -30,11 +30,19 @@ The run
   re-run (same seed) with ``n · max(2, 1.2 (half/goal)²)`` requests, up to :data:`MAX_REQUESTS`;
   the method string reports the achieved half-width. The intervals assume independent
   samples; under bursts the samples are correlated and the true uncertainty is larger (and a
-  replay longer than the peak-like windows repeats them). Each run has its requests
-  after a warm-up of ``max(10 % of the run, 2 × the longest
-  holding time)`` (a request's TTFT + output × TPOT), the warm-up itself capped at twice
-  the measured span. The run is bounded in requests, not in simulated seconds, so its
-  cost (~50,000 simulated requests per second of wall time) does not grow with the rate.
+  replay longer than the peak-like windows repeats them).
+* Run length (:func:`run_window`, issue 24): with ``L`` the longest holding time (a request's
+  TTFT + output × TPOT over the plan's buckets), a warm-up of ``max(10 % of the run, 2 L)``,
+  then a measured window of ``max(requests / rate, MIN_LIVES · L)`` seconds (the requests
+  arriving in it are measured; per-token gaps are recorded in it), then ``L`` more seconds of
+  arrivals so the measured requests finish under the planned load instead of in a drain.
+  Why: the former rule (warm-up capped at twice the measured span, arrivals stopping at its
+  end) measured deepseek-v3-wide-ep (300 req/s, ``L`` ≈ 33 s) over 8 s after a 17 s warm-up:
+  its shared plan's p99 ITL was 74.6 ms against 107.4 ms once the batch has filled (warm-up
+  ≥ 2 L, any seed 0-4), its p99 TTFT 208 ms against 280-1,056 ms (seeds 0-4, ≥ 5 lives measured). A
+  quantile over a window shorter than a few lives samples one state of a correlated system,
+  hence :data:`MIN_LIVES`. The cost is bounded by ``rate × (3 + MIN_LIVES) × L`` requests
+  (~50,000 simulated requests per second of wall time): 85,000 for deepseek-v3-wide-ep, ~1 s.
 * Statistics: the SLO quantile ``q`` of each service's TTFT/TPOT over its measured requests,
   with a ``ci_level`` interval from the order statistics
   (:func:`planner.simulate.stats.quantile_interval`): with ``n`` samples the ``q``
@@ -78,6 +86,8 @@ MAX_REQUESTS = 40000
 """Cap on measured requests when the interval has not narrowed to :data:`PRECISION`."""
 PRECISION = 0.05
 """Goal: every SLO quantile's interval half-width at most this share of its target."""
+MIN_LIVES = 5.0
+"""The measured window spans at least this many longest holding times (:func:`run_window`)."""
 DISAGREEMENT_TOLERANCE = 0.15
 """Analytic and simulated p99 further apart than this (relative) are reported."""
 CI_LEVEL = 0.95
@@ -264,18 +274,48 @@ def _widest_interval(res: Any, sim: Any, rt: pd.DataFrame, ci_level: float) -> f
     return widest
 
 
-def run_length(route_table: pd.DataFrame, points: pd.DataFrame, requests: int) -> tuple[float, float]:
-    """(duration_s, warmup_s) of a check with ``requests`` measured requests (module docstring)."""
+@dataclass(frozen=True)
+class RunWindow:
+    """When a check's arrivals run and which of them are measured (:func:`run_window`), seconds."""
+
+    warmup_s: float
+    """Arrivals before this are simulated, not measured."""
+    measure_end_s: float
+    """Arrivals from here on keep the load up while the measured requests finish; not measured."""
+    duration_s: float
+    """Last arrival."""
+    life_s: float
+    """Longest holding time ``L``: a request's TTFT + output × TPOT over the plan's buckets."""
+    rate_per_s: float
+    """Peak arrival rate over all services."""
+
+    @property
+    def measured_requests(self) -> int:
+        """Expected requests arriving in the measured window."""
+        return math.ceil(self.rate_per_s * (self.measure_end_s - self.warmup_s))
+
+
+def run_window(route_table: pd.DataFrame, points: pd.DataFrame, requests: int) -> RunWindow:
+    """The run of a check with at least ``requests`` measured requests (module docstring, *Run length*):
+    warm-up ``max(10 % of warm-up + window, 2 L)``, measured window ``max(requests / rate, MIN_LIVES · L)``,
+    then ``L`` more seconds of arrivals."""
     rate = float(route_table.groupby("service")["rate_peak_per_s"].first().sum())
-    measure_s = requests / rate
     hold_s = 0.0
     if len(points):
         out = route_table.groupby(["service", "bucket"])["output_tokens"].first().rename("o").reset_index()
         pts = points.merge(out, on=["service", "bucket"], how="inner")
         hold = (pts["ttft_ms"].fillna(0.0) + pts["o"] * pts["tpot_ms"].fillna(0.0)) / 1e3
         hold_s = float(hold.max()) if len(hold) else 0.0
-    warm = min(max(0.1 * measure_s / 0.9, 2.0 * hold_s), 2.0 * measure_s)
-    return warm + measure_s, warm
+    measure_s = max(requests / rate, MIN_LIVES * hold_s)
+    warm = max(0.1 * measure_s / 0.9, 2.0 * hold_s)
+    return RunWindow(warmup_s=warm, measure_end_s=warm + measure_s, duration_s=warm + measure_s + hold_s, life_s=hold_s, rate_per_s=rate)
+
+
+def run_length(route_table: pd.DataFrame, points: pd.DataFrame, requests: int) -> tuple[float, float]:
+    """(duration_s, warmup_s) of :func:`run_window`, for runs that measure every request after the warm-up
+    (the last ``L`` seconds of arrivals included)."""
+    w = run_window(route_table, points, requests)
+    return w.duration_s, w.warmup_s
 
 
 @dataclass(frozen=True)
@@ -285,6 +325,7 @@ class _Run:
     res: Any
     duration_s: float
     warmup_s: float
+    measure_end_s: float
     widest: float
     runs: int
     cap: int
@@ -304,15 +345,18 @@ def _run_until_resolved(sim: Any, points: pd.DataFrame, arrivals: Mapping[str, P
     cap = max(requests, max_requests)
     n, runs = requests, 0
     while True:
-        duration, warm = run_length(rt, points, n)
-        cfg = SimConfig(warmup_s=warm, max_drain_s=max(60.0, duration), sample_interval_s=duration / 50.0)
+        win = run_window(rt, points, n)
+        n = max(n, win.measured_requests)  # the MIN_LIVES floor may measure more than asked
+        duration, warm = win.duration_s, win.warmup_s
+        cfg = SimConfig(warmup_s=warm, measure_end_s=win.measure_end_s, max_drain_s=max(60.0, duration),
+                        sample_interval_s=duration / 50.0)
         given, replayed = _replayed_times(rt, arrivals, duration)
         res = simulate(sim.pools, sim.routes, bucket_stream(sim, load="peak", duration_s=duration, seed=seed, arrival_times=given),
                        cfg, duration_hint_s=duration)
         runs += 1
         widest = _widest_interval(res, sim, rt, ci_level)
         if widest <= precision or n >= cap:
-            return _Run(res, duration, warm, widest, runs, cap, replayed)
+            return _Run(res, duration, warm, win.measure_end_s, widest, runs, cap, replayed)
         # the interval's half-width shrinks about as 1/sqrt(n): ask for the n that reaches the goal (+20 %), at least doubling
         grow = 2.0 if not math.isfinite(widest) else max(2.0, 1.2 * (widest / precision) ** 2)
         n = int(min(cap, math.ceil(n * grow)))
@@ -489,13 +533,13 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             findings.append(e2e_finding)
             e2e_missed.add(svc)
     measured = sum(s.requests + s.unfinished for s in services)
-    widest, cap, duration, warm = run.widest, run.cap, run.duration_s, run.warmup_s
+    widest, cap, duration, warm, mend = run.widest, run.cap, run.duration_s, run.warmup_s, run.measure_end_s
     src = ("arrivals: " + "; ".join(run.replayed) if run.replayed else
            "arrivals: gamma renewal at the peak rate with the within-window inter-arrival CV")
     prec = (f"widest {ci_level:.0%} interval half-width {_txt(100 * widest, '.1f')}% of its target after {run.runs} run(s)"
             + (f" (goal {100 * precision:g}%, cap {cap:,} measured requests reached)" if widest > precision else f" (goal {100 * precision:g}%)"))
     method = (f"discrete-event simulation at peak: {res.requests:,} requests over {duration:,.0f} s "
-              f"({warm:,.0f} s warm-up not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
+              f"({warm:,.0f} s warm-up and the arrivals after {mend:,.0f} s not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
               f"representative lengths; approximations in planner.simulate.adapter; {ci_level:.0%} intervals from order statistics; {prec}")
     method += "".join(f"; {n}" for n in sim.base.notes if n.startswith("encode phase not simulated"))  # multimodal plans (issue 26)
     if widest > precision:

@@ -13,10 +13,10 @@ the first step boundary at or after their admission (continuous batching). A uni
 instance with prompt work runs one iteration per event (decode batch + a prefill chunk).
 
 Measured quantities, as vLLM ``bench serve`` / SGLang ``bench_serving`` / DistServe define them
-(requests whose turn starts at or after ``warmup_s``): TTFT = first token − turn start;
+(requests whose turn starts in ``[warmup_s, measure_end_s)``): TTFT = first token − turn start;
 TPOT = (last token − first token)/(output − 1), one sample per request; E2E = last token − turn
 start; ITL = each gap between consecutive tokens of any sequence, one sample per gap (gaps that
-end at or after ``warmup_s``: a fast-forwarded stretch of ``k`` steps of ``t(b)`` adds ``b·k``
+end in ``[warmup_s, measure_end_s)``: a fast-forwarded stretch of ``k`` steps of ``t(b)`` adds ``b·k``
 gaps of ``t(b)`` less the first tokens it produces; a unified iteration adds one gap per
 sequence already decoding); per-pool wait = admission (start of service or join) − entry into
 the pool's queue.
@@ -145,6 +145,7 @@ class _Sim:
         self.routes = list(routes)
         self.config = config
         self.warmup_s = config.warmup_s
+        self.measure_end_s = config.measure_end_s
         for r in self.routes:
             for key, role in (("prefill", "prefill"), ("decode", "decode"), ("unified", "unified")):
                 name = getattr(r, key)
@@ -302,7 +303,7 @@ class _Sim:
                 else:
                     keep.append(ent)
             inst.pending = keep
-        if inst.t >= self.warmup_s and n * k > firsts:
+        if self.warmup_s <= inst.t < self.measure_end_s and n * k > firsts:
             inst.pool.itl.add_many(tc, n * k - firsts)
             if inst.pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per step arrive at once
                 inst.pool.itl.add_many(0.0, int(round(inst.pool.burst * n * k)))
@@ -400,7 +401,7 @@ class _Sim:
         req.first = -1.0
         req.recompute = False
         req.turn_arrival = tool_done
-        req.measured = tool_done >= self.config.warmup_s
+        req.measured = self.config.warmup_s <= tool_done < self.config.measure_end_s
         self.arrive(req, now)
 
     def admit(self, pool: _Pool, now: float) -> None:
@@ -531,7 +532,7 @@ class _Sim:
         dt = now - inst.t
         n = inst.n
         pool = inst.pool
-        if n and now >= self.warmup_s:
+        if n and self.warmup_s <= now < self.measure_end_s:
             pool.itl.add_many(dt, n)
             if pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per sequence arrive at once
                 pool.itl.add_many(0.0, int(round(pool.burst * n)))
@@ -658,6 +659,7 @@ class _Sim:
         next_sample = 0.0
         max_samples = 10_000
         warm = cfg.warmup_s
+        mend = cfg.measure_end_s
         heap = self.heap
         pop = heapq.heappop
         chunks = iter(stream)
@@ -724,7 +726,7 @@ class _Sim:
                     raise ValueError(f"request stream names service index {svc}, but only {nsvc} routes exist")
                 self.now = now
                 self.requests += 1
-                self.arrive(_Req(t, inp, out, svc, turns, wait, append, t >= warm), now)
+                self.arrive(_Req(t, inp, out, svc, turns, wait, append, warm <= t < mend), now)
                 last_arrival = t
                 next_arr = arr[pos][0] if pos < n_arr else load()
                 if next_arr == math.inf:

@@ -149,9 +149,12 @@ class Outage:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Run options. Requests arriving before ``warmup_s`` are simulated but not measured."""
+    """Run options. Requests arriving before ``warmup_s`` or at/after ``measure_end_s`` are simulated but not measured."""
 
     warmup_s: float = 0.0
+    measure_end_s: float = math.inf
+    """End of the measured window: later arrivals keep the load up while measured requests finish
+    (no drain inside the measurement); per-token gaps are recorded only in ``[warmup_s, measure_end_s)``."""
     max_drain_s: float = math.inf
     """Stop this long after the last arrival even if work remains (overload)."""
     sample_interval_s: float = 0.0
