@@ -27,7 +27,8 @@ EXPECTED_WINNER: dict[str, str] = {
     "enterprise-chat": "shared",
     # Since buckets pay their mean work (issue 24 item 0, planner.capacity.bucket_work / mix_work): the unified point
     # runs the service's mean lengths with TTFT checked at each bucket's representative prompt, instead of every
-    # request of a bucket priced as its longest. Shared $87,911 vs disaggregated $114,416, both meet in simulation
+    # request of a bucket priced as its longest. Shared $87,911 vs disaggregated $110,919, both meet in simulation
+    # (disaggregated $114,416 before the peak simulation measured steady state, planner.verify.run_window)
     # (was disaggregated $169,739 vs shared $222,215, the shared lane priced at each bucket's longest prompt)
     "code-completion-8b": "shared",
     "agentic-assistant": "shared",
