@@ -72,7 +72,7 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.memo import Memo, array_key, frame_key
-from planner.optimize.model import COST_EXPRESSIONS, Built
+from planner.optimize.model import COST_EXPRESSIONS, PHASE_ROLES, Built
 from planner.optimize.prepare import ENCODE_HOST
 from planner.pool_latency import bucket_latency, pool_latency
 from planner.pool_latency import (
@@ -116,8 +116,6 @@ def _drop_unbuilt_shares(built: Built, x: np.ndarray, n: np.ndarray) -> np.ndarr
     unbuilt = (n[built.point_pool] == 0) & (x > 0) & (x <= UNBUILT_SHARE_MAX)
     if not unbuilt.any():
         return x
-    from planner.optimize.model import PHASE_ROLES
-
     x = x.copy()
     pts = built.prep.points
     d_of = pts["d"].to_numpy(int)

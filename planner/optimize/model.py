@@ -321,19 +321,13 @@ def _group_ties(pts: Any, d_of: np.ndarray, role_of: np.ndarray, point_pool: np.
         if d in first:
             for ph in phases_of_role[r]:
                 share.setdefault((d, ph, p), []).append(i)
-    keys = sorted({(first[d], ph, p) for (d, ph, p) in share} | set(share))
-    out: list[tuple[list[int], list[int], tuple[int, int, str, int]]] = []
-    for d, ph, p in keys:
-        f = first[d]
-        if d != f:
-            out.append((share.get((d, ph, p), []), share.get((f, ph, p), []), (d, f, ph, p)))
-    # a (first, ph, p) the other member lacks: pair the member's empty sum against it
-    for f in sorted(set(first.values())):
-        for d in [d for d, ff in first.items() if ff == f and d != f]:
-            for (ff, ph, p) in [k for k in share if k[0] == f]:
-                if (d, ph, p) not in share:
-                    out.append(([], share[(ff, ph, p)], (d, f, ph, p)))
-    return [t for t in out if t[0] or t[1]]
+    slots: dict[int, set[tuple[str, int]]] = {}
+    for d, ph, p in share:
+        slots.setdefault(d, set()).add((ph, p))
+    # every (phase, pool) either bucket uses: a side without points there is an empty sum (share 0)
+    return [(share.get((d, ph, p), []), share.get((f, ph, p), []), (d, f, ph, p))
+            for d, f in sorted(first.items()) if d != f
+            for ph, p in sorted(slots.get(d, set()) | slots.get(f, set()))]
 
 
 def _encode_hosts(d_of: np.ndarray, role_of: np.ndarray, point_pool: np.ndarray) -> dict[int, list[int]]:
