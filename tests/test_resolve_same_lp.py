@@ -49,6 +49,21 @@ def _fresh(tables: CapacityTables, settings: SolveSettings) -> Built:
                        budget_usd_per_month=settings.budget_usd_per_month)
 
 
+def _assert_same_as_fresh(fresh: Any, fresh_solver: Any, mine: Any, solver: Any, settings: Any, label: str) -> None:
+    """Per architecture: the LP HiGHS holds, the solution and the cost of ``mine`` equal a fresh build's."""
+    for arch in settings.architectures:
+        a = solve_architecture(fresh, fresh_solver, arch, settings)
+        lp_a, x_a = _lp(fresh_solver), np.concatenate(solution_arrays(fresh)[:2])
+        b = solve_architecture(mine, solver, arch, settings)
+        lp_b, x_b = _lp(solver), np.concatenate(solution_arrays(mine)[:2])
+        for key, v in lp_a.items():
+            assert np.array_equal(v, lp_b[key]), f"{label} {arch}: {key} differs from a fresh build"
+        assert np.array_equal(x_a, x_b), f"{label} {arch}: the solution differs from a fresh build's"
+        assert (a.costs is None) == (b.costs is None)
+        if a.costs is not None and b.costs is not None:
+            assert a.costs.total_usd_per_month == b.costs.total_usd_per_month
+
+
 @pytest.mark.parametrize("seed", [1, 7])
 def test_resolver_hands_highs_the_lp_of_a_fresh_build(seed: int) -> None:
     tables = synthetic_tables(services=2, buckets=2, devices=2, tps=(1, 2), seed=seed)
@@ -61,17 +76,7 @@ def test_resolver_hands_highs_the_lp_of_a_fresh_build(seed: int) -> None:
         fresh, solver = _fresh(t, settings), make_solver()
         mine = r.load(t, settings)
         assert mine is not None
-        for arch in settings.architectures:
-            a = solve_architecture(fresh, solver, arch, settings)
-            lp_a, x_a = _lp(solver), np.concatenate(solution_arrays(fresh)[:2])
-            b = solve_architecture(mine, r.solver, arch, settings)
-            lp_b, x_b = _lp(r.solver), np.concatenate(solution_arrays(mine)[:2])
-            for key, v in lp_a.items():
-                assert np.array_equal(v, lp_b[key]), f"scenario {k} {arch}: {key} differs from a fresh build"
-            assert np.array_equal(x_a, x_b), f"scenario {k} {arch}: the solution differs from a fresh build's"
-            assert (a.costs is None) == (b.costs is None)
-            if a.costs is not None and b.costs is not None:
-                assert a.costs.total_usd_per_month == b.costs.total_usd_per_month
+        _assert_same_as_fresh(fresh, solver, mine, r.solver, settings, f"scenario {k}")
 
 
 def test_tightened_models_set_in_place_are_the_lp_of_a_fresh_build() -> None:
@@ -95,17 +100,7 @@ def test_tightened_models_set_in_place_are_the_lp_of_a_fresh_build() -> None:
         mine, solver = got
         assert mine.prep is prep and mine.model is not r.built.model
         fresh, fresh_solver = build_model(prep, redundancy=settings.redundancy), make_solver()
-        for arch in settings.architectures:
-            a = solve_architecture(fresh, fresh_solver, arch, settings)
-            lp_a, x_a = _lp(fresh_solver), np.concatenate(solution_arrays(fresh)[:2])
-            b = solve_architecture(mine, solver, arch, settings)
-            lp_b, x_b = _lp(solver), np.concatenate(solution_arrays(mine)[:2])
-            for key, v in lp_a.items():
-                assert np.array_equal(v, lp_b[key]), f"prep {k} {arch}: {key} differs from a fresh build"
-            assert np.array_equal(x_a, x_b), f"prep {k} {arch}: the solution differs from a fresh build's"
-            assert (a.costs is None) == (b.costs is None)
-            if a.costs is not None and b.costs is not None:
-                assert a.costs.total_usd_per_month == b.costs.total_usd_per_month
+        _assert_same_as_fresh(fresh, fresh_solver, mine, solver, settings, f"prep {k}")
     # another structure (one point fewer): not this model's, so the loop builds it
     other = replace(r.built.prep, points=r.built.prep.points.iloc[1:].reset_index(drop=True))
     assert remodel(other) is None
