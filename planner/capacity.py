@@ -446,7 +446,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 # planner.perf.speculative: decode and shared (unified) pools, expert-parallel decode replicas
                 spec = svc.speculative if role == "decode" or (role == "unified" and not par.is_ep) else None
                 # the unified point is chosen at the service's peak rate (its shared pool serves every bucket, so its
-                # queue has the service's instances, not the bucket's: planner.perf.points, _unified_cost)
+                # queue has the service's instances, not the bucket's: planner.perf.points, _unified_costs)
                 rate_cv_role = (svc_rate, rate_cv[1]) if role == "unified" else (float(rate_group), rate_cv[1]) if role == "prefill" else rate_cv
                 # with a length mix, decode and unified points run the service's mean lengths (the mix its pools run;
                 # a unified point's TTFT at the representative prompt) and prefill work is the mix's (bucket_work, mix_work)
