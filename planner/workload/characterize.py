@@ -28,7 +28,13 @@ from planner.schema.workload import (
     WorkloadProfile,
 )
 from planner.workload.arrivals import WINDOWS_S, arrival_stats
-from planner.workload.buckets import REPRESENTATIVE_QUANTILE, length_buckets, pmf_buckets
+from planner.workload.buckets import (
+    MIN_REQUESTS_PER_BUCKET,
+    REPRESENTATIVE_QUANTILE,
+    length_buckets,
+    pmf_buckets,
+    supported_buckets,
+)
 from planner.workload.log import OnBadRow, RequestLog
 from planner.workload.quantiles import pmf_stats, token_stats
 from planner.workload.readers import read_trace
@@ -141,7 +147,11 @@ def _one_service(log: RequestLog, frame: pd.DataFrame, tools: pd.DataFrame | Non
     has_cache = "cached_tokens" in frame.columns
     cached = frame["cached_tokens"].to_numpy(dtype=np.float64) if has_cache else None
     basis = frame["cache_basis_tokens"].to_numpy(dtype=np.float64) if has_cache else None
-    buckets, bucket_notes = length_buckets(inp, out, k, cached_tokens=cached, cache_basis_tokens=basis, representative_quantile=representative_quantile)
+    k_log = supported_buckets(len(inp), k)
+    buckets, bucket_notes = length_buckets(inp, out, k_log, cached_tokens=cached, cache_basis_tokens=basis, representative_quantile=representative_quantile)
+    if k_log < k:
+        bucket_notes = [f"asked for {k} length buckets; the log's {len(inp):,} requests support {k_log} (at least "
+                        f"{MIN_REQUESTS_PER_BUCKET} requests per bucket: planner.workload.buckets item 7)", *bucket_notes]
     share = None
     if cached is not None and basis is not None:
         total = float(basis.sum())
