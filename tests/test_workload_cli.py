@@ -27,7 +27,8 @@ def test_json_has_the_required_keys() -> None:
         assert key in j
     assert set(j["arrival_rate_peak_per_s"]) == {"1s", "60s", "600s"}
     assert set(j["input_tokens"]) >= {"mean", "p50", "p90", "p99", "max"}
-    assert len(j["buckets"]) == 3
+    # 10 requests support 2 buckets of >= 5 (planner.workload.buckets item 7), and the notes say so
+    assert len(j["buckets"]) == 2 and any("asked for 3 length buckets; the log's 10 requests support 2" in n for n in j["notes"])
     assert j["tools"]["calls"] == 9
 
 
