@@ -77,6 +77,17 @@ three findings behind many instances:
   therefore measured at a stated run length, not a converged one; the ``_jsq_ahead_pmf`` dispersion
   ``1/√c`` was calibrated at 4,000 requests.
 
+Run of 2026-12-04 (evening) after :func:`planner.pool_latency.instance_arrival_cv` (prompts within one lane
+iteration, ``f̄ < 1``, see their instance's arrivals as irregular as the pool's, ``min(c_a, 1)``, not thinned to
+``1/√c``; the candidate above, shipped; ``python benchmarks/bench_latency_at_load.py``, 3 seeds × 4,000 requests
+or 5 lives): as solved 138 of 144 within ±15 % (unchanged: those pools are one instance or 8,000-token); count
+grid **78 → 90 % of 288** within. 1,000-token prompts over 4 / 17 / 64 instances: TTFT p99 −21…+17 % (was
+−12…−42 %; x17 at 70 % +7 %, was −42 %), ITL p99 within 1 % at every count and load (was −32…−58 %), ITL p50
+0 % (was +46 / +87 %), TPOT p99 +2…+15 % (pessimistic now, the prompts' chunk shares of a decode window at the
+pool's dispersion); left: TTFT p50 over 17 / 64 instances −15…−20 % at 50–85 % and the 8,000-token rows above
+(unchanged). The examples' default answers are unchanged to the dollar (``planner solve instances/<x>.yaml
+--json -q --no-plan-cache`` on all 8): their shared pools' caps are not set by the short-prompt lane's tail.
+
 Before the instance-count grid the examples' shared plans were pessimistic behind many instances
 (``planner solve instances/<x>.yaml --json -q``, analytic vs simulated p99 TTFT at peak):
 agentic-assistant (33 instances) +61 %, multimodal-image (11) +50 %, long-context-assistant +34 %,
