@@ -28,7 +28,7 @@ class SolveSettings:
     """Optional discrete-event check of an architecture's plan (``(result, architecture) ->
     SimulationCheck``, e.g. :func:`planner.verify.simulate_plan`); a miss tightens the named pool
     and re-solves (module docstring, step 5)."""
-    simulation_rounds: int = 6
+    simulation_rounds: int = 10
     """Extra solve rounds the simulated check may spend tightening caps."""
     relax: bool = True
     """Raise prefill caps far tighter than the pool's actual size needs, and keep the result when it
