@@ -111,3 +111,22 @@ def test_relaxed_path_stops_once_it_cannot_undercut_the_plan_that_meets(monkeypa
     for lp in (loop(100_000.0, 100_011.0), loop(100_000.0, None), loop(100_000.0, 50_000.0, status="time_limit")):
         lp.sim_loop()  # could still undercut it (gap), nothing to beat, or no proof of optimality: simulated
     assert len(sims) == 3
+
+
+def test_a_miss_chased_across_decode_configurations_is_caught_within_the_rounds() -> None:
+    """code-completion-8b at 8 length buckets, disaggregated (issue 24 item 0: every plan at 4, 8 and 16 buckets
+    passes the peak simulation). The loop named prefill configurations for four rounds, then decode tp1 twice
+    (the second time squared, step 5); the next solve moved the decode phase to an untightened tp2, which
+    missed (p99 TTFT 749 ms simulated against 500, a 363 ms slot wait) when the 6 simulated rounds ran out.
+    With 10 (``SolveSettings.simulation_rounds``) the tp2 miss gets its round and the plan meets ($112,302)."""
+    from dataclasses import replace
+
+    from planner.instance import load_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
+
+    resolved = load_instance(Path(__file__).resolve().parent.parent / "instances" / "code-completion-8b.yaml",
+                             {"services.code.traffic.buckets": 8, "options.architectures": ["disaggregated"]})
+    settings = replace(settings_from_instance(resolved.instance), confidence="off")
+    plan = solve_instance(resolved, settings).result.architectures["disaggregated"]
+    assert plan.feasible and plan.simulation is not None and plan.simulation.met, plan.simulation
+    assert plan.solver.rounds > 7  # the rounds beyond the old limit were needed

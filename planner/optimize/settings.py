@@ -29,7 +29,9 @@ class SolveSettings:
     SimulationCheck``, e.g. :func:`planner.verify.simulate_plan`); a miss tightens the named pool
     and re-solves (module docstring, step 5)."""
     simulation_rounds: int = 10
-    """Extra solve rounds the simulated check may spend tightening caps."""
+    """Extra solve rounds the simulated check may spend tightening caps (10: a miss chased across a phase's
+    configurations needs a round per configuration after the escalation of a repeat; at 6, code-completion-8b's
+    8-bucket disaggregated plan ran out with an untightened decode tp2 missing, tests/test_tighten.py)."""
     relax: bool = True
     """Raise prefill caps far tighter than the pool's actual size needs, and keep the result when it
     passes the analytic check and costs less (:func:`planner.optimize.latency.relax_factors`)."""
