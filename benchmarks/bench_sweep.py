@@ -8,9 +8,17 @@ the median of ``--repeat`` runs and its ratio to issue 27's target (1,000 scenar
 every scenario (measured on a sample of scenarios, single process, extrapolated;
 ``--rebuild-sample 0`` skips it). Each run starts with empty per-process memos (the workers are
 new processes; with ``--jobs 1`` the memos of this process are cleared between runs).
+``--warm-caps`` computes the utilisation caps of every rate first (untimed; the workers are forked
+after it and inherit them): the sweep's time if the caps cost nothing, i.e. how far a faster cap
+computation alone can take it.
 ``--profile K`` runs the sweep under cProfile (use it with ``--jobs 1``: workers are not profiled)
 and prints the K functions with the largest cumulative time, then those with the largest own time
 (the profile issue 27's closing note asks for; the profiler itself adds ~30 % to the times).
+
+Measured (wt-sw3, 2 shared cores, load average 3-5 from other work, so CPU is the steadier figure):
+``--jobs 2 --n 1000 --rebuild-sample 0`` 383 s wall, 429 s CPU (429 ms/scenario; 534 s / 460 s before
+this session's changes, under heavier load); with ``--warm-caps`` 118 s wall, 234 s CPU (ratio 1.97):
+the caps are ~45 % of the sweep's CPU, the peak simulations and the solves the rest.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from planner.instance import load_instance
 from planner.optimize import solve_tables
 from planner.optimize.resolve import scale_rates, with_price
 from planner.studies.source import TableSource
-from planner.studies.spec import expand, parse_sets
+from planner.studies.spec import Scenario, expand, parse_sets
 from planner.studies.sweep import run_sweep
 
 INSTANCE = Path(__file__).resolve().parent.parent / "instances" / "enterprise-chat.yaml"
@@ -41,17 +49,45 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _clear_memos(src: TableSource) -> None:
-    """Per-process memos a sweep fills (so a repeated run in this process starts cold, as a new worker does)."""
+def _clear_memos(src: TableSource, *, keep_resolvers: bool = False) -> None:
+    """Per-process memos a sweep fills (so a repeated run in this process starts cold, as a new worker does);
+    ``keep_resolvers``: not the resolvers (``--warm-caps``: their caps memo is the point)."""
+    import planner.optimize.extract as ex
     import planner.optimize.latency as lat
     import planner.solve_instance as si
     import planner.studies.sweep as sw
 
     src.solved.clear()
     lat._MEMO.clear()
+    ex._PLAN_MEMO.clear()
     si._SIMULATED.clear()
-    sw._RESOLVERS.clear()
-    sw._KEYS.clear()
+    if not keep_resolvers:
+        sw._RESOLVERS.clear()
+        sw._KEYS.clear()
+
+
+def _warm_caps(src: TableSource, study: list[Scenario]) -> float:
+    """Seconds to fill this process's resolver (the one :func:`planner.studies.sweep.solve_scenario` uses)
+    with the utilisation caps of every distinct rate of ``study`` (``Resolver.reprepare``'s memo), untimed
+    by the sweep; workers are forked after it, so they start with every cap known: the sweep's time
+    without the caps (what a faster or cached cap computation could reach at most)."""
+    import planner.studies.sweep as sw
+    from planner.optimize.resolve import Resolver
+
+    t0 = time.perf_counter()
+    headroom = sw.study_headroom(src, study)
+    seen: set[bytes] = set()
+    for sc in study:
+        base, tables, settings = src.tables_and_settings(sc.overrides)
+        rates = tables.demand["rate_peak_per_s"].to_numpy(float).tobytes()
+        if rates in seen:
+            continue
+        seen.add(rates)
+        key = (sw._structure_key(base), float(headroom))
+        if key not in sw._RESOLVERS:
+            sw._RESOLVERS[key] = Resolver.create(base, settings, rate_headroom=headroom)
+        sw._RESOLVERS[key].reprepare(tables)
+    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -61,6 +97,8 @@ def main() -> None:
     ap.add_argument("--rebuild-sample", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1, help="Sweeps timed (median reported).")
     ap.add_argument("--profile", type=int, default=0, help="Profile the sweep (this process) and print the top K functions.")
+    ap.add_argument("--warm-caps", action="store_true",
+                    help="Compute every rate's utilisation caps before timing (the sweep without the caps' cost).")
     ap.add_argument("--out", default=None, help="Write the last sweep's rows to this CSV (compare two versions' answers; solve_s dropped).")
     a = ap.parse_args()
     resolved = load_instance(INSTANCE)
@@ -69,8 +107,10 @@ def main() -> None:
     spec = parse_sets([f"services.chat.traffic.rate_multiplier={mults}", "costs.electricity_usd_per_kwh=0.04,0.06,0.08,0.1,0.12,0.14,0.16,0.18,0.2,0.22"])
     study = expand(spec)
     walls, cpus = [], []
+    if a.warm_caps:
+        print(f"caps of every rate computed before timing (--warm-caps): {_warm_caps(src, study):.1f} s", flush=True)
     for _ in range(max(1, a.repeat)):
-        _clear_memos(src)
+        _clear_memos(src, keep_resolvers=a.warm_caps)
         t0 = time.perf_counter()
         cpu0 = _cpu_s()
         if a.profile > 0:

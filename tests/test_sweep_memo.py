@@ -64,3 +64,30 @@ def test_memo_is_least_recently_used_and_frame_keys_follow_content() -> None:
     other.iloc[0, other.columns.get_loc("instance_seconds_per_request")] *= 1 + 1e-15
     assert frame_key(other) != frame_key(df)
     assert frame_key(df[df.columns[::-1]]) != frame_key(df)
+
+
+def test_frame_key_is_exact_on_every_kind_of_column() -> None:
+    """The digest key (issue 27: ~3x faster than pandas' row hashes) tells apart any change a cell can
+    take — a string, a missing value, a sign of zero, a dtype, a row moved — and shares nothing for cells
+    whose ``repr`` is not their value."""
+    import pandas as pd
+
+    df = synthetic_tables(seed=3).points
+    assert frame_key(df) == frame_key(df.copy(deep=True))
+    s_col = next(c for c in df.columns if df[c].dtype == object or str(df[c].dtype).startswith("str"))
+    for change in (
+        lambda d: d.iloc[0, d.columns.get_loc(s_col)] + "x",
+        lambda d: None,
+    ):
+        other = df.copy()
+        other.iloc[0, other.columns.get_loc(s_col)] = change(other)
+        assert frame_key(other) != frame_key(df)
+    zero = pd.DataFrame({"a": [0.0, 1.0]})
+    assert frame_key(zero) == frame_key(pd.DataFrame({"a": [0.0, 1.0]}))
+    assert frame_key(zero) != frame_key(pd.DataFrame({"a": [-0.0, 1.0]}))  # stricter than ==, never looser
+    assert frame_key(zero) != frame_key(pd.DataFrame({"a": [0, 1]}))  # another dtype
+    assert frame_key(zero) != frame_key(pd.DataFrame({"b": [0.0, 1.0]}))  # another column name
+    assert frame_key(df) != frame_key(df.iloc[::-1])  # rows reordered
+    assert frame_key(pd.DataFrame({"s": ["a\x1fb", "c"]})) != frame_key(pd.DataFrame({"s": ["a", "b\x1fc"]}))
+    odd = pd.DataFrame({"o": [object(), 1]})
+    assert frame_key(odd) != frame_key(odd)  # a cell of no plain type: nothing shared

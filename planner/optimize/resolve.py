@@ -90,7 +90,10 @@ _PRICE_FIELD = "electricity_usd_per_kwh"
 
 def same_structure(a: CapacityTables, b: CapacityTables) -> bool:
     """True when ``b`` differs from ``a`` only in demand rates and the electricity price."""
-    if not a.points.equals(b.points) or not a.configs.equals(b.configs):
+    # the same frame object is equal to itself (a rate or price patch keeps the base's points and configs)
+    if a.points is not b.points and not a.points.equals(b.points):
+        return False
+    if a.configs is not b.configs and not a.configs.equals(b.configs):
         return False
     da = a.demand.drop(columns=list(RATE_COLUMNS))
     db = b.demand.drop(columns=list(RATE_COLUMNS))
