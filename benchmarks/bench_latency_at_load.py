@@ -78,8 +78,8 @@ three findings behind many instances:
   ``1/√c`` was calibrated at 4,000 requests.
 
 Run of 2026-12-04 (evening) after :func:`planner.pool_latency.instance_arrival_cv` (prompts within one lane
-iteration, ``f̄ < 1``, see their instance's arrivals as irregular as the pool's, ``min(c_a, 1)``, not thinned to
-``1/√c``; the candidate above, shipped; ``python benchmarks/bench_latency_at_load.py``, 3 seeds × 4,000 requests
+iteration, ``f̄ < 1``, see their instance's arrivals thinned at random, ``c² = P c_a² + 1 − P`` with ``P = 1/c``
+(Poisson stays Poisson), not spread in turn (``c_a²/c``); the candidate above, shipped; ``python benchmarks/bench_latency_at_load.py``, 3 seeds × 4,000 requests
 or 5 lives): as solved 138 of 144 within ±15 % (unchanged: those pools are one instance or 8,000-token); count
 grid **78 → 90 % of 288** within. 1,000-token prompts over 4 / 17 / 64 instances: TTFT p99 −21…+17 % (was
 −12…−42 %; x17 at 70 % +7 %, was −42 %), ITL p99 within 1 % at every count and load (was −32…−58 %), ITL p50

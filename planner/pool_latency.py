@@ -863,26 +863,31 @@ def unified_ttft_overhead_ms(points: pd.DataFrame) -> np.ndarray:
         return np.maximum(ttft - own - chunks * t_chunk, 0.0)
 
 
-def instance_arrival_cv(pool_cv: float, live: int, units_mean: float) -> float:
-    """The arrival CV of one of ``live`` unified instances behind a least-loaded router, the pool's
-    arrivals having CV ``pool_cv`` and its prompts ``units_mean`` lane iterations on average (``f̄``).
-    Bursts above Poisson are the pool's slot wait's (:func:`pool_latency`), so ``min(c_a, 1)`` either way.
+def instance_arrival_cv(pool_arrival_cv: float, live: int, units_mean: float) -> float:
+    """The inter-arrival CV of the prompts one instance of a unified pool receives behind the
+    least-loaded router, from the pool's ``pool_arrival_cv`` (``c_a``, capped at Poisson: bursts
+    above it are the slot wait's), ``live`` instances (``c``) and the mean prompt ``units_mean``
+    (``f̄``, prompt tokens per lane iteration).
 
-    * ``f̄ ≥ 1`` (prompts longer than the lane): a prompt stays in its instance's lane for whole
-      iterations, so the router's in-flight count sees the lane's queue and sends each instance about
-      every ``c``-th prompt: ``CV = min(c_a, 1) / √c`` (as
-      :func:`planner.queueing.least_loaded_lane_wait_quantile_s`).
-    * ``f̄ < 1`` (prompts within one lane iteration): the router balances in-flight counts, which
-      are decoding sequences (each lives ``o t̄`` seconds, hundreds of iterations), not lane work: a
-      prompt leaves the lane within an iteration, so which instance the next prompt goes to is set
-      by decode completions, independent of the prompts that instance just took — a random thinning
-      of the pool's arrivals, as irregular as they are: ``CV = min(c_a, 1)``. Measured (issue 24 item
-      3, ``benchmarks/bench_latency_at_load.py``, 1,000-token prompts): the simulator's TTFT p99 over
-      17 instances at 50 % is one instance's at the same per-instance load (603 vs 602 ms), and the
-      thinned ``1/√c`` made the analytic TTFT p99 −12…−42 % and ITL p99 −32…−58 % optimistic over 4–64
-      instances. No constant is fitted: the two limits are the router's, chosen by ``f̄``."""
-    ca = min(float(pool_cv), 1.0)
-    return ca / math.sqrt(max(int(live), 1)) if units_mean >= 1.0 else ca
+    * Prompts within one lane iteration (``f̄ < 1``): the router picks the instance with the fewest
+      in-flight requests, and those are nearly all decoding sequences (``B = λ o t̄`` per instance,
+      ~100s) against the few prompts a lane takes per iteration (``λ t̄``), so the choice is blind to
+      the lane's work: as far as the lane is concerned each arrival goes to an instance at random,
+      probability ``P = 1/c``. Thinning a renewal stream of CV ``c_a`` with probability ``P`` gives
+      ``c_P² = P c_a² + 1 − P`` (exact; the derivation at :func:`_thinned_cv2`): Poisson stays
+      Poisson at any ``c``. The simulator agrees: behind 17 instances a 1,000-token prompt's TTFT p99
+      is that of one instance at the same per-instance load (603 ms against 602 at 50 %;
+      ``benchmarks/bench_latency_at_load.py``), where the former ``min(c_a, 1)² / c`` (an instance fed
+      every ``c``-th arrival in turn) put it at −30…−42 % and the ITL p99 at −32…−58 %.
+    * Prompts longer than the lane (``f̄ ≥ 1``): a prompt holds its instance's lane for ``f̄`` or more
+      iterations and counts in flight all that time, so the router sees the lane's queue and spreads
+      the prompts nearly in turn: ``c_a² = min(c_a, 1)² / c`` (as
+      :func:`planner.queueing.least_loaded_lane_wait_quantile_s` and :func:`_jsq_ahead_pmf`)."""
+    ca = min(float(pool_arrival_cv), 1.0)
+    c = max(int(live), 1)
+    if units_mean < 1.0:
+        return math.sqrt(ca * ca / c + 1.0 - 1.0 / c)
+    return ca / math.sqrt(c)
 
 
 def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.ndarray, outputs: np.ndarray,
