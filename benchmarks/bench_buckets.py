@@ -23,6 +23,11 @@ short prompts' instance arrival CV, planner.pool_latency.instance_arrival_cv; si
 6 -> 10): agentic-assistant 0.0 / 0.0 %, 0.0 % (its 10-request log plans on 2 buckets at any count;
 144,334 / 152,476); code-completion-8b 4.1 / 10.3 %, 4.1 % (shared 87,911 / 91,493 / 91,493, disaggregated
 110,919 / 112,302 / 101,812, every plan meeting its targets); the other six as above. Met on every example.
+Run of 2026-12-04, night (a shared bucket's work is the sum over its fine length sub-bins of max(slot, lane),
+planner.capacity.bucket_work): long-context-assistant 0.0 / 1.6 %, 0.0 % (shared 72,789 / 72,779 / 72,777);
+agentic-assistant 149,294 / 152,476 at every count; enterprise-chat 8,744, fleet-horizon 7,041 at every count;
+code-completion-8b unchanged (shared 87,914 / 91,493 / 91,493: the service's work is now one figure at every
+count, so its 8-bucket device is the simulated tightening's, not the work's); the others 0.0 %.
 """
 
 from __future__ import annotations

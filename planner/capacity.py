@@ -227,7 +227,7 @@ def service_mean_lengths(demand: pd.DataFrame) -> dict[str, tuple[float, float]]
 
 
 def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_means: tuple[float, float],
-                share: float) -> dict[str, float]:
+                share: float, mix: list[tuple[float, float, float]] | None = None) -> dict[str, float]:
     """A bucket's work per request at its service's decode or unified point (module docstring;
     :mod:`planner.workload.buckets` item 5). Returns the point columns to replace (empty for an
     infeasible point or one without the lane columns).
@@ -250,9 +250,20 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_m
     - KV bytes per request scale with the bucket's mean peak tokens ``E_b[n + o]`` (KV is linear in
       tokens), energy per request with ``tau_b``.
 
-    So ``sum_b w_b tau_b`` is the service's own ``tau`` at every bucket count (up to the ``max`` of a
-    lane-bound bucket). Approximation: a pool that serves only some of a service's buckets runs a
-    mix other than the service's; its step time is that of the service's mix."""
+    **The ``max`` per fine sub-bin** (``mix``, the bucket's ``length_mix``): a unified bucket's ``tau_b`` is
+    ``sum_f s_f max(a_f, c_f)`` over its sub-bins ``f`` (shares ``s_f``, lengths ``(n_f, o_f)``), the slot
+    part ``a`` and the lane part ``c`` above taken per sub-bin, not ``max(a, c)`` at the bucket's mean
+    lengths. The sub-bins are the same at every bucket count (:mod:`planner.workload.buckets` item 5), so
+    ``sum_b w_b tau_b`` is one figure at 4, 8, 16 or 32 buckets (issue 24 item 0). At the bucket's means, a
+    coarse bucket averaged its long, lane-bound prompts with short, slot-bound ones, so the ``max`` hid the
+    lane-bound part and the service's work fell with the bucket count: code-completion-8b's tp4 shared point
+    0.02469 s per request at 4 buckets against 0.02493 s at 8 and 16, which moved its plan by one device
+    (``$87,911`` against ``$91,493``). Approximation (conservative): the slots and the lane are two resources of
+    one instance, and over the requests a pool runs the binding one is ``max(sum a, sum c)``, which is at most
+    ``sum max(a, c)``; the difference is the lane time of lane-bound prompts that slot-bound ones' lane idle
+    time could have absorbed. ``lane_service_ms`` and ``prefill_tokens`` are linear, the bucket's means.
+    Approximation: a pool that serves only some of a service's buckets runs a mix other than the
+    service's; its step time is that of the service's mix."""
     from planner.perf.points import request_tokens
 
     if not op.feasible or op.instance_seconds_per_request <= 0:
@@ -270,7 +281,15 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_m
         e = float(d.get("spec_tokens_per_step", 1.0))
         if not all(math.isfinite(x) and x > 0 for x in (t_dec, t_it, q, b, e)):
             return {}
-        tau = max(o_b * t_dec / (b * e) + n_b * max(t_it - t_dec, 0.0) / q, n_b * t_it / q)
+        def tau_at(o: float, n: float) -> float:
+            return max(o * t_dec / (b * e) + n * max(t_it - t_dec, 0.0) / q, n * t_it / q)
+
+        if mix:
+            ws = np.array([m[0] for m in mix], dtype=float)
+            subs = [request_tokens(n_f, o_f, share) for _w, n_f, o_f in mix]
+            tau = float(np.dot(ws / ws.sum(), [tau_at(o_f, n_f) for _i, o_f, n_f, _h in subs]))
+        else:
+            tau = tau_at(o_b, n_b)
         out["lane_service_ms"] = 1e3 * n_b * t_it / q
         out["prefill_tokens"] = n_b
     out["instance_seconds_per_request"] = tau
@@ -485,7 +504,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     rows.append({})
                     continue
                 if at_mix:
-                    work = bucket_work(op, role, svc_means[service], bucket_means, share)
+                    work = bucket_work(op, role, svc_means[service], bucket_means, share, mix)
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
                 if role != "prefill" and kv_key not in kv_cap:
                     kv_cap[kv_key] = (replica_kv_capacity_bytes(model, dev, par, svc.weight_precision, svc.kv_precision_resolved,

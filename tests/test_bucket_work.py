@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
@@ -167,3 +168,46 @@ def test_latency_representatives_are_the_four_bucket_ones(seed: int, n: int, rho
         assert (b.input_tokens, b.output_tokens) == (parent.input_tokens, parent.output_tokens), (b, parent)
     assert {b.length_mix[0][1] for b in fine} != {b.length_mix[0][1] for b in coarse} or len(fine) == len(coarse)
 
+
+
+def test_unified_work_takes_the_max_per_sub_bin_by_hand() -> None:
+    """A unified point's time per request is max(slot time, lane time) per fine sub-bin, summed by share
+    (planner.capacity.bucket_work): a bucket of one short, slot-bound and one long, lane-bound sub-bin pays
+    each its own bound, not the max at the bucket's mean lengths (which hides the long prompt's lane time)."""
+    from types import SimpleNamespace
+
+    from planner.capacity import bucket_work
+
+    # step 10 ms with a chunk, 5 ms decode-only; chunk q = 1,000 tokens; batch 10; no speculation
+    op = SimpleNamespace(feasible=True, instance_seconds_per_request=1.0, energy_j_per_request=100.0,
+                         kv_bytes_per_request=1e6, max_batch=10,
+                         detail={"decode_only_step_ms": 5.0, "step_ms": 10.0, "prefill_chunk_tokens": 1000.0})
+    mix = [(0.5, 100.0, 200.0), (0.5, 9_000.0, 20.0)]  # (share, input tokens, output tokens)
+    # slot a = o 0.005 / 10 + n 0.005 / 1000; lane c = n 0.01 / 1000
+    a1, c1 = 200 * 0.0005 + 100 * 5e-6, 100 * 1e-5      # 0.1005 s, 0.001 s: slot-bound
+    a2, c2 = 20 * 0.0005 + 9_000 * 5e-6, 9_000 * 1e-5    # 0.055 s, 0.09 s: lane-bound
+    got = bucket_work(op, "unified", (4_550.0, 110.0), (4_550.0, 110.0), 0.0, mix)
+    assert got["instance_seconds_per_request"] == pytest.approx(0.5 * max(a1, c1) + 0.5 * max(a2, c2), rel=1e-12)
+    at_mean = bucket_work(op, "unified", (4_550.0, 110.0), (4_550.0, 110.0), 0.0)
+    assert at_mean["instance_seconds_per_request"] == pytest.approx(max(110 * 0.0005 + 4_550 * 5e-6, 4_550 * 1e-5), rel=1e-12)
+    assert got["instance_seconds_per_request"] > at_mean["instance_seconds_per_request"]  # 0.09525 > 0.0775
+    # the lane part and the prompt tokens stay linear: the bucket's means
+    assert got["lane_service_ms"] == pytest.approx(1e3 * 4_550 * 1e-5) and got["prefill_tokens"] == pytest.approx(4_550.0)
+
+
+def test_code_completion_unified_work_is_one_figure_at_4_8_16_buckets() -> None:
+    """code-completion-8b's tp4 shared point: the service's work per request ``sum_b w_b tau_b`` is the same at
+    4, 8 and 16 buckets (to floating point). Before the max per sub-bin: 0.02469 s at 4 buckets against
+    0.02493 s at 8 and 16, a device of its shared plan."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+
+    root = Path(__file__).resolve().parent.parent
+    work = []
+    for k in (4, 8, 16):
+        t = build_capacity_tables(load_instance(root / "instances" / "code-completion-8b.yaml", {"services.code.traffic.buckets": k}))
+        u = t.points[(t.points["role"] == "unified") & (t.points["config"] == "h100-sxm/tp4")]
+        w = u["bucket"].map(t.demand.set_index("bucket")["weight"])
+        work.append(float((w * u["instance_seconds_per_request"]).sum() / w.sum()))
+    assert max(work) - min(work) <= 1e-9 * max(work), work
+    assert work[0] == pytest.approx(0.024932, abs=2e-6)
