@@ -82,13 +82,49 @@ def choose_resolution(resolved: Any, settings: SolveSettings, *, tolerance: floa
     return cur, steps, why
 
 
-def resolution_flip(steps: list[ResolutionStep], final_winner: str | None, why: str) -> VerdictFlip:
+def check_resolution(resolved: Any, settings: SolveSettings, *, capacity_file: str | None = None,
+                     refinements: int = 2, cap: int = MAX_BUCKETS) -> tuple[list[ResolutionStep], str]:
+    """The bucket-resolution part of ``--confidence exact`` at a fixed resolution (issue 24 item 0: "bucket
+    resolution is part of the confidence statement"): the instance on the cheap path (as
+    :func:`choose_resolution` solves each count: MIP, analytic check and tightening, no peak simulation) at
+    its own counts ``b`` and at ``2b``, ``4b`` (nested refinements, at most ``cap``), and one sentence: the
+    largest move of the winner's cost from the plan's own count, and whether the winner changes. The plan
+    itself is not changed. Returns ``([], why)`` when no service's traffic is a log."""
+    logged = {str(n): int(s.traffic.buckets) for n, s in resolved.instance.services.items() if s.traffic.trace is not None}
+    if not logged:
+        return [], "resolution fixed: no service's traffic is a log (buckets come from the instance or a profile)"
+    plain = replace(settings, simulation_check=None, confidence="off", extra_notes=())
+    buckets = dict(logged)
+    steps = [_step(resolved, plain, buckets, capacity_file)]
+    for _ in range(refinements):
+        if max(buckets.values()) >= cap:
+            break
+        buckets = {s: next_buckets(n, cap) for s, n in buckets.items()}
+        nxt = resolved.with_overrides({f"services.{s}.traffic.buckets": n for s, n in buckets.items()})
+        steps.append(_step(nxt, plain, buckets, capacity_file))
+    base = steps[0]
+    moves = [abs(s.winner_usd_per_month / base.winner_usd_per_month - 1.0) for s in steps[1:]
+             if s.winner == base.winner and s.winner_usd_per_month and base.winner_usd_per_month]
+    same = all(s.winner == base.winner for s in steps[1:])
+    if len(steps) == 1:
+        why = f"resolution fixed at the cap of {cap} buckets; no finer count checked"
+    elif same:
+        why = (f"resolution fixed; at finer counts (analytic, no peak simulation) the winner is the same and its cost moves "
+               f"{100 * max(moves, default=0.0):.1f} %")
+    else:
+        why = "resolution fixed; at a finer count (analytic, no peak simulation) the winner changes"
+    return steps, why
+
+
+def resolution_flip(steps: list[ResolutionStep], final_winner: str | None, why: str, *, chosen: int = -1) -> VerdictFlip:
     """The bucket-resolution entry of the verdict's confidence: the tried count nearest the chosen one
-    whose winner differs (``slower_or_more`` holds that count), and the path in ``note``."""
+    (``steps[chosen]``: the last for ``--resolution auto``, the first for :func:`check_resolution`) whose
+    winner differs (``slower_or_more`` holds that count), and the path in ``note``."""
     path = " → ".join(
         "/".join(str(n) for n in s.buckets.values()) + f" {s.winner or 'none'} ${s.winner_usd_per_month or 0:,.0f}" for s in steps)
     flip = None
-    for s in reversed(steps[:-1]):
+    at = chosen % len(steps) if steps else 0
+    for s in sorted((s for i, s in enumerate(steps) if i != at), key=lambda s: abs(max(s.buckets.values()) - max(steps[at].buckets.values()))):
         if s.winner != final_winner:
             flip = float(max(s.buckets.values()))
             break

@@ -194,6 +194,17 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     from planner.optimize.resolve import with_confidence
 
     outcome.result = with_confidence(outcome.result, tables, s)  # re-solves as a sweep does (planner.optimize.confidence)
+    conf = outcome.result.verdict.confidence
+    if settings.confidence == "exact" and conf is not None and not conf.resolution:
+        # the bucket resolution is part of the confidence statement (issue 24 item 0): finer nested counts on the cheap path
+        from planner.resolution import check_resolution, resolution_flip
+
+        with stage("confidence: bucket resolution"):
+            steps, why = check_resolution(resolved, settings, capacity_file=capacity_file)
+        if len(steps) > 1:
+            flip = resolution_flip(steps, outcome.result.verdict.winner, why, chosen=0)
+            conf = conf.model_copy(update={"flips": [*conf.flips, flip], "resolution": steps, "summary": f"{conf.summary}; {flip.note}"})
+            outcome.result = outcome.result.model_copy(update={"verdict": outcome.result.verdict.model_copy(update={"confidence": conf})})
     if getattr(resolved.instance.options, "verify", False):
         from planner.verify import verify_result
 

@@ -95,3 +95,45 @@ def test_code_completion_auto_resolution_settles_and_states_it() -> None:
     assert settled or max(last.buckets.values()) == resolution.MAX_BUCKETS
     assert conf.buckets == last.buckets
     assert "bucket resolution:" in conf.summary
+
+
+def _fake_steps(costs: dict[int, tuple[str, float]]) -> Any:
+    def fake_step(resolved: Any, _s: Any, buckets: dict[str, int], _c: Any) -> ResolutionStep:
+        w, c = costs[buckets["chat"]]
+        return ResolutionStep(buckets=dict(buckets), winner=w, winner_usd_per_month=c)
+    return fake_step
+
+
+@pytest.mark.parametrize(("costs", "words"), [
+    ({4: ("shared", 100.0), 8: ("shared", 103.0), 16: ("shared", 99.0)}, "the winner is the same and its cost moves 3.0 %"),
+    ({4: ("shared", 100.0), 8: ("disaggregated", 95.0), 16: ("shared", 99.0)}, "the winner changes"),
+])
+def test_fixed_resolution_is_checked_at_two_finer_counts(costs: dict[int, tuple[str, float]], words: str) -> None:
+    """``--confidence exact`` at a fixed resolution states the finer nested counts (issue 24 item 0): the plan's
+    own count, then 2x and 4x (capped at 16); the flip is the count nearest the plan's whose winner differs."""
+    orig = resolution._step
+    resolution._step = _fake_steps(costs)  # type: ignore[assignment]
+    try:
+        steps, why = resolution.check_resolution(_Resolved(4), SolveSettings())
+        capped, why_cap = resolution.check_resolution(_Resolved(16), SolveSettings())
+    finally:
+        resolution._step = orig  # type: ignore[assignment]
+    assert [s.buckets["chat"] for s in steps] == [4, 8, 16] and words in why
+    assert [s.buckets["chat"] for s in capped] == [16] and "no finer count" in why_cap
+    flip = resolution.resolution_flip(steps, "shared", why, chosen=0)
+    assert flip.slower_or_more == (8.0 if "changes" in words else None)
+    assert flip.note.startswith("bucket resolution: 4 shared $100 → 8 ")
+
+
+@pytest.mark.slow
+def test_fixed_resolution_check_keeps_the_plans_own_count_first() -> None:
+    """On enterprise-chat (analytic path) the check's first step is the plan's own 4 buckets and finer counts
+    keep its winner within 2 % (instances/README.md, bucket-count table)."""
+    from planner.instance import load_instance
+
+    r = load_instance(INSTANCES / "enterprise-chat.yaml")
+    steps, why = resolution.check_resolution(r, SolveSettings())
+    assert [s.buckets["chat"] for s in steps] == [4, 8, 16]
+    assert {s.winner for s in steps} == {"shared"} and "moves" in why
+    costs = [s.winner_usd_per_month for s in steps]
+    assert max(costs) <= 1.02 * min(costs)  # type: ignore[type-var, operator]

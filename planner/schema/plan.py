@@ -569,7 +569,9 @@ class VerdictConfidence(StrictModel):
     buckets: dict[str, int] = {}
     """The resolution used: length buckets per service."""
     resolution: list[ResolutionStep] = []
-    """Bucket counts tried when the resolution was chosen adaptively (``--resolution auto``), in order."""
+    """Bucket counts tried when the resolution was chosen adaptively (``--resolution auto``), in order, or, at a
+    fixed resolution with ``--confidence exact``, the plan's own counts then the finer nested counts checked
+    (:func:`planner.resolution.check_resolution`)."""
 
 
 class Verdict(StrictModel):
