@@ -91,3 +91,19 @@ def test_frame_key_is_exact_on_every_kind_of_column() -> None:
     assert frame_key(pd.DataFrame({"s": ["a\x1fb", "c"]})) != frame_key(pd.DataFrame({"s": ["a", "b\x1fc"]}))
     odd = pd.DataFrame({"o": [object(), 1]})
     assert frame_key(odd) != frame_key(odd)  # a cell of no plain type: nothing shared
+
+
+def test_solution_shares_are_read_to_nine_decimals() -> None:
+    """The LP's last-bit noise in a share (1.0 in one solve, 0.9999999999953 in the next) is not part of the plan
+    (extract.SHARE_DECIMALS): the shares read back are the solver's rounded to 1e-9, so a sweep's identical plans
+    are one memo key (a 100-scenario sweep: 47 -> 20 peak simulations, benchmarks/bench_sweep.py --profile)."""
+    settings = SolveSettings(redundancy=1)
+    built = build_model(prepare(synthetic_tables(services=2, buckets=2, devices=2, seed=5)), redundancy=1)
+    assert solve_architecture(built, make_solver(), "disaggregated", settings).feasible
+    x, n, _z, _u = solution_arrays(built)
+    m = built.model
+    on = int(np.flatnonzero(x > 0.5)[0])
+    m.x[on].value = float(x[on]) - 4.7e-12  # the noise HiGHS leaves on a vertex
+    x_noisy, n2, _z2, _u2 = solution_arrays(built)
+    assert np.array_equal(x_noisy, x) and np.array_equal(n2, n)
+    assert np.array_equal(x, np.round(x, extract.SHARE_DECIMALS))

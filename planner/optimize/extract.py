@@ -84,6 +84,11 @@ from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, Rout
 from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
 SHARE_EPS = 1e-7
+SHARE_DECIMALS = 9
+"""Routing shares are read to 1e-9 (issue 27, sweep speed): HiGHS returns the same vertex with last-bit noise
+(a share of 1.0 in one solve, 0.9999999999953 in the next), which made an identical plan a new key for the
+peak-simulation and latency memos (:mod:`planner.optimize.memo`): 25 of 46 peak simulations of a
+100-scenario sweep re-ran a plan already simulated. Well inside the solver's feasibility tolerance (1e-7)."""
 
 
 def solution_arrays(built: Built) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -92,7 +97,7 @@ def solution_arrays(built: Built) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     x = np.clip(x, 0.0, 1.0)
     x[x < SHARE_EPS] = 0.0
     n = np.array([round(m.n[p].value or 0.0) for p in range(len(built.pool_names))], dtype=int)
-    x = _drop_unbuilt_shares(built, x, n)
+    x = np.round(_drop_unbuilt_shares(built, x, n), SHARE_DECIMALS)
     z = np.array([round(m.z[p].value or 0.0) for p in range(len(built.pool_names))], dtype=int)
     u = np.array([round(m.u[t].value or 0.0) for t in m.T], dtype=int)
     return x, n, z, u
