@@ -51,8 +51,9 @@ tokens) and every ``blocksparse_vert_stride``-th (8th) block before them. Up to 
 context that is every earlier token, so the layer is dense attention and the profile counts it as
 such; beyond, the profile is an upper bound on the attention FLOPs and KV reads of those layers (at
 8,192 tokens a block-sparse layer reads 30 of 128 blocks, 23 %: half the layers' attention
-overstated up to 4.3x). Its KV memory is exact at any length: vLLM and TensorRT-LLM keep every
-token's K and V (the strided blocks reach back to the start). LayerNorm instead of RMSNorm and the
+overstated up to 4.3x). Its KV memory is exact at any length: vLLM writes every token's K and V
+to its paged cache and the block-sparse kernel skips blocks only when reading (the strided blocks
+reach back to the start). LayerNorm instead of RMSNorm and the
 q/k/v/output and MLP biases of its vLLM implementation are below 0.1 % of the parameters (not counted).
 
 What it cannot model is an error naming the missing piece (:class:`UnsupportedArchitecture`):
