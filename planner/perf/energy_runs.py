@@ -261,7 +261,11 @@ def config_profile(name: str, catalog: Catalog) -> LLMProfile | None:
         profile = catalog.resolve_model(name)
     except InputError:
         return None
-    return None if profile.id in catalog.models else profile
+    if any(profile is m for m in catalog.models.values()):
+        return None  # the resolver's answer after all (reached only if model_ref and resolve_model disagree)
+    if profile.id in catalog.models:  # a derived id that happens to name a catalog profile: keep them apart
+        profile = profile.model_copy(update={"id": f"{profile.id}@config"})
+    return profile
 
 
 CONFIG_PROFILE = "derived from its shipped config.json (planner.hf_config; no published parameter count to check it against)"
