@@ -9,7 +9,8 @@ calibration and the H100 power curve on the other models' runs (planner.perf.pow
 predict the held-out model's runs (planner.perf.energy_check). Pooled MAPE over all held-out
 runs. Targets (issue 20): J per output token <= 20 %, output tokens/s <= 15 % (issue 25: <= 20 %).
 Expert-parallel runs are predicted as expert-parallel replicas (planner/perf/moe.py; issue 25);
-the figure with them approximated as TP is printed too.
+the figure with them approximated as TP is printed too. The same leave-one-model-out is then run within the
+Leaderboard v2 rows of each GPU (vLLM 0.5.4; A100 and H100), the config-derived Phi-3-small runs printed apart.
 Then the in-sample figures of the shipped fit (models/calibration/power.yaml) on the whole file,
 and the old flat rule (0.7 x TDP busy) on the same predicted throughput for comparison.
 The multimodal runs whose image tokens the benchmark fixes are predicted with a derived input size
@@ -38,6 +39,10 @@ from planner.perf.power import load_power_calibration  # noqa: E402
 DATA = ROOT / "models" / "measured" / "measured_energy.csv"
 SOURCE = "mlenergy-benchmark-v3.0"
 GPU = "H100-SXM5-80GB"
+V2_SOURCE = "mlenergy-leaderboard-v2"
+V2_GPUS = ("A100-SXM4-40GB", "H100-SXM5-80GB")
+CONFIG_DERIVED = ("phi-3-small-8k",)
+"""Model families predicted on a profile derived from their shipped config.json (planner.perf.energy_runs.config_profile)."""
 
 
 def main() -> None:
@@ -61,6 +66,16 @@ def main() -> None:
     q = ep["pooled"]
     print(f"with the expert-parallel runs approximated as TP ({ep['held_out_runs']} runs): J/tok "
           f"{q['mape_j_per_output_token_pct']:.1f} %, tok/s {q['mape_output_tokens_per_s_pct']:.1f} %, power {q['mape_power_pct']:.1f} %")
+
+    for gpu in V2_GPUS:  # Leaderboard v2 (vLLM 0.5.4): the same leave-one-model-out within each GPU's rows
+        v2 = out_of_sample_by_model(rows, catalog, source=V2_SOURCE, gpu=gpu)
+        q = v2["pooled"]
+        print(f"out of sample by model, {V2_SOURCE} on {gpu}: {v2['held_out_runs']} held-out runs: J/tok "
+              f"{q['mape_j_per_output_token_pct']:.1f} %, tok/s {q['mape_output_tokens_per_s_pct']:.1f} %, power {q['mape_power_pct']:.1f} %")
+        for g in v2["by_gpu_family"]:
+            if g["model_family"] in CONFIG_DERIVED:
+                print(f"  {g['model_family']} (profile derived from its shipped config.json): {g['runs']} runs, J/tok "
+                      f"{g['mape_j_per_output_token_pct']:.1f} %, tok/s {g['mape_output_tokens_per_s_pct']:.1f} %, power {g['mape_power_pct']:.1f} %")
 
     cal = load_power_calibration()
     if cal is None:

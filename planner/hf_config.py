@@ -10,7 +10,8 @@ profile field                  config keys (first present wins; ``text_config`` 
 ``num_attention_heads``        ``num_attention_heads``
 ``num_kv_heads``               ``num_key_value_heads`` (absent: = heads, MHA); MLA: = heads
 ``head_dim``                   ``head_dim``, else ``hidden_size / num_attention_heads``; MLA: ``v_head_dim``
-``ffn_size``                   ``intermediate_size_mlp`` (Llama-4 dense), ``intermediate_size``
+``ffn_size``                   ``intermediate_size_mlp`` (Llama-4 dense), ``ff_intermediate_size`` (Phi-3-small),
+                               ``intermediate_size``
 ``ffn_gated``                  false for ``starcoder2`` / ``opt`` / ``gpt_bigcode`` (two-matrix MLP)
 ``vocab_size``                 ``vocab_size``
 ``tie_word_embeddings``        ``tie_word_embeddings``, else the architecture's default (:data:`TIED_BY_DEFAULT`)
@@ -43,10 +44,22 @@ q/k/v biases carry an output bias too. Llama-4's chunked attention (each query s
 its own 8,192-token chunk) is modelled as a sliding window of the chunk size, an upper bound
 on its KV and attention work (a query sees on average half a chunk).
 
+Phi-3-small (``phi3small``, :data:`BLOCK_SPARSE_EXACT_UP_TO`): every other layer
+(``dense_attention_every_n_layers`` 2) uses block-sparse attention, each query block seeing the last
+``blocksparse_num_local_blocks`` blocks of ``blocksparse_block_size`` tokens (16 x 64 = 1,024
+tokens) and every ``blocksparse_vert_stride``-th (8th) block before them. Up to 1,024 tokens of
+context that is every earlier token, so the layer is dense attention and the profile counts it as
+such; beyond, the profile is an upper bound on the attention FLOPs and KV reads of those layers (at
+8,192 tokens a block-sparse layer reads 30 of 128 blocks, 23 %: half the layers' attention
+overstated up to 4.3x). Its KV memory is exact at any length: vLLM writes every token's K and V
+to its paged cache and the block-sparse kernel skips blocks only when reading (the strided blocks
+reach back to the start). LayerNorm instead of RMSNorm and the
+q/k/v/output and MLP biases of its vLLM implementation are below 0.1 % of the parameters (not counted).
+
 What it cannot model is an error naming the missing piece (:class:`UnsupportedArchitecture`):
 linear-attention and state-space layers (Mamba, Gated DeltaNet, lightning attention, RWKV),
 vision / audio towers (a ``vision_config`` or ``audio_config``: their prompt tokens and encoder
-work are not in the model), block-sparse and indexer-sparse attention, and
+work are not in the model), indexer-sparse attention (DeepSeek-V3.2), and
 any ``model_type`` not in :data:`SUPPORTED_TYPES`.
 """
 
@@ -65,7 +78,7 @@ from planner.schema.llm import LLMProfile
 SUPPORTED_TYPES: frozenset[str] = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
     "kimi_k2", "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "gpt_oss", "llama4_text", "minimax_m2",
-    "opt", "mimo", "glm4_moe", "olmo2", "granite", "cohere", "ernie4_5",
+    "opt", "mimo", "glm4_moe", "olmo2", "granite", "cohere", "ernie4_5", "phi3small",
 })
 """``model_type`` values whose layers are decoder-only attention + (gated) FFN or MoE."""
 
@@ -79,13 +92,20 @@ HYBRID_TYPES: dict[str, str] = {
     "minimax": "linear (lightning) attention layers", "minimax_m1": "linear (lightning) attention layers",
     "rwkv": "RWKV recurrent layers", "rwkv5": "RWKV recurrent layers", "rwkv6": "RWKV recurrent layers",
     "recurrent_gemma": "recurrent (RG-LRU) layers", "lfm2": "short-convolution layers", "kimi_linear": "linear (Kimi Delta) attention layers",
-    "phi3small": "block-sparse attention", "deepseek_v32": "sparse attention with a lightning indexer",
+    "deepseek_v32": "sparse attention with a lightning indexer",
 }
 """``model_type`` -> the layer kind the planner cannot model."""
 
-TIED_BY_DEFAULT: frozenset[str] = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "opt", "gpt_bigcode"})
+TIED_BY_DEFAULT: frozenset[str] = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "opt", "gpt_bigcode", "phi3small"})
 """Architectures whose config class ties the output head to the embedding unless it says otherwise
-(``transformers`` defaults; Llama, Mistral, Qwen, DeepSeek and gpt-oss default to untied)."""
+(``transformers`` defaults; Llama, Mistral, Qwen, DeepSeek and gpt-oss default to untied). Phi-3-small's
+published config has no ``tie_word_embeddings`` key, so ``PretrainedConfig``'s default (tied) applies; vLLM's
+``Phi3SmallForCausalLM`` declares ``_tied_weights_keys = ["lm_head.weight"]`` and shares the embedding when the
+config ties it (vllm/model_executor/models/phi3_small.py)."""
+
+BLOCK_SPARSE_EXACT_UP_TO: dict[str, tuple[str, str]] = {"phi3small": ("blocksparse_block_size", "blocksparse_num_local_blocks")}
+"""Block-sparse architectures modelled as dense attention (module docstring): the config keys whose product
+is the context (tokens) up to which their sparse layers attend to every earlier token, i.e. are exact."""
 
 ARCHITECTURE_DEFAULTS: dict[str, dict[str, int]] = {
     "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "head_dim": 256, "num_attention_heads": 8,
@@ -232,6 +252,18 @@ def _moe(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> dict[str,
             "router_bias": router_bias}
 
 
+def _sparse_note(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> str:
+    """The approximation note of a block-sparse architecture counted dense (module docstring), '' otherwise."""
+    if mtype not in BLOCK_SPARSE_EXACT_UP_TO:
+        return ""
+    block, local = (_int(cfg, key, source) for key in BLOCK_SPARSE_EXACT_UP_TO[mtype])
+    every = _int(cfg, "dense_attention_every_n_layers", source)
+    sparse = layers - layers // every
+    return (f"; {sparse} of {layers} layers use block-sparse attention ({local} local blocks of {block} tokens + every "
+            f"{cfg.get('blocksparse_vert_stride')}-th older block), counted as dense attention: exact up to {local * block} "
+            "tokens of context, an upper bound on those layers' attention FLOPs and KV reads beyond (KV memory exact)")
+
+
 def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str = "", text_only: bool = False) -> LLMProfile:
     """The profile of the model a ``config.json`` (already parsed) describes (module docstring).
 
@@ -273,7 +305,8 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
         if hq % hkv:
             raise _fail(source, "num_key_value_heads", f"{hkv} does not divide num_attention_heads {hq}", "give the model's config.json as published")
     moe = _moe(c, mtype, layers, source)
-    ffn_key = "intermediate_size_mlp" if c.get("intermediate_size_mlp") else ("ffn_dim" if mtype == "opt" else "intermediate_size")
+    ffn_key = "intermediate_size_mlp" if c.get("intermediate_size_mlp") else (
+        "ffn_dim" if mtype == "opt" else "ff_intermediate_size" if mtype == "phi3small" else "intermediate_size")
     ffn = _int(c, ffn_key, source, default=moe["expert_ffn_size"] if moe else None)
     window, window_layers = _sliding(c, mtype, layers, source)
     weight, scope = _precision(cfg)
@@ -299,7 +332,7 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
         "sources": {"architecture": f"derived from {source} by planner.hf_config.profile_from_config",
                     "supported_weight_precisions": ("the config's checkpoint precision; fp8 from a bf16 checkpoint is quantised when loaded "
                                                     "(vLLM/SGLang --quantization fp8), bf16 from an fp8 one by up-casting")},
-        "notes": "derived from a config.json; no published parameter count checked",
+        "notes": "derived from a config.json; no published parameter count checked" + _sparse_note(c, mtype, layers, source),
     }
     try:
         return LLMProfile.model_validate(data)

@@ -122,6 +122,22 @@ def test_mixed_sliding_window_layers_and_moe_fields() -> None:
     assert kimi.mla is not None and kimi.mla.kv_lora_rank == 512 and kimi.moe is not None and kimi.moe.first_dense_layers == 1
 
 
+def test_phi3_small_block_sparse_layers_counted_dense() -> None:
+    """Issue 25: Phi-3-small's config (model_type phi3small) gives a dense GQA profile: 32 layers, hidden 4096,
+    32 query / 8 KV heads of 128, gated FFN from ff_intermediate_size 14336, vocabulary 100,352 with the head
+    tied (no tie_word_embeddings key: the PretrainedConfig default), 7.39 B parameters (card: "7B"); its 16
+    block-sparse layers are counted dense and the profile says up to which context that is exact (16 local
+    blocks x 64 tokens = 1,024)."""
+    phi = profile_from_file(CONFIGS / "microsoft--Phi-3-small-8k-instruct_config.json", hf_id="microsoft/Phi-3-small-8k-instruct")
+    assert (phi.num_layers, phi.hidden_size, phi.num_attention_heads, phi.num_kv_heads, phi.head_dim) == (32, 4096, 32, 8, 128)
+    assert (phi.ffn_size, phi.ffn_gated, phi.vocab_size, phi.tie_word_embeddings, phi.sliding_window) == (14336, True, 100352, True, None)
+    assert phi.params_total() == 32 * (4096 * 4096 * 2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096) + 100352 * 4096 + 4096
+    assert abs(phi.params_total() / 7.0e9 - 1.0) < 0.06  # the card's size class "7B"
+    assert "16 of 32 layers use block-sparse attention" in phi.notes and "exact up to 1024 tokens" in phi.notes
+    with pytest.raises(UnsupportedArchitecture, match="lightning indexer"):
+        profile_from_config({**BASE, "model_type": "deepseek_v32"}, source="cfg.json")
+
+
 BASE = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
         "vocab_size": 100, "max_position_embeddings": 256}
 

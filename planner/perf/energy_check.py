@@ -45,7 +45,7 @@ def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalib
         dev_id = run.device.split("@")[0]
         o.update({"model_family": run.model if not run.derived_input else f"{run.model} +{o['task']} (derived input)",
                   "input_basis": "derived input size" if run.derived_input else "recorded or task mean",
-                  "derived_input": run.derived_input, "encode_s_per_request": run.encode_s,
+                  "derived_input": run.derived_input, "encode_s_per_request": run.encode_s, "profile": run.profile,
                   "device": dev_id, "stack": run.engine, "assumed_input_tokens": run.isl,
                   "output_tokens": run.osl, "meas_output_tokens_per_s": run.meas_tok_per_s,
                   "meas_j_per_output_token": run.meas_j_per_tok, "meas_power_w_per_gpu": run.meas_power_w_per_gpu})

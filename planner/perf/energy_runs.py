@@ -27,8 +27,13 @@ Configuration mapping (stated, not fitted):
   ``Qwen3-Coder-30B-A3B-Instruct`` and ``Llama-3.3-70B`` -> the catalog profile of the identical
   architecture; :func:`~planner.perf.names.device_variant`: ``H100-SXM5-80GB`` -> ``h100-sxm``,
   ``B200``, ``H200-SXM-141GB``, and ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` with ``memory_gb = 40``,
-  the same chip and TDP). A model the catalog lacks is skipped with that reason; a
-  vision-language checkpoint (its prompt's image/video tokens are not recorded) never maps.
+  the same chip and TDP). A model the resolver does not map but whose ``config.json`` is shipped
+  (``models/llm/configs/``) is predicted on the profile :mod:`planner.hf_config` derives from it
+  (:meth:`planner.catalog.Catalog.resolve_model`; issue 25: Phi-3-small, its block-sparse layers
+  counted dense, exact up to 1,024 tokens of context), the output row saying so (``profile``); a
+  model with neither is skipped with that reason, and one whose config shows a layer kind the
+  planner cannot model is skipped naming it. A vision-language checkpoint (its prompt's
+  image/video tokens are not recorded) never maps.
 - **Precision**: ``bfloat16`` -> bf16, ``fp8`` -> fp8, ``mxfp4`` -> fp4; KV cache bf16 (vLLM's
   default ``kv_cache_dtype=auto`` keeps the activation dtype).
 - **Parallelism**: a TP run spans all ``gpu_count`` GPUs with ``tp = gpu_count``. An
@@ -84,6 +89,7 @@ from planner.perf.moe import (
 from planner.perf.names import AmbiguousName, device_variant, model_ref
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
+from planner.schema.llm import LLMProfile
 from planner.textio import text_stream
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
@@ -245,10 +251,31 @@ STATED_UNMODELLED: dict[str, str] = {"mamba": "state-space (Mamba) layers", "sta
 planner cannot model (as :data:`planner.hf_config.HYBRID_TYPES`), for models without a config."""
 
 
+def config_profile(name: str, catalog: Catalog) -> LLMProfile | None:
+    """The profile of a model the name resolver does not map but whose ``config.json`` is shipped
+    (:meth:`planner.catalog.Catalog.resolve_model`, step 4), or ``None`` (no config, or one the
+    planner cannot model: :func:`_unknown_model_reason` names why)."""
+    if not name.strip() or name.strip().lower().endswith(".json"):
+        return None  # a run names a checkpoint, never a path to read
+    try:
+        profile = catalog.resolve_model(name)
+    except InputError:
+        return None
+    if any(profile is m for m in catalog.models.values()):
+        return None  # the resolver's answer after all (reached only if model_ref and resolve_model disagree)
+    if profile.id in catalog.models:  # a derived id that happens to name a catalog profile: keep them apart
+        profile = profile.model_copy(update={"id": f"{profile.id}@config"})
+    return profile
+
+
+CONFIG_PROFILE = "derived from its shipped config.json (planner.hf_config; no published parameter count to check it against)"
+"""The ``profile`` of a row predicted on a config-derived profile (:func:`config_profile`)."""
+
+
 def _unknown_model_reason(name: str, catalog: Catalog, notes: str = "") -> str:
-    """Why a model the name resolver does not map cannot be predicted: the piece of its
-    architecture the planner cannot model when a shipped config says so
-    (:meth:`planner.catalog.Catalog.resolve_model`) or the run's stated architecture does
+    """Why a model the name resolver does not map and no shipped config describes cannot be
+    predicted: the piece of its architecture the planner cannot model when a shipped config says
+    so (:meth:`planner.catalog.Catalog.resolve_model`) or the run's stated architecture does
     (``notes`` ``architecture=Mamba-Transformer Hybrid``: :data:`STATED_UNMODELLED`), else that
     it has no profile."""
     from planner.hf_config import UnsupportedArchitecture
@@ -259,8 +286,6 @@ def _unknown_model_reason(name: str, catalog: Catalog, notes: str = "") -> str:
         return f"model {name!r}: {exc.problems[0].path}: {exc.problems[0].message}"
     except InputError:
         pass
-    else:
-        return f"model {name!r}: derived from its shipped config only; add a catalog profile to predict it"
     stated = next((part.split("=", 1)[1].strip() for part in notes.split(";") if part.strip().startswith("architecture=")), "")
     lacking = next((what for word, what in STATED_UNMODELLED.items() if word in stated.lower()), "")
     if lacking:
@@ -342,6 +367,8 @@ class RunConfig:
     """How a multimodal run's prompt was derived (:data:`DERIVED_INPUTS`); empty: recorded or a task mean."""
     encode_s: float = 0.0
     """Vision-tower time per request on the run's GPUs (:func:`_encode_s`; 0 for text runs)."""
+    profile: str = "catalog"
+    """Where the model's profile comes from: ``catalog`` (``models/llm/``) or :data:`CONFIG_PROFILE`."""
 
 
 def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_parallel_as_tp: bool = False,
@@ -354,6 +381,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
     cache: dict[tuple[str, str, int, str], InstanceArrays] = {}
     memory = {k: float(d.memory_gb) for k, d in catalog.devices.items() if d.memory_gb}
     hf_ids = {m.hf_id: m.id for m in catalog.models.values()}
+    from_config: dict[str, LLMProfile] = {}
     for i, r in enumerate(rows):
         reason = ""
         dev_id: str | None = None
@@ -376,7 +404,12 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             reason = (f"task {r.get('task')!r}: multimodal prompt, its image/video tokens are not recorded: "
                       f"{MULTIMODAL_INPUTS[str(r.get('task'))]}" + (f"; model {r.get('model')!r}: {why}" if why else ""))
         elif model_id is None:
-            reason = _unknown_model_reason(str(r.get("model") or ""), catalog, str(r.get("notes") or ""))
+            derived_profile = config_profile(str(r.get("model") or ""), catalog)
+            if derived_profile is not None:
+                model_id = derived_profile.id
+                from_config[model_id] = derived_profile
+            else:
+                reason = _unknown_model_reason(str(r.get("model") or ""), catalog, str(r.get("notes") or ""))
         elif str(r.get("precision")) not in PRECISION_MAP:
             reason = f"precision {r.get('precision')!r} unknown"
         is_ep = not expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1 \
@@ -402,8 +435,9 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
         if not reason:
             assert dev_id is not None and model_id is not None
             prec = PRECISION_MAP[str(r["precision"])]
-            model = catalog.models.get(model_id)
+            model = catalog.models.get(model_id) or from_config.get(model_id)
             device = catalog.devices.get(dev_id)
+            profile = "catalog" if model_id in catalog.models else CONFIG_PROFILE
             if model is None or device is None:
                 reason = f"catalog lacks {model_id if model is None else dev_id}"
             elif prec not in model.supported_weight_precisions:
@@ -427,7 +461,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                                           float(meas[2] or 0), replica=replica,
                                           kv_bytes_per_sequence=model.kv_bytes_for_context(float(isl) + float(osl), "bf16"),
                                           derived_input=derived.how if derived and _num(r.get("input_tokens")) is None else "",
-                                          encode_s=_encode_s(derived, device, int(count)) if derived else 0.0))
+                                          encode_s=_encode_s(derived, device, int(count)) if derived else 0.0, profile=profile))
             elif not reason:
                 assert model is not None and device is not None and count is not None
                 tp = int(count)
@@ -445,7 +479,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                     runs.append(RunConfig(i, key[1], model_id, tp, tp, prec, cap, float(isl), float(osl), engine,
                                           float(meas[0] or 0), float(meas[1] or 0), float(meas[2] or 0),
                                           derived_input=derived.how if derived and use_derived else "",
-                                          encode_s=_encode_s(derived, device, tp) if derived else 0.0))
+                                          encode_s=_encode_s(derived, device, tp) if derived else 0.0, profile=profile))
         reasons.append(reason)
     return runs, reasons, cache
 
