@@ -31,6 +31,13 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], *, source: 
         ok = True
         for i, part in enumerate(parts[:-1]):
             if isinstance(node, dict):
+                if i == 1 and parts[0] == "services" and part not in node:
+                    # a service is never created by an override (it needs a model and traffic): name the ones there are
+                    names = ", ".join(sorted(map(str, node))) or "none"
+                    problems.append(Problem(source, path, f"the instance has no service {part!r} (its services: {names})",
+                                            f"use one of them, e.g. services.{next(iter(sorted(map(str, node))), 'chat')}.{'.'.join(parts[2:])}"))
+                    ok = False
+                    break
                 if part not in node or node[part] is None:
                     # allow creating optional sections (e.g. options.solver)
                     node[part] = {}

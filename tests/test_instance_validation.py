@@ -214,6 +214,15 @@ def test_scenario_path_that_cannot_apply_names_the_scenario(tmp_path: Path) -> N
     assert f"{path}: scenarios.odd.services.chat.traffic.lengths.7.weight: cannot descend" in line
 
 
+def test_override_of_a_service_the_instance_lacks_names_its_services(tmp_path: Path) -> None:
+    """An override never creates a service (issue 24 item 6: an error whose fix exists): before, the new, empty
+    service got "give exactly one of 'trace' ... got none (fix: see the message)"."""
+    path = _mutated(tmp_path, lambda d: d["scenarios"].__setitem__("typo", {"services.chta.traffic.buckets": 8}))
+    (line,) = _bad(_check(path), path)
+    assert "scenarios.typo.services.chta.traffic.buckets: the instance has no service 'chta' (its services: chat)" in line
+    assert "fix: use one of them, e.g. services.chat.traffic.buckets" in line
+
+
 def test_non_string_key(tmp_path: Path) -> None:
     path = _mutated(tmp_path, lambda d: d["scenarios"].__setitem__("odd", {1: 2}))
     (line,) = _bad(_check(path), path)
