@@ -143,9 +143,11 @@ def test_agentic_simulation_uses_every_planned_pool() -> None:
     code-completion-8b's shared plan; since buckets pay their mean work (issue 24 item 0) its shipped
     4 buckets fit one tp4 pool, so the case became code-completion-8b at 16 buckets (12 tp2 + 7 tp4 H100s);
     since a prompt waits behind what a least-loaded router leaves ahead of it (issue 24 item 3) that is one
-    tp2 pool (30 instances), so the case is long-context-assistant as shipped (19 tp2 + 2 tp4 MI300X),
-    simulated with --architecture shared."""
-    path = str(Path(INSTANCE).with_name("long-context-assistant.yaml"))
+    tp2 pool (30 instances), so the case was long-context-assistant as shipped (19 tp2 + 2 tp4 MI300X); since a
+    shared bucket's work is priced per fine length sub-bin (issue 24 item 0, planner.capacity.bucket_work) that is
+    one tp2 pool (24 instances) and agentic-assistant's shared plan is two again (5 tp2 + 18 tp4 H200), so the
+    case is agentic-assistant as shipped, simulated with --architecture shared."""
+    path = str(Path(INSTANCE).with_name("agentic-assistant.yaml"))
     r = CliRunner().invoke(main, ["simulate", path, "--architecture", "shared", "--duration", "300", "--scenario", "peak", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
