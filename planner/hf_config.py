@@ -298,8 +298,9 @@ def _hybrid(cfg: dict[str, Any], layers: int, source: str) -> dict[str, Any]:
              "conv_bias": bool(bias), "proj_bias": bool(proj)}
     if mamba["num_heads"] % mamba["n_groups"]:
         raise _fail(source, "n_groups", f"{mamba['n_groups']} does not divide mamba_num_heads {mamba['num_heads']}", "give the model's config.json as published")
+    state = str(cfg.get("mamba_ssm_cache_dtype", "auto")).lower()
     return {"attention_layers": counts["attention"], "mamba_layers": counts["mamba"], "mlp_layers": counts["mlp"], "mamba": mamba,
-            "pattern": pattern}
+            "ssm_state_dtype": "fp32" if state in {"float32", "fp32"} else "bf16", "pattern": pattern}
 
 
 def _sparse_note(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> str:

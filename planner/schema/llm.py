@@ -145,16 +145,20 @@ class HybridConfig(StrictModel):
     mlp_layers: int = 0
     """MLP blocks ``L_F`` (the dense FFN of size ``ffn_size``)."""
     mamba: Mamba2Config
+    ssm_state_dtype: Literal["bf16", "fp32"] = "bf16"
+    """Precision of the SSM state as served (the conv window stays bf16, :data:`SSM_STATE_BYTES`). vLLM's
+    default keeps the model dtype (bf16); a config's ``mamba_ssm_cache_dtype`` ``float32`` or a profile
+    says fp32 (the shipped Nemotron-Nano v2 profiles: the ML.ENERGY runs were served with
+    ``--mamba-ssm-cache-dtype float32``, sources in their YAML). A serving choice, not an architecture figure."""
     pattern: str = ""
     """The config's layer pattern, as published (for the record)."""
 
 
-SSM_STATE_BYTES: float = 2.0
-"""Bytes per value of a Mamba-2 sequence state (conv window and SSM state): vLLM keeps both in the
-model dtype unless ``--mamba-ssm-cache-dtype`` says otherwise (``mamba_cache_dtype`` /
-``mamba_ssm_cache_dtype`` default ``auto``: vllm/config/cache.py, MambaStateDtypeCalculator in
-vllm/model_executor/layers/mamba/mamba_utils.py, 0.11), bf16 for a bf16 or fp8 checkpoint; an
-fp8 KV cache does not change it."""
+SSM_STATE_BYTES: dict[str, float] = {"bf16": 2.0, "fp32": 4.0}
+"""Bytes per value of a Mamba-2 sequence state. vLLM keeps the conv window in the model dtype (bf16 for a
+bf16 or fp8 checkpoint; ``--mamba-cache-dtype`` default ``auto``) and the SSM state in that dtype too
+unless ``--mamba-ssm-cache-dtype`` says otherwise (``HybridConfig.ssm_state_dtype``; vLLM 0.11
+``CacheConfig`` and ``MambaStateDtypeCalculator``); an fp8 KV cache does not change either."""
 
 
 class LLMProfile(StrictModel):
@@ -314,14 +318,16 @@ class LLMProfile(StrictModel):
     def ssm_state_bytes_per_sequence(self) -> float:
         """Fixed state of one sequence over the Mamba-2 blocks, bytes (0 without ``hybrid``)::
 
-            L_M (H·P·N + (K-1)·conv_dim) b_state       b_state = SSM_STATE_BYTES
+            L_M (H·P·N b_ssm + (K-1)·conv_dim b_conv)     b_conv = 2 (bf16), b_ssm = SSM_STATE_BYTES[ssm_state_dtype]
 
-        It does not grow with the tokens (the recurrence folds each token into it)."""
+        It does not grow with the tokens (the recurrence folds each token into it). Nemotron-Nano-9B-v2
+        with an fp32 SSM state: 27 (1,310,720 x 4 + 3 x 12,288 x 2) = 143.5 MB per sequence."""
         if not self.hybrid:
             return 0.0
         m = self.hybrid.mamba
-        values = m.inner * m.state_size + (m.conv_kernel - 1) * m.conv_dim
-        return float(self.hybrid.mamba_layers * values) * SSM_STATE_BYTES
+        ssm = m.inner * m.state_size * SSM_STATE_BYTES[self.hybrid.ssm_state_dtype]
+        conv = (m.conv_kernel - 1) * m.conv_dim * SSM_STATE_BYTES["bf16"]
+        return float(self.hybrid.mamba_layers) * (ssm + conv)
 
     def ssm_flops_per_token(self, prefill: bool) -> float:
         """Scan and convolution FLOPs of one token over the Mamba-2 blocks (0 without ``hybrid``).
