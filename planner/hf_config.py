@@ -36,6 +36,11 @@ sliding window                 ``layer_types`` (count of ``sliding_attention`` /
 ``max_context_tokens``         ``max_position_embeddings``
 (any key above)                absent from a Gemma-3 text config: the config class default (:data:`ARCHITECTURE_DEFAULTS`)
 ``native_weight_precision``    ``quantization_config.quant_method`` (fp8, mxfp4, ...), else bf16
+hybrid (``nemotron_h``)        ``hybrid_override_pattern`` (``M`` Mamba-2, ``*`` attention, ``-`` MLP: block counts),
+                               ``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups``,
+                               ``conv_kernel``, ``chunk_size``, ``use_conv_bias``, ``mamba_proj_bias``
+                               (other spellings: :data:`HYBRID_KEY_ALIASES`), ``mamba_ssm_cache_dtype``
+                               (``float32``: an fp32 SSM state); MLP two-matrix (squared ReLU)
 =============================  ================================================================
 
 Approximations, all below 0.1 % of the parameter count: Gemma's four norms per layer are
@@ -56,8 +61,13 @@ to its paged cache and the block-sparse kernel skips blocks only when reading (t
 reach back to the start). LayerNorm instead of RMSNorm and the
 q/k/v/output and MLP biases of its vLLM implementation are below 0.1 % of the parameters (not counted).
 
+Nemotron-H (``nemotron_h``) hybrids are modelled block by block (:func:`_hybrid`,
+:class:`planner.schema.llm.HybridConfig`: Mamba-2 blocks with a fixed per-sequence state, attention
+blocks with KV, MLP blocks); a MoE block (``E``) in the pattern is an error naming it.
+
 What it cannot model is an error naming the missing piece (:class:`UnsupportedArchitecture`):
-linear-attention and state-space layers (Mamba, Gated DeltaNet, lightning attention, RWKV),
+other linear-attention and state-space layers (Mamba-1, Jamba, Falcon-H1, Zamba, Bamba, Gated DeltaNet,
+lightning attention, RWKV),
 vision / audio towers (a ``vision_config`` or ``audio_config``: their prompt tokens and encoder
 work are not in the model), indexer-sparse attention (DeepSeek-V3.2), and
 any ``model_type`` not in :data:`SUPPORTED_TYPES`.
