@@ -263,7 +263,7 @@ def test_nemotron_hybrid_rows_out_of_sample(catalog) -> None:  # noqa: ANN001
     and power calibration (models/calibration/power.yaml) was fitted on the stack's 118 other runs while these
     rows were still skipped. Measured at commit time: J per output token 13.2 % (12B) / 13.9 % (9B), output
     tokens/s 12.7 / 12.0 %, power 6.7 / 9.2 %. With the SSM state at vLLM's default bf16 instead of the fp32 the
-    runs were served with: 19.6 / 19.1 %, 26.9 / 29.3 %; the bounds fail if the state's traffic is dropped."""
+    runs were served with: 19.6 / 19.1 %, 26.9 / 29.3 %: the 15 % bounds fail."""
     from planner.perf.energy_check import predict_energy
     from planner.perf.power import load_power_calibration
 
