@@ -36,6 +36,11 @@ sliding window                 ``layer_types`` (count of ``sliding_attention`` /
 ``max_context_tokens``         ``max_position_embeddings``
 (any key above)                absent from a Gemma-3 text config: the config class default (:data:`ARCHITECTURE_DEFAULTS`)
 ``native_weight_precision``    ``quantization_config.quant_method`` (fp8, mxfp4, ...), else bf16
+hybrid (``nemotron_h``)        ``hybrid_override_pattern`` (``M`` Mamba-2, ``*`` attention, ``-`` MLP: block counts),
+                               ``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups``,
+                               ``conv_kernel``, ``chunk_size``, ``use_conv_bias``, ``mamba_proj_bias``
+                               (other spellings: :data:`HYBRID_KEY_ALIASES`), ``mamba_ssm_cache_dtype``
+                               (``float32``: an fp32 SSM state); MLP two-matrix (squared ReLU)
 =============================  ================================================================
 
 Approximations, all below 0.1 % of the parameter count: Gemma's four norms per layer are
@@ -56,8 +61,13 @@ to its paged cache and the block-sparse kernel skips blocks only when reading (t
 reach back to the start). LayerNorm instead of RMSNorm and the
 q/k/v/output and MLP biases of its vLLM implementation are below 0.1 % of the parameters (not counted).
 
+Nemotron-H (``nemotron_h``) hybrids are modelled block by block (:func:`_hybrid`,
+:class:`planner.schema.llm.HybridConfig`: Mamba-2 blocks with a fixed per-sequence state, attention
+blocks with KV, MLP blocks); a MoE block (``E``) in the pattern is an error naming it.
+
 What it cannot model is an error naming the missing piece (:class:`UnsupportedArchitecture`):
-linear-attention and state-space layers (Mamba, Gated DeltaNet, lightning attention, RWKV),
+other linear-attention and state-space layers (Mamba-1, Jamba, Falcon-H1, Zamba, Bamba, Gated DeltaNet,
+lightning attention, RWKV),
 vision / audio towers (a ``vision_config`` or ``audio_config``: their prompt tokens and encoder
 work are not in the model), indexer-sparse attention (DeepSeek-V3.2), and
 any ``model_type`` not in :data:`SUPPORTED_TYPES`.
@@ -78,13 +88,14 @@ from planner.schema.llm import LLMProfile
 SUPPORTED_TYPES: frozenset[str] = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3",
     "kimi_k2", "gemma", "gemma2", "gemma3_text", "phi3", "starcoder2", "gpt_oss", "llama4_text", "minimax_m2",
-    "opt", "mimo", "glm4_moe", "olmo2", "granite", "cohere", "ernie4_5", "phi3small",
+    "opt", "mimo", "glm4_moe", "olmo2", "granite", "cohere", "ernie4_5", "phi3small", "nemotron_h",
 })
-"""``model_type`` values whose layers are decoder-only attention + (gated) FFN or MoE."""
+"""``model_type`` values whose layers are decoder-only attention + (gated) FFN or MoE, and the
+Nemotron-H hybrids of attention, MLP and Mamba-2 blocks (:func:`_hybrid`)."""
 
 HYBRID_TYPES: dict[str, str] = {
     "mamba": "state-space (Mamba) layers", "mamba2": "state-space (Mamba-2) layers",
-    "nemotron_h": "state-space (Mamba-2) layers mixed with attention", "jamba": "state-space (Mamba) layers mixed with attention",
+    "jamba": "state-space (Mamba) layers mixed with attention",
     "falcon_h1": "state-space (Mamba-2) heads beside attention", "zamba": "state-space (Mamba) layers", "zamba2": "state-space (Mamba-2) layers",
     "granitemoehybrid": "state-space (Mamba-2) layers mixed with attention", "bamba": "state-space (Mamba-2) layers",
     "qwen3_next": "linear-attention (Gated DeltaNet) layers", "qwen3_5": "linear-attention (Gated DeltaNet) layers",
@@ -110,15 +121,31 @@ is the context (tokens) up to which their sparse layers attend to every earlier 
 ARCHITECTURE_DEFAULTS: dict[str, dict[str, int]] = {
     "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "head_dim": 256, "num_attention_heads": 8,
                     "num_key_value_heads": 4, "sliding_window": 4096, "sliding_window_pattern": 6},
+    "nemotron_h": {"vocab_size": 131_072, "head_dim": 128, "num_key_value_heads": 8, "ssm_state_size": 128, "mamba_num_heads": 128,
+                   "mamba_head_dim": 64, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128},
 }
 """Keys a published config may omit because its config class supplies them: the ``__init__`` defaults
 of ``transformers`` ``Gemma3TextConfig`` (src/transformers/models/gemma3/configuration_gemma3.py at
 commit 008f5c8c29be84d4721dc6d1e0fcd72300580be4). Gemma 3's own ``config.json`` files (12B, 27B) leave
 ``vocab_size`` and ``max_position_embeddings`` out of their ``text_config``; a key present in the
-config always wins."""
+config always wins. ``nemotron_h``: the ``__init__`` defaults of ``NemotronHConfig``
+(``configuration_nemotron_h.py`` shipped with NVIDIA's Nemotron-H checkpoints, Apache-2.0:
+``vocab_size`` 131072, ``head_dim`` 128, ``num_key_value_heads`` 8, ``ssm_state_size`` 128,
+``mamba_num_heads`` 128, ``mamba_head_dim`` 64, ``mamba_n_groups`` 8, ``mamba_d_conv`` 4,
+``mamba_chunk_size`` 128; ``mamba_conv_bias`` true and ``mamba_proj_bias`` false in :func:`_hybrid`)."""
 
 QK_NORM_TYPES: frozenset[str] = frozenset({"qwen3", "qwen3_moe", "gemma3_text", "olmo2"})
-NON_GATED_TYPES: frozenset[str] = frozenset({"starcoder2", "opt", "gpt_bigcode"})
+NON_GATED_TYPES: frozenset[str] = frozenset({"starcoder2", "opt", "gpt_bigcode", "nemotron_h"})
+"""Two-matrix MLPs (Nemotron-H: up, squared ReLU, down; ``NemotronHMLP`` in transformers and vLLM)."""
+
+HYBRID_PATTERN_KINDS: dict[str, str] = {"M": "mamba", "*": "attention", "-": "mlp"}
+"""Characters of a Nemotron-H ``hybrid_override_pattern`` the planner models (``E``, a MoE block, is not)."""
+
+HYBRID_KEY_ALIASES: dict[str, tuple[str, ...]] = {
+    "ssm_state_size": ("mamba_state_dim", "mamba_d_state"), "n_groups": ("mamba_num_groups", "mamba_n_groups"),
+    "conv_kernel": ("mamba_d_conv",), "chunk_size": ("mamba_chunk_size",), "use_conv_bias": ("mamba_conv_bias",),
+}
+"""Other spellings of the Mamba-2 keys (the ``NemotronHConfig`` constructor's argument names, Megatron's)."""
 
 QUANT_METHODS: dict[str, str] = {"fp8": "fp8", "mxfp4": "fp4", "nvfp4": "fp4", "modelopt_fp4": "fp4"}
 """``quantization_config.quant_method`` -> weight precision of the checkpoint."""
@@ -252,6 +279,40 @@ def _moe(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> dict[str,
             "router_bias": router_bias}
 
 
+def _hybrid(cfg: dict[str, Any], layers: int, source: str) -> dict[str, Any]:
+    """The block kinds and Mamba-2 mixer of a Nemotron-H config (``hybrid_override_pattern``: one
+    character per block, ``M`` Mamba-2, ``*`` attention, ``-`` MLP). A MoE block (``E``, Nemotron 3)
+    or any other character is an error naming it."""
+    pattern = cfg.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise _fail(source, "hybrid_override_pattern", "is missing: a Nemotron-H config names each block's kind there",
+                    "give the model's config.json as published")
+    if len(pattern) != layers:
+        raise _fail(source, "hybrid_override_pattern", f"has {len(pattern)} blocks, num_hidden_layers is {layers}",
+                    "give the model's config.json as published")
+    unknown = sorted(set(pattern) - set(HYBRID_PATTERN_KINDS))
+    if unknown:
+        what = "mixture-of-experts blocks" if unknown == ["E"] else "block kinds"
+        raise _fail(source, "hybrid_override_pattern", f"has {what} {', '.join(repr(u) for u in unknown)} the planner cannot model "
+                    "(it models M Mamba-2, * attention and - MLP blocks)", "plan a hybrid of Mamba-2, attention and MLP blocks only")
+    counts = {k: pattern.count(ch) for ch, k in HYBRID_PATTERN_KINDS.items()}
+    for kind in ("attention", "mamba"):
+        if not counts[kind]:
+            raise _fail(source, "hybrid_override_pattern", f"has no {kind} block: not a hybrid the planner models",
+                        "plan a hybrid with at least one Mamba-2 and one attention block")
+    bias = cfg.get("use_conv_bias", True)
+    proj = cfg.get("mamba_proj_bias", cfg.get("use_bias", False))
+    mamba = {"num_heads": _int(cfg, "mamba_num_heads", source), "head_dim": _int(cfg, "mamba_head_dim", source),
+             "state_size": _int(cfg, "ssm_state_size", source), "n_groups": _int(cfg, "n_groups", source),
+             "conv_kernel": _int(cfg, "conv_kernel", source), "chunk_size": _int(cfg, "chunk_size", source),
+             "conv_bias": bool(bias), "proj_bias": bool(proj)}
+    if mamba["num_heads"] % mamba["n_groups"]:
+        raise _fail(source, "n_groups", f"{mamba['n_groups']} does not divide mamba_num_heads {mamba['num_heads']}", "give the model's config.json as published")
+    state = str(cfg.get("mamba_ssm_cache_dtype", "auto")).lower()
+    return {"attention_layers": counts["attention"], "mamba_layers": counts["mamba"], "mlp_layers": counts["mlp"], "mamba": mamba,
+            "ssm_state_dtype": "fp32" if state in {"float32", "fp32"} else "bf16", "pattern": pattern}
+
+
 def _sparse_note(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> str:
     """The approximation note of a block-sparse architecture counted dense (module docstring), '' otherwise."""
     if mtype not in BLOCK_SPARSE_EXACT_UP_TO:
@@ -284,11 +345,18 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
     for key, what in (("hybrid_override_pattern", "state-space (Mamba) layers"), ("linear_attn_config", "linear-attention layers"),
                       ("full_attention_interval", "linear-attention layers between the full-attention ones"), ("ssm_cfg", "state-space layers"),
                       ("index_topk", "sparse attention with a lightning indexer")):
-        if key in c:
+        if key in c and not (mtype == "nemotron_h" and key == "hybrid_override_pattern"):
             raise _fail(source, key, f"the model has {what}, which the planner cannot model", "plan a decoder-only attention model")
     if mtype not in SUPPORTED_TYPES:
         raise _fail(source, "model_type", f"unknown architecture {mtype or '(none)'!r}",
                     f"the planner reads configs of: {', '.join(sorted(SUPPORTED_TYPES))}; for another decoder-only model write a profile YAML (models/llm/README.md)")
+    if mtype == "nemotron_h":
+        c = dict(c)
+        for key, aliases in HYBRID_KEY_ALIASES.items():
+            given = [a for a in aliases if a in c]
+            if key not in c and given:
+                c[key] = c[given[0]]
+        c.pop("layer_types", None)  # newer exports list the blocks' cache kinds; the pattern says the same
     c = {**ARCHITECTURE_DEFAULTS.get(mtype, {}), **c}
     layers = _int(c, "num_hidden_layers", source)
     d = _int(c, "hidden_size", source)
@@ -304,11 +372,12 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
         head_dim = _int(c, "head_dim", source) if c.get("head_dim") else d // hq
         if hq % hkv:
             raise _fail(source, "num_key_value_heads", f"{hkv} does not divide num_attention_heads {hq}", "give the model's config.json as published")
-    moe = _moe(c, mtype, layers, source)
+    hybrid = _hybrid(c, layers, source) if mtype == "nemotron_h" else None
+    moe = None if hybrid else _moe(c, mtype, layers, source)  # Nemotron-H MoE blocks are 'E' in the pattern (_hybrid)
     ffn_key = "intermediate_size_mlp" if c.get("intermediate_size_mlp") else (
         "ffn_dim" if mtype == "opt" else "ff_intermediate_size" if mtype == "phi3small" else "intermediate_size")
     ffn = _int(c, ffn_key, source, default=moe["expert_ffn_size"] if moe else None)
-    window, window_layers = _sliding(c, mtype, layers, source)
+    window, window_layers = (None, 0) if hybrid else _sliding(c, mtype, layers, source)
     weight, scope = _precision(cfg)
     tied = c.get("tie_word_embeddings", cfg.get("tie_word_embeddings", mtype in TIED_BY_DEFAULT))
     bias = bool(c.get("attention_bias") or c.get("qkv_bias") or c.get("use_bias") or c.get("bias") or mtype in {"qwen2", "qwen2_moe"})
@@ -322,7 +391,7 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
         "vocab_size": _int(c, "vocab_size", source), "tie_word_embeddings": bool(tied),
         "attention_bias": bias, "qk_norm": bool(c.get("use_qk_norm", mtype in QK_NORM_TYPES)),
         "attention_sinks": mtype == "gpt_oss",
-        "moe": moe, "mla": mla,
+        "moe": moe, "mla": mla, "hybrid": hybrid,
         "sliding_window": window, "sliding_window_layers": window_layers,
         "max_context_tokens": _int(c, "max_position_embeddings", source),
         "native_weight_precision": weight,

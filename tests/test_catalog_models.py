@@ -38,6 +38,7 @@ EXPECTED_IDS = {
     "phi-3-medium-4k", "qwen3-14b", "mistral-nemo-12b",
     # issue 25 (validate-energy coverage): configs found in public repositories (models/llm/configs/SOURCE.md)
     "gemma-7b", "starcoder2-3b", "starcoder2-15b", "codellama-70b", "mistral-large-2407", "gemma-3-12b", "gemma-3-27b",
+    "nemotron-nano-9b-v2", "nemotron-nano-12b-v2",  # Mamba-2 hybrids (Nemotron-H): planner/schema/llm.py HybridConfig
 }
 MOE_IDS = {"qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b",
            "qwen3-coder-480b-a35b", "llama-4-scout-17b-16e", "mixtral-8x22b", "kimi-k2", "llama-4-maverick-17b-128e"}

@@ -29,12 +29,15 @@ HF_IDS = {m.hf_id: m.id for m in CAT.models.values()}
 
 FIGURES = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_gated", "vocab_size",
            "tie_word_embeddings", "attention_bias", "qk_norm", "attention_sinks", "moe", "mla", "sliding_window",
-           "sliding_window_layers", "native_weight_precision", "quantized_scope")
+           "sliding_window_layers", "native_weight_precision", "quantized_scope", "hybrid")
 """Every profile field the performance model reads, except max_context_tokens (the shipped
 profiles take the model card's native context, a config gives max_position_embeddings)."""
 
 
 def _same_figures(derived, shipped) -> None:  # type: ignore[no-untyped-def]
+    if shipped.hybrid is not None and derived.hybrid is not None:  # the SSM state's precision is a serving choice the
+        derived = derived.model_copy(update={"hybrid": derived.hybrid.model_copy(  # shipped profile states (its sources)
+            update={"ssm_state_dtype": shipped.hybrid.ssm_state_dtype})})
     for field in FIGURES:
         assert getattr(derived, field) == getattr(shipped, field), (shipped.id, field)
     if derived.moe is None or derived.moe.first_dense_layers:
@@ -143,7 +146,14 @@ BASE = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_a
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"model_type": "nemotron_h"}, "state-space"),
+    ({"model_type": "nemotron_h", "num_key_value_heads": 2}, "hybrid_override_pattern: is missing"),
+    ({"model_type": "nemotron_h", "num_key_value_heads": 2, "hybrid_override_pattern": "ME"}, "mixture-of-experts blocks 'E'"),
+    ({"model_type": "nemotron_h", "num_key_value_heads": 2, "hybrid_override_pattern": "M-"}, "no attention block"),
+    ({"model_type": "nemotron_h", "num_key_value_heads": 2, "hybrid_override_pattern": "M*-"}, "has 3 blocks, num_hidden_layers is 2"),
+    ({"model_type": "jamba"}, "state-space (Mamba) layers mixed with attention"),
+    ({"model_type": "falcon_h1"}, "state-space (Mamba-2) heads beside attention"),
+    ({"model_type": "qwen3_next"}, "linear-attention (Gated DeltaNet) layers"),
+    ({"model_type": "minimax_m1"}, "linear (lightning) attention layers"),
     ({"model_type": "qwen3_next"}, "linear-attention"),
     ({"layer_types": ["full_attention", "linear_attention"]}, "linear_attention"),
     ({"hybrid_override_pattern": "M*M*"}, "state-space"),
@@ -265,7 +275,8 @@ def test_instance_accepts_a_hugging_face_id_and_names_bad_ones(tmp_path: Path) -
     assert "model: llama-3.1-8b" in src
     (tmp_path / "traces").symlink_to(ROOT / "planner" / "instances" / "traces")
     for model, code, words in (("meta-llama/Llama-3.1-8B-Instruct", 0, "valid"), ("Qwen3", 2, "ambiguous"),
-                               ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", 2, "unknown model")):
+                               ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", 0, "valid"),  # a Mamba-2 hybrid, modelled since issue 25
+                               ("nvidia/Nemotron-H-8B-Base-8K", 2, "unknown model")):
         path = tmp_path / "inst.yaml"
         path.write_text(src.replace("model: llama-3.1-8b", f"model: {model}"), encoding="utf-8")
         res = CliRunner().invoke(main, ["check-instance", str(path)])

@@ -100,7 +100,8 @@ def build_agent_tables(resolved: ResolvedInstance, demand: pd.DataFrame, configs
                 "wait_mean_s": st.latency.mean_ms * (1.0 + retry) / 1e3, "latency_mean_ms": st.latency.mean_ms,
                 "latency_p50_ms": st.latency.p50_ms, "latency_p90_ms": st.latency.p90_ms, "latency_p99_ms": st.latency.p99_ms,
                 "timeout_share": timeout, "retry_share": retry, "error_share": st.error_share, "cpu_s_per_call": cpu_s,
-                "context_tokens": ctx, "kv_bytes_per_session": float(model.kv_bytes_for_context(ctx, svc.kv_precision_resolved)),
+                "context_tokens": ctx, "kv_bytes_per_session": float(model.kv_bytes_for_context(ctx, svc.kv_precision_resolved)
+                                                                    + model.ssm_state_bytes_per_sequence()),  # hybrids: + fixed Mamba-2 state
                 "tail_quantile": (float(svc.slo.ttft.quantile) if svc.slo.ttft is not None else 0.99)
                                  if tp_opts.wait_tail == "ttft_quantile" else math.nan,
                 "policies": ",".join(allowed),

@@ -30,7 +30,11 @@ Configuration mapping (stated, not fitted):
   the same chip and TDP). A model the resolver does not map but whose ``config.json`` is shipped
   (``models/llm/configs/``) is predicted on the profile :mod:`planner.hf_config` derives from it
   (:meth:`planner.catalog.Catalog.resolve_model`; issue 25: Phi-3-small, its block-sparse layers
-  counted dense, exact up to 1,024 tokens of context), the output row saying so (``profile``); a
+  counted dense, exact up to 1,024 tokens of context), the output row saying so (``profile``).
+  The Nemotron-Nano v2 runs (Mamba-2 hybrids) are predicted on their catalog profiles
+  (``models/llm/nemotron-nano-*-v2.yaml``: the SSM state in fp32, as the runs were served,
+  ``--mamba-ssm-cache-dtype float32``; :mod:`planner.perf.roofline` for the state's memory and
+  traffic); a
   model with neither is skipped with that reason, and one whose config shows a layer kind the
   planner cannot model is skipped naming it. A vision-language checkpoint (its prompt's
   image/video tokens are not recorded) never maps.
@@ -221,7 +225,9 @@ UNDERIVED_MULTIMODAL: dict[str, str] = {
     "qwen/qwen3-omni": "Qwen3-Omni's vision tokens follow the pixels (as Qwen3-VL); the resolutions are not recorded",
     "meta-llama/llama-4": ("Llama 4's image tokens follow the upload's size and aspect (144 per 336 px tile, up to 16 tiles "
                            "+ overview); the VisionArena upload sizes are not recorded"),
-    "nvidia/nvidia-nemotron-nano": "the LLM is a Mamba-Transformer hybrid (state-space layers), which the planner cannot model",
+    "nvidia/nvidia-nemotron-nano": ("its LLM (Nemotron-Nano-12B-v2, a Mamba-2 hybrid) has a profile, but the image tokens follow the "
+                                    "upload's size (tiles of 512 x 512 px, up to 12: the VL model card) and the VisionArena upload "
+                                    "sizes are not recorded"),
     "facebook/chameleon": ("the image is a fixed 1,024 VQ tokens, but Chameleon's language model has no catalog profile "
                            "and we found no citable config.json for it"),
     "microsoft/phi-3-vision": ("its HD crops follow the image size, and its LLM (Phi-3-mini-128k: no sliding window) has no "

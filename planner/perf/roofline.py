@@ -58,6 +58,27 @@ node too: the engines' one-shot / two-shot all-reduce kernels need NVLink peer a
 over PCIe rings (aiconfigurator plans a PCIe-only H100 node the same way: ``h100_pcie.yaml``
 ``intra_node_bw`` = PCIe Gen5 x16, 64 GB/s per direction).
 
+**Hybrid state-space models** (Nemotron-H: Mamba-2, attention and MLP blocks;
+:class:`planner.schema.llm.HybridConfig`). The Mamba-2 in/out projections and the MLP blocks are
+weight GEMMs inside ``P``; attention, ``A`` and ``k`` count the ``L_A`` attention blocks only. Each
+sequence holds a fixed state ``S`` (conv window + SSM state over the ``L_M`` Mamba-2 blocks,
+:meth:`~planner.schema.llm.LLMProfile.ssm_state_bytes_per_sequence`, heads split over ``tp``) that
+every iteration reads and writes once per sequence it advances (decode sequences and prompt chunks
+alike), and the scan and convolution add their FLOPs per token::
+
+    t_attn = max((A pairs + f_dec B + f_pre n) / (tp F_bf16 eta_F),  (r_kv KV_read + 2 S (B + m [n > 0])) / (... BW eta_B))
+
+with ``f_dec``, ``f_pre`` the per-token scan FLOPs of a decode step and of a chunked (SSD) prefill
+(:meth:`~planner.schema.llm.LLMProfile.ssm_flops_per_token`; about 1 % of the GEMM FLOPs). ``S``
+is counted once in a sequence's memory (:func:`kv_bytes` adds it to the KV at any context). The
+layer count of the communication and overhead terms is ``L/2`` for a hybrid (one mixer and one
+all-reduce per block: two blocks are one transformer layer's two all-reduces, and take its
+fitted ``o_layer``). Approximations: the SSD kernel's fp32 chunk states (about ``16 H P N / Q``
+bytes per prompt token per block, 164 kB for Nemotron-Nano) are left out (prefill is compute
+bound: its GEMMs take about 8x that traffic's time on H100); vLLM pads attention pages of a
+hybrid to the Mamba state's page size (page sizes, not totals, are not modelled); a model
+without Mamba blocks gets ``S = f = 0`` and the same figures as before to the bit.
+
 Memory fit per device: ``W/tp + reserve + KV <= M u_mem``. KV is split over ``min(tp, H_kv)``
 devices (heads are replicated when ``tp > H_kv``); an MLA latent is not split at all (``H_kv`` counts as 1:
 under TP every rank keeps the whole latent cache, the reason wide-EP deployments use DP attention). ``M`` is the memory the driver reports, not the
@@ -159,6 +180,13 @@ class InstanceArrays:
     gemm_m_half: np.ndarray
     """``M_half``: GEMM rows at which the matmuls reach half their sustained rate,
     ``GEMM_M_HALF_TOKENS F / F_bf16`` (:func:`gemm_m_half_rows`)."""
+    state_bytes: Any = 0.0
+    """Fixed per-sequence state of a hybrid's Mamba-2 blocks in the KV pool's units (bytes over
+    ``min(tp, H_kv)`` devices: ``S min(tp, H_kv) / tp``, the state's heads split over ``tp``); 0 otherwise."""
+    ssm_flops_decode: Any = 0.0
+    """Scan + conv FLOPs per decode token over the Mamba-2 blocks (0 without them)."""
+    ssm_flops_prefill: Any = 0.0
+    """Scan + conv FLOPs per prompt token (chunked SSD) over the Mamba-2 blocks (0 without them)."""
 
     def take(self, index: Any) -> InstanceArrays:
         return InstanceArrays(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
@@ -226,7 +254,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         lat = 4.0 * DEFAULT_LINK_LATENCY_US * 1e-6  # a network hop: ~20 us per ring step
     assert device.memory_gb is not None and device.memory_bandwidth_gb_per_s is not None and flops is not None
     values = dict(
-        tp=tp, layers=model.num_layers, hidden=model.hidden_size, kv_heads=1 if model.mla else model.num_kv_heads,  # MLA: one latent, not split by TP
+        tp=tp, layers=model.transformer_layer_equivalents(), hidden=model.hidden_size, kv_heads=1 if model.mla else model.num_kv_heads,  # MLA: one latent, not split by TP
         p_matmul=model.params_active_matmul(), p_lm_head=model.vocab_size * model.hidden_size, attn_pair_flops=a_pair - a_win, attn_pair_flops_window=a_win,
         w_shared_bytes=w_shared, w_expert_bytes=w_expert, expert_frac=frac,
         kv_read_scale=KV_DEQUANT_READ_FACTOR if PRECISION_BYTES[kv_precision] < PRECISION_BYTES["bf16"] else 1.0,
@@ -234,6 +262,8 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
         node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=gemm_m_half_rows(flops, attn_peak),
+        state_bytes=model.ssm_state_bytes_per_sequence() * min(tp, 1 if model.mla else model.num_kv_heads) / tp,
+        ssm_flops_decode=model.ssm_flops_per_token(prefill=False), ssm_flops_prefill=model.ssm_flops_per_token(prefill=True),
     )
     return InstanceArrays(**{k: np.asarray(float(v)) for k, v in values.items()})
 
@@ -260,10 +290,16 @@ class Efficiency:
 
 
 # --- bytes --------------------------------------------------------------------------------
-def kv_bytes(inst: InstanceArrays, context: Any) -> np.ndarray:
-    """KV bytes of one sequence of ``context`` tokens (sliding-window layers capped)."""
+def attention_kv_bytes(inst: InstanceArrays, context: Any) -> np.ndarray:
+    """KV bytes of one sequence of ``context`` tokens over the attention layers (sliding-window layers capped)."""
     c = np.asarray(context, dtype=float)
     return inst.kv_full_per_token * c + inst.kv_window_per_token * np.minimum(c, inst.window_tokens)
+
+
+def kv_bytes(inst: InstanceArrays, context: Any) -> np.ndarray:
+    """Cache bytes one sequence of ``context`` tokens holds: its attention KV plus a hybrid's fixed
+    Mamba-2 state (``inst.state_bytes``, 0 without Mamba blocks)."""
+    return attention_kv_bytes(inst, context) + inst.state_bytes
 
 
 def weights_read_bytes(inst: InstanceArrays, tokens: Any) -> np.ndarray:
@@ -358,14 +394,16 @@ def iteration_time(
     gemm_m = weights_read_bytes(inst, tokens) / (inst.tp * inst.bw_bytes_per_s * eff.eta_b)
     pairs_full = b * c + n * (per + 2.0 * h) / 2.0
     pairs_win = b * np.minimum(c, inst.window_tokens) + m * causal_pairs(per, h, inst.window_tokens)
-    attn_flops = inst.attn_pair_flops * pairs_full + inst.attn_pair_flops_window * pairs_win
+    attn_flops = inst.attn_pair_flops * pairs_full + inst.attn_pair_flops_window * pairs_win \
+        + inst.ssm_flops_decode * b + inst.ssm_flops_prefill * n
     attn_c = attn_flops / (inst.tp * inst.attn_flops_peak * eff.eta_f)
-    kv_read = b * kv_bytes(inst, c) + np.where(n > 0, m * kv_bytes(inst, per + h), 0.0)
-    attn_m = kv_read * inst.kv_read_scale / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
+    kv_read = b * attention_kv_bytes(inst, c) + np.where(n > 0, m * attention_kv_bytes(inst, per + h), 0.0)
+    seqs = b + np.where(n > 0, m, 0.0)
+    state_rw = 2.0 * inst.state_bytes * seqs  # each advanced sequence reads and writes its Mamba-2 state once
+    attn_m = (kv_read * inst.kv_read_scale + state_rw) / (kv_split(inst) * inst.bw_bytes_per_s * eff.eta_b)
     t_c = gemm_c + attn_c
     t_m = gemm_m + attn_m
     t_x = comm_s(inst, tokens, eff.allreduce_overhead_s, eff.eta_link)
-    seqs = b + np.where(n > 0, m, 0.0)
     t_o = np.asarray(eff.step_overhead_s + eff.layer_overhead_s * inst.layers + eff.seq_overhead_s * seqs, dtype=float)
     total = np.maximum(gemm_c, gemm_m) + np.maximum(attn_c, attn_m) + t_x + t_o
     return StepTime(total, t_c, t_m, t_x, np.broadcast_to(t_o, total.shape))

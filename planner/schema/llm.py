@@ -28,6 +28,25 @@ norms                       ``2·d`` per layer, ``d`` final
 ==========================  ===================================================================
 
 Embeddings ``V·d``, plus an output head ``V·d`` unless tied.
+
+**Hybrid (Nemotron-H) models** (``hybrid``): the ``L`` decoder blocks each hold one mixer behind
+one RMSNorm (``d``): ``L_A`` attention blocks (GQA as above, no FFN), ``L_F`` MLP blocks (the dense
+FFN alone; Nemotron-H's squared-ReLU MLP is two matrices, ``ffn_gated: false``) and ``L_M`` Mamba-2
+blocks of ``H`` heads of ``P`` channels (``d_in = H·P``), ``G`` groups, state size ``N``, conv kernel ``K``
+(``conv_dim = d_in + 2·G·N``):
+
+==========================  ===================================================================
+Mamba-2 in_proj             ``d·(2·d_in + 2·G·N + H)``  (z, x, B, C and dt in one GEMM)
+conv1d (depthwise)          ``conv_dim·K`` + ``conv_dim`` with ``conv_bias``
+dt bias, A_log, D           ``3·H``
+gated RMSNorm               ``d_in``
+out_proj                    ``d_in·d``  (+ ``d`` with ``proj_bias``; in_proj then + its width)
+==========================  ===================================================================
+
+Total ``V·d (1 or 2) + d + L·d + L_A·attn + L_F·ffn + L_M·mamba``. Per sequence a Mamba-2 block
+keeps a fixed state, not one per token: the SSM state ``H·P·N`` and the conv window
+``(K-1)·conv_dim`` values (:meth:`LLMProfile.ssm_state_bytes_per_sequence`); only the ``L_A``
+attention blocks hold KV.
 """
 
 from __future__ import annotations
@@ -83,6 +102,65 @@ class MLAConfig(StrictModel):
     v_head_dim: PosInt
 
 
+class Mamba2Config(StrictModel):
+    """The Mamba-2 mixer of a hybrid model's state-space blocks (Dao & Gu 2024, "Transformers are SSMs";
+    config keys of ``transformers`` ``NemotronHConfig``)."""
+
+    num_heads: PosInt
+    """SSM heads ``H`` (``mamba_num_heads``)."""
+    head_dim: PosInt
+    """Channels per head ``P`` (``mamba_head_dim``); ``d_in = H·P``."""
+    state_size: PosInt
+    """State size ``N`` per channel (``ssm_state_size``)."""
+    n_groups: PosInt
+    """Groups sharing one ``B`` and ``C`` projection ``G`` (``n_groups``)."""
+    conv_kernel: PosInt
+    """Depthwise causal convolution width ``K`` (``conv_kernel``)."""
+    chunk_size: PosInt = 128
+    """Chunk ``Q`` of the chunked (SSD) prefill algorithm (``chunk_size``)."""
+    conv_bias: bool = True
+    """The convolution carries a bias per channel (``use_conv_bias``)."""
+    proj_bias: bool = False
+    """The in and out projections carry biases (``mamba_proj_bias``)."""
+
+    @property
+    def inner(self) -> int:
+        """``d_in = H·P``."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels through the convolution: ``d_in + 2·G·N`` (x, B and C)."""
+        return self.inner + 2 * self.n_groups * self.state_size
+
+
+class HybridConfig(StrictModel):
+    """Block kinds of a hybrid model whose ``num_layers`` blocks each hold one mixer (Nemotron-H
+    ``hybrid_override_pattern``: ``M`` Mamba-2, ``*`` attention, ``-`` MLP)."""
+
+    attention_layers: PosInt
+    """Attention blocks ``L_A`` (the only ones holding KV)."""
+    mamba_layers: PosInt
+    """Mamba-2 blocks ``L_M``."""
+    mlp_layers: int = 0
+    """MLP blocks ``L_F`` (the dense FFN of size ``ffn_size``)."""
+    mamba: Mamba2Config
+    ssm_state_dtype: Literal["bf16", "fp32"] = "bf16"
+    """Precision of the SSM state as served (the conv window stays bf16, :data:`SSM_STATE_BYTES`). vLLM's
+    default keeps the model dtype (bf16); a config's ``mamba_ssm_cache_dtype`` ``float32`` or a profile
+    says fp32 (the shipped Nemotron-Nano v2 profiles: the ML.ENERGY runs were served with
+    ``--mamba-ssm-cache-dtype float32``, sources in their YAML). A serving choice, not an architecture figure."""
+    pattern: str = ""
+    """The config's layer pattern, as published (for the record)."""
+
+
+SSM_STATE_BYTES: dict[str, float] = {"bf16": 2.0, "fp32": 4.0}
+"""Bytes per value of a Mamba-2 sequence state. vLLM keeps the conv window in the model dtype (bf16 for a
+bf16 or fp8 checkpoint; ``--mamba-cache-dtype`` default ``auto``) and the SSM state in that dtype too
+unless ``--mamba-ssm-cache-dtype`` says otherwise (``HybridConfig.ssm_state_dtype``; vLLM 0.11
+``CacheConfig`` and ``MambaStateDtypeCalculator``); an fp8 KV cache does not change either."""
+
+
 class LLMProfile(StrictModel):
     """A decoder-only transformer architecture."""
 
@@ -112,6 +190,9 @@ class LLMProfile(StrictModel):
     """A learned sink logit per query head and layer (gpt-oss)."""
     moe: MoEConfig | None = None
     mla: MLAConfig | None = None
+    hybrid: HybridConfig | None = None
+    """Hybrid state-space model: the blocks' kinds (module docstring; ``None`` = every layer is
+    attention + FFN)."""
     sliding_window: PosInt | None = None
     """Window (tokens) of sliding-window attention layers, if any."""
     sliding_window_layers: int = 0
@@ -152,6 +233,12 @@ class LLMProfile(StrictModel):
                 raise ValueError("moe.experts_per_token exceeds moe.num_experts")
             if self.moe.first_dense_layers > self.num_layers:
                 raise ValueError("moe.first_dense_layers exceeds num_layers")
+        if self.hybrid:
+            h = self.hybrid
+            if h.attention_layers + h.mamba_layers + h.mlp_layers != self.num_layers:
+                raise ValueError("hybrid attention_layers + mamba_layers + mlp_layers must equal num_layers")
+            if self.moe or self.mla or self.sliding_window:
+                raise ValueError("a hybrid model with MoE, MLA or sliding-window layers is not modelled")
         if self.native_weight_precision not in self.supported_weight_precisions:
             raise ValueError("native_weight_precision must be one of supported_weight_precisions")
         if self.published_params_active_b is not None and self.published_params_total_b is not None \
@@ -205,15 +292,77 @@ class LLMProfile(StrictModel):
         d, fe = self.hidden_size, self.moe.expert_ffn_size
         return 3 * d * fe + ((2 * fe + d) if self.moe.expert_bias else 0)
 
+    def mamba_params_per_layer(self) -> int:
+        """Parameters of one Mamba-2 mixer (module table; 0 without ``hybrid``)."""
+        if not self.hybrid:
+            return 0
+        m, d = self.hybrid.mamba, self.hidden_size
+        in_width = 2 * m.inner + 2 * m.n_groups * m.state_size + m.num_heads
+        params = d * in_width + m.conv_dim * m.conv_kernel + 3 * m.num_heads + m.inner + m.inner * d
+        if m.conv_bias:
+            params += m.conv_dim
+        if m.proj_bias:
+            params += in_width + d
+        return params
+
+    def attention_layers(self) -> int:
+        """Layers with attention (and KV): ``L``, or ``L_A`` of a hybrid model."""
+        return self.hybrid.attention_layers if self.hybrid else self.num_layers
+
+    def transformer_layer_equivalents(self) -> float:
+        """Layers counted the way the step-time model counts transformer layers (two TP all-reduces and
+        one fitted per-layer overhead each): ``L``; a hybrid's blocks hold one mixer and one all-reduce
+        each, so two blocks count as one layer, ``L/2``."""
+        return self.num_layers / 2.0 if self.hybrid else float(self.num_layers)
+
+    def ssm_state_bytes_per_sequence(self) -> float:
+        """Fixed state of one sequence over the Mamba-2 blocks, bytes (0 without ``hybrid``)::
+
+            L_M (H·P·N b_ssm + (K-1)·conv_dim b_conv)     b_conv = 2 (bf16), b_ssm = SSM_STATE_BYTES[ssm_state_dtype]
+
+        It does not grow with the tokens (the recurrence folds each token into it). Nemotron-Nano-9B-v2
+        with an fp32 SSM state: 27 (1,310,720 x 4 + 3 x 12,288 x 2) = 143.5 MB per sequence."""
+        if not self.hybrid:
+            return 0.0
+        m = self.hybrid.mamba
+        ssm = m.inner * m.state_size * SSM_STATE_BYTES[self.hybrid.ssm_state_dtype]
+        conv = (m.conv_kernel - 1) * m.conv_dim * SSM_STATE_BYTES["bf16"]
+        return float(self.hybrid.mamba_layers) * (ssm + conv)
+
+    def ssm_flops_per_token(self, prefill: bool) -> float:
+        """Scan and convolution FLOPs of one token over the Mamba-2 blocks (0 without ``hybrid``).
+        The in/out projections are GEMMs, counted in :meth:`params_active_matmul`. Per block::
+
+            decode (recurrent step):  6 H P N + 2 K conv_dim
+                  h <- exp(dt A) h + dt x B^T  (3 H P N: decay, outer product, add),  y = h C + D x  (2 H P N + ...)
+                  rounded up to 6 H P N; the depthwise conv 2 K conv_dim
+            prefill (chunked SSD, chunk Q):  2 Q (G N + H P) + 4 H P N + 2 K conv_dim
+                  intra-chunk C B^T per group (Q x Q x N) and its product with x per head (Q x Q x P),
+                  per token 2 Q (G N + H P) (computed full, not halved for causality, as the kernel does);
+                  chunk state B^T x and output C h: 2 H P N each
+
+        Nemotron-Nano-9B-v2: 0.16 / 0.22 GFLOP per token over 27 blocks, 1 % of its 17.8 GFLOP of GEMMs."""
+        if not self.hybrid:
+            return 0.0
+        m = self.hybrid.mamba
+        hpn = m.inner * m.state_size
+        conv = 2.0 * m.conv_kernel * m.conv_dim
+        per = (2.0 * m.chunk_size * (m.n_groups * m.state_size + m.inner) + 4.0 * hpn + conv) if prefill else 6.0 * hpn + conv
+        return float(self.hybrid.mamba_layers) * per
+
     def _embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
     def params_non_expert(self) -> int:
         """Everything except routed experts: embeddings, attention, dense FFNs, shared experts, norms, routers."""
         d = self.hidden_size
+        dense_ffn = (3 if self.ffn_gated else 2) * d * self.ffn_size
+        if self.hybrid:  # one mixer and one RMSNorm per block (module docstring)
+            h = self.hybrid
+            return (self._embedding_params() + d + self.num_layers * d + h.attention_layers * self.attention_params_per_layer()
+                    + h.mlp_layers * dense_ffn + h.mamba_layers * self.mamba_params_per_layer())
         per_layer = self.attention_params_per_layer() + 2 * d  # two RMSNorms
         total = self._embedding_params() + d + self.num_layers * per_layer
-        dense_ffn = (3 if self.ffn_gated else 2) * d * self.ffn_size
         if self.moe:
             total += (self.num_layers - self._moe_layers()) * dense_ffn
             shared = self.moe.num_shared_experts * self.expert_params_per_layer()
@@ -314,12 +463,12 @@ class LLMProfile(StrictModel):
         b = PRECISION_BYTES[kv_precision]
         if self.mla:
             return self.num_layers * (self.mla.kv_lora_rank + self.mla.qk_rope_head_dim) * b
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * b
+        return 2 * self.attention_layers() * self.num_kv_heads * self.head_dim * b
 
     def kv_bytes_for_context(self, context_tokens: float, kv_precision: str) -> float:
         """KV bytes of one sequence of ``context_tokens``: ``k/L · (L_full·c + L_sw·min(c, w))``."""
-        per_layer_token = self.kv_bytes_per_token(kv_precision) / self.num_layers
-        full_layers = self.num_layers - self.sliding_window_layers
+        per_layer_token = self.kv_bytes_per_token(kv_precision) / self.attention_layers()
+        full_layers = self.attention_layers() - self.sliding_window_layers
         capped = min(context_tokens, self.sliding_window) if self.sliding_window else context_tokens
         return per_layer_token * (full_layers * context_tokens + self.sliding_window_layers * capped)
 
@@ -330,7 +479,7 @@ class LLMProfile(StrictModel):
         With ``d_qk = d_v = d_h`` this is the ``4 · L · H_q · d_h`` of DESIGN §3 (QKᵀ and AV,
         one multiply-add = 2 FLOPs each). MLA counts the un-absorbed (prefill) form.
         """
-        return 2.0 * self.num_layers * self.num_attention_heads * (self.qk_head_dim + self.v_head_dim)
+        return 2.0 * self.attention_layers() * self.num_attention_heads * (self.qk_head_dim + self.v_head_dim)
 
     @staticmethod
     def _causal_pairs(n: float, h: float, window: float | None) -> float:
@@ -354,8 +503,8 @@ class LLMProfile(StrictModel):
         ``per_pair/L · (L_full · pairs(n, h) + L_sw · pairs_w(n, h))``; a decode step of one
         token at context ``c`` is ``attention_flops(1, c)`` ≈ ``per_pair · c``.
         """
-        per_layer_pair = self.attention_flops_per_pair() / self.num_layers
-        full_layers = self.num_layers - self.sliding_window_layers
+        per_layer_pair = self.attention_flops_per_pair() / self.attention_layers()
+        full_layers = self.attention_layers() - self.sliding_window_layers
         pairs = full_layers * self._causal_pairs(new_tokens, cached_tokens, None)
         if self.sliding_window_layers:
             pairs += self.sliding_window_layers * self._causal_pairs(new_tokens, cached_tokens, self.sliding_window)
@@ -367,7 +516,8 @@ class LLMProfile(StrictModel):
         ``2 · P_act,matmul · n + per_pair · n · (n + 2h) / 2`` (DESIGN §3), with sliding-window
         layers capped at their window (:meth:`attention_flops`).
         """
-        return 2.0 * self.params_active_matmul() * new_tokens + self.attention_flops(new_tokens, cached_tokens)
+        return 2.0 * self.params_active_matmul() * new_tokens + self.attention_flops(new_tokens, cached_tokens) \
+            + self.ssm_flops_per_token(prefill=True) * new_tokens
 
     @property
     def kind(self) -> Literal["dense", "moe"]:
