@@ -13,7 +13,7 @@ at tp 1-8 (``4096 <= n <= 57344``, ``4096 <= k <= 28672``) and compute-bound (co
 ``planner/perf/roofline.py``. The per-device factor is ``eta_inf(device) / eta_inf(h100_sxm)`` in the
 same framework version and dtype (the calibration's reference device is the H100 SXM).
 
-Run (needs the snapshot; prints a Markdown table; ``--csv`` writes it)::
+Run (needs the snapshot; prints the table; ``--csv`` writes it)::
 
     PYTHONPATH=. python benchmarks/gemm_efficiency_aiconfigurator.py \
         --repo /work/.mirror/ai-dynamo+aiconfigurator/repo [--csv out.csv]
