@@ -15,7 +15,10 @@ Symbols (per instance of ``tp`` devices holding one replica):
 ``W_e``         routed-expert weight bytes (MoE; 0 dense); a fraction ``1-(1-a/E)^T`` is read for
                 ``T`` tokens in the step
 ``k``           KV bytes per token (all layers); sliding-window layers cap at their window
-``F``, ``BW``   dense peak FLOP/s at the compute precision, peak memory bytes/s (one device)
+``F``, ``BW``   dense peak FLOP/s at the compute precision, peak memory bytes/s (one device);
+                ``F`` (and ``F_bf16`` for attention) times the device's measured GEMM efficiency
+                relative to H100 SXM, ``g[p]`` (``DeviceProfile.gemm_efficiency_factor``, 1 unless
+                measured; ``M_half`` keeps the datasheet ratio)
 ``eta_F, eta_B`` achieved fractions of ``F`` and ``BW`` (calibrated, :mod:`planner.perf.calibration`)
 ==============  ============================================================================
 
@@ -242,6 +245,13 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
     a_pair = model.attention_flops_per_pair()
     a_win = a_pair * model.sliding_window_layers / model.num_layers if model.sliding_window else 0.0
     attn_peak = device.peak_flops("bf16") or flops or 0.0
+    # M_half from the datasheet ratio (the tile argument); the sustained rates then take the
+    # device's measured GEMM efficiency relative to the reference device (H100 SXM, on whose rows
+    # eta_f is fitted): F_p x g[p] for the GEMMs, F_bf16 x g[bf16] for attention (1 unless measured)
+    m_half = gemm_m_half_rows(flops, attn_peak) if flops is not None else 0.0
+    if flops is not None:
+        flops *= device.gemm_factor(weight_precision)
+    attn_peak *= device.gemm_factor("bf16")
     ring = 0.0
     if tp <= device.devices_per_node:
         link = (device.scaleup_bw_gb_per_s_bidir or 0.0) / 2.0 * 1e9
@@ -261,7 +271,7 @@ def instance_arrays(model: LLMProfile, device: DeviceProfile, tp: int, weight_pr
         kv_full_per_token=k_all - k_win, kv_window_per_token=k_win, window_tokens=window,
         weight_bytes=w_total, flops_peak=flops, attn_flops_peak=attn_peak, bw_bytes_per_s=device.memory_bandwidth_gb_per_s * 1e9,
         link_bytes_per_s=link, link_latency_s=lat, memory_bytes=device_memory_bytes(device.memory_gb),
-        node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=gemm_m_half_rows(flops, attn_peak),
+        node_size=device.devices_per_node, ring_in_node=ring, gemm_m_half=m_half,
         state_bytes=model.ssm_state_bytes_per_sequence() * min(tp, 1 if model.mla else model.num_kv_heads) / tp,
         ssm_flops_decode=model.ssm_flops_per_token(prefill=False), ssm_flops_prefill=model.ssm_flops_per_token(prefill=True),
     )

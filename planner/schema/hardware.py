@@ -61,6 +61,15 @@ class DeviceProfile(StrictModel):
     # --- compute --------------------------------------------------------------------------
     peak_tflops_dense: dict[Precision, PosFloat] = {}
     """Dense (no 2:4 sparsity) peak tensor throughput per precision, TFLOP/s (int8: TOP/s)."""
+    gemm_efficiency_factor: dict[Precision, PosFloat] = {}
+    """Measured sustained GEMM efficiency of this device relative to the calibration's reference
+    device (H100 SXM), per compute precision: ``eta_inf(device, p) / eta_inf(h100-sxm, p)``, where
+    ``eta_inf`` is the large-row asymptote of the fitted ``eta(m) = eta_inf m / (m + M_half)`` over
+    a kernel table (achieved FLOP/s / dense datasheet peak) measured on the device itself in the
+    same engine version. The roofline runs the GEMMs at ``F_p x factor[p]`` and attention at
+    ``F_bf16 x factor[bf16]`` (:func:`planner.perf.roofline.instance_arrays`), i.e. it multiplies the
+    engine's fitted ``eta_f`` (fitted on H100 SXM rows) for this device. A precision not listed
+    (no measured table, or no reference measurement: fp4) keeps 1. H100 SXM is 1 by construction."""
 
     # --- interconnect ---------------------------------------------------------------------
     scaleup_bw_gb_per_s_bidir: PosFloat | None = None
@@ -167,3 +176,13 @@ class DeviceProfile(StrictModel):
             if tflops is not None:
                 return tflops * 1e12
         return None
+
+    def gemm_factor(self, precision: str) -> float:
+        """:attr:`gemm_efficiency_factor` at the precision whose peak :meth:`peak_flops` uses
+        (the same fallback to a wider precision); 1.0 where none is measured."""
+        order = ["fp4", "fp8", "int8", "bf16"]
+        start = order.index(precision) if precision in order else len(order) - 1
+        for p in order[start:]:
+            if self.peak_tflops_dense.get(p) is not None:  # type: ignore[call-overload]
+                return float(self.gemm_efficiency_factor.get(p, 1.0))  # type: ignore[call-overload]
+        return 1.0

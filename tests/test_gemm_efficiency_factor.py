@@ -1,0 +1,54 @@
+"""Per-device measured GEMM efficiency relative to the calibration's reference device (issue 25,
+goodput): ``DeviceProfile.gemm_efficiency_factor`` and its use in the roofline."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_catalog
+from planner.perf.roofline import GEMM_M_HALF_TOKENS, instance_arrays
+from planner.schema.hardware import DeviceProfile
+
+CAT = load_catalog()
+
+
+def test_reference_device_is_one_by_construction() -> None:
+    h100 = CAT.devices["h100-sxm"]
+    assert h100.gemm_factor("bf16") == 1.0 and h100.gemm_factor("fp8") == 1.0
+    inst = instance_arrays(CAT.models["llama-3.1-8b"], h100, 1, "fp8", "fp8")
+    assert float(inst.flops_peak) == pytest.approx(1979e12)
+    assert float(inst.attn_flops_peak) == pytest.approx(989.4e12)
+
+
+def test_power_capped_board_runs_below_its_datasheet() -> None:
+    """L40S (350 W): TensorRT-LLM 1.3.0rc20's measured fp8 GEMM asymptote is 0.489 of its dense peak
+    against the H100 SXM's 0.616 in the same version, bf16 0.595 vs 0.791 (the shipped figures)."""
+    l40s = CAT.devices["l40s"]
+    assert l40s.gemm_efficiency_factor == {"bf16": 0.753, "fp8": 0.795}
+    assert "1.3.0rc20" in l40s.sources["gemm_efficiency_factor"]
+    inst = instance_arrays(CAT.models["llama-3.1-8b"], l40s, 1, "fp8", "fp8")
+    assert float(inst.flops_peak) == pytest.approx(733e12 * 0.795)
+    assert float(inst.attn_flops_peak) == pytest.approx(362.05e12 * 0.753)
+    # M_half keeps the datasheet ratio (the tile argument), not the scaled peaks' ratio
+    assert float(inst.gemm_m_half) == pytest.approx(GEMM_M_HALF_TOKENS * 733 / 362.05)
+
+
+def test_unmeasured_precision_or_device_keeps_one() -> None:
+    b200 = CAT.devices["b200"]
+    assert b200.gemm_factor("fp4") == 1.0  # no reference measurement: H100 has no fp4 tensor cores
+    assert b200.gemm_factor("fp8") == pytest.approx(0.875)
+    # the H100 PCIe / NVL boards have no measured table: 1, stated as an assumption
+    for dev in ("h100-pcie", "h100-nvl"):
+        d = CAT.devices[dev]
+        assert d.gemm_factor("fp8") == 1.0 and "gemm_efficiency_factor" in d.assumptions
+    # a device with no fp8 peak runs fp8 weights at bf16 and takes the bf16 factor
+    a = DeviceProfile(id="x", name="x", kind="gpu", vendor="v", peak_tflops_dense={"bf16": 100.0},
+                      gemm_efficiency_factor={"bf16": 0.5}, sources={"peak_tflops_dense": "s", "gemm_efficiency_factor": "s"},
+                      confidence="low")
+    assert a.gemm_factor("fp8") == 0.5
+
+
+def test_a_factor_needs_a_source() -> None:
+    with pytest.raises(ValueError, match="gemm_efficiency_factor"):
+        DeviceProfile(id="x", name="x", kind="gpu", vendor="v", peak_tflops_dense={"bf16": 100.0},
+                      gemm_efficiency_factor={"bf16": 0.5}, sources={"peak_tflops_dense": "s"}, confidence="low")
