@@ -654,16 +654,25 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
     ca2 = load["arrival_cv"] ** 2
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
-    m = np.arange(mmax + 1, dtype=float)
     pm = _count_pmfs(lam_u * t_prev, ca2, mmax)                             # (k, m)
-    carry = np.maximum(f_eff * kk - 1.0, 0.0)[:, None, None]                # (k, 1, 1)
+    # the weight of (K', u, M) is w_K(K') / 48 · P(M | K') whatever u: the (K', M) pairs _weighted_quantile
+    # drops (below 1e-12 of the largest weight) are dropped before the grid is built, which is then built
+    # over the (K', M) box holding the rest only (about a third of it); the kept entries are the same
+    # expressions in the same order, so the quantile is the same number
+    w2 = wk[:, None] * (np.ones_like(_U_GRID) / len(_U_GRID))[0] * pm
+    keep = w2 > 1e-12 * float(w2.max())
+    ks, ms = np.flatnonzero(keep.any(axis=1)), np.flatnonzero(keep.any(axis=0))
+    k_on, m_on = slice(int(ks[0]), int(ks[-1]) + 1), slice(int(ms[0]), int(ms[-1]) + 1)
+    m = np.arange(mmax + 1, dtype=float)[m_on]
+    carry = np.maximum(f_eff * kk[k_on] - 1.0, 0.0)[:, None, None]          # (k, 1, 1)
     u = _U_GRID[None, :, None]
     before = carry + f_eff * (1.0 - u) * m[None, None, :] + units          # (k, u, m)
     total = carry + f_eff * m[None, None, :] + units
     j = np.maximum(1.0, np.ceil(before - 1e-9))
-    vals = u * t_prev[:, None, None] + (j - 1.0) * (t_d + delta) + t_d + delta * np.minimum(1.0, total - (j - 1.0))
-    wts = wk[:, None, None] * (np.ones_like(_U_GRID) / len(_U_GRID))[None, :, None] * pm[:, None, :]
-    return _weighted_quantile(vals.ravel(), wts.ravel(), quantile)
+    vals = u * t_prev[k_on, None, None] + (j - 1.0) * (t_d + delta) + t_d + delta * np.minimum(1.0, total - (j - 1.0))
+    wts = np.broadcast_to(w2[k_on, None, m_on], vals.shape)
+    sel = np.broadcast_to(keep[k_on, None, m_on], vals.shape)
+    return _weighted_quantile(vals[sel], wts[sel], quantile)
 
 
 def _jsq_busy_share(lane_utilization: float, batch: float, live: int) -> float:
@@ -730,12 +739,12 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     px = np.convolve(pn, pl)                               # X = N + L on 0..kmax + kl
     tail = np.clip(1.0 - np.cumsum(px), 0.0, 1.0)          # G(x)
     pmin = np.clip((px + tail) ** c - tail**c, 0.0, 1.0)   # P(min_j X_j = x)
-    out = np.zeros(kl + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         per = np.where(px > 1e-300, pmin / px, 0.0)        # P(min = x) / g(x)
-    for k in range(kl + 1):
-        # P(N = x − k) for x = k .. k + kmax
-        out[k] = pl[k] * float((pn * per[k:k + kmax + 1]).sum())
+    # row k: Σ_x P(N = x − k) P(min = x) / g(x) over x = k .. k + kmax (a window of per; each row summed
+    # alone, as a 1-D sum of its own: the same number as a loop over k)
+    windows = np.lib.stride_tricks.sliding_window_view(per, kmax + 1)[:kl + 1]
+    out = pl * (pn[None, :] * windows).sum(axis=1)
     return out / out.sum() if out.sum() > 0 else pl
 
 
@@ -783,21 +792,25 @@ def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: flo
     ahead = _jsq_ahead_pmf(rho, batch, live) if rho > 0 and live > 1 else np.array([1.0 - rho, rho])
     p_w = float(ahead[1:].sum())  # one instance: ρ_l (M/G/1: P(W > 0) = ρ)
     p_ahead = ahead[1:] / p_w if p_w > 0 else np.zeros(0)
+    offsets = s_mean * np.arange(len(p_ahead))  # k E[S] behind the residual, k = 0, 1, ...
 
     def cdf(x: float) -> float:
         t = x - own
         idle = np.clip(t / t_d, 0.0, 1.0) if t_d > 0 else (t >= 0).astype(float)
         if rho > 0:
             tt = np.maximum(t, 0.0)
-            below = (1.0 - rho) * np.expm1(np.minimum(lam * tt, 700.0)) / rho
-            above = 1.0 - np.minimum(rho, gamma * np.exp(-th * tt)) / rho
             if live > 1:
                 # k prompts ahead (_jsq_ahead_pmf): the residual R of the one in progress and k − 1
                 # whole prompts, P(R + (k − 1) E[S] ≤ t) with P(R > r) = E[(S − r)⁺] / E[S]
-                r = tt[:, None] - s_mean * np.arange(len(p_ahead))[None, :]
-                resid = 1.0 - np.einsum("j,mkj->mk", w, np.maximum(s[None, None, :] - np.maximum(r, 0.0)[:, :, None], 0.0)) / s_mean
+                r = tt[:, None] - offsets[None, :]
+                excess = np.maximum(s[None, None, :] - np.maximum(r, 0.0)[:, :, None], 0.0)
+                # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term
+                mixed = excess[:, :, 0] if len(s) == 1 else np.einsum("j,mkj->mk", w, excess)
+                resid = 1.0 - mixed / s_mean
                 wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, :]).sum(axis=1))
             else:
+                below = (1.0 - rho) * np.expm1(np.minimum(lam * tt, 700.0)) / rho
+                above = 1.0 - np.minimum(rho, gamma * np.exp(-th * tt)) / rho
                 wait = np.where(t <= 0, 0.0, np.clip(np.where(tt < s_min, below, above), 0.0, 1.0))
         else:
             wait = np.zeros_like(t)

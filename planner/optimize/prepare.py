@@ -106,21 +106,35 @@ def _model_column(demand: pd.DataFrame) -> pd.Series:
     return pd.Series("default", index=demand.index)
 
 
-def _group_keys(points: pd.DataFrame) -> tuple[pd.DataFrame, list[str]] | None:
+def _group_keys(points: pd.DataFrame, strings: pd.DataFrame | None = None) -> tuple[pd.DataFrame, list[str]] | None:
     """The latency-group keys of each point, ``(copy, service, latency_group, role, config)``, or ``None``
     without a ``latency_group`` column. ``copy`` counts the repeats of a (service, bucket, role, config):
     a caller may stack scaled copies of one table in one call (:mod:`planner.horizon.model` prices every
-    rate level at once), and a group must not mix them."""
+    rate level at once), and a group must not mix them; it is counted over ``points`` (the frame passed in).
+    ``strings``: :func:`group_key_strings` of ``points``, row for row, when the caller has it (:func:`utilization_caps`
+    computes it once for its three group functions and passes the rows of each)."""
     if LATENCY_GROUP_COLUMN not in points.columns or "service" not in points.columns or not len(points):
         return None
-    keys = ["service", LATENCY_GROUP_COLUMN, "role", "config"]
-    frame = points[[c for c in keys if c in points.columns]].astype(str)
+    text = group_key_strings(points) if strings is None else strings
+    keys = [c for c in ("service", LATENCY_GROUP_COLUMN, "role", "config") if c in points.columns]
+    frame = text[keys].copy()
     ident = [c for c in ("service", "bucket", "role", "config") if c in points.columns]
-    frame["_copy"] = points[ident].astype(str).groupby(ident, sort=False).cumcount().to_numpy()
+    frame["_copy"] = text[ident].groupby(ident, sort=False).cumcount().to_numpy()
     return frame, [*frame.columns[:-1], "_copy"]
 
 
-def group_busy(points: pd.DataFrame) -> np.ndarray:
+def group_key_strings(points: pd.DataFrame) -> pd.DataFrame:
+    """The columns :func:`_group_keys` groups on (service, latency_group, bucket, role, config, where present)
+    as strings, index-aligned with ``points``."""
+    cols = [c for c in ("service", LATENCY_GROUP_COLUMN, "bucket", "role", "config") if c in points.columns]
+    return points[cols].astype(str)
+
+
+def _rows(strings: pd.DataFrame | None, mask: np.ndarray) -> pd.DataFrame | None:
+    return None if strings is None else strings.loc[mask]
+
+
+def group_busy(points: pd.DataFrame, strings: pd.DataFrame | None = None) -> np.ndarray:
     """Per point: the busy instances ``sum_b lambda_peak_b * tau_b`` of its latency group on its (role, config),
     summed over the buckets of its service in the same ``latency_group`` (the demand column,
     :func:`planner.workload.buckets.latency_groups`; issue 24 item 0); without that column the bucket's own.
@@ -134,7 +148,7 @@ def group_busy(points: pd.DataFrame) -> np.ndarray:
     small pools each capped as if it held the service (long-context-assistant's shared plan: the latency
     check then cut those caps ×4 round after round, $128k at 4 buckets against $71k)."""
     busy = points["rate_peak_per_s"].to_numpy(float) * points["instance_seconds_per_request"].to_numpy(float)
-    grouped = _group_keys(points)
+    grouped = _group_keys(points, strings)
     if grouped is None:
         return busy
     frame, keys = grouped
@@ -142,7 +156,8 @@ def group_busy(points: pd.DataFrame) -> np.ndarray:
     return np.maximum(busy, total)
 
 
-def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.ndarray,
+                  strings: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per point: the mean service time and its CV in its latency group's queue on its (role, config)
     (:func:`group_busy`'s groups; the point's own without a ``latency_group`` column).
 
@@ -154,7 +169,7 @@ def group_service(points: pd.DataFrame, service_s: np.ndarray, service_cv: np.nd
     1/16 of lengths) got a lower cap than the top bucket of 4 at the same servers and budget."""
     s = np.asarray(service_s, dtype=float)
     cv = np.nan_to_num(np.asarray(service_cv, dtype=float), nan=0.0)
-    grouped = _group_keys(points)
+    grouped = _group_keys(points, strings)
     if grouped is None:
         return s, cv
     lam = points["rate_peak_per_s"].to_numpy(float)
@@ -174,7 +189,7 @@ GROUP_MEAN_COLUMNS: tuple[str, ...] = ("instance_seconds_per_request", "prefill_
 """The work columns of a unified point that :func:`group_point` replaces by its latency group's rate-weighted mean."""
 
 
-def group_point(points: pd.DataFrame) -> pd.DataFrame:
+def group_point(points: pd.DataFrame, strings: pd.DataFrame | None = None) -> pd.DataFrame:
     """The points as their latency group's queue sees them: :data:`GROUP_MEAN_COLUMNS` replaced by the
     group's rate-weighted means on the (role, config) (:func:`group_busy`'s groups; unchanged without a
     ``latency_group`` column or where a column is missing or not finite).
@@ -186,7 +201,7 @@ def group_point(points: pd.DataFrame) -> pd.DataFrame:
     it. The group's means are its mixture's (``sum λ τ / sum λ`` is the per-instance rate at ``ρ``,
     ``sum λ n / sum λ`` the lane's units per prompt, ``sum λ S / sum λ`` its utilisation per request):
     at 8 or 16 buckets the 4-bucket bucket's own columns, up to the fine sub-bins' rounding."""
-    grouped = _group_keys(points)
+    grouped = _group_keys(points, strings)
     if grouped is None:
         return points
     cols = [c for c in GROUP_MEAN_COLUMNS if c in points.columns]
@@ -234,7 +249,9 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     budget_s = np.where(decode, token_ms / 1e3, (ttft_t - ttft_ms) / 1e3)
     q = np.where(decode, tpot_q, ttft_q)
     b = np.where(role != "prefill", batch, 1.0)
-    busy_group = group_busy(points)  # the latency group's load on the (role, config): the same at 4, 8, 16 buckets
+    # the group keys' strings once for the three group functions (each counts its copies over its own rows)
+    strings = group_key_strings(points) if LATENCY_GROUP_COLUMN in points.columns and "service" in points.columns else None
+    busy_group = group_busy(points, strings)  # the latency group's load on the (role, config): the same at 4, 8, 16 buckets
     n0 = np.maximum(1.0, np.ceil(busy_group - 1e-9))
     servers = (n0 * b).astype(np.int64)
     own_s = tau * b
@@ -243,14 +260,14 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     # the group's queue: its mixture of service times (group_service), over the modelled points only
     service_s, service_cv = own_s.copy(), points["service_time_cv"].to_numpy(float).copy()
     if todo.any():
-        service_s[todo], service_cv[todo] = group_service(points.loc[todo], own_s[todo], service_cv[todo])
+        service_s[todo], service_cv[todo] = group_service(points.loc[todo], own_s[todo], service_cv[todo], _rows(strings, todo))
     rho = np.where(np.isnan(given), 0.0, given)  # supplied with the table: a measured rate already includes queueing
     if todo.any():
         rho[todo] = max_utilization_many(servers[todo], service_s[todo], q[todo], budget_s[todo],
                                          service_cv[todo], points["interarrival_cv"].to_numpy(float)[todo])
     unified = todo & (role == "unified")
     if unified.any():
-        at_load = unified_caps_at_load(group_point(points.loc[unified]), busy_group[unified], batch[unified], service_s[unified], q[unified],
+        at_load = unified_caps_at_load(group_point(points.loc[unified], _rows(strings, unified)), busy_group[unified], batch[unified], service_s[unified], q[unified],
                                        service_cv[unified],
                                        points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified],
                                        slot_busy=n0[unified])

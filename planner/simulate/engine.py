@@ -114,6 +114,9 @@ class _Pool:
         self.role = spec.role
         self.queue: deque[_Req] = deque()
         self.insts = [_Inst(self, i) for i in range(spec.instances)]
+        self.free = (1 << spec.instances) - 1
+        """Prefill pools: bit ``i`` set while instance ``i`` is up without a batch (:meth:`_Sim.start_prefill`
+        takes the lowest set bit: the first such instance in index order, as a scan of ``insts`` would)."""
         self.table = spec.step_table()
         self.cap = float(spec.kv_capacity_tokens)
         self.max_batch = spec.max_batch
@@ -133,6 +136,13 @@ class _Pool:
             def it(b: int, chunk: int) -> float:
                 return (table[b] if b else 0.0) + (pt(chunk) if chunk else 0.0)
         self.iter_time = it
+
+
+def _mark_free(inst: _Inst) -> None:
+    """Set instance ``inst``'s bit of its pool's :attr:`_Pool.free` from its state (up and no prefill batch)."""
+    bit = 1 << inst.idx
+    pool = inst.pool
+    pool.free = (pool.free | bit) if inst.up and not inst.pf_batch else (pool.free & ~bit)
 
 
 class _Sim:
@@ -218,11 +228,13 @@ class _Sim:
         if not q:
             return
         spec = pool.spec
-        for inst in pool.insts:
-            if not q:
-                return
-            if not inst.up or inst.pf_batch:
-                continue
+        insts = pool.insts
+        free = pool.free
+        while q and free:
+            low = free & -free  # the first instance (index order) that is up and idle
+            free ^= low
+            pool.free = free
+            inst = insts[low.bit_length() - 1]
             batch = [q.popleft()]
             tokens = batch[0].pf_tokens
             if spec.prefill_batch_tokens > 0:
@@ -243,6 +255,7 @@ class _Sim:
     def prefill_done(self, inst: _Inst, now: float) -> None:
         batch = inst.pf_batch
         inst.pf_batch = []
+        _mark_free(inst)
         touched = set()
         for req in batch:
             route = self.routes[req.svc]
@@ -610,6 +623,7 @@ class _Sim:
             inst.in_iter = False
             inst.plan = []
         inst.up = False
+        _mark_free(inst)
         inst.epoch += 1
         inst.version += 1
         for req in reversed(evicted):
@@ -619,6 +633,7 @@ class _Sim:
 
     def outage_end(self, inst: _Inst, now: float) -> None:
         inst.up = True
+        _mark_free(inst)
         inst.t = now
         inst.target = -1
         inst.version += 1
@@ -651,6 +666,7 @@ class _Sim:
             inst = pool.insts[o.instance]
             if o.start_s <= 0:
                 inst.up = False
+                _mark_free(inst)
             else:
                 self.push(o.start_s, EV_OUT_START, inst)
             if o.end_s < math.inf:

@@ -1,0 +1,107 @@
+"""Shortcuts of planner.pool_latency's numerical kernels give the same numbers, bit for bit (issue 27).
+
+The kernels the cap pricing and the plan's latency call thousands of times take shortcuts that must
+not move an answer: ``_jsq_ahead_pmf`` sums its windows as rows of one array; ``_ttft_quantile_s``
+builds its (K', u, M) grid only over the weights ``_weighted_quantile`` keeps; ``_long_ttft_quantile_s``
+takes a one-lane mixture's sum as its term. Each is checked here against the plain computation it
+replaces (the oracles below: the former loop / grid / mixture path), with ``==``, on loads spread
+over utilisations, prompt sizes, arrival CVs and instance counts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import planner.pool_latency as pl
+
+
+def _short_loads() -> list[tuple[dict[str, float], float, float]]:
+    """(load, quantile, units) of prompts within one lane iteration (f < 1), as unified_at_utilization_many forms them."""
+    out = []
+    rng = np.random.default_rng(7)
+    for _ in range(12):
+        f = float(rng.uniform(0.02, 0.9))
+        t_d = float(rng.uniform(0.01, 0.05))
+        t_c = t_d * float(rng.uniform(1.5, 6.0))
+        share = float(rng.uniform(0.05, 0.9))
+        rate = share / (f * (t_c - t_d))
+        cv = float(rng.choice([0.3, 1.0, 2.5]))
+        load = pl.unified_load(rate, t_d, t_c, np.array([f]), np.ones(1), cv)
+        out.append((load, float(rng.choice([0.5, 0.9, 0.99])), f))
+    return out
+
+
+def _full_grid_ttft_s(load: dict[str, float], quantile: float, units: float) -> float:
+    """_ttft_quantile_s over the whole (K', u, M) grid (its form before the kept box)."""
+    t_d, delta, f_eff = load["decode_step_s"], load["delta_s"], load["units_eff"]
+    lam_u = load["rate_per_s"] * load["units_mean"] / f_eff
+    pk = pl._lane_count_pmf(load)
+    kk = np.arange(len(pk), dtype=float)
+    t_prev = t_d + delta * np.minimum(1.0, f_eff * kk)
+    wk = pk * t_prev / float((pk * t_prev).sum())
+    ca2 = load["arrival_cv"] ** 2
+    mmax = int(max(8.0, pl._count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
+    m = np.arange(mmax + 1, dtype=float)
+    pm = pl._count_pmfs(lam_u * t_prev, ca2, mmax)
+    carry = np.maximum(f_eff * kk - 1.0, 0.0)[:, None, None]
+    u = pl._U_GRID[None, :, None]
+    before = carry + f_eff * (1.0 - u) * m[None, None, :] + units
+    total = carry + f_eff * m[None, None, :] + units
+    j = np.maximum(1.0, np.ceil(before - 1e-9))
+    vals = u * t_prev[:, None, None] + (j - 1.0) * (t_d + delta) + t_d + delta * np.minimum(1.0, total - (j - 1.0))
+    wts = wk[:, None, None] * (np.ones_like(pl._U_GRID) / len(pl._U_GRID))[None, :, None] * pm[:, None, :]
+    return pl._weighted_quantile(vals.ravel(), wts.ravel(), quantile)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_short_prompt_ttft_on_the_kept_box_is_the_full_grid_quantile(case: int) -> None:
+    load, q, units = _short_loads()[case]
+    got = pl._ttft_quantile_s(load, q, units)
+    assert math.isfinite(got)
+    assert got == _full_grid_ttft_s(load, q, units)
+
+
+def _ahead_by_loop(rho: float, batch: float, live: int) -> np.ndarray:
+    """_jsq_ahead_pmf with its window sums taken one k at a time (its former loop)."""
+    rho = min(max(rho, 0.0), 1.0 - 1e-9)
+    kl = int(math.ceil(math.log(1e-12) / math.log(rho))) + 1
+    p_l = (1.0 - rho) * rho ** np.arange(kl + 1, dtype=float)
+    p_l[-1] += max(0.0, 1.0 - p_l.sum())
+    kmax = int(batch + 12.0 * math.sqrt(batch) + 14.0)
+    pn = pl._count_pmf(batch, 1.0 / math.sqrt(live), kmax)
+    px = np.convolve(pn, p_l)
+    tail = np.clip(1.0 - np.cumsum(px), 0.0, 1.0)
+    pmin = np.clip((px + tail) ** live - tail**live, 0.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(px > 1e-300, pmin / px, 0.0)
+    out = np.zeros(kl + 1)
+    for k in range(kl + 1):
+        out[k] = p_l[k] * float((pn * per[k:k + kmax + 1]).sum())
+    return out / out.sum()
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.4, 0.85, 0.97])
+@pytest.mark.parametrize("batch,live", [(0.3, 2), (6.0, 4), (28.0, 17), (140.0, 64)])
+def test_jsq_ahead_window_sums_are_the_loop_over_k(rho: float, batch: float, live: int) -> None:
+    got = pl._jsq_ahead_pmf(rho, batch, live)
+    assert got.shape == (int(math.ceil(math.log(1e-12) / math.log(rho))) + 2,)
+    assert np.array_equal(got, _ahead_by_loop(rho, batch, live))
+
+
+@pytest.mark.parametrize("rho_l", [0.2, 0.6, 0.9])
+@pytest.mark.parametrize("live", [2, 5, 17])
+@pytest.mark.parametrize("units", [1.0, 2.6, 7.3])
+def test_long_prompt_ttft_one_lane_shortcut_is_the_mixture_path(rho_l: float, live: int, units: float) -> None:
+    """One lane service time (the cap pricing's case) skips the mixture's weighted sum; the same lane
+    service listed twice at half weight each goes through it (0.5 x + 0.5 x = x exactly): the same TTFT."""
+    t_d, t_c = 0.02, 0.09
+    lane_s = units * t_c
+    rate = rho_l / lane_s
+    load = pl.unified_load(rate, t_d, t_c, np.array([units]), np.ones(1), 1.0 / math.sqrt(live))
+    batch = rate * 300.0 * load["mean_step_s"]
+    one = pl._long_ttft_quantile_s(load, 0.99, units, np.array([lane_s]), np.ones(1), live, batch)
+    two = pl._long_ttft_quantile_s(load, 0.99, units, np.array([lane_s, lane_s]), np.array([3.0, 3.0]), live, batch)
+    assert math.isfinite(one) and one > lane_s
+    assert one == two
