@@ -28,6 +28,9 @@ planner.capacity.bucket_work): long-context-assistant 0.0 / 1.6 %, 0.0 % (shared
 agentic-assistant 149,294 / 152,476 at every count; enterprise-chat 8,744, fleet-horizon 7,041 at every count;
 code-completion-8b unchanged (shared 87,914 / 91,493 / 91,493: the service's work is now one figure at every
 count, so its 8-bucket device is the simulated tightening's, not the work's); the others 0.0 %.
+After the per-board GEMM efficiency (models/hardware gemm_efficiency_factor): every winner's spread 0.0 % but
+code-completion-8b 4.1 % (shared 87,914 / 91,493 / 91,493; disaggregated 99,384 / 101,502 / 97,265, 4.4 %),
+every plan at every count meeting its targets; agentic-assistant 151,167 / 152,471 at every count.
 """
 
 from __future__ import annotations
