@@ -145,14 +145,23 @@ def test_agentic_simulation_uses_every_planned_pool() -> None:
     since a prompt waits behind what a least-loaded router leaves ahead of it (issue 24 item 3) that is one
     tp2 pool (30 instances), so the case was long-context-assistant as shipped (19 tp2 + 2 tp4 MI300X); since a
     shared bucket's work is priced per fine length sub-bin (issue 24 item 0, planner.capacity.bucket_work) that is
-    one tp2 pool (24 instances) and agentic-assistant's shared plan is two again (5 tp2 + 18 tp4 H200), so the
-    case is agentic-assistant as shipped, simulated with --architecture shared."""
-    path = str(Path(INSTANCE).with_name("agentic-assistant.yaml"))
-    r = CliRunner().invoke(main, ["simulate", path, "--architecture", "shared", "--duration", "300", "--scenario", "peak", "--json"])
+    one tp2 pool (24 instances) and agentic-assistant's shared plan was two again (5 tp2 + 18 tp4 H200); since each
+    board's measured GEMM efficiency (issue 25) that is one tp4 pool (21 H200) and no shipped example's shared plan
+    has two pools, so the case is code-completion-8b at 8 buckets (1 tp1 + 10 tp4 H100), solved to a plan file and
+    simulated with --plan --architecture shared."""
+    import tempfile
+
+    path = str(Path(INSTANCE).with_name("code-completion-8b.yaml"))
+    with tempfile.TemporaryDirectory() as tmp:
+        s = CliRunner().invoke(main, ["solve", path, "--set", "services.code.traffic.buckets=8",
+                                      "--out", tmp, "-q", "--no-cache"])
+        assert s.exit_code == 0, s.output
+        r = CliRunner().invoke(main, ["simulate", path, "--plan", str(Path(tmp) / "plan.json"), "--architecture", "shared",
+                                      "--duration", "120", "--scenario", "peak", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     pools = d["scenarios"]["peak"]["pools"]
-    assert len(pools) >= 2 and all(p["utilization"] > 0 for p in pools.values())
+    assert len(pools) >= 2 and all(p["utilization"] > 0 for p in pools.values()), pools.keys()
     assert not any("not in" in n for n in d["notes"])
 
 
