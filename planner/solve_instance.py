@@ -140,7 +140,10 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     ``capacity_only``), then :func:`solve_tables`.
 
     ``resolution="auto"``: the length-bucket counts are chosen first (:mod:`planner.resolution`) and
-    the instance is solved at them; the counts tried go into the verdict's confidence.
+    the instance is solved at them; the counts tried go into the verdict's confidence. ``"fixed"``: the
+    instance's counts; with ``settings.confidence == "exact"`` the confidence also states the finer nested
+    counts (:func:`planner.resolution.check_resolution`). ``"chosen"``: counts an ``auto`` solve chose (no
+    second resolution check).
 
     ``cache``: the capacity tables and the optimiser's prepared tables (utilisation caps, pool
     bounds) come through the on-disk cache (:mod:`planner.capacity_cache`, keyed on everything
@@ -150,7 +153,7 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
 
         chosen, steps, why = choose_resolution(resolved, settings, capacity_file=capacity_file)
         # the chosen counts go into the plan's overrides: evaluate, check and studies re-read the instance with them
-        outcome = solve_instance(chosen, settings, capacity_file=capacity_file, scenario=scenario,
+        outcome = solve_instance(chosen, settings, capacity_file=capacity_file, scenario=scenario, resolution="chosen",
                                  overrides={**(overrides or {}), **resolution_overrides(chosen)}, capacity_only=capacity_only, cache=cache)
         res = outcome.result
         conf = res.verdict.confidence
@@ -195,7 +198,7 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
 
     outcome.result = with_confidence(outcome.result, tables, s)  # re-solves as a sweep does (planner.optimize.confidence)
     conf = outcome.result.verdict.confidence
-    if settings.confidence == "exact" and conf is not None and not conf.resolution:
+    if resolution == "fixed" and settings.confidence == "exact" and conf is not None and not conf.resolution:
         # the bucket resolution is part of the confidence statement (issue 24 item 0): finer nested counts on the cheap path
         from planner.resolution import check_resolution, resolution_flip
 
