@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 
 from planner.optimize.tighten import phase_point_factors
 from planner.schema.plan import ArchitecturePlan, PoolPlan, RoutingShare, SolverInfo
