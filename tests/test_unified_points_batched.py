@@ -56,9 +56,13 @@ def test_batched_unified_points_equal_the_one_at_a_time_points(monkeypatch: pyte
     monkeypatch.setattr(points_mod, "_costs_many", counted)
     done = iter(finish_unified_points(pending))
     monkeypatch.undo()
-    batched = [next(done) if isinstance(s, PendingUnified) else s for s in staged]
+    batched: list[OperatingPoint] = []
+    for s in staged:
+        op = next(done) if isinstance(s, PendingUnified) else s
+        assert isinstance(op, OperatingPoint)  # a unified point is never a PendingPrefill
+        batched.append(op)
     alone = [operating_point(m, H100, tp, **kw) for m, tp, kw in cases]  # type: ignore[arg-type]
-    assert len(batched) == len(alone) and all(isinstance(op, OperatingPoint) for op in batched)
+    assert len(batched) == len(alone)
     for b, a in zip(batched, alone, strict=True):
         assert repr(b) == repr(a)  # every field and detail (batch, chunk, TTFT, lane wait, cost) alike
     # the mix the test needs: feasible and infeasible points, queued points priced together over several rounds

@@ -759,7 +759,7 @@ class PendingUnified:
             while True:
                 request = self.steps.send(request.costs())
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            return stop.value
 
 
 def _costs_many(requests: Sequence[CostRequest]) -> list[np.ndarray]:
