@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -409,7 +410,13 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     from planner.capacity_encode import encode_demand, encode_points
     from planner.perf.instance_calibration import instance_calibration
     from planner.perf.moe import ep_operating_point, moe_params, replica_kv_capacity_bytes
-    from planner.perf.points import PendingPrefill, finish_prefill_points, operating_point_stage
+    from planner.perf.points import (
+        PendingPrefill,
+        PendingUnified,
+        finish_prefill_points,
+        finish_unified_points,
+        operating_point_stage,
+    )
     from planner.perf.speculative import (
         SPEC_POINT_COLUMNS,
         draft_profile,
@@ -443,6 +450,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     # prefill rows wait for the loop's end: their points' utilisation caps (queued points come back
     # PendingPrefill) are bisected in one call for all of them (planner.perf.points.finish_prefill_points)
     late: list[tuple[int, dict[str, Any], tuple[Any, ...], list[tuple[float, tuple[Any, ...]]] | None, Any]] = []
+    # so do unified rows whose points come back PendingUnified: their scans run together, one cap bisection
+    # per round for all of them (planner.perf.points.finish_unified_points); (row, point key, the row given the point)
+    late_unified: list[tuple[int, tuple[Any, ...], Callable[[Any], dict[str, Any]]]] = []
     for rec, rate_group in zip(demand.to_dict("records"), group_peak, strict=True):
         service, bucket = str(rec["service"]), str(rec["bucket"])
         isl, osl = float(rec["input_tokens_rep"]), float(rec["output_tokens_rep"])
@@ -489,7 +499,6 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                 if key not in cache:
                     cache[key] = point(kw)
                 op = cache[key]
-                work: dict[str, float] = {}
                 ids = {"service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp}
                 if role == "prefill":
                     subs: list[tuple[float, tuple[Any, ...]]] | None = None
@@ -503,16 +512,29 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                     late.append((len(rows), ids, key, subs, (key, rec[LENGTH_MIX_COLUMN]) if mix else None))
                     rows.append({})
                     continue
-                if at_mix:
-                    work = bucket_work(op, role, svc_means[service], bucket_means, share, mix)
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
                 if role != "prefill" and kv_key not in kv_cap:
                     kv_cap[kv_key] = (replica_kv_capacity_bytes(model, dev, par, svc.weight_precision, svc.kv_precision_resolved,
                                                                 moe_params(calibration)) if par.is_ep else
                                       _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved))
-                rows.append(point_row(ids, op, kv_cap[kv_key], spec, work))
+
+                def row_of(op: Any, ids: dict[str, Any] = ids, role: str = role, at_mix: bool = at_mix, service: str = service,
+                           bucket_means: Any = bucket_means, share: float = share, mix: Any = mix,
+                           kv: float = kv_cap[kv_key], spec: Any = spec) -> dict[str, Any]:
+                    work = bucket_work(op, role, svc_means[service], bucket_means, share, mix) if at_mix else {}
+                    return point_row(ids, op, kv, spec, work)
+
+                if isinstance(op, PendingUnified):
+                    late_unified.append((len(rows), key, row_of))
+                    rows.append({})
+                    continue
+                rows.append(row_of(op))
     pending = [k for k, v in cache.items() if isinstance(v, PendingPrefill)]
     cache.update(zip(pending, finish_prefill_points([cache[k] for k in pending]), strict=True))
+    waiting = [k for k, v in cache.items() if isinstance(v, PendingUnified)]
+    cache.update(zip(waiting, finish_unified_points([cache[k] for k in waiting]), strict=True))
+    for at, k_u, finish_row in late_unified:
+        rows[at] = finish_row(cache[k_u])
     for at, ids, key, subs, wkey in late:
         if subs is not None and wkey not in worked:
             worked[wkey] = mix_work(cache[key], [(w_f, cache[k2]) for w_f, k2 in subs])

@@ -98,7 +98,7 @@ the one with the least ``tau / rho``: instance-seconds per request ``tau = OSL t
 utilisation cap ``rho`` its TTFT wait budget ``target - ttft(B, q)`` allows (the cap
 :func:`planner.optimize.prepare.utilization_caps` applies to a unified point: ``ceil(lambda tau)``
 instances of ``B`` slots at the bucket's peak rate ``lambda``; :func:`_unified_costs`, one vectorised
-bisection for the pairs of a block). Without a
+bisection for the pairs of a block; :func:`finish_unified_points`, one for the blocks of many points). Without a
 rate or a TTFT target ``rho`` is the same for every pair and this is the highest throughput. Pairs
 are evaluated in order of falling throughput and the search stops at the first pair whose ``tau``
 alone is no less than the best ``tau / rho`` found (``rho <= 1``: no later pair can cost less).
@@ -122,7 +122,7 @@ all-reduces exceed both.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -365,8 +365,11 @@ def _prefill_chosen(i: int, ms: np.ndarray, seconds: np.ndarray, t_batch: np.nda
 
 def operating_point(model: LLMProfile, device: DeviceProfile, tp: int, **kw: Any) -> OperatingPoint:
     """The operating point of one role (:func:`operating_point_stage`'s arguments and model; a
-    queued prefill point's utilisation caps bisected at once)."""
+    queued prefill point's utilisation caps bisected at once, a unified point's blocks priced one
+    at a time by :func:`_unified_costs`)."""
     op = operating_point_stage(model, device, tp, **kw)
+    if isinstance(op, PendingUnified):
+        return op.run()
     return op if isinstance(op, OperatingPoint) else finish_prefill_points([op])[0]
 
 
@@ -397,11 +400,13 @@ def operating_point_stage(
     speculative: SpeculativeDecoding | None = None,
     draft_model: LLMProfile | None = None,
     ttft_input_tokens: float | None = None,
-) -> OperatingPoint | PendingPrefill:
+) -> OperatingPoint | PendingPrefill | PendingUnified:
     """The operating point of one role; see the module docstring for the model of each role. A
     queued prefill point (``rate_per_s`` and a TTFT target set) comes back as a
     :class:`PendingPrefill`: :func:`finish_prefill_points` bisects the caps of many at once
-    (:func:`planner.capacity.build_capacity_tables`), :func:`operating_point` of one.
+    (:func:`planner.capacity.build_capacity_tables`), :func:`operating_point` of one. A unified
+    point whose batch fits the memory comes back as a :class:`PendingUnified`:
+    :func:`finish_unified_points` prices the pairs of many at once, :meth:`PendingUnified.run` of one.
 
     Targets (``None``: not set): ``tpot_target_ms`` bounds the per-request TPOT at
     ``tpot_quantile``, ``itl_target_ms`` every-gap ITL at ``itl_quantile``, ``e2e_target_ms``
@@ -451,19 +456,23 @@ def operating_point_stage(
         n_ttft, isl_ttft = n_new, isl
         if ttft_input_tokens is not None and ttft_input_tokens > isl:
             isl_ttft, _o, n_ttft, _c = request_tokens(ttft_input_tokens, output_tokens, cached_prefix_share)
-        plain_u = _unified_point(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem,
-                                 n_ttft=n_ttft, isl_ttft=isl_ttft,
-                                 budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
-                                 targets=targets, mixed=cal.mixed_prefill, rate_per_s=rate_per_s,
-                                 interarrival_cv=interarrival_cv)
-        cost = _spec_cost_of(speculative, draft_model, model, device, inst, tp=tp, weight_precision=weight_precision,
-                             kv_precision=kv_precision)
-        if cost is None:
-            return plain_u
-        return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget,
-                                    n_ttft=n_ttft, isl_ttft=isl_ttft,
-                                    kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets,
-                                    mixed=cal.mixed_prefill, rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
+
+        def unified() -> Generator[CostRequest, np.ndarray, OperatingPoint]:
+            plain_u = yield from _unified_steps(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx,
+                                                b_mem=b_mem, n_ttft=n_ttft, isl_ttft=isl_ttft,
+                                                budget=budget, kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source,
+                                                targets=targets, mixed=cal.mixed_prefill, rate_per_s=rate_per_s,
+                                                interarrival_cv=interarrival_cv)
+            cost = _spec_cost_of(speculative, draft_model, model, device, inst, tp=tp, weight_precision=weight_precision,
+                                 kv_precision=kv_precision)
+            if cost is None:
+                return plain_u
+            return _speculative_unified(plain_u, cost, inst, eff, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx,
+                                        budget=budget, n_ttft=n_ttft, isl_ttft=isl_ttft,
+                                        kv_req=kv_req, power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets,
+                                        mixed=cal.mixed_prefill, rate_per_s=rate_per_s, interarrival_cv=interarrival_cv)
+
+        return PendingUnified(unified())
     step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
     t = step.total_s
     # every gap of a decode-only instance is one step: TPOT (per request) = ITL (per gap) = t_dec(B),
@@ -707,8 +716,104 @@ def _unified_costs(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, ta
     servers, service_s, budget_s = _unified_queue(tau_s, np.asarray(batch, dtype=float), np.asarray(ttft_ms, dtype=float),
                                                   targets, rate)
     cap = max_utilization_many(servers, service_s, targets.ttft_q, budget_s, 0.0, interarrival_cv)
+    return _costs_at_caps(tau_s, cap)
+
+
+def _costs_at_caps(tau_s: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """``tau / rho`` of :func:`_unified_costs` given the caps ``rho``; ``1e12 tau`` where the cap is 0."""
     with np.errstate(divide="ignore"):
         return np.where(cap > 0, tau_s / np.where(cap > 0, cap, 1.0), 1e12 * tau_s)
+
+
+@dataclass(frozen=True)
+class CostRequest:
+    """The arguments of one :func:`_unified_costs` call a unified point's scan
+    (:func:`_unified_steps`) waits for: a block of pairs that meet every target."""
+
+    tau_s: np.ndarray
+    batch: np.ndarray
+    ttft_ms: np.ndarray
+    targets: _Targets
+    rate_per_s: float | None
+    interarrival_cv: float
+
+    def costs(self) -> np.ndarray:
+        """The block priced alone (:func:`_unified_costs`)."""
+        return _unified_costs(self.tau_s, self.batch, self.ttft_ms, self.targets, self.rate_per_s, self.interarrival_cv)
+
+
+@dataclass(frozen=True)
+class PendingUnified:
+    """A unified point whose scan (:func:`_unified_steps`, then the speculative alternative) has
+    not run: ``steps`` yields a :class:`CostRequest` per block of pairs that meet the targets and
+    takes their costs back, in order of falling throughput, and returns the point. One generator,
+    finished once: by :meth:`run` (each block priced alone) or :func:`finish_unified_points`
+    (the blocks of many points priced together)."""
+
+    steps: Generator[CostRequest, np.ndarray, OperatingPoint]
+
+    def run(self) -> OperatingPoint:
+        """The point, each block priced by its own :func:`_unified_costs` call."""
+        try:
+            request = next(self.steps)
+            while True:
+                request = self.steps.send(request.costs())
+        except StopIteration as stop:
+            return stop.value
+
+
+def _costs_many(requests: Sequence[CostRequest]) -> list[np.ndarray]:
+    """:func:`_unified_costs` of each request, the caps of all of them from ONE
+    :func:`planner.queueing.max_utilization_many` call (the rows of a block are the arguments
+    :func:`_unified_costs` passes; the bisection is element-wise and every row takes the same
+    halvings, so each cost equals the one its own call gives: see :func:`finish_prefill_points`)."""
+    from planner.queueing import UTILIZATION_CEILING, max_utilization_many
+
+    out: list[np.ndarray | None] = [None] * len(requests)
+    queued: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]] = []
+    for n, r in enumerate(requests):
+        tau_s = np.asarray(r.tau_s, dtype=float)
+        rate = float(r.rate_per_s) if r.rate_per_s is not None else 0.0
+        if rate <= 0 or not math.isfinite(r.targets.ttft_ms):
+            out[n] = tau_s / UTILIZATION_CEILING
+            continue
+        servers, service_s, budget_s = _unified_queue(tau_s, np.asarray(r.batch, dtype=float), np.asarray(r.ttft_ms, dtype=float),
+                                                      r.targets, rate)
+        queued.append((n, tau_s, servers, service_s, budget_s, float(r.targets.ttft_q), float(r.interarrival_cv)))
+    if queued:
+        sizes = [q[1].size for q in queued]
+        caps = max_utilization_many(np.concatenate([q[2] for q in queued]), np.concatenate([q[3] for q in queued]),
+                                    np.repeat([q[5] for q in queued], sizes), np.concatenate([q[4] for q in queued]),
+                                    0.0, np.repeat([q[6] for q in queued], sizes))
+        for (n, tau_s, *_rest), end, size in zip(queued, np.cumsum(sizes), sizes, strict=True):
+            out[n] = _costs_at_caps(tau_s, caps[end - size:end])
+    return [c for c in out if c is not None]
+
+
+def finish_unified_points(pending: Sequence[PendingUnified]) -> list[OperatingPoint]:
+    """Each pending unified point finished (in order), their scans run in lockstep: every round
+    prices the blocks all the live scans wait for with one bisection (:func:`_costs_many`)
+    instead of one :func:`_unified_costs` call per block (~20 bisection steps of fixed numpy
+    overhead each: 102 calls, ~0.13 s CPU of the README example's cold start). A scan's choice
+    depends only on its own costs, which equal its own calls', so each point equals
+    :meth:`PendingUnified.run`'s."""
+    done: list[OperatingPoint | None] = [None] * len(pending)
+    waiting: dict[int, CostRequest] = {}
+
+    def advance(n: int, costs: np.ndarray | None) -> None:
+        try:
+            waiting[n] = pending[n].steps.send(costs)  # type: ignore[arg-type]  # None starts the generator
+        except StopIteration as stop:
+            done[n] = stop.value
+
+    for n in range(len(pending)):
+        advance(n, None)
+    while waiting:
+        round_ = list(waiting.items())
+        waiting.clear()
+        for (n, _r), costs in zip(round_, _costs_many([r for _n, r in round_]), strict=True):
+            advance(n, costs)
+    return [op for op in done if op is not None]
 
 
 def _unified_queue(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, targets: _Targets,
@@ -740,12 +845,20 @@ def _cannot_beat(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, 
         targets.ttft_q, need * servers / service_s, servers, service_s, 0.0, interarrival_cv)) > budget_s)
 
 
-def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
+def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, **kw: Any) -> OperatingPoint:
+    """The unified operating point (:func:`_unified_steps`'s arguments), each block of pairs priced
+    by its own :func:`_unified_costs` call."""
+    return PendingUnified(_unified_steps(inst, eff, batches, **kw)).run()
+
+
+def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
                    cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
                    source: str, targets: _Targets, mixed: bool = True, spec: SpecCost | None = None,
                    kv_cap: float | None = None, rate_per_s: float | None = None, interarrival_cv: float = 1.0,
-                   n_ttft: float | None = None, isl_ttft: float | None = None) -> OperatingPoint:
-    """The unified operating point; the model is in the module docstring.
+                   n_ttft: float | None = None, isl_ttft: float | None = None) -> Generator[CostRequest, np.ndarray, OperatingPoint]:
+    """The unified operating point; the model is in the module docstring. A generator: it yields a
+    :class:`CostRequest` for each block of pairs that meet the targets and takes their costs
+    (:func:`_unified_costs`) back (:class:`PendingUnified`).
 
     ``n_ttft`` / ``isl_ttft`` (:func:`operating_point`'s ``ttft_input_tokens``): the new and total
     tokens of the prompt whose TTFT is checked (its chunk iterations, its KV while chunked) when it is
@@ -868,7 +981,7 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
             continue
         pairs = idx[ks]
         pair_b = batches[pairs // grid.shape[1]]
-        exact = _unified_costs(tau_flat[pairs], pair_b, tt[ks], targets, rate_per_s, interarrival_cv)
+        exact = yield CostRequest(tau_flat[pairs], pair_b, tt[ks], targets, rate_per_s, interarrival_cv)
         # in order of falling throughput, keeping the running least cost; a pair that only ties the
         # least so far (or beats it by less than 1e-9) is checked for the early exit (_cannot_beat) so
         # that ties go to the pair the scan reaches first
