@@ -147,13 +147,15 @@ def test_agentic_simulation_uses_every_planned_pool() -> None:
     shared bucket's work is priced per fine length sub-bin (issue 24 item 0, planner.capacity.bucket_work) that is
     one tp2 pool (24 instances) and agentic-assistant's shared plan was two again (5 tp2 + 18 tp4 H200); since each
     board's measured GEMM efficiency (issue 25) that is one tp4 pool (21 H200) and no shipped example's shared plan
-    has two pools, so the case is code-completion-8b at 8 buckets (1 tp1 + 10 tp4 H100), solved to a plan file and
+    has two pools; code-completion-8b at 8 buckets (1 tp1 + 10 tp4 H100) was until every simulated tightening step was
+    refined (one tp4 pool since), so the case is code-completion-8b at 1/20 of its traffic (rate_multiplier 1.03
+    instead of 20: 1 tp2 + 1 tp4 H100, the integer rounding of ~1.5 tp4 instances), solved to a plan file and
     simulated with --plan --architecture shared."""
     import tempfile
 
     path = str(Path(INSTANCE).with_name("code-completion-8b.yaml"))
     with tempfile.TemporaryDirectory() as tmp:
-        s = CliRunner().invoke(main, ["solve", path, "--set", "services.code.traffic.buckets=8",
+        s = CliRunner().invoke(main, ["solve", path, "--set", "services.code.traffic.rate_multiplier=1.03",
                                       "--out", tmp, "-q", "--no-cache"])
         assert s.exit_code == 0, s.output
         r = CliRunner().invoke(main, ["simulate", path, "--plan", str(Path(tmp) / "plan.json"), "--architecture", "shared",
