@@ -1004,7 +1004,8 @@ UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lan
 """Columns of :func:`unified_at_utilization_many` (aligned with the points; ``nan`` where not modelled)."""
 
 
-def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray) -> pd.DataFrame:
+def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray, *,
+                                ttft: bool = True) -> pd.DataFrame:
     """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
     (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
     at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
@@ -1019,7 +1020,10 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     mean target) and ``token_target_ms`` its target; ``lane_wait_ms`` the lane queue (``f ≥ 1``;
     0 when it is inside ``ttft_ms``). ``nan`` for rows that are not modelled unified points
     (other roles, measured rows, no lane columns, ``utilization ≤ 0`` or no instance).
-    Cost: one fixed point and three quantiles per row (~1 ms)."""
+    Cost: one fixed point and three quantiles per row (~1 ms), almost all of it the TTFT quantile.
+    ``ttft=False`` prices only the per-token metric (``ttft_ms`` and ``lane_wait_ms`` ``nan``), for a caller
+    that needs the TTFT only where the per-token target is met (:func:`planner.optimize.prepare.unified_caps_at_load`);
+    each row's numbers depend on that row alone, so the rows it does price are the same numbers either way."""
     from planner.schema.capacity import quantile_level
 
     n = len(points)
@@ -1045,6 +1049,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
 
     levels = {m: column(f"{m}_quantile", 0.99) for m in ("tpot", "itl")}
     targets = {m: column(f"{m}_target_ms", math.inf) for m in ("tpot", "itl")}
+    batch_pt = points["max_batch"].to_numpy(float)
     for i in np.flatnonzero(ok):
         c = int(live[i])
         rate_pool = float(rho[i]) * c / float(tau[i])
@@ -1056,7 +1061,9 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         tq = float(ttft_q[i])
         lane_in = True  # the lane queue is inside ttft_s (as unified_at_load)
         lane_ms = 0.0
-        if not load["share"] < 1.0:
+        if not ttft:
+            ttft_s, lane_ms = math.nan, math.nan
+        elif not load["share"] < 1.0:
             ttft_s = math.inf
         elif load["units_mean"] < 1.0:
             ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
@@ -1067,7 +1074,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
             tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                 load, lvl, _chosen_batch_ratio(rate_pool / c * float(outputs[i]) * load["mean_step_s"], c))
         else:
-            tok = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
+            tok = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_pt[i]))
         tgt = float(targets[m][i])
         out["ttft_ms"][i] = 1e3 * (ttft_s + overhead_s[i]) + lane_ms
         out["token_ms"][i] = 1e3 * tok
