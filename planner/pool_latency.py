@@ -794,42 +794,72 @@ def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: flo
     p_ahead = ahead[1:] / p_w if p_w > 0 else np.zeros(0)
     offsets = s_mean * np.arange(len(p_ahead))  # k E[S] behind the residual, k = 0, 1, ...
 
-    def cdf(x: float) -> float:
-        t = x - own
+    def cdf_many(x: np.ndarray) -> np.ndarray:
+        """``F`` at each of the points ``x`` (one row each; every row the number the former one-point
+        form gave: the same element-wise expressions, each row's sums over its own last axis)."""
+        t = x[:, None] - own[None, :]                                     # (x, M)
         idle = np.clip(t / t_d, 0.0, 1.0) if t_d > 0 else (t >= 0).astype(float)
         if rho > 0:
             tt = np.maximum(t, 0.0)
             if live > 1:
                 # k prompts ahead (_jsq_ahead_pmf): the residual R of the one in progress and k − 1
                 # whole prompts, P(R + (k − 1) E[S] ≤ t) with P(R > r) = E[(S − r)⁺] / E[S]
-                r = tt[:, None] - offsets[None, :]
-                excess = np.maximum(s[None, None, :] - np.maximum(r, 0.0)[:, :, None], 0.0)
+                r = tt[:, :, None] - offsets[None, None, :]                # (x, M, k)
+                excess = np.maximum(s[None, None, None, :] - np.maximum(r, 0.0)[:, :, :, None], 0.0)
                 # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term
-                mixed = excess[:, :, 0] if len(s) == 1 else np.einsum("j,mkj->mk", w, excess)
+                mixed = excess[:, :, :, 0] if len(s) == 1 else np.stack([np.einsum("j,mkj->mk", w, e) for e in excess])
                 resid = 1.0 - mixed / s_mean
-                wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, :]).sum(axis=1))
+                wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, None, :]).sum(axis=2))
             else:
                 below = (1.0 - rho) * np.expm1(np.minimum(lam * tt, 700.0)) / rho
                 above = 1.0 - np.minimum(rho, gamma * np.exp(-th * tt)) / rho
                 wait = np.where(t <= 0, 0.0, np.clip(np.where(tt < s_min, below, above), 0.0, 1.0))
         else:
             wait = np.zeros_like(t)
-        return float((pm * ((1.0 - p_w) * idle + p_w * wait)).sum())
+        return np.asarray((pm[None, :] * ((1.0 - p_w) * idle + p_w * wait)).sum(axis=1), dtype=float)
 
     lo, hi = float(own.min()), float(own.max()) + t_d + 1.0
-    while cdf(hi) < quantile:
+    while float(cdf_many(np.array([hi]))[0]) < quantile:
         hi = lo + 2.0 * (hi - lo)
         if hi > 1e7:
             return math.inf
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if cdf(mid) < quantile:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-5 * hi:
-            break
+    # Bisection to 1e-5 relative (at most 60 halvings), its next _LOOKAHEAD halvings' midpoints priced in one
+    # call: node i of the tree (children 2i + 1: the lower half, 2i + 2: the upper) is the midpoint the
+    # bisection reaches after those answers, computed as it computes it, so it takes the same steps.
+    steps = 0
+    while steps < 60:
+        xs = _midpoint_tree(lo, hi, _LOOKAHEAD)
+        fs = cdf_many(xs)
+        node = 0
+        while node < len(xs) and steps < 60:
+            mid = 0.5 * (lo + hi)
+            if float(fs[node]) < quantile:
+                lo, node = mid, 2 * node + 2
+            else:
+                hi, node = mid, 2 * node + 1
+            steps += 1
+            if hi - lo <= 1e-5 * hi:
+                return hi
     return hi
+
+
+_LOOKAHEAD = 2
+"""Halvings of :func:`_long_ttft_quantile_s`'s bisection priced per call of its CDF (``2² − 1 = 3`` midpoints: 2 measured fastest, 1 and 4 slower)."""
+
+
+def _midpoint_tree(lo: float, hi: float, depth: int) -> np.ndarray:
+    """The midpoints a bisection of ``[lo, hi]`` can visit in its next ``depth`` halvings, breadth first
+    (node ``i``'s halves are nodes ``2i + 1`` (lower) and ``2i + 2`` (upper)), each ``0.5 * (a + b)`` of its interval."""
+    xs: list[float] = []
+    level = [(lo, hi)]
+    for _ in range(depth):
+        nxt: list[tuple[float, float]] = []
+        for a, b in level:
+            m = 0.5 * (a + b)
+            xs.append(m)
+            nxt += [(a, m), (m, b)]
+        level = nxt
+    return np.array(xs)
 
 
 AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at_load_ms", "lane_share", "mean_step_at_load_ms",
@@ -1005,7 +1035,7 @@ UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lan
 
 
 def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray, *,
-                                ttft: bool = True) -> pd.DataFrame:
+                                ttft: bool = True, token: bool = True) -> pd.DataFrame:
     """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
     (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
     at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
@@ -1021,9 +1051,10 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     0 when it is inside ``ttft_ms``). ``nan`` for rows that are not modelled unified points
     (other roles, measured rows, no lane columns, ``utilization ≤ 0`` or no instance).
     Cost: one fixed point and three quantiles per row (~1 ms), almost all of it the TTFT quantile.
-    ``ttft=False`` prices only the per-token metric (``ttft_ms`` and ``lane_wait_ms`` ``nan``), for a caller
-    that needs the TTFT only where the per-token target is met (:func:`planner.optimize.prepare.unified_caps_at_load`);
-    each row's numbers depend on that row alone, so the rows it does price are the same numbers either way."""
+    ``ttft=False`` prices only the per-token metric (``ttft_ms`` and ``lane_wait_ms`` ``nan``), ``token=False``
+    only the TTFT (``token_ms`` ``nan``), for a caller that needs the TTFT only where the per-token target is met
+    (:func:`planner.optimize.prepare.unified_caps_at_load`); each row's numbers depend on that row alone, so
+    the rows and columns it does price are the same numbers either way."""
     from planner.schema.capacity import quantile_level
 
     n = len(points)
@@ -1070,7 +1101,9 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         else:
             ttft_s = _long_ttft_quantile_s(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
                                            rate_pool / c * float(outputs[i]) * load["mean_step_s"])
-        if m == "itl":
+        if not token:
+            tok = math.nan
+        elif m == "itl":
             tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                 load, lvl, _chosen_batch_ratio(rate_pool / c * float(outputs[i]) * load["mean_step_s"], c))
         else:
