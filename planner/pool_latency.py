@@ -48,7 +48,7 @@ is what one instance sustains within the SLO, its own queueing included.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -641,11 +641,49 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     before it; ``X`` those and the prompt, ``j = ⌈X⌉`` iterations to its last token, the first
     ``j − 1`` full (``t_c``), the last ``t_d + δ min(1, X_all − (j − 1))`` with every arrival of
     the iteration in progress in ``X_all``: ``TTFT = u T + (j − 1) t_c + t_d + δ min(1, X_all − j + 1)``."""
+    grid = _ttft_grid(load, quantile, units)
+    return grid if isinstance(grid, float) else _weighted_quantile(grid[0], grid[1], quantile)
+
+
+def _ttft_quantile_meets(load: Mapping[str, float], quantile: float, units: float,
+                         meets: Callable[[np.ndarray], np.ndarray]) -> bool:
+    """``meets(_ttft_quantile_s(load, quantile, units))``, the same verdict, mostly without sorting the grid.
+
+    ``meets`` maps TTFT values (s, an array) to verdicts and must be monotone (true up to a threshold:
+    the caller's ``wait + TTFT ≤ target``, each operation of which is monotone in floating point). The
+    quantile is the value of the grid's first entry, in value order, whose cumulative weight reaches
+    ``quantile`` of the total (:func:`_weighted_quantile`), so it meets iff the weight ``A`` of the
+    entries that meet reaches ``q T``, ``T`` the total. Both sums are taken here in another order than
+    the sorted cumulative sum's; each is within ``n ε`` of its exact value (``n`` terms, ε = 2⁻⁵³), so the
+    difference ``A − q T`` can differ from the sorted one by at most ``(4n + 2) ε T`` and, when it is farther
+    than ``10⁻¹⁵ (n + 1) T`` from 0, its sign is the verdict; otherwise (a weight within rounding of the
+    quantile) the grid is sorted as :func:`_ttft_quantile_s` does."""
+    grid = _ttft_grid(load, quantile, units)
+    if isinstance(grid, float):
+        return bool(meets(np.array([grid]))[0])
+    values, weights = grid
+    keep = weights > 1e-12 * float(weights.max())  # as _weighted_quantile
+    v, w = values[keep], weights[keep]
+    ok = np.asarray(meets(v), dtype=bool)
+    if not ok.any():
+        return False
+    if ok.all():
+        return True
+    total = float(w.sum())
+    gap = float(w[ok].sum()) - quantile * total
+    if abs(gap) > 1e-15 * (len(w) + 1) * total:
+        return gap > 0
+    return bool(meets(np.array([_weighted_quantile(values, weights, quantile)]))[0])
+
+
+def _ttft_grid(load: Mapping[str, float], quantile: float, units: float) -> float | tuple[np.ndarray, np.ndarray]:
+    """:func:`_ttft_quantile_s`'s (K', u, M) grid: its values and weights (over the box it keeps), or the
+    quantile itself where it is closed-form (saturated lane: ``inf``; no chunk cost: ``t_d (1 + q)``)."""
     a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
     if not a < 1.0:
         return math.inf
     if f_eff <= 0 or delta <= 0:
-        return t_d * (1.0 + quantile)  # the residual u t_d of the iteration in progress and one decode-only iteration
+        return float(t_d * (1.0 + quantile))  # the residual u t_d of the iteration in progress and one decode-only iteration
     lam_u = load["rate_per_s"] * load["units_mean"] / f_eff
     pk = _lane_count_pmf(load)
     kmax = len(pk) - 1
@@ -672,7 +710,7 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     vals = u * t_prev[k_on, None, None] + (j - 1.0) * (t_d + delta) + t_d + delta * np.minimum(1.0, total - (j - 1.0))
     wts = np.broadcast_to(w2[k_on, None, m_on], vals.shape)
     sel = np.broadcast_to(keep[k_on, None, m_on], vals.shape)
-    return _weighted_quantile(vals[sel], wts[sel], quantile)
+    return vals[sel], wts[sel]
 
 
 def _jsq_busy_share(lane_utilization: float, batch: float, live: int) -> float:
@@ -1035,7 +1073,8 @@ UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lan
 
 
 def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray, *,
-                                ttft: bool = True, token: bool = True) -> pd.DataFrame:
+                                ttft: bool = True, token: bool = True,
+                                ttft_budget: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
     (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
     at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
@@ -1054,7 +1093,10 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     ``ttft=False`` prices only the per-token metric (``ttft_ms`` and ``lane_wait_ms`` ``nan``), ``token=False``
     only the TTFT (``token_ms`` ``nan``), for a caller that needs the TTFT only where the per-token target is met
     (:func:`planner.optimize.prepare.unified_caps_at_load`); each row's numbers depend on that row alone, so
-    the rows and columns it does price are the same numbers either way."""
+    the rows and columns it does price are the same numbers either way. ``ttft_budget = (wait_ms, target_ms)``
+    (per row) adds the column ``ttft_fits``: ``wait_ms + ttft_ms ≤ target_ms``, the comparison the caller would
+    make, reached for prompts within one lane iteration without the TTFT's value (:func:`_ttft_quantile_meets`:
+    the same verdict; ``ttft_ms`` is then ``nan`` on those rows)."""
     from planner.schema.capacity import quantile_level
 
     n = len(points)
@@ -1062,6 +1104,8 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
     out = {c: np.full(n, np.nan) for c in UNIFIED_AT_UTILIZATION_COLUMNS}
     out["lane_in_ttft"] = np.zeros(n, dtype=bool)
+    if ttft_budget is not None:
+        out["ttft_fits"] = np.zeros(n, dtype=bool)
     tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
     ok_rows = np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
     lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), ok_rows.astype(float)) if ok_rows.any() else None
@@ -1092,8 +1136,14 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         tq = float(ttft_q[i])
         lane_in = True  # the lane queue is inside ttft_s (as unified_at_load)
         lane_ms = 0.0
+        verdict: bool | None = None
         if not ttft:
             ttft_s, lane_ms = math.nan, math.nan
+        elif ttft_budget is not None and load["share"] < 1.0 and load["units_mean"] < 1.0:
+            wait_i, target_i, oh_i = float(ttft_budget[0][i]), float(ttft_budget[1][i]), float(overhead_s[i])
+            verdict = _ttft_quantile_meets(load, tq, float(units[i]),
+                                           lambda v: wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as the ttft_ms below, + lane_ms 0
+            ttft_s = math.nan
         elif not load["share"] < 1.0:
             ttft_s = math.inf
         elif load["units_mean"] < 1.0:
@@ -1114,4 +1164,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         out["token_target_ms"][i] = tgt if math.isfinite(tgt) else math.inf
         out["lane_wait_ms"][i] = lane_ms
         out["lane_in_ttft"][i] = lane_in
+        if ttft_budget is not None:
+            with np.errstate(invalid="ignore"):
+                out["ttft_fits"][i] = verdict if verdict is not None else bool(float(ttft_budget[0][i]) + out["ttft_ms"][i] <= float(ttft_budget[1][i]))
     return pd.DataFrame(out, index=points.index)

@@ -393,9 +393,9 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
             with np.errstate(invalid="ignore"):
                 cand = cand[tok_lat["token_ms"].to_numpy(float) <= tok_lat["token_target_ms"].to_numpy(float) * (1 + 1e-6)]
         if cand.size:
-            own = unified_at_utilization_many(points.iloc[on[cand]], rho[cand], n_rho[cand], token=False)["ttft_ms"].to_numpy(float)
-            with np.errstate(invalid="ignore"):
-                good[cand] = slot_ms[cand] + own <= bound[cand]
+            lat = unified_at_utilization_many(points.iloc[on[cand]], rho[cand], n_rho[cand], token=False,
+                                              ttft_budget=(slot_ms[cand], bound[cand]))
+            good[cand] = lat["ttft_fits"].to_numpy(bool)  # slot_ms + ttft_ms <= bound, the TTFT priced only where it decides
         return good
 
     n = len(points)
