@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -786,27 +786,22 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     return out / out.sum() if out.sum() > 0 else pl
 
 
-def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
-                          lane_weights: np.ndarray, live: int, batch: float) -> float:
-    """TTFT quantile (s, without the fixed overhead) of a prompt of ``units ≥ 1`` lane units in a
-    pool whose prompts are longer than the lane (``f̄ ≥ 1``; section comment above).
+class _LongTtftLaw(NamedTuple):
+    """The CDF of :func:`_long_ttft_quantile_s`'s ``W + O`` and where its bisection starts."""
 
-    ``TTFT = W + O``. The lane of one instance is a FCFS queue of prompt tokens that every
-    iteration serves up to a chunk of; busy, it runs full chunks, so a prompt holds it
-    ``S_b = f_b t_c`` (``lane_service_ms``) and the lane of one instance is M/G/1 at ``λ`` (this
-    instance's share; the mixture ``S_b`` by routed rate): ``P(W ≤ t) = (1 − ρ_l) e^{λt}`` below
-    the shortest ``S`` (exact), ``1 − min(ρ_l, γ e^{−θt})`` above (Cramér–Lundberg,
-    :func:`planner.queueing.mg1_tail_decay`) for one instance. Over ``c > 1`` instances the
-    least-loaded router's choice has ``K`` prompts in its lane (:func:`_jsq_ahead_pmf`), ``P_w =
-    P(K ≥ 1)``, and given ``K = k ≥ 1`` the wait is ``R + (k − 1) E[S]``, ``R`` the residual of
-    the prompt in progress (``P(R > r) = E[(S − r)⁺] / E[S]``, the equilibrium excess). Own time ``O``: ``⌈f⌉ − 1`` full chunks and a last iteration with
-    the remainder ``r = f − ⌈f⌉ + 1`` and the ``M`` prompts that arrived meanwhile
-    (``M ~ Poisson(λ (⌈f⌉ − 1) t_c)``, each ``f_eff`` units): ``O_M = (⌈f⌉ − 1) t_c + t_d + δ
-    min(1, r + f_eff M)`` — a newcomer's first chunk fills the last iteration (before, ``O`` was
-    ``⌈f⌉ t_d + δ f`` whatever the load: the p50 TTFT of 8,000-token prompts at 50 % utilisation
-    −28 % against the simulator). An arrival at an idle lane also waits out the decode iteration in
-    progress, ``U t_d`` (``U`` uniform). The quantile of ``W + O`` by bisection on its CDF
-    ``F(x) = Σ_M P(M) [(1 − P_w) P(U t_d ≤ x − O_M) + P_w P(W ≤ x − O_M | W > 0)]``."""
+    cdf_many: Callable[[np.ndarray], np.ndarray]
+    lo: float
+    """``min O``: the CDF is 0 below it."""
+    hi: float
+    monotone: bool
+    """The computed CDF is non-decreasing in ``x``, in floating point: no lane wait, or several instances (every
+    step of that branch is monotone in ``x`` and the terms are summed with non-negative weights); one instance's
+    M/G/1 law switches formula at the shortest service time, so not claimed there."""
+
+
+def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.ndarray, lane_weights: np.ndarray,
+                   live: int, batch: float) -> _LongTtftLaw | None:
+    """:func:`_long_ttft_quantile_s`'s law (its docstring); ``None`` where the lane or the instance saturates."""
     from planner.queueing import mg1_tail_decay
 
     a, t_d, delta = load["share"], load["decode_step_s"], load["delta_s"]
@@ -816,7 +811,7 @@ def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: flo
     w = w / w.sum()
     rho = lam * float((w * s).sum())
     if not (a < 1.0 and rho < 1.0):
-        return math.inf
+        return None
     t_c = t_d + delta
     whole = math.ceil(max(units, 1.0) - 1e-9)
     rest = units - (whole - 1)
@@ -856,7 +851,34 @@ def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: flo
             wait = np.zeros_like(t)
         return np.asarray((pm[None, :] * ((1.0 - p_w) * idle + p_w * wait)).sum(axis=1), dtype=float)
 
-    lo, hi = float(own.min()), float(own.max()) + t_d + 1.0
+    return _LongTtftLaw(cdf_many, float(own.min()), float(own.max()) + t_d + 1.0, bool(rho <= 0 or live > 1))
+
+
+def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                          lane_weights: np.ndarray, live: int, batch: float) -> float:
+    """TTFT quantile (s, without the fixed overhead) of a prompt of ``units ≥ 1`` lane units in a
+    pool whose prompts are longer than the lane (``f̄ ≥ 1``; section comment above).
+
+    ``TTFT = W + O``. The lane of one instance is a FCFS queue of prompt tokens that every
+    iteration serves up to a chunk of; busy, it runs full chunks, so a prompt holds it
+    ``S_b = f_b t_c`` (``lane_service_ms``) and the lane of one instance is M/G/1 at ``λ`` (this
+    instance's share; the mixture ``S_b`` by routed rate): ``P(W ≤ t) = (1 − ρ_l) e^{λt}`` below
+    the shortest ``S`` (exact), ``1 − min(ρ_l, γ e^{−θt})`` above (Cramér–Lundberg,
+    :func:`planner.queueing.mg1_tail_decay`) for one instance. Over ``c > 1`` instances the
+    least-loaded router's choice has ``K`` prompts in its lane (:func:`_jsq_ahead_pmf`), ``P_w =
+    P(K ≥ 1)``, and given ``K = k ≥ 1`` the wait is ``R + (k − 1) E[S]``, ``R`` the residual of
+    the prompt in progress (``P(R > r) = E[(S − r)⁺] / E[S]``, the equilibrium excess). Own time ``O``: ``⌈f⌉ − 1`` full chunks and a last iteration with
+    the remainder ``r = f − ⌈f⌉ + 1`` and the ``M`` prompts that arrived meanwhile
+    (``M ~ Poisson(λ (⌈f⌉ − 1) t_c)``, each ``f_eff`` units): ``O_M = (⌈f⌉ − 1) t_c + t_d + δ
+    min(1, r + f_eff M)`` — a newcomer's first chunk fills the last iteration (before, ``O`` was
+    ``⌈f⌉ t_d + δ f`` whatever the load: the p50 TTFT of 8,000-token prompts at 50 % utilisation
+    −28 % against the simulator). An arrival at an idle lane also waits out the decode iteration in
+    progress, ``U t_d`` (``U`` uniform). The quantile of ``W + O`` by bisection on its CDF
+    ``F(x) = Σ_M P(M) [(1 − P_w) P(U t_d ≤ x − O_M) + P_w P(W ≤ x − O_M | W > 0)]``."""
+    law = _long_ttft_law(load, units, lane_service_s, lane_weights, live, batch)
+    if law is None:
+        return math.inf
+    cdf_many, lo, hi = law.cdf_many, law.lo, law.hi
     while float(cdf_many(np.array([hi]))[0]) < quantile:
         hi = lo + 2.0 * (hi - lo)
         if hi > 1e7:
@@ -879,6 +901,41 @@ def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: flo
             if hi - lo <= 1e-5 * hi:
                 return hi
     return hi
+
+
+def _long_ttft_quantile_meets(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                              lane_weights: np.ndarray, live: int, batch: float,
+                              meets: Callable[[np.ndarray], np.ndarray], threshold_s: float) -> bool:
+    """``meets(_long_ttft_quantile_s(...))``, the same verdict, mostly from the CDF at two points, without the bisection.
+
+    ``meets`` maps TTFT values (s) to verdicts, monotone (true up to a threshold, near ``threshold_s``). The
+    bisection's answer ``H`` has ``F(H) ≥ q`` (or is ``inf``), ``H ≥ min O``, and ``H − lo ≤ 10⁻⁵ H`` with
+    ``lo = min O`` or ``F(lo) < q``. With a monotone computed CDF (:class:`_LongTtftLaw`):
+
+    * ``meets(min O)`` false: ``H`` fails too;
+    * ``x_a`` just above ``threshold_s`` with ``meets(x_a)`` false and ``F(x_a) < q``: every ``x ≤ x_a`` has
+      ``F(x) < q``, so ``H > x_a`` and fails;
+    * ``x_b`` just below it with ``meets(x_b)`` true and ``F(y) ≥ q`` at ``y = x_b (1 − 2·10⁻⁵)``: ``lo < y``
+      (``F(lo) < q``, or ``lo = min O ≤ y`` as ``F = 0`` below ``min O``), so ``H ≤ lo / (1 − 10⁻⁵) < x_b``: ``H`` meets
+      (provided the bisection ends on its tolerance, not its 60 halvings: ``y < 10⁶`` s and ``min O ≥ 10⁻⁵`` s).
+
+    Otherwise (``H`` within 2·10⁻⁵ of the threshold, or no monotone CDF) the bisection is run."""
+    law = _long_ttft_law(load, units, lane_service_s, lane_weights, live, batch)
+    if law is None:
+        return bool(meets(np.array([math.inf]))[0])
+    if not bool(meets(np.array([law.lo]))[0]):
+        return False
+    if law.monotone and 0.0 < quantile < 1.0 and law.lo >= 1e-5 and math.isfinite(threshold_s) and threshold_s > 0:
+        x_a, x_b = threshold_s * (1.0 + 1e-9), threshold_s * (1.0 - 1e-9)
+        y = x_b * (1.0 - 2e-5)
+        ok_a, ok_b = (bool(v) for v in meets(np.array([x_a, x_b])))
+        if not ok_a and ok_b:
+            f_a, f_y = (float(v) for v in law.cdf_many(np.array([x_a, y])))
+            if f_a < quantile:
+                return False
+            if f_y >= quantile and y < 1e6:
+                return True
+    return bool(meets(np.array([_long_ttft_quantile_s(load, quantile, units, lane_service_s, lane_weights, live, batch)]))[0])
 
 
 _LOOKAHEAD = 2
@@ -1095,8 +1152,8 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     (:func:`planner.optimize.prepare.unified_caps_at_load`); each row's numbers depend on that row alone, so
     the rows and columns it does price are the same numbers either way. ``ttft_budget = (wait_ms, target_ms)``
     (per row) adds the column ``ttft_fits``: ``wait_ms + ttft_ms ≤ target_ms``, the comparison the caller would
-    make, reached for prompts within one lane iteration without the TTFT's value (:func:`_ttft_quantile_meets`:
-    the same verdict; ``ttft_ms`` is then ``nan`` on those rows)."""
+    make, reached mostly without the TTFT's value (:func:`_ttft_quantile_meets`, :func:`_long_ttft_quantile_meets`:
+    the same verdict; ``ttft_ms`` is then ``nan`` on the rows whose lane does not saturate)."""
     from planner.schema.capacity import quantile_level
 
     n = len(points)
@@ -1139,10 +1196,19 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         verdict: bool | None = None
         if not ttft:
             ttft_s, lane_ms = math.nan, math.nan
-        elif ttft_budget is not None and load["share"] < 1.0 and load["units_mean"] < 1.0:
+        elif ttft_budget is not None and load["share"] < 1.0:
             wait_i, target_i, oh_i = float(ttft_budget[0][i]), float(ttft_budget[1][i]), float(overhead_s[i])
-            verdict = _ttft_quantile_meets(load, tq, float(units[i]),
-                                           lambda v: wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as the ttft_ms below, + lane_ms 0
+
+            def meets(v: np.ndarray, wait_i: float = wait_i, target_i: float = target_i, oh_i: float = oh_i) -> np.ndarray:
+                with np.errstate(invalid="ignore"):
+                    return np.asarray(wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as ttft_ms below (lane_ms 0) against the budget
+
+            if load["units_mean"] < 1.0:
+                verdict = _ttft_quantile_meets(load, tq, float(units[i]), meets)
+            else:
+                verdict = _long_ttft_quantile_meets(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
+                                                    rate_pool / c * float(outputs[i]) * load["mean_step_s"], meets,
+                                                    (target_i - wait_i) / 1e3 - oh_i)
             ttft_s = math.nan
         elif not load["share"] < 1.0:
             ttft_s = math.inf
