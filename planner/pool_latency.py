@@ -1152,8 +1152,10 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     (:func:`planner.optimize.prepare.unified_caps_at_load`); each row's numbers depend on that row alone, so
     the rows and columns it does price are the same numbers either way. ``ttft_budget = (wait_ms, target_ms)``
     (per row) adds the column ``ttft_fits``: ``wait_ms + ttft_ms ≤ target_ms``, the comparison the caller would
-    make, reached mostly without the TTFT's value (:func:`_ttft_quantile_meets`, :func:`_long_ttft_quantile_meets`:
-    the same verdict; ``ttft_ms`` is then ``nan`` on the rows whose lane does not saturate)."""
+    make, reached mostly without the TTFT's value (a wait alone over the target fails, ``ttft_ms ≥ 0``; else
+    :func:`_ttft_quantile_meets`, :func:`_long_ttft_quantile_meets`: the same verdict; ``ttft_ms`` is then ``nan`` on
+    the rows whose lane does not saturate), and ``modelled``: the rows whose ``ttft_ms`` is a number when priced
+    (modelled unified points with a known fixed overhead)."""
     from planner.schema.capacity import quantile_level
 
     n = len(points)
@@ -1163,6 +1165,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     out["lane_in_ttft"] = np.zeros(n, dtype=bool)
     if ttft_budget is not None:
         out["ttft_fits"] = np.zeros(n, dtype=bool)
+        out["modelled"] = np.zeros(n, dtype=bool)
     tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
     ok_rows = np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
     lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), ok_rows.astype(float)) if ok_rows.any() else None
@@ -1203,7 +1206,9 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
                 with np.errstate(invalid="ignore"):
                     return np.asarray(wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as ttft_ms below (lane_ms 0) against the budget
 
-            if load["units_mean"] < 1.0:
+            if not wait_i <= target_i:  # the wait alone misses (or is nan): so does wait + ttft_ms, ttft_ms >= 0 or nan
+                verdict = False
+            elif load["units_mean"] < 1.0:
                 verdict = _ttft_quantile_meets(load, tq, float(units[i]), meets)
             else:
                 verdict = _long_ttft_quantile_meets(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
@@ -1231,6 +1236,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         out["lane_wait_ms"][i] = lane_ms
         out["lane_in_ttft"][i] = lane_in
         if ttft_budget is not None:
+            out["modelled"][i] = not math.isnan(float(overhead_s[i]))  # ttft_s is a number or inf on these rows
             with np.errstate(invalid="ignore"):
                 out["ttft_fits"][i] = verdict if verdict is not None else bool(float(ttft_budget[0][i]) + out["ttft_ms"][i] <= float(ttft_budget[1][i]))
     return pd.DataFrame(out, index=points.index)

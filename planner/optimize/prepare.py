@@ -367,13 +367,14 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         return n_rho, slot_ms
 
     def fits_modelled(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every point at cap ``rho``: whether it meets both targets, and whether it is modelled (``ttft_ms`` not nan)."""
+        """Every point at cap ``rho``: whether it meets both targets (``slot + ttft_ms ≤ target``, its verdict from
+        :func:`unified_at_utilization_many`'s ``ttft_budget``, and the per-token target), and whether it is
+        modelled (its ``ttft_ms`` a number when priced)."""
         n_rho, slot_ms = pool_and_slot_wait(rho, every)
-        lat = unified_at_utilization_many(points, rho, n_rho)
-        own = lat["ttft_ms"].to_numpy(float)
+        lat = unified_at_utilization_many(points, rho, n_rho, ttft_budget=(slot_ms, ttft_t * (1 + 1e-6)))
         tok, tok_t = lat["token_ms"].to_numpy(float), lat["token_target_ms"].to_numpy(float)
         with np.errstate(invalid="ignore"):
-            return np.asarray((slot_ms + own <= ttft_t * (1 + 1e-6)) & (tok <= tok_t * (1 + 1e-6))), ~np.isnan(own)
+            return np.asarray(lat["ttft_fits"].to_numpy(bool) & (tok <= tok_t * (1 + 1e-6))), lat["modelled"].to_numpy(bool)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
         """Whether each modelled point ``on`` meets both targets at cap ``rho``: :func:`fits_modelled`'s verdicts.
