@@ -48,8 +48,8 @@ is what one instance sustains within the SLO, its own queueing included.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -641,11 +641,49 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     before it; ``X`` those and the prompt, ``j = ⌈X⌉`` iterations to its last token, the first
     ``j − 1`` full (``t_c``), the last ``t_d + δ min(1, X_all − (j − 1))`` with every arrival of
     the iteration in progress in ``X_all``: ``TTFT = u T + (j − 1) t_c + t_d + δ min(1, X_all − j + 1)``."""
+    grid = _ttft_grid(load, quantile, units)
+    return grid if isinstance(grid, float) else _weighted_quantile(grid[0], grid[1], quantile)
+
+
+def _ttft_quantile_meets(load: Mapping[str, float], quantile: float, units: float,
+                         meets: Callable[[np.ndarray], np.ndarray]) -> bool:
+    """``meets(_ttft_quantile_s(load, quantile, units))``, the same verdict, mostly without sorting the grid.
+
+    ``meets`` maps TTFT values (s, an array) to verdicts and must be monotone (true up to a threshold:
+    the caller's ``wait + TTFT ≤ target``, each operation of which is monotone in floating point). The
+    quantile is the value of the grid's first entry, in value order, whose cumulative weight reaches
+    ``quantile`` of the total (:func:`_weighted_quantile`), so it meets iff the weight ``A`` of the
+    entries that meet reaches ``q T``, ``T`` the total. Both sums are taken here in another order than
+    the sorted cumulative sum's; each is within ``n ε`` of its exact value (``n`` terms, ε = 2⁻⁵³), so the
+    difference ``A − q T`` can differ from the sorted one by at most ``(4n + 2) ε T`` and, when it is farther
+    than ``10⁻¹⁵ (n + 1) T`` from 0, its sign is the verdict; otherwise (a weight within rounding of the
+    quantile) the grid is sorted as :func:`_ttft_quantile_s` does."""
+    grid = _ttft_grid(load, quantile, units)
+    if isinstance(grid, float):
+        return bool(meets(np.array([grid]))[0])
+    values, weights = grid
+    keep = weights > 1e-12 * float(weights.max())  # as _weighted_quantile
+    v, w = values[keep], weights[keep]
+    ok = np.asarray(meets(v), dtype=bool)
+    if not ok.any():
+        return False
+    if ok.all():
+        return True
+    total = float(w.sum())
+    gap = float(w[ok].sum()) - quantile * total
+    if abs(gap) > 1e-15 * (len(w) + 1) * total:
+        return gap > 0
+    return bool(meets(np.array([_weighted_quantile(values, weights, quantile)]))[0])
+
+
+def _ttft_grid(load: Mapping[str, float], quantile: float, units: float) -> float | tuple[np.ndarray, np.ndarray]:
+    """:func:`_ttft_quantile_s`'s (K', u, M) grid: its values and weights (over the box it keeps), or the
+    quantile itself where it is closed-form (saturated lane: ``inf``; no chunk cost: ``t_d (1 + q)``)."""
     a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
     if not a < 1.0:
         return math.inf
     if f_eff <= 0 or delta <= 0:
-        return t_d * (1.0 + quantile)  # the residual u t_d of the iteration in progress and one decode-only iteration
+        return float(t_d * (1.0 + quantile))  # the residual u t_d of the iteration in progress and one decode-only iteration
     lam_u = load["rate_per_s"] * load["units_mean"] / f_eff
     pk = _lane_count_pmf(load)
     kmax = len(pk) - 1
@@ -672,7 +710,7 @@ def _ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float) -
     vals = u * t_prev[k_on, None, None] + (j - 1.0) * (t_d + delta) + t_d + delta * np.minimum(1.0, total - (j - 1.0))
     wts = np.broadcast_to(w2[k_on, None, m_on], vals.shape)
     sel = np.broadcast_to(keep[k_on, None, m_on], vals.shape)
-    return _weighted_quantile(vals[sel], wts[sel], quantile)
+    return vals[sel], wts[sel]
 
 
 def _jsq_busy_share(lane_utilization: float, batch: float, live: int) -> float:
@@ -748,6 +786,74 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     return out / out.sum() if out.sum() > 0 else pl
 
 
+class _LongTtftLaw(NamedTuple):
+    """The CDF of :func:`_long_ttft_quantile_s`'s ``W + O`` and where its bisection starts."""
+
+    cdf_many: Callable[[np.ndarray], np.ndarray]
+    lo: float
+    """``min O``: the CDF is 0 below it."""
+    hi: float
+    monotone: bool
+    """The computed CDF is non-decreasing in ``x``, in floating point: no lane wait, or several instances (every
+    step of that branch is monotone in ``x`` and the terms are summed with non-negative weights); one instance's
+    M/G/1 law switches formula at the shortest service time, so not claimed there."""
+
+
+def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.ndarray, lane_weights: np.ndarray,
+                   live: int, batch: float) -> _LongTtftLaw | None:
+    """:func:`_long_ttft_quantile_s`'s law (its docstring); ``None`` where the lane or the instance saturates."""
+    from planner.queueing import mg1_tail_decay
+
+    a, t_d, delta = load["share"], load["decode_step_s"], load["delta_s"]
+    lam = load["rate_per_s"]
+    s = np.asarray(lane_service_s, dtype=float)
+    w = np.asarray(lane_weights, dtype=float)
+    w = w / w.sum()
+    rho = lam * float((w * s).sum())
+    if not (a < 1.0 and rho < 1.0):
+        return None
+    t_c = t_d + delta
+    whole = math.ceil(max(units, 1.0) - 1e-9)
+    rest = units - (whole - 1)
+    mean_m = lam * (whole - 1) * t_c
+    mmax = int(max(8.0, _count_quantile(1.0 - 1e-9, mean_m, 1.0)))
+    pm = _count_pmf(mean_m, 1.0, mmax)
+    own = (whole - 1) * t_c + t_d + delta * np.minimum(1.0, rest + load["units_eff"] * np.arange(mmax + 1))
+    th, gamma = mg1_tail_decay(lam, s, w) if rho > 0 else (math.inf, 0.0)
+    s_min = float(s.min())
+    s_mean = float((w * s).sum())
+    ahead = _jsq_ahead_pmf(rho, batch, live) if rho > 0 and live > 1 else np.array([1.0 - rho, rho])
+    p_w = float(ahead[1:].sum())  # one instance: ρ_l (M/G/1: P(W > 0) = ρ)
+    p_ahead = ahead[1:] / p_w if p_w > 0 else np.zeros(0)
+    offsets = s_mean * np.arange(len(p_ahead))  # k E[S] behind the residual, k = 0, 1, ...
+
+    def cdf_many(x: np.ndarray) -> np.ndarray:
+        """``F`` at each of the points ``x`` (one row each; every row the number the former one-point
+        form gave: the same element-wise expressions, each row's sums over its own last axis)."""
+        t = x[:, None] - own[None, :]                                     # (x, M)
+        idle = np.clip(t / t_d, 0.0, 1.0) if t_d > 0 else (t >= 0).astype(float)
+        if rho > 0:
+            tt = np.maximum(t, 0.0)
+            if live > 1:
+                # k prompts ahead (_jsq_ahead_pmf): the residual R of the one in progress and k − 1
+                # whole prompts, P(R + (k − 1) E[S] ≤ t) with P(R > r) = E[(S − r)⁺] / E[S]
+                r = tt[:, :, None] - offsets[None, None, :]                # (x, M, k)
+                excess = np.maximum(s[None, None, None, :] - np.maximum(r, 0.0)[:, :, :, None], 0.0)
+                # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term
+                mixed = excess[:, :, :, 0] if len(s) == 1 else np.stack([np.einsum("j,mkj->mk", w, e) for e in excess])
+                resid = 1.0 - mixed / s_mean
+                wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, None, :]).sum(axis=2))
+            else:
+                below = (1.0 - rho) * np.expm1(np.minimum(lam * tt, 700.0)) / rho
+                above = 1.0 - np.minimum(rho, gamma * np.exp(-th * tt)) / rho
+                wait = np.where(t <= 0, 0.0, np.clip(np.where(tt < s_min, below, above), 0.0, 1.0))
+        else:
+            wait = np.zeros_like(t)
+        return np.asarray((pm[None, :] * ((1.0 - p_w) * idle + p_w * wait)).sum(axis=1), dtype=float)
+
+    return _LongTtftLaw(cdf_many, float(own.min()), float(own.max()) + t_d + 1.0, bool(rho <= 0 or live > 1))
+
+
 def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
                           lane_weights: np.ndarray, live: int, batch: float) -> float:
     """TTFT quantile (s, without the fixed overhead) of a prompt of ``units ≥ 1`` lane units in a
@@ -769,67 +875,86 @@ def _long_ttft_quantile_s(load: Mapping[str, float], quantile: float, units: flo
     −28 % against the simulator). An arrival at an idle lane also waits out the decode iteration in
     progress, ``U t_d`` (``U`` uniform). The quantile of ``W + O`` by bisection on its CDF
     ``F(x) = Σ_M P(M) [(1 − P_w) P(U t_d ≤ x − O_M) + P_w P(W ≤ x − O_M | W > 0)]``."""
-    from planner.queueing import mg1_tail_decay
-
-    a, t_d, delta = load["share"], load["decode_step_s"], load["delta_s"]
-    lam = load["rate_per_s"]
-    s = np.asarray(lane_service_s, dtype=float)
-    w = np.asarray(lane_weights, dtype=float)
-    w = w / w.sum()
-    rho = lam * float((w * s).sum())
-    if not (a < 1.0 and rho < 1.0):
+    law = _long_ttft_law(load, units, lane_service_s, lane_weights, live, batch)
+    if law is None:
         return math.inf
-    t_c = t_d + delta
-    whole = math.ceil(max(units, 1.0) - 1e-9)
-    rest = units - (whole - 1)
-    mean_m = lam * (whole - 1) * t_c
-    mmax = int(max(8.0, _count_quantile(1.0 - 1e-9, mean_m, 1.0)))
-    pm = _count_pmf(mean_m, 1.0, mmax)
-    own = (whole - 1) * t_c + t_d + delta * np.minimum(1.0, rest + load["units_eff"] * np.arange(mmax + 1))
-    th, gamma = mg1_tail_decay(lam, s, w) if rho > 0 else (math.inf, 0.0)
-    s_min = float(s.min())
-    s_mean = float((w * s).sum())
-    ahead = _jsq_ahead_pmf(rho, batch, live) if rho > 0 and live > 1 else np.array([1.0 - rho, rho])
-    p_w = float(ahead[1:].sum())  # one instance: ρ_l (M/G/1: P(W > 0) = ρ)
-    p_ahead = ahead[1:] / p_w if p_w > 0 else np.zeros(0)
-    offsets = s_mean * np.arange(len(p_ahead))  # k E[S] behind the residual, k = 0, 1, ...
-
-    def cdf(x: float) -> float:
-        t = x - own
-        idle = np.clip(t / t_d, 0.0, 1.0) if t_d > 0 else (t >= 0).astype(float)
-        if rho > 0:
-            tt = np.maximum(t, 0.0)
-            if live > 1:
-                # k prompts ahead (_jsq_ahead_pmf): the residual R of the one in progress and k − 1
-                # whole prompts, P(R + (k − 1) E[S] ≤ t) with P(R > r) = E[(S − r)⁺] / E[S]
-                r = tt[:, None] - offsets[None, :]
-                excess = np.maximum(s[None, None, :] - np.maximum(r, 0.0)[:, :, None], 0.0)
-                # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term
-                mixed = excess[:, :, 0] if len(s) == 1 else np.einsum("j,mkj->mk", w, excess)
-                resid = 1.0 - mixed / s_mean
-                wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, :]).sum(axis=1))
-            else:
-                below = (1.0 - rho) * np.expm1(np.minimum(lam * tt, 700.0)) / rho
-                above = 1.0 - np.minimum(rho, gamma * np.exp(-th * tt)) / rho
-                wait = np.where(t <= 0, 0.0, np.clip(np.where(tt < s_min, below, above), 0.0, 1.0))
-        else:
-            wait = np.zeros_like(t)
-        return float((pm * ((1.0 - p_w) * idle + p_w * wait)).sum())
-
-    lo, hi = float(own.min()), float(own.max()) + t_d + 1.0
-    while cdf(hi) < quantile:
+    cdf_many, lo, hi = law.cdf_many, law.lo, law.hi
+    while float(cdf_many(np.array([hi]))[0]) < quantile:
         hi = lo + 2.0 * (hi - lo)
         if hi > 1e7:
             return math.inf
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if cdf(mid) < quantile:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-5 * hi:
-            break
+    # Bisection to 1e-5 relative (at most 60 halvings), its next _LOOKAHEAD halvings' midpoints priced in one
+    # call: node i of the tree (children 2i + 1: the lower half, 2i + 2: the upper) is the midpoint the
+    # bisection reaches after those answers, computed as it computes it, so it takes the same steps.
+    steps = 0
+    while steps < 60:
+        xs = _midpoint_tree(lo, hi, _LOOKAHEAD)
+        fs = cdf_many(xs)
+        node = 0
+        while node < len(xs) and steps < 60:
+            mid = 0.5 * (lo + hi)
+            if float(fs[node]) < quantile:
+                lo, node = mid, 2 * node + 2
+            else:
+                hi, node = mid, 2 * node + 1
+            steps += 1
+            if hi - lo <= 1e-5 * hi:
+                return hi
     return hi
+
+
+def _long_ttft_quantile_meets(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                              lane_weights: np.ndarray, live: int, batch: float,
+                              meets: Callable[[np.ndarray], np.ndarray], threshold_s: float) -> bool:
+    """``meets(_long_ttft_quantile_s(...))``, the same verdict, mostly from the CDF at two points, without the bisection.
+
+    ``meets`` maps TTFT values (s) to verdicts, monotone (true up to a threshold, near ``threshold_s``). The
+    bisection's answer ``H`` has ``F(H) ≥ q`` (or is ``inf``), ``H ≥ min O``, and ``H − lo ≤ 10⁻⁵ H`` with
+    ``lo = min O`` or ``F(lo) < q``. With a monotone computed CDF (:class:`_LongTtftLaw`):
+
+    * ``meets(min O)`` false: ``H`` fails too;
+    * ``x_a`` just above ``threshold_s`` with ``meets(x_a)`` false and ``F(x_a) < q``: every ``x ≤ x_a`` has
+      ``F(x) < q``, so ``H > x_a`` and fails;
+    * ``x_b`` just below it with ``meets(x_b)`` true and ``F(y) ≥ q`` at ``y = x_b (1 − 2·10⁻⁵)``: ``lo < y``
+      (``F(lo) < q``, or ``lo = min O ≤ y`` as ``F = 0`` below ``min O``), so ``H ≤ lo / (1 − 10⁻⁵) < x_b``: ``H`` meets
+      (provided the bisection ends on its tolerance, not its 60 halvings: ``y < 10⁶`` s and ``min O ≥ 10⁻⁵`` s).
+
+    Otherwise (``H`` within 2·10⁻⁵ of the threshold, or no monotone CDF) the bisection is run."""
+    law = _long_ttft_law(load, units, lane_service_s, lane_weights, live, batch)
+    if law is None:
+        return bool(meets(np.array([math.inf]))[0])
+    if not bool(meets(np.array([law.lo]))[0]):
+        return False
+    if law.monotone and 0.0 < quantile < 1.0 and law.lo >= 1e-5 and math.isfinite(threshold_s) and threshold_s > 0:
+        x_a, x_b = threshold_s * (1.0 + 1e-9), threshold_s * (1.0 - 1e-9)
+        y = x_b * (1.0 - 2e-5)
+        ok_a, ok_b = (bool(v) for v in meets(np.array([x_a, x_b])))
+        if not ok_a and ok_b:
+            f_a, f_y = (float(v) for v in law.cdf_many(np.array([x_a, y])))
+            if f_a < quantile:
+                return False
+            if f_y >= quantile and y < 1e6:
+                return True
+    return bool(meets(np.array([_long_ttft_quantile_s(load, quantile, units, lane_service_s, lane_weights, live, batch)]))[0])
+
+
+_LOOKAHEAD = 2
+"""Halvings of :func:`_long_ttft_quantile_s`'s bisection priced per call of its CDF (``2² − 1 = 3`` midpoints: 2 measured fastest, 1 and 4 slower)."""
+
+
+def _midpoint_tree(lo: float, hi: float, depth: int) -> np.ndarray:
+    """The midpoints a bisection of ``[lo, hi]`` can visit in its next ``depth`` halvings, breadth first
+    (node ``i``'s halves are nodes ``2i + 1`` (lower) and ``2i + 2`` (upper)), each ``0.5 * (a + b)`` of its interval."""
+    xs: list[float] = []
+    level = [(lo, hi)]
+    for _ in range(depth):
+        nxt: list[tuple[float, float]] = []
+        for a, b in level:
+            m = 0.5 * (a + b)
+            xs.append(m)
+            nxt += [(a, m), (m, b)]
+        level = nxt
+    return np.array(xs)
 
 
 AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at_load_ms", "lane_share", "mean_step_at_load_ms",
@@ -1004,7 +1129,9 @@ UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lan
 """Columns of :func:`unified_at_utilization_many` (aligned with the points; ``nan`` where not modelled)."""
 
 
-def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray) -> pd.DataFrame:
+def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray, *,
+                                ttft: bool = True, token: bool = True,
+                                ttft_budget: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
     (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
     at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
@@ -1019,7 +1146,16 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     mean target) and ``token_target_ms`` its target; ``lane_wait_ms`` the lane queue (``f ≥ 1``;
     0 when it is inside ``ttft_ms``). ``nan`` for rows that are not modelled unified points
     (other roles, measured rows, no lane columns, ``utilization ≤ 0`` or no instance).
-    Cost: one fixed point and three quantiles per row (~1 ms)."""
+    Cost: one fixed point and three quantiles per row (~1 ms), almost all of it the TTFT quantile.
+    ``ttft=False`` prices only the per-token metric (``ttft_ms`` and ``lane_wait_ms`` ``nan``), ``token=False``
+    only the TTFT (``token_ms`` ``nan``), for a caller that needs the TTFT only where the per-token target is met
+    (:func:`planner.optimize.prepare.unified_caps_at_load`); each row's numbers depend on that row alone, so
+    the rows and columns it does price are the same numbers either way. ``ttft_budget = (wait_ms, target_ms)``
+    (per row) adds the column ``ttft_fits``: ``wait_ms + ttft_ms ≤ target_ms``, the comparison the caller would
+    make, reached mostly without the TTFT's value (a wait alone over the target fails, ``ttft_ms ≥ 0``; else
+    :func:`_ttft_quantile_meets`, :func:`_long_ttft_quantile_meets`: the same verdict; ``ttft_ms`` is then ``nan`` on
+    the rows whose lane does not saturate), and ``modelled``: the rows whose ``ttft_ms`` is a number when priced
+    (modelled unified points with a known fixed overhead)."""
     from planner.schema.capacity import quantile_level
 
     n = len(points)
@@ -1027,6 +1163,9 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
     out = {c: np.full(n, np.nan) for c in UNIFIED_AT_UTILIZATION_COLUMNS}
     out["lane_in_ttft"] = np.zeros(n, dtype=bool)
+    if ttft_budget is not None:
+        out["ttft_fits"] = np.zeros(n, dtype=bool)
+        out["modelled"] = np.zeros(n, dtype=bool)
     tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
     ok_rows = np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
     lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), ok_rows.astype(float)) if ok_rows.any() else None
@@ -1045,6 +1184,7 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
 
     levels = {m: column(f"{m}_quantile", 0.99) for m in ("tpot", "itl")}
     targets = {m: column(f"{m}_target_ms", math.inf) for m in ("tpot", "itl")}
+    batch_pt = points["max_batch"].to_numpy(float)
     for i in np.flatnonzero(ok):
         c = int(live[i])
         rate_pool = float(rho[i]) * c / float(tau[i])
@@ -1056,22 +1196,47 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
         tq = float(ttft_q[i])
         lane_in = True  # the lane queue is inside ttft_s (as unified_at_load)
         lane_ms = 0.0
-        if not load["share"] < 1.0:
+        verdict: bool | None = None
+        if not ttft:
+            ttft_s, lane_ms = math.nan, math.nan
+        elif ttft_budget is not None and load["share"] < 1.0:
+            wait_i, target_i, oh_i = float(ttft_budget[0][i]), float(ttft_budget[1][i]), float(overhead_s[i])
+
+            def meets(v: np.ndarray, wait_i: float = wait_i, target_i: float = target_i, oh_i: float = oh_i) -> np.ndarray:
+                with np.errstate(invalid="ignore"):
+                    return np.asarray(wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as ttft_ms below (lane_ms 0) against the budget
+
+            if not wait_i <= target_i:  # the wait alone misses (or is nan): so does wait + ttft_ms, ttft_ms >= 0 or nan
+                verdict = False
+            elif load["units_mean"] < 1.0:
+                verdict = _ttft_quantile_meets(load, tq, float(units[i]), meets)
+            else:
+                verdict = _long_ttft_quantile_meets(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
+                                                    rate_pool / c * float(outputs[i]) * load["mean_step_s"], meets,
+                                                    (target_i - wait_i) / 1e3 - oh_i)
+            ttft_s = math.nan
+        elif not load["share"] < 1.0:
             ttft_s = math.inf
         elif load["units_mean"] < 1.0:
             ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
         else:
             ttft_s = _long_ttft_quantile_s(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
                                            rate_pool / c * float(outputs[i]) * load["mean_step_s"])
-        if m == "itl":
+        if not token:
+            tok = math.nan
+        elif m == "itl":
             tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                 load, lvl, _chosen_batch_ratio(rate_pool / c * float(outputs[i]) * load["mean_step_s"], c))
         else:
-            tok = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
+            tok = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_pt[i]))
         tgt = float(targets[m][i])
         out["ttft_ms"][i] = 1e3 * (ttft_s + overhead_s[i]) + lane_ms
         out["token_ms"][i] = 1e3 * tok
         out["token_target_ms"][i] = tgt if math.isfinite(tgt) else math.inf
         out["lane_wait_ms"][i] = lane_ms
         out["lane_in_ttft"][i] = lane_in
+        if ttft_budget is not None:
+            out["modelled"][i] = not math.isnan(float(overhead_s[i]))  # ttft_s is a number or inf on these rows
+            with np.errstate(invalid="ignore"):
+                out["ttft_fits"][i] = verdict if verdict is not None else bool(float(ttft_budget[0][i]) + out["ttft_ms"][i] <= float(ttft_budget[1][i]))
     return pd.DataFrame(out, index=points.index)

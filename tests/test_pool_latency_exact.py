@@ -105,3 +105,90 @@ def test_long_prompt_ttft_one_lane_shortcut_is_the_mixture_path(rho_l: float, li
     two = pl._long_ttft_quantile_s(load, 0.99, units, np.array([lane_s, lane_s]), np.array([3.0, 3.0]), live, batch)
     assert math.isfinite(one) and one > lane_s
     assert one == two
+
+
+def _long_loads() -> list[tuple[dict[str, float], float, float, float, int, float]]:
+    """(load, quantile, units, lane service s, instances, batch) of prompts longer than the lane (f ≥ 1),
+    as unified_at_utilization_many forms them: one and several instances, light to heavy lanes."""
+    out = []
+    for rho_l, live, units in ((0.2, 2, 1.0), (0.6, 5, 2.6), (0.9, 17, 7.3), (0.5, 1, 3.4), (0.85, 64, 1.7), (0.3, 1, 1.2)):
+        t_d, t_c = 0.02, 0.09
+        lane_s = units * t_c
+        rate = rho_l / lane_s
+        load = pl.unified_load(rate, t_d, t_c, np.array([units]), np.ones(1), 1.0 / math.sqrt(live))
+        for q in (0.5, 0.99):
+            out.append((load, q, units, lane_s, live, rate * 300.0 * load["mean_step_s"]))
+    return out
+
+
+def _bisection_one_midpoint_at_a_time(law: pl._LongTtftLaw, quantile: float) -> float:
+    """_long_ttft_quantile_s's bisection as it was: the CDF at one midpoint per step."""
+    lo, hi = law.lo, law.hi
+    while float(law.cdf_many(np.array([hi]))[0]) < quantile:
+        hi = lo + 2.0 * (hi - lo)
+        if hi > 1e7:
+            return math.inf
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if float(law.cdf_many(np.array([mid]))[0]) < quantile:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-5 * hi:
+            break
+    return hi
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_long_prompt_bisection_with_lookahead_takes_the_one_midpoint_steps(case: int) -> None:
+    """The bisection prices _LOOKAHEAD halvings' midpoints per CDF call: the same answer as one midpoint a call,
+    and the CDF of a row in a batch is the CDF of that row alone."""
+    load, q, units, lane_s, live, batch = _long_loads()[case]
+    law = pl._long_ttft_law(load, units, np.array([lane_s]), np.ones(1), live, batch)
+    assert law is not None
+    got = pl._long_ttft_quantile_s(load, q, units, np.array([lane_s]), np.ones(1), live, batch)
+    assert math.isfinite(got)
+    assert got == _bisection_one_midpoint_at_a_time(law, q)
+    xs = np.linspace(law.lo, 3.0 * got, 7)
+    assert np.array_equal(law.cdf_many(xs), np.array([law.cdf_many(np.array([x]))[0] for x in xs]))
+    f = law.cdf_many(np.linspace(0.0, 3.0 * got, 400))
+    assert law.monotone == (live > 1) and (not law.monotone or bool(np.all(np.diff(f) >= 0.0)))
+
+
+_OFFSETS = (-0.1, -1e-3, -1e-6, -2e-5, -1e-9, -1e-15, 0.0, 1e-15, 1e-9, 2e-5, 1e-6, 1e-3, 0.1)
+"""Relative offsets of a TTFT budget from the quantile itself: far, within the shortcuts' margins, and exactly at it."""
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_short_prompt_ttft_verdict_is_the_quantiles(case: int) -> None:
+    """_ttft_quantile_meets gives meets(_ttft_quantile_s) for budgets on both sides of the quantile, the
+    budget equal to the quantile (the sorted fall-back) included; a wait in front as the cap pricing adds."""
+    load, q, units = _short_loads()[case]
+    value = pl._ttft_quantile_s(load, q, units)
+    for wait_ms in (0.0, 37.5):
+        for rel in _OFFSETS:
+            target = wait_ms + 1e3 * value * (1.0 + rel)
+
+            def meets(v: np.ndarray, target: float = target, wait_ms: float = wait_ms) -> np.ndarray:
+                return np.asarray(wait_ms + 1e3 * v <= target)
+
+            assert pl._ttft_quantile_meets(load, q, units, meets) == bool(meets(np.array([value]))[0]), (rel, wait_ms)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_long_prompt_ttft_verdict_is_the_quantiles(case: int) -> None:
+    """_long_ttft_quantile_meets gives meets(_long_ttft_quantile_s) on both sides of the quantile and at it, and
+    with a threshold hint that is off (the shortcut must then not decide wrongly)."""
+    load, q, units, lane_s, live, batch = _long_loads()[case]
+    args = (load, q, units, np.array([lane_s]), np.ones(1), live, batch)
+    value = pl._long_ttft_quantile_s(*args)
+    for rel in _OFFSETS:
+        budget = value * (1.0 + rel)
+
+        def meets(v: np.ndarray, budget: float = budget) -> np.ndarray:
+            return np.asarray(v <= budget)
+
+        want = bool(meets(np.array([value]))[0])
+        assert pl._long_ttft_quantile_meets(*args, meets, budget) == want, rel
+        assert pl._long_ttft_quantile_meets(*args, meets, budget * 1.5) == want, rel
+        assert pl._long_ttft_quantile_meets(*args, meets, budget * 0.5) == want, rel

@@ -355,35 +355,65 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
+    every = np.arange(len(points))
     slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
 
-    def fits(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def pool_and_slot_wait(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The latency group's pool ``n(ρ)`` and the slot wait (ms) of the points ``on`` at cap ``rho``."""
         n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the latency group's pool at cap ρ
         servers = np.maximum(1.0, np.ceil(slot_load[on] - 1e-9)) * batch[on]  # slots: the nominal n0, as the full-batch cap
-        lat = unified_at_utilization_many(points.iloc[on], rho, n_rho)
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
-        own = lat["ttft_ms"].to_numpy(float)
+        return n_rho, slot_ms
+
+    def fits_modelled(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every point at cap ``rho``: whether it meets both targets (``slot + ttft_ms ≤ target``, its verdict from
+        :func:`unified_at_utilization_many`'s ``ttft_budget``, and the per-token target), and whether it is
+        modelled (its ``ttft_ms`` a number when priced)."""
+        n_rho, slot_ms = pool_and_slot_wait(rho, every)
+        lat = unified_at_utilization_many(points, rho, n_rho, ttft_budget=(slot_ms, ttft_t * (1 + 1e-6)))
         tok, tok_t = lat["token_ms"].to_numpy(float), lat["token_target_ms"].to_numpy(float)
         with np.errstate(invalid="ignore"):
-            return np.asarray((slot_ms + own <= ttft_t[on] * (1 + 1e-6)) & (tok <= tok_t * (1 + 1e-6))), ~np.isnan(own)
+            return np.asarray(lat["ttft_fits"].to_numpy(bool) & (tok <= tok_t * (1 + 1e-6))), lat["modelled"].to_numpy(bool)
+
+    def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
+        """Whether each modelled point ``on`` meets both targets at cap ``rho``: :func:`fits_modelled`'s verdicts.
+
+        The TTFT quantile is most of the cost (:func:`unified_at_utilization_many`), so it is priced only where
+        it can decide: a row whose slot wait alone exceeds the TTFT target, or whose per-token metric misses
+        its target, fails whatever its TTFT (``slot + own ≥ slot`` in floating point for ``own ≥ 0``, and a
+        ``nan`` compares false); the rows priced give the same numbers as when every row is priced (each
+        row's depend on that row alone), so every verdict, and so every cap, is the same bit for bit."""
+        n_rho, slot_ms = pool_and_slot_wait(rho, on)
+        bound = ttft_t[on] * (1 + 1e-6)
+        good = np.zeros(on.size, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            cand = np.flatnonzero(slot_ms <= bound)
+        if cand.size:
+            tok_lat = unified_at_utilization_many(points.iloc[on[cand]], rho[cand], n_rho[cand], ttft=False)
+            with np.errstate(invalid="ignore"):
+                cand = cand[tok_lat["token_ms"].to_numpy(float) <= tok_lat["token_target_ms"].to_numpy(float) * (1 + 1e-6)]
+        if cand.size:
+            lat = unified_at_utilization_many(points.iloc[on[cand]], rho[cand], n_rho[cand], token=False,
+                                              ttft_budget=(slot_ms[cand], bound[cand]))
+            good[cand] = lat["ttft_fits"].to_numpy(bool)  # slot_ms + ttft_ms <= bound, the TTFT priced only where it decides
+        return good
 
     n = len(points)
     out = np.full(n, np.nan)
     if not n:
         return out
-    every = np.arange(n)
-    at_top, modelled = fits(np.full(n, UTILIZATION_CEILING), every)
+    at_top, modelled = fits_modelled(np.full(n, UTILIZATION_CEILING))
     out[at_top & modelled] = UTILIZATION_CEILING
     on = every[modelled & ~at_top]
     lo, hi = np.zeros(on.size), np.full(on.size, UTILIZATION_CEILING)
     if guess is not None and on.size:
         g = np.clip(np.asarray(guess, dtype=float)[on], tolerance, UTILIZATION_CEILING - tolerance)
-        good, _m = fits(g, on)
+        good = fits(g, on)
         lo, hi = np.where(good, g, lo), np.where(good, hi, g)
     while on.size and float(np.max(hi - lo)) > tolerance:
         mid = 0.5 * (lo + hi)
-        good, _m = fits(mid, on)
+        good = fits(mid, on)
         lo, hi = np.where(good, mid, lo), np.where(good, hi, mid)
     out[on] = lo
     return out
