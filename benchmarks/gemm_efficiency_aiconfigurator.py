@@ -13,10 +13,16 @@ at tp 1-8 (``4096 <= n <= 57344``, ``4096 <= k <= 28672``) and compute-bound (co
 ``planner/perf/roofline.py``. The per-device factor is ``eta_inf(device) / eta_inf(h100_sxm)`` in the
 same framework version and dtype (the calibration's reference device is the H100 SXM).
 
-Run (needs the snapshot; prints the table; ``--csv`` writes it)::
+The measured table ships as ``models/measured/gemm_efficiency_aiconfigurator.csv`` (provenance in
+``models/measured/SOURCE.md``); every ``gemm_efficiency_factor`` in ``models/hardware/*.yaml`` is its
+TensorRT-LLM 1.3.0rc20 ``factor_vs_h100_sxm`` (``tests/test_gemm_efficiency_factor.py`` holds them equal).
 
-    PYTHONPATH=. python benchmarks/gemm_efficiency_aiconfigurator.py \
-        --repo /work/.mirror/ai-dynamo+aiconfigurator/repo [--csv out.csv]
+Run::
+
+    python benchmarks/gemm_efficiency_aiconfigurator.py                  # print the shipped table
+    git clone https://github.com/ai-dynamo/aiconfigurator AIC && git -C AIC checkout 095f58a5
+    PYTHONPATH=. python benchmarks/gemm_efficiency_aiconfigurator.py --repo AIC [--csv out.csv]
+                                                                        # measure again, compare with it
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ import yaml
 from scipy.optimize import least_squares
 
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "models" / "measured" / "gemm_efficiency_aiconfigurator.csv"
+KEY = ["system", "framework", "version", "dtype"]
 DATA = "aic-core/src/aiconfigurator_core/systems/data"
 # aiconfigurator system -> (catalog device id, the GPU name its tables must carry)
 SYSTEMS = {
@@ -131,13 +139,22 @@ def measure(repo: Path) -> pd.DataFrame:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repo", type=Path, default=Path("/work/.mirror/ai-dynamo+aiconfigurator/repo"))
+    ap.add_argument("--repo", type=Path, help="a clone of github.com/ai-dynamo/aiconfigurator at 095f58a5 (measure again); "
+                    "without it the shipped table is printed")
     ap.add_argument("--csv", type=Path)
     a = ap.parse_args(argv)
+    shipped = pd.read_csv(SHIPPED, dtype={"version": str})
+    if a.repo is None:
+        print(f"{SHIPPED.relative_to(ROOT)} (measured from aiconfigurator 095f58a5; --repo to measure again):")
+        print(shipped.drop(columns=["measured_on"]).to_string(index=False))
+        return 0
     out = measure(a.repo)
     if a.csv:
         out.to_csv(a.csv, index=False)
     print(out.drop(columns=["measured_on"]).to_string(index=False))
+    both = out.merge(shipped, on=KEY, how="outer", suffixes=("", "_shipped"), indicator=True)
+    moved = both[(both["_merge"] != "both") | ((both["eta_inf"] - both["eta_inf_shipped"]).abs() > 1e-4)]
+    print(f"\nagainst {SHIPPED.relative_to(ROOT)}: " + ("the same" if moved.empty else f"{len(moved)} rows differ"))
     return 0
 
 

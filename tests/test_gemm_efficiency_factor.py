@@ -52,3 +52,25 @@ def test_a_factor_needs_a_source() -> None:
     with pytest.raises(ValueError, match="gemm_efficiency_factor"):
         DeviceProfile(id="x", name="x", kind="gpu", vendor="v", peak_tflops_dense={"bf16": 100.0},
                       gemm_efficiency_factor={"bf16": 0.5}, sources={"peak_tflops_dense": "s"}, confidence="low")
+
+
+def test_every_factor_is_the_shipped_measurement() -> None:
+    """Each device's ``gemm_efficiency_factor`` is the TensorRT-LLM 1.3.0rc20 ``factor_vs_h100_sxm`` of the shipped
+    measurement table (``models/measured/gemm_efficiency_aiconfigurator.csv``, produced by
+    ``benchmarks/gemm_efficiency_aiconfigurator.py`` from aiconfigurator's kernel tables), and every device measured
+    there carries it: a hand-edited factor or a new measurement not carried to the profiles fails."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    table = pd.read_csv(Path(__file__).resolve().parents[1] / "models" / "measured" / "gemm_efficiency_aiconfigurator.csv",
+                        dtype={"version": str})
+    rc20 = table[(table["framework"] == "trtllm") & (table["version"] == "1.3.0rc20") & table["own_device"]]
+    assert len(rc20) >= 16
+    measured = {(r.device, r.dtype): float(r.factor_vs_h100_sxm) for r in rc20.itertuples()}
+    for (dev, prec), factor in measured.items():
+        assert CAT.devices[dev].gemm_efficiency_factor.get(prec) == pytest.approx(factor, abs=5e-4), (dev, prec)
+    for dev in CAT.devices.values():
+        for prec, factor in dev.gemm_efficiency_factor.items():
+            if (dev.id, prec) not in measured:  # only the stated assumption of 1 (no table) is allowed
+                assert factor == 1.0 and "gemm_efficiency_factor" in dev.assumptions, (dev.id, prec)
