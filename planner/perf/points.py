@@ -706,17 +706,9 @@ def _unified_costs(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, ta
     :func:`planner.queueing.max_utilization_many` bisection for all pairs (identical rows evaluated
     once). Without a rate or a TTFT target the cap is the same for every pair and the cost is
     ``tau / UTILIZATION_CEILING`` (the highest throughput wins). A cap of 0 (no wait budget) ranks
-    the pair after every pair with a cap, by ``tau``: ``1e12 tau``."""
-    from planner.queueing import UTILIZATION_CEILING, max_utilization_many
-
-    tau_s = np.asarray(tau_s, dtype=float)
-    rate = float(rate_per_s) if rate_per_s is not None else 0.0
-    if rate <= 0 or not math.isfinite(targets.ttft_ms):
-        return tau_s / UTILIZATION_CEILING
-    servers, service_s, budget_s = _unified_queue(tau_s, np.asarray(batch, dtype=float), np.asarray(ttft_ms, dtype=float),
-                                                  targets, rate)
-    cap = max_utilization_many(servers, service_s, targets.ttft_q, budget_s, 0.0, interarrival_cv)
-    return _costs_at_caps(tau_s, cap)
+    the pair after every pair with a cap, by ``tau``: ``1e12 tau``. One block alone: :func:`_costs_many`
+    of one request."""
+    return _costs_many([CostRequest(tau_s, batch, ttft_ms, targets, rate_per_s, interarrival_cv)])[0]
 
 
 def _costs_at_caps(tau_s: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -763,7 +755,7 @@ class PendingUnified:
 
 
 def _costs_many(requests: Sequence[CostRequest]) -> list[np.ndarray]:
-    """:func:`_unified_costs` of each request, the caps of all of them from ONE
+    """:func:`_unified_costs` of each request (the one implementation of its cost), the caps of all of them from ONE
     :func:`planner.queueing.max_utilization_many` call (the rows of a block are the arguments
     :func:`_unified_costs` passes; the bisection is element-wise and every row takes the same
     halvings, so each cost equals the one its own call gives: see :func:`finish_prefill_points`)."""
