@@ -227,8 +227,8 @@ def service_mean_lengths(demand: pd.DataFrame) -> dict[str, tuple[float, float]]
     return out
 
 
-def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_means: tuple[float, float],
-                share: float, mix: list[tuple[float, float, float]] | None = None) -> dict[str, float]:
+def bucket_work(op: Any, role: str, service_means: tuple[float, float], mix: list[tuple[float, float, float]],
+                share: float) -> dict[str, float]:
     """A bucket's work per request at its service's decode or unified point (module docstring;
     :mod:`planner.workload.buckets` item 5). Returns the point columns to replace (empty for an
     infeasible point or one without the lane columns).
@@ -239,7 +239,8 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_m
     the chunk ``q``, memory and hence TPOT / ITL are the pool's, the same for every bucket and every
     bucket count. TTFT is per request: a unified point counts the chunk iterations of the bucket's
     representative prompt (``ttft_input_tokens`` of :func:`planner.perf.operating_point`). Each
-    bucket then pays its own work at that point, linear in its mean lengths ``(E_b[n], E_b[o])``
+    bucket then pays its own work at that point, linear in its mean lengths ``(E_b[n], E_b[o])`` (:func:`mix_means` of its
+    length mix ``mix``)
     (``n`` the prompt tokens computed after the cached prefix, :func:`planner.perf.points.request_tokens`):
 
     - decode: a sequence holds its slot for ``o / E`` steps of ``t_dec(B)``: ``tau_b = tau E_b[o] / o_s``;
@@ -251,7 +252,7 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_m
     - KV bytes per request scale with the bucket's mean peak tokens ``E_b[n + o]`` (KV is linear in
       tokens), energy per request with ``tau_b``.
 
-    **The ``max`` per fine sub-bin** (``mix``, the bucket's ``length_mix``): a unified bucket's ``tau_b`` is
+    **The ``max`` per fine sub-bin** (the bucket's ``length_mix``): a unified bucket's ``tau_b`` is
     ``sum_f s_f max(a_f, c_f)`` over its sub-bins ``f`` (shares ``s_f``, lengths ``(n_f, o_f)``), the slot
     part ``a`` and the lane part ``c`` above taken per sub-bin, not ``max(a, c)`` at the bucket's mean
     lengths. The sub-bins are the same at every bucket count (:mod:`planner.workload.buckets` item 5), so
@@ -270,6 +271,7 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_m
     if not op.feasible or op.instance_seconds_per_request <= 0:
         return {}
     _i, o_s, n_s, _h = request_tokens(service_means[0], service_means[1], share)
+    bucket_means = mix_means(mix)
     _i, o_b, n_b, _h = request_tokens(bucket_means[0], bucket_means[1], share)
     tau_s = float(op.instance_seconds_per_request)
     out: dict[str, float] = {}
@@ -285,12 +287,9 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], bucket_m
         def tau_at(o: float, n: float) -> float:
             return max(o * t_dec / (b * e) + n * max(t_it - t_dec, 0.0) / q, n * t_it / q)
 
-        if mix:
-            ws = np.array([m[0] for m in mix], dtype=float)
-            subs = [request_tokens(n_f, o_f, share) for _w, n_f, o_f in mix]
-            tau = float(np.dot(ws / ws.sum(), [tau_at(o_f, n_f) for _i, o_f, n_f, _h in subs]))
-        else:
-            tau = tau_at(o_b, n_b)
+        ws = np.array([m[0] for m in mix], dtype=float)
+        subs = [request_tokens(n_f, o_f, share) for _w, n_f, o_f in mix]
+        tau = float(np.dot(ws / ws.sum(), [tau_at(o_f, n_f) for _i, o_f, n_f, _h in subs]))
         out["lane_service_ms"] = 1e3 * n_b * t_it / q
         out["prefill_tokens"] = n_b
     out["instance_seconds_per_request"] = tau
@@ -463,7 +462,6 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         svc = inst.services[service]
         model = resolved.models[svc.model]
         mix = length_mix(rec) if service in svc_means else []
-        bucket_means = mix_means(mix) if mix else (isl, osl)
         for cfg in configs.to_dict("records"):
             device, tp, config = str(cfg["device"]), int(cfg["tp"]), str(cfg["config"])
             dev = resolved.devices[device]
@@ -519,9 +517,9 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                                       _kv_capacity_bytes(model, dev, tp, svc.weight_precision, svc.kv_precision_resolved))
 
                 def row_of(op: Any, ids: dict[str, Any] = ids, role: str = role, at_mix: bool = at_mix, service: str = service,
-                           bucket_means: Any = bucket_means, share: float = share, mix: Any = mix,
+                           share: float = share, mix: Any = mix,
                            kv: float = kv_cap[kv_key], spec: Any = spec) -> dict[str, Any]:
-                    work = bucket_work(op, role, svc_means[service], bucket_means, share, mix) if at_mix else {}
+                    work = bucket_work(op, role, svc_means[service], mix, share) if at_mix else {}
                     return point_row(ids, op, kv, spec, work)
 
                 if isinstance(op, PendingUnified):

@@ -186,9 +186,9 @@ def test_unified_work_takes_the_max_per_sub_bin_by_hand() -> None:
     # slot a = o 0.005 / 10 + n 0.005 / 1000; lane c = n 0.01 / 1000
     a1, c1 = 200 * 0.0005 + 100 * 5e-6, 100 * 1e-5      # 0.1005 s, 0.001 s: slot-bound
     a2, c2 = 20 * 0.0005 + 9_000 * 5e-6, 9_000 * 1e-5    # 0.055 s, 0.09 s: lane-bound
-    got = bucket_work(op, "unified", (4_550.0, 110.0), (4_550.0, 110.0), 0.0, mix)
+    got = bucket_work(op, "unified", (4_550.0, 110.0), mix, 0.0)
     assert got["instance_seconds_per_request"] == pytest.approx(0.5 * max(a1, c1) + 0.5 * max(a2, c2), rel=1e-12)
-    at_mean = bucket_work(op, "unified", (4_550.0, 110.0), (4_550.0, 110.0), 0.0)
+    at_mean = bucket_work(op, "unified", (4_550.0, 110.0), [(1.0, 4_550.0, 110.0)], 0.0)  # one sub-bin at the means
     assert at_mean["instance_seconds_per_request"] == pytest.approx(max(110 * 0.0005 + 4_550 * 5e-6, 4_550 * 1e-5), rel=1e-12)
     assert got["instance_seconds_per_request"] > at_mean["instance_seconds_per_request"]  # 0.09525 > 0.0775
     # the lane part and the prompt tokens stay linear: the bucket's means
