@@ -26,7 +26,9 @@ differs is the verdict's flip in resolution. Services given by ``rate_per_s`` + 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
+from itertools import islice
 from typing import Any
 
 from planner.optimize.settings import SolveSettings
@@ -53,28 +55,41 @@ def _step(resolved: Any, settings: SolveSettings, buckets: dict[str, int], capac
     return ResolutionStep(buckets=dict(buckets), winner=w, winner_usd_per_month=totals.get(w) if w else None, totals_usd_per_month=totals)
 
 
+NO_LOG = "resolution fixed: no service's traffic is a log (buckets come from the instance or a profile)"
+
+
+def _logged(resolved: Any) -> dict[str, int]:
+    """Bucket counts of the services whose traffic is a log (the only ones a resolution changes)."""
+    return {str(n): int(s.traffic.buckets) for n, s in resolved.instance.services.items() if s.traffic.trace is not None}
+
+
+def _refinements(resolved: Any, settings: SolveSettings, capacity_file: str | None, cap: int) -> Iterator[tuple[Any, ResolutionStep]]:
+    """The instance and its step (:func:`_step` on the cheap path: no peak simulation, no confidence) at the logged
+    services' own counts, then at each nested doubling (:func:`next_buckets`) up to ``cap``; solved as consumed."""
+    plain = replace(settings, simulation_check=None, confidence="off", extra_notes=())
+    buckets = _logged(resolved)
+    cur = resolved
+    while True:
+        yield cur, _step(cur, plain, buckets, capacity_file)
+        if max(buckets.values()) >= cap:
+            return
+        buckets = {s: next_buckets(n, cap) for s, n in buckets.items()}
+        cur = resolved.with_overrides({f"services.{s}.traffic.buckets": n for s, n in buckets.items()})
+
+
 def choose_resolution(resolved: Any, settings: SolveSettings, *, tolerance: float = TOLERANCE, cap: int = MAX_BUCKETS,
                       capacity_file: str | None = None) -> tuple[Any, list[ResolutionStep], str]:
     """The instance at the chosen bucket counts, the steps tried and one sentence saying why it stopped."""
-    logged = {str(n): int(s.traffic.buckets) for n, s in resolved.instance.services.items() if s.traffic.trace is not None}
-    if not logged:
-        return resolved, [], "resolution fixed: no service's traffic is a log (buckets come from the instance or a profile)"
-    plain = replace(settings, simulation_check=None, confidence="off", extra_notes=())
-    buckets = dict(logged)
+    if not _logged(resolved):
+        return resolved, [], NO_LOG
+    steps: list[ResolutionStep] = []
     cur = resolved
-    steps = [_step(cur, plain, buckets, capacity_file)]
-    why = ""
-    while True:
-        if max(buckets.values()) >= cap:
-            why = f"stopped at the cap of {cap} buckets before the cost settled"
-            break
-        buckets = {s: next_buckets(n, cap) for s, n in buckets.items()}
-        nxt = resolved.with_overrides({f"services.{s}.traffic.buckets": n for s, n in buckets.items()})
-        step = _step(nxt, plain, buckets, capacity_file)
-        prev = steps[-1]
+    why = f"stopped at the cap of {cap} buckets before the cost settled"
+    for inst, step in _refinements(resolved, settings, capacity_file, cap):
+        prev = steps[-1] if steps else None
         steps.append(step)
-        cur = nxt
-        if step.winner == prev.winner and step.winner_usd_per_month and prev.winner_usd_per_month:
+        cur = inst
+        if prev is not None and step.winner == prev.winner and step.winner_usd_per_month and prev.winner_usd_per_month:
             moved = abs(step.winner_usd_per_month / prev.winner_usd_per_month - 1.0)
             if moved < tolerance:
                 why = f"the winner's cost moved {100 * moved:.1f} % (< {100 * tolerance:g} %) from the previous resolution"
@@ -90,18 +105,9 @@ def check_resolution(resolved: Any, settings: SolveSettings, *, capacity_file: s
     its own counts ``b`` and at ``2b``, ``4b`` (nested refinements, at most ``cap``), and one sentence: the
     largest move of the winner's cost from the plan's own count, and whether the winner changes. The plan
     itself is not changed. Returns ``([], why)`` when no service's traffic is a log."""
-    logged = {str(n): int(s.traffic.buckets) for n, s in resolved.instance.services.items() if s.traffic.trace is not None}
-    if not logged:
-        return [], "resolution fixed: no service's traffic is a log (buckets come from the instance or a profile)"
-    plain = replace(settings, simulation_check=None, confidence="off", extra_notes=())
-    buckets = dict(logged)
-    steps = [_step(resolved, plain, buckets, capacity_file)]
-    for _ in range(refinements):
-        if max(buckets.values()) >= cap:
-            break
-        buckets = {s: next_buckets(n, cap) for s, n in buckets.items()}
-        nxt = resolved.with_overrides({f"services.{s}.traffic.buckets": n for s, n in buckets.items()})
-        steps.append(_step(nxt, plain, buckets, capacity_file))
+    if not _logged(resolved):
+        return [], NO_LOG
+    steps = [step for _inst, step in islice(_refinements(resolved, settings, capacity_file, cap), refinements + 1)]
     base = steps[0]
     moves = [abs(s.winner_usd_per_month / base.winner_usd_per_month - 1.0) for s in steps[1:]
              if s.winner == base.winner and s.winner_usd_per_month and base.winner_usd_per_month]
