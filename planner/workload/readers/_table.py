@@ -80,6 +80,46 @@ def json_depth_bound(path: Path, chunk_bytes: int = 1 << 24) -> int:
     return max(best, carry)
 
 
+def json_lines_are_objects(path: Path, chunk_bytes: int = 1 << 24) -> bool:
+    """Whether every line that is not blank starts (after white space) with ``{``.
+
+    pyarrow's JSON reader crashes the process (a segmentation fault, pyarrow 17–21) on a block of
+    the file whose rows are all ``null``: a file that is the four bytes ``null``, or 1 MB of
+    objects followed by 1 MB of ``null`` lines. Files whose every line opens an object are what it
+    is given; the rest go to the line-by-line read, which reports such lines as bad rows. Reads the
+    file in chunks cut at line ends (memory bounded by ``chunk_bytes`` plus one line), vectorised.
+    """
+    space = np.zeros(256, dtype=bool)
+    space[[0x20, 0x09, 0x0D, 0x0A, 0x0C, 0x0B]] = True
+    rest = b""
+    with path.open("rb") as fh:
+        while True:
+            chunk = fh.read(chunk_bytes)
+            data = rest + chunk
+            if chunk:
+                cut = data.rfind(b"\n") + 1
+                data, rest = data[:cut], data[cut:]
+                if not data:
+                    continue
+            if not data:
+                return True
+            a = np.frombuffer(data, dtype=np.uint8)
+            starts = np.concatenate([[0], np.flatnonzero(a == 0x0A) + 1])
+            ends = np.append(starts[1:] - 1, len(a))         # each line's newline (or the data's end)
+            solid = np.flatnonzero(~space[a])                 # bytes that are not white space
+            if not len(solid):                                # only blank lines
+                if not chunk:
+                    return True
+                continue
+            j = np.searchsorted(solid, starts)
+            first = np.where(j < len(solid), solid[np.minimum(j, len(solid) - 1)], len(a))
+            filled = first < ends                             # the line is not blank
+            if bool((a[first[filled]] != 0x7B).any()):
+                return False
+            if not chunk:
+                return True
+
+
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
@@ -187,7 +227,9 @@ def read_jsonl(path: Path, scalars: list[str] | None = None, ids: list[str] | No
     of a JSON Lines file; ``None`` scalars = every top-level field.
 
     Fast path: pyarrow's multithreaded reader, used only when no line can nest deeper than
-    :data:`MAX_JSON_DEPTH` (:func:`json_depth_bound`) and every wanted field has one usable type.
+    :data:`MAX_JSON_DEPTH` (:func:`json_depth_bound`), every line opens an object
+    (:func:`json_lines_are_objects`: pyarrow crashes on a block of ``null`` rows) and every wanted
+    field has one usable type.
     Otherwise a streaming line-by-line read (:func:`_jsonl_fields`) that keeps only the wanted
     fields, with their line numbers: a value of the wrong type (``true``, a list, an object)
     becomes a text marker such as ``'<list>'`` that the checks report as a bad value, numbers
@@ -200,7 +242,7 @@ def read_jsonl(path: Path, scalars: list[str] | None = None, ids: list[str] | No
     ids = list(ids or [])
     with path.open("rb") as fh:
         bom = fh.read(3) == b"\xef\xbb\xbf"
-    if not bom and json_depth_bound(path) <= MAX_JSON_DEPTH:
+    if not bom and json_depth_bound(path) <= MAX_JSON_DEPTH and json_lines_are_objects(path):
         try:
             table = pjson.read_json(path)
         except (pa.ArrowInvalid, pa.ArrowKeyError, pa.ArrowNotImplementedError, pa.ArrowTypeError):
