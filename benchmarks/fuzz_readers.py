@@ -1,5 +1,6 @@
 """Fuzz the newer readers (issue 24): users' benchmark results (`validate-perf`, `convert-measurements`), ML.ENERGY
-runs (`validate-energy`) and expert-parallel rows (`calibrate-moe`). Every input must end in exit 0 or in exit 2 with
+runs (`validate-energy`), expert-parallel rows (`calibrate-moe`), Hugging Face ``config.json`` files (`estimate
+--model PATH`) and MLPerf results (`validate-goodput`; issue 25). Every input must end in exit 0 or in exit 2 with
 one ``error:`` block, never an internal error (exit 1), a traceback, a Python warning, a hang, or a silently wrong
 answer (a written row with a non-positive or non-finite latency, a fit with a non-finite error).
 
@@ -9,7 +10,13 @@ hostile value in one field (JSON) or cell (CSV), a key or column deleted, lines 
 file, random bytes, a byte-order mark, UTF-16, CRLF endings, deep nesting; then one command with random options.
 Runs in-process through the CLI's error boundary, with warnings recorded.
 
-    python benchmarks/fuzz_readers.py [--inputs 2000] [--seed 0] [--save DIR] [--skip-moe] [--kind perf|energy|moe] [--timeout-s 60]
+MLPerf inputs (a header and three rows of ``models/measured/mlperf_public_v4.0-v5.0.csv``: one the planner predicts,
+two it skips, then mutated) go through the reader and every row's case and planning instance in-process
+(``mlperf-read``: ``read_mlperf``, ``goodput.case_for``, ``goodput.instance_for``, ``resolve_instance``; an
+``InputError`` is the clean refusal) and, every ``--goodput-every``-th one, the whole ``validate-goodput`` command
+(each predicted row a bisection of solves, ~2 s).
+
+    python benchmarks/fuzz_readers.py [--inputs 2000] [--seed 0] [--save DIR] [--skip-moe] [--kind perf|energy|moe|config|mlperf] [--timeout-s 60] [--goodput-every 50]
 
 Prints the counts by command and outcome, the slowest run, and the first failing inputs (saved under --save).
 """
@@ -24,6 +31,7 @@ import random
 import shutil
 import sys
 import tempfile
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -50,7 +58,36 @@ SEEDS: list[tuple[str, Path]] = [
     ("energy", ROOT / "tests" / "data" / "energy" / "runs_fixture.csv"),
     ("energy", FUZZ / "energy_one_row_ok.csv"),
     ("moe", FUZZ / "moe_base.csv"),
+    ("config", ROOT / "models" / "llm" / "configs" / "Qwen--Qwen3-8B_config.json"),
+    ("config", ROOT / "models" / "llm" / "configs" / "Qwen--Qwen3-30B-A3B_config.json"),
+    ("config", ROOT / "models" / "llm" / "configs" / "deepseek-ai--DeepSeek-V3_config.json"),
+    ("config", ROOT / "models" / "llm" / "configs" / "google--gemma-3-12b-it_config.json"),
+    ("config", ROOT / "models" / "llm" / "configs" / "openai--gpt-oss-20b_config.json"),
+    ("config", ROOT / "models" / "llm" / "configs" / "nvidia--NVIDIA-Nemotron-Nano-9B-v2_config.json"),
+    ("mlperf", ROOT / "models" / "measured" / "mlperf_public_v4.0-v5.0.csv"),
 ]
+
+MLPERF_ROWS = (("v4.1", "H100-SXM", "llama2-70b-99", "Offline"), ("v4.1", "H200-SXM", "mixtral-8x7b", "Server"), ("v4.1", "", "gptj-99", "Offline"))
+"""(round, accelerator part, benchmark, scenario) of the MLPerf seed's three rows: predicted, skipped (no stated input
+length), skipped (model not in the catalog)."""
+
+
+def _mlperf_seed(path: Path) -> bytes:
+    """The header and :data:`MLPERF_ROWS` of the shipped MLPerf file (its first match each)."""
+    import csv
+    import io
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    head = rows[0]
+    col = {name: i for i, name in enumerate(head)}
+    keep = [lines[0]]
+    for rnd, acc, bench, scen in MLPERF_ROWS:
+        for line, row in zip(lines[1:], rows[1:], strict=True):
+            if row[col["round"]] == rnd and acc in row[col["accelerator"]] and row[col["benchmark"]] == bench and row[col["scenario"]] == scen:
+                keep.append(line)
+                break
+    return ("\n".join(keep) + "\n").encode("utf-8")
 
 
 def _mutate_json(text: str, rng: random.Random) -> str:
@@ -123,7 +160,7 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
 
 
 def make_input(kind: str, seed_file: Path, rng: random.Random, out: Path) -> None:
-    data = seed_file.read_bytes()
+    data = _mlperf_seed(seed_file) if kind == "mlperf" else seed_file.read_bytes()
     for _ in range(rng.randint(1, 3)):
         if rng.random() < 0.75:
             try:
@@ -150,6 +187,15 @@ def command(kind: str, path: Path, rng: random.Random, tmp: Path) -> list[str]:
         return args
     if kind == "energy":
         return ["validate-energy", str(path), *(["--json"] if rng.random() < 0.5 else [])]
+    if kind == "config":
+        args = ["estimate", "--model", str(path), "--device", rng.choice(["h100-sxm", "h200-sxm", "b200", "mi300x"]),
+                "--tp", rng.choice(["1", "2", "8"]), "--isl", rng.choice(["1", "1000", "32000"]), "--osl", rng.choice(["1", "200"]),
+                "--concurrency", rng.choice(["1", "8", "256"])]
+        if rng.random() < 0.4:
+            args += ["--precision", rng.choice(["fp8", "fp4", "int8"])]
+        return args + (["--json"] if rng.random() < 0.7 else [])
+    if kind == "mlperf":
+        return ["validate-goodput", str(path), "--rel-tol", "0.5", *(["--json"] if rng.random() < 0.5 else [])]
     return ["calibrate-moe", str(path), "--calibration", "none", "-o", str(tmp / "moe.yaml"), "--json"]
 
 
@@ -176,6 +222,16 @@ def silently_wrong(args: list[str], stdout: str, tmp: Path) -> str:
                     v = row.get(k) or ""
                     if v and not _finite_positive(float(v)):
                         return f"written row with {k} = {v}"
+    if args[0] == "estimate" and "--json" in args:
+        doc = json.loads(stdout)
+        for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s_per_device"):
+            if not _finite_positive(doc.get(k)):
+                return f"{k} = {doc.get(k)}"
+    if args[0] == "validate-goodput" and "--json" in args:
+        for row in json.loads(stdout).get("rows", []):
+            for k in ("predicted_tokens_per_s", "measured_tokens_per_s"):
+                if k in row and row[k] is not None and not (_finite_positive(row[k]) or row[k] == 0):
+                    return f"row with {k} = {row[k]}"
     if args[0] == "calibrate-moe":
         doc = json.loads(stdout)
         if not _finite_positive(doc.get("mape")) and doc.get("mape") != 0.0:
@@ -184,6 +240,33 @@ def silently_wrong(args: list[str], stdout: str, tmp: Path) -> str:
             return "a fit on zero rows"
     return ""
 
+
+
+def read_mlperf_in_process(path: Path) -> tuple[str, str, float]:
+    """``mlperf-read``: the MLPerf reader, every row's case and planning instance, without the solves:
+    ``ok``, ``error`` (an ``InputError``: the CLI's one-line refusal) or ``crash`` (anything else)."""
+    import time
+
+    from planner.catalog import load_catalog
+    from planner.errors import InputError
+    from planner.goodput import Case, case_for, instance_for
+    from planner.instance import resolve_instance
+    from planner.mlperf import read_mlperf
+
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            catalog = load_catalog()
+            for row in read_mlperf(path):
+                case = case_for(row, catalog)
+                if isinstance(case, Case):
+                    resolve_instance(instance_for(case), Path("mlperf-goodput.yaml"), catalog)
+    except InputError:
+        return "error", "", time.perf_counter() - t0
+    except Exception as exc:  # noqa: BLE001  (the campaign's point: anything else is a finding)
+        return "crash", f"{type(exc).__name__}: {exc}"[:300], time.perf_counter() - t0
+    return "ok", "", time.perf_counter() - t0
 
 
 def run_one(args: list[str], tmp: Path, timeout_s: int = 60) -> tuple[str, str, float]:
@@ -207,8 +290,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save", type=Path, default=None)
     ap.add_argument("--skip-moe", action="store_true", help="leave out calibrate-moe (one fit per input: 10,000 inputs in ~90 s on the 2-core VM)")
-    ap.add_argument("--kind", choices=["perf", "energy", "moe"], action="append",
-                    help="only these seed kinds (repeatable): perf = benchmark files, energy = ML.ENERGY runs, moe = EP rows")
+    ap.add_argument("--kind", choices=["perf", "energy", "moe", "config", "mlperf"], action="append",
+                    help="only these seed kinds (repeatable): perf = benchmark files, energy = ML.ENERGY runs, moe = EP rows, "
+                         "config = Hugging Face config.json, mlperf = MLPerf results")
+    ap.add_argument("--goodput-every", type=int, default=50, help="every N-th MLPerf input runs the whole validate-goodput command")
     ap.add_argument("--timeout-s", type=int, default=60, help="per-input limit: a run past it counts as a hang")
     ns = ap.parse_args()
     rng = random.Random(ns.seed)
@@ -222,10 +307,14 @@ def main() -> int:
             kind, seed_file = rng.choice(seeds)
             tmp = base / f"{i}"
             tmp.mkdir()
-            path = tmp / seed_file.name
+            path = tmp / ("config.json" if kind == "config" else seed_file.name)
             make_input(kind, seed_file, rng, path)
             args = command(kind, path, rng, tmp)
-            outcome, detail, dt = run_one(args, tmp, ns.timeout_s)
+            if kind == "mlperf" and i % max(ns.goodput_every, 1):
+                args = ["mlperf-read", str(path)]
+                outcome, detail, dt = read_mlperf_in_process(path)
+            else:
+                outcome, detail, dt = run_one(args, tmp, ns.timeout_s)
             counts[(args[0], outcome)] += 1
             if dt > slowest[0]:
                 slowest = (dt, " ".join(args))

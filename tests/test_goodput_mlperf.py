@@ -301,3 +301,17 @@ def test_perf_overview_cells_stay_where_measured(catalog, cell) -> None:  # noqa
     err = 100.0 * (g.rate_per_s * osl / row.output_tokens_per_s - 1.0)
     lo, hi = PERF_OVERVIEW_ERROR_PCT[cell]
     assert lo <= err <= hi, f"{cell}: {err:+.1f} % outside [{lo}, {hi}]"
+
+
+def test_a_file_with_no_predictable_row_says_so_instead_of_nan(tmp_path: Path) -> None:
+    """Only rows the planner skips (here gptj-99: not in the catalog): no 'nan %' pooled line."""
+    src = Path(__file__).resolve().parent.parent / "models" / "measured" / "mlperf_public_v4.0-v5.0.csv"
+    lines = src.read_text(encoding="utf-8").splitlines()
+    gptj = [line for line in lines[1:] if ",gptj-99,Offline," in line][:1]
+    assert gptj
+    p = tmp_path / "gptj.csv"
+    p.write_text("\n".join([lines[0], *gptj]) + "\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["validate-goodput", str(p)])
+    assert res.exit_code == 0, res.output
+    assert "nan" not in res.output
+    assert "no row predicted" in res.output and "model of gptj-99 not in the catalog" in res.output

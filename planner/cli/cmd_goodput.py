@@ -37,10 +37,14 @@ def validate_goodput_cmd(results: str, rel_tol: float, show_rows: bool, as_json:
                            r.predicted_tokens_per_s, r.error_pct, r.busy_bound_tokens_per_s, "yes" if r.tp_over_pcie else "", r.plan]
                           for r in pred.itertuples()]))
         click.echo("")
-    click.echo(table(["device", "scenario", "rows", "mean error %", "mean |error| %", "at 100 % busy, mean error %"],
-                     [[r.device, r.scenario, r.rows, r.mean_error_pct, r.mean_abs_error_pct, r.busy_bound_error_pct] for r in by.itertuples()]))
-    scen = ", ".join(f"{k.removesuffix('_mean_abs_error_pct')} {v:.1f} %" for k, v in pooled.items() if k.endswith("_mean_abs_error_pct") and k != "mean_abs_error_pct")
-    click.echo(f"\npooled mean |error| {pooled['mean_abs_error_pct']:.1f} % over {pooled['rows']} rows ({scen})")
+    if pred.empty:
+        click.echo("no row predicted: no error to report (the reasons are below)")
+    else:
+        click.echo(table(["device", "scenario", "rows", "mean error %", "mean |error| %", "at 100 % busy, mean error %"],
+                         [[r.device, r.scenario, r.rows, r.mean_error_pct, r.mean_abs_error_pct, r.busy_bound_error_pct] for r in by.itertuples()]))
+        scen = ", ".join(f"{k.removesuffix('_mean_abs_error_pct')} {v:.1f} %" for k, v in pooled.items()
+                         if k.endswith("_mean_abs_error_pct") and k != "mean_abs_error_pct")
+        click.echo(f"\npooled mean |error| {pooled['mean_abs_error_pct']:.1f} % over {pooled['rows']} rows ({scen})")
     if not skipped.empty:
         click.echo(f"\nnot predicted: {len(skipped)} rows")
         for reason, n in skipped.groupby("reason").size().sort_values(ascending=False).items():
