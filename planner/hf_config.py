@@ -167,6 +167,17 @@ def _int(cfg: dict[str, Any], key: str, source: str, *, default: int | None = No
     return int(value)
 
 
+def _count(cfg: dict[str, Any], key: str, source: str) -> int:
+    """A whole number ≥ 0 (a missing, null or 0 value is 0), else one error naming the field."""
+    value = cfg.get(key)
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value == 0):
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 \
+            or value != int(value) or value > 10**8:
+        raise _fail(source, key, f"needs a whole number 0 or more, got {value!r}"[:200], "give the model's config.json as published")
+    return int(value)
+
+
 def _layer_kinds(cfg: dict[str, Any], source: str) -> list[str]:
     kinds = cfg.get("layer_types")
     if kinds is None:
@@ -246,8 +257,8 @@ def _moe(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> dict[str,
         return None
     e = _int({"e": experts}, "e", source)
     size = _int(cfg, "moe_intermediate_size" if cfg.get("moe_intermediate_size") else "intermediate_size", source)
-    shared = int(cfg.get("n_shared_experts") or 0)
-    shared_size = cfg.get("shared_expert_intermediate_size") or 0
+    shared = _count(cfg, "n_shared_experts", source)
+    shared_size = _count(cfg, "shared_expert_intermediate_size", source)
     if shared_size:
         if shared_size % size:
             raise _fail(source, "shared_expert_intermediate_size", f"{shared_size} is not a whole number of experts of {size}",
@@ -255,8 +266,10 @@ def _moe(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> dict[str,
         shared = shared_size // size
     if mtype == "llama4_text":
         shared = 1
-    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    first_dense = _count(cfg, "first_k_dense_replace", source)
     dense_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in dense_only):
+        raise _fail(source, "mlp_only_layers", f"must be a list of layer numbers, got {dense_only!r}"[:200], "give the model's config.json as published")
     if dense_only:
         if sorted(dense_only) != list(range(len(dense_only))):
             raise _fail(source, "mlp_only_layers", "dense layers interleaved with MoE layers are not modelled", "not modelled")

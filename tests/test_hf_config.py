@@ -325,3 +325,23 @@ def test_importer_model_option_takes_a_config_path(tmp_path: Path) -> None:
     bad.write_text(json.dumps({**BASE, "model_type": "jamba"}), encoding="utf-8")
     res = CliRunner().invoke(main, ["validate-perf", str(bench), "--device", "h100-sxm", "--tp", "1", "--engine", "vllm", "--model", str(bad)])
     assert res.exit_code == 2 and "state-space" in res.output and res.output.count("\n") == 1, res.output
+
+
+_DSV3 = Path(__file__).resolve().parent.parent / "models" / "llm" / "configs" / "deepseek-ai--DeepSeek-V3_config.json"
+_QWEN_MOE = Path(__file__).resolve().parent.parent / "models" / "llm" / "configs" / "Qwen--Qwen3-30B-A3B_config.json"
+
+
+@pytest.mark.parametrize("seed, key, value", [(_DSV3, "n_shared_experts", "-inf"), (_DSV3, "n_shared_experts", 2.5),
+                                              (_DSV3, "first_k_dense_replace", "cpu"), (_DSV3, "first_k_dense_replace", float("nan")),
+                                              (_DSV3, "first_k_dense_replace", [1, 2]), (_DSV3, "n_shared_experts", {"a": 1}),
+                                              (_QWEN_MOE, "mlp_only_layers", 1e308), (_QWEN_MOE, "shared_expert_intermediate_size", "1e400")])
+def test_hostile_moe_fields_are_one_line_exit_2(tmp_path: Path, seed: Path, key: str, value: object) -> None:
+    """Found by ``python benchmarks/fuzz_readers.py --kind config --inputs 10000 --seed 2026`` (40 internal errors:
+    ``int()`` of a string, NaN or a list in the MoE fields, ``sorted()`` of a number)."""
+    cfg = json.loads(seed.read_text(encoding="utf-8"))
+    cfg[key] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    res = _estimate(str(path))
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: ") and res.output.count("\n") == 1 and key in res.output, res.output
