@@ -138,13 +138,18 @@ def read_mlperf(path: str | Path) -> list[MLPerfResult]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(Problem(file, "", f"cannot be read as UTF-8 text ({type(exc).__name__})", "give a CSV file")) from None
     reader = csv.DictReader(text.splitlines())
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        records = list(reader)  # the text is in memory already
+    except csv.Error as exc:  # e.g. a quote never closed: one field swallowing the rest of the file
+        raise InputError(Problem(file, f"line {max(reader.line_num, 1)}", f"is not valid CSV ({exc})",
+                                 "close every quoted field with a quote (a field that holds a comma or a quote is quoted)")) from None
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise InputError(Problem(file, "header", f"missing column(s) {', '.join(missing)}",
                                  "use the columns of models/measured/mlperf_public_v4.0-v5.0.csv (SOURCE.md §2)"))
     out: list[MLPerfResult] = []
-    for i, raw in enumerate(reader, start=2):
+    for i, raw in enumerate(records, start=2):
         if None in raw:
             raise InputError(Problem(file, f"line {i}", f"has {len(header) + len(raw[None])} fields, the header {len(header)}",
                                      "quote fields that contain commas"))

@@ -131,6 +131,7 @@ def test_v50_check_rows_stay_where_measured(checked, rows, key: str) -> None:  #
     ("round,submitter\nv4.1,x\n", "missing column"),
     (None, "not a number"),
     (None, "not an MLPerf datacenter scenario"),
+    ('round,submitter\nv4.1,"x' + "y" * 140_000 + "\n", "is not valid CSV"),  # a quote never closed (fuzz_readers --kind mlperf)
 ])
 def test_broken_files_get_one_line_and_exit_2(tmp_path: Path, text: str | None, where: str) -> None:
     lines = DATA.read_text(encoding="utf-8").splitlines()
