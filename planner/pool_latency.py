@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -479,8 +480,10 @@ def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
     return _count_pmfs(np.array([mean]), dispersion, kmax)[0]
 
 
+@lru_cache(maxsize=65536)
 def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
-    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law)."""
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law). Memoised on its three
+    values (the cap bisection and the horizon's periods ask the same counts again)."""
     if mean <= 0:
         return 0.0
     kmax = int(mean + 12.0 * math.sqrt(max(dispersion, 1e-9) * mean) + 12.0)
@@ -521,6 +524,7 @@ def unified_load(rate_per_s: float, decode_step_s: float, chunk_step_s: float, p
             "arrival_cv": arrival_cv}
 
 
+@lru_cache(maxsize=65536)
 def _chosen_batch_ratio(batch: float, live: int) -> float:
     """``E[N_chosen] / B``: the decoding sequences of the instance a least-loaded router picks for a
     prompt, against the mean ``B`` (``live`` instances, each ``N_j`` with mean ``B`` and dispersion
@@ -533,7 +537,7 @@ def _chosen_batch_ratio(batch: float, live: int) -> float:
     simulated, not the partial chunk (+413 % before the ratio). With independent Poisson counts
     the minimum of 17 or 64 counts was too small: ITL p99 of 8,000-token prompts at 30 % over 17 /
     64 instances −56 / −91 % against the simulator (the decode step instead of the partial chunk);
-    with ``1/√c`` within 1 % (``benchmarks/bench_latency_at_load.py``). 1 for one instance."""
+    with ``1/√c`` within 1 % (``benchmarks/bench_latency_at_load.py``). 1 for one instance. Memoised on its values."""
     b = max(float(batch), 0.0)
     c = int(live)
     if c <= 1 or b <= 0.0:
@@ -803,6 +807,7 @@ def _jsq_busy_share(lane_utilization: float, batch: float, live: int) -> float:
     return float(min(rho, rho * (busy_at * chosen).sum()))
 
 
+@lru_cache(maxsize=65536)
 def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarray:
     """``P(K = k)``, ``k = 0, 1, …``: the prompts already in the lane (in progress and queued) of
     the instance a least-loaded router sends a prompt to.
@@ -825,13 +830,15 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     servers. The heavy-traffic asymptotics*, Math. Oper. Res. 43(3), 2018); a large batch hides the
     lane in the decode counts (``√B ≫ 1``) and ``K`` tends to the geometric law (random routing).
     Before this the wait given a busy lane was the isolated M/G/1's whatever ``c``: TTFT p99 +170 %
-    against the simulator over 17 instances at 85 % (``benchmarks/bench_latency_at_load.py``)."""
+    against the simulator over 17 instances at 85 % (``benchmarks/bench_latency_at_load.py``).
+    Memoised on its values; the array returned is read-only."""
     rho = min(max(float(lane_utilization), 0.0), 1.0 - 1e-9)
     c = max(int(live), 1)
     kl = int(math.ceil(math.log(1e-12) / math.log(rho))) + 1 if rho > 0 else 1
     pl = (1.0 - rho) * rho ** np.arange(kl + 1, dtype=float)
     pl[-1] += max(0.0, 1.0 - pl.sum())
     if c <= 1 or rho <= 0.0:
+        pl.setflags(write=False)
         return pl
     b = max(float(batch), 0.0)
     kmax = int(b + 12.0 * math.sqrt(b) + 14.0)
@@ -845,7 +852,9 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     # alone, as a 1-D sum of its own: the same number as a loop over k)
     windows = np.lib.stride_tricks.sliding_window_view(per, kmax + 1)[:kl + 1]
     out = pl * (pn[None, :] * windows).sum(axis=1)
-    return out / out.sum() if out.sum() > 0 else pl
+    law = out / out.sum() if out.sum() > 0 else pl
+    law.setflags(write=False)
+    return law
 
 
 class _LongTtftLaw(NamedTuple):
