@@ -460,18 +460,25 @@ def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
             p = np.minimum(mu / n, 1.0)
             log0 = n * np.log1p(-p)
             ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
-        logp = np.concatenate([np.broadcast_to(log0, (mu.shape[0], 1)), log0 + np.cumsum(ratio, axis=1)], axis=1)
-        out = np.exp(logp)
-    out = np.where(np.isfinite(out), out, 0.0)
+        # log P(0), then log P(0) + the running sum of the ratios: written in place (the same sums as a concatenation)
+        out = np.empty((mu.shape[0], kmax + 1))
+        out[:, :1] = log0
+        np.cumsum(ratio, axis=1, out=out[:, 1:])
+        out[:, 1:] += log0
+        np.exp(out, out=out)
+    out[~np.isfinite(out)] = 0.0
     zero = mu[:, 0] <= 0
-    out[zero] = 0.0
-    out[zero, 0] = 1.0
-    full = (mu[:, 0] > 0) & ~(out.sum(axis=1) > 0)  # p = 1 binomial: all mass at n
+    if zero.any():
+        out[zero] = 0.0
+        out[zero, 0] = 1.0
+    total = out.sum(axis=1)
+    full = (mu[:, 0] > 0) & ~(total > 0)  # p = 1 binomial: all mass at n
     if full.any():
         n_at = np.minimum(np.ceil(mu[full, 0]).astype(int), kmax)
         out[full] = 0.0
         out[np.flatnonzero(full), n_at] = 1.0
-    out[:, -1] += np.maximum(0.0, 1.0 - out.sum(axis=1))
+        total = out.sum(axis=1)
+    out[:, -1] += np.maximum(0.0, 1.0 - total)
     return out
 
 

@@ -163,3 +163,48 @@ def test_singular_chain_falls_back_to_the_power_iteration() -> None:
     """Two closed classes (a chain no load forms): no single stationary law, ``_stationary`` says so."""
     trans = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.5, 0.0, 0.5]])
     assert pl._stationary(trans[None]) is None
+
+
+def _count_pmfs_reference(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
+    """The former ``_count_pmfs`` tail: the log pmf by concatenation, ``np.where`` for the non-finite, two row sums."""
+    mu = np.atleast_1d(np.asarray(means, dtype=float))[:, None]
+    k = np.arange(kmax, dtype=float)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if abs(dispersion - 1.0) <= 1e-9:
+            log0 = -mu
+            ratio = np.log(mu) - np.log(k + 1.0)
+        elif dispersion > 1.0:
+            r, q = mu / (dispersion - 1.0), 1.0 - 1.0 / dispersion
+            log0 = r * math.log(1.0 / dispersion)
+            ratio = np.log(k + r) - np.log(k + 1.0) + math.log(q)
+        else:
+            n = np.maximum(1.0, np.ceil(mu / max(1.0 - dispersion, 1e-9) - 1e-9))
+            p = np.minimum(mu / n, 1.0)
+            log0 = n * np.log1p(-p)
+            ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
+        logp = np.concatenate([np.broadcast_to(log0, (mu.shape[0], 1)), log0 + np.cumsum(ratio, axis=1)], axis=1)
+        out = np.exp(logp)
+    out = np.where(np.isfinite(out), out, 0.0)
+    zero = mu[:, 0] <= 0
+    out[zero] = 0.0
+    out[zero, 0] = 1.0
+    full = (mu[:, 0] > 0) & ~(out.sum(axis=1) > 0)
+    if full.any():
+        n_at = np.minimum(np.ceil(mu[full, 0]).astype(int), kmax)
+        out[full] = 0.0
+        out[np.flatnonzero(full), n_at] = 1.0
+    out[:, -1] += np.maximum(0.0, 1.0 - out.sum(axis=1))
+    return out
+
+
+def test_count_pmfs_in_place_is_the_former_computation() -> None:
+    """``_count_pmfs`` writes its log pmf in place and sums each row once where nothing changed: the same bits as
+    the former form, on means from 0 to 10⁴ (zero rows, p = 1 binomial rows) over the three dispersion branches."""
+    rng = np.random.default_rng(11)
+    cases = [(np.array([3.0, 5.0, 2.0]), 0.5, 10), (np.array([0.0, 4.0]), 1.0, 6)]
+    for _ in range(300):
+        means = rng.choice([0.0, 1e-300, 1e-9, 0.3, 1.0, 2.5, 17.0, 250.0, 1e4], size=int(rng.integers(1, 12)))
+        means = means * rng.uniform(0.5, 2.0, size=means.size)
+        cases.append((means, float(rng.choice([1.0, 0.05, 0.3, 0.999, 1.5, 6.25])), int(rng.choice([0, 1, 5, 16, 60, 200]))))
+    for means, dispersion, kmax in cases:
+        assert np.array_equal(pl._count_pmfs(means, dispersion, kmax), _count_pmfs_reference(means, dispersion, kmax)), (means, dispersion, kmax)
