@@ -482,6 +482,15 @@ def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
     return out
 
 
+def _count_pmfs_repeated(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
+    """:func:`_count_pmfs` of ``means`` with many equal entries, each distinct mean computed once: its rows are
+    computed independently (element-wise expressions and sums along each row), so the same numbers. The
+    lane's arrival means ``λ T(K)`` take only ``⌈1/f_eff⌉ + 1`` values (``T(K)`` is flat once a chunk is full)."""
+    flat = np.asarray(means, dtype=float).ravel()
+    uniq, where = np.unique(flat, return_inverse=True)
+    return _count_pmfs(uniq, dispersion, kmax)[where.ravel()]
+
+
 def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
     """One row of :func:`_count_pmfs`."""
     return _count_pmfs(np.array([mean]), dispersion, kmax)[0]
@@ -679,17 +688,20 @@ def _lane_chains(loads: list[Mapping[str, float]], kmax: int, ca2: float) -> np.
     t_d, delta, f_eff, lam = (col[:, j:j + 1] for j in range(4))                    # (L, 1) each
     n = kmax + 1
     k = np.arange(n, dtype=float)[None, :]
-    arr = _count_pmfs((lam * (t_d + delta * np.minimum(1.0, f_eff * k))).ravel(), ca2, kmax).reshape(len(loads), n, n)
-    tail = np.cumsum(arr[:, :, ::-1], axis=2)[:, :, ::-1]                          # P(A ≥ m)
+    arr = _count_pmfs_repeated(lam * (t_d + delta * np.minimum(1.0, f_eff * k)), ca2, kmax).reshape(len(loads), n, n)
+    # padded copies: arr behind n zeros (column n + A − shift; A < 0 reads a zero) and the tail P(A ≥ m) behind a
+    # 1 (column m + 1; a shift of kmax + 1 reads the 1: all of its weight on kmax)
+    padded = np.zeros((len(loads), n, 2 * n))
+    padded[:, :, n:] = arr
+    tail = np.ones((len(loads), n, n + 1))
+    tail[:, :, 1:] = np.cumsum(arr[:, :, ::-1], axis=2)[:, :, ::-1]
     carry = np.maximum(k - 1.0 / f_eff, 0.0)                                          # (L, K)
     lo = np.floor(carry).astype(int)
     hi_w = carry - lo
-    li, rows = np.arange(len(loads))[:, None, None], np.arange(n)[None, :, None]
     trans = np.zeros((len(loads), n, n))
     for shift, wt in ((lo, 1.0 - hi_w), (lo + 1, hi_w)):
-        src = np.arange(n)[None, None, :] - shift[:, :, None]                         # A = K' − shift
-        part = np.where(src >= 0, arr[li, rows, np.clip(src, 0, kmax)], 0.0)
-        part[:, :, kmax] = np.where(shift <= kmax, tail[li[:, :, 0], rows[:, :, 0], np.clip(kmax - shift, 0, kmax)], 1.0)
+        part = np.take_along_axis(padded, n + np.arange(n)[None, None, :] - shift[:, :, None], axis=2)  # P(A = K' − shift)
+        part[:, :, kmax] = np.take_along_axis(tail, kmax - shift[:, :, None] + 1, axis=2)[:, :, 0]
         trans += wt[:, :, None] * part
     return trans
 
@@ -789,7 +801,7 @@ def _ttft_grid(load: Mapping[str, float], quantile: float, units: float) -> floa
     wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
     ca2 = load["arrival_cv"] ** 2
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
-    pm = _count_pmfs(lam_u * t_prev, ca2, mmax)                             # (k, m)
+    pm = _count_pmfs_repeated(lam_u * t_prev, ca2, mmax)                    # (k, m)
     # the weight of (K', u, M) is w_K(K') / 48 · P(M | K') whatever u: the (K', M) pairs _weighted_quantile
     # drops (below 1e-12 of the largest weight) are dropped before the grid is built, which is then built
     # over the (K', M) box holding the rest only (about a third of it); the kept entries are the same
