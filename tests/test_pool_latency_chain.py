@@ -208,3 +208,14 @@ def test_count_pmfs_in_place_is_the_former_computation() -> None:
         cases.append((means, float(rng.choice([1.0, 0.05, 0.3, 0.999, 1.5, 6.25])), int(rng.choice([0, 1, 5, 16, 60, 200]))))
     for means, dispersion, kmax in cases:
         assert np.array_equal(pl._count_pmfs(means, dispersion, kmax), _count_pmfs_reference(means, dispersion, kmax)), (means, dispersion, kmax)
+
+
+def test_no_single_law_falls_back_to_the_former_iteration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the solve finds no single law, ``_lane_count_pmf`` is the former power iteration, bit for bit."""
+    load = LOADS[7][0]
+    _trans, ref_pi, _steps = _reference(load)
+    pl._LANE_PMF_CACHE.clear()
+    monkeypatch.setattr(pl, "_stationary", lambda _trans: None)
+    got = pl._lane_count_pmf(load)
+    pl._LANE_PMF_CACHE.clear()
+    assert np.array_equal(got, ref_pi)
