@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -459,19 +460,35 @@ def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
             p = np.minimum(mu / n, 1.0)
             log0 = n * np.log1p(-p)
             ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
-        logp = np.concatenate([np.broadcast_to(log0, (mu.shape[0], 1)), log0 + np.cumsum(ratio, axis=1)], axis=1)
-        out = np.exp(logp)
-    out = np.where(np.isfinite(out), out, 0.0)
+        # log P(0), then log P(0) + the running sum of the ratios: written in place (the same sums as a concatenation)
+        out = np.empty((mu.shape[0], kmax + 1))
+        out[:, :1] = log0
+        np.cumsum(ratio, axis=1, out=out[:, 1:])
+        out[:, 1:] += log0
+        np.exp(out, out=out)
+    out[~np.isfinite(out)] = 0.0
     zero = mu[:, 0] <= 0
-    out[zero] = 0.0
-    out[zero, 0] = 1.0
-    full = (mu[:, 0] > 0) & ~(out.sum(axis=1) > 0)  # p = 1 binomial: all mass at n
+    if zero.any():
+        out[zero] = 0.0
+        out[zero, 0] = 1.0
+    total = out.sum(axis=1)
+    full = (mu[:, 0] > 0) & ~(total > 0)  # p = 1 binomial: all mass at n
     if full.any():
         n_at = np.minimum(np.ceil(mu[full, 0]).astype(int), kmax)
         out[full] = 0.0
         out[np.flatnonzero(full), n_at] = 1.0
-    out[:, -1] += np.maximum(0.0, 1.0 - out.sum(axis=1))
+        total = out.sum(axis=1)
+    out[:, -1] += np.maximum(0.0, 1.0 - total)
     return out
+
+
+def _count_pmfs_repeated(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
+    """:func:`_count_pmfs` of ``means`` with many equal entries, each distinct mean computed once: its rows are
+    computed independently (element-wise expressions and sums along each row), so the same numbers. The
+    lane's arrival means ``λ T(K)`` take only ``⌈1/f_eff⌉ + 1`` values (``T(K)`` is flat once a chunk is full)."""
+    flat = np.asarray(means, dtype=float).ravel()
+    uniq, where = np.unique(flat, return_inverse=True)
+    return _count_pmfs(uniq, dispersion, kmax)[where.ravel()]
 
 
 def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
@@ -479,8 +496,10 @@ def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
     return _count_pmfs(np.array([mean]), dispersion, kmax)[0]
 
 
+@lru_cache(maxsize=65536)
 def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
-    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law)."""
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law). Memoised on its three
+    values (the cap bisection and the horizon's periods ask the same counts again)."""
     if mean <= 0:
         return 0.0
     kmax = int(mean + 12.0 * math.sqrt(max(dispersion, 1e-9) * mean) + 12.0)
@@ -521,6 +540,7 @@ def unified_load(rate_per_s: float, decode_step_s: float, chunk_step_s: float, p
             "arrival_cv": arrival_cv}
 
 
+@lru_cache(maxsize=65536)
 def _chosen_batch_ratio(batch: float, live: int) -> float:
     """``E[N_chosen] / B``: the decoding sequences of the instance a least-loaded router picks for a
     prompt, against the mean ``B`` (``live`` instances, each ``N_j`` with mean ``B`` and dispersion
@@ -533,7 +553,7 @@ def _chosen_batch_ratio(batch: float, live: int) -> float:
     simulated, not the partial chunk (+413 % before the ratio). With independent Poisson counts
     the minimum of 17 or 64 counts was too small: ITL p99 of 8,000-token prompts at 30 % over 17 /
     64 instances −56 / −91 % against the simulator (the decode step instead of the partial chunk);
-    with ``1/√c`` within 1 % (``benchmarks/bench_latency_at_load.py``). 1 for one instance."""
+    with ``1/√c`` within 1 % (``benchmarks/bench_latency_at_load.py``). 1 for one instance. Memoised on its values."""
     b = max(float(batch), 0.0)
     c = int(live)
     if c <= 1 or b <= 0.0:
@@ -597,32 +617,121 @@ def _lane_count_pmf(load: Mapping[str, float]) -> np.ndarray:
     prompts fill a chunk (the excess is carried to the next iteration, FCFS), ``A`` the arrivals
     during the iteration, mean ``λ T(K)``, ``T(K) = t_d + δ min(1, f_eff K)``, dispersion ``c_a²``
     (:func:`_count_pmfs`); a fractional carry splits its mass between the two neighbouring counts
-    (mean kept). Power iteration from the branching law of the section comment. Before, ``K`` was
+    (mean kept); arrivals beyond ``kmax`` are put on ``kmax`` (:func:`_lane_chains`). Before, ``K`` was
     that branching law (dispersion ``c_a²/(1 − a²)``) with the excess over a chunk dropped: the
-    p99 TTFT of 1,000-token prompts at 85 % utilisation −16 % against the simulator."""
-    a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
-    lam = load["rate_per_s"] * load["units_mean"] / f_eff
+    p99 TTFT of 1,000-token prompts at 85 % utilisation −16 % against the simulator.
+
+    The chain is not birth–death (``A`` jumps up by any count) nor skip-free, so ``π`` is solved
+    directly: ``π (P − I) = 0`` with ``Σ π = 1`` in place of the last balance equation (which the
+    others imply: the rows of ``P − I`` sum to 0), one LU solve (:func:`_stationary`). It was power
+    iteration ``π ← π P`` from the branching law until ``‖π P − π‖₁ < 10⁻¹⁰`` (up to 2,000 products):
+    that stops ``‖π − π*‖₁ ≈ 10⁻¹⁰ / (1 − |λ₂|)`` from the fixed point (up to ~10⁻⁹ with ``|λ₂|``
+    ~0.92 on the 162-client fleet's loads), which the solve reaches to rounding; every cap of the
+    examples and of the horizon fleets is the same (tests/test_pool_latency_chain.py keeps the
+    iteration as its reference). On slowly mixing chains (``|λ₂|`` > 0.99: a heavy, bursty lane over
+    hundreds of counts) the 2,000 products ran out before that tolerance and the iteration returned a
+    vector that was no stationary law (``‖πP − π‖₁`` up to 2·10⁻³, L1 up to 2.0 from the law on random
+    loads; a TTFT p99 of 9.1 s where the law gives 20.0 s); the solve gives the law there too. The result is memoised on the load's values (the cap bisection and
+    the horizon's periods price the same load again: 8,105 distinct of 12,321 on the 162-client fleet
+    at 100 %/month). Callers get a read-only array. Solving the loads of one shape as one stack (the kernels
+    below take stacks; each law the same number as alone) was measured no faster (0.67 s against 0.58 s one at a
+    time over 4,107 of that fleet's loads: the work is per entry, not per call), so each load is solved alone."""
+    key = _lane_key(load)
+    hit = _LANE_PMF_CACHE.get(key)
+    if hit is not None:
+        return hit
+    kmax, ca2 = _lane_shape(load)
+    pi = _stationary(_lane_chains([load], kmax, ca2))
+    return _remember(key, pi[0] if pi is not None else _power_iteration(load, kmax, ca2))
+
+
+def _remember(key: tuple[float, ...], pi: np.ndarray) -> np.ndarray:
+    pi = np.array(pi)
+    pi.setflags(write=False)
+    if len(_LANE_PMF_CACHE) >= _LANE_PMF_CACHE_SIZE:
+        _LANE_PMF_CACHE.clear()
+    _LANE_PMF_CACHE[key] = pi
+    return pi
+
+
+_LANE_KEYS = ("share", "decode_step_s", "delta_s", "units_eff", "rate_per_s", "units_mean", "arrival_cv",
+              "prompts_per_iteration")
+"""The values of a load :func:`_lane_count_pmf` reads (its memo's key)."""
+_LANE_PMF_CACHE: dict[tuple[float, ...], np.ndarray] = {}
+_LANE_PMF_CACHE_SIZE = 8192
+"""Memo entries kept (each at most 801 floats: at most ~52 MB; 8,105 distinct loads, ~7 MB, on the 162-client fleet at
+100 %/month); cleared when full."""
+
+
+def _lane_key(load: Mapping[str, float]) -> tuple[float, ...]:
+    return tuple(float(load[n]) for n in _LANE_KEYS)
+
+
+def _lane_shape(load: Mapping[str, float]) -> tuple[int, float]:
+    """``(kmax, c_a²)`` of :func:`_lane_count_pmf`'s chain: ``kmax`` twice the count quantile ``1 − 10⁻⁷`` of the
+    branching law (dispersion ``c_a²/(1 − a)²``) plus ``s + 8``, within 16..800."""
+    a, f_eff = load["share"], load["units_eff"]
     ca2 = load["arrival_cv"] ** 2
     mean0 = load["prompts_per_iteration"] * load["units_mean"] / f_eff
     s = 1.0 / f_eff
-    kmax = int(min(800.0, max(16.0, 2.0 * _count_quantile(1.0 - 1e-7, mean0, max(ca2, 1e-3) / (1.0 - a) ** 2) + s + 8.0)))
-    k = np.arange(kmax + 1, dtype=float)
-    t_k = t_d + delta * np.minimum(1.0, f_eff * k)
-    arr = _count_pmfs(lam * t_k, ca2, kmax)                        # (K, A)
-    carry = np.maximum(k - s, 0.0)
+    return int(min(800.0, max(16.0, 2.0 * _count_quantile(1.0 - 1e-7, mean0, max(ca2, 1e-3) / (1.0 - a) ** 2) + s + 8.0))), ca2
+
+
+def _lane_chains(loads: list[Mapping[str, float]], kmax: int, ca2: float) -> np.ndarray:
+    """:func:`_lane_count_pmf`'s transition matrices ``P[K, K']`` on ``0..kmax`` of loads of one shape
+    (:func:`_lane_shape`), stacked ``(load, K, K')``, by whole arrays (each entry the same expression whatever
+    the stack). Row ``K`` carries ``(K − s)⁺ = ⌊·⌋ + h`` (``h`` the fraction): weight ``1 − h`` shifted by ``⌊·⌋``
+    and ``h`` by ``⌊·⌋ + 1``; a row shifted by ``d`` holds ``P(A = K' − d)`` at ``K' < kmax`` and ``P(A ≥ kmax − d)``
+    (the tail sum) at ``kmax``; a shift beyond ``kmax`` puts its weight on ``kmax``."""
+    col = np.array([[ld["decode_step_s"], ld["delta_s"], ld["units_eff"], ld["rate_per_s"] * ld["units_mean"] / ld["units_eff"]]
+                    for ld in loads], dtype=float)
+    t_d, delta, f_eff, lam = (col[:, j:j + 1] for j in range(4))                    # (L, 1) each
+    n = kmax + 1
+    k = np.arange(n, dtype=float)[None, :]
+    arr = _count_pmfs_repeated(lam * (t_d + delta * np.minimum(1.0, f_eff * k)), ca2, kmax).reshape(len(loads), n, n)
+    # padded copies: arr behind n zeros (column n + A − shift; A < 0 reads a zero) and the tail P(A ≥ m) behind a
+    # 1 (column m + 1; a shift of kmax + 1 reads the 1: all of its weight on kmax)
+    padded = np.zeros((len(loads), n, 2 * n))
+    padded[:, :, n:] = arr
+    tail = np.ones((len(loads), n, n + 1))
+    tail[:, :, 1:] = np.cumsum(arr[:, :, ::-1], axis=2)[:, :, ::-1]
+    carry = np.maximum(k - 1.0 / f_eff, 0.0)                                          # (L, K)
     lo = np.floor(carry).astype(int)
     hi_w = carry - lo
-    trans = np.zeros((kmax + 1, kmax + 1))
-    for i in range(kmax + 1):
-        for shift, wt in ((lo[i], 1.0 - hi_w[i]), (lo[i] + 1, hi_w[i])):
-            if wt <= 0.0:
-                continue
-            if shift > kmax:
-                trans[i, kmax] += wt
-                continue
-            trans[i, shift:] += wt * arr[i, :kmax + 1 - shift]
-            trans[i, kmax] += wt * arr[i, kmax + 1 - shift:].sum()
-    pi = _count_pmf(mean0, max(ca2, 1e-3) / (1.0 - a * a), kmax)
+    trans = np.zeros((len(loads), n, n))
+    for shift, wt in ((lo, 1.0 - hi_w), (lo + 1, hi_w)):
+        part = np.take_along_axis(padded, n + np.arange(n)[None, None, :] - shift[:, :, None], axis=2)  # P(A = K' − shift)
+        part[:, :, kmax] = np.take_along_axis(tail, kmax - shift[:, :, None] + 1, axis=2)[:, :, 0]
+        trans += wt[:, :, None] * part
+    return trans
+
+
+def _stationary(trans: np.ndarray) -> np.ndarray | None:
+    """The stationary laws ``π`` of the row-stochastic matrices ``trans`` (stacked ``(load, K, K')``):
+    ``(Pᵀ − I) π = 0`` with its last equation replaced by ``Σ π = 1``, by LU (LAPACK ``gesv``); rounding's
+    negative dust (``> −10⁻¹²``) set to 0 and renormalised. ``None`` where a system is singular (more than one
+    closed class) or its solution is not a pmf to that rounding."""
+    n = trans.shape[-1]
+    lhs = np.swapaxes(trans, -1, -2) - np.eye(n)
+    lhs[:, -1, :] = 1.0
+    rhs = np.zeros((trans.shape[0], n, 1))
+    rhs[:, -1, 0] = 1.0
+    try:
+        pi = np.linalg.solve(lhs, rhs)[:, :, 0]
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.all(np.isfinite(pi)) and float(pi.min()) > -1e-12):
+        return None
+    pi = np.maximum(pi, 0.0)
+    return pi / pi.sum(axis=1, keepdims=True)
+
+
+def _power_iteration(load: Mapping[str, float], kmax: int, ca2: float) -> np.ndarray:
+    """The former solve, kept where :func:`_stationary` finds no single law (never met on a load): ``π ← π P``
+    from the branching law (dispersion ``c_a²/(1 − a²)``) until ``‖π P − π‖₁ < 10⁻¹⁰``, at most 2,000 products."""
+    trans = _lane_chains([load], kmax, ca2)[0]
+    a = load["share"]
+    pi = _count_pmf(load["prompts_per_iteration"] * load["units_mean"] / load["units_eff"], max(ca2, 1e-3) / (1.0 - a * a), kmax)
     for _ in range(2000):
         nxt = pi @ trans
         done = float(np.abs(nxt - pi).sum()) < 1e-10
@@ -692,7 +801,7 @@ def _ttft_grid(load: Mapping[str, float], quantile: float, units: float) -> floa
     wk = pk * t_prev / float((pk * t_prev).sum())  # length-biased: an arrival lands in a long iteration more often
     ca2 = load["arrival_cv"] ** 2
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_prev[-1]), max(ca2, 1.0))))
-    pm = _count_pmfs(lam_u * t_prev, ca2, mmax)                             # (k, m)
+    pm = _count_pmfs_repeated(lam_u * t_prev, ca2, mmax)                    # (k, m)
     # the weight of (K', u, M) is w_K(K') / 48 · P(M | K') whatever u: the (K', M) pairs _weighted_quantile
     # drops (below 1e-12 of the largest weight) are dropped before the grid is built, which is then built
     # over the (K', M) box holding the rest only (about a third of it); the kept entries are the same
@@ -741,6 +850,7 @@ def _jsq_busy_share(lane_utilization: float, batch: float, live: int) -> float:
     return float(min(rho, rho * (busy_at * chosen).sum()))
 
 
+@lru_cache(maxsize=4096)  # each law has ln(10⁻¹²)/ln ρ entries: ~22 kB at ρ 0.99, ~90 MB if all were
 def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarray:
     """``P(K = k)``, ``k = 0, 1, …``: the prompts already in the lane (in progress and queued) of
     the instance a least-loaded router sends a prompt to.
@@ -763,13 +873,15 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     servers. The heavy-traffic asymptotics*, Math. Oper. Res. 43(3), 2018); a large batch hides the
     lane in the decode counts (``√B ≫ 1``) and ``K`` tends to the geometric law (random routing).
     Before this the wait given a busy lane was the isolated M/G/1's whatever ``c``: TTFT p99 +170 %
-    against the simulator over 17 instances at 85 % (``benchmarks/bench_latency_at_load.py``)."""
+    against the simulator over 17 instances at 85 % (``benchmarks/bench_latency_at_load.py``).
+    Memoised on its values; the array returned is read-only."""
     rho = min(max(float(lane_utilization), 0.0), 1.0 - 1e-9)
     c = max(int(live), 1)
     kl = int(math.ceil(math.log(1e-12) / math.log(rho))) + 1 if rho > 0 else 1
     pl = (1.0 - rho) * rho ** np.arange(kl + 1, dtype=float)
     pl[-1] += max(0.0, 1.0 - pl.sum())
     if c <= 1 or rho <= 0.0:
+        pl.setflags(write=False)
         return pl
     b = max(float(batch), 0.0)
     kmax = int(b + 12.0 * math.sqrt(b) + 14.0)
@@ -783,7 +895,9 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     # alone, as a 1-D sum of its own: the same number as a loop over k)
     windows = np.lib.stride_tricks.sliding_window_view(per, kmax + 1)[:kl + 1]
     out = pl * (pn[None, :] * windows).sum(axis=1)
-    return out / out.sum() if out.sum() > 0 else pl
+    law = out / out.sum() if out.sum() > 0 else pl
+    law.setflags(write=False)
+    return law
 
 
 class _LongTtftLaw(NamedTuple):
