@@ -29,6 +29,8 @@ from planner.optimize.prepare import ARCH_ROLES, Prepared
 from planner.schema.plan import DiagnosisItem
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from planner.optimize.model import Built
     from planner.optimize.settings import SolveSettings
 
@@ -44,7 +46,15 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
     allowed = ARCH_ROLES[architecture]
     usable = prep.points[prep.points["role"].isin(allowed)]
     have = set(zip(usable["d"], usable["role"], strict=True))
-    everything = _all_points(prep)
+    every: list[pd.DataFrame] = []
+
+    def everything() -> pd.DataFrame:
+        """Feasible and infeasible points together, concatenated on the first diagnosis only (issue 27: every
+        solve of the tightening loop asks, and a routable table never needs them)."""
+        if not every:
+            every.append(_all_points(prep))
+        return every[0]
+
     out: list[DiagnosisItem] = []
     for _, row in prep.demand.iterrows():
         d = int(row["d"])
@@ -53,7 +63,8 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
             roles = [r for r in PHASE_ROLES[phase] if r in allowed]
             if any((d, r) in have for r in roles):
                 continue
-            cand = everything[(everything["service"] == svc) & (everything["bucket"] == bucket) & everything["role"].isin(roles)]
+            pts = everything()
+            cand = pts[(pts["service"] == svc) & (pts["bucket"] == bucket) & pts["role"].isin(roles)]
             out.append(_explain(svc, bucket, phase, architecture, row, cand))
             break  # one diagnosis per bucket is enough
         else:
@@ -72,8 +83,9 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
 
 
 def _encode_routability(prep: Prepared, row: Any, d: int, allowed: frozenset[str], architecture: str,
-                        everything: pd.DataFrame) -> DiagnosisItem | None:
-    """A bucket with encoder work (``encode_tokens_mean`` > 0) needs a usable encode-phase point."""
+                        everything: Callable[[], pd.DataFrame]) -> DiagnosisItem | None:
+    """A bucket with encoder work (``encode_tokens_mean`` > 0) needs a usable encode-phase point
+    (``everything``: every point, feasible or not, asked for only when it has none)."""
     from planner.optimize.prepare import ENCODE_HOST
 
     if float(row.get("encode_tokens_mean", 0.0) or 0.0) <= 0:
@@ -82,7 +94,8 @@ def _encode_routability(prep: Prepared, row: Any, d: int, allowed: frozenset[str
     pts = prep.points
     if bool(((pts["d"] == d) & pts["role"].isin(ok)).any()):
         return None
-    cand = everything[(everything["service"] == row["service"]) & (everything["bucket"] == row["bucket"]) & everything["role"].isin(ok)]
+    every = everything()
+    cand = every[(every["service"] == row["service"]) & (every["bucket"] == row["bucket"]) & every["role"].isin(ok)]
     uniq = sorted(set(cand["reason"].astype(str)) - {""})
     return DiagnosisItem(service=str(row["service"]), bucket=str(row["bucket"]), constraint="route",
                          message=f"{architecture}: encode phase: no feasible encoder operating point ({'; '.join(uniq[:3]) or 'no candidate'})",
