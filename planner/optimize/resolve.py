@@ -77,6 +77,7 @@ from planner.optimize.prepare import (
     prepare,
     utilization_caps,
 )
+from planner.optimize.reparam import point_keys, set_parameters
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
 from planner.optimize.tighten import Remodel
@@ -149,7 +150,7 @@ def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
     if not factors:
         return prep
     pts = prep.points
-    f = np.array([factors.get(k, 1.0) for k in _point_keys(prep)], dtype=float)
+    f = np.array([factors.get(k, 1.0) for k in point_keys(prep)], dtype=float)
     if np.all(f == 1.0):
         return prep
     rho = np.minimum(pts["rho"].to_numpy(float) / f, 1.0)
@@ -161,11 +162,6 @@ def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
 
         tool = refresh_caps(tool, pts)  # reload/recompute load coefficients carry 1/rho too
     return replace(prep, points=pts, pools=pools, tool=tool)
-
-
-def _point_keys(prep: Prepared) -> list[tuple[str, str, str, str]]:
-    p = prep.points
-    return list(zip(p["service"], p["bucket"], p["role"], p["config"], strict=True))
 
 
 @dataclass
@@ -231,7 +227,7 @@ class Resolver:
         floor = None
         if min_n_max:
             floor = np.array([int(min_n_max.get(str(name), 0)) for name in pools["pool"]], dtype=int)
-        return cls(base=tables, settings=settings, built=built, solver=make_solver(), keys=_point_keys(prep),
+        return cls(base=tables, settings=settings, built=built, solver=make_solver(), keys=point_keys(prep),
                    envelope_n_max=pools["n_max"].to_numpy(int), _routable=routable, min_n_max=floor,
                    reusable=getattr(prep, "tool", None) is None, cap_factors=cap_factors, _caps=caps_seed)
 
@@ -277,7 +273,7 @@ class Resolver:
 
     def fits(self, prep: Prepared) -> bool:
         """Can ``prep`` (same structure as the base) be solved by updating parameters?"""
-        return _point_keys(prep) == self.keys
+        return point_keys(prep) == self.keys
 
     def load(self, tables: CapacityTables, settings: SolveSettings | None = None) -> Built | None:
         """Set the built model's parameters to ``tables`` (same structure); None when it needs a rebuild."""
@@ -320,7 +316,7 @@ class Resolver:
         if self.min_n_max is not None:
             n_max = np.maximum(n_max, self.min_n_max)
             prep.pools = prep.pools.assign(n_max=n_max)
-        _set_parameters(self.built, prep, tables, s)
+        set_parameters(self.built, prep, tables, s)
 
     def remodel(self, s: SolveSettings) -> Callable[[Prepared], tuple[Built, Any] | None]:
         """The model of a tightened or relaxed ``prep`` (:func:`planner.optimize.tighten.solve_verified`'s
@@ -333,7 +329,7 @@ class Resolver:
         after loading it and reads only the prep of earlier ones."""
 
         def load(prep: Prepared) -> tuple[Built, Any] | None:
-            if not self.reusable or prep.tool is not None or _point_keys(prep) != self.keys \
+            if not self.reusable or prep.tool is not None or point_keys(prep) != self.keys \
                     or prep.pools["pool"].astype(str).tolist() != self.built.pool_names:
                 return None
             if self._scratch is None:
@@ -344,36 +340,10 @@ class Resolver:
                 self._scratch = (scratch, make_solver())
             base, solver = self._scratch
             built = replace(base, prep=prep, build_s=0.0)
-            _set_parameters(built, prep, prep.tables, s)
+            set_parameters(built, prep, prep.tables, s)
             return built, solver
 
         return load
-
-
-def _set_parameters(built: Built, prep: Prepared, tables: CapacityTables, s: SolveSettings) -> None:
-    """Set a model built with ``mutable_rates`` to ``prep`` (same structure): rates, ``tau/rho``, big-M,
-    price and budget, each as :func:`build_model` computes it from ``prep``; ``built.prep`` and
-    ``built.n_max`` follow (the bound :func:`restrict` gives ``n``)."""
-    m = built.model
-    built.prep = prep
-    # Big-M and the bound restrict() gives n: as build_model sets them (n_max + k spares).
-    built.n_max = prep.pools["n_max"].to_numpy(int) + int(s.redundancy)
-    for p, v in enumerate(built.n_max.tolist()):
-        m.big_m[p].set_value(float(v))
-    dem = prep.demand
-    for d, (lp, lm) in enumerate(zip(dem["rate_peak_per_s"].astype(float), dem["rate_mean_per_s"].astype(float), strict=True)):
-        m.lam_peak[d].set_value(lp)
-        m.lam_mean[d].set_value(lm)
-    # tau/rho as build_model computes it, so each load coefficient is the float a fresh build gives
-    tau_over_rho = prep.points["instance_seconds_per_request"].to_numpy(float) / prep.points["rho"].to_numpy(float)
-    for i, c in enumerate(tau_over_rho.tolist()):
-        m.load_coef[i].set_value(c)
-    m.price.set_value(float(tables.costs.electricity_usd_per_kwh))
-    if s.budget_usd_per_month:
-        m.budget.set_value(float(s.budget_usd_per_month))
-        m.budget_c.activate()
-    else:
-        m.budget_c.deactivate()
 
 
 def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: CapacityTables, settings: SolveSettings, *,

@@ -29,6 +29,7 @@ from planner.optimize.latency import (
 )
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare
+from planner.optimize.reparam import point_keys, set_parameters
 from planner.optimize.settings import SolveSettings, settings_from_instance
 from planner.optimize.tighten import (
     Remodel,
@@ -148,22 +149,21 @@ def _remodel_in_place(built: Built, settings: SolveSettings) -> Remodel | None:
     the architecture's last solve, not necessarily its own (:attr:`SolveOutcome.built_by_architecture`)."""
     from dataclasses import replace
 
-    from planner.optimize.resolve import _point_keys, _set_parameters
 
     if len(built.prep.points) > IN_PLACE_MAX_POINTS:
         return None
-    keys = _point_keys(built.prep)
+    keys = point_keys(built.prep)
     scratch: list[tuple[Built, Any]] = []
 
     def load(prep: Prepared) -> tuple[Built, Any] | None:
-        if prep.tool is not None or _point_keys(prep) != keys or prep.pools["pool"].astype(str).tolist() != built.pool_names:
+        if prep.tool is not None or point_keys(prep) != keys or prep.pools["pool"].astype(str).tolist() != built.pool_names:
             return None
         if not scratch:
             scratch.append((build_model(built.prep, redundancy=settings.redundancy, mutable_rates=True,
                                         budget_usd_per_month=settings.budget_usd_per_month), make_solver()))
         base, solver = scratch[0]
         new = replace(base, prep=prep, build_s=0.0)
-        _set_parameters(new, prep, prep.tables, settings)
+        set_parameters(new, prep, prep.tables, settings)
         return new, solver
 
     return load
