@@ -556,7 +556,7 @@ def _chosen_batch_ratio(batch: float, live: int) -> float:
     with ``1/√c`` within 1 % (``benchmarks/bench_latency_at_load.py``). 1 for one instance. Memoised on its values."""
     b = max(float(batch), 0.0)
     c = int(live)
-    if c <= 1 or b <= 0.0:
+    if c <= 1 or b <= 0.0 or not math.isfinite(b):  # a saturated lane (infinite step): its TTFT is inf already
         return 1.0
     kmax = int(b + 12.0 * math.sqrt(b) + 14.0)
     tail = np.clip(1.0 - np.cumsum(_count_pmf(b, 1.0 / math.sqrt(c), kmax)), 0.0, 1.0)

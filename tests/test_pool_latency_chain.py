@@ -12,6 +12,7 @@ its answer was not the stationary law, which the solve now gives."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,3 +220,20 @@ def test_no_single_law_falls_back_to_the_former_iteration(monkeypatch: pytest.Mo
     got = pl._lane_count_pmf(load)
     pl._LANE_PMF_CACHE.clear()
     assert np.array_equal(got, ref_pi)
+
+
+def test_chosen_batch_ratio_of_a_saturated_lane_is_one() -> None:
+    """A saturated lane has an infinite step and so an infinite Little's batch: the ratio is 1 (no pmf of an
+    infinite count), not an OverflowError (PLANNER_FUZZ=1 pytest -m fuzz tests/test_fuzz.py, 8 of 223 solves)."""
+    assert pl._chosen_batch_ratio(math.inf, 4) == 1.0
+
+
+def test_solve_with_a_tiny_ttft_quantile_is_no_internal_error() -> None:
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    path = Path(__file__).resolve().parent / "data" / "instances" / "fuzz_tiny_ttft_quantile.yaml"
+    res = CliRunner().invoke(main, ["solve", str(path), "--no-cache", "-q"])
+    assert res.exit_code in (0, 3), res.output
+    assert "internal error" not in res.output
