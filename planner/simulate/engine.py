@@ -444,8 +444,7 @@ class _Sim:
                 return
             need = req.ctx + 1
             chosen = None
-            if best.t < now and not best.in_iter:  # advance()'s own no-op test, without the call
-                self.advance(best, now)
+            self.advance(best, now)
             if best.S + best.n * (best.step + 1) + need <= cap:
                 chosen = best
             else:
@@ -499,8 +498,7 @@ class _Sim:
         """Replace the instance's pending event after a change of its batch or KV."""
         if inst.in_iter:
             return  # an iteration is in flight; its end event stays valid
-        if inst.t < now:  # advance()'s own no-op test, without the call
-            self.advance(inst, now)
+        self.advance(inst, now)
         inst.version += 1
         inst.target = -1
         if not inst.up:
@@ -524,8 +522,7 @@ class _Sim:
             target = inst.step
         inst.target = target
         t_event = inst.t + (target - inst.step) * pool.table[n]
-        self.seq += 1  # push(), inlined: the hottest caller
-        heapq.heappush(self.heap, (t_event if t_event > now else now, self.seq, EV_INST, inst, inst.version))
+        self.push(t_event if t_event > now else now, EV_INST, inst, inst.version)
 
     def start_iteration(self, inst: _Inst, now: float) -> None:
         pool = inst.pool
