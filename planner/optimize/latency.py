@@ -106,6 +106,11 @@ def tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, 
     return dict(hit[0]), hit[1].copy()
 
 
+def _finite_ms(*values: Any) -> bool:
+    """Whether every predicted latency is a finite number (``None`` / NaN / inf: not)."""
+    return all(v is not None and math.isfinite(float(v)) for v in values)
+
+
 def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float,
                      max_step: float) -> tuple[dict[str, float], pd.DataFrame]:
     from planner.queueing import max_utilization
@@ -127,6 +132,11 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
         room = float(br["ttft_target_ms"]) - float(br["ttft_service_ms"])
         involved = [str(p) for p in br["pools"] if p not in fixed and waits.get(str(p), 0.0) > 0]
         total = sum(float(waits[p]) for p in involved)
+        if not involved and not _finite_ms(br["ttft_predicted_ms"], br["tpot_predicted_ms"]):
+            # overloaded at the load that arrives (a unified pool's lane share >= 1: TTFT and TPOT
+            # infinite) with no queue wait to budget: the per-bucket caps admitted a mix its pool cannot
+            # carry; tighten every pool of the bucket by the largest step
+            involved, total = [str(p) for p in br["pools"] if p not in fixed], math.inf
         if room <= 0 or not involved or not math.isfinite(total):
             # no queueing room at all, or an overloaded pool: tighten every involved pool by the largest step
             for p in involved:
