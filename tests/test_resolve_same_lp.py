@@ -132,4 +132,4 @@ def test_sweep_rows_with_tightening_rounds_are_solves_answers() -> None:
             assert mine.loc[arch, "total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-12), (sc.name, arch)
             assert mine.loc[arch, "pools"] == ", ".join(f"{p.name}x{p.instances}" for p in sorted(plan.pools, key=lambda p: p.name))
     assert rounds > 1, "the premise: some plan of the study is tightened and re-solved"
-    assert any(r._scratch is not None for r in sweep._RESOLVERS.values()), "the tightening rounds ran on the in-place model"
+    assert any(r._in_place is not None and r._in_place.scratch is not None for r in sweep._RESOLVERS.values()), "the tightening rounds ran on the in-place model"

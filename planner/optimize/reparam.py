@@ -5,7 +5,12 @@ Used by :mod:`planner.optimize.resolve` (studies) and :mod:`planner.optimize.sol
 
 from __future__ import annotations
 
-from planner.optimize.model import Built
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from planner.optimize.highs import make_solver
+from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import Prepared
 from planner.optimize.settings import SolveSettings
 from planner.schema.capacity import CapacityTables
@@ -42,3 +47,44 @@ def set_parameters(built: Built, prep: Prepared, tables: CapacityTables, s: Solv
         m.budget_c.activate()
     else:
         m.budget_c.deactivate()
+
+
+@dataclass
+class InPlaceModel:
+    """The tightening rounds' models of one structure (:func:`planner.optimize.tighten.solve_verified`'s
+    ``remodel``): one second model of ``structure``'s points and pools, built with mutable rates, caps,
+    big-M, price and budget on the first call of :meth:`load`, and each call setting them to the given
+    prep in place (:func:`set_parameters`) instead of a new pyomo model and a new hand-over to HiGHS per
+    round. It is the LP :func:`build_model` builds from that prep, bit for bit
+    (``tests/test_resolve_same_lp.py``). Used by ``planner solve`` (:func:`planner.optimize.solve.solve_tables`,
+    small tables) and the studies (:meth:`planner.optimize.resolve.Resolver.remodel`)."""
+
+    structure: Prepared
+    """The prep the model is built from (its points and pools fix the structure)."""
+    redundancy: int
+    budget_usd_per_month: float | None
+    scratch: tuple[Built, Any] | None = None
+    """The second model and its solver, once built."""
+    keys: list[tuple[str, str, str, str]] = field(init=False)
+    pool_names: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = point_keys(self.structure)
+        self.pool_names = self.structure.pools["pool"].astype(str).tolist()
+
+    def load(self, prep: Prepared, s: SolveSettings) -> tuple[Built, Any] | None:
+        """A :class:`Built` holding ``prep`` over the one shared model (the loop solves a model right after
+        loading it and reads only the prep of earlier ones), with its solver; None (build it afresh) when
+        ``prep`` is not of this structure or has a tool phase."""
+        if prep.tool is not None or point_keys(prep) != self.keys or prep.pools["pool"].astype(str).tolist() != self.pool_names:
+            return None
+        if self.scratch is None:
+            t0 = time.perf_counter()
+            model = build_model(self.structure, redundancy=self.redundancy, mutable_rates=True,
+                                budget_usd_per_month=self.budget_usd_per_month)
+            model.build_s = time.perf_counter() - t0
+            self.scratch = (model, make_solver())
+        base, solver = self.scratch
+        built = replace(base, prep=prep, build_s=0.0)
+        set_parameters(built, prep, prep.tables, s)
+        return built, solver

@@ -77,7 +77,7 @@ from planner.optimize.prepare import (
     prepare,
     utilization_caps,
 )
-from planner.optimize.reparam import point_keys, set_parameters
+from planner.optimize.reparam import InPlaceModel, point_keys, set_parameters
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
 from planner.optimize.tighten import Remodel
@@ -189,8 +189,8 @@ class Resolver:
     """False when the table has a tool phase (its coefficients and CPU big-M are built from the rates): always rebuild."""
     cap_factors: CapFactors | None = None
     """Per point: the factor a held plan's solve divided its cap by (:func:`apply_cap_factors`), or None."""
-    _scratch: tuple[Built, Any] | None = None
-    """The second model of this structure and its solver, for the tightening rounds (:meth:`remodel`)."""
+    _in_place: InPlaceModel | None = None
+    """The second model of this structure, for the tightening rounds (:meth:`remodel`)."""
 
     @classmethod
     def create(cls, tables: CapacityTables, settings: SolveSettings, *, rate_headroom: float = 1.0,
@@ -328,20 +328,12 @@ class Resolver:
         :class:`Built` holding ``prep``, over the one shared pyomo model: the loop solves a model right
         after loading it and reads only the prep of earlier ones."""
 
+        if self._in_place is None:
+            self._in_place = InPlaceModel(self.built.prep, self.settings.redundancy, self.settings.budget_usd_per_month)
+        models = self._in_place
+
         def load(prep: Prepared) -> tuple[Built, Any] | None:
-            if not self.reusable or prep.tool is not None or point_keys(prep) != self.keys \
-                    or prep.pools["pool"].astype(str).tolist() != self.built.pool_names:
-                return None
-            if self._scratch is None:
-                t0 = time.perf_counter()
-                scratch = build_model(self.built.prep, redundancy=self.settings.redundancy, mutable_rates=True,
-                                      budget_usd_per_month=self.settings.budget_usd_per_month)
-                scratch.build_s = time.perf_counter() - t0
-                self._scratch = (scratch, make_solver())
-            base, solver = self._scratch
-            built = replace(base, prep=prep, build_s=0.0)
-            set_parameters(built, prep, prep.tables, s)
-            return built, solver
+            return models.load(prep, s) if self.reusable else None
 
         return load
 

@@ -29,7 +29,7 @@ from planner.optimize.latency import (
 )
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import ARCH_ROLES, Prepared, prepare
-from planner.optimize.reparam import point_keys, set_parameters
+from planner.optimize.reparam import InPlaceModel
 from planner.optimize.settings import SolveSettings, settings_from_instance
 from planner.optimize.tighten import (
     Remodel,
@@ -138,35 +138,16 @@ loads the model: 15 of the 24 s of the hand-over at the 97 k-variable fleet scal
 
 def _remodel_in_place(built: Built, settings: SolveSettings) -> Remodel | None:
     """The tightening rounds' models of one architecture (:func:`solve_verified`'s ``remodel``): one
-    second model of ``built``'s structure, built on the first round with mutable rates, caps, big-M,
-    price and budget, each later round setting them in place
-    (:meth:`planner.optimize.resolve.Resolver.remodel`'s model: the LP :func:`build_model` gives,
-    bit for bit, ``tests/test_resolve_same_lp.py``) instead of a new pyomo model and a new hand-over
-    to HiGHS per round (issue 27: 4 of the README example's 7 MIPs). None (rebuild every round) above
-    :data:`IN_PLACE_MAX_POINTS` points. A prep of another structure or with a tool phase is built afresh.
+    second model of ``built``'s structure set in place each round (:class:`planner.optimize.reparam.InPlaceModel`,
+    as the studies' :meth:`planner.optimize.resolve.Resolver.remodel`; issue 27: 4 of the README example's
+    7 MIPs). None (rebuild every round) above :data:`IN_PLACE_MAX_POINTS` points.
 
     The rounds share that model, so the :class:`Built` of a round's plan holds the variable values of
     the architecture's last solve, not necessarily its own (:attr:`SolveOutcome.built_by_architecture`)."""
-    from dataclasses import replace
-
-
     if len(built.prep.points) > IN_PLACE_MAX_POINTS:
         return None
-    keys = point_keys(built.prep)
-    scratch: list[tuple[Built, Any]] = []
-
-    def load(prep: Prepared) -> tuple[Built, Any] | None:
-        if prep.tool is not None or point_keys(prep) != keys or prep.pools["pool"].astype(str).tolist() != built.pool_names:
-            return None
-        if not scratch:
-            scratch.append((build_model(built.prep, redundancy=settings.redundancy, mutable_rates=True,
-                                        budget_usd_per_month=settings.budget_usd_per_month), make_solver()))
-        base, solver = scratch[0]
-        new = replace(base, prep=prep, build_s=0.0)
-        set_parameters(new, prep, prep.tables, settings)
-        return new, solver
-
-    return load
+    models = InPlaceModel(built.prep, settings.redundancy, settings.budget_usd_per_month)
+    return lambda prep: models.load(prep, settings)
 
 
 def check_costs_match_model(built: Built, plan: ArchitecturePlan) -> dict[str, float]:
