@@ -159,23 +159,19 @@ def _fail(source: str, field: str, message: str, fix: str) -> UnsupportedArchite
     return UnsupportedArchitecture(Problem(source, field, message, fix))
 
 
-def _int(cfg: dict[str, Any], key: str, source: str, *, default: int | None = None) -> int:
+def _int(cfg: dict[str, Any], key: str, source: str, *, default: int | None = None, minimum: int = 1) -> int:
+    """A whole number from ``minimum`` to 10⁸, else one error naming the field."""
     value = cfg.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0 \
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum \
             or value != int(value) or value > 10**8:
-        raise _fail(source, key, f"needs a positive whole number, got {value!r}", "give the model's config.json as published")
+        what = "a positive whole number" if minimum == 1 else f"a whole number {minimum} or more"
+        raise _fail(source, key, f"needs {what}, got {value!r}", "give the model's config.json as published")
     return int(value)
 
 
 def _count(cfg: dict[str, Any], key: str, source: str) -> int:
-    """A whole number ≥ 0 (a missing, null or 0 value is 0), else one error naming the field."""
-    value = cfg.get(key)
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value == 0):
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0 \
-            or value != int(value) or value > 10**8:
-        raise _fail(source, key, f"needs a whole number 0 or more, got {value!r}"[:200], "give the model's config.json as published")
-    return int(value)
+    """A whole number ≥ 0 (a missing or null value is 0), else one error naming the field."""
+    return 0 if cfg.get(key) is None else _int(cfg, key, source, minimum=0)
 
 
 def _layer_kinds(cfg: dict[str, Any], source: str) -> list[str]:
