@@ -20,6 +20,7 @@ Two stages:
 from __future__ import annotations
 
 import math
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,14 +47,9 @@ def diagnose_routability(prep: Prepared, architecture: str) -> list[DiagnosisIte
     allowed = ARCH_ROLES[architecture]
     usable = prep.points[prep.points["role"].isin(allowed)]
     have = set(zip(usable["d"], usable["role"], strict=True))
-    every: list[pd.DataFrame] = []
-
-    def everything() -> pd.DataFrame:
-        """Feasible and infeasible points together, concatenated on the first diagnosis only (issue 27: every
-        solve of the tightening loop asks, and a routable table never needs them)."""
-        if not every:
-            every.append(_all_points(prep))
-        return every[0]
+    # feasible and infeasible points together, concatenated on the first diagnosis only (issue 27: every
+    # solve of the tightening loop asks, and a routable table never needs them)
+    everything = cache(partial(_all_points, prep))
 
     out: list[DiagnosisItem] = []
     for _, row in prep.demand.iterrows():
