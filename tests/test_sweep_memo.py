@@ -107,3 +107,24 @@ def test_solution_shares_are_read_to_nine_decimals() -> None:
     x_noisy, n2, _z2, _u2 = solution_arrays(built)
     assert np.array_equal(x_noisy, x) and np.array_equal(n2, n)
     assert np.array_equal(x, np.round(x, extract.SHARE_DECIMALS))
+
+
+def test_frame_key_from_the_blocks_is_the_column_by_column_key(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """:func:`planner.optimize.memo.frame_key` reads the columns from the frame's blocks (issue 27: ~1.7x faster on
+    the example's points); the key is the one reading each column through ``DataFrame.items`` gives, on numeric,
+    string, nullable, datetime and empty frames, and on frames whose blocks are split (a column added)."""
+    import pandas as pd
+
+    import planner.optimize.memo as memo
+
+    pts = synthetic_tables(seed=4).points
+    split = pts.copy()
+    split["extra"] = 1.5  # a new block, not consolidated
+    frames = [pts, split, pts[pts.columns[::-1]], pts.iloc[::2],
+              pd.DataFrame({"n": pd.array([1, None], dtype="Int64"), "s": ["a", None], "b": [True, False],
+                            "t": pd.to_datetime(["2020-01-01", "2021-01-01"])}),
+              pd.DataFrame()]
+    via_blocks = [frame_key(f) for f in frames]
+    assert all(memo._column_arrays(f) is not None for f in frames[:4])  # (a 2-D DatetimeArray block: column by column)
+    monkeypatch.setattr(memo, "_column_arrays", lambda df: None)
+    assert [frame_key(f) for f in frames] == via_blocks
