@@ -27,6 +27,7 @@ from planner.optimize.extract import (
 from planner.optimize.highs import solve_persistent, solver_status
 from planner.optimize.model import Built, constraint_name, restrict
 from planner.optimize.settings import SolveSettings
+from planner.optimize.trace import record
 from planner.schema.plan import ArchitecturePlan, BindingConstraint, SolverInfo
 from planner.units import J_PER_KWH, SECONDS_PER_HOUR
 
@@ -102,11 +103,13 @@ def plan_from_results(built: Built, res: Any, wall: float, architecture: str, se
                       build_s=built.build_s + max(0.0, wall - highs_s), time_limit_s=settings.time_limit_s, mip_gap=settings.mip_gap,
                       variables=built.model.nvariables(), constraints=built.model.nconstraints())
     if not has_solution:
+        record(architecture, status)
         diag2 = diagnose_solver_infeasible(built, architecture, settings) if status == "infeasible" else []
         return ArchitecturePlan(architecture=architecture, feasible=False, solver=info, diagnosis=diag2)
     t1 = time.perf_counter()
     res.solution_loader.load_vars()
     x, n, _z, _u = solution_arrays(built)
+    record(architecture, status, x, n)
     prep = built.prep
     costs = cost_breakdown(prep.tables.costs, prep.tables.configs, prep.points, x, prep.pools, n, redundancy=settings.redundancy)
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)

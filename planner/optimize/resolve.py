@@ -418,6 +418,7 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
         solution_arrays,
         tokens_per_month,
     )
+    from planner.optimize.trace import record
 
     empty = ArchitectureSummary(architecture=architecture, feasible=False, status="infeasible", costs={}, total_usd_per_month=None,
                                 instances={}, devices={}, tokens_per_month=0.0, usd_per_million_tokens=None,
@@ -442,9 +443,11 @@ def _lean_architecture(built: Built, solver: Any, architecture: str, settings: S
     has_solution = getattr(res.solution_status, "name", "") in ("optimal", "feasible")
     status = solver_status(res.termination_condition, has_solution)
     if not has_solution:
+        record(architecture, status)
         return replace(empty, status=status, solve_s=wall)
     res.solution_loader.load_vars()
     x, n, _z, _u = solution_arrays(built)
+    record(architecture, status, x, n)
     costs = model_costs(built)
     total = float(sum(costs.values()))
     pools = built.prep.pools

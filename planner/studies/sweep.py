@@ -99,12 +99,37 @@ def rows_for(scenario: Scenario, summaries: dict[str, ArchitectureSummary], reus
     return out
 
 
-def run_chunk(source: TableSource, scenarios: list[Scenario], headroom: float) -> list[dict[str, Any]]:
-    """Worker entry point (picklable): rows of a chunk of scenarios."""
+def run_chunk(source: TableSource, scenarios: list[Scenario], headroom: float, order: list[int] | None = None) -> list[dict[str, Any]]:
+    """Worker entry point (picklable): rows of a chunk of scenarios. Scenarios of the chunk that differ only in
+    the electricity price are solved by price intervals (:mod:`planner.studies.price_interval`: the ends of
+    the range, then only where two prices' verify-and-tighten loops took different paths). ``order``: each
+    scenario's place in the study, carried in the rows as ``_order`` (:func:`run_sweep` sorts by it)."""
+    from planner.optimize.trace import recording
+    from planner.studies.price_interval import Solved, price_groups, solve_by_intervals
+    from planner.studies.source import PRICE_PATH
+
+    results: dict[int, tuple[dict[str, ArchitectureSummary], bool]] = {}
+    for group in price_groups(source, scenarios):
+        if len(group) < 3:
+            for i in group:
+                results[i] = solve_scenario(source, scenarios[i].overrides, headroom=headroom)
+            continue
+
+        def solve(k: int, group: list[int] = group) -> Solved:
+            with recording() as log:
+                summaries, reused = solve_scenario(source, scenarios[group[k]].overrides, headroom=headroom)
+            return summaries, reused, list(log)
+
+        prices = [float(scenarios[i].overrides[PRICE_PATH]) for i in group]
+        results.update(zip(group, solve_by_intervals(prices, solve), strict=True))
     rows: list[dict[str, Any]] = []
-    for sc in scenarios:
-        summaries, reused = solve_scenario(source, sc.overrides, headroom=headroom)
-        rows += rows_for(sc, summaries, reused)
+    for i, sc in enumerate(scenarios):
+        summaries, reused = results[i]
+        mine = rows_for(sc, summaries, reused)
+        if order is not None:
+            for r in mine:
+                r["_order"] = order[i]
+        rows += mine
     return rows
 
 
@@ -118,8 +143,28 @@ def study_headroom(source: TableSource, scenarios: Iterable[Scenario]) -> float:
     return h
 
 
-def _chunks(items: list[Scenario], size: int) -> list[list[Scenario]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
+PRICE_PIECE = 16
+"""Largest run of prices one chunk solves by intervals (a longer price range is cut into consecutive pieces
+of this many, whatever the number of processes, so a row does not depend on ``jobs``)."""
+
+
+def _chunks(source: TableSource, scenarios: list[Scenario], size: int) -> list[list[int]]:
+    """Chunks of scenario indices: scenarios that differ only in the electricity price together, in price
+    order, at most :data:`PRICE_PIECE` a chunk (:mod:`planner.studies.price_interval` solves them by
+    intervals); every other scenario ``size`` at a time in study order."""
+    from planner.studies.price_interval import price_groups
+
+    chunks: list[list[int]] = []
+    rest: list[int] = []
+    for group in price_groups(source, scenarios):
+        if len(group) < 3:
+            rest += group
+            continue
+        pieces = math.ceil(len(group) / PRICE_PIECE)
+        step = math.ceil(len(group) / pieces)
+        chunks += [group[i:i + step] for i in range(0, len(group), step)]
+    rest.sort()
+    return chunks + [rest[i:i + size] for i in range(0, len(rest), size)]
 
 
 @dataclass
@@ -145,15 +190,17 @@ def run_sweep(source: TableSource, scenarios: list[Scenario], *, jobs: int = 1, 
 
     headroom = study_headroom(source, scenarios)
     size = chunk_size or max(1, min(10, math.ceil(len(scenarios) / max(1, 4 * jobs))))
-    chunks = _chunks(scenarios, size)
+    chunks = _chunks(source, scenarios, size)
     # the heaviest chunks first (longest-processing-time order), so the last chunks to finish are light
     # ones and no process idles long at the end; the rows come back in scenario order whatever the order
-    order = sorted(range(len(chunks)), key=lambda k: -study_headroom(source, chunks[k])) if jobs > 1 or executor else list(range(len(chunks)))
-    results = map_chunks(run_chunk, [(source, chunks[k], headroom) for k in order], jobs=jobs, executor=executor,
-                         progress=(lambda j: progress(len(chunks[order[j]]))) if progress else None)
-    by_chunk = dict(zip(order, results, strict=True))
-    rows = [r for k in range(len(chunks)) for r in by_chunk[k]]
-    return pd.DataFrame(rows)
+    heavy = [study_headroom(source, [scenarios[i] for i in c]) for c in chunks]
+    order = sorted(range(len(chunks)), key=lambda k: (-heavy[k], chunks[k][0])) if jobs > 1 or executor else \
+        sorted(range(len(chunks)), key=lambda k: chunks[k][0])
+    results = map_chunks(run_chunk, [(source, [scenarios[i] for i in chunks[k]], headroom, chunks[k]) for k in order], jobs=jobs,
+                         executor=executor, progress=(lambda j: progress(len(chunks[order[j]]))) if progress else None)
+    rows = [r for res in results for r in res]
+    rows.sort(key=lambda r: r["_order"])  # stable: a scenario's architectures keep their order
+    return pd.DataFrame(rows).drop(columns="_order", errors="ignore")
 
 
 def crossovers(source: TableSource, rows: pd.DataFrame, path: str, *, base_overrides: dict[str, Any] | None = None,
