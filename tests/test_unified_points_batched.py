@@ -72,38 +72,3 @@ def test_batched_unified_points_equal_the_one_at_a_time_points(monkeypatch: pyte
 
 def test_no_pending_unified_points_is_no_call() -> None:
     assert finish_unified_points([]) == []
-
-
-@pytest.mark.parametrize("model,tp,spec", [("llama-3.1-8b", 1, False), ("llama-3.1-70b", 4, False),
-                                           ("llama-3.1-8b", 1, True)])
-def test_largest_chunk_search_equals_the_bisection(model: str, tp: int, spec: bool) -> None:
-    """The multi-probe search of the largest chunk that fits an iteration-time limit
-    (:func:`planner.perf.points._largest_chunk`) ends at the same integer as the one-probe bisection
-    (:func:`planner.perf.points._largest_chunk_bisection`) on every batch: caps from 0 to 16 k tokens,
-    limits from below one decode step (no chunk fits) to above the whole cap (the cap fits)."""
-    from planner.perf.points import (
-        _instance,
-        _largest_chunk,
-        _largest_chunk_bisection,
-        efficiency_of,
-        engine_calibration,
-    )
-    from planner.perf.speculative import spec_cost
-    from planner.schema.speculative import SpeculativeDecoding
-
-    m = CAT.models[model]
-    inst = _instance(m, H100, tp, "bf16", "bf16")
-    eff = efficiency_of(engine_calibration("default")[0])
-    cost = spec_cost(SpeculativeDecoding(method="eagle", num_speculative_tokens=3, acceptance=0.7), m, inst, "bf16") if spec else None
-    rng = np.random.default_rng(5)
-    batch = np.floor(rng.uniform(1, 256, size=200))
-    cap = np.floor(rng.choice([0.0, 1.0, 2.0, 3.0, 17.0, 512.0, 4096.0, 16384.0], size=200) * rng.uniform(0.5, 1.0, size=200))
-    seen = {"none": 0, "cap": 0, "between": 0}
-    for limit_s in (1e-4, 0.01, 0.03, 0.08, 0.3, 5.0):
-        got = _largest_chunk(inst, eff, batch, 2000.0, cap, 1500.0, 0.0, limit_s, cost)
-        want = _largest_chunk_bisection(inst, eff, batch, 2000.0, cap, 1500.0, 0.0, limit_s, cost)
-        assert np.array_equal(got, want), limit_s
-        seen["none"] += int(np.count_nonzero((got == 0) & (cap > 0)))
-        seen["cap"] += int(np.count_nonzero((got == cap) & (cap > 0)))
-        seen["between"] += int(np.count_nonzero((got > 0) & (got < cap)))
-    assert min(seen.values()) > 10, seen  # every kind of answer is exercised

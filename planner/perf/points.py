@@ -610,47 +610,10 @@ def _busy_step(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: fl
     return spec_chunk_step(spec, inst, eff, batch, ctx, q, n_new, cached)
 
 
-CHUNK_SEARCH_PROBES = 16
-"""Probes per round of :func:`_largest_chunk`'s search: each round evaluates the iteration time at the 15
-interior sixteenths of every open bracket in one vectorised call, so a cap of a few thousand tokens takes 3
-rounds instead of 12 bisection steps (issue 27: start-up; the calls' fixed cost dominates at these sizes)."""
-
-
 def _largest_chunk(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, cap: np.ndarray, n_new: float,
                    cached: float, limit_s: float, spec: SpecCost | None = None) -> np.ndarray:
-    """Per batch, the largest integer chunk ``q <= cap`` with ``t_it(B, q) <= limit_s`` (0 if none).
-
-    ``t_it`` grows with ``q``, so the chunks that fit are ``1 … q*``: a bracket ``lo < q* + 1 <= hi`` (``lo`` fits
-    or is 0, ``hi`` does not fit) is narrowed by probing :data:`CHUNK_SEARCH_PROBES` ``- 1`` integers strictly
-    inside it at once — the largest probe that fits becomes ``lo``, the smallest that does not ``hi`` — until
-    ``hi - lo <= 1``; ``lo`` is then ``q*``, the same integer a bisection of the same bracket ends at (any
-    search of a monotone predicate does). A bracket of width ``w >= 2`` always has a probe inside
-    (``⌊lo + w (K-1)/K⌋``), so each round narrows it ``K``-fold or closes it."""
-    batch = np.asarray(batch, dtype=float)
-    lo = np.zeros_like(batch)
-    hi = np.maximum(np.floor(cap), 0.0)
-    ok_hi = _busy_step(inst, eff, batch, ctx, np.maximum(hi, 1.0), n_new, cached, spec).total_s <= limit_s
-    lo = np.where(ok_hi, hi, lo)
-    active = ~ok_hi & (hi > 1.0)
-    frac = np.arange(1, CHUNK_SEARCH_PROBES) / CHUNK_SEARCH_PROBES
-    while active.any():
-        idx = np.flatnonzero(active)
-        lo_a, hi_a = lo.flat[idx], hi.flat[idx]
-        probe = np.floor(lo_a[:, None] + (hi_a - lo_a)[:, None] * frac[None, :])  # rows: brackets, columns: probes
-        inside = (probe > lo_a[:, None]) & (probe >= 1.0)
-        step = _busy_step(inst, eff, np.repeat(batch.flat[idx], frac.size), ctx, np.maximum(probe, 1.0).ravel(), n_new,
-                          cached, spec)
-        ok = (np.asarray(step.total_s).reshape(probe.shape) <= limit_s) & inside
-        lo.flat[idx] = np.max(np.where(ok, probe, lo_a[:, None]), axis=1)
-        hi.flat[idx] = np.min(np.where(inside & ~ok, probe, hi_a[:, None]), axis=1)
-        active = hi - lo > 1.0
-    return lo
-
-
-def _largest_chunk_bisection(inst: InstanceArrays, eff: Efficiency, batch: np.ndarray, ctx: float, cap: np.ndarray,
-                             n_new: float, cached: float, limit_s: float, spec: SpecCost | None = None) -> np.ndarray:
-    """:func:`_largest_chunk` by integer bisection (one probe per bracket per step): the reference the tests
-    compare it with."""
+    """Per batch, the largest integer chunk ``q <= cap`` with ``t_it(B, q) <= limit_s`` (0 if none):
+    integer bisection, valid because ``t_it`` grows with ``q``."""
     lo = np.zeros_like(batch)
     hi = np.maximum(np.floor(cap), 0.0)
     ok_hi = _busy_step(inst, eff, batch, ctx, np.maximum(hi, 1.0), n_new, cached, spec).total_s <= limit_s
