@@ -44,7 +44,8 @@ runs (CPython's default: 700; restored when the command returns). A cold ``plann
 creates millions of short-lived objects (imports of pandas, pyomo, scipy and the schemas, DataFrames, the
 MIP's expressions), nearly all freed by reference counting: at 700 the collector ran 386 times and took 0.18 s of
 its ~2.1 s CPU, at 10,000 24 times and 0.07 s (issue 27). Only when garbage is collected changes, not what:
-objects in reference cycles live a little longer, a few MB at most."""
+objects in reference cycles live a little longer (peak RSS of a cold solve: enterprise-chat 318 -> 316 MB,
+code-completion-8b 207 -> 220 MB, one run each)."""
 
 
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
