@@ -71,6 +71,7 @@ def copy_examples(dest: str | Path, *, force: bool = False) -> list[Path]:
     """
     import json
 
+    from planner.schema.common import json_schema
     from planner.schema.instance import Instance
 
     folder = examples_dir()
@@ -87,7 +88,7 @@ def copy_examples(dest: str | Path, *, force: bool = False) -> list[Path]:
         raise InputError(Problem(str(clashes[0]), "", f"already exists ({len(clashes)} of the {len(plan) + 1} files to write do)",
                                  "choose a new or empty folder, or pass --force to overwrite"))
     target.mkdir(parents=True, exist_ok=True)
-    schema_file.write_text(json.dumps(Instance.model_json_schema(), indent=2) + "\n", encoding="utf-8")
+    schema_file.write_text(json.dumps(json_schema(Instance), indent=2) + "\n", encoding="utf-8")
     written = []
     instance_names = {e.file for e in examples}
     for src, dst in plan:

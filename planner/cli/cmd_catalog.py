@@ -132,9 +132,10 @@ def check_instance(instance: str) -> None:
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to a file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of the instance format (reference it from YAML files)."""
+    from planner.schema.common import json_schema
     from planner.schema.instance import Instance
 
-    text = json.dumps(Instance.model_json_schema(), indent=2)
+    text = json.dumps(json_schema(Instance), indent=2)
     if output:
         with open(output, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
