@@ -54,8 +54,11 @@ def test_cost_defaults_are_sourced_and_noted(tmp_path: Path) -> None:
     c = Costs()
     assert (c.electricity_usd_per_kwh, c.pue, c.ops_usd_per_pool_month, c.ops_usd_per_device_type_month,
             c.network.nic_usd_per_device_month) == (0.0806, 1.54, 1500.0, 3000.0, 40.0)
+    from planner.schema.common import json_schema
+
+    props = json_schema(Costs)["properties"]  # the field docstrings, as `planner schema` publishes them
     for name in ("electricity_usd_per_kwh", "pue", "ops_usd_per_pool_month", "ops_usd_per_device_type_month"):
-        doc = Costs.model_fields[name].description or ""
+        doc = props[name].get("description", "")
         assert "Default" in doc and any(w in doc for w in ("EIA", "Uptime", "assumption")), name
     tables = build_capacity_tables(load_instance(_instance(tmp_path, {"trace": str(TRACE)})))
     notes = "\n".join(tables.meta["notes"])  # type: ignore[arg-type]
@@ -64,7 +67,7 @@ def test_cost_defaults_are_sourced_and_noted(tmp_path: Path) -> None:
         assert key in notes
     given = build_capacity_tables(load_instance(_instance(tmp_path, {"trace": str(TRACE)}, costs={"pue": 1.2})))
     assert not any(n.startswith("costs.pue") for n in given.meta["notes"])  # type: ignore[union-attr]
-    assert "bf16" in (Service.model_fields["weight_precision"].description or "")
+    assert "bf16" in json_schema(Service)["properties"]["weight_precision"].get("description", "")
 
 
 def test_limits_in_plain_words() -> None:
