@@ -6,10 +6,17 @@
    TP 1/2/4/8), both architectures, no baseline (target <= 60 s on 2 cores): model size, build +
    extract time against HiGHS's own time.
 
+3. ``--only growth``: the same fleet (the 162-client ServeGen fleet of the example) growing 5, 30 and
+   100 %/month, ``--no-baseline``: pools up to ~700, ~90,000 and ~10¹² devices at month 23. Issue 27's
+   target: model build ≤ HiGHS's own time, whole command ≤ 30 s. Prints the build (``build_s`` of the
+   JSON: capacity caps of every level, the sparse matrix), HiGHS (``highs_s`` summed over both
+   architectures) and the process's CPU time (the build forks one child per extra usable core for the
+   unified caps, ``planner/forked.py``; its CPU is counted here too).
+
 Each is run ``--repeat`` times (default 3); the median is printed with its ratio to the target
 (< 1: the target is met).
 
-Run: python benchmarks/bench_horizon.py [--repeat N]
+Run: python benchmarks/bench_horizon.py [--repeat N] [--only example|catalog|growth]
 """
 
 from __future__ import annotations
@@ -81,12 +88,38 @@ def bench_catalog(repeat: int) -> None:
     print(f"  median {med:.1f} s (tables + horizon) over {repeat} runs; target <= {CATALOG_TARGET_S:g} s: ratio {med / CATALOG_TARGET_S:.2f}")
 
 
+def bench_growth(repeat: int) -> None:
+    import json
+    import resource
+
+    inst = ROOT / "instances" / "fleet-horizon.yaml"
+    for growth in (0.05, 0.3, 1.0):
+        rows = []
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "planner", "horizon", str(inst), "--json", "--no-baseline",
+                                "--set", f"horizon.growth.monthly_rate={growth}"], check=True, capture_output=True, cwd=ROOT, text=True)
+            wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            doc = json.loads(r.stdout)
+            highs = sum(a["highs_s"] for a in doc["architectures"].values())
+            peak = max(row["in_pools_peak"] for a in doc["architectures"].values() for row in a["schedule"])
+            rows.append((wall, doc["build_s"], highs, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), peak))
+        wall, build, highs, cpu, peak = (statistics.median(x) for x in zip(*rows, strict=True))
+        print(f"162-client fleet at {growth:.0%}/month (devices in pools up to {peak:,.0f}): whole {wall:.1f} s wall, CPU {cpu:.1f} s; "
+              f"build {build:.2f} s, HiGHS {highs:.2f} s: build / HiGHS = {build / max(highs, 1e-9):.2f} (target <= 1); "
+              f"whole / 30 s = {wall / 30:.2f} (medians of {repeat})")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--only", choices=["example", "catalog"])
+    ap.add_argument("--only", choices=["example", "catalog", "growth"])
     args = ap.parse_args()
     if args.only in (None, "example"):
         bench_example(args.repeat)
     if args.only in (None, "catalog"):
         bench_catalog(args.repeat)
+    if args.only in (None, "growth"):
+        bench_growth(args.repeat)

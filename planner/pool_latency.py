@@ -446,26 +446,7 @@ def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
     The mass above ``kmax`` is put on ``kmax``. By the ratio recurrences ``P(k+1)/P(k)`` in logs
     (vectorised; no scipy.stats import on the solve path)."""
     mu = np.atleast_1d(np.asarray(means, dtype=float))[:, None]
-    k = np.arange(kmax, dtype=float)[None, :]  # ratio from k to k + 1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if abs(dispersion - 1.0) <= 1e-9:
-            log0 = -mu
-            ratio = np.log(mu) - np.log(k + 1.0)
-        elif dispersion > 1.0:
-            r, q = mu / (dispersion - 1.0), 1.0 - 1.0 / dispersion
-            log0 = r * math.log(1.0 / dispersion)
-            ratio = np.log(k + r) - np.log(k + 1.0) + math.log(q)
-        else:
-            n = np.maximum(1.0, np.ceil(mu / max(1.0 - dispersion, 1e-9) - 1e-9))
-            p = np.minimum(mu / n, 1.0)
-            log0 = n * np.log1p(-p)
-            ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
-        # log P(0), then log P(0) + the running sum of the ratios: written in place (the same sums as a concatenation)
-        out = np.empty((mu.shape[0], kmax + 1))
-        out[:, :1] = log0
-        np.cumsum(ratio, axis=1, out=out[:, 1:])
-        out[:, 1:] += log0
-        np.exp(out, out=out)
+    out = _log_pmf_exp(mu, np.arange(kmax, dtype=float)[None, :], dispersion, (mu.shape[0], kmax + 1))
     out[~np.isfinite(out)] = 0.0
     zero = mu[:, 0] <= 0
     if zero.any():
@@ -482,6 +463,32 @@ def _count_pmfs(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
     return out
 
 
+def _log_pmf_exp(mu: np.ndarray, k: np.ndarray, dispersion: float, shape: tuple[int, ...]) -> np.ndarray:
+    """:func:`_count_pmfs`'s pmf before its clean-up, of the means ``mu`` (one per row, on the last axis broadcast
+    against ``k = 0..kmax−1``): ``log P(0)``, then ``log P(0)`` + the running sum of the ratios ``log P(k+1)/P(k)``
+    along the last axis, exponentiated; written in place in an array of ``shape`` (the same sums as a concatenation).
+    Element-wise expressions and sums along the last axis, so a row is the same number in any stack."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if abs(dispersion - 1.0) <= 1e-9:
+            log0 = -mu
+            ratio = np.log(mu) - np.log(k + 1.0)
+        elif dispersion > 1.0:
+            r, q = mu / (dispersion - 1.0), 1.0 - 1.0 / dispersion
+            log0 = r * math.log(1.0 / dispersion)
+            ratio = np.log(k + r) - np.log(k + 1.0) + math.log(q)
+        else:
+            n = np.maximum(1.0, np.ceil(mu / max(1.0 - dispersion, 1e-9) - 1e-9))
+            p = np.minimum(mu / n, 1.0)
+            log0 = n * np.log1p(-p)
+            ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
+        out = np.empty(shape)
+        out[..., :1] = log0
+        np.cumsum(ratio, axis=-1, out=out[..., 1:])
+        out[..., 1:] += log0
+        np.exp(out, out=out)
+    return out
+
+
 def _count_pmfs_repeated(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
     """:func:`_count_pmfs` of ``means`` with many equal entries, each distinct mean computed once: its rows are
     computed independently (element-wise expressions and sums along each row), so the same numbers. The
@@ -492,8 +499,22 @@ def _count_pmfs_repeated(means: np.ndarray, dispersion: float, kmax: int) -> np.
 
 
 def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
-    """One row of :func:`_count_pmfs`."""
-    return _count_pmfs(np.array([mean]), dispersion, kmax)[0]
+    """One row of :func:`_count_pmfs`: the same expressions on one-dimensional arrays (a third fewer numpy calls; the
+    mean kept a one-element array so that every ufunc runs the loop it runs there: the same numbers bit for bit,
+    ``tests/test_pool_latency_exact.py``)."""
+    mu = np.array([float(mean)])
+    out = _log_pmf_exp(mu, np.arange(kmax, dtype=float), dispersion, (kmax + 1,))
+    out[~np.isfinite(out)] = 0.0
+    if mu[0] <= 0:
+        out[:] = 0.0
+        out[0] = 1.0
+    total = out.sum()
+    if mu[0] > 0 and not total > 0:  # p = 1 binomial: all mass at n
+        out[:] = 0.0
+        out[min(math.ceil(mu[0]), kmax)] = 1.0
+        total = out.sum()
+    out[-1] += max(0.0, 1.0 - total)
+    return out
 
 
 @lru_cache(maxsize=65536)
@@ -933,7 +954,8 @@ def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.n
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-9, mean_m, 1.0)))
     pm = _count_pmf(mean_m, 1.0, mmax)
     own = (whole - 1) * t_c + t_d + delta * np.minimum(1.0, rest + load["units_eff"] * np.arange(mmax + 1))
-    th, gamma = mg1_tail_decay(lam, s, w) if rho > 0 else (math.inf, 0.0)
+    # the Cramér–Lundberg decay of one instance's M/G/1 lane (cdf_many's one-instance branch only)
+    th, gamma = mg1_tail_decay(lam, s, w) if rho > 0 and live <= 1 else (math.inf, 0.0)
     s_min = float(s.min())
     s_mean = float((w * s).sum())
     ahead = _jsq_ahead_pmf(rho, batch, live) if rho > 0 and live > 1 else np.array([1.0 - rho, rho])
@@ -1270,87 +1292,124 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     :func:`_ttft_quantile_meets`, :func:`_long_ttft_quantile_meets`: the same verdict; ``ttft_ms`` is then ``nan`` on
     the rows whose lane does not saturate), and ``modelled``: the rows whose ``ttft_ms`` is a number when priced
     (modelled unified points with a known fixed overhead)."""
-    from planner.schema.capacity import quantile_level
-
-    n = len(points)
-    rho = np.broadcast_to(np.asarray(utilization, dtype=float), (n,))
-    live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
-    out = {c: np.full(n, np.nan) for c in UNIFIED_AT_UTILIZATION_COLUMNS}
-    out["lane_in_ttft"] = np.zeros(n, dtype=bool)
-    if ttft_budget is not None:
-        out["ttft_fits"] = np.zeros(n, dtype=bool)
-        out["modelled"] = np.zeros(n, dtype=bool)
-    tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
-    ok_rows = np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
-    lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), ok_rows.astype(float)) if ok_rows.any() else None
-    if lp is None:
-        return pd.DataFrame(out, index=points.index)
-    ok, _lam, _pools, units, outputs, overhead_s = lp
-    metric = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else np.full(n, "tpot")
-    ca_pt = points["interarrival_cv"].to_numpy(float) if "interarrival_cv" in points.columns else np.ones(n)
-    t_dec = points["decode_only_step_ms"].to_numpy(float) / 1e3
-    t_chunk = points["step_ms"].to_numpy(float) / 1e3
-    lane_s, _own = lane_columns(points)
-    ttft_q = points["ttft_quantile"].to_numpy(float)
-
-    def column(name: str, default: float) -> np.ndarray:
-        return pd.to_numeric(points[name], errors="coerce").to_numpy(float) if name in points.columns else np.full(n, default)
-
-    levels = {m: column(f"{m}_quantile", 0.99) for m in ("tpot", "itl")}
-    targets = {m: column(f"{m}_target_ms", math.inf) for m in ("tpot", "itl")}
-    batch_pt = points["max_batch"].to_numpy(float)
-    for i in np.flatnonzero(ok):
-        c = int(live[i])
-        rate_pool = float(rho[i]) * c / float(tau[i])
-        # _pool_load of a one-point pool: a least-loaded router's share of the arrivals (instance_arrival_cv)
-        load = unified_load(rate_pool / c, float(t_dec[i]), float(t_chunk[i]), units[i:i + 1], np.ones(1),
-                            instance_arrival_cv(float(ca_pt[i]), c, float(units[i])))
-        m = metric[i] if metric[i] in ("tpot", "itl") else "tpot"
-        lvl = quantile_level(levels[m][i])
-        tq = float(ttft_q[i])
-        lane_in = True  # the lane queue is inside ttft_s (as unified_at_load)
-        lane_ms = 0.0
-        verdict: bool | None = None
-        if not ttft:
-            ttft_s, lane_ms = math.nan, math.nan
-        elif ttft_budget is not None and load["share"] < 1.0:
-            wait_i, target_i, oh_i = float(ttft_budget[0][i]), float(ttft_budget[1][i]), float(overhead_s[i])
-
-            def meets(v: np.ndarray, wait_i: float = wait_i, target_i: float = target_i, oh_i: float = oh_i) -> np.ndarray:
-                with np.errstate(invalid="ignore"):
-                    return np.asarray(wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as ttft_ms below (lane_ms 0) against the budget
-
-            if not wait_i <= target_i:  # the wait alone misses (or is nan): so does wait + ttft_ms, ttft_ms >= 0 or nan
-                verdict = False
-            elif load["units_mean"] < 1.0:
-                verdict = _ttft_quantile_meets(load, tq, float(units[i]), meets)
-            else:
-                verdict = _long_ttft_quantile_meets(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
-                                                    rate_pool / c * float(outputs[i]) * load["mean_step_s"], meets,
-                                                    (target_i - wait_i) / 1e3 - oh_i)
-            ttft_s = math.nan
-        elif not load["share"] < 1.0:
-            ttft_s = math.inf
-        elif load["units_mean"] < 1.0:
-            ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
-        else:
-            ttft_s = _long_ttft_quantile_s(load, tq, float(units[i]), lane_s[i:i + 1], np.ones(1), c,
-                                           rate_pool / c * float(outputs[i]) * load["mean_step_s"])
-        if not token:
-            tok = math.nan
-        elif m == "itl":
-            tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
-                load, lvl, _chosen_batch_ratio(rate_pool / c * float(outputs[i]) * load["mean_step_s"], c))
-        else:
-            tok = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_pt[i]))
-        tgt = float(targets[m][i])
-        out["ttft_ms"][i] = 1e3 * (ttft_s + overhead_s[i]) + lane_ms
-        out["token_ms"][i] = 1e3 * tok
-        out["token_target_ms"][i] = tgt if math.isfinite(tgt) else math.inf
-        out["lane_wait_ms"][i] = lane_ms
-        out["lane_in_ttft"][i] = lane_in
-        if ttft_budget is not None:
-            out["modelled"][i] = not math.isnan(float(overhead_s[i]))  # ttft_s is a number or inf on these rows
-            with np.errstate(invalid="ignore"):
-                out["ttft_fits"][i] = verdict if verdict is not None else bool(float(ttft_budget[0][i]) + out["ttft_ms"][i] <= float(ttft_budget[1][i]))
+    rows = UnifiedRows(points)
+    out = rows.at(np.arange(len(points)), utilization, instances, ttft=ttft, token=token, ttft_budget=ttft_budget)
     return pd.DataFrame(out, index=points.index)
+
+
+class UnifiedRows:
+    """:func:`unified_at_utilization_many`'s per-point inputs, read from the points once: a caller that prices the
+    same points at many utilisations (the cap searches of :func:`planner.optimize.prepare.unified_caps_at_load`)
+    builds this once and calls :meth:`at` on the rows it needs; each row's numbers are the same as
+    :func:`unified_at_utilization_many` of all the points gives (they depend on that row alone)."""
+
+    def __init__(self, points: pd.DataFrame) -> None:
+        from planner.schema.capacity import quantile_level
+
+        n = self.n = len(points)
+        self.tau = points["instance_seconds_per_request"].to_numpy(float) if n else np.zeros(0)
+        lp = _lane_points(points.assign(rate_peak_per_s=1.0, pool=""), np.ones(n)) if n else None
+        self.lane_ok = np.zeros(n, dtype=bool)
+        if lp is None:
+            return
+        self.lane_ok, _lam, _pools, self.units, self.outputs, self.overhead_s = lp
+        self.metric = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else np.full(n, "tpot")
+        self.ca_pt = points["interarrival_cv"].to_numpy(float) if "interarrival_cv" in points.columns else np.ones(n)
+        self.t_dec = points["decode_only_step_ms"].to_numpy(float) / 1e3
+        self.t_chunk = points["step_ms"].to_numpy(float) / 1e3
+        self.lane_s, _own = lane_columns(points)
+        self.ttft_q = points["ttft_quantile"].to_numpy(float)
+
+        def column(name: str, default: float) -> np.ndarray:
+            return pd.to_numeric(points[name], errors="coerce").to_numpy(float) if name in points.columns else np.full(n, default)
+
+        levels = {m: column(f"{m}_quantile", 0.99) for m in ("tpot", "itl")}
+        self.level = [{m: quantile_level(levels[m][i]) for m in levels} for i in range(n)]
+        self.targets = {m: column(f"{m}_target_ms", math.inf) for m in ("tpot", "itl")}
+        self.batch = points["max_batch"].to_numpy(float)
+
+    def prompt_units(self) -> np.ndarray:
+        """Per row: the prompt in lane iterations (``f = n / q``; ``nan`` where not modelled)."""
+        return self.units if self.lane_ok.any() else np.full(self.n, np.nan)
+
+    def modelled(self) -> np.ndarray:
+        """The rows whose ``ttft_ms`` is a number (or ``inf``) when priced at a positive utilisation on an instance:
+        modelled unified points with a known fixed overhead (:func:`unified_at_utilization_many`'s ``modelled``)."""
+        if not self.lane_ok.any():
+            return np.zeros(self.n, dtype=bool)
+        return self.lane_ok & (self.tau > 0) & ~np.isnan(self.overhead_s)
+
+    def at(self, idx: np.ndarray, utilization: np.ndarray, instances: np.ndarray, *, ttft: bool = True, token: bool = True,
+           ttft_budget: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """:func:`unified_at_utilization_many`'s columns for the rows ``idx`` (aligned with ``idx``) at ``utilization``
+        and ``instances`` (aligned with ``idx``, or scalars); ``ttft_budget`` aligned with ``idx``."""
+        n = len(idx)
+        rho = np.broadcast_to(np.asarray(utilization, dtype=float), (n,))
+        live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
+        out = {c: np.full(n, np.nan) for c in UNIFIED_AT_UTILIZATION_COLUMNS}
+        out["lane_in_ttft"] = np.zeros(n, dtype=bool)
+        if ttft_budget is not None:
+            out["ttft_fits"] = np.zeros(n, dtype=bool)
+            out["modelled"] = np.zeros(n, dtype=bool)
+        if not n:
+            return out
+        tau = self.tau[idx]
+        ok = self.lane_ok[idx] & np.isfinite(rho) & (rho > 0) & (live >= 1) & (tau > 0)
+        for r in np.flatnonzero(ok):
+            i = int(idx[r])
+            c = int(live[r])
+            rate_pool = float(rho[r]) * c / float(tau[r])
+            units_i = float(self.units[i])
+            # _pool_load of a one-point pool: a least-loaded router's share of the arrivals (instance_arrival_cv)
+            load = unified_load(rate_pool / c, float(self.t_dec[i]), float(self.t_chunk[i]), self.units[i:i + 1], np.ones(1),
+                                instance_arrival_cv(float(self.ca_pt[i]), c, units_i))
+            m = self.metric[i] if self.metric[i] in ("tpot", "itl") else "tpot"
+            lvl = self.level[i][m]
+            tq = float(self.ttft_q[i])
+            oh_i = float(self.overhead_s[i])
+            lane_in = True  # the lane queue is inside ttft_s (as unified_at_load)
+            lane_ms = 0.0
+            verdict: bool | None = None
+            if not ttft:
+                ttft_s, lane_ms = math.nan, math.nan
+            elif ttft_budget is not None and load["share"] < 1.0:
+                wait_i, target_i = float(ttft_budget[0][r]), float(ttft_budget[1][r])
+
+                def meets(v: np.ndarray, wait_i: float = wait_i, target_i: float = target_i, oh_i: float = oh_i) -> np.ndarray:
+                    with np.errstate(invalid="ignore"):
+                        return np.asarray(wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as ttft_ms below (lane_ms 0) against the budget
+
+                if not wait_i <= target_i:  # the wait alone misses (or is nan): so does wait + ttft_ms, ttft_ms >= 0 or nan
+                    verdict = False
+                elif load["units_mean"] < 1.0:
+                    verdict = _ttft_quantile_meets(load, tq, units_i, meets)
+                else:
+                    verdict = _long_ttft_quantile_meets(load, tq, units_i, self.lane_s[i:i + 1], np.ones(1), c,
+                                                        rate_pool / c * float(self.outputs[i]) * load["mean_step_s"], meets,
+                                                        (target_i - wait_i) / 1e3 - oh_i)
+                ttft_s = math.nan
+            elif not load["share"] < 1.0:
+                ttft_s = math.inf
+            elif load["units_mean"] < 1.0:
+                ttft_s = _ttft_quantile_s(load, tq, units_i)
+            else:
+                ttft_s = _long_ttft_quantile_s(load, tq, units_i, self.lane_s[i:i + 1], np.ones(1), c,
+                                               rate_pool / c * float(self.outputs[i]) * load["mean_step_s"])
+            if not token:
+                tok = math.nan
+            elif m == "itl":
+                tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
+                    load, lvl, _chosen_batch_ratio(rate_pool / c * float(self.outputs[i]) * load["mean_step_s"], c))
+            else:
+                tok = _tpot_quantile_s(load, lvl, float(self.outputs[i]), float(self.batch[i]))
+            tgt = float(self.targets[m][i])
+            out["ttft_ms"][r] = 1e3 * (ttft_s + oh_i) + lane_ms
+            out["token_ms"][r] = 1e3 * tok
+            out["token_target_ms"][r] = tgt if math.isfinite(tgt) else math.inf
+            out["lane_wait_ms"][r] = lane_ms
+            out["lane_in_ttft"][r] = lane_in
+            if ttft_budget is not None:
+                out["modelled"][r] = not math.isnan(oh_i)  # ttft_s is a number or inf on these rows
+                with np.errstate(invalid="ignore"):
+                    out["ttft_fits"][r] = verdict if verdict is not None else bool(float(ttft_budget[0][r]) + out["ttft_ms"][r] <= float(ttft_budget[1][r]))
+        return out

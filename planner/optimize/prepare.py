@@ -51,6 +51,7 @@ is where the remaining dependence of cost on the bucket count comes from (``benc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,12 +221,14 @@ def group_point(points: pd.DataFrame, strings: pd.DataFrame | None = None) -> pd
     return out
 
 
-def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None) -> tuple[np.ndarray, str]:
+def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None,
+                     previous: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns.
 
     The caps are :func:`planner.queueing.max_utilization` of each point, computed for all points at
     once by :func:`planner.queueing.max_utilization_many` (the same bisection, vectorised over
-    points, each distinct row evaluated once)."""
+    points, each distinct row evaluated once). ``previous`` (per point, ``-1`` where none): the row of the same
+    point one rate step lower, for :func:`unified_caps_at_load`'s search by rate step (a horizon's levels)."""
     from planner.queueing import max_utilization_many
 
     method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(sum over the bucket's latency group of lambda_peak*tau) on the point's (role, config)"
@@ -270,7 +273,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         at_load = unified_caps_at_load(group_point(points.loc[unified], _rows(strings, unified)), busy_group[unified], batch[unified], service_s[unified], q[unified],
                                        service_cv[unified],
                                        points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified],
-                                       slot_busy=n0[unified])
+                                       slot_busy=n0[unified], previous=None if previous is None else _subset_links(previous, unified))
         priced = ~np.isnan(at_load)
         if priced.any():
             rho[np.flatnonzero(unified)[priced]] = at_load[priced]
@@ -282,6 +285,14 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         rho = np.minimum(rho, max_utilization)
         method += f"; bounded by options.max_utilization = {max_utilization:g}"
     return rho, method
+
+
+def _subset_links(previous: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``previous`` (row indices, ``-1`` none) restated over the rows of ``mask``: a link to a row outside it is ``-1``."""
+    pos = np.full(len(mask) + 1, -1)
+    pos[np.flatnonzero(mask)] = np.arange(int(mask.sum()))
+    prev = np.asarray(previous, dtype=int)[mask]
+    return pos[np.where(prev >= 0, prev, len(mask))]
 
 
 def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
@@ -323,7 +334,7 @@ def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
 def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.ndarray, service_s: np.ndarray,
                          quantile: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray, *,
                          guess: np.ndarray | None = None, tolerance: float = 2e-3,
-                         slot_busy: np.ndarray | None = None) -> np.ndarray:
+                         slot_busy: np.ndarray | None = None, previous: np.ndarray | None = None) -> np.ndarray:
     """Per unified point: its utilisation cap priced at the load that arrives (issue 24 item 3);
     ``nan`` where the point is not modelled (no lane columns, measured).
 
@@ -350,13 +361,27 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     code-completion at rate ×1 cost more than at ×1.5 after the tightening rounds
     (tests/test_monotone.py). Latency grows with ``ρ``;
     bisection over all points at once to ``tolerance`` (bracketed first at ``guess``, the
-    full-batch cap, when given), the feasible end kept (0 when even a trickle misses)."""
-    from planner.pool_latency import unified_at_utilization_many
-    from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
+    full-batch cap, when given), the feasible end kept (0 when even a trickle misses).
+
+    ``previous`` (per point, ``-1`` where none): the row of the same point one rate step lower (a horizon's
+    levels, :func:`planner.horizon.model.levels_for`). The points are then priced a step at a time, lowest rate
+    first, each search starting where the cap is expected from its chain (:func:`_expected_cap`): priced
+    there and then outward (above when it meets, below when it misses) in steps of 1, 2, 4, … ``tolerance``
+    until the verdict turns, then bisected; a cap that moved less than ``tolerance`` is found in two
+    evaluations, one that moved ``k`` tolerances in ~``2 log₂ k``, where a bisection from scratch takes ~10,
+    and only the points still wider than ``tolerance`` are priced in each step. A point expected more than
+    two tolerances below the ceiling is not priced at the ceiling first (the search's own bound keeps it
+    within ``tolerance`` below). The answer keeps the bisection's guarantee (the point meets at its cap and
+    misses at most ``tolerance`` above it, both priced at its own rate: the chain only says where to look),
+    but it is another number within ``tolerance`` than the bisection without ``previous`` returns, which
+    ``planner solve`` keeps (its caps bit for bit)."""
+    from planner.pool_latency import UnifiedRows
+    from planner.queueing import wait_quantile_many
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
     every = np.arange(len(points))
     slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
+    rows = UnifiedRows(points)
 
     def pool_and_slot_wait(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The latency group's pool ``n(ρ)`` and the slot wait (ms) of the points ``on`` at cap ``rho``."""
@@ -366,23 +391,15 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
                                                       service_cv[on], arrival_cv[on]), dtype=float)
         return n_rho, slot_ms
 
-    def fits_modelled(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every point at cap ``rho``: whether it meets both targets (``slot + ttft_ms ≤ target``, its verdict from
-        :func:`unified_at_utilization_many`'s ``ttft_budget``, and the per-token target), and whether it is
-        modelled (its ``ttft_ms`` a number when priced)."""
-        n_rho, slot_ms = pool_and_slot_wait(rho, every)
-        lat = unified_at_utilization_many(points, rho, n_rho, ttft_budget=(slot_ms, ttft_t * (1 + 1e-6)))
-        tok, tok_t = lat["token_ms"].to_numpy(float), lat["token_target_ms"].to_numpy(float)
-        with np.errstate(invalid="ignore"):
-            return np.asarray(lat["ttft_fits"].to_numpy(bool) & (tok <= tok_t * (1 + 1e-6))), lat["modelled"].to_numpy(bool)
-
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
-        """Whether each modelled point ``on`` meets both targets at cap ``rho``: :func:`fits_modelled`'s verdicts.
+        """Whether each modelled point ``on`` meets both targets at cap ``rho``: ``slot + ttft_ms ≤ target`` (the
+        verdict of :func:`planner.pool_latency.unified_at_utilization_many`'s ``ttft_budget``) and its per-token
+        metric at most its target.
 
-        The TTFT quantile is most of the cost (:func:`unified_at_utilization_many`), so it is priced only where
-        it can decide: a row whose slot wait alone exceeds the TTFT target, or whose per-token metric misses
-        its target, fails whatever its TTFT (``slot + own ≥ slot`` in floating point for ``own ≥ 0``, and a
-        ``nan`` compares false); the rows priced give the same numbers as when every row is priced (each
+        The TTFT quantile is most of the cost (:func:`planner.pool_latency.unified_at_utilization_many`), so it is
+        priced only where it can decide: a row whose slot wait alone exceeds the TTFT target, or whose per-token
+        metric misses its target, fails whatever its TTFT (``slot + own ≥ slot`` in floating point for ``own ≥ 0``,
+        and a ``nan`` compares false); the rows priced give the same numbers as when every row is priced (each
         row's depend on that row alone), so every verdict, and so every cap, is the same bit for bit."""
         n_rho, slot_ms = pool_and_slot_wait(rho, on)
         bound = ttft_t[on] * (1 + 1e-6)
@@ -390,25 +407,41 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         with np.errstate(invalid="ignore"):
             cand = np.flatnonzero(slot_ms <= bound)
         if cand.size:
-            tok_lat = unified_at_utilization_many(points.iloc[on[cand]], rho[cand], n_rho[cand], ttft=False)
+            tok_lat = rows.at(on[cand], rho[cand], n_rho[cand], ttft=False)
             with np.errstate(invalid="ignore"):
-                cand = cand[tok_lat["token_ms"].to_numpy(float) <= tok_lat["token_target_ms"].to_numpy(float) * (1 + 1e-6)]
+                cand = cand[tok_lat["token_ms"] <= tok_lat["token_target_ms"] * (1 + 1e-6)]
         if cand.size:
-            lat = unified_at_utilization_many(points.iloc[on[cand]], rho[cand], n_rho[cand], token=False,
-                                              ttft_budget=(slot_ms[cand], bound[cand]))
-            good[cand] = lat["ttft_fits"].to_numpy(bool)  # slot_ms + ttft_ms <= bound, the TTFT priced only where it decides
+            lat = rows.at(on[cand], rho[cand], n_rho[cand], token=False, ttft_budget=(slot_ms[cand], bound[cand]))
+            good[cand] = lat["ttft_fits"]  # slot_ms + ttft_ms <= bound, the TTFT priced only where it decides
         return good
 
     n = len(points)
     out = np.full(n, np.nan)
     if not n:
         return out
-    at_top, modelled = fits_modelled(np.full(n, UTILIZATION_CEILING))
-    out[at_top & modelled] = UTILIZATION_CEILING
-    on = every[modelled & ~at_top]
+    modelled = every[rows.modelled()]
+    if previous is not None:
+        # pricing effort per point, to share the chains between processes: a prompt within one lane iteration
+        # (its TTFT from the lane-count grid) ~2x one longer than the lane (the CDF at two points)
+        effort = np.where(rows.prompt_units() < 1.0, 2.0, 1.0)
+        return _caps_by_chain(fits, modelled, np.asarray(previous, dtype=int), None if guess is None else np.asarray(guess, dtype=float),
+                              tolerance, out, effort)
+    return _caps_bisected(fits, modelled, None if guess is None else np.asarray(guess, dtype=float), tolerance, out)
+
+
+def _caps_bisected(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], modelled: np.ndarray, guess: np.ndarray | None,
+                   tolerance: float, out: np.ndarray) -> np.ndarray:
+    """:func:`unified_caps_at_load`'s bisection (its docstring) of the points ``modelled``, into ``out``: every point
+    priced at the ceiling, then at its ``guess``, then halved together until the widest interval is within
+    ``tolerance`` (a narrower one keeps being halved meanwhile: a point's cap depends on the points priced with it)."""
+    from planner.queueing import UTILIZATION_CEILING
+
+    at_top = fits(np.full(modelled.size, UTILIZATION_CEILING), modelled)
+    out[modelled[at_top]] = UTILIZATION_CEILING
+    on = modelled[~at_top]
     lo, hi = np.zeros(on.size), np.full(on.size, UTILIZATION_CEILING)
     if guess is not None and on.size:
-        g = np.clip(np.asarray(guess, dtype=float)[on], tolerance, UTILIZATION_CEILING - tolerance)
+        g = np.clip(guess[on], tolerance, UTILIZATION_CEILING - tolerance)
         good = fits(g, on)
         lo, hi = np.where(good, g, lo), np.where(good, hi, g)
     while on.size and float(np.max(hi - lo)) > tolerance:
@@ -418,6 +451,146 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     out[on] = lo
     return out
 
+
+PARALLEL_ROWS = 1000
+"""Points from which :func:`_caps_by_chain` splits its chains over the usable cores (:func:`planner.forked.fork_map`):
+below it, a fork costs more than it saves (~0.3 ms of pricing per point and evaluation)."""
+
+
+def _caps_by_chain(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], modelled: np.ndarray, previous: np.ndarray,
+                   guess: np.ndarray | None, tolerance: float, out: np.ndarray, effort: np.ndarray) -> np.ndarray:
+    """:func:`unified_caps_at_load` with ``previous`` (its docstring): the ``modelled`` points priced one rate step at a
+    time (a point's step: the length of its chain of ``previous`` rows), into ``out``. The chains' first points (step
+    0) are bisected together as ``planner solve`` bisects a table's points (:func:`_caps_bisected`: a horizon at the
+    table's own rate has solve's caps); after them a chain's caps depend on that chain alone, so from
+    :data:`PARALLEL_ROWS` points the chains are split over the usable cores (:func:`planner.forked.fork_map`; the same
+    caps, bit for bit, as one process gives), each part about the same ``effort`` (per point)."""
+    from planner.forked import fork_map, usable_cores
+
+    step = np.zeros(len(out), dtype=int)
+    root = np.arange(len(out))
+    linked = previous >= 0
+    for _ in range(len(out)):
+        nxt = np.where(linked, step[np.maximum(previous, 0)] + 1, 0)
+        if np.array_equal(nxt, step):
+            break
+        step = nxt
+        root = np.where(previous[root] >= 0, previous[root], root)
+    # the chains' first points (no lower rate) all together, as planner solve prices a table's points (the same caps)
+    _caps_bisected(fits, modelled[step[modelled] == 0], guess, tolerance, out)
+    later = modelled[step[modelled] > 0]
+    parts = _balanced(later, root[later], effort[later], usable_cores() if later.size >= PARALLEL_ROWS else 1)
+
+    def priced(rows: np.ndarray) -> np.ndarray:
+        return _caps_by_step(fits, rows, step, previous, guess, tolerance, out.copy())[rows]
+
+    for rows, caps in zip(parts, fork_map(priced, parts), strict=True):
+        out[rows] = caps
+    return out
+
+
+def _balanced(rows: np.ndarray, chain: np.ndarray, work: np.ndarray, bins: int) -> list[np.ndarray]:
+    """``rows`` in at most ``bins`` parts, whole chains (``chain``: each row's chain) per part, the chains with most
+    ``work`` (summed over their rows) first into the part with least."""
+    if bins <= 1 or not rows.size:
+        return [rows]
+    ids, where = np.unique(chain, return_inverse=True)
+    size = np.bincount(where.ravel(), weights=work, minlength=ids.size)
+    load = np.zeros(bins)
+    part_of = {}
+    for j in np.argsort(-size, kind="stable"):
+        b = int(np.argmin(load))
+        part_of[int(ids[j])] = b
+        load[b] += float(size[j])
+    which = np.array([part_of[int(c)] for c in chain])
+    return [rows[which == b] for b in range(bins) if (which == b).any()]
+
+
+def _caps_by_step(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], rows: np.ndarray, step: np.ndarray,
+                  previous: np.ndarray, guess: np.ndarray | None, tolerance: float, out: np.ndarray) -> np.ndarray:
+    """The caps of ``rows`` (whole chains after their first points, whose caps ``out`` holds), one rate step at a time,
+    into ``out`` (:func:`_caps_by_chain`)."""
+    from planner.queueing import UTILIZATION_CEILING
+
+    for k in range(1, int(step[rows].max()) + 1 if rows.size else 0):
+        on = rows[step[rows] == k]
+        if not on.size:
+            continue
+        near = _expected_cap(out, previous, on, guess)
+        # the ceiling is priced first unless the chain puts the cap more than two tolerances below it
+        top = np.flatnonzero(~(near < UTILIZATION_CEILING - 2.0 * tolerance))
+        if top.size:
+            at_top = fits(np.full(top.size, UTILIZATION_CEILING), on[top])
+            out[on[top[at_top]]] = UTILIZATION_CEILING
+            keep = np.ones(on.size, dtype=bool)
+            keep[top[at_top]] = False
+            on, near = on[keep], near[keep]
+        if on.size:
+            out[on] = _caps_near(fits, on, near, None if guess is None else guess[on], tolerance)
+    return out
+
+
+def _expected_cap(caps: np.ndarray, previous: np.ndarray, on: np.ndarray, guess: np.ndarray | None = None) -> np.ndarray:
+    """Where the caps of the points ``on`` are expected from the caps of their chains one and two rate steps lower
+    (``nan`` without a chain): rising caps close their distance to the ceiling ``C`` by about the same ratio every
+    ×1.5 rate step (0.057, 0.041, 0.029, … below ``C`` on the 162-client fleet), so ``C − g₂²/g₁`` from the last two
+    distances ``g``; else the last cap. Only where a search starts: the cap itself is priced."""
+    from planner.queueing import UTILIZATION_CEILING
+
+    p1 = previous[on]
+    last = np.where(p1 >= 0, caps[np.maximum(p1, 0)], np.nan)
+    p2 = np.where(p1 >= 0, previous[np.maximum(p1, 0)], -1)
+    before = np.where(p2 >= 0, caps[np.maximum(p2, 0)], np.nan)
+    g1, g2 = UTILIZATION_CEILING - before, UTILIZATION_CEILING - last
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rising = (g2 < g1) & (g2 > 0)
+        expected = np.where(rising, UTILIZATION_CEILING - g2 * np.where(rising, g2 / g1, 1.0), last)
+        if guess is not None:
+            one = (p1 >= 0) & (p2 < 0)
+            moved = last + guess[on] - guess[np.maximum(p1, 0)]
+            expected = np.where(one & np.isfinite(moved), np.clip(moved, 0.0, UTILIZATION_CEILING), expected)
+        return expected
+
+
+def _caps_near(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], on: np.ndarray, near: np.ndarray,
+               guess: np.ndarray | None, tolerance: float) -> np.ndarray:
+    """:func:`unified_caps_at_load`'s search from where each cap is expected (``near``, ``nan``: unknown, then from
+    ``guess`` as the bisection), its docstring: per point of ``on``, the largest ``ρ`` found to meet below the ceiling
+    with ``ρ + tolerance`` missing (or the ceiling, never priced here), each step pricing only the points whose interval
+    is still wider than ``tolerance``. ``fits(rho, rows)`` prices ``rows`` (indices into the points) at ``rho``."""
+    from planner.queueing import UTILIZATION_CEILING
+
+    lo, hi = np.zeros(on.size), np.full(on.size, UTILIZATION_CEILING)
+
+    def probe(x: np.ndarray, at: np.ndarray) -> np.ndarray:
+        good = fits(x, on[at])
+        lo[at[good]], hi[at[~good]] = x[good], x[~good]
+        return good
+
+    step = tolerance * (1.0 - 1e-9)  # a neighbour one tolerance away closes the interval despite rounding
+    has = np.isfinite(near) & (near > 0)
+    at = np.flatnonzero(has)
+    if at.size:
+        up = probe(np.clip(near[at], step, UTILIZATION_CEILING - step), at)
+        # outward from there in steps of 1, 2, 4, ... tolerances while the verdict holds (a cap that moved k
+        # tolerances costs ~2 log2 k evaluations), then the bisection of the last step
+        width = np.full(at.size, step)
+        while at.size:
+            x = np.where(up, lo[at] + width, hi[at] - width)
+            inside = (x > lo[at]) & (x < hi[at])
+            at, up, width, x = at[inside], up[inside], width[inside], x[inside]
+            if not at.size:
+                break
+            held = probe(x, at) == up
+            at, up, width = at[held], up[held], 2.0 * width[held]
+    at = np.flatnonzero(~has)
+    if guess is not None and at.size:
+        probe(np.clip(guess[at], tolerance, UTILIZATION_CEILING - tolerance), at)
+    while True:
+        at = np.flatnonzero(hi - lo > tolerance)
+        if not at.size:
+            return lo
+        probe(0.5 * (lo[at] + hi[at]), at)
 
 
 def pool_n_max(points: pd.DataFrame, pools: pd.DataFrame) -> np.ndarray:

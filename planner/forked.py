@@ -1,0 +1,91 @@
+"""Run independent parts of one computation on the machine's other cores, by ``fork``.
+
+Used where a build step is pure and splits into parts that share nothing (the horizon's unified caps: one
+search per point, :func:`planner.optimize.prepare.unified_caps_at_load`). A forked child inherits the
+parent's memory (the points, the closures, the imported modules: nothing is pickled on the way in), computes
+its part, writes the pickled result to a pipe and leaves by ``os._exit`` (no ``atexit`` handlers, no stream
+flushes: a lock another thread of the parent held at the fork, e.g. the progress ticker's stderr, is never
+taken). Any failure of a child (an exception, a signal, an unreadable result) is not an error: the parent
+computes that part itself, so the results are those of ``[fn(x) for x in parts]`` either way. Without
+``fork`` (not POSIX) or with one usable core, that is what runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the platform tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
+    """``[fn(x) for x in parts]``: ``parts[1:]`` each in a forked child (at most one per usable core beyond this one;
+    the rest here), ``parts[0]`` here meanwhile."""
+    n_children = min(len(parts) - 1, usable_cores() - 1) if hasattr(os, "fork") else 0
+    if n_children <= 0:
+        return [fn(x) for x in parts]
+    children: list[tuple[int, int]] = []  # (pid, read end) per forked part
+    try:
+        for x in parts[1:1 + n_children]:
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: compute, write, leave without running any of the parent's exit code
+                status = 1
+                try:
+                    os.close(read_fd)
+                    blob = pickle.dumps(fn(x), protocol=pickle.HIGHEST_PROTOCOL)
+                    view = memoryview(blob)
+                    while view:
+                        view = view[os.write(write_fd, view):]
+                    status = 0
+                except BaseException:  # noqa: BLE001 - the parent computes this part itself
+                    pass
+                finally:
+                    os._exit(status)
+            os.close(write_fd)
+            children.append((pid, read_fd))
+        here = [fn(x) for x in (parts[0], *parts[1 + n_children:])]
+        forked = [_collect(pid, fd, fn, x) for (pid, fd), x in zip(children, parts[1:1 + n_children], strict=True)]
+        children = []
+        return [here[0], *forked, *here[1:]]
+    finally:
+        for pid, fd in children:  # only when this process failed first: stop the children
+            _stop(pid, fd)
+
+
+def _collect(pid: int, fd: int, fn: Callable[[T], R], x: T) -> R:
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    if status == 0 and chunks:
+        try:
+            return pickle.loads(b"".join(chunks))  # noqa: S301 - our own child's result
+        except Exception:  # noqa: BLE001 - computed here instead
+            pass
+    return fn(x)
+
+
+def _stop(pid: int, fd: int) -> None:
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        os.close(fd)

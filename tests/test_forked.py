@@ -1,0 +1,66 @@
+"""planner.forked.fork_map: the results of ``[fn(x) for x in parts]`` whatever happens to a forked child."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import planner.forked as forked
+from planner.forked import fork_map
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork_map forks only where os.fork exists")
+
+
+def test_parts_run_in_a_child_and_come_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
+    parent = os.getpid()
+    out = fork_map(lambda x: (x * x, os.getpid() == parent), [1, 2, 3])
+    assert [v for v, _ in out] == [1, 4, 9]
+    assert [here for _, here in out] == [True, False, True]  # parts[1] in the child; parts[2] here (one extra core)
+
+
+def test_a_failing_child_is_computed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
+    parent = os.getpid()
+
+    def fn(x: int) -> int:
+        if os.getpid() != parent:
+            raise RuntimeError("only in the child")
+        return x + 1
+
+    assert fork_map(fn, [10, 20]) == [11, 21]
+
+
+def test_a_child_that_dies_is_computed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
+    parent = os.getpid()
+
+    def fn(x: int) -> int:
+        if os.getpid() != parent:
+            os._exit(3)
+        return -x
+
+    assert fork_map(fn, [1, 2]) == [-1, -2]
+
+
+def test_an_error_here_stops_the_children_and_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
+    parent = os.getpid()
+
+    def fn(x: int) -> int:
+        if os.getpid() == parent:
+            raise ValueError("here")
+        import time
+
+        time.sleep(30)  # killed long before
+        return x
+
+    with pytest.raises(ValueError, match="here"):
+        fork_map(fn, [1, 2])
+
+
+def test_one_core_runs_everything_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 1)
+    parent = os.getpid()
+    assert fork_map(lambda x: os.getpid() == parent, [1, 2, 3]) == [True, True, True]
