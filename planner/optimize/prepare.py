@@ -526,7 +526,7 @@ def _caps_by_step(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], rows: np
             keep[top[at_top]] = False
             on, near = on[keep], near[keep]
         if on.size:
-            out[on] = _caps_near(fits, on, near, None if guess is None else guess[on], tolerance)
+            out[on] = _caps_near(fits, on, near, None if guess is None else guess[on], tolerance)[0]
     return out
 
 
@@ -553,11 +553,12 @@ def _expected_cap(caps: np.ndarray, previous: np.ndarray, on: np.ndarray, guess:
 
 
 def _caps_near(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], on: np.ndarray, near: np.ndarray,
-               guess: np.ndarray | None, tolerance: float) -> np.ndarray:
+               guess: np.ndarray | None, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
     """:func:`unified_caps_at_load`'s search from where each cap is expected (``near``, ``nan``: unknown, then from
-    ``guess`` as the bisection), its docstring: per point of ``on``, the largest ``ρ`` found to meet below the ceiling
-    with ``ρ + tolerance`` missing (or the ceiling, never priced here), each step pricing only the points whose interval
-    is still wider than ``tolerance``. ``fits(rho, rows)`` prices ``rows`` (indices into the points) at ``rho``."""
+    ``guess`` as the bisection), its docstring: per point of ``on``, ``(lo, hi)`` with ``hi − lo ≤ tolerance``, the point
+    priced meeting at ``lo`` (or ``lo`` = 0, never priced) and missing at ``hi`` (or ``hi`` = the ceiling, never priced
+    here); ``lo`` is the cap. Each step prices only the points whose interval is still wider than ``tolerance``.
+    ``fits(rho, rows)`` prices ``rows`` (indices into the points) at ``rho``."""
     from planner.queueing import UTILIZATION_CEILING
 
     lo, hi = np.zeros(on.size), np.full(on.size, UTILIZATION_CEILING)
@@ -589,7 +590,7 @@ def _caps_near(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], on: np.ndar
     while True:
         at = np.flatnonzero(hi - lo > tolerance)
         if not at.size:
-            return lo
+            return lo, hi
         probe(0.5 * (lo[at] + hi[at]), at)
 
 
