@@ -32,37 +32,54 @@ def usable_cores() -> int:
 
 def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
     """``[fn(x) for x in parts]``: ``parts[1:]`` each in a forked child (at most one per usable core beyond this one;
-    the rest here), ``parts[0]`` here meanwhile."""
+    the rest here), ``parts[0]`` here meanwhile. A pipe or fork the system refuses (process or file limits) leaves
+    that part and the ones after it to this process."""
     n_children = min(len(parts) - 1, usable_cores() - 1) if hasattr(os, "fork") else 0
     if n_children <= 0:
         return [fn(x) for x in parts]
-    children: list[tuple[int, int]] = []  # (pid, read end) per forked part
+    children: list[tuple[int, int]] = []  # (pid, read end) per forked part, parts[1], parts[2], ... in order
     try:
         for x in parts[1:1 + n_children]:
-            read_fd, write_fd = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: compute, write, leave without running any of the parent's exit code
-                status = 1
-                try:
-                    os.close(read_fd)
-                    blob = pickle.dumps(fn(x), protocol=pickle.HIGHEST_PROTOCOL)
-                    view = memoryview(blob)
-                    while view:
-                        view = view[os.write(write_fd, view):]
-                    status = 0
-                except BaseException:  # noqa: BLE001 - the parent computes this part itself
-                    pass
-                finally:
-                    os._exit(status)
-            os.close(write_fd)
-            children.append((pid, read_fd))
-        here = [fn(x) for x in (parts[0], *parts[1 + n_children:])]
-        forked = [_collect(pid, fd, fn, x) for (pid, fd), x in zip(children, parts[1:1 + n_children], strict=True)]
+            started = _start(fn, x)
+            if started is None:
+                break
+            children.append(started)
+        here = [fn(x) for x in (parts[0], *parts[1 + len(children):])]
+        forked = [_collect(pid, fd, fn, x) for (pid, fd), x in zip(children, parts[1:1 + len(children)], strict=True)]
         children = []
         return [here[0], *forked, *here[1:]]
     finally:
         for pid, fd in children:  # only when this process failed first: stop the children
             _stop(pid, fd)
+
+
+def _start(fn: Callable[[T], R], x: T) -> tuple[int, int] | None:
+    """Fork a child computing ``fn(x)`` into a pipe: ``(pid, read end)``, or None when the system refuses."""
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
+    if pid == 0:  # the child: compute, write, leave without running any of the parent's exit code
+        status = 1
+        try:
+            os.close(read_fd)
+            blob = pickle.dumps(fn(x), protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(write_fd, view):]
+            status = 0
+        except BaseException:  # noqa: BLE001 - the parent computes this part itself
+            pass
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    return pid, read_fd
 
 
 def _collect(pid: int, fd: int, fn: Callable[[T], R], x: T) -> R:

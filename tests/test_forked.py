@@ -64,3 +64,21 @@ def test_one_core_runs_everything_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(forked, "usable_cores", lambda: 1)
     parent = os.getpid()
     assert fork_map(lambda x: os.getpid() == parent, [1, 2, 3]) == [True, True, True]
+
+
+def test_a_fork_the_system_refuses_is_computed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 4)
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert fork_map(lambda x: 2 * x, [1, 2, 3, 4]) == [2, 4, 6, 8]
+
+
+def test_parts_beyond_the_cores_are_computed_here_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 3)
+    parent = os.getpid()
+    out = fork_map(lambda x: (x, os.getpid() == parent), list(range(6)))
+    assert [v for v, _ in out] == list(range(6))
+    assert [here for _, here in out] == [True, False, False, True, True, True]
