@@ -45,11 +45,13 @@ def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
                 break
             children.append(started)
         here = [fn(x) for x in (parts[0], *parts[1 + len(children):])]
-        forked = [_collect(pid, fd, fn, x) for (pid, fd), x in zip(children, parts[1:1 + len(children)], strict=True)]
-        children = []
+        forked: list[R] = []
+        while children:  # each child leaves the list before it is collected: _stop never sees a reaped pid or a closed fd
+            pid, fd = children.pop(0)
+            forked.append(_collect(pid, fd, fn, parts[1 + len(forked)]))
         return [here[0], *forked, *here[1:]]
     finally:
-        for pid, fd in children:  # only when this process failed first: stop the children
+        for pid, fd in children:  # only when this process failed first: stop the children not yet collected
             _stop(pid, fd)
 
 
@@ -83,13 +85,16 @@ def _start(fn: Callable[[T], R], x: T) -> tuple[int, int] | None:
 
 
 def _collect(pid: int, fd: int, fn: Callable[[T], R], x: T) -> R:
+    """The child's result read to the end of its pipe (the pipe closed and the child reaped whatever happens), or
+    ``fn(x)`` computed here when the child failed."""
     chunks = []
+    status = 1
     try:
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
     finally:
         os.close(fd)
-    _, status = os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
     if status == 0 and chunks:
         try:
             return pickle.loads(b"".join(chunks))  # noqa: S301 - our own child's result

@@ -82,3 +82,23 @@ def test_parts_beyond_the_cores_are_computed_here_in_order(monkeypatch: pytest.M
     out = fork_map(lambda x: (x, os.getpid() == parent), list(range(6)))
     assert [v for v, _ in out] == list(range(6))
     assert [here for _, here in out] == [True, False, False, True, True, True]
+
+
+def test_an_error_while_collecting_stops_no_child_already_collected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child that fails is computed here; if that raises, the children already collected (reaped, their pipe
+    closed) are not stopped again: their pid or fd number may belong to something else by then."""
+    monkeypatch.setattr(forked, "usable_cores", lambda: 3)
+    stopped: list[int] = []
+    monkeypatch.setattr(forked, "_stop", lambda pid, fd: stopped.append(pid))
+    parent = os.getpid()
+
+    def fn(x: int) -> int:
+        if x == 2:
+            if os.getpid() != parent:
+                os._exit(3)
+            raise ValueError("part 2")
+        return x
+
+    with pytest.raises(ValueError, match="part 2"):
+        fork_map(fn, [0, 1, 2])
+    assert stopped == []
