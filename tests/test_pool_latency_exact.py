@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+from test_pool_latency_chain import _count_pmfs_reference
 
 import planner.pool_latency as pl
 
@@ -194,46 +195,14 @@ def test_long_prompt_ttft_verdict_is_the_quantiles(case: int) -> None:
         assert pl._long_ttft_quantile_meets(*args, meets, budget * 0.5) == want, rel
 
 
-def _count_pmfs_oracle(means: np.ndarray, dispersion: float, kmax: int) -> np.ndarray:
-    """The former ``_count_pmfs`` written out (2-D arrays throughout, concatenation instead of in-place sums)."""
-    mu = np.atleast_1d(np.asarray(means, dtype=float))[:, None]
-    k = np.arange(kmax, dtype=float)[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if abs(dispersion - 1.0) <= 1e-9:
-            log0 = -mu
-            ratio = np.log(mu) - np.log(k + 1.0)
-        elif dispersion > 1.0:
-            r, q = mu / (dispersion - 1.0), 1.0 - 1.0 / dispersion
-            log0 = r * math.log(1.0 / dispersion)
-            ratio = np.log(k + r) - np.log(k + 1.0) + math.log(q)
-        else:
-            n = np.maximum(1.0, np.ceil(mu / max(1.0 - dispersion, 1e-9) - 1e-9))
-            p = np.minimum(mu / n, 1.0)
-            log0 = n * np.log1p(-p)
-            ratio = np.where(k < n, np.log(np.maximum(n - k, 0.0)) - np.log(k + 1.0) + np.log(p) - np.log1p(-p), -np.inf)
-        out = np.exp(np.concatenate([log0, log0 + np.cumsum(ratio, axis=1)], axis=1))
-    out[~np.isfinite(out)] = 0.0
-    zero = mu[:, 0] <= 0
-    out[zero] = 0.0
-    out[zero, 0] = 1.0
-    total = out.sum(axis=1)
-    full = (mu[:, 0] > 0) & ~(total > 0)
-    if full.any():
-        out[full] = 0.0
-        out[np.flatnonzero(full), np.minimum(np.ceil(mu[full, 0]).astype(int), kmax)] = 1.0
-        total = out.sum(axis=1)
-    out[:, -1] += np.maximum(0.0, 1.0 - total)
-    return out
-
-
 @pytest.mark.parametrize("dispersion", [1.0, 1.0 + 1e-10, 0.999, 0.5, 1.0 / math.sqrt(17), 1e-9, 1.7, 44.0])
 def test_count_pmf_one_row_is_the_stacked_rows(dispersion: float) -> None:
-    """``_count_pmf`` (one mean, 1-D arrays: the kernels' most called function) and ``_count_pmfs`` give the oracle's
-    numbers, bit for bit, from an empty mean to far tails, Poisson, binomial and negative binomial."""
+    """``_count_pmf`` (one mean, 1-D arrays: the kernels' most called function) and ``_count_pmfs`` give the former
+    computation's numbers (``tests/test_pool_latency_chain.py``'s reference), bit for bit, from an empty mean to far tails, Poisson, binomial and negative binomial."""
     rng = np.random.default_rng(11)
     means = np.concatenate([[0.0, 1e-6, 0.5, 3.0, 3.0000001], rng.lognormal(1.5, 2.0, size=40)])
     for kmax in (1, 7, 64, 401):
         stacked = pl._count_pmfs(means, dispersion, kmax)
-        np.testing.assert_array_equal(stacked, _count_pmfs_oracle(means, dispersion, kmax))
+        np.testing.assert_array_equal(stacked, _count_pmfs_reference(means, dispersion, kmax))
         for j, m in enumerate(means):
             np.testing.assert_array_equal(pl._count_pmf(float(m), dispersion, kmax), stacked[j])

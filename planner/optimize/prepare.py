@@ -495,14 +495,14 @@ def _balanced(rows: np.ndarray, chain: np.ndarray, work: np.ndarray, bins: int) 
     if bins <= 1 or not rows.size:
         return [rows]
     ids, where = np.unique(chain, return_inverse=True)
-    size = np.bincount(where.ravel(), weights=work, minlength=ids.size)
+    where = where.ravel()
+    size = np.bincount(where, weights=work, minlength=ids.size)
     load = np.zeros(bins)
-    part_of = {}
+    part_of = np.zeros(ids.size, dtype=int)
     for j in np.argsort(-size, kind="stable"):
-        b = int(np.argmin(load))
-        part_of[int(ids[j])] = b
+        part_of[j] = b = int(np.argmin(load))
         load[b] += float(size[j])
-    which = np.array([part_of[int(c)] for c in chain])
+    which = part_of[where]
     return [rows[which == b] for b in range(bins) if (which == b).any()]
 
 
@@ -534,7 +534,8 @@ def _expected_cap(caps: np.ndarray, previous: np.ndarray, on: np.ndarray, guess:
     """Where the caps of the points ``on`` are expected from the caps of their chains one and two rate steps lower
     (``nan`` without a chain): rising caps close their distance to the ceiling ``C`` by about the same ratio every
     ×1.5 rate step (0.057, 0.041, 0.029, … below ``C`` on the 162-client fleet), so ``C − g₂²/g₁`` from the last two
-    distances ``g``; else the last cap. Only where a search starts: the cap itself is priced."""
+    distances ``g``; else the last cap — moved, where the chain has one cap only and ``guess`` is given, by as much as
+    the points' full-batch caps (``guess``) moved from that step. Only where a search starts: the cap itself is priced."""
     from planner.queueing import UTILIZATION_CEILING
 
     p1 = previous[on]

@@ -83,6 +83,7 @@ def _add_field_docs(schema: dict[str, Any], root: type[BaseModel]) -> None:
         else:
             todo.extend(typing.get_args(t))
     defs = schema.get("$defs", {})
+    docs: dict[type, dict[str, str]] = {}  # per annotating class: its attribute docstrings, its source parsed once
     for name, cls in seen.items():
         target = schema if cls is root else defs.get(name)
         props = target.get("properties", {}) if isinstance(target, dict) else {}
@@ -91,7 +92,9 @@ def _add_field_docs(schema: dict[str, Any], root: type[BaseModel]) -> None:
             if info.description is not None or not isinstance(prop, dict) or "description" in prop:
                 continue
             owner = next((k for k in cls.__mro__ if field in k.__dict__.get("__annotations__", {})), None)
-            doc = _attribute_docstrings(owner).get(field) if owner is not None else None
+            if owner is not None and owner not in docs:
+                docs[owner] = _attribute_docstrings(owner)
+            doc = docs[owner].get(field) if owner is not None else None
             if doc:
                 prop["description"] = doc
 
