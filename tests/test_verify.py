@@ -218,3 +218,35 @@ def test_check_plan_accepts_a_winner_ranked_above_a_cheaper_plan_that_misses_in_
     # without the simulations the dearer winner is a violation
     plain = {a: p.model_copy(update={"simulation": None}) for a, p in archs.items()}
     assert any(v.startswith("verdict: winner") for v in check_plan(ranked.model_copy(update={"architectures": plain})))
+
+
+def _disagreeing(dis: float, metric: str = "ttft") -> dict[str, dict[str, object]]:
+    """A service's metrics as :func:`planner.verify._service_metrics` returns them: both met, ``metric`` off by ``dis``."""
+    base: dict[str, object] = {"q": 0.99, "target_ms": 2000.0, "sim": 700.0, "met": True, "worst_bucket": "b3", "dis": None,
+                               "analytic": 945.0, "worst": 945.0 * (1 + dis)}
+    out = {"ttft": {**base, "name": "ttft"}, "tpot": {**base, "name": "itl", "analytic": 60.0, "worst": 60.0}}
+    out[metric]["dis"] = dis
+    return out
+
+
+@pytest.mark.parametrize(("dis", "metric", "lengths", "explained"), [
+    (-0.2, "ttft", (4139.0, 2391.0), True),     # analytic above simulated, a bucket of many lengths: the bound's conservatism
+    (+0.2, "ttft", (4139.0, 2391.0), False),    # analytic below simulated: a disagreement, said as it is
+    (-0.2, "ttft", (2391.0, 2391.0), False),    # one length: no representative gap to name
+    (-0.2, "ttft", None, False),                # bucket not in the table
+    (-0.2, "tpot", (4139.0, 2391.0), False),    # per-token metrics are the pool's, not the representative's
+])
+def test_an_analytic_ttft_above_the_simulated_names_the_representative(dis: float, metric: str,
+                                                                      lengths: tuple[float, float] | None, explained: bool) -> None:
+    """Issue 24 item 4: the README example's plan meets every target, and its analytic TTFT (at the bucket's
+    representative prompt) sits 20 % above the simulated one (over the bucket's length mix); the finding says
+    which prompt the analytic figure is for, instead of a bare disagreement. The disagreement itself is kept."""
+    from planner.verify import _miss_findings
+
+    routes = pd.DataFrame({"service": ["chat"], "bucket": ["b3"], "unified": ["unified:x"]})
+    table = {("chat", "b3"): lengths} if lengths is not None else {}
+    _pool, _ms, _share, found = _miss_findings("shared", "chat", routes, _disagreeing(dis, metric), [], {}, {}, pd.DataFrame(),
+                                               table)
+    assert len(found) == 1 and "beyond ±15%" in found[0]
+    assert ("representative prompt (4,139 input tokens" in found[0]) is explained
+    assert ("mean 2,391 tokens" in found[0]) is explained
