@@ -373,6 +373,12 @@ class SimulatedService(StrictModel):
     """``miss_ms / target``."""
     token_metric: Literal["tpot", "itl"] = "tpot"
     """Which per-token metric the ``tpot_*`` fields hold (as :attr:`LatencyPrediction.token_metric`)."""
+    ttft_over_target_share: float | None = None
+    """Share of the service's measured requests whose TTFT exceeded the target (unfinished ones count as over):
+    what a ``q``-quantile target bounds by ``1 − q`` over the service's requests, every bucket's length mix together
+    (:mod:`planner.workload.buckets` item 2). ``None``: a mean target, or a plan written before it was recorded."""
+    tpot_over_target_share: float | None = None
+    """The same for the per-token metric of ``token_metric`` (per request for TPOT, per token gap for ITL)."""
 
     @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
     @classmethod

@@ -24,7 +24,16 @@ The rule (the same for every log):
    outside ``T`` is no slower than its bucket's representative (at the same queueing); only
    the requests of ``T`` can be, ``|T|/N <= 2 (1 - r)``, so a TTFT/TPOT computed at the
    representatives holds for all but ``2 (1 - r)`` of the service's requests (queueing aside,
-   which the optimiser adds at the target's quantile). Before (issue 24 item 0) each bucket
+   which the optimiser adds at the target's quantile). **How approximate, with queueing**: a
+   request misses only if it lies in ``T`` or its queueing exceeds the target's quantile ``q``, so
+   the analytic rule bounds the service's share of misses by ``|T|/N + (1 - q)``: up to
+   ``2 (1 - r) + (1 - q)`` = 2 % at a p99 target with the default ``r``, not 1 %, in the worst case
+   (the two tails need not coincide; in practice the representative is much slower than most of its
+   bucket and the share far smaller). What holds the service's own quantile is the peak simulation
+   (:mod:`planner.verify`): it takes the ``q``-quantile over all of the service's requests, every
+   bucket's length mix, and the verify-and-tighten loop (:mod:`planner.optimize.tighten`) resizes a
+   plan that misses it. The service-wide mixture condition ``sum_b w_b P_b(latency > target) <= 1 - q``
+   in the analytic rule itself is not built (issue 24 item 0). Before (issue 24 item 0) each bucket
    carried its own ``r``-quantiles (a union bound per bucket), so the top bucket's
    representative sat at the service's ``1 - (1 - r)/w_top`` quantile and a coarse bucketing
    planned its whole top bucket at that deeper tail.
