@@ -77,6 +77,7 @@ from planner.schema.plan import (
     SimulatedPool,
     SimulatedService,
     SimulationCheck,
+    share_label,
     stat_label,
 )
 
@@ -607,18 +608,9 @@ def _over_text(s: SimulatedService) -> str:
     if share is None or q is None or not 0.0 < q < 1.0:
         return ""
     n = s.requests + s.unfinished
-    part = "none" if share <= 0 else _pct_share(share)
-    return f", {part} of its {n:,} measured requests over the {s.ttft_target_ms:,.0f} ms target ({_pct_share(1.0 - q)} allowed)"
+    part = "none" if share <= 0 else share_label(share)
+    return f", {part} of its {n:,} measured requests over the {s.ttft_target_ms:,.0f} ms target ({share_label(1.0 - q)} allowed)"
 
-
-def _pct_share(x: float) -> str:
-    """A share as a percentage, two significant digits below 10 % (0.021 %, 1 %, 12.5 %; ``< 0.001 %`` below that)."""
-    p = 100.0 * x
-    if p <= 0:
-        return "0 %"
-    if p < 0.001:
-        return "< 0.001 %"
-    return f"{p:.2g} %" if p < 10 else f"{p:.3g} %"
 
 
 def verify_result(result: PlanResult, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,

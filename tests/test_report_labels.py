@@ -112,6 +112,7 @@ class _Tables(HTMLParser):
 
 def test_html_report_labels_match_the_metric_shown(plan: PlanResult) -> None:
     from planner.report.html import render_html
+    from planner.schema.plan import share_label
 
     doc = render_html(plan=plan)
     parsed = _Tables()
@@ -124,8 +125,13 @@ def test_html_report_labels_match_the_metric_shown(plan: PlanResult) -> None:
         head = table["head"][0]
         metrics = {s.token_metric.upper() for s in sim.services}
         assert metrics == {"ITL"} and "ITL analytic" in head and "ITL simulated" in head and not any("TPOT" in h for h in head), head
+        assert head[8] == "requests over target", head
         for row, s in zip(table["body"], sim.services, strict=True):
             assert row[0] == s.service and row[5].startswith("ITL p99 "), row
+            # the service's simulated share over each target against the 1 − q it allows (issue 24 item 0)
+            assert s.ttft_over_target_share is not None and s.tpot_over_target_share is not None
+            assert row[8] == (f"TTFT {share_label(s.ttft_over_target_share)} of 1 % · "
+                              f"ITL {share_label(s.tpot_over_target_share)} of 1 %"), row
         # a red banner only over a plan that misses a target in simulation
         banner = parsed.para_class.get(f"sim-warnings-{name}")
         if sim.findings:

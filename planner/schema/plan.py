@@ -160,6 +160,17 @@ def stat_label(quantile: float | None) -> str:
     return "mean" if quantile is None else f"p{quantile * 100:g}"
 
 
+def share_label(share: float) -> str:
+    """A share as a percentage for a reader: two significant digits below 10 % (``0.021 %``, ``1 %``, ``12.5 %``),
+    ``< 0.001 %`` for a positive share below that, ``0 %`` for none."""
+    p = 100.0 * share
+    if p <= 0:
+        return "0 %"
+    if p < 0.001:
+        return "< 0.001 %"
+    return f"{p:.2g} %" if p < 10 else f"{p:.3g} %"
+
+
 def token_metric_label(metrics: Any) -> str:
     """Column label for per-token latency: ``TPOT`` or ``ITL`` when every row holds that metric, else
     ``TPOT/ITL`` (each cell then names its own)."""
