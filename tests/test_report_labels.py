@@ -53,6 +53,9 @@ def test_terminal_summary_labels_and_formats(plan: PlanResult) -> None:
             # the predicted table: the per-token cell names the metric it holds, TTFT with thousands separators
             assert f"{lp.token_metric.upper()} p99 {lp.tpot_predicted_ms:.1f}" in text
             assert f"p99 {lp.ttft_predicted_ms:,.0f}" in text
+        assert arch.simulation is not None
+        for s in arch.simulation.services:  # the simulated share over each target, as the HTML shows it
+            assert s.over_target_text() != "–" and s.over_target_text() in text
     for line in text.splitlines():
         if line.startswith(("chat ", "| chat")):
             assert not BARE_THOUSANDS.search(line), line
@@ -65,6 +68,9 @@ def test_markdown_report_labels_and_formats(plan: PlanResult, solved: Any) -> No
         if line.startswith("| chat"):
             assert not BARE_THOUSANDS.search(line), line
             assert "ITL p99" in line and "TPOT" not in line, line
+    for arch in plan.architectures.values():
+        assert arch.simulation is not None
+        assert all(f"| {s.over_target_text()} |" in md for s in arch.simulation.services)
 
 
 class _Tables(HTMLParser):

@@ -50,7 +50,7 @@ from planner.report.charts import Chart, pct, sig, usd
 
 # re-exported: `from planner.report.html import load_plan`
 from planner.report.plan_io import load_plan as load_plan
-from planner.schema.plan import share_label, stat_label, token_metric_label
+from planner.schema.plan import stat_label, token_metric_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -307,17 +307,6 @@ def _sim_ms(v: float | None, digits: int = 3) -> str:
     return "–" if v is None or not math.isfinite(v) else f"{sig(v, digits)} ms"
 
 
-def _over_cell(s: Any) -> str:
-    """The service's simulated share of requests over each quantile target, against the ``1 − q`` it allows
-    (``ttft_over_target_share`` / ``tpot_over_target_share``; "–" where not recorded or a mean target)."""
-    parts = []
-    for label, share, q in (("TTFT", s.ttft_over_target_share, s.ttft_quantile),
-                            (s.token_metric.upper(), s.tpot_over_target_share, s.tpot_quantile)):
-        if share is not None and q is not None and 0.0 < q < 1.0:
-            parts.append(f"{label} {share_label(share)} of {share_label(1.0 - q)}")
-    return " · ".join(parts) or "–"
-
-
 def peak_simulation_blocks(a: ArchitecturePlan) -> list[Block]:
     """The solve's own check at peak (``ArchitecturePlan.simulation``): analytic against simulated latency per
     service with its confidence interval, pool waits and utilisation, and the disagreements it found."""
@@ -334,7 +323,7 @@ def peak_simulation_blocks(a: ArchitecturePlan) -> list[Block]:
         [(s.service, f"p{s.ttft_quantile * 100:g} {_sim_ms(s.ttft_analytic_ms)}", _sim_ms(s.ttft_sim_ms),
           f"{_sim_ms(s.ttft_ci_low_ms)} – {_sim_ms(s.ttft_ci_high_ms)}", ms(s.ttft_target_ms),
           f"{s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_sim_ms(s.tpot_analytic_ms)}", _sim_ms(s.tpot_sim_ms), ms(s.tpot_target_ms),
-          _over_cell(s), _met(s.ttft_met and s.tpot_met)) for s in c.services],
+          s.over_target_text(), _met(s.ttft_met and s.tpot_met)) for s in c.services],
         numeric=[False, True, True, True, True, True, True, True, False, False], table_id=f"table-peak-sim-{a.architecture}"))
     if c.pools:
         out.append(_table(

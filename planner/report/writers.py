@@ -115,10 +115,11 @@ def simulation_lines(plan: ArchitecturePlan) -> list[str]:
         return []
     out = ["", f"  simulated at peak ({plan.solver.rounds} solve round(s)): {c.requests:,} requests over {c.duration_s:,.0f} s "
            f"(warm-up {c.warmup_s:,.0f} s), seed {c.seed}, {c.wall_s:.2f} s wall; {c.ci_level:.0%} CI from order statistics"]
-    out.append(table(["service", "TTFT analytic ms", "TTFT sim ms", "CI", "target", "TPOT/ITL analytic", "TPOT/ITL sim", "target", "met"],
+    out.append(table(["service", "TTFT analytic ms", "TTFT sim ms", "CI", "target", "TPOT/ITL analytic", "TPOT/ITL sim", "target",
+                      "requests over target", "met"],
                      [[s.service, f"p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)}", _n(s.ttft_sim_ms), _ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms),
                        s.ttft_target_ms, f"{s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_n(s.tpot_analytic_ms, '.1f')}", _n(s.tpot_sim_ms, '.1f'), s.tpot_target_ms,
-                       "yes" if s.ttft_met and s.tpot_met else f"NO ({s.miss_pool}: +{_n(s.miss_ms)} ms)"] for s in c.services]))
+                       s.over_target_text(), "yes" if s.ttft_met and s.tpot_met else f"NO ({s.miss_pool}: +{_n(s.miss_ms)} ms)"] for s in c.services]))
     out += [f"  ! {f}" for f in c.findings]
     return out
 
@@ -130,10 +131,11 @@ def simulation_markdown(plan: ArchitecturePlan) -> list[str]:
         return []
     lines = [f"Simulated at peak after {plan.solver.rounds} solve round(s): {c.requests:,} requests over {c.duration_s:,.0f} s "
              f"(warm-up {c.warmup_s:,.0f} s not measured), seed {c.seed}; {c.ci_level:.0%} confidence intervals from order statistics.", "",
-             "| service | TTFT analytic (ms) | TTFT simulated (ms) | CI | target | TPOT/ITL analytic | TPOT/ITL simulated | target | met |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| service | TTFT analytic (ms) | TTFT simulated (ms) | CI | target | TPOT/ITL analytic | TPOT/ITL simulated | target | requests over target | met |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {s.service} | p{s.ttft_quantile * 100:g} {_n(s.ttft_analytic_ms)} | {_n(s.ttft_sim_ms)} | {_ci(s.ttft_ci_low_ms, s.ttft_ci_high_ms)} | "
               f"{s.ttft_target_ms:,g} | {s.token_metric.upper()} {stat_label(s.tpot_quantile)} {_n(s.tpot_analytic_ms, '.1f')} | {_n(s.tpot_sim_ms, '.1f')} | {s.tpot_target_ms:,g} | "
+              f"{s.over_target_text()} | "
               + ("yes" if s.ttft_met and s.tpot_met else f"**no** — {s.miss_pool} +{_n(s.miss_ms)} ms ({_n(s.miss_share, '+.0%')})") + " |" for s in c.services]
     lines += [""] + [f"- {f}" for f in c.findings] + ([""] if c.findings else [])
     return lines

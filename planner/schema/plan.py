@@ -391,6 +391,17 @@ class SimulatedService(StrictModel):
     tpot_over_target_share: float | None = None
     """The same for the per-token metric of ``token_metric`` (per request for TPOT, per token gap for ITL)."""
 
+    def over_target_text(self) -> str:
+        """The simulated shares over each quantile target against the ``1 − q`` they allow, as every report
+        shows them: ``"TTFT 0.58 % of 1 % · ITL 0 % of 1 %"``; ``"–"`` where none is recorded (mean targets,
+        plans written before)."""
+        parts = []
+        for label, share, q in (("TTFT", self.ttft_over_target_share, self.ttft_quantile),
+                                (self.token_metric.upper(), self.tpot_over_target_share, self.tpot_quantile)):
+            if share is not None and q is not None and 0.0 < q < 1.0:
+                parts.append(f"{label} {share_label(share)} of {share_label(1.0 - q)}")
+        return " · ".join(parts) or "–"
+
     @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
     @classmethod
     def _unset_target_is_inf(cls, v: Any) -> Any:
