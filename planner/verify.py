@@ -442,9 +442,9 @@ def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: flo
         worst_ms = _ms(worst_v) if worst_v >= 0 else math.nan
         dis = (worst_ms / a_ms - 1.0) if (a_ms and a_ms > 0 and math.isfinite(a_ms) and math.isfinite(worst_ms)) else None
         over = None if lvl is None else _share_over(h, target_s, late)
-        out[key] = {"q": lvl, "name": metric, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)), "over": over,
+        out[key] = {"q": lvl, "name": metric, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)),
                     "p99": _ms(h.quantile(0.99)), "sim": _ms(sim_q), "lo": _ms(lo), "hi": _ms(hi), "analytic": a_ms,
-                    "worst": worst_ms, "worst_bucket": worst_b, "dis": dis,
+                    "worst": worst_ms, "worst_bucket": worst_b, "dis": dis, "over": over,
                     "met": bool(sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))}
     return out
 
@@ -610,7 +610,6 @@ def _over_text(s: SimulatedService) -> str:
     n = s.requests + s.unfinished
     part = "none" if share <= 0 else share_label(share)
     return f", {part} of its {n:,} measured requests over the {s.ttft_target_ms:,.0f} ms target ({share_label(1.0 - q)} allowed)"
-
 
 
 def verify_result(result: PlanResult, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,
