@@ -455,8 +455,8 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
                    ) -> tuple[str | None, float, float, list[str]]:
     """For a service's missed metrics: the pool charged with the largest miss, the miss (ms and share
     of the target) and a finding per miss; plus a finding per analytic/simulated disagreement beyond
-    :data:`DISAGREEMENT_TOLERANCE` (``lengths``: per (service, bucket) its representative and mean input
-    tokens, :func:`_representative_gap`)."""
+    :data:`DISAGREEMENT_TOLERANCE` (``lengths``: per (service, bucket) its representative input tokens and the
+    mean the simulator draws, :func:`_bucket_lengths`, :func:`_representative_gap`)."""
     findings: list[str] = []
     pools_of = _pools_serving(g)
     miss_pool, miss_ms, miss_share = None, 0.0, 0.0
@@ -499,7 +499,7 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
 
 def _representative_gap(metric: str, dis: float, lengths: tuple[float, float] | None) -> str:
     """What an analytic TTFT above the simulated one is made of when the bucket's prompts are not all one length
-    (``lengths`` = the bucket's representative and mean input tokens, from the capacity table's demand).
+    (``lengths`` = the bucket's representative input tokens and the mean the simulator draws, :func:`_bucket_lengths`).
 
     The analytic TTFT is computed at the bucket's representative prompt — the longest of its latency group
     outside the service's length tail (:mod:`planner.workload.buckets` items 2 and 6), a bound for every
@@ -520,11 +520,17 @@ def _representative_gap(metric: str, dis: float, lengths: tuple[float, float] | 
 
 
 def _bucket_lengths(demand: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, float]]:
-    """Per (service, bucket) of the capacity table's demand: its representative and mean input tokens."""
+    """Per (service, bucket) of the capacity table's demand: its representative input tokens and the mean input
+    the simulator draws for it — its length mix's (:func:`planner.capacity.mix_means`, the lengths
+    :func:`planner.simulate.adapter._route_mix` draws), the representative itself when it has no mix."""
+    from planner.capacity import length_mix, mix_means
+
     out: dict[tuple[str, str], tuple[float, float]] = {}
     for d in demand:
         try:
-            out[(str(d["service"]), str(d["bucket"]))] = (float(d["input_tokens_rep"]), float(d["input_tokens_mean"]))
+            rep = float(d["input_tokens_rep"])
+            mix = length_mix(d)
+            out[(str(d["service"]), str(d["bucket"]))] = (rep, mix_means(mix)[0] if mix else rep)
         except (KeyError, TypeError, ValueError):
             continue
     return out

@@ -287,3 +287,20 @@ def test_share_over_target_agrees_with_the_quantile_verdict(plan: PlanResult) ->
             text = _over_text(s)
             assert f"over the {s.ttft_target_ms:,.0f} ms target (1 % allowed)" in text or s.ttft_quantile != 0.99
             assert ("none of its" in text) is (s.ttft_over_target_share == 0)
+
+
+def test_bucket_lengths_are_what_the_simulator_draws() -> None:
+    """The mean a representative-gap finding quotes is the mean of the lengths the simulator draws for the bucket
+    (its length mix's sub-bin lengths, planner.simulate.adapter._route_mix), not the log's bucket mean; a bucket
+    without a mix is simulated at its representative, so it has no gap to name."""
+    import json
+
+    from planner.verify import _bucket_lengths, _representative_gap
+
+    mixed = {"service": "chat", "bucket": "b3", "input_tokens_rep": 4000.0, "input_tokens_mean": 1900.0,
+             "length_mix": json.dumps([[0.5, 1000.0, 100.0], [0.5, 4000.0, 300.0]])}
+    plain = {"service": "chat", "bucket": "b0", "input_tokens_rep": 400.0, "input_tokens_mean": 280.0, "length_mix": ""}
+    table = _bucket_lengths([mixed, plain])
+    assert table == {("chat", "b3"): (4000.0, 2500.0), ("chat", "b0"): (400.0, 400.0)}
+    assert "mean 2,500 tokens" in _representative_gap("ttft", -0.2, table[("chat", "b3")])
+    assert _representative_gap("ttft", -0.2, table[("chat", "b0")]) == ""
