@@ -10,8 +10,9 @@ The run
 -------
 * Inputs: :func:`planner.simulate.adapter.plan_to_sim_by_bucket` — the plan's pools, one
   route per (service, bucket, prefill pool, decode pool), each bucket's arrivals split by
-  the plan's routing shares, the bucket's representative lengths (what the plan was sized
-  for), and the stated approximations of that adapter.
+  the plan's routing shares, each request's lengths drawn from its bucket's length mix (the
+  sub-bins the plan's work was priced at; the bucket's representative lengths where it has no
+  mix, :func:`planner.simulate.adapter.bucket_stream`), and the stated approximations of that adapter.
 * Arrivals (the choice, with evidence): a service whose traffic is a timestamped log
   **replays the log's busiest windows** (``traffic.peak_window``; the windows holding at least
   half the busiest one's count), each time-scaled to the planned peak rate
@@ -543,7 +544,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     (:func:`_run_until_resolved`), per pool (:func:`_simulated_pools`), per service
     (:func:`_service_metrics`, :func:`_miss_findings`, the E2E target)."""
     from planner.pool_latency import predicted_pool_quantiles
-    from planner.simulate.adapter import plan_to_sim_by_bucket
+    from planner.simulate.adapter import lengths_drawn, plan_to_sim_by_bucket
 
     if requests < 100:
         raise ValueError(f"requests must be >= 100 for a tail estimate, got {requests}")
@@ -596,7 +597,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             + (f" (goal {100 * precision:g}%, cap {cap:,} measured requests reached)" if widest > precision else f" (goal {100 * precision:g}%)"))
     method = (f"discrete-event simulation at peak: {res.requests:,} requests over {duration:,.0f} s "
               f"({warm:,.0f} s warm-up and the arrivals after {mend:,.0f} s not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
-              f"representative lengths; approximations in planner.simulate.adapter; {ci_level:.0%} intervals from order statistics; {prec}")
+              f"{lengths_drawn(sim.route_table)}; approximations in planner.simulate.adapter; {ci_level:.0%} intervals from order statistics; {prec}")
     method += "".join(f"; {n}" for n in sim.base.notes if n.startswith("encode phase not simulated"))  # multimodal plans (issue 26)
     if widest > precision:
         findings.append(f"{architecture}: simulated p-quantiles not resolved to ±{100 * precision:g}% of their targets within "

@@ -208,3 +208,33 @@ def _specs(pools: list[Any]) -> list[dict[str, Any]]:
         return [v(*([n] * n_args)) for n in (1, 100, 4096)]
 
     return [{f.name: value(getattr(p, f.name)) for f in dataclasses.fields(p)} for p in pools]
+
+
+def test_the_lengths_the_run_says_it_draws_are_the_ones_it_draws(plan_file: Path) -> None:
+    """`simulate` and the plan's simulation method name the lengths the synthetic run draws (issue 24 item 4): each
+    bucket's length mix where the routes carry one, the representatives where they do not (it said "representative
+    lengths" while drawing the mix). By hand on route tables, then on the command's output."""
+    import pandas as pd
+
+    from planner.simulate.adapter import _route_mix, lengths_drawn, plan_to_sim_by_bucket
+
+    mixed = {"length_mix": json.dumps([[0.5, 1000.0, 100.0], [0.5, 4000.0, 300.0]])}
+    plain = {"length_mix": ""}
+    both = pd.DataFrame({"length_mix": [_route_mix(mixed, 4000, 300), _route_mix(plain, 400, 50)]})
+    assert lengths_drawn(both.iloc[:1]) == "each request's lengths drawn from its bucket's length mix, the sub-bins its work was priced at"
+    assert lengths_drawn(both.iloc[1:]) == "each bucket's representative lengths"
+    assert "or its bucket's representative lengths where the bucket has none" in lengths_drawn(both)
+    plan = PlanResult.model_validate_json(plan_file.read_text())
+    sim = plan_to_sim_by_bucket(plan)
+    r = CliRunner().invoke(main, ["simulate", INSTANCE, "--plan", str(plan_file), "--duration", "10", "--scenario", "peak", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["arrivals"].endswith(f"({lengths_drawn(sim.route_table)})")
+
+
+def test_the_plans_simulation_method_names_the_length_mix(solved_example: Any) -> None:
+    """enterprise-chat's buckets carry length mixes, so its plans' peak-simulation method says the run drew them."""
+    plan = solved_example("enterprise-chat").plan()
+    for arch in plan.architectures.values():
+        assert arch.simulation is not None
+        assert "lengths drawn from its bucket's length mix" in arch.simulation.method
+        assert "representative lengths" not in arch.simulation.method

@@ -44,6 +44,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
     from planner.instance import load_instance
     from planner.simulate.adapter import (
         bucket_stream,
+        lengths_drawn,
         plan_to_sim,
         plan_to_sim_by_bucket,
         service_results,
@@ -133,6 +134,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
             return replay_requests(keep, services=sim.services, time_scale=scale)
         runs = run_scenarios(sim.pools, sim.routes, stream, duration_s=duration_s, seed=seed, reload_s=reload,
                              scenarios=scenario_names or SCENARIOS)
+        arrivals = f"replay of {trace_path}"
     else:
         assert by_bucket is not None
         bsim = by_bucket
@@ -143,10 +145,10 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         runs = [replace(r, result=service_results(r.result, bsim))
                 for r in run_scenarios(bsim.pools, bsim.routes, bstream, duration_s=duration_s, seed=seed, reload_s=reload,
                                        scenarios=scenario_names or SCENARIOS)]
+        arrivals = f"synthetic renewal at the plan's demand, routed by the plan's shares per bucket ({lengths_drawn(bsim.route_table)})"
     payload = {
         "instance": resolved.instance.name, "plan": plan_label, "architecture": sim.architecture,
-        "arrivals": f"replay of {trace_path}" if trace_path else
-        "synthetic renewal at the plan's demand, routed by the plan's shares per bucket (representative lengths)",
+        "arrivals": arrivals,
         "duration_s": duration_s, "seed": seed, "model_swap_reload": reload_detail, "notes": notes,
         "scenarios": {r.name: {"load": r.load, "outages": [o.__dict__ for o in r.outages], **r.result.to_dict(timeline=True)} for r in runs},
     }

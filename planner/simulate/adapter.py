@@ -530,6 +530,20 @@ def _route_mix(d: Any, n_rep: int, o_rep: int) -> list[tuple[float, int, int]]:
     return [(m[0] / tot, max(1, round(m[1])), max(1, round(m[2]))) for m in mix]
 
 
+def lengths_drawn(route_table: pd.DataFrame) -> str:
+    """What :func:`bucket_stream` draws a request's lengths from, in words, for the run's method line: each bucket's
+    length mix (its sub-bins, several lengths per route) where the routes carry one, the bucket's representative
+    lengths where a route's mix is the representatives alone (a bucket without a mix, :func:`_route_mix`)."""
+    mixes = route_table["length_mix"] if "length_mix" in route_table.columns else pd.Series([], dtype=object)
+    several = [len(m) > 1 for m in mixes]
+    if several and all(several):
+        return "each request's lengths drawn from its bucket's length mix, the sub-bins its work was priced at"
+    if any(several):
+        return ("each request's lengths drawn from its bucket's length mix, the sub-bins its work was priced at, "
+                "or its bucket's representative lengths where the bucket has none")
+    return "each bucket's representative lengths"
+
+
 def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: float, seed: int,
                   rate_multiplier: float = 1.0, chunk: int = 8192,
                   arrival_times: Mapping[str, np.ndarray] | None = None) -> Iterator[RequestChunk]:
