@@ -71,7 +71,8 @@ def test_cost_defaults_are_sourced_and_noted(tmp_path: Path) -> None:
 
 
 def test_limits_in_plain_words() -> None:
-    assert plain_limit("types_max", "device_types") == "a shared plan uses one device type only, so it cannot mix devices"
+    assert plain_limit("types_max", "device_types", "a mix of device types would cost 10 USD/month less") == (
+        "a shared plan uses one device type only (options.shared_single_device_type): a mix of device types would cost 10 USD/month less")
     assert plain_limit("load[unified:h100-sxm/tp2:llama-3.1-70b@fp8]", "load").startswith("the h100-sxm/tp2 unified pool is exactly as full")
     assert "KV-cache memory" in plain_limit("kv[decode:mi300x/tp1:m]", "kv")
 

@@ -64,9 +64,31 @@ def _binding(built: Built, tol: float = 1e-6) -> list[BindingConstraint]:
         ub = pe.value(m.budget_c.upper)
         if ub is not None and body >= ub * (1 - 1e-6):
             out.append(BindingConstraint(name="budget", kind="budget", detail=f"cost {body:,.0f} of budget {ub:,.0f} USD/month"))
-    if pe.value(m.types_max) <= 1 and sum(round(m.u[t].value or 0) for t in m.T) >= 1 and len(built.prep.device_types) > 1:
-        out.append(BindingConstraint(name="types_max", kind="device_types", detail="shared pool restricted to one device type"))
+    # the one-device-type restriction of a shared plan is at its bound whenever a type is used; whether it costs the
+    # plan anything takes another solve (mixed_types_objective_usd), so it is not listed here
     return out
+
+
+def mixed_types_objective_usd(built: Built, solver: Any, settings: SolveSettings, *, restore: str | None = None) -> float | None:
+    """The cost (USD/month) of the best shared plan found with every device type allowed on the same model: the same
+    capacity table and utilisation caps, the same solver settings; the incumbent's objective, a plan that exists (not
+    the solver's bound), neither extracted nor checked for latency. What holding a shared plan to one device type
+    (``options.shared_single_device_type``) costs is the shared plan's objective minus this. ``None`` when the
+    solve ends without a solution. The model's variable values are left as
+    they were (the solution is not loaded); its restriction is set back to ``restore`` (an architecture, with the
+    settings' device-type rule), or to the shared one. Before this, every shared plan over a catalog of several
+    device types listed "a shared plan uses one device type only, so it cannot mix devices" under what limits it,
+    while on the four examples a shared plan wins, allowing a mix gives the same plan and cost
+    (``planner solve instances/<x>.yaml --set options.shared_single_device_type=false``)."""
+    restrict(built, "shared", shared_single_device_type=False)
+    try:
+        res = solve_persistent(solver, built.model, time_limit=settings.time_limit_s, rel_gap=settings.mip_gap, threads=settings.threads,
+                               load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
+    finally:
+        restrict(built, restore or "shared", shared_single_device_type=settings.shared_single_device_type)
+    if getattr(res.solution_status, "name", "") not in ("optimal", "feasible") or res.incumbent_objective is None:
+        return None
+    return float(res.incumbent_objective)
 
 
 def solve_architecture(built: Built, solver: Any, architecture: str, settings: SolveSettings) -> ArchitecturePlan:

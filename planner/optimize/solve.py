@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.optimize.architecture import solve_architecture
+from planner.optimize.architecture import mixed_types_objective_usd, solve_architecture
 from planner.optimize.extract import model_costs
 from planner.optimize.highs import import_pyomo, make_solver, solver_status
 from planner.optimize.latency import (
@@ -41,7 +41,7 @@ from planner.optimize.tighten import (
 from planner.optimize.verdict import make_verdict
 from planner.progress import stage
 from planner.schema.capacity import CapacityTables
-from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
+from planner.schema.plan import ArchitecturePlan, BindingConstraint, CapacitySnapshot, PlanResult
 
 __all__ = [
     "POOL_LATENCY_COLUMNS", "SolveOutcome", "SolveSettings", "bucket_latency", "check_costs_match_model", "make_solver",
@@ -95,6 +95,9 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     for arch in settings.architectures:
         with stage(f"solve {arch}"):
             plan, used_built, arch_caps = solve_verified(built, solver, arch, settings, remodel=_remodel_in_place(built, settings))
+        if arch == "shared":  # on the model as the shared plan left it (a model updated in place changes with the next architecture)
+            with stage("shared: one device type"):
+                plan = _single_type_limit(plan, used_built, solver, settings)
         plans[arch] = plan
         final_built[arch] = used_built
         caps += [c for c in arch_caps if "note" not in c]
@@ -124,6 +127,27 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     result = PlanResult(instance=instance_name, instance_path=instance_path, scenario=scenario, overrides=overrides or {},
                         architectures=plans, verdict=verdict, capacity=snapshot, notes=notes)
     return SolveOutcome(result=result, prepared=prep, built=built, built_by_architecture=final_built)
+
+
+def _single_type_limit(plan: ArchitecturePlan, built: Built, solver: Any, settings: SolveSettings) -> ArchitecturePlan:
+    """``plan`` (the shared architecture's) with the one-device-type rule among what limits it when, and only when,
+    the rule costs it something: the same model solved with every device type allowed finds a plan cheaper by more
+    than the MIP gap (and at least 1 USD/month; :func:`planner.optimize.architecture.mixed_types_objective_usd`).
+    The rule is at its bound in every shared plan over a catalog of several types, so "at its bound" says nothing;
+    the saving is what the verdict and the report quote. Unchanged without the rule, with one device type in the
+    catalog, or for a plan without a solution."""
+    if not (plan.feasible and settings.shared_single_device_type and plan.solver.objective_usd_per_month is not None
+            and len(built.prep.device_types) > 1):
+        return plan
+    mixed = mixed_types_objective_usd(built, solver, settings)
+    cost = float(plan.solver.objective_usd_per_month)
+    if mixed is None or cost - mixed <= max(1.0, settings.mip_gap * abs(cost)):
+        return plan
+    limit = BindingConstraint(name="types_max", kind="device_types",
+                              detail=f"a mix of device types would cost {cost - mixed:,.0f} USD/month less ({mixed:,.0f} against "
+                                     f"{cost:,.0f}: the shared plan solved with options.shared_single_device_type false on the "
+                                     "same utilisation caps, not checked for latency)")
+    return plan.model_copy(update={"binding": [*plan.binding, limit]})
 
 
 IN_PLACE_MAX_POINTS = 2000

@@ -228,7 +228,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         uni = sorted({f"{r.service}/{r.bucket}" for r in hyb.routing if r.role == "unified"})
         spl = sorted({f"{r.service}/{r.bucket}" for r in hyb.routing if r.role != "unified"})
         reasons.append(f"Hybrid routes {', '.join(uni) or 'nothing'} to unified pools and {', '.join(spl) or 'nothing'} to prefill/decode pools.")
-    limits = list(dict.fromkeys(plain_limit(b.name, b.kind) for b in win.binding))[:5]
+    limits = list(dict.fromkeys(plain_limit(b.name, b.kind, b.detail) for b in win.binding))[:5]
     if limits:
         reasons.append(f"What limits the {win.architecture} plan: {'; '.join(limits)}.")
     reasons.extend(simulation_notes)
@@ -273,9 +273,10 @@ def _shared_vs_disaggregated(shared: ArchitecturePlan, disagg: ArchitecturePlan,
             f"iterations stall them), so separate phases need fewer devices: {tail}.")
 
 
-def plain_limit(name: str, kind: str) -> str:
+def plain_limit(name: str, kind: str, detail: str = "") -> str:
     """A constraint of the plan at its bound, in words (``name`` by the constraint grammar of
-    :func:`planner.optimize.model.constraint_name`, e.g. ``load[unified:h100-sxm/tp2:llama-3.1-70b@fp8]``)."""
+    :func:`planner.optimize.model.constraint_name`, e.g. ``load[unified:h100-sxm/tp2:llama-3.1-70b@fp8]``; ``detail``
+    the :class:`planner.schema.plan.BindingConstraint`'s, quoted for the one-device-type rule: what it costs)."""
     key = name[name.find("[") + 1:-1] if "[" in name and name.endswith("]") else ""
     pool = key.split(":")[1] + f" {key.split(':')[0]} pool" if key.count(":") >= 2 else key
     if kind == "load":
@@ -287,6 +288,6 @@ def plain_limit(name: str, kind: str) -> str:
     if kind == "budget":
         return "the monthly budget is spent"
     if kind == "device_types":
-        return "a shared plan uses one device type only, so it cannot mix devices"
+        return "a shared plan uses one device type only (options.shared_single_device_type)" + (f": {detail}" if detail else "")
     return name
 

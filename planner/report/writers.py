@@ -188,7 +188,7 @@ def markdown(result: PlanResult) -> str:
         lines += tool_phase_markdown(plan)  # tool execution phase (planner.agents)
         lines += simulation_markdown(plan)  # discrete-event check at peak (planner.verify)
         if plan.binding:
-            lines += ["What limits this plan: " + "; ".join(dict.fromkeys(f"{plain_limit(b.name, b.kind)} (`{b.name}`)" for b in plan.binding)), ""]
+            lines += ["What limits this plan: " + "; ".join(dict.fromkeys(f"{plain_limit(b.name, b.kind, b.detail)} (`{b.name}`)" for b in plan.binding)), ""]
     if result.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in result.notes]
     return "\n".join(lines) + "\n"
