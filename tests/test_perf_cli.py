@@ -131,3 +131,18 @@ def test_convert_measurements(tmp_path: Path) -> None:
     text = out.read_text().splitlines()
     assert text[0].startswith("id,device,model,engine,precision")
     assert ",h100-sxm,qwen3-32b,sglang,bf16," in text[1]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_estimate_running_batch_within_max_batch(engine: str) -> None:
+    """Above the KV capacity the running batch is the engine's slot count, which `max_batch` states (issue 24 item 4:
+    vLLM's 400 running requests were printed beside a max_batch of 368, the slots at every request's peak context,
+    now `max_batch_at_peak_context`); the memory in use is that of the slots the engine holds, so it fits the device."""
+    code, out, _ = run("estimate", "--model", "llama-3.1-8b", "--device", "h100-sxm", "--tp", "1", "--isl", "1000", "--osl", "200",
+                       "--concurrency", "1024", "--engine", engine, "--json")
+    assert code == 0
+    r = json.loads(out)
+    assert r["running_batch"] == r["max_batch"] and r["bound"] == "memory_capacity"
+    assert r["max_batch_at_peak_context"] <= r["max_batch"]
+    assert (r["max_batch_at_peak_context"] == r["max_batch"]) == (engine == "trtllm")  # TensorRT-LLM reserves the peak
+    assert r["memory_free_gb_per_device"] > 0
