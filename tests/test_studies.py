@@ -90,6 +90,20 @@ def test_grid_is_a_cartesian_product() -> None:
     assert {(s.overrides["a.x"], s.overrides["b.y"]) for s in study} == {(i, j) for i in (1, 2, 3) for j in (4, 5)}
 
 
+def test_a_named_base_whose_value_the_study_replaces_says_so() -> None:
+    """A --set path that a named scenario also sets replaces the scenario's value (the study's value wins); the
+    scenario's name says so, since "growth-2x rate_multiplier=0.5" ran at 0.5 like "base rate_multiplier=0.5", not at
+    2 x 0.5 (issue 24 item 4). A base that sets other paths keeps its plain name."""
+    bases = {"base": {}, "growth-2x": {"a.rate_multiplier": 2.0}, "cheap-power": {"c.price": 0.05}}
+    study = expand(parse_sets(["a.rate_multiplier=0.5,1"]), bases=bases)
+    names = {s.name: s.overrides for s in study}
+    assert names["growth-2x (its rate_multiplier replaced) rate_multiplier=0.5"] == {"a.rate_multiplier": 0.5}
+    assert names["cheap-power rate_multiplier=1"] == {"c.price": 0.05, "a.rate_multiplier": 1.0}
+    assert "base rate_multiplier=0.5" in names and len(names) == 6
+    fixed = expand(parse_sets(["a.rate_multiplier=3"]), bases={"growth-2x": {"a.rate_multiplier": 2.0}})
+    assert [s.name for s in fixed] == ["growth-2x (its rate_multiplier replaced)"] and fixed[0].overrides == {"a.rate_multiplier": 3.0}
+
+
 @pytest.mark.slow
 def test_instance_sweep_equals_individual_solves() -> None:
     from planner.capacity import build_capacity_tables

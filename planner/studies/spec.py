@@ -156,7 +156,8 @@ def expand(spec: StudySpec, *, bases: dict[str, dict[str, Any]] | None = None, m
     """Scenarios: each base × the grid's cartesian product × the Monte Carlo draws.
 
     ``bases`` maps a name to overrides applied first (named scenarios of the instance);
-    default: the instance itself (``{"base": {}}``). Draws use ``numpy.random.default_rng(seed)``,
+    default: the instance itself (``{"base": {}}``). A path the study sets replaces a base's own value
+    of it, and the scenario's name then says "(its LEAF replaced)". Draws use ``numpy.random.default_rng(seed)``,
     one independent stream per path in sorted order, so adding a path never changes the
     draws of another.
     """
@@ -178,12 +179,16 @@ def expand(spec: StudySpec, *, bases: dict[str, dict[str, Any]] | None = None, m
         for combo in combos:
             for k, draw in enumerate(draws):
                 params = dict(zip(grid_paths, combo, strict=True)) | draw
-                parts = [bname] if len(bases) > 1 or not params else []
+                # a named base whose own value of a path --set replaces is no longer that scenario: its name says so
+                # ("growth-2x rate_multiplier=0.5" ran at 0.5, the same as "base rate_multiplier=0.5", not at 2 x 0.5)
+                replaced = sorted(p.rsplit(".", 1)[-1] for p in boverrides if p in spec.fixed or p in params)
+                shown = f"{bname} (its {', '.join(replaced)} replaced)" if replaced else bname
+                parts = [shown] if len(bases) > 1 or not params else []
                 parts += [f"{p.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{p.rsplit('.', 1)[-1]}={v}"
                           for p, v in zip(grid_paths, combo, strict=True)]
                 if spec.distributions:
                     parts.append(f"draw{k}")
-                out.append(Scenario(name=" ".join(parts) or bname, overrides={**boverrides, **spec.fixed, **params}, params=params,
+                out.append(Scenario(name=" ".join(parts) or shown, overrides={**boverrides, **spec.fixed, **params}, params=params,
                                     base=bname))
     return out
 
