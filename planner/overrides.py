@@ -83,3 +83,12 @@ def parse_set_options(values: tuple[str, ...] | list[str], *, example: str = "se
         k, val = v.split("=", 1)
         out[k.strip()] = parse_value(val)
     return out
+
+
+def replaced_by_set(scenario: str, scenario_overrides: dict[str, Any], overrides: dict[str, Any]) -> list[str]:
+    """One note per path that both the named ``scenario`` and ``--set`` give, with different values: the ``--set`` value
+    is applied after the scenario's and replaces it (``planner solve --scenario growth-2x --set
+    services.chat.traffic.rate_multiplier=0.5`` plans at 0.5, not at the scenario's 2.0 nor at their product)."""
+    return [f"--set {path}={overrides[path]!r} replaces scenario {scenario}'s {path}: {scenario_overrides[path]!r} "
+            "(the scenario's other overrides apply)" for path in overrides
+            if path in scenario_overrides and overrides[path] != scenario_overrides[path]]

@@ -115,3 +115,19 @@ def test_robust_only_options_are_checked() -> None:
     assert "--robust-scenario" in res.output and "needs --robust" in res.output
     res = CliRunner().invoke(main, ["solve", INSTANCE, "--robust", "--html", "x.html"])
     assert res.exit_code == 2 and "not supported with --robust" in res.output
+
+
+def test_a_set_path_a_scenario_also_sets_is_noted(tmp_path: Path) -> None:
+    """`--scenario growth-2x --set services.chat.traffic.rate_multiplier=0.5` plans at 0.5 (the --set value replaces
+    the scenario's 2.0); the plan says so in a note instead of only naming the scenario (issue 24 item 4)."""
+    from planner.overrides import replaced_by_set
+
+    assert replaced_by_set("g", {"a.b": 2.0, "c": 1}, {"a.b": 0.5, "d": 3}) == [
+        "--set a.b=0.5 replaces scenario g's a.b: 2.0 (the scenario's other overrides apply)"]
+    assert replaced_by_set("g", {"a.b": 2.0}, {"a.b": 2.0}) == []
+    example = Path(__file__).resolve().parents[1] / "instances" / "enterprise-chat.yaml"
+    r = CliRunner().invoke(main, ["solve", str(example), "--scenario", "growth-2x", "--set", "services.chat.traffic.rate_multiplier=0.5",
+                                  "--confidence", "off", "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["notes"]
+    assert any(n.startswith("--set services.chat.traffic.rate_multiplier=0.5 replaces scenario growth-2x's") for n in notes)
