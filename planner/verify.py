@@ -385,7 +385,7 @@ def _simulated_pools(res: Any, sim: Any, plan: Any, analytic_pools: pd.DataFrame
         pp = plan_pools[name]
         pool_rows.append(SimulatedPool(
             pool=name, role=pr.role, instances=pr.instances, simulated_batch=int(batch_of.get(name, 1)),
-            utilization_plan=pp.utilization_peak, utilization_sim=_fin(pr.utilization if pr.role == "prefill" else pr.slot_utilization),
+            utilization_plan=pp.utilization_peak, utilization_sim=_fin(pr.plan_comparable_utilization),
             quantile=q, wait_analytic_ms=_fin(float(str(analytic_pools.at[name, "wait_ms"]))) if name in analytic_pools.index else None,
             wait_sim_ms=_fin(_ms(w)), wait_ci_low_ms=_fin(_ms(lo)), wait_ci_high_ms=_fin(_ms(hi)),
             preemptions=pr.preemptions, max_queue=pr.queue_max,

@@ -83,7 +83,7 @@ def hand_plan(winner: str = "shared") -> PlanResult:
                       margin_usd_per_million_tokens=margin / 21.85e3, margin_share=margin / run.costs.total_usd_per_month,
                       term_differences_usd_per_month=diffs,
                       reasons=["headline from the optimiser", "disaggregated pays more for per-pool operations (+$2,000)",
-                               "the prefill pool is busy 19% of the time at mean load"], proven=True)
+                               "the prefill pool runs at 19% of its capacity at mean load (81% idle)"], proven=True)
     return PlanResult(instance="hand", architectures=plans, verdict=verdict,
                       capacity=CapacitySnapshot(demand=[], points=[], configs=[], costs={}), notes=["hand-made plan for tests"])
 

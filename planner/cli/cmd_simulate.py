@@ -42,6 +42,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
                  load_gb_per_s: float | None, as_json: bool, html_file: str | None) -> None:
     """Simulate a plan: TTFT / per-request TPOT quantiles per service, ITL (every token gap) per pool, SLO attainment, queues, KV pressure, utilisation."""
     from planner.instance import load_instance
+    from planner.schema.plan import UTILIZATION_NOTE
     from planner.simulate.adapter import (
         bucket_stream,
         lengths_drawn,
@@ -181,12 +182,14 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
                           "slo share", "met", "lost"], rows))
         plan_util = {p.name: (p.utilization_mean if r.load == "mean" else p.utilization_peak) for p in sim.pool_plans.values()}
         itl = {name: res.histograms.get(f"pool:{name}:itl") for name in res.pools}
-        prow = [[p.name, p.instances, plan_util.get(p.name), p.utilization if p.role == "prefill" else p.slot_utilization,
+        prow = [[p.name, p.instances, plan_util.get(p.name), p.plan_comparable_utilization,
                  p.utilization, p.kv_utilization, _ms(p.wait.p99),
                  *((_ms(h.quantile(0.5)), _ms(h.quantile(0.99))) if (h := itl[p.name]) is not None and h.n else ("-", "-")),
                  p.queue_max, p.preemptions, p.kv_blocked_admissions] for p in res.pools.values()]
         click.echo(table(["pool", "inst", "plan util", "sim util", "any busy", "kv", "wait p99 ms", "itl p50 ms", "itl p99 ms", "max queue", "preempt",
                           "kv blocked"], prow))
+        if any(p.role in ("decode", "unified") for p in res.pools.values()):
+            click.echo(f"  {UTILIZATION_NOTE}")
     for n in notes:
         click.echo(f"note: {n}")
     if html_file:

@@ -220,7 +220,10 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
         # the pools of the plan that wins (the sentence used to describe the disaggregated plan's, even when shared won)
         busy = [p for p in win.pools if p.role in ("prefill", "decode", "unified")]
         if busy:
-            parts = [f"the {p.role} pool ({p.instances}x {p.config}) is busy {p.utilization_mean:.0%} of the time at mean load (idle {1 - p.utilization_mean:.0%})" for p in busy]
+            # utilisation is the share of what the instances serve at the operating point's batch within the targets
+            # (busy instances / instances), not of wall time: a unified instance at a small batch iterates all the time
+            parts = [f"the {p.role} pool ({p.instances}x {p.config}) runs at {p.utilization_mean:.0%} of its capacity at mean load "
+                     f"({1 - p.utilization_mean:.0%} idle)" for p in busy]
             reasons.append(f"At {_rate(rate_mean)} req/s, in the winning {win.architecture} plan, " + "; ".join(parts) + ".")
         reasons.append(_shared_vs_disaggregated(shared, disagg, sd, win))
     hyb = by_arch.get("hybrid")

@@ -51,8 +51,8 @@ def pool_explanations(plan: ArchitecturePlan) -> list[str]:
             continue
         mine = buckets.get(p.name, {})
         carried = ", ".join(f"{share:.1%} of {b}" for b, share in sorted(mine.items()))
-        head = (f"{p.name} ({p.instances}x {p.config}, {_usd(p.cost_usd_per_month)}/month) is busy {p.utilization_mean:.0%} "
-                f"of the time at mean load; it carries {carried or 'no routed traffic'}")
+        head = (f"{p.name} ({p.instances}x {p.config}, {_usd(p.cost_usd_per_month)}/month) runs at {p.utilization_mean:.0%} "
+                f"of its capacity at mean load; it carries {carried or 'no routed traffic'}")
         if p.redundancy > 0 and p.instances <= p.redundancy + 1 and p.busy_instances_peak < 1:
             out.append(f"{head}: a minimum pool — with redundancy N+{p.redundancy} a pool keeps {p.redundancy + 1} instances however little it carries.")
             continue

@@ -50,7 +50,7 @@ from planner.report.charts import Chart, pct, sig, usd
 
 # re-exported: `from planner.report.html import load_plan`
 from planner.report.plan_io import load_plan as load_plan
-from planner.schema.plan import stat_label, token_metric_label
+from planner.schema.plan import UTILIZATION_NOTE, stat_label, token_metric_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -332,6 +332,8 @@ def peak_simulation_blocks(a: ArchitecturePlan) -> list[Block]:
               _analytic_wait(p.quantile, p.wait_analytic_ms), _sim_ms(p.wait_sim_ms), f"{p.max_queue:,}", f"{p.preemptions:,}")
              for p in c.pools],
             numeric=[False, True, True, True, True, True, True, True], table_id=f"table-peak-sim-pools-{a.architecture}"))
+        if any(p.role in ("decode", "unified") for p in c.pools):
+            out.append(Para([C(UTILIZATION_NOTE)], "", f"sim-util-note-{a.architecture}"))
     if c.findings:
         # red only when a target is missed; a plan that meets everything gets a plain note on where the two models part
         head = ("Targets missed in simulation, and where analytic and simulated disagree: " if not c.met

@@ -409,6 +409,15 @@ class SimulatedService(StrictModel):
         return math.inf if v is None else v
 
 
+UTILIZATION_NOTE = ("Utilisation planned: the share of what the pool's instances serve at the operating point's batch "
+                    "within the targets. Simulated: a prefill pool's busy time; a decode pool's mean batch over its batch "
+                    "limit; a unified pool's larger of that and its chunked-prefill lane's busy time. The batch that "
+                    "arrives runs faster steps than the full one, so a decode or unified pool sized by its per-token "
+                    "target shows a lower simulated figure while its latency is at the target.")
+"""What the simulated utilisation beside the planned one is (:attr:`SimulatedPool.utilization_sim`, :attr:`planner.simulate.results.PoolResult.plan_comparable_utilization`): under
+the HTML report's simulated pools and `planner simulate`'s pool table."""
+
+
 class SimulatedPool(StrictModel):
     """One pool at peak in the discrete-event check: simulated against analytic wait quantile."""
 
@@ -419,8 +428,9 @@ class SimulatedPool(StrictModel):
     """Batch limit the simulator used (decode/unified; :mod:`planner.simulate.adapter`)."""
     utilization_plan: float
     utilization_sim: SimMs
-    """Prefill: busy instance-time share; decode/unified: mean batch / simulated batch (the
-    capacity-preserving batch makes it comparable with ``utilization_plan``)."""
+    """Prefill: busy instance-time share; decode: mean batch / simulated batch (the capacity-preserving batch makes it
+    comparable with ``utilization_plan``); unified: the larger of that and the share of instance-time its lane runs
+    prompt chunks (:attr:`planner.simulate.results.PoolResult.plan_comparable_utilization`)."""
     quantile: float
     wait_analytic_ms: SimMs
     """:func:`planner.pool_latency.predicted_pool_quantiles` (G/G/c, Allen–Cunneen)."""

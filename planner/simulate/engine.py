@@ -82,7 +82,7 @@ class _Req:
 class _Inst:
     __slots__ = ("pool", "idx", "up", "version", "epoch", "n", "S", "step", "t", "target",
                  "fin", "pending", "active", "pf", "in_iter", "plan", "pf_batch", "busy_s",
-                 "slot_s", "kv_s")
+                 "slot_s", "kv_s", "lane_s")
 
     def __init__(self, pool: _Pool, idx: int) -> None:
         self.pool = pool
@@ -105,6 +105,7 @@ class _Inst:
         self.busy_s = 0.0
         self.slot_s = 0.0
         self.kv_s = 0.0
+        self.lane_s = 0.0  # time in iterations that carry a prompt chunk (a unified instance's lane busy)
 
 
 class _Pool:
@@ -552,6 +553,8 @@ class _Sim:
         inst.busy_s += dt
         inst.slot_s += n * dt
         inst.kv_s += (inst.S + n * inst.step) * dt
+        if inst.plan:
+            inst.lane_s += dt
         inst.step += 1
         inst.t = now
         inst.in_iter = False
@@ -779,11 +782,13 @@ class _Sim:
             inst_time = n * end if end > 0 else math.nan
             busy = sum(i.busy_s for i in p.insts)
             slots = sum(i.slot_s for i in p.insts)
+            lane = sum(i.lane_s for i in p.insts)
             kv = sum(i.kv_s for i in p.insts)
             pools[p.name] = PoolResult(
                 name=p.name, role=p.role, instances=n, wait=Summary.of(p.wait),
                 utilization=busy / inst_time if n else math.nan,
                 slot_utilization=(slots / (inst_time * p.max_batch) if n and p.role != "prefill" else math.nan),
+                lane_utilization=(lane / inst_time if n and p.role == "unified" else math.nan),
                 kv_utilization=(kv / (inst_time * p.cap) if n and p.cap < math.inf and p.role != "prefill" else math.nan),
                 preemptions=p.preemptions, kv_blocked_admissions=p.kv_blocked, rejected=p.rejected,
                 recompute_s=p.recompute_s, queue_max=p.queue_max,
