@@ -102,14 +102,14 @@ def test_small_pools_are_explained() -> None:
 
 
 def test_saturated_pools_state_their_headroom() -> None:
-    """A pool at 99.9 % of its instances at peak gets one sentence with its headroom (1/0.999 - 1 = 0.1 %); one
+    """A pool at 99.9 % of its capacity at peak gets one sentence with its headroom (1/0.999 - 1 = 0.1 %); one
     at 50 % gets none (planner.report.explain, HIGH_UTILIZATION)."""
     hot, calm = "prefill:h200-sxm/tp8:m", "decode:h200-sxm/tp8:m"
     plan = ArchitecturePlan(architecture="disaggregated", feasible=True, solver=SolverInfo(status="optimal"),
                             pools=[_pool(hot, 2, 8, 0.999, 2 * 50000.0), _pool(calm, 3, 8, 0.5, 3 * 50000.0)],
                             routing=[_share(hot, 1.0), _share(calm, 1.0)])
     (why,) = pool_explanations(plan)
-    assert why.startswith(hot) and "99.9% of its instances" in why and "traffic 0.1% above the forecast saturates it" in why
+    assert why.startswith(hot) and "99.9% of its capacity at the forecast peak" in why and "traffic 0.1% above the forecast saturates it" in why
     assert "options.max_utilization" in why
     assert pool_explanations(plan.model_copy(update={"pools": [_pool(hot, 2, 8, 0.94, 1.0), _pool(calm, 3, 8, 0.5, 1.0)]})) == []
 

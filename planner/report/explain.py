@@ -72,6 +72,6 @@ def pool_explanations(plan: ArchitecturePlan) -> list[str]:
 def saturation_explanation(name: str, instances: int, config: str, utilization_peak: float) -> str:
     """The headroom sentence of a pool at or above :data:`HIGH_UTILIZATION` at peak (module docstring)."""
     headroom = 1.0 / utilization_peak - 1.0 if utilization_peak > 0 else float("inf")
-    return (f"{name} ({instances}x {config}) runs at {utilization_peak:.1%} of its instances at the forecast peak: the queueing model "
+    return (f"{name} ({instances}x {config}) runs at {utilization_peak:.1%} of its capacity at the forecast peak: the queueing model "
             f"meets the targets there, but traffic {headroom:.1%} above the forecast saturates it (a queue this close to saturation "
             f"also settles slowly, so a short peak simulation says little about its tail); set options.max_utilization (e.g. 0.9) for headroom.")
