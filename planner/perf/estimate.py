@@ -10,7 +10,7 @@ import numpy as np
 from planner.errors import InputError, Problem
 from planner.perf.calibration import Calibration
 from planner.perf.closed_loop import engine_slots, predict_agg
-from planner.perf.points import efficiency_of, engine_calibration
+from planner.perf.points import efficiency_of, engine_calibration, tp_shard_problem
 from planner.perf.roofline import (
     InstanceArrays,
     instance_arrays,
@@ -31,6 +31,10 @@ def estimate_closed_loop(
 ) -> dict[str, Any]:
     """Predict a closed-loop benchmark; raise :class:`InputError` (exit 2) naming the reason when
     the model cannot run at this tp, or a given SLO target cannot be met even at batch 1."""
+    shard = tp_shard_problem(model, device, tp)
+    if shard:
+        fits = [t for t in (1, 2, 4, 8, 16) if t <= device.devices_per_node and not tp_shard_problem(model, device, t)]
+        raise InputError(Problem("", "tp", shard, f"use --tp {' or '.join(map(str, fits))}" if fits else "use another model or device"))
     try:
         inst = instance_arrays(model, device, tp, precision, kv_precision)
     except ValueError as exc:

@@ -205,6 +205,29 @@ def _bound(step: StepTime, i: int | tuple[int, ...] = ()) -> str:
     return "communication" if x > max(c, m) else ("compute" if c >= m else "memory_bandwidth")
 
 
+def tp_shard_problem(model: LLMProfile, device: DeviceProfile, tp: int) -> str:
+    """Why tensor parallelism ``tp`` cannot shard ``model``'s attention on a GPU, or ``""`` when it can.
+
+    GPU engines split the attention heads evenly over the TP ranks and refuse a degree that does not divide them at
+    start-up (vLLM ``ModelConfig.verify_with_parallel_config``: the attention heads divisible by the tensor-parallel
+    size; its ``QKVParallelLinear`` divides the KV heads by the degree, or replicates them when the degree is a
+    multiple of them; LMDeploy TurboMind asserts ``head_num % tensor_para_size == 0``). So Llama-3.1-70B (64 heads, 8
+    KV heads) runs at TP 1, 2, 4, 8, 16, ... but not 3 or 6: ``tp_degrees: [3]`` gave a plan on 3-GPU replicas no
+    engine starts. An MLA model's one latent KV is not split. Other accelerators' stacks have their own rules
+    (AWS Neuron's vLLM accepts any degree), so only ``kind: gpu`` is checked."""
+    if device.kind != "gpu" or tp <= 1:
+        return ""
+    hq = model.num_attention_heads
+    if hq % tp:
+        return (f"tensor parallelism {tp} does not divide {model.id}'s {hq} attention heads (GPU engines shard the heads evenly "
+                "and refuse it at start-up)")
+    hkv = model.num_kv_heads
+    if not model.mla and (hkv % tp if tp < hkv else tp % hkv):
+        return (f"tensor parallelism {tp} neither divides {model.id}'s {hkv} KV heads nor is a multiple of them (GPU engines "
+                "split or replicate the KV heads evenly)")
+    return ""
+
+
 def _infeasible(reason: str, bound: str, source: str, **kw: float) -> OperatingPoint:
     return OperatingPoint(
         feasible=False, reason=reason, bound=bound, instance_seconds_per_request=math.inf, max_batch=0,
@@ -427,6 +450,9 @@ def operating_point_stage(
     targets = _Targets(ttft_ms=_inf(ttft_target_ms), ttft_q=ttft_quantile, tpot_ms=_inf(tpot_target_ms), tpot_q=tpot_quantile,
                        itl_ms=_inf(itl_target_ms), itl_q=itl_quantile, e2e_ms=_inf(e2e_target_ms), e2e_q=e2e_quantile)
     cal, source = engine_calibration(engine, calibration)
+    shard = tp_shard_problem(model, device, tp)
+    if shard:
+        return _infeasible(shard, "tensor_parallel", source)
     try:
         inst = _instance(model, device, tp, weight_precision, kv_precision)
     except ValueError as exc:
