@@ -129,17 +129,29 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     return SolveOutcome(result=result, prepared=prep, built=built, built_by_architecture=final_built)
 
 
+MIXED_TYPES_MIN_S = 0.5
+"""Seconds the one-device-type check's solve may always take (:func:`_single_type_limit`)."""
+MIXED_TYPES_SHARE = 0.1
+"""Beyond that, the share of the shared plan's own HiGHS time it may take."""
+
+
 def _single_type_limit(plan: ArchitecturePlan, built: Built, solver: Any, settings: SolveSettings) -> ArchitecturePlan:
     """``plan`` (the shared architecture's) with the one-device-type rule among what limits it when, and only when,
     the rule costs it something: the same model solved with every device type allowed finds a plan cheaper by more
     than the MIP gap (and at least 1 USD/month; :func:`planner.optimize.architecture.mixed_types_objective_usd`).
     The rule is at its bound in every shared plan over a catalog of several types, so "at its bound" says nothing;
     the saving is what the verdict and the report quote. Unchanged without the rule, with one device type in the
-    catalog, or for a plan without a solution."""
+    catalog, for a plan without a solution, or when the check's solve, held to a share of the shared solve's time
+    (:data:`MIXED_TYPES_SHARE`, at least :data:`MIXED_TYPES_MIN_S`), finds no cheaper plan in that time: the rule is
+    then not claimed to limit the plan (on the fleet-scale synthetic instance the unrestricted shared MIP took longer
+    than the whole solve's budget allows)."""
     if not (plan.feasible and settings.shared_single_device_type and plan.solver.objective_usd_per_month is not None
             and len(built.prep.device_types) > 1):
         return plan
-    mixed = mixed_types_objective_usd(built, solver, settings)
+    # at most a tenth of the shared solve's own HiGHS time (0.5 s at least): the check must not cost a fleet-scale solve
+    # a second MIP of its size (the mixed-type model is the harder one); a solve stopped there offers its best plan so far
+    budget_s = min(settings.time_limit_s, max(MIXED_TYPES_MIN_S, MIXED_TYPES_SHARE * float(plan.solver.time_s or 0.0)))
+    mixed = mixed_types_objective_usd(built, solver, settings, time_limit_s=budget_s)
     cost = float(plan.solver.objective_usd_per_month)
     if mixed is None or cost - mixed <= max(1.0, settings.mip_gap * abs(cost)):
         return plan
