@@ -139,3 +139,15 @@ def test_commands_run_with_a_larger_gc_threshold_and_restore_it() -> None:
         main.commands.pop("gc-probe")
     assert seen == [(GC_GEN0_THRESHOLD, *before[1:])] * 2
     assert gc.get_threshold() == before and before[0] != GC_GEN0_THRESHOLD
+
+
+def test_sweep_says_which_flips_it_searched() -> None:
+    """`sweep` bisects flips between neighbouring grid values with different winners only, so it says so instead of
+    "no verdict flip inside the swept range" (enterprise-chat: shared at x1 and x2, disaggregated from x1.47 to x1.76;
+    issue 24 item 4)."""
+    r = CliRunner().invoke(main, ["sweep", MINIMAL, "--set", "services.chat.traffic.rate_multiplier=1,2", "--jobs", "1"])
+    assert r.exit_code == 0, r.output
+    assert "inside the swept range" not in r.stdout
+    assert ("verdict flips (bisection brackets)" in r.stdout
+            or "no verdict flip between adjacent swept values of services.chat.traffic.rate_multiplier" in r.stdout)
+    assert "is not searched: `planner solve --confidence exact` lists every window" in r.stdout
