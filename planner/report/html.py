@@ -728,8 +728,9 @@ def study_verdict(sweep: Any = None, crossovers: Any = None, frontier: Any = Non
             if cross is not None and len(cross) and {"path", "low", "high", "winner_low", "winner_high"}.issubset(cross.columns):
                 parts += [f"The verdict flips from {r['winner_low']} to {r['winner_high']} between {r['path']} = "
                           f"{sig(float(r['low']))} and {sig(float(r['high']))}." for r in cross.to_dict("records")]
-            elif len(counts) == 1:
-                parts.append("The verdict does not flip in the swept range.")
+            elif len(counts) == 1:  # the grid's values only: a window between two of them with one winner is not searched
+                parts.append("The verdict is the same at every swept value (a window between two of them is not searched; "
+                             "planner solve --confidence exact lists every window in the traffic dimension).")
     if frontier is not None:
         df = frontier_frame(frontier)
         if {"budget_usd_per_month", "traffic_multiplier"}.issubset(df.columns) and len(df):
