@@ -69,34 +69,26 @@ def _binding(built: Built, tol: float = 1e-6) -> list[BindingConstraint]:
     return out
 
 
-def mixed_types_objective_usd(built: Built, solver: Any, settings: SolveSettings, *, restore: str | None = None,
-                              time_limit_s: float | None = None) -> float | None:
+def mixed_types_objective_usd(built: Built, solver: Any, settings: SolveSettings, *, time_limit_s: float | None = None) -> float | None:
     """The cost (USD/month) of the best shared plan found with every device type allowed on the same model: the same
     capacity table and utilisation caps, the same solver settings; the incumbent's objective, a plan that exists (not
     the solver's bound), neither extracted nor checked for latency. What holding a shared plan to one device type
     (``options.shared_single_device_type``) costs is the shared plan's objective minus this. ``None`` when the
     solve ends without a solution. ``time_limit_s``: the solve's own limit (default the settings'); stopped
     there, its best plan so far is what it returns. The model's variable values are left as
-    they were (the solution is not loaded). Without ``restore`` the model must be restricted to the shared architecture
-    already (as its shared solve left it): only its device-type count changes, and is set back (restricting a model
-    walks every routing variable: ~1 s each way on a fleet-scale model); with ``restore`` (an architecture) it is
-    restricted to the shared one and back to that one. Before this, every shared plan over a catalog of several
+    they were (the solution is not loaded). The model must be restricted to the shared architecture already (as its
+    shared solve left it): only its device-type count changes, and is set back (restricting a model walks every
+    routing variable: ~1 s each way on a fleet-scale model). Before this, every shared plan over a catalog of several
     device types listed "a shared plan uses one device type only, so it cannot mix devices" under what limits it,
     while on the four examples a shared plan wins, allowing a mix gives the same plan and cost
     (``planner solve instances/<x>.yaml --set options.shared_single_device_type=false``)."""
-    if restore is None:  # the model is restricted to the shared architecture already: only the type count changes
-        built.model.types_max.set_value(max(1, len(built.prep.device_types)))
-    else:
-        restrict(built, "shared", shared_single_device_type=False)
+    built.model.types_max.set_value(max(1, len(built.prep.device_types)))
     try:
         res = solve_persistent(solver, built.model, time_limit=settings.time_limit_s if time_limit_s is None else time_limit_s,
                                rel_gap=settings.mip_gap, threads=settings.threads,
                                load_solutions=False, raise_exception_on_nonoptimal_result=False, solver_options={"random_seed": 0})
     finally:
-        if restore is None:
-            built.model.types_max.set_value(1 if settings.shared_single_device_type else max(1, len(built.prep.device_types)))
-        else:
-            restrict(built, restore, shared_single_device_type=settings.shared_single_device_type)
+        built.model.types_max.set_value(1 if settings.shared_single_device_type else max(1, len(built.prep.device_types)))
     if getattr(res.solution_status, "name", "") not in ("optimal", "feasible") or res.incumbent_objective is None:
         return None
     return float(res.incumbent_objective)

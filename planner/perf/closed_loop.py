@@ -123,6 +123,12 @@ class LoopResult:
     cycle_s: np.ndarray
 
 
+def held_tokens(eng: EngineArrays, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
+    """Tokens of KV a running request holds by the engine's pool rule: its peak ``ISL + OSL`` where the engine
+    reserves it (``kv_reserve_peak``), else its mean ``ISL + OSL/2`` over its life."""
+    return np.where(eng.kv_reserve_peak, isl + osl, isl + osl / 2.0)
+
+
 def engine_slots(inst: InstanceArrays, eng: EngineArrays, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
     """Requests the engine runs at once, by KV capacity (step 1 of the module docstring)::
 
@@ -134,8 +140,7 @@ def engine_slots(inst: InstanceArrays, eng: EngineArrays, isl: np.ndarray, osl: 
     the rounding of the mean approximates."""
     pool = engine_kv_pool_bytes(inst, eng.memory_fraction, eng.workspace_gb, eng.kv_share_of_free)
     cap = np.maximum(pool, 0.0) * kv_split(inst)
-    held = np.where(eng.kv_reserve_peak, isl + osl, isl + osl / 2.0)
-    per_seq = kv_bytes(inst, blocks_tokens(held, eng.kv_block_tokens))
+    per_seq = kv_bytes(inst, blocks_tokens(held_tokens(eng, isl, osl), eng.kv_block_tokens))
     return np.where(pool > 0, np.floor(cap / np.maximum(per_seq, 1.0)), 0.0)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from planner.errors import InputError, Problem
 from planner.perf.calibration import Calibration
-from planner.perf.closed_loop import engine_slots, predict_agg
+from planner.perf.closed_loop import engine_slots, held_tokens, predict_agg
 from planner.perf.points import efficiency_of, engine_calibration, tp_shard_problem
 from planner.perf.roofline import (
     InstanceArrays,
@@ -77,10 +77,9 @@ def estimate_closed_loop(
     if ttft_target_ms is not None and prefill_alone > ttft_target_ms:
         raise InputError(Problem("", "ttft-ms", f"TTFT target {ttft_target_ms} ms is impossible: the {isl}-token prompt alone takes {prefill_alone:.0f} ms "
                                  f"on {tp} x {device.id}", "raise the target, use a larger tp or a faster device"))
-    # the KV the running requests hold, by the engine's own pool rule (closed_loop.engine_slots): each its peak
-    # ISL + OSL where the engine reserves it, else its mean ISL + OSL/2 over a request's life (it was the peak for
-    # every engine: a vLLM closed loop at 400 running requests was shown holding more KV than its 368 peak slots)
-    held = float(isl + osl) if bool(np.asarray(eng.kv_reserve_peak).ravel()[0]) else isl + osl / 2.0
+    # the KV the running requests hold, by the engine's own pool rule (it was the peak for every engine: a vLLM
+    # closed loop at 400 running requests was shown holding more KV than its 368 peak slots)
+    held = float(np.asarray(held_tokens(eng, np.array([float(isl)]), np.array([float(osl)]))).ravel()[0])
     kv_total = running * float(kv_bytes(inst, held))
     reserve_gb = (float(sglang_reserved_bytes(inst.memory_bytes, tp)) / 1e9 if cal.memory_fraction is None else cal.workspace_gb)
     used = float(memory_per_device_bytes(inst, kv_total, reserve_gb=reserve_gb)) / 1e9

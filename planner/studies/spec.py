@@ -175,14 +175,15 @@ def expand(spec: StudySpec, *, bases: dict[str, dict[str, Any]] | None = None, m
         columns = {p: spec.distributions[p].sample(np.random.default_rng(streams[p]), monte_carlo) for p in names}
         draws = [{p: float(columns[p][k]) for p in names} for k in range(monte_carlo)]
     out: list[Scenario] = []
+    study_paths = set(spec.fixed) | set(grid_paths) | set(draws[0])
     for bname, boverrides in bases.items():
+        # a named base whose own value of a path --set replaces is no longer that scenario: its name says so
+        # ("growth-2x rate_multiplier=0.5" ran at 0.5, the same as "base rate_multiplier=0.5", not at 2 x 0.5)
+        replaced = sorted(p.rsplit(".", 1)[-1] for p in boverrides if p in study_paths)
+        shown = f"{bname} (its {', '.join(replaced)} replaced)" if replaced else bname
         for combo in combos:
             for k, draw in enumerate(draws):
                 params = dict(zip(grid_paths, combo, strict=True)) | draw
-                # a named base whose own value of a path --set replaces is no longer that scenario: its name says so
-                # ("growth-2x rate_multiplier=0.5" ran at 0.5, the same as "base rate_multiplier=0.5", not at 2 x 0.5)
-                replaced = sorted(p.rsplit(".", 1)[-1] for p in boverrides if p in spec.fixed or p in params)
-                shown = f"{bname} (its {', '.join(replaced)} replaced)" if replaced else bname
                 parts = [shown] if len(bases) > 1 or not params else []
                 parts += [f"{p.rsplit('.', 1)[-1]}={v:g}" if isinstance(v, float) else f"{p.rsplit('.', 1)[-1]}={v}"
                           for p, v in zip(grid_paths, combo, strict=True)]
