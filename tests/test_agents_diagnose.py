@@ -114,3 +114,19 @@ def test_cli_exit_3_names_the_tool_and_the_fix_on_the_agentic_example() -> None:
         assert "tool_balance[agent|" in out and f"|{tool}]" in out
     assert "recomputing the dropped context takes" in out and "raise services.agent.slo.ttft.target_ms to at least" in out
     assert "Traceback" not in out
+
+
+def test_the_ttft_a_reload_or_recompute_is_added_to_is_named_for_what_it_is() -> None:
+    # a prefill point's ttft_ms is its unqueued TTFT; a unified point's is at its operating point's full
+    # batch (above the plan's predicted TTFT at load: agentic-assistant's shared pool 2,829 against 1,743 ms)
+    from planner.agents.prep import ttft_words
+    from planner.agents.report import _cut
+
+    assert ttft_words("prefill", 1.0, 1364.6) == "unqueued TTFT 1,365 ms"
+    assert ttft_words("unified", 44.0, 2829.4) == "TTFT 2,829 ms at a full batch of 44"
+    assert ttft_words("unified", 1.0, 900.0, sep=" of ") == "unqueued TTFT of 900 ms"
+    plan = _plan(_tables(20.0, recompute_s=4.2, policies="recompute"))
+    (d,) = plan.diagnosis
+    assert "with the unqueued TTFT of 1,000 ms it breaks" in d.message
+    # a reason longer than the column is cut with an ellipsis, not mid-word without one
+    assert _cut("x" * 99) == "x" * 99 and _cut("y" * 150) == "y" * 99 + "…"

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.agents.prep import ttft_words
 from planner.schema.plan import DiagnosisItem
 
 
@@ -99,6 +100,10 @@ def blocked_policies(prep: Any, w: int, roles: frozenset[str] | set[str]) -> lis
         j = int(pf["j"].iat[j_best])
         return j_best, float(pf[col].iat[j_best]), float(ttft[j]), float(target[j])
 
+    def _words(r: int) -> str:
+        j = int(pf["j"].iat[r])
+        return ttft_words(str(role[j]), float(pts["max_batch"].iat[j]), float(ttft[j]), sep=" of ")
+
     if "offload" not in allowed:
         out.append(Blocked("offload", "offload is not allowed", f"allow offload in {where_policy}"))
     elif not tool.tier_available:
@@ -111,21 +116,23 @@ def blocked_policies(prep: Any, w: int, roles: frozenset[str] | set[str]) -> lis
                                "set tool_phase.kv_tier.reload_gb_per_s (with its source) or add the link bandwidth to the device profile"))
         else:
             _r, rl, t0, tgt = best("reload_ms_rep", finite)
+            words = _words(_r)
             need = math.ceil(t0 + rl)
             fix = f"raise services.{svc}.slo.ttft.target_ms to at least {need:,}"
             if tgt > t0:
                 fix += f", or a KV-tier link at least {rl / (tgt - t0):.2f}x faster (tool_phase.kv_tier.reload_gb_per_s)"
-            out.append(Blocked("offload", f"reloading the KV takes {rl:,.0f} ms, and with the TTFT without queueing of {t0:,.0f} ms "
+            out.append(Blocked("offload", f"reloading the KV takes {rl:,.0f} ms, and with the {words} "
                                           f"it breaks the p{q * 100:g} TTFT target {tgt:,.0f} ms", fix, float(need)))
     if "recompute" not in allowed:
         out.append(Blocked("recompute", "recompute is not allowed", f"allow recompute in {where_policy}"))
     elif not any(bool(pf["rec_ok"].iat[r]) for r in rows):
         _r, rc, t0, tgt = best("recompute_ms_rep", rows)
+        words = _words(_r)
         if not math.isfinite(rc):
             out.append(Blocked("recompute", "the recompute time is unknown", "supply the recompute time of the points"))
         else:
-            out.append(Blocked("recompute", f"recomputing the dropped context takes {rc:,.0f} ms, and with the TTFT without queueing of "
-                                            f"{t0:,.0f} ms it breaks the p{q * 100:g} TTFT target {tgt:,.0f} ms",
+            out.append(Blocked("recompute", f"recomputing the dropped context takes {rc:,.0f} ms, and with the {words} "
+                                            f"it breaks the p{q * 100:g} TTFT target {tgt:,.0f} ms",
                                f"raise services.{svc}.slo.ttft.target_ms to at least {math.ceil(t0 + rc):,}, or faster prefill devices",
                                float(math.ceil(t0 + rc))))
     return out

@@ -18,12 +18,18 @@ def _num(v: float | None, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _cut(text: str, width: int = 100) -> str:
+    """``text`` whole up to ``width`` characters, else cut there with an ellipsis (was cut at 60 without one,
+    mid-word: "- (no KV tier (no tool_phase.kv_tier.usd_per_gb_month and no" read as whole)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def _alt(tp: ToolPhasePlan) -> list[list[str]]:
     rows = []
     for r in tp.tools:
         alt = {a.policy: a for a in r.alternatives}
         rows.append([f"{r.service}/{r.tool}", r.policy, _num(r.breakeven_wait_s, 2)]
-                    + [_usd(alt[p].usd_per_month) if alt[p].usd_per_month is not None else f"- ({alt[p].reason})"[:60] for p in ("hold", "offload", "recompute")])
+                    + [_usd(alt[p].usd_per_month) if alt[p].usd_per_month is not None else _cut(f"- ({alt[p].reason})") for p in ("hold", "offload", "recompute")])
     return rows
 
 
