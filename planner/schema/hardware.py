@@ -40,6 +40,12 @@ PRICE_FIELDS: tuple[str, ...] = ("purchase_usd", "rental_usd_per_hour")
 _META_FIELDS = {"id", "name", "kind", "vendor", "form_factor", "sources", "confidence", "assumptions", "notes", "launch_year"}
 
 
+def _fallback(precision: str) -> tuple[str, ...]:
+    """The precisions whose peak a GEMM at ``precision`` runs at, in order: its own, then wider ones of
+    its kind (fp4 → fp8 → bf16; int8 → bf16); an unknown precision at bf16."""
+    return {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "bf16")}.get(precision, ("bf16",))
+
+
 class DeviceProfile(StrictModel):
     """One device type (per device: one GPU, one accelerator chip, or one CPU server)."""
 
@@ -167,11 +173,11 @@ class DeviceProfile(StrictModel):
         """Dense peak FLOP/s at a precision, falling back to the nearest wider precision.
 
         A device without fp8 tensor cores runs fp8 weights by upcasting to bf16 (weight-only
-        quantisation): memory traffic at fp8, compute at bf16.
+        quantisation, e.g. vLLM's Marlin W8A16 kernels on the A100): memory traffic at fp8, compute at
+        bf16. Floating-point formats never fall back to int8: fp8 or fp4 data does not run on integer
+        tensor cores (before, an A100's fp8 prefill was priced at its 624 int8 TOPS, 1.8x too fast).
         """
-        order = ["fp4", "fp8", "int8", "bf16"]
-        start = order.index(precision) if precision in order else len(order) - 1
-        for p in order[start:]:
+        for p in _fallback(precision):
             tflops = self.peak_tflops_dense.get(p)  # type: ignore[call-overload]
             if tflops is not None:
                 return tflops * 1e12
@@ -180,9 +186,7 @@ class DeviceProfile(StrictModel):
     def gemm_factor(self, precision: str) -> float:
         """:attr:`gemm_efficiency_factor` at the precision whose peak :meth:`peak_flops` uses
         (the same fallback to a wider precision); 1.0 where none is measured."""
-        order = ["fp4", "fp8", "int8", "bf16"]
-        start = order.index(precision) if precision in order else len(order) - 1
-        for p in order[start:]:
+        for p in _fallback(precision):
             if self.peak_tflops_dense.get(p) is not None:  # type: ignore[call-overload]
                 return float(self.gemm_efficiency_factor.get(p, 1.0))  # type: ignore[call-overload]
         return 1.0
