@@ -74,9 +74,12 @@ def estimate_closed_loop(
                                  f"on {tp} x {device.id}", "raise the target, use a larger tp, a lower precision or a faster device"))
     prefill_work = 1e3 * float(iteration_time(inst, eff, prefill_tokens=float(isl)).total_s)
     prefill_alone = prefill_work + cal.ttft_overhead_ms
-    if ttft_target_ms is not None and prefill_alone > ttft_target_ms:
-        raise InputError(Problem("", "ttft-ms", f"TTFT target {ttft_target_ms} ms is impossible: the {isl}-token prompt alone takes {prefill_alone:.0f} ms "
-                                 f"on {tp} x {device.id}", "raise the target, use a larger tp or a faster device"))
+    # impossible only when the engine's own prefill misses it: the harness's TTFT overhead is a property of the
+    # benchmark that measured the engine (it never reaches a plan), so a target below it is a miss of the
+    # benchmark's figure (said in the output), not a device that cannot serve it (every device and tp "failed")
+    if ttft_target_ms is not None and prefill_work > ttft_target_ms:
+        raise InputError(Problem("", "ttft-ms", f"TTFT target {ttft_target_ms} ms is impossible: the engine's prefill of the {isl}-token prompt "
+                                 f"alone takes {prefill_work:.1f} ms on {tp} x {device.id}", "raise the target, use a larger tp or a faster device"))
     # the KV the running requests hold, by the engine's own pool rule (it was the peak for every engine: a vLLM
     # closed loop at 400 running requests was shown holding more KV than its 368 peak slots)
     held = float(np.asarray(held_tokens(eng, np.array([float(isl)]), np.array([float(osl)]))).ravel()[0])
@@ -109,6 +112,10 @@ def estimate_closed_loop(
             "harness_cohorts": ttft - ttft_engine - cal.ttft_overhead_ms,
         },
         "ttft_without_harness_ms": ttft_engine,
+        "ttft_target_ms": ttft_target_ms, "tpot_target_ms": tpot_target_ms,
+        "ttft_target_met": None if ttft_target_ms is None else bool(ttft <= ttft_target_ms),
+        "ttft_target_met_without_harness": None if ttft_target_ms is None else bool(ttft_engine <= ttft_target_ms),
+        "tpot_target_met": None if tpot_target_ms is None else bool(tpot <= tpot_target_ms),
         "engine_terms": engine_terms(cal),
         "harness_terms": harness_terms(cal, engine, calibration),
     }
