@@ -165,3 +165,17 @@ def test_estimate_says_whether_its_targets_are_met() -> None:
                        "--concurrency", "8", "--calibration", str(CAL), "--ttft-ms", "1e6", "--json")
     r = json.loads(out)
     assert r["ttft_target_met"] is True and r["ttft_target_met_without_harness"] is True and r["tpot_target_met"] is None
+
+
+def test_estimate_ep_says_its_ttft_has_no_queueing_and_who_gets_no_slot() -> None:
+    """20,000 users over 16 ranks of 256 slots: 15,904 get none; the TTFT (one prompt per rank) does not count their
+    wait, and the output says so; one node's all-to-all is not said to run over the inter-node NIC."""
+    args = ["estimate", "--model", "deepseek-v3", "--device", "h200-sxm", "--precision", "fp8", "--osl", "1024"]
+    res = CliRunner().invoke(main, [*args, "--ep", "16", "--isl", "1024", "--concurrency", "20000", "--json"])
+    r = json.loads(res.stdout)
+    assert res.exit_code == 0 and r["users_running"] == 16 * r["max_batch_per_rank"]
+    assert r["users_without_slot"] == 20000 - r["users_running"]
+    text = CliRunner().invoke(main, [*args, "--ep", "16", "--isl", "1024", "--concurrency", "20000"]).stdout
+    assert f"{r['users_without_slot']:,} of the 20,000 users get no slot" in text and "no queueing" in text
+    one_node = CliRunner().invoke(main, [*args, "--ep", "8", "--isl", "8192", "--concurrency", "64"]).stdout
+    assert "within one node" in one_node and "across nodes" not in one_node and "get no slot" not in one_node

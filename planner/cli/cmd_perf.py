@@ -154,10 +154,15 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
         click.echo(f"{model_id} on {res['gpus']} x {device_id} ({res['parallelism']}, {res['nodes']} node(s); {precision}, KV {kv_precision}), "
                    f"ISL {isl}, OSL {osl}, {concurrency} users, source {res['source']}")
         click.echo(table(["quantity", "value"], rows, align_right=False))
-        nic = (f" (device profile has no nic_bw_gb_per_s: the default {res['nic_gb_per_s']:g} GB/s per GPU is used)" if res["nic_defaulted"]
+        nic = (" within one node (its scale-up link; no inter-node traffic)" if res["nodes"] <= 1
+               else f" (device profile has no nic_bw_gb_per_s: the default {res['nic_gb_per_s']:g} GB/s per GPU is used)" if res["nic_defaulted"]
                else f" at {res['nic_gb_per_s']:g} GB/s per GPU across nodes")
         click.echo(f"\nAll-to-all (dispatch + combine, all MoE layers) {comp['all_to_all']:.1f} ms per decode step, "
                    f"{comp['all_to_all_exposed']:.1f} ms not hidden by two-batch overlap{nic}. Model: planner/perf/moe.py.")
+        waiting = (f"; {res['users_without_slot']:,} of the {concurrency:,} users get no slot (the ranks take "
+                   f"{res['users_running']:,}: max_batch_per_rank, by KV memory and the per-rank token limit) and their wait is not in it" if res["users_without_slot"] else "")
+        click.echo(f"TTFT is one prompt per rank on a replica with room, its first decode step and the engine's TTFT overhead: "
+                   f"no queueing{waiting}. Not a closed-loop replay.")
         return
     if tp is None:
         raise InputError("give --tp (or --ep with --dp for an expert-parallel replica)")

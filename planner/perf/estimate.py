@@ -199,6 +199,7 @@ def estimate_expert_parallel(
         "source": f"{source}+moe ({params.source})", "experts_per_gpu": rep.experts_per_gpu,
         "weights_gb_per_gpu": rep.weights_per_gpu_bytes / 1e9, "kv_capacity_gb_per_rank": max(cap, 0.0) / 1e9,
         "batch_per_rank": batch, "max_batch_per_rank": b_mem, "tpot_ms": step_ms, "ttft_ms": ttft,
+        "users_running": min(concurrency, batch * dp), "users_without_slot": max(0, concurrency - batch * dp),
         "decode_step_components_ms": {"attention_and_dense": 1e3 * float(dec.dense_s), "experts": 1e3 * float(dec.expert_s),
                                       "all_to_all": 1e3 * float(dec.a2a_s), "all_to_all_exposed": 1e3 * float(dec.exposed_a2a_s()),
                                       "overhead": 1e3 * float(dec.overhead_s)},
