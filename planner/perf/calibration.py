@@ -311,6 +311,11 @@ def _load(path: str) -> Calibration:
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:
     data: dict[str, Any] = cal.model_dump(mode="json", exclude_none=True)
+    # an engine's empty memory_fraction means SGLang's automatic reserve and its default is 0.9: written out
+    # as null, or the file would read back as 0.9 (every SGLang KV pool at 0.9 with no reserve)
+    for name, eng in cal.engines.items():
+        if eng.memory_fraction is None:
+            data["engines"][name]["memory_fraction"] = None
     header = "# Fitted by `planner calibrate`; see planner/perf/calibration.py for the meaning of each field.\n"
     Path(path).write_text(header + yaml.safe_dump(data, sort_keys=False, width=100), encoding="utf-8")
 
