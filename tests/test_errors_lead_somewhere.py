@@ -121,3 +121,14 @@ def test_example_instances_cite_only_files_a_user_has() -> None:
     for path in sorted((ROOT / "instances").glob("*.yaml")):
         text = path.read_text(encoding="utf-8")
         assert "SOURCES.md" not in text and "shared/data" not in text, path.name
+
+
+def test_every_row_bad_points_at_the_reader_not_at_skipping(tmp_path: Path) -> None:
+    """A CSV read as JSON lines: every row fails, and --on-bad-row skip would leave no rows at all ("the log holds
+    no usable request rows"), so the fix names the format and columns instead."""
+    log = tmp_path / "log.csv"
+    log.write_text("timestamp,input_tokens,output_tokens\n1,10,20\n2,30,40\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["characterize", str(log), "--format", "tracelab"])
+    assert res.exit_code == 2
+    assert "3 of 3 rows cannot be used" in res.stderr and "skipping them leaves nothing" in res.stderr and "--format" in res.stderr
+    assert "fix: repair those rows" not in res.stderr

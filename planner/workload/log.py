@@ -87,7 +87,12 @@ def bad_rows_error(path: str, bad: list[BadRow], total: int) -> InputError:
             file=path,
             path="",
             message=f"{len(bad)} of {total} rows cannot be used{where} ({examples})",
-            fix="repair those rows, or drop them: --on-bad-row skip (planner characterize / solve) or options.on_bad_row: skip in the instance",
+            # every row bad: skipping them leaves nothing ("the log holds no usable request rows"), so the
+            # likely cause is the reader, not the rows
+            fix=("no row is usable, so skipping them leaves nothing: check that the file is read as its format says "
+                 "(--format / --columns of planner characterize, or the service's traffic.log format and columns)"
+                 if total > 0 and len(bad) >= total else
+                 "repair those rows, or drop them: --on-bad-row skip (planner characterize / solve) or options.on_bad_row: skip in the instance"),
         )
     )
 
