@@ -211,3 +211,17 @@ def test_code_completion_unified_work_is_one_figure_at_4_8_16_buckets() -> None:
         work.append(float((w * u["instance_seconds_per_request"]).sum() / w.sum()))
     assert max(work) - min(work) <= 1e-9 * max(work), work
     assert work[0] == pytest.approx(0.024932, abs=2e-6)
+
+
+def test_the_distinct_bins_note_counts_the_buckets_made() -> None:
+    """50 requests of one length asked for 4 buckets give one bucket, and the note says 1 (it said 2: the
+    edges + 1, before the empty bins went)."""
+    import numpy as np
+
+    from planner.workload.buckets import length_buckets
+
+    buckets, notes = length_buckets(np.full(50, 100.0), np.full(50, 20.0), 4)
+    assert len(buckets) == 1
+    assert any("only 1 distinct bin exists" in n for n in notes), notes
+    two, notes2 = length_buckets(np.r_[np.full(25, 100.0), np.full(25, 900.0)], np.full(50, 20.0), 4)
+    assert len(two) == 2 and any("only 2 distinct bins exist" in n for n in notes2), notes2

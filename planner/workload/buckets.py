@@ -167,8 +167,6 @@ def length_buckets(
     n = len(input_tokens)
     edges = bin_edges(input_tokens, k)
     which = np.searchsorted(edges, input_tokens, side="left")
-    if len(edges) < k - 1:
-        notes.append(f"asked for {k} buckets; input lengths repeat so much that only {len(edges) + 1} distinct bins exist")
     buckets: list[LengthBucket] = []
     # the service's tail set (module docstring, item 2): outside it every request is covered
     kept = ((input_tokens <= np.quantile(input_tokens, representative_quantile))
@@ -178,6 +176,9 @@ def length_buckets(
     bounds = np.searchsorted(which[order], np.arange(len(edges) + 2), side="left")
     bins = [order[bounds[j] : bounds[j + 1]] for j in range(len(edges) + 1)]
     bins = [rows for rows in bins if rows.size]
+    if len(bins) < k:  # counted after the empty bins go (it counted the edges + 1: "2 distinct bins" beside 1 bucket)
+        notes.append(f"asked for {k} buckets; input lengths repeat so much that only {len(bins)} distinct "
+                     f"{'bins exist' if len(bins) != 1 else 'bin exists'}")
     # latency groups (item 6): each bucket's representatives are its group's; its length mix (work) its own
     group_of = latency_groups([rows.size / n for rows in bins])
     group_rows = {g: np.concatenate([rows for rows, h in zip(bins, group_of, strict=True) if h == g]) for g in set(group_of)}
