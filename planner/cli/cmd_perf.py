@@ -172,7 +172,7 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
     if as_json:
         echo_json(result)
         return
-    rows = [[k, result[k]] for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s_per_device", "memory_used_gb_per_device",
+    rows = [[k, result[k]] for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s_per_device", "output_tokens_per_s_per_device_without_harness", "memory_used_gb_per_device",
                                       "memory_free_gb_per_device", "max_batch", "max_batch_at_peak_context", "running_batch", "bound")]
     click.echo(f"{model_id} on {tp} x {device_id} ({precision}, KV {kv_precision}), ISL {isl}, OSL {osl}, {concurrency} users, source {result['source']}")
     click.echo(table(["quantity", "value"], rows, align_right=False))

@@ -62,7 +62,8 @@ def estimate_closed_loop(
     # the same closed loop with the benchmark-harness terms removed (no TTFT overhead, cohorts of one):
     # what the engine's own work and the loop's queueing give (item 8 of issue 25)
     bare = replace(eng, ttft_overhead_s=np.array([0.0]), cohort_exponent=np.array([0.0]))
-    ttft_engine = 1e3 * float(predict_agg(inst, bare, np.array([float(concurrency)]), np.array([float(isl)]), np.array([float(osl)])).ttft_s[0])
+    res_bare = predict_agg(inst, bare, np.array([float(concurrency)]), np.array([float(isl)]), np.array([float(osl)]))
+    ttft_engine = 1e3 * float(res_bare.ttft_s[0])
     tpot = 1e3 * float(res.tpot_s[0])
     running = float(res.running[0])
     ctx = isl + osl / 2.0
@@ -86,14 +87,23 @@ def estimate_closed_loop(
     kv_total = running * float(kv_bytes(inst, held))
     reserve_gb = (float(sglang_reserved_bytes(inst.memory_bytes, tp)) / 1e9 if cal.memory_fraction is None else cal.workspace_gb)
     used = float(memory_per_device_bytes(inst, kv_total, reserve_gb=reserve_gb)) / 1e9
-    cycle = float(res.cycle_s[0])
-    out_tok_per_s = running * osl / cycle if cycle > 0 else float("nan")
+    # output tokens/s by Little's law over the closed loop, from the figures printed beside it: each of the
+    # ``concurrency`` users has one request in flight for TTFT + (OSL - 1) TPOT (its slot wait inside TTFT), as the
+    # benchmark counts it. It was running x OSL / the engine's iteration cycle, which leaves out the harness's TTFT
+    # overhead and cohorts: up to 5x the figure the printed TTFT and TPOT allow at a 2-token output.
+    def little(ttft_s: float, tpot_s: float) -> float:
+        e2e_s = ttft_s + (osl - 1) * tpot_s
+        return concurrency * osl / e2e_s if e2e_s > 0 else float("nan")
+
+    out_tok_per_s = little(ttft / 1e3, tpot / 1e3)
+    out_tok_per_s_engine = little(ttft_engine / 1e3, float(res_bare.tpot_s[0]))
     bound = "memory_capacity" if concurrency > int(res.max_batch[0]) else str(step.bound()[()])
     return {
         "model": model.id, "device": device.id, "tp": tp, "precision": precision, "kv_precision": kv_precision,
         "isl": isl, "osl": osl, "concurrency": concurrency, "engine": engine, "source": source,
         "ttft_ms": ttft, "tpot_ms": tpot,
         "output_tokens_per_s_per_device": out_tok_per_s / tp,
+        "output_tokens_per_s_per_device_without_harness": out_tok_per_s_engine / tp,
         "memory_used_gb_per_device": used,
         "memory_free_gb_per_device": float(inst.memory_bytes) / 1e9 - used,
         "memory_reserve_gb_per_device": reserve_gb,
