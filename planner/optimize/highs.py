@@ -115,6 +115,13 @@ def _counting_highs() -> type:
             res = super().solve(model, **kwds)
             if getattr(res.termination_condition, "name", "") == "maxTimeLimit":
                 _TIME_LIMIT_STOPS[0] += 1
+            # pyomo turns HiGHS's console log on inside its solve (captured there) and leaves it on: between
+            # solves, a model update's warnings ("|Value| of 8.7e-10 supplied to Highs::changeCoeff is less
+            # than 1e-09 ...") went to stdout, ahead of `planner budget --json` / `sweep --json` output, which
+            # then was not JSON. Off until the next solve turns it on under its capture.
+            inner = getattr(self, "_solver_model", None)
+            if inner is not None:
+                inner.setOptionValue("log_to_console", False)
             return res
 
     return CountingHighs
