@@ -114,3 +114,24 @@ def test_plan_overrides_carry_the_resolution_auto_chose() -> None:
     assert got == {"services.chat.traffic.rate_multiplier": 2.0, "services.chat.traffic.buckets": 9}
     _Plan.overrides = {"services.chat.traffic.buckets": 6}  # recorded by solve (resolution_overrides): kept
     assert plan_overrides(_Plan()) == {"services.chat.traffic.buckets": 6}  # type: ignore[arg-type]
+
+
+def test_evaluate_headroom_at_the_search_limits_is_said_as_a_bound() -> None:
+    """At ×0.01 of enterprise-chat's traffic its plan carries ~×145, beyond the search's ×64: printed "64" as if the
+    answer; a traffic it cannot carry at 1/64 printed "0". Now bounds, said as such (``headroom_beyond_search``)."""
+    from planner.studies.evaluate import MAX_MULTIPLIER, _beyond
+
+    assert _beyond(64.0, MAX_MULTIPLIER) == "above" and _beyond(0.0, MAX_MULTIPLIER) == "below"
+    assert _beyond(1.45, MAX_MULTIPLIER) == "" and _beyond(48.6, MAX_MULTIPLIER) == "" and _beyond(32.0, MAX_MULTIPLIER) == ""
+
+
+@pytest.mark.slow
+def test_evaluate_cli_prints_the_search_limit_and_whole_dollars(solved_example) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    solved = solved_example("enterprise-chat")
+    r = CliRunner().invoke(main, ["evaluate", str(solved.out_dir / "plan.json"), "--set", "services.chat.traffic.rate_multiplier=0.01"])
+    assert r.exit_code == 0, r.output
+    assert ">=64 (search limit)" in r.stdout and "e-0" not in r.stdout

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from planner.cli.cmd_horizon import refuse_horizon, refuse_horizon_plan
-from planner.cli.output import echo_json, note, progress, step, table, versioned
+from planner.cli.output import echo_json, fmt, note, progress, step, table, versioned
 
 SET_HELP = ("PATH=VALUES, repeatable. PATH is a dot-path into the instance (as in `scenarios:`). "
             "VALUES: one value, a comma list (a grid dimension; several make a cartesian product), or "
@@ -251,9 +251,18 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
         echo_json(versioned({"architecture": fixed.architecture, "instances": fixed.instances, "rows": frame.to_dict("records")}))
         return
     click.echo(f"held plan ({fixed.architecture}): " + ", ".join(f"{k}x{v}" for k, v in sorted(fixed.instances.items())))
+    from planner.studies.evaluate import MAX_MULTIPLIER
+
+    def head(r: dict[str, Any]) -> str:
+        h, beyond = float(r["headroom_multiplier"]), r.get("headroom_beyond_search")
+        return f">={h:g} (search limit)" if beyond == "above" else f"<1/{MAX_MULTIPLIER:g} (search limit)" if beyond == "below" else fmt(h)
+
+    def usd(v: Any) -> int | None:  # whole dollars: a regret of 9.4e-08 is 0 up to the MIP gap
+        return None if v is None or v != v else int(round(float(v)))
+
     click.echo(table(["scenario", "carries", "SLO met", "headroom x", "saturates first", "fixed $/month", "re-opt $/month", "regret $/month"],
-                     frame[["scenario", "carries_load", "slo_met", "headroom_multiplier", "saturates_first", "fixed_total_usd_per_month",
-                            "optimal_total_usd_per_month", "regret_usd_per_month"]].values.tolist()))
+                     [[r["scenario"], r["carries_load"], r["slo_met"], head(r), r["saturates_first"], usd(r["fixed_total_usd_per_month"]),
+                       usd(r["optimal_total_usd_per_month"]), usd(r["regret_usd_per_month"])] for r in frame.to_dict("records")]))
     missed = frame[~frame["slo_met"]]
     for r in missed.to_dict("records"):
         click.echo(f"  {r['scenario']}: {r['slo_detail']}")

@@ -147,6 +147,17 @@ def _slo(plan: ArchitecturePlan) -> tuple[bool, float | None, str]:
     return all(met), (sum(met) / len(met) if met else None), detail
 
 
+def _beyond(h: float, max_multiplier: float) -> str:
+    """Where the headroom search stopped at its limits: ``"above"`` — every multiplier up to the largest power
+    of two not above ``max_multiplier`` carried, so ``h`` is a lower bound (at ×0.01 of enterprise-chat's traffic
+    its plan carries ~×145 and printed 64); ``"below"`` — even ``1 / max_multiplier`` did not carry (``h`` 0 is an
+    upper bound, not a value); ``""`` inside the range (:func:`planner.studies.search.largest_passing_multiplier`)."""
+    if h <= 0.0:
+        return "below"
+    top = 2.0 ** math.floor(math.log2(max_multiplier))  # the search's last doubling; a bisection ends below it
+    return "above" if h >= top else ""
+
+
 def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario], *, rel_tol: float = 0.01,
                   max_multiplier: float = MAX_MULTIPLIER, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
     """One row per scenario: fixed cost, SLO attainment, headroom, first pool to saturate, regret (module docstring).
@@ -171,7 +182,8 @@ def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario
         rows.append({
             "scenario": sc.name, **sc.params, "architecture": plan.architecture, "carries_load": fixed.feasible,
             "slo_met": slo_met, "slo_attainment": attainment, "slo_detail": detail,
-            "headroom_multiplier": h, "saturates_first": ", ".join(saturates),
+            "headroom_multiplier": h, "headroom_beyond_search": _beyond(h, max_multiplier),
+            "saturates_first": ", ".join(saturates) if h < max_multiplier else "",
             "busiest_pool": util[1] if util else None, "busiest_load_of_cap": util[0] if util else None,
             "fixed_total_usd_per_month": fixed_total, "optimal_total_usd_per_month": best_total, "optimal_architecture": best,
             "optimal_device_mix": ", ".join(f"{d}:{n}" for d, n in sorted(summaries[best].devices.items())) if best else "",
