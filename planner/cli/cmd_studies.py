@@ -253,7 +253,7 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     click.echo(f"held plan ({fixed.architecture}): " + ", ".join(f"{k}x{v}" for k, v in sorted(fixed.instances.items())))
     from planner.studies.evaluate import MAX_MULTIPLIER
 
-    def head(r: dict[str, Any]) -> str:
+    def head(r: Any) -> str:
         h, beyond = float(r["headroom_multiplier"]), r.get("headroom_beyond_search")
         return f">={h:g} (search limit)" if beyond == "above" else f"<1/{MAX_MULTIPLIER:g} (search limit)" if beyond == "below" else fmt(h)
 
