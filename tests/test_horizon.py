@@ -295,3 +295,21 @@ def test_horizon_caps_split_a_multimodal_ttft_between_encode_and_prefill_as_solv
     assert enc.any()
     lv = levels_for(prep, _inputs(_slots(1.0), [1.0], Acquisition("g", on_demand_usd_per_hour=2.0)))
     np.testing.assert_allclose(lv.rho[0], prep.points["rho"].to_numpy(float), rtol=1e-12, atol=0.0)
+
+
+def test_cli_horizon_cost_rows_sum_to_their_total(tmp_path: Path) -> None:
+    """Each period's row of the cost table sums to its "total USD": the terms not shown are an "other" column
+    (fleet-horizon's shared rows were 6,000 USD short of their total: its two operations terms)."""
+    inst = _cli_instance(tmp_path, SMALL)
+    r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("period  ownership"))
+    cols = lines[head].split()
+    assert cols[-2:] == ["other", "total"] or cols[-3:] == ["other", "total", "USD"]
+    rows = [line.split() for line in lines[head + 2:] if line[:1].strip().isdigit() or line.strip()[:1].isdigit()]
+    rows = [row for row in rows if len(row) == len(cols) - 1]  # "total USD" is two words
+    assert rows
+    for row in rows:
+        values = [float(v.replace(",", "")) for v in row[1:]]
+        assert sum(values[:-1]) == pytest.approx(values[-1], abs=len(values))  # each cell rounded to the dollar

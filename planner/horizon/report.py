@@ -87,9 +87,15 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         shown = ["ownership", "reserved", "on_demand", "spot", "power_busy", "power_idle"]
         if "weight_reload" in per.columns and float(per["weight_reload"].abs().sum()) > 0:
             shown.append("weight_reload")
-        crow = [[int(t), *[fmt(round(float(v))) for v in vals], fmt(round(float(sum(vals_all))))]
+        shown = [c for c in shown if c in per.columns]
+        # the terms not shown (network, operations, CPU pool, ...) in one column, so that the row sums to its total
+        # (fleet-horizon's shared rows were 6,000 USD short of their total: ops_pools + ops_device_types)
+        rest = [c for c in per.columns if c not in shown]
+        crow = [[int(t), *[fmt(round(float(v))) for v in vals], fmt(round(float(sum(vals_all) - sum(vals)))), fmt(round(float(sum(vals_all))))]
                 for t, vals, vals_all in zip(per.index, per[shown].to_numpy(), per.to_numpy(), strict=True)]
-        out.append(table(["period", *shown, "total USD"], crow))
+        out.append(table(["period", *shown, "other", "total USD"], crow))
+        if rest:
+            out.append(f"  other: {', '.join(str(c) for c in rest)} (per term in costs.csv)")
         if len(arch.slot_checks):
             out.extend(slot_check_lines(arch))
     for n in result.notes:
