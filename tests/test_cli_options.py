@@ -151,3 +151,11 @@ def test_sweep_says_which_flips_it_searched() -> None:
     assert ("verdict flips (bisection brackets)" in r.stdout
             or "no verdict flip between adjacent swept values of services.chat.traffic.rate_multiplier" in r.stdout)
     assert "is not searched: `planner solve --confidence exact` lists every window" in r.stdout
+
+
+def test_budget_text_says_why_a_budget_has_no_plan() -> None:
+    """The JSON's note on a budget below every plan's fixed costs is printed under the text table too ("max traffic
+    x 0" alone read as a result)."""
+    r = CliRunner().invoke(main, ["budget", MINIMAL, "--budgets", "100", "--set", "options.verify=false", "--rel-tol", "0.1"])
+    assert r.exit_code == 0, r.output
+    assert "$100/month: the budget does not cover the fixed costs of any plan" in r.output

@@ -185,6 +185,10 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
         return
     click.echo(table(["budget $/month", "max traffic x", "cost $/month", "winner", "devices"],
                      frame[["budget_usd_per_month", "max_traffic_multiplier", "total_usd_per_month", "winner", "device_mix"]].values.tolist()))
+    # a budget with no plan says why (the JSON's note), or "max traffic x 0" reads as a result
+    for r in frame.to_dict("records"):
+        if r.get("note"):
+            click.echo(f"  ${float(r['budget_usd_per_month']):,.0f}/month: {r['note']}")
     if html_file:
         note(f"wrote {html_file}")
 
