@@ -526,3 +526,18 @@ def test_one_plan_loader_same_errors(command: list[str], tmp_path: Path) -> None
     res = CliRunner().invoke(main, [*command, str(wrong)])
     assert res.exit_code == 2 and "wrong.json: verdict.winnner: Extra inputs are not permitted" in res.output
     assert "regenerate the plan" in res.output and "Traceback" not in res.output
+
+
+def test_plain_method_keeps_a_parenthesis_it_opens_balanced() -> None:
+    """"(planner.x, more)" lost its "(" and left "more)" dangling in the HTML methods; a whole "(planner.x)" goes."""
+    from planner.report.html import plain_method
+
+    assert (plain_method("Erlang-C (planner.queueing.max_utilization, G/G/c wait quantile at peak, Allen-Cunneen), k lost")
+            == "Erlang-C (G/G/c wait quantile at peak, Allen-Cunneen), k lost")
+    assert (plain_method("at load (planner.pool_latency.unified_at_utilization_many: slot wait + TTFT at the cap)")
+            == "at load (slot wait + TTFT at the cap)")
+    assert plain_method("x (planner.queueing.max_utilization) y") == "x y"
+    assert plain_method("uses planner.queueing.least_loaded_lane_wait_quantile_s here") == "uses least loaded lane wait quantile here"
+    for text in ("a (planner.q.f, b) c (planner.r.g: d) e", "(planner.x.y)"):
+        out = plain_method(text)
+        assert out.count("(") == out.count(")"), out

@@ -151,10 +151,12 @@ def plain_method(text: str) -> str:
     def words(m: re.Match[str]) -> str:
         s = m.group(0)
         if s.strip().startswith("("):
-            return ""
+            # a whole "(planner.x)" goes; "(planner.x, more)" keeps its "(" for the rest (it left "more)" unopened)
+            return "" if s.rstrip().endswith(")") else " ("
         last = s.strip().rsplit(".", 1)[-1].removesuffix("_s").removesuffix("_ms").replace("_", " ")
         return " " + last
-    return re.sub(r"\s+([,;.)])", r"\1", _INTERNAL.sub(words, text)).strip()
+    kept = re.sub(r"\(\s*[,;:]\s*", "(", _INTERNAL.sub(words, text))
+    return re.sub(r"\s+([,;.)])", r"\1", kept).strip()
 
 
 @lru_cache(maxsize=1)
