@@ -159,3 +159,8 @@ def test_budget_text_says_why_a_budget_has_no_plan() -> None:
     r = CliRunner().invoke(main, ["budget", MINIMAL, "--budgets", "100", "--set", "options.verify=false", "--rel-tol", "0.1"])
     assert r.exit_code == 0, r.output
     assert "$100/month: the budget does not cover the fixed costs of any plan" in r.output
+
+
+def test_solve_robust_worst_refuses_weights_it_would_ignore() -> None:
+    r = CliRunner().invoke(main, ["solve-robust", MINIMAL, "--objective", "worst", "--weights", "1,0"])
+    assert r.exit_code == 2 and "weights apply to --objective expected only" in r.stderr and "drop --weights" in r.stderr

@@ -279,7 +279,7 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
 @click.option("--set", "sets", multiple=True, help="PATH=VALUES applied to every scenario; a comma list makes one scenario per value.")
 @click.option("--objective", type=click.Choice(["expected", "worst"]), default="expected", show_default=True,
               help="expected: capex/ops once + mean of power/network over scenarios; worst: worst-case monthly total.")
-@click.option("--weights", default=None, help="Comma list of scenario weights for --objective expected (default: equal).")
+@click.option("--weights", default=None, help="Comma list of scenario weights for --objective expected (default: equal; refused with --objective worst).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write robust.csv (one row per architecture and scenario).")
 @click.option("--json", "as_json", is_flag=True)
 def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str, ...], objective: str, weights: str | None,
@@ -312,6 +312,9 @@ def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str,
     check_values(resolved.raw, spec, file=file)
     study = expand(spec, bases=bases)
     w = None
+    if weights and objective == "worst":  # the worst case takes every scenario whole: weights were printed and ignored
+        raise InputError(Problem("--weights", weights, "weights apply to --objective expected only; --objective worst plans for the "
+                                 "worst scenario whatever its weight", "drop --weights, or use --objective expected"))
     if weights:
         try:
             w = [float(v) for v in weights.split(",")]
