@@ -120,3 +120,13 @@ def test_unsorted_warns_but_succeeds(tmp_path: Path) -> None:
     r = run(str(f))
     assert r.exit_code == 0
     assert "sorted by time" in r.stderr
+
+
+def test_characterize_all_equal_timestamps_are_not_called_missing(tmp_path: Path) -> None:
+    """50 requests all stamped 5: there are timestamps, but no span to take a rate over (it said "no timestamps")."""
+    log = tmp_path / "same.csv"
+    log.write_text("timestamp,input_tokens,output_tokens\n" + "5,100,20\n" * 50, encoding="utf-8")
+    r = CliRunner().invoke(main, ["characterize", str(log), "--format", "generic", "--columns",
+                                  "time=timestamp,input=input_tokens,output=output_tokens"])
+    assert r.exit_code == 0, r.output
+    assert "no arrival span (no timestamps, or every request at one instant)" in r.output and "no timestamps: lengths only" not in r.output

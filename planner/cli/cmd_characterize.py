@@ -63,7 +63,7 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
             peaks = j["arrival_rate_peak_per_s"]
             click.echo(f"  span {fmt(j['duration_s'])} s, mean {fmt(j['arrival_rate_mean_per_s'])}/s, peak " + ", ".join(f"{fmt(v)}/s over {k}" for k, v in peaks.items()) + f"; inter-arrival CV {fmt(j['interarrival_cv'])}; timestamps {j['timestamps']} (resolution {fmt(j['timestamp_resolution_s'])} s)")
         else:
-            click.echo("  no timestamps: lengths only")
+            click.echo("  no arrival span (no timestamps, or every request at one instant): lengths only")
         rows = [[k, *(j[f"{k}_tokens"][q] for q in ("mean", "p50", "p90", "p99", "max"))] for k in ("input", "output")]
         rows += [[f"{m} (of input)", *(v["tokens"][q] for q in ("mean", "p50", "p90", "p99", "max"))]  # multimodal: encode phase
                  for m, v in j.get("modalities", {}).items()]
