@@ -90,7 +90,7 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         shown = [c for c in shown if c in per.columns]
         # the terms not shown (network, operations, CPU pool, ...) in one column, so that the row sums to its total
         # (fleet-horizon's shared rows were 6,000 USD short of their total: ops_pools + ops_device_types)
-        rest = [c for c in per.columns if c not in shown]
+        rest = [c for c in per.columns if c not in shown and float(per[c].abs().sum()) > 0]  # the terms it holds
         crow = [[int(t), *[fmt(round(float(v))) for v in vals], fmt(round(float(sum(vals_all) - sum(vals)))), fmt(round(float(sum(vals_all))))]
                 for t, vals, vals_all in zip(per.index, per[shown].to_numpy(), per.to_numpy(), strict=True)]
         out.append(table(["period", *shown, "other", "total USD"], crow))

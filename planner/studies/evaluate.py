@@ -179,11 +179,12 @@ def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario
         regret = fixed_total - best_total if fixed_total is not None and best_total is not None else None
         fill = _fill(fixed)
         util = max((f, name) for name, f in fill.items()) if fill else None
+        beyond = _beyond(h, max_multiplier)
         rows.append({
             "scenario": sc.name, **sc.params, "architecture": plan.architecture, "carries_load": fixed.feasible,
             "slo_met": slo_met, "slo_attainment": attainment, "slo_detail": detail,
-            "headroom_multiplier": h, "headroom_beyond_search": _beyond(h, max_multiplier),
-            "saturates_first": ", ".join(saturates) if h < max_multiplier else "",
+            "headroom_multiplier": h, "headroom_beyond_search": beyond,
+            "saturates_first": "" if beyond == "above" else ", ".join(saturates),
             "busiest_pool": util[1] if util else None, "busiest_load_of_cap": util[0] if util else None,
             "fixed_total_usd_per_month": fixed_total, "optimal_total_usd_per_month": best_total, "optimal_architecture": best,
             "optimal_device_mix": ", ".join(f"{d}:{n}" for d, n in sorted(summaries[best].devices.items())) if best else "",
