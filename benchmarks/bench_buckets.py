@@ -34,6 +34,11 @@ every plan at every count meeting its targets; agentic-assistant 151,167 / 152,4
 After every simulated tightening step is refined (planner.optimize.tighten.REFINE_MIN_STEP 1.5 -> 1.05):
 code-completion-8b shared 87,914 at 4, 8 and 16 (winner's spread 4.1 -> 0.0 %); every winner's spread 0.0 %,
 every plan meeting. Met on every example, within 2 % of the finest count too.
+2026-12-05, after the power refit (models/calibration/power.yaml on 588 runs; a unified point's power over its
+cycle): power costs only, 77 s on the 2-core VM; code-completion-8b 87,909 at 4, 8 and 16 (disaggregated 99,395 /
+101,514 / 97,277, 4.4 %), long-context-assistant 95,601 / 95,602 / 95,602 (disaggregated 3.6 %), long-document
+89,340 / 89,337 / 89,333 (disaggregated 0.5 %), agentic-assistant 151,122 / 152,368 at every count; every winner's
+spread 0.0 %, the same winner at every count.
 """
 
 from __future__ import annotations

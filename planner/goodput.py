@@ -103,8 +103,9 @@ calibration (vLLM 0.11-0.12 runs). vLLM 0.6.0 moved the API server, scheduling a
 processing off the GPU's critical path (vLLM blog, 2024-09-05, "vLLM v0.6.0: 2.7x Throughput
 Improvement and 5x Latency Reduction": 2.7x on Llama-3-8B / H100, 1.8x on Llama-3-70B / 4xH100), so a
 0.5-era engine pays per-sequence host costs a 0.11 calibration lacks; ML.ENERGY Leaderboard v2 ran
-vLLM 0.5.4 and its fit (``seq_overhead_us`` 413 vs 56, ``eta_b`` 0.38 vs 0.93) is the only
-measurement of that era we have. ROCm builds (``+rocm`` or a ROCm runtime in the string: AMD's
+vLLM 0.5.4 and its fit (``seq_overhead_us`` 375 vs 56, ``layer_overhead_us`` 396 vs 67; refitted 2026-12-05 on
+314 runs, its ``eta_b`` at the bound 1 and the per-layer overhead carrying the slowness; 413 vs 56 and ``eta_b``
+0.38 on the 54 runs before) is the only measurement of that era we have. ROCm builds (``+rocm`` or a ROCm runtime in the string: AMD's
 fork, its own kernels and scheduler) keep the ``vllm`` calibration: no non-MLPerf ROCm-vLLM runs calibrate them."""
 
 

@@ -259,23 +259,28 @@ def test_validate_energy_coverage_and_named_skips(catalog) -> None:  # noqa: ANN
 
 
 def test_nemotron_hybrid_rows_out_of_sample(catalog) -> None:  # noqa: ANN001
-    """The 31 Nemotron-Nano v2 runs (H100, vLLM 0.11.1) are out of sample: the shipped vllm-0.11.1 throughput
-    and power calibration (models/calibration/power.yaml) was fitted on the stack's 118 other runs while these
-    rows were still skipped. Measured at commit time: J per output token 13.2 % (12B) / 13.9 % (9B), output
-    tokens/s 12.7 / 12.0 %, power 6.7 / 9.2 %. With the SSM state at vLLM's default bf16 instead of the fp32 the
-    runs were served with: 19.6 / 19.1 %, 26.9 / 29.3 %: the 15 % bounds fail."""
+    """The 31 Nemotron-Nano v2 runs (H100, vLLM 0.11.1), held out: throughput and power are refitted on the
+    stack's other v3.0 H100 runs (``fit_power``, what ``planner calibrate-energy`` does, without these rows)
+    and the Nemotron runs predicted with that fit. (The shipped power.yaml, refitted 2026-12-05 on every
+    predictable run, has seen them; the fit before it, on 118 runs, had not.) Measured at commit time: J per
+    output token 12.9 % (12B) / 12.9 % (9B), output tokens/s 10.6 / 9.7 %, power 6.5 / 7.0 % (against the old
+    shipped fit: 13.2 / 13.9 %, 12.7 / 12.0 %). With the SSM state at vLLM's default bf16 instead of the fp32
+    the runs were served with (measured against the old fit): 19.6 / 19.1 %, 26.9 / 29.3 %: the bounds fail."""
     from planner.perf.energy_check import predict_energy
-    from planner.perf.power import load_power_calibration
+    from planner.perf.power_fit import fit_power
 
-    rows = [r for r in read_energy_runs(MEASURED) if "Nemotron-Nano" in str(r.get("model")) and "-VL" not in str(r.get("model"))]
-    out = [o for o in predict_energy(rows, catalog, load_power_calibration()) if o["predicted"]]
+    rows = [r for r in read_energy_runs(MEASURED) if r.get("source") == "mlenergy-benchmark-v3.0" and r.get("gpu") == "H100-SXM5-80GB"]
+    mine_rows = [r for r in rows if "Nemotron-Nano" in str(r.get("model")) and "-VL" not in str(r.get("model"))]
+    train = [r for r in rows if "Nemotron-Nano" not in str(r.get("model"))]
+    cal = fit_power(train, catalog, name="without-nemotron")
+    out = [o for o in predict_energy(mine_rows, catalog, cal) if o["predicted"]]
     assert len(out) == 31
     for family in ("nemotron-nano-9b-v2", "nemotron-nano-12b-v2"):
         mine = [o for o in out if o["model_family"] == family]
         assert len(mine) in (15, 16)
-        for k in ("j_per_output_token", "output_tokens_per_s"):
-            mape = 100.0 * float(np.mean([abs(o[f"pred_{k}"] / o[f"meas_{k}"] - 1.0) for o in mine]))
-            assert mape <= 15.0, (family, k, mape)
+        j = 100.0 * float(np.mean([abs(o["pred_j_per_output_token"] / o["meas_j_per_output_token"] - 1.0) for o in mine]))
+        tok = 100.0 * float(np.mean([abs(o["pred_output_tokens_per_s"] / o["meas_output_tokens_per_s"] - 1.0) for o in mine]))
+        assert j <= 15.0 and tok <= 15.0, (family, j, tok)
 
 
 def test_energy_out_of_sample_accuracy_does_not_regress(catalog) -> None:  # noqa: ANN001
@@ -371,9 +376,10 @@ def test_config_derived_profile_predicts_phi3_small(catalog) -> None:  # noqa: A
     """Issue 25: a model the name resolver does not map but whose config.json is shipped is predicted on the
     profile planner.hf_config derives from it, marked in the output (``profile``); Phi-3-small's llm-chat rows
     (prompt ~250 + output ~410 tokens, inside the 1,024 tokens where its block-sparse layers are exactly dense)
-    land within 10 % pooled on J per output token and tokens/s with the shipped calibration, which was fitted
-    before these rows were predictable (7.7 % and 5.9 % at commit time). A catalog model, an unknown name and a
-    path never take that route."""
+    land within 10 % pooled on J per output token and tokens/s held out: throughput and power refitted on the
+    same GPU's other Leaderboard v2 runs (``fit_power``; the shipped power.yaml, refitted 2026-12-05, has seen
+    them). Measured at commit time: A100 (6 runs) 6.6 / 4.2 %, H100 (8) 5.7 / 7.0 %. A catalog model, an
+    unknown name and a path never take that route."""
     from planner.perf.energy_check import predict_energy
     from planner.perf.energy_runs import CONFIG_PROFILE, config_profile
 
@@ -382,9 +388,18 @@ def test_config_derived_profile_predicts_phi3_small(catalog) -> None:  # noqa: A
     assert config_profile("meta-llama/Llama-3.1-8B-Instruct", catalog) is None  # a catalog profile: not derived
     assert config_profile("acme/unknown-7b", catalog) is None
     assert config_profile("models/llm/configs/microsoft--Phi-3-small-8k-instruct_config.json", catalog) is None
-    rows = [r for r in read_energy_runs(MEASURED) if r.get("model") == "microsoft/Phi-3-small-8k-instruct"]
-    out = predict_energy(rows, catalog, load_power_calibration())
-    assert len(out) == 14 and all(o["predicted"] and o["profile"] == CONFIG_PROFILE for o in out)
-    j = np.mean([abs(o["pred_j_per_output_token"] / o["meas_j_per_output_token"] - 1.0) for o in out])
-    tok = np.mean([abs(o["pred_output_tokens_per_s"] / o["meas_output_tokens_per_s"] - 1.0) for o in out])
-    assert j < 0.10 and tok < 0.10
+    from planner.perf.power_fit import fit_power
+
+    phi_id = "microsoft/Phi-3-small-8k-instruct"
+    every = read_energy_runs(MEASURED)
+    out: list[dict] = []
+    for gpu in ("A100-SXM4-40GB", "H100-SXM5-80GB"):
+        same = [r for r in every if r.get("source") == "mlenergy-leaderboard-v2" and r.get("gpu") == gpu]
+        cal = fit_power([r for r in same if r.get("model") != phi_id], catalog, name=f"without-phi-3-small-{gpu}")
+        mine = predict_energy([r for r in same if r.get("model") == phi_id], catalog, cal)
+        assert all(o["predicted"] and o["profile"] == CONFIG_PROFILE for o in mine)
+        j = np.mean([abs(o["pred_j_per_output_token"] / o["meas_j_per_output_token"] - 1.0) for o in mine])
+        tok = np.mean([abs(o["pred_output_tokens_per_s"] / o["meas_output_tokens_per_s"] - 1.0) for o in mine])
+        assert j < 0.10 and tok < 0.10, (gpu, j, tok)
+        out += mine
+    assert len(out) == 14

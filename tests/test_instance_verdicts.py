@@ -27,12 +27,12 @@ EXPECTED_WINNER: dict[str, str] = {
     "enterprise-chat": "shared",
     # Since buckets pay their mean work (issue 24 item 0, planner.capacity.bucket_work / mix_work): the unified point
     # runs the service's mean lengths with TTFT checked at each bucket's representative prompt, instead of every
-    # request of a bucket priced as its longest. Shared $87,914 vs disaggregated $99,384 (measured GEMM efficiency: its
+    # request of a bucket priced as its longest. Shared $87,909 vs disaggregated $99,395 (2026-12-05 power refit; measured GEMM efficiency: its
     # L40S prefill is gone; $110,919 before), both meet in simulation
     # (disaggregated $114,416 before the peak simulation measured steady state, planner.verify.run_window)
     # (was disaggregated $169,739 vs shared $222,215, the shared lane priced at each bucket's longest prompt)
     "code-completion-8b": "shared",
-    # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $151,167 vs $152,471 (0.9 %)
+    # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $151,122 vs $152,368 (0.8 %; 2026-12-05 power refit)
     "agentic-assistant": "shared",
     # 121k-token prompts at a 15 s p99 TTFT and 60 ms token interval. Shared since buckets pay their mean work: before,
     # the unified point ran every request of the top bucket at its 121k-token representative (no unified point
@@ -40,7 +40,7 @@ EXPECTED_WINNER: dict[str, str] = {
     # shared $69,962 vs disaggregated $89,312 at the shipped 4 buckets, both meet in simulation
     "long-context-assistant": "shared",
     # NVIDIA-only, 40 ms token interval, ~12 req/s of long prompts. Shared since buckets pay their mean work (as
-    # long-context-assistant): $89,291 vs disaggregated $105,133 at 4 buckets (B200's measured GEMM efficiency 0.85-0.88;
+    # long-context-assistant): $89,340 vs disaggregated $105,240 at 4 buckets (2026-12-05 power refit) (B200's measured GEMM efficiency 0.85-0.88;
     # $77,984 / $94,641 before), both meet in simulation (was
     # disaggregated $342,538 vs shared $455,604, every request of a bucket planned at its longest)
     "long-document-nvidia": "shared",

@@ -26,8 +26,9 @@ Configuration mapping (stated, not fitted):
   (:func:`~planner.perf.names.model_ref`: ``Qwen3-30B-A3B-Instruct-2507`` -> ``qwen3-30b-a3b``,
   ``Qwen3-Coder-30B-A3B-Instruct`` and ``Llama-3.3-70B`` -> the catalog profile of the identical
   architecture; :func:`~planner.perf.names.device_variant`: ``H100-SXM5-80GB`` -> ``h100-sxm``,
-  ``B200``, ``H200-SXM-141GB``, and ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` with ``memory_gb = 40``,
-  the same chip and TDP). A model the resolver does not map but whose ``config.json`` is shipped
+  ``B200``, ``H200-SXM-141GB``, and ``A100-SXM4-40GB`` -> ``a100-sxm-80gb`` as the 40 GB part,
+  :func:`~planner.perf.names.variant_profile`: ``memory_gb = 40`` and its HBM2's 1,555 GB/s, the same chip
+  and TDP; until 2026-12-05 the 80 GB part's 2,039 GB/s, which the shipped power calibration had absorbed). A model the resolver does not map but whose ``config.json`` is shipped
   (``models/llm/configs/``) is predicted on the profile :mod:`planner.hf_config` derives from it
   (:meth:`planner.catalog.Catalog.resolve_model`; issue 25: Phi-3-small, its block-sparse layers
   counted dense, exact up to 1,024 tokens of context), the output row saying so (``profile``).
@@ -90,7 +91,7 @@ from planner.perf.moe import (
     ep_replica,
     kv_capacity_per_rank_bytes,
 )
-from planner.perf.names import AmbiguousName, device_variant, model_ref
+from planner.perf.names import AmbiguousName, device_variant, model_ref, variant_profile
 from planner.perf.roofline import InstanceArrays, instance_arrays, iteration_time
 from planner.perf.validate import engine_arrays
 from planner.schema.llm import LLMProfile
@@ -450,7 +451,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                 prec = model.native_weight_precision
             if not reason and is_ep:
                 assert model is not None and device is not None and count is not None
-                dev = device if mem is None else device.model_copy(update={"memory_gb": mem})
+                dev = variant_profile(device, mem)
                 replica: EPReplica | None = None
                 if not math.isfinite(count) or not 1 < count <= 4096 or count != int(count):
                     reason = f"expert-parallel run: gpu_count {count:g} is not a whole number of GPUs from 2 to 4096"
@@ -473,7 +474,7 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                 tp = int(count)
                 key = (model_id, dev_id if mem is None else f"{dev_id}@{mem:g}", tp, prec)
                 if key not in cache:
-                    dev = device if mem is None else device.model_copy(update={"memory_gb": mem})
+                    dev = variant_profile(device, mem)
                     try:
                         cache[key] = instance_arrays(model, dev, tp, prec, "bf16")
                     except ValueError as exc:

@@ -19,7 +19,8 @@ solution and a higher power limit; the catalog's H200 figures are used). Nothing
 the start of several catalog ids (``H100``: ``h100-sxm``, ``h100-pcie``, ``h100-nvl``) is an
 :class:`AmbiguousName` error listing them. A part sold with less memory than the catalog's
 profile (``A100-SXM4-40GB`` against the 80 GB ``a100-sxm-80gb``) resolves to that profile with a
-memory override (:func:`device_variant`).
+memory override (:func:`device_variant`), and :func:`variant_profile` builds that part's profile: its
+memory and what else :data:`MEMORY_VARIANTS` lists for it (the A100 40 GB's HBM2 bandwidth).
 
 **Models.** Organisation prefix dropped (``Qwen/``, ``meta-llama/``, a ``Meta-`` before ``Llama``),
 then, repeatedly from the end: quantisation suffixes (:data:`QUANT_SUFFIXES`: ``-FP8``,
@@ -44,8 +45,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from planner.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from planner.schema.hardware import DeviceProfile
+
+DeviceProfileT = TypeVar("DeviceProfileT", bound="DeviceProfile")
 
 
 class AmbiguousName(InputError):
@@ -167,6 +174,32 @@ def device_variant(name: str, memory_gb: dict[str, float]) -> tuple[str | None, 
     if m and float(m.group(1)) < 0.95 * memory_gb[dev]:
         return dev, float(m.group(1))
     return dev, None
+
+
+MEMORY_VARIANTS: dict[tuple[str, float], dict[str, tuple[float, str]]] = {
+    ("a100-sxm-80gb", 40.0): {
+        "memory_bandwidth_gb_per_s": (
+            1555.0,
+            "A100 40G SXM4: 40 GB HBM2 (5 stacks, 2.4 Gb/s per pin), 1.555 TB/s: NVIDIA A100 datasheet via "
+            "glennklockwood.com/garden/processors/A100; techpowerup.com/gpu-specs/a100-sxm4-40-gb.c3506: 1,555 GB/s "
+            "(the 80 GB part's HBM2e: 2.039 TB/s; compute, NVLink, PCIe and 400 W are the same)"),
+    },
+}
+"""What a smaller-memory part changes besides its memory, with the source of each figure:
+``(catalog id, memory GB) -> {profile field: (value, source)}``. A memory variant not listed
+keeps every other figure of its catalog profile."""
+
+
+def variant_profile(device: DeviceProfileT, memory_gb: float | None) -> DeviceProfileT:
+    """The catalog ``device`` as the part with ``memory_gb`` of memory (``None``: the profile itself),
+    with the other figures that part differs in (:data:`MEMORY_VARIANTS`) and their sources."""
+    if memory_gb is None:
+        return device
+    changed = MEMORY_VARIANTS.get((device.id, float(memory_gb)), {})
+    update: dict[str, object] = {"memory_gb": float(memory_gb), **{k: v for k, (v, _) in changed.items()}}
+    if changed:
+        update["sources"] = {**device.sources, **{k: src for k, (_, src) in changed.items()}}
+    return device.model_copy(update=update)
 
 
 @dataclass(frozen=True)

@@ -110,8 +110,8 @@ never rises. Both directions of interference are costed: decode
 iterations carrying a chunk are longer, and the prefill lane is limited by the per-token targets.
 
 Energy per request = P x tp x instance_seconds_per_request, ``P`` the device power at the
-iteration's roofline shares and rows (:mod:`planner.perf.power`; a unified point uses its
-chunk-carrying iteration, which slightly overstates the decode-only iterations' power). ``service_time_cv`` is 0:
+iteration's roofline shares and rows (:mod:`planner.perf.power`; a unified point's ``P`` is the
+time-weighted mean of its chunk-carrying and decode-only iterations', :func:`_cycle_power_w`). ``service_time_cv`` is 0:
 within a length bucket every request's service time is the same deterministic function of its
 (representative) lengths; the bucket's length spread is carried by the buckets themselves.
 ``bound`` names the dominant term: ``memory_capacity`` when KV capacity limits the batch,
@@ -723,6 +723,25 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
                        source, kv=kv_req)
 
 
+def _cycle_power_w(power_w: InstancePower, busy: StepTime, idle: StepTime, ij: tuple[int, int], *, t_busy: float, t_idle: float,
+                    share: float, rows: float, chunk: float) -> float:
+    """Mean power of a unified instance over its cycle of iterations, W (J per second of the cycle): the
+    chunk-carrying iterations (``share`` of them, ``t_busy`` each, at their roofline shares and ``rows + chunk``
+    rows) and the decode-only ones (``1 - share``, ``t_idle``, ``rows`` rows), each at its own power::
+
+        P_mean = (u t_it P(it) + (1 - u) t_dec P(dec)) / (u t_it + (1 - u) t_dec)
+
+    Before 2026-12-05 the whole cycle was priced at the chunk-carrying iteration's power, which overstated
+    the decode-only iterations' and grew with the chunk: a looser per-token target (larger chunks, fewer of
+    them) could raise a plan's power cost (``tests/test_monotone_targets.py``)."""
+    i, j = ij
+    u = min(max(share, 0.0), 1.0)
+    p_it = power_w(float(busy.compute_s[i, j]), float(busy.memory_s[i, j]), t_busy, rows + chunk)
+    p_dec = power_w(float(np.ravel(idle.compute_s)[i]), float(np.ravel(idle.memory_s)[i]), t_idle, rows)
+    mean_s = u * t_busy + (1.0 - u) * t_idle
+    return (u * t_busy * p_it + (1.0 - u) * t_idle * p_dec) / mean_s if mean_s > 0 else p_it
+
+
 def _unified_costs(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, targets: _Targets, rate_per_s: float | None,
                    interarrival_cv: float) -> np.ndarray:
     """Instance-seconds per request over the utilisation cap each unified pair allows, ``tau / rho``,
@@ -933,11 +952,13 @@ def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
         lane_ok = np.ones(grid.shape, dtype=bool)
     t_busy = busy.total_s
     if spec is None:
-        t_idle = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx).total_s[:, None]
+        idle_step = iteration_time(inst, eff, decode_batch=batches, decode_context=ctx)
+        t_idle = idle_step.total_s[:, None]
     else:
         from planner.perf.speculative import spec_step
 
-        t_idle = spec_step(spec, inst, eff, batches, ctx)[0][:, None]
+        spec_total, idle_step = spec_step(spec, inst, eff, batches, ctx)  # the verify step's shares, the draft's time
+        t_idle = spec_total[:, None]
     # share of iterations carrying a chunk: prompt tokens needed per iteration / lane capacity
     u_iter = b2 * e * n_new / osl / grid
     stable = lane_ok & (u_iter < 1.0)
@@ -1044,7 +1065,8 @@ def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
         kv_transfer_bytes_per_request=0.0, ttft_ms=float(ttft_ms[i, j]),
-        energy_j_per_request=power_w(float(busy.compute_s[i, j]), float(busy.memory_s[i, j]), float(t_busy[i, j]),
-                                     b_star * (spec.verify_tokens if spec is not None else 1) + q_star) * seconds,
+        energy_j_per_request=_cycle_power_w(power_w, busy, idle_step, (i, j), t_busy=float(t_busy[i, j]), t_idle=float(t_idle[i, 0]),
+                                             share=float(u_iter[i, j]),
+                                             rows=b_star * (spec.verify_tokens if spec is not None else 1), chunk=q_star) * seconds,
         tpot_ms=1e3 * float(tpot_s[i, j]), source=source, detail=detail,
     )
