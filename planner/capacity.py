@@ -566,8 +566,9 @@ def _ep_note(resolved: ResolvedInstance, configs: pd.DataFrame, pars: dict[str, 
 
     nic = (f"; {', '.join(no_nic)} lack nic_bw_gb_per_s: all-to-all across nodes at the default {DEFAULT_NIC_GB_PER_S:g} GB/s per GPU "
            "(planner.perf.roofline.DEFAULT_NIC_GB_PER_S)") if no_nic else ""
+    redundant = "E/8 (DeepSeek's 32 of 256)" if p.redundant_experts is None else str(p.redundant_experts)
     return (f"expert-parallel candidates (planner.perf.moe): {', '.join(labels)} for MoE services (prefill and decode only); "
-            f"EPLB imbalance {p.ep_imbalance:g}, {p.redundant_experts} redundant experts, all-to-all at {p.a2a_efficiency:g} of the NIC, "
+            f"EPLB imbalance {p.ep_imbalance:g}, {redundant} redundant experts, all-to-all at {p.a2a_efficiency:g} of the NIC, "
             f"two-batch overlap {p.tbo_overlap:g} ({p.source}){nic}")
 
 

@@ -334,6 +334,32 @@ def _sparse_note(cfg: dict[str, Any], mtype: str, layers: int, source: str) -> s
             "tokens of context, an upper bound on those layers' attention FLOPs and KV reads beyond (KV memory exact)")
 
 
+def config_key_names(cfg: dict[str, Any], ffn_key: str) -> dict[str, str]:
+    """Profile field -> the ``config.json`` key it is read from (module docstring's table), for the keys
+    whose names differ, with the spelling this config uses (``num_local_experts``, ``num_experts`` or
+    ``n_routed_experts``). Errors of the profile's own checks name these keys, not the profile's fields."""
+    experts = next((k for k in ("num_local_experts", "num_experts", "n_routed_experts") if cfg.get(k)), "num_local_experts")
+    dense = "mlp_only_layers" if cfg.get("mlp_only_layers") else "first_k_dense_replace"
+    return {
+        "moe.num_experts": experts, "moe.experts_per_token": "num_experts_per_tok",
+        "moe.expert_ffn_size": "moe_intermediate_size" if cfg.get("moe_intermediate_size") else "intermediate_size",
+        "moe.first_dense_layers": dense, "moe.num_shared_experts": "n_shared_experts",
+        "num_layers": "num_hidden_layers", "num_kv_heads": "num_key_value_heads", "ffn_size": ffn_key,
+        "max_context_tokens": "max_position_embeddings", "native_weight_precision": "quantization_config.quant_method",
+    }
+
+
+def in_config_terms(text: str, names: dict[str, str]) -> str:
+    """``text`` (a profile check's message or field path) with each profile field named by its config key
+    (:func:`config_key_names`; longest names first, whole words only) and pydantic's ``Value error, `` prefix dropped."""
+    import re
+
+    out = text.removeprefix("Value error, ")
+    for field in sorted(names, key=len, reverse=True):
+        out = re.sub(rf"(?<![\w.]){re.escape(field)}(?![\w])", names[field], out)
+    return out
+
+
 def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str = "", text_only: bool = False) -> LLMProfile:
     """The profile of the model a ``config.json`` (already parsed) describes (module docstring).
 
@@ -416,7 +442,9 @@ def profile_from_config(cfg: Any, *, source: str, hf_id: str = "", model_id: str
         return LLMProfile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise _fail(source, ".".join(str(p) for p in first["loc"]), str(first["msg"]), "give the model's config.json as published") from None
+        names = config_key_names(c, ffn_key)
+        raise _fail(source, in_config_terms(".".join(str(p) for p in first["loc"]), names), in_config_terms(str(first["msg"]), names),
+                    "give the model's config.json as published") from None
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

@@ -259,7 +259,7 @@ def test_calibration_file_carries_moe_parameters(tmp_path: Path) -> None:
                                                                        "layer_overhead_us": 10.0}},
                                     "moe": {"ep_imbalance": 1.5, "tbo_overlap": 0.0}}), encoding="utf-8")
     cal = Calibration.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    assert cal.moe.ep_imbalance == 1.5 and cal.moe.redundant_experts == 32
+    assert cal.moe.ep_imbalance == 1.5 and cal.moe.redundant_experts is None and cal.moe.redundant_for(256) == 32
     slow = ep_operating_point(DS, H100, Parallelism(1, 72, 72), role="decode", weight_precision="fp8", kv_precision="bf16",
                               input_tokens=ISL, output_tokens=OSL, ttft_target_ms=None, tpot_target_ms=None, engine="sglang",
                               calibration=cal)

@@ -105,6 +105,22 @@ def _calibration(name: str | None) -> Any:
     return load_calibration(name)
 
 
+def _checkpoint_precisions(model_arg: str, model: Any, catalog: Any) -> tuple[str | None, str | None, str]:
+    """(weight precision, KV precision, what states them) of the checkpoint ``--model`` names: its name's
+    quantisation suffix (:func:`planner.perf.names.model_ref`: ``Qwen/Qwen3-8B-FP8`` -> fp8), else, for a
+    profile derived from a config.json, its ``quantization_config`` (:mod:`planner.hf_config`,
+    ``native_weight_precision``); ``None``: not stated. A catalog id states nothing (bf16 by default)."""
+    from planner.perf.names import model_ref
+
+    if not model_arg.strip().lower().endswith(".json"):
+        ref = model_ref(model_arg, {m.hf_id: m.id for m in catalog.models.values()})
+        if ref.weight_precision or ref.kv_precision:
+            return ref.weight_precision, ref.kv_precision, f"the checkpoint name {model_arg.strip()}"
+    if catalog.models.get(model.id) is not model and model.native_weight_precision != "bf16":
+        return model.native_weight_precision, None, f"{model.id}'s config.json (quantization_config)"
+    return None, None, ""
+
+
 @click.command("estimate")
 @click.option("--model", "model_id", required=True,
               help="Model: a catalog id (planner catalog models), a Hugging Face id (meta-llama/Llama-3.1-8B-Instruct) or a path to its config.json.")
@@ -114,42 +130,74 @@ def _calibration(name: str | None) -> Any:
 @click.option("--ep", type=click.IntRange(min=2), default=None,
               help="Expert-parallel replica of EP GPUs (MoE models; planner/perf/moe.py): prints the all-to-all time.")
 @click.option("--dp", type=click.IntRange(min=1), default=None, help="Data-parallel attention ranks of the --ep replica (default: ep, i.e. attention tp 1).")
-@click.option("--precision", default="bf16", show_default=True, type=click.Choice(["bf16", "fp8", "fp4", "int8"]), help="Weight/activation precision.")
-@click.option("--kv-precision", default="bf16", show_default=True, type=click.Choice(["bf16", "fp8", "fp4", "int8"]))
+@click.option("--precision", default=None, type=_PRECISION,
+              help="Weight/activation precision (default: what the checkpoint name or its config.json states, e.g. -FP8, else bf16).")
+@click.option("--kv-precision", default=None, type=_PRECISION, help="KV-cache precision (default: what the checkpoint name states, e.g. -FP8-KV, else bf16).")
 @click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens per request.")
 @click.option("--osl", type=click.IntRange(min=1), required=True, help="Output tokens per request.")
 @click.option("--concurrency", type=click.IntRange(min=1), required=True, help="Users in the closed loop.")
-@click.option("--engine", default="default", show_default=True, help="Engine calibration: trtllm, vllm, sglang or default.")
-@click.option("--ttft-ms", type=float, default=None, help="Optional TTFT target: said met or missed; exit 2 if the engine's prefill alone misses it.")
-@click.option("--tpot-ms", type=float, default=None, help="Optional TPOT target: said met or missed; exit 2 if even batch 1 misses it.")
+@click.option("--engine", default="default", show_default=True,
+              help="Engine calibration: one of the calibration's engines (shipped: trtllm, vllm, sglang) or default; another name is an error.")
+@click.option("--ttft-ms", type=float, default=None,
+              help="Optional TTFT target (> 0): said met or missed; exit 2 if the engine's prefill alone misses it.")
+@click.option("--tpot-ms", type=float, default=None, help="Optional TPOT target (> 0): said met or missed; exit 2 if even batch 1 misses it.")
+@click.option("--redundant-experts", type=click.IntRange(min=0), default=None,
+              help="With --ep: redundant EPLB expert slots (default: as the plans, the calibration's moe.redundant_experts if it "
+                   "fixes one, else E/8 of the routed experts: DeepSeek's 32 for 256; 0 = no EPLB replicas).")
 @click.option("--calibration", "cal_name", default=None, help="Calibration name or file ('none' = published defaults).")
 @click.option("--json", "as_json", is_flag=True)
-def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: int | None, precision: str, kv_precision: str, isl: int,
-             osl: int, concurrency: int, engine: str, ttft_ms: float | None, tpot_ms: float | None, cal_name: str | None,
-             as_json: bool) -> None:
+def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: int | None, precision: str | None, kv_precision: str | None,
+             isl: int, osl: int, concurrency: int, engine: str, ttft_ms: float | None, tpot_ms: float | None, redundant_experts: int | None,
+             cal_name: str | None, as_json: bool) -> None:
     """Predict TTFT, TPOT and throughput of a closed-loop benchmark at fixed concurrency; with --ep (and --dp),
     one expert-parallel replica's decode step (with its all-to-all time) and prefill throughput."""
     from planner.catalog import load_catalog
+    from planner.cli.output import note
     from planner.errors import InputError
-    from planner.perf.estimate import estimate_closed_loop, estimate_expert_parallel
+    from planner.perf.estimate import (
+        estimate_closed_loop,
+        estimate_expert_parallel,
+        precision_choice,
+    )
     from planner.perf.names import resolve_device
 
     cat = load_catalog()
     model = cat.resolve_model(model_id)
     device_id = resolve_device(device_id, frozenset(cat.devices))
+    stated_w, stated_kv, stated_by = _checkpoint_precisions(model_id, model, cat)
+    precision, precision_source, warn_w = precision_choice(precision, stated_w, stated_by, "--precision")
+    kv_precision, kv_precision_source, warn_kv = precision_choice(kv_precision, stated_kv, stated_by, "--kv-precision")
+    said = {"precision_source": precision_source, "kv_precision_source": kv_precision_source}
+
+    def say_precisions() -> None:
+        """The checkpoint's precisions taken (a note) or overridden (a warning), on stderr (silent with -q)."""
+        taken = [f"{flag} {value}" for flag, value, src in (("--precision", precision, precision_source), ("--kv-precision", kv_precision, kv_precision_source))
+                 if src == stated_by and stated_by]
+        if taken:
+            note(f"note: {stated_by} states {' and '.join(taken)}: estimated so (give the option to override)")
+        for warn in (warn_w, warn_kv):
+            if warn:
+                note(f"warning: {warn}")
+
+    if ep is None and redundant_experts is not None:
+        raise InputError(Problem("", "redundant-experts", "applies to an expert-parallel replica only", "give --ep (and --dp), or drop --redundant-experts"))
     if ep is not None:
-        if ttft_ms is not None or tpot_ms is not None:
-            raise InputError("--ttft-ms / --tpot-ms are not checked with --ep: read tpot_ms and ttft_ms from the output")
+        given = [f"--{n} {v:g}" for n, v in (("ttft-ms", ttft_ms), ("tpot-ms", tpot_ms)) if v is not None]
+        if given:
+            raise InputError(Problem("", given[0].split()[0].lstrip("-"), f"{' and '.join(given)}: targets are not checked with --ep",
+                                     "drop the target and read tpot_ms and ttft_ms from the output"))
         res = estimate_expert_parallel(model, cat.device(device_id), ep=ep, dp=dp or (ep // tp if tp else ep), tp=tp,
                                        precision=precision, kv_precision=kv_precision, isl=isl, osl=osl, concurrency=concurrency,
-                                       engine=engine, calibration=_calibration(cal_name))
+                                       engine=engine, calibration=_calibration(cal_name), redundant_experts=redundant_experts)
+        res = {**res, **said}
+        say_precisions()
         if as_json:
             echo_json(res)
             return
         comp = res["decode_step_components_ms"]
-        rows = [[k, res[k]] for k in ("experts_per_gpu", "weights_gb_per_gpu", "kv_capacity_gb_per_rank", "batch_per_rank",
-                                      "max_batch_per_rank", "tpot_ms", "ttft_ms", "output_tokens_per_s_per_node",
-                                      "input_tokens_per_s_per_node", "prefill_iteration_ms", "prefill_all_to_all_ms")]
+        rows = [[k, res[k]] for k in ("experts_per_gpu", "redundant_experts", "weights_gb_per_gpu", "kv_capacity_gb_per_rank", "users_running",
+                                      "active_ranks", "batch_per_rank", "max_batch_per_rank", "tpot_ms", "ttft_ms", "output_tokens_per_s_per_node",
+                                      "input_tokens_per_s_per_node", "prefill_prompts_per_rank", "prefill_iteration_ms", "prefill_all_to_all_ms")]
         rows += [[f"decode {k} ms", v] for k, v in comp.items()] + [["two_batch_overlap", res["two_batch_overlap"]]]
         click.echo(f"{model_id} on {res['gpus']} x {device_id} ({res['parallelism']}, {res['nodes']} node(s); {precision}, KV {kv_precision}), "
                    f"ISL {isl}, OSL {osl}, {concurrency} users, source {res['source']}")
@@ -163,12 +211,17 @@ def estimate(model_id: str, device_id: str, tp: int | None, ep: int | None, dp: 
                    f"{res['users_running']:,}: max_batch_per_rank, by KV memory and the per-rank token limit) and their wait is not in it" if res["users_without_slot"] else "")
         click.echo(f"TTFT is one prompt per rank on a replica with room, its first decode step and the engine's TTFT overhead: "
                    f"no queueing{waiting}. Not a closed-loop replay.")
+        click.echo(f"prefill_iteration_ms is one iteration of {res['prefill_prompts_per_rank']:,} prompt(s) per rank at the per-rank token budget "
+                   "(input_tokens_per_s_per_node), not a user's TTFT. Output tokens/s: users_running x OSL / (TTFT + (OSL - 1) TPOT). "
+                   f"Redundant experts {res['redundant_experts']}: {res['redundant_experts_source']}.")
         return
     if tp is None:
         raise InputError("give --tp (or --ep with --dp for an expert-parallel replica)")
     result = estimate_closed_loop(model, cat.device(device_id), tp, precision=precision, kv_precision=kv_precision,
                                   isl=isl, osl=osl, concurrency=concurrency, engine=engine, calibration=_calibration(cal_name),
                                   ttft_target_ms=ttft_ms, tpot_target_ms=tpot_ms)
+    result = {**result, **said}
+    say_precisions()
     if as_json:
         echo_json(result)
         return

@@ -175,6 +175,11 @@ class FitRecord(StrictModel):
     the bound, not an estimate; ``planner calibrate`` prints each."""
 
 
+REDUNDANT_EXPERT_SHARE = 32 / 256
+"""Redundant EPLB slots per routed expert when a calibration does not fix them: DeepSeek's 32 for 256
+(:attr:`MoECalibration.redundant_experts`)."""
+
+
 class MoECalibration(StrictModel):
     """Expert-parallel (EP) serving parameters of the MoE step-time model (:mod:`planner.perf.moe`).
 
@@ -182,11 +187,13 @@ class MoECalibration(StrictModel):
     (``moe:`` block) and ``planner.perf.moe.fit_moe_calibration`` fits ``ep_imbalance`` and
     ``a2a_efficiency`` from measured expert-parallel rows."""
 
-    redundant_experts: int = Field(32, ge=0)
+    redundant_experts: int | None = Field(None, ge=0)
     """Extra expert slots EPLB places replicas of hot experts in: ``E + R`` slots spread over the EP
-    GPUs, ``ceil((E + R) / EP)`` per GPU. 32 = DeepSeek's inference system (open-source week day 6:
-    256 + 32 = 288 expert slots) and the SGLang 96-H100 deployment (LMSYS blog 2025-05-05:
-    "32 additional experts ... a pool of 288 experts")."""
+    GPUs, ``ceil((E + R) / EP)`` per GPU. ``None`` (the default): :meth:`redundant_for`, ``R = round(E / 8)``,
+    DeepSeek's share: its inference system (open-source week day 6: 256 + 32 = 288 expert slots) and the SGLang
+    96-H100 deployment (LMSYS blog 2025-05-05: "32 additional experts ... a pool of 288 experts") add 32 to 256
+    routed experts. Other models keep that share (an ASSUMPTION: 16 for Qwen3-235B-A22B's 128, 1 for Mixtral's 8);
+    until 2026-12-05 every model got 32 (Mixtral: 40 slots, 3 per GPU at EP16). A number fixes ``R``."""
     ep_imbalance: float = Field(1.11, ge=1.0, le=4.0)
     """Max over mean tokens per GPU in a MoE layer after EPLB (the step waits on the busiest GPU);
     multiplies the expert GEMM rows and the all-to-all bytes. 1.11 = measured routed tokens per rank
@@ -232,6 +239,12 @@ class MoECalibration(StrictModel):
     ``num_max_dispatch_tokens_per_rank``, recommended below 256 (DeepEP docs/legacy.md); SGLang's
     96-H100 run used 256."""
     source: str = "published defaults (planner/perf/calibration.py MoECalibration)"
+
+    def redundant_for(self, num_experts: int) -> int:
+        """Redundant expert slots for a model of ``num_experts`` routed experts (:attr:`redundant_experts`)."""
+        if self.redundant_experts is not None:
+            return self.redundant_experts
+        return round(num_experts * REDUNDANT_EXPERT_SHARE)
 
 
 class Calibration(StrictModel):

@@ -149,19 +149,19 @@ class Parallelism:
 def experts_per_gpu(model: LLMProfile, ep: int, params: MoECalibration) -> int:
     """``ceil((E + R) / EP)`` expert slots per GPU."""
     assert model.moe is not None
-    return math.ceil((model.moe.num_experts + params.redundant_experts) / ep)
+    return math.ceil((model.moe.num_experts + params.redundant_for(model.moe.num_experts)) / ep)
 
 
 def check_parallelism(model: LLMProfile, device: DeviceProfile, par: Parallelism, params: MoECalibration) -> str:
     """Why an EP parallelism cannot serve ``model`` on ``device`` ('' if it can)."""
     if model.moe is None:
         return f"{model.id} is dense: expert parallelism needs a mixture-of-experts model"
-    slots = model.moe.num_experts + params.redundant_experts
+    slots = model.moe.num_experts + params.redundant_for(model.moe.num_experts)
     node = device.devices_per_node
     if par.ep != par.gpus:
         return f"EP {par.ep} != dp {par.dp} x tp {par.tp}: the experts are spread over every GPU of the replica"
     if par.ep > slots:
-        return f"EP {par.ep} exceeds the {slots} expert slots ({model.moe.num_experts} experts + {params.redundant_experts} redundant)"
+        return f"EP {par.ep} exceeds the {slots} expert slots ({model.moe.num_experts} experts + {params.redundant_for(model.moe.num_experts)} redundant)"
     if par.tp > node:
         return f"attention tp {par.tp} exceeds the {node}-device node of {device.id}"
     if par.ep > node and par.ep % node:
@@ -225,7 +225,7 @@ def ep_replica(model: LLMProfile, device: DeviceProfile, par: Parallelism, weigh
     node = device.devices_per_node
     nic_gb = device.nic_bw_gb_per_s
     t_max = params.decode_max_tokens_per_rank
-    slots = model.moe.num_experts + params.redundant_experts
+    slots = model.moe.num_experts + params.redundant_for(model.moe.num_experts)
     buffer = 2.0 * t_max * slots * 2.0 * model.hidden_size
     return EPReplica(
         par=par, rank=rank, layers_moe=l_moe, experts_per_token=model.moe.experts_per_token, experts_per_gpu=e_gpu,
