@@ -70,7 +70,7 @@ def check_version(plan: PlanResult, plan_file: str) -> None:
 def build_deployment(plan: PlanResult, catalog: Catalog, target: str, *, architecture: str | None = None,
                      plan_file: str = "plan.json") -> Deployment:
     """The settings of ``architecture`` (default: the winner) of ``plan`` for ``target`` (pure: no files written)."""
-    from planner.deploy.pools import instance_kv_precisions, pool_launch
+    from planner.deploy.pools import instance_services, kv_precisions_of, pool_launch
     from planner.deploy.targets import (
         _common_warnings,
         emit_dynamo,
@@ -78,22 +78,34 @@ def build_deployment(plan: PlanResult, catalog: Catalog, target: str, *, archite
         emit_sglang,
         emit_trtllm,
         emit_vllm,
+        encode_settings,
     )
 
     if target not in TARGETS:
         raise _error("", "--target", f"unknown target {target!r}", f"use one of: {', '.join(TARGETS)}")
     check_version(plan, plan_file)
     arch = choose_architecture(plan, architecture, plan_file)
-    kv = instance_kv_precisions(plan.instance_path, Path(plan_file)) if plan.instance_path else None
-    encode = [p for p in plan.architectures[arch].pools if p.role == "encode"]  # issue 26: a separate vision-tower pool
-    pools = [pool_launch(plan, arch, p, catalog, kv) for p in plan.architectures[arch].pools if p.role != "encode"]
+    services = instance_services(plan.instance_path, Path(plan_file), plan.overrides) if plan.instance_path else None
+    kv = kv_precisions_of(services) if services is not None else None
+    all_pools = plan.architectures[arch].pools
+    empty = [p for p in all_pools if p.instances <= 0]
+    live = [p for p in all_pools if p.instances > 0]
+    if not live:
+        raise _error(plan_file, f"architectures.{arch}.pools", f"every pool of the {arch} architecture has 0 instances: nothing to launch",
+                     "re-solve the instance (a solved plan's pools have at least one instance), or fix the hand-edited instances")
+    encode = [p for p in live if p.role == "encode"]  # issue 26: a separate vision-tower pool
+    pools = [pool_launch(plan, arch, p, catalog, kv, services, plan_file) for p in live if p.role != "encode"]
+    if not pools:
+        raise _error(plan_file, f"architectures.{arch}.pools", f"the {arch} architecture has no LLM pool with instances",
+                     "re-solve the instance")
     order = {"prefill": 0, "decode": 1, "unified": 2}
     pools.sort(key=lambda p: (order[p.role], p.pool))
     dep = Deployment(target=target, architecture=arch)
+    if empty:
+        dep.warnings.append(f"{', '.join(p.name for p in empty)}: 0 instances in the plan, not launched (a hand-edited plan? "
+                            "re-solve it if that pool's traffic must be served)")
     if encode:
-        dep.warnings.append(f"the plan has a separate encode (vision-tower) pool ({', '.join(f'{p.instances} x {p.config}' for p in encode)}): "
-                            f"not emitted, {target} settings here cover LLM pools only; launch the encoder service separately, or "
-                            "re-plan with services.<name>.encode.placement: inline to keep the tower inside the prefill pool")
+        encode_settings(pools, encode, target, dep)
     _common_warnings(pools, target, dep)
     header = [f"planner deploy: {plan.instance} ({arch} architecture) for {target}",
               f"flags as in {source_line(target)}", "every number: see NOTES.md and settings.json"]
@@ -122,17 +134,20 @@ def build_deployment(plan: PlanResult, catalog: Catalog, target: str, *, archite
 def _notes_md(plan: PlanResult, dep: Deployment, pools: list) -> str:
     lines = [f"# {plan.instance}: {dep.architecture} architecture on {dep.target}", "",
              f"Flags and keys as in {source_line(dep.target)}.", "",
-             "| pool | replicas | devices/replica | TP | EP | DP | batch cap | token budget | chunk | memory fraction | model | weights | KV |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| pool | replicas | devices/replica | TP | EP | DP | batch cap | token budget | chunk | max model length | memory fraction | model | weights | KV |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in pools:
         lines.append(f"| {p.pool} | {p.instances} | {p.gpus_per_instance} | {p.tp} | {p.ep} | {p.dp} | {p.max_seqs} | "
-                     f"{p.token_budget} | {p.chunk_tokens or '-'} | {p.memory_fraction:.2f} | {p.hf_id} | {p.weight_precision} | {p.kv_precision} |")
+                     f"{p.token_budget} | {p.chunk_tokens or '-'} | {p.max_model_tokens or 'model default'} | {p.memory_fraction:.2f} | "
+                     f"{p.hf_id} | {p.weight_precision} | {p.kv_precision} |")
     lines += ["", "## Warnings: what the plan needs and the target cannot express", ""]
     lines += [f"- {w}" for w in dep.warnings] or ["- none"]
     lines += ["", "## How the numbers were derived", "",
               "- batch cap: B = 1 / sum_i (s_i / B_i) over the pool's buckets (B_i: the operating point's latency-limited batch; "
-              "s_i: share of resident sequences, peak rate x output tokens); token budget: B + prefill chunk (unified), "
-              "max_batch x prompt tokens (prefill), B x (1 + k) (decode, k speculative tokens); memory fraction: the planner's "
+              "s_i: share of resident sequences, peak rate x output tokens); token budget: B x V + prefill chunk (unified), "
+              "max_batch x prompt tokens (prefill; expert-parallel prefill: m prompts per DP rank), B x V (decode; V tokens verified "
+              "per step: 1, k + 1 for k speculative tokens, the draft tree's verify_tokens); max model length: the longest request "
+              "(input + output) where the plan records every length; memory fraction: the planner's "
               "u_mem (planner/perf/roofline.py U_MEM). Formulas: planner/deploy/pools.py.", ""]
     lines += [f"- {n}" for n in dep.notes]
     return "\n".join(lines) + "\n"

@@ -9,18 +9,18 @@ Flag names and YAML keys, per target (versions in ``planner/data/engine_flags/``
 
 - **vllm**: ``vllm serve MODEL`` with ``--tensor-parallel-size``, ``--data-parallel-size``,
   ``--enable-expert-parallel``, ``--quantization``, ``--kv-cache-dtype``, ``--max-num-seqs``,
-  ``--max-num-batched-tokens``, ``--gpu-memory-utilization``,
-  ``--enable-chunked-prefill``; P/D: ``--kv-transfer-config`` with the NIXL connector
+  ``--max-num-batched-tokens``, ``--gpu-memory-utilization``, ``--max-model-len``,
+  ``--enable-chunked-prefill``, ``--enable-mm-embeds`` (a separate encode pool); P/D: ``--kv-transfer-config`` with the NIXL connector
   (``kv_role: kv_both``); speculation: ``--speculative-config``.
 - **sglang**: ``python -m sglang.launch_server`` with ``--tp-size``, ``--dp-size`` +
   ``--enable-dp-attention``, ``--ep-size``, ``--max-running-requests``, ``--chunked-prefill-size``,
-  ``--max-prefill-tokens``, ``--mem-fraction-static``; P/D: ``--disaggregation-mode``,
+  ``--max-prefill-tokens``, ``--mem-fraction-static``, ``--context-length``; P/D: ``--disaggregation-mode``,
   ``--disaggregation-transfer-backend``, ``--disaggregation-bootstrap-port`` and the router
   ``python -m sglang_router.launch_router --pd-disaggregation``; speculation:
   ``--speculative-algorithm`` / ``--speculative-num-steps`` / ``--speculative-eagle-topk`` /
   ``--speculative-num-draft-tokens``.
 - **trtllm**: ``trtllm-serve MODEL --backend pytorch --config POOL.yaml`` (LLM-API keys
-  ``max_batch_size``, ``max_num_tokens``, ``kv_cache_config``...); P/D:
+  ``max_batch_size``, ``max_num_tokens``, ``max_seq_len``, ``kv_cache_config``...); P/D:
   ``trtllm-serve disaggregated -c disagg_config.yaml`` (``context_servers`` / ``generation_servers``,
   ``cache_transceiver_config``).
 - **dynamo**: a ``DynamoGraphDeployment`` (Frontend with ``--router-mode kv``; one worker service per
@@ -78,6 +78,8 @@ class Deployment:
     warnings: list[str] = field(default_factory=list)
     """What the plan needs and the target cannot express."""
     notes: list[str] = field(default_factory=list)
+    language_only: bool = False
+    """The plan runs the vision tower in a separate encode pool: the LLM pools take embeddings where the target can."""
 
 
 def slug(p: PoolLaunch) -> str:
@@ -100,7 +102,43 @@ def _needs_quantization(p: PoolLaunch) -> bool:
     return p.weight_precision != p.native_precision
 
 
+def _add(items: list[str], text: str) -> None:
+    """Append ``text`` unless it is there already (several pools share a warning)."""
+    if text not in items:
+        items.append(text)
+
+
+def context_warning(p: PoolLaunch) -> str | None:
+    """A warning when the plan's longest request exceeds the model profile's ``max_context_tokens``:
+    the engines refuse a longer maximum length at start (vLLM unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1,
+    SGLang unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1) and the model was not trained for it."""
+    if p.max_model_tokens is None or p.model_context_tokens is None or p.max_model_tokens <= p.model_context_tokens:
+        return None
+    return (f"{p.model_id}: the plan's longest request is {p.max_model_tokens} tokens (input + output), more than the model's "
+            f"max_context_tokens {p.model_context_tokens}: the emitted maximum model length makes the engine refuse to start "
+            "(and forcing it past the model's context degrades quality); shorten the requests or plan a longer-context model")
+
+
 def _common_warnings(pools: list[PoolLaunch], target: str, dep: Deployment) -> None:
+    for p in pools:
+        for w in p.warnings:
+            _add(dep.warnings, w)
+        cw = context_warning(p)
+        if cw:
+            _add(dep.warnings, cw)
+        if p.max_model_tokens is None:
+            _add(dep.notes, f"{p.model_id}: maximum model length left to the engine (the model's): the plan keeps representative "
+                            "lengths of a traffic log's buckets, not their longest request")
+        if p.prefill_prompts_per_rank is not None:
+            _add(dep.notes, f"{p.pool}: expert-parallel prefill priced at {p.prefill_prompts_per_rank} prompts per DP rank per "
+                            f"iteration (the largest count planner.perf.moe tries whose iteration fits the point's TTFT): batch cap "
+                            f"{p.max_seqs} and token budget {p.token_budget} per replica of {p.dp} ranks")
+    spec_dec = [p for p in pools if p.role == "decode" and p.speculative is not None]
+    if spec_dec and any(p.role == "prefill" for p in pools) and target != "sglang":
+        _add(dep.notes, f"speculative decoding is configured on the decode servers only; {target}'s prefill side runs the target "
+                        "model alone here. SGLang needs the same speculative settings on its prefill servers under PD "
+                        "disaggregation (sgl-project/sglang PR #23918, #9976; issue #10059): if your engine version reports a "
+                        "draft/hidden-state mismatch at the KV handoff, add the decode pool's speculative settings to the prefill pool")
     by_role: dict[str, list[PoolLaunch]] = {}
     for p in pools:
         by_role.setdefault(p.role, []).append(p)
@@ -136,7 +174,49 @@ def _common_warnings(pools: list[PoolLaunch], target: str, dep: Deployment) -> N
 def _spec_note(p: PoolLaunch) -> str:
     s = p.speculative
     assert s is not None
-    return f"{p.pool}: speculative decoding {s.method}, {s.num_tokens} tokens proposed per step" + (f", draft {s.draft_model}" if s.draft_model else "")
+    return (f"{p.pool}: speculative decoding {s.method}, {s.num_tokens} tokens proposed per step"
+            + (f", a draft tree of {s.verified_per_step} tokens verified per step" if s.is_tree else "")
+            + (f", draft {s.draft_model}" if s.draft_model else ""))
+
+
+def _chain_only_warning(p: PoolLaunch, target: str) -> str | None:
+    """A draft tree the target's emitted settings cannot express (vLLM's --speculative-config and
+    TensorRT-LLM's speculative_config keys of the pinned lists carry no tree): a chain is emitted."""
+    s = p.speculative
+    if s is None or not s.is_tree:
+        return None
+    return (f"{p.pool}: the plan priced a draft tree of {s.verified_per_step} tokens verified per step (speculative.verify_tokens); "
+            f"{target}'s settings here verify a chain of {s.num_tokens + 1}: fewer tokens accepted per step than planned, so "
+            "decoding is slower than the plan (use --target sglang, which takes the tree, or re-plan without verify_tokens)")
+
+
+def encode_settings(pools: list[PoolLaunch], encode: list[Any], target: str, dep: Deployment) -> None:
+    """A plan with a separate encode (vision-tower) pool sized its LLM pools without the tower's
+    work: say what ``target`` offers so they skip it. vLLM-based targets (vllm, dynamo, llm-d):
+    ``--enable-mm-embeds`` (in the pinned flag list) lets the LLM servers take the encoder's image
+    embeddings, so the tower does not run there. SGLang: encoder disaggregation (``--encoder-only``
+    encoder servers, ``--language-only --encoder-urls`` LLM servers; sgl-project/sglang PR #12263)
+    is newer than the pinned flag list: a warning. TensorRT-LLM: no such key in the pinned list: a warning."""
+    shared = dep.architecture == "shared"
+    where = "the shared (unified) pool" if shared else "the prefill pool"
+    head = (f"the plan has a separate encode (vision-tower) pool ({', '.join(f'{p.instances} x {p.config}' for p in encode)}): "
+            f"not emitted, {target} settings here cover LLM pools only; launch the encoder service separately (or re-plan with "
+            f"services.<name>.encode.placement: inline to keep the tower inside {where}). The plan sized the LLM pools without "
+            "the tower's work: ")
+    if target in ("vllm", "dynamo", "llm-d"):
+        dep.language_only = True
+        dep.warnings.append(head + "the LLM servers get --enable-mm-embeds, so they accept the encoder's image embeddings "
+                            "(send image_embeds in place of images); images sent as pixels still run the tower there "
+                            "(vLLM's encoder-cache disaggregation, --ec-transfer-config, is newer than the pinned flag list)")
+    elif target == "sglang":
+        dep.warnings.append(head + "SGLang skips the tower with encoder disaggregation (--encoder-only on the encoder servers, "
+                            "--language-only --encoder-urls URL... on these; sgl-project/sglang PR #12263), newer than the pinned "
+                            "flag list so not emitted: with the pinned version the tower runs inside these servers, more work "
+                            "than the plan sized")
+    else:
+        dep.warnings.append(head + "TensorRT-LLM's pinned keys have no encoder-disaggregation option: the tower runs inside "
+                            "these servers, more work than the plan sized (send precomputed embeddings if your version takes "
+                            "them, or deploy with --target vllm / sglang)")
 
 
 # ---------------------------------------------------------------------------------------- vLLM
@@ -165,8 +245,12 @@ def vllm_engine_args(p: PoolLaunch, dep: Deployment, *, kv_transfer: bool) -> li
     seqs, budget = _per_rank(p, dep, "vLLM runs one scheduler per data-parallel rank")
     args += ["--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(budget),
              "--gpu-memory-utilization", f"{p.memory_fraction:.2f}"]
+    if p.max_model_tokens is not None:
+        args += ["--max-model-len", str(p.max_model_tokens)]
     if p.role == "unified":
         args += ["--enable-chunked-prefill"]
+    if dep.language_only:
+        args += ["--enable-mm-embeds"]
     if kv_transfer and p.role in ("prefill", "decode"):
         args += ["--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))]
     if p.speculative and p.role != "prefill":
@@ -183,7 +267,10 @@ def vllm_engine_args(p: PoolLaunch, dep: Deployment, *, kv_transfer: bool) -> li
         else:
             cfg["method"] = "ngram"
         args += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
-        dep.notes.append(_spec_note(p))
+        _add(dep.notes, _spec_note(p))
+        tree = _chain_only_warning(p, dep.target)
+        if tree:
+            _add(dep.warnings, tree)
     return args
 
 
@@ -196,6 +283,11 @@ def _per_rank(p: PoolLaunch, dep: Deployment, why: str) -> tuple[int, int]:
     if note not in dep.notes:
         dep.notes.append(note)
     return seqs, budget
+
+
+def _replicas(n: int) -> str:
+    """``1 replica`` / ``3 replicas``."""
+    return f"{n} replica" + ("" if n == 1 else "s")
 
 
 def _script(header: list[str], blocks: list[tuple[str, list[str], int]]) -> str:
@@ -218,7 +310,7 @@ def emit_vllm(pools: list[PoolLaunch], dep: Deployment, header: list[str]) -> No
         argv = ["vllm", "serve", p.hf_id, "--host", "0.0.0.0", "--port", str(ports[p.pool]),
                 *vllm_engine_args(p, dep, kv_transfer=disagg)]
         dep.commands.append(Command(p.pool, argv[2:], replicas=p.instances))
-        blocks.append((f"{p.pool}: {p.instances} replica(s) x {p.gpus_per_instance} {p.device}", argv, p.instances))
+        blocks.append((f"{p.pool}: {_replicas(p.instances)} x {p.gpus_per_instance} {p.device}", argv, p.instances))
     if disagg:
         dep.warnings.append("vLLM has no built-in prefill/decode router: run the replicas behind llm-d, Dynamo or the proxy of "
                             "vLLM's examples/online_serving/disaggregated_serving (or deploy with --target llm-d / dynamo)")
@@ -227,11 +319,40 @@ def emit_vllm(pools: list[PoolLaunch], dep: Deployment, header: list[str]) -> No
 
 # -------------------------------------------------------------------------------------- SGLang
 
+def sglang_speculative_args(p: PoolLaunch, s: Any) -> list[str]:
+    """SGLang's speculative flags for ``s`` (a :class:`~planner.deploy.pools.SpeculativeLaunch`):
+    ``--speculative-num-steps k``, ``--speculative-eagle-topk K`` (1 for a chain, the tree's
+    branching factor otherwise) and ``--speculative-num-draft-tokens V`` (the tokens verified per
+    step: ``k + 1``, or the tree's ``verify_tokens``, as the schema defines it)."""
+    algo = {"mtp": "NEXTN", "eagle": "EAGLE3" if "eagle3" in s.draft_model.lower() else "EAGLE",
+            "draft_model": "STANDALONE", "ngram": "NGRAM"}[s.method]
+    argv = ["--speculative-algorithm", algo, "--speculative-num-steps", str(s.num_tokens),
+            "--speculative-eagle-topk", str(s.tree_topk), "--speculative-num-draft-tokens", str(s.verified_per_step)]
+    if s.draft_model and s.method in ("eagle", "draft_model"):
+        argv += ["--speculative-draft-model-path", s.draft_model]
+    return argv
+
+
+def sglang_prefill_limits(p: PoolLaunch) -> list[str]:
+    """Prefill pool limits: ``--max-prefill-tokens`` is per scheduler (per DP rank), the token budget
+    per rank; ``--chunked-prefill-size`` is divided by ``dp_size`` under DP attention (SGLang
+    ServerArgs: "DP attention is enabled. The chunked prefill size is adjusted"), so it carries the
+    replica's budget, leaving each rank its own (at least one whole prompt: a prompt runs on one rank).
+    Without DP attention the engine's default chunk is kept."""
+    if p.dp <= 1:
+        return ["--max-prefill-tokens", str(p.token_budget)]
+    per_rank = -(-p.token_budget // p.dp)
+    return ["--max-prefill-tokens", str(per_rank), "--chunked-prefill-size", str(per_rank * p.dp)]
+
+
 def emit_sglang(pools: list[PoolLaunch], dep: Deployment, header: list[str]) -> None:
     ports = _ports(pools)
     disagg = dep.architecture != "shared"
     blocks = []
     boot: dict[str, int] = {}
+    # PD disaggregation: SGLang's prefill servers take the decode side's speculative settings (they
+    # size the hidden-state buffers sent with the KV; sgl-project/sglang PR #23918, #9976, issue #10059)
+    decode_spec = {p.model_id: p.speculative for p in pools if p.role == "decode" and p.speculative is not None}
     for p in pools:
         argv = ["python", "-m", "sglang.launch_server", "--model-path", p.hf_id, "--host", "0.0.0.0", "--port", str(ports[p.pool]),
                 "--tp-size", str(p.tp * p.dp)]
@@ -249,31 +370,40 @@ def emit_sglang(pools: list[PoolLaunch], dep: Deployment, header: list[str]) -> 
         elif p.kv_precision != "bf16":
             dep.warnings.append(f"{p.pool}: KV cache in {p.kv_precision} cannot be set in SGLang's --kv-cache-dtype for this model")
         argv += ["--max-running-requests", str(p.max_seqs), "--mem-fraction-static", f"{p.memory_fraction:.2f}"]
+        if p.max_model_tokens is not None:
+            argv += ["--context-length", str(p.max_model_tokens)]
         if p.dp > 1:
             dep.notes.append(f"{p.pool}: --max-running-requests {p.max_seqs} is the whole replica's batch; SGLang splits it over "
                              f"the {p.dp} DP-attention ranks ({-(-p.max_seqs // p.dp)} each)")
+        eagle_like = p.speculative is not None and p.speculative.method in ("eagle", "mtp")
         if p.role == "unified":
             if p.chunk_tokens:
                 argv += ["--chunked-prefill-size", str(p.chunk_tokens)]
-            argv += ["--enable-mixed-chunk"]
+            if eagle_like:
+                dep.warnings.append(
+                    f"{p.pool}: SGLang disables mixed chunked prefill under EAGLE/MTP speculation (server_args: \"Mixed chunked "
+                    "prefill is disabled because of using eagle speculative decoding\"), so --enable-mixed-chunk is not emitted: "
+                    "prompt chunks run as separate iterations, while the plan's shared-pool model lets them ride with the verify "
+                    "steps; the plan is optimistic for this pool (longer ITL and TTFT than planned)")
+            else:
+                argv += ["--enable-mixed-chunk"]
         elif p.role == "prefill":
-            argv += ["--max-prefill-tokens", str(p.token_budget)]
+            argv += sglang_prefill_limits(p)
         if disagg and p.role in ("prefill", "decode"):
             argv += ["--disaggregation-mode", p.role, "--disaggregation-transfer-backend", "mooncake"]
             if p.role == "prefill":
                 boot[p.pool] = SGLANG_BOOTSTRAP_PORT + len(boot)
                 argv += ["--disaggregation-bootstrap-port", str(boot[p.pool])]
         if p.speculative and p.role != "prefill":
-            s = p.speculative
-            algo = {"mtp": "NEXTN", "eagle": "EAGLE3" if "eagle3" in s.draft_model.lower() else "EAGLE",
-                    "draft_model": "STANDALONE", "ngram": "NGRAM"}[s.method]
-            argv += ["--speculative-algorithm", algo, "--speculative-num-steps", str(s.num_tokens),
-                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(s.num_tokens + 1)]
-            if s.draft_model and s.method in ("eagle", "draft_model"):
-                argv += ["--speculative-draft-model-path", s.draft_model]
-            dep.notes.append(_spec_note(p))
+            argv += sglang_speculative_args(p, p.speculative)
+            _add(dep.notes, _spec_note(p))
+        elif disagg and p.role == "prefill" and p.model_id in decode_spec:
+            argv += sglang_speculative_args(p, decode_spec[p.model_id])
+            _add(dep.notes, f"{p.pool}: the decode pool's speculative settings are repeated on this prefill server: SGLang's PD "
+                            "disaggregation sends the draft's hidden states with the KV and sizes them from the prefill side's "
+                            "speculative configuration (sgl-project/sglang PR #23918, #9976; issue #10059)")
         dep.commands.append(Command(p.pool, argv[3:], replicas=p.instances))
-        blocks.append((f"{p.pool}: {p.instances} replica(s) x {p.gpus_per_instance} {p.device}", argv, p.instances))
+        blocks.append((f"{p.pool}: {_replicas(p.instances)} x {p.gpus_per_instance} {p.device}", argv, p.instances))
     if disagg:
         router = ["python", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
         for p in pools:
@@ -299,6 +429,8 @@ def _trt_options(p: PoolLaunch, dep: Deployment, *, disagg: bool) -> dict[str, A
     seqs, budget = _per_rank(p, dep, "TensorRT-LLM's limits apply per attention-DP rank")
     opts["max_batch_size"] = seqs
     opts["max_num_tokens"] = budget
+    if p.max_model_tokens is not None:
+        opts["max_seq_len"] = p.max_model_tokens
     if p.role == "unified":
         opts["enable_chunked_prefill"] = True
     kv: dict[str, Any] = {"free_gpu_memory_fraction": p.free_memory_fraction}
@@ -319,7 +451,10 @@ def _trt_options(p: PoolLaunch, dep: Deployment, *, disagg: bool) -> dict[str, A
             spec = {"decoding_type": "Eagle" if s.method == "eagle" else "DraftTarget", "max_draft_len": s.num_tokens,
                     "speculative_model_dir": s.draft_model}
         opts["speculative_config"] = spec
-        dep.notes.append(_spec_note(p))
+        _add(dep.notes, _spec_note(p))
+        tree = _chain_only_warning(p, "trtllm")
+        if tree:
+            _add(dep.warnings, tree)
     return opts
 
 
@@ -343,7 +478,7 @@ def emit_trtllm(pools: list[PoolLaunch], dep: Deployment, header: list[str]) -> 
         argv = ["trtllm-serve", p.hf_id, "--host", "0.0.0.0", "--port", str(ports[p.pool]), "--backend", "pytorch",
                 "--config", name]
         dep.commands.append(Command(p.pool, argv[2:], replicas=p.instances))
-        blocks.append((f"{p.pool}: {p.instances} replica(s) x {p.gpus_per_instance} {p.device}", argv, p.instances))
+        blocks.append((f"{p.pool}: {_replicas(p.instances)} x {p.gpus_per_instance} {p.device}", argv, p.instances))
     if disagg:
         ctx = [p for p in pools if p.role == "prefill"]
         gen = [p for p in pools if p.role == "decode"]
@@ -395,7 +530,7 @@ def emit_dynamo(pools: list[PoolLaunch], dep: Deployment, header: list[str], nam
         services[svc] = {"dynamoNamespace": ns, "envFromSecret": "hf-token-secret", "componentType": "worker",
                          "replicas": p.instances, "resources": {"limits": {"gpu": str(p.gpus_per_instance)}},
                          "extraPodSpec": {"mainContainer": {"image": IMAGES["dynamo"], "args": [shlex.join(argv)]}}}
-        blocks.append((f"{p.pool} ({svc}): {p.instances} replica(s) x {p.gpus_per_instance} {p.device}", argv, p.instances))
+        blocks.append((f"{p.pool} ({svc}): {_replicas(p.instances)} x {p.gpus_per_instance} {p.device}", argv, p.instances))
     if disagg:
         dep.notes.append("Dynamo sets vLLM's kv_transfer_config (NixlConnector, kv_both) and the NIXL side-channel ports itself "
                          "(components/backends/vllm/src/dynamo/vllm/args.py): no --kv-transfer-config is emitted")
@@ -431,6 +566,10 @@ def emit_llmd(pools: list[PoolLaunch], dep: Deployment, header: list[str], name:
         vendor = (any_pool.vendor or "nvidia").lower()
         if vendor not in _ACCEL:
             dep.warnings.append(f"{any_pool.pool}: llm-d-modelservice has no accelerator type for vendor {any_pool.vendor}")
+        for p in group.values():
+            if vendor != "nvidia":
+                _add(dep.warnings, f"{p.pool}: the llm-d image {IMAGES['llm-d']} is the CUDA build; {p.device} ({p.vendor}) needs "
+                                   "a ROCm (or the vendor's) build of the llm-d vLLM image: replace containers[].image")
         vals: dict[str, Any] = {
             "modelArtifacts": {"name": any_pool.hf_id, "uri": f"hf://{any_pool.hf_id}", "authSecretName": "llm-d-hf-token"},
             "accelerator": {"type": _ACCEL.get(vendor, "nvidia")},
