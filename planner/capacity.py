@@ -158,6 +158,7 @@ def _parallelism(configs: pd.DataFrame) -> dict[str, Parallelism]:
 
 def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], list[str]]:
     from planner.workload import peak_rate_per_s, service_profile
+    from planner.workload.context import context_findings
 
     rows = []
     profiles: dict[str, Any] = {}
@@ -190,6 +191,10 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 LENGTH_MIX_COLUMN: json.dumps([list(m) for m in b.length_mix]) if b.length_mix else "",
                 LATENCY_GROUP_COLUMN: int(group),
             })
+    beyond, context_notes = context_findings(resolved, profiles)  # requests beyond the model's context window
+    if beyond:
+        raise InputError(beyond)
+    notes += context_notes
     return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
                                        LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN]), profiles, notes
 

@@ -55,7 +55,7 @@ def encode_demand(resolved: Any, demand: pd.DataFrame, profiles: dict[str, Any])
         mods = getattr(profiles[name], "modalities", {}) or {}
         audio = enc.tokens_per_request.get("audio", mods["audio"].tokens.mean if "audio" in mods else 0.0)
         if audio > 0:
-            raise InputError(Problem(file=str(resolved.instance.name), path=f"services.{name}.encode",
+            raise InputError(Problem(file=str(resolved.path), path=f"services.{name}.encode",
                                      message=f"the workload has {audio:g} audio tokens per request but planner.perf.encoder models vision towers only",
                                      fix="plan the audio encoder separately, or set encode.tokens_per_request.audio: 0"))
         tok = items = 0.0
@@ -65,7 +65,7 @@ def encode_demand(resolved: Any, demand: pd.DataFrame, profiles: dict[str, Any])
             tok += t
             items += n
         if tok <= 0:
-            raise InputError(Problem(file=str(resolved.instance.name), path=f"services.{name}.encode",
+            raise InputError(Problem(file=str(resolved.path), path=f"services.{name}.encode",
                                      message="the service sets encode but neither its trace nor encode.tokens_per_request gives image or video tokens",
                                      fix="use a multimodal trace (ServeGen multimodal, or image_tokens columns of a generic log) or set encode.tokens_per_request.image"))
         tokens[name] = (tok, max(items, 1.0))
@@ -111,7 +111,10 @@ def encode_points(resolved: Any, demand: pd.DataFrame, configs: pd.DataFrame, ex
                 ttft = enc_ms + (transfer_ms(ep.embedding_bytes, link, dev.nic_bw_gb_per_s) if own else 0.0)
                 feasible, reason = ep.feasible, ep.reason
                 if feasible and ttft >= ttft_t:
-                    feasible, reason = False, f"encode {ttft:.0f} ms reaches the TTFT target {ttft_t:g} ms"
+                    eff = "default, planner.perf.encoder.DEFAULT_ENCODER_ETA_F" if enc.efficiency is None else f"{enc.efficiency:g} of the peak"
+                    feasible, reason = False, (f"encode on {device} tp{tp} takes {ttft:,.0f} ms, at or above the TTFT target "
+                                               f"{ttft_t:,g} ms ({tok:,.0f} encoder tokens per request at "
+                                               f"services.{service}.encode.efficiency: {eff})")
                 rows.append({
                     **extra_columns,
                     "service": service, "bucket": bucket, "role": role, "config": config, "device": device, "tp": tp,

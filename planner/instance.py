@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from planner.catalog import Catalog, apply_device_overrides, load_catalog
 from planner.errors import InputError, Problem, ProblemCollector
 from planner.overrides import apply_overrides
 from planner.schema.hardware import DeviceProfile
-from planner.schema.instance import DeclaredDevice, Instance
+from planner.schema.instance import DeclaredDevice, Instance, Service
 from planner.schema.llm import LLMProfile
 from planner.validation import (
     magnitude_problems,
@@ -117,6 +119,172 @@ def _encoder_problems(service: str, ref: str, path: Path) -> list[Problem]:
     return []
 
 
+_TOWER_MESSAGE = "tower: its encoder work"
+
+
+def _model_fix(problem: Problem, has_encode: bool) -> str:
+    """The fix of a model problem; a config.json with a vision tower on a service that sets ``encode``
+    is sent to the catalog profile of its language model plus ``encode.encoder`` (the encode phase is
+    modelled there), not to a text-only checkpoint."""
+    if has_encode and _TOWER_MESSAGE in problem.message:
+        return ("the encode phase is modelled through encode.encoder: give the language model's catalog profile as model "
+                "(e.g. qwen2.5-vl-7b; `planner catalog models`) and this config.json (or a models/encoders/ id such as "
+                "Qwen--Qwen2.5-VL-7B-Instruct) as encode.encoder")
+    return problem.fix
+
+
+def _model_problem(problem: Problem, has_encode: bool) -> tuple[str, str]:
+    """(message, fix) of a problem raised while resolving ``services.<name>.model``."""
+    text = problem.message
+    if has_encode and _TOWER_MESSAGE in text:  # the encode phase is modelled: say what is not
+        text = text.split(": its encoder work", 1)[0] + ": a vision-language config.json is not read as the model (only a text-only config is)"
+    message = text if not problem.file else f"{problem.file}: {problem.path + ': ' if problem.path else ''}{text}"
+    return message, _model_fix(problem, has_encode)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object read from ``path``; None when it cannot be read (reported elsewhere)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _block(cfg: dict[str, Any], key: str) -> dict[str, Any]:
+    """The nested mapping ``cfg[key]`` of a config.json (empty when absent or not a mapping)."""
+    value = cfg.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _shipped_config(model: LLMProfile, catalog: Catalog) -> Path | None:
+    """The ``models/llm/configs/`` copy of the profile's checkpoint config: its ``hf_id``, else the one
+    config whose name normalises to the same model (``Meta-Llama-3.1-70B`` for ``Llama-3.1-70B``)."""
+    from planner.perf.names import normalise_model
+
+    if not model.hf_id:
+        return None
+    configs = catalog.shipped_configs()
+    if model.hf_id.lower() in configs:
+        return configs[model.hf_id.lower()]
+    base = normalise_model(model.hf_id)[0]
+    matches = [path for hf, path in configs.items() if normalise_model(hf)[0] == base]
+    return matches[0] if len(matches) == 1 else None
+
+
+def mtp_layers(ref: str, model: LLMProfile, catalog: Catalog, base: Path) -> int | None:
+    """Multi-token-prediction modules of the checkpoint (``num_nextn_predict_layers`` of its config.json:
+    the file given as ``model``, else the copy ``models/llm/configs/`` ships for the profile's ``hf_id``);
+    None when no config is found. Profiles do not record the module (DeepSeek-V3's ``num_layers`` is the
+    61 main layers)."""
+    given = Path(ref.strip()).expanduser()
+    if ref.strip().lower().endswith(".json"):
+        path: Path | None = given if given.is_absolute() else base / given
+    else:
+        path = _shipped_config(model, catalog)
+    cfg = _read_json(path) if path is not None else None
+    if cfg is None:
+        return None
+    value = cfg.get("num_nextn_predict_layers", _block(cfg, "text_config").get("num_nextn_predict_layers", 0))
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _mtp_problems(where: str, svc: Service, model: LLMProfile, catalog: Catalog, base: Path, file: str) -> list[Problem]:
+    layers = mtp_layers(svc.model, model, catalog, base)
+    if layers:
+        return []
+    why = ("its config.json has no num_nextn_predict_layers" if layers == 0
+           else "no config.json of it is found to show one (models/llm/configs/ ships none for its hf_id)")
+    return [Problem(file, f"{where}.method", f"method mtp needs the model's own multi-token-prediction module, and {svc.model} has none "
+                    f"recorded ({why}; DeepSeek-V3 has one)",
+                    "use method eagle (an EAGLE draft head), draft_model (a smaller model of the same family, with draft_model: <catalog id>) or ngram")]
+
+
+def _draft_problems(where: str, name: str, svc: Service, model: LLMProfile, catalog: Catalog, models: dict[str, LLMProfile], path: Path) -> list[Problem]:
+    """The draft of ``method: draft_model`` must be known (the message solve gives), share the target's
+    tokenizer (the same ``vocab_size``) and be smaller than the target."""
+    from planner.perf.speculative import draft_profile
+
+    spec = svc.speculative
+    assert spec is not None
+    try:
+        draft = draft_profile(SimpleNamespace(catalog=catalog, models=models, path=path), name, spec)
+    except InputError as exc:
+        return list(exc.problems)
+    if draft is None:
+        return []
+    file = str(path)
+    problems = []
+    if draft.vocab_size != model.vocab_size:
+        problems.append(Problem(file, f"{where}.draft_model", f"draft {spec.draft_model} has a vocabulary of {draft.vocab_size:,} tokens and "
+                                f"{svc.model} one of {model.vocab_size:,}: speculative decoding needs the same tokenizer",
+                                "use a draft of the target's family (same vocab_size; `planner catalog models`), or method eagle / ngram"))
+    if draft.params_total() >= model.params_total():
+        problems.append(Problem(file, f"{where}.draft_model", f"draft {spec.draft_model} ({draft.params_total() / 1e9:.1f} B parameters) is not "
+                                f"smaller than the target {svc.model} ({model.params_total() / 1e9:.1f} B): it cannot propose tokens faster than the target decodes",
+                                "use a smaller model of the target's family as draft_model, or method eagle / ngram"))
+    return problems
+
+
+def _speculative_problems(name: str, svc: Service, model: LLMProfile, catalog: Catalog, models: dict[str, LLMProfile], path: Path) -> list[Problem]:
+    spec = svc.speculative
+    where = f"services.{name}.speculative"
+    if spec is None:
+        return []
+    if spec.method == "mtp":
+        return _mtp_problems(where, svc, model, catalog, path.parent, str(path))
+    if spec.method == "draft_model":
+        return _draft_problems(where, name, svc, model, catalog, models, path)
+    return []
+
+
+def encoder_out_width(ref: str, base: Path) -> int | None:
+    """Width of the embeddings the tower hands the LLM, as its config records it (``vision_config.out_hidden_size``,
+    else the config's language-model ``hidden_size``, top level or ``text_config``); None when not recorded."""
+    from planner.perf.encoder import encoder_path
+
+    try:
+        cfg = _read_json(encoder_path(ref, base))
+    except InputError:
+        return None
+    if cfg is None:
+        return None
+    vision, text = _block(cfg, "vision_config"), _block(cfg, "text_config")
+    for value in (vision.get("out_hidden_size"), cfg.get("hidden_size"), text.get("hidden_size")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _encoder_width_problems(name: str, svc: Service, model: LLMProfile, path: Path) -> list[Problem]:
+    """The tower's output embeddings must be as wide as the model's hidden size (they replace token embeddings)."""
+    if svc.encode is None:
+        return []
+    width = encoder_out_width(svc.encode.encoder, path.parent)
+    if width is None or width == model.hidden_size:
+        return []
+    return [Problem(str(path), f"services.{name}.encode.encoder",
+                    f"encoder {svc.encode.encoder} hands the LLM embeddings of width {width:,} (its out_hidden_size) but {svc.model}'s "
+                    f"hidden size is {model.hidden_size:,}: the tower does not belong to this model",
+                    "give the encoder of this model's vision-language checkpoint, or a vision-language model (e.g. qwen2.5-vl-7b) whose hidden size matches")]
+
+
+def _length_problems(name: str, svc: Service, model: LLMProfile, file: str) -> list[Problem]:
+    """Hand-written ``traffic.lengths`` whose input + output tokens (after the length multipliers) exceed the context."""
+    t, ctx = svc.traffic, model.max_context_tokens
+    problems = []
+    for i, b in enumerate(t.lengths or []):
+        need = b.input_tokens * t.input_length_multiplier + b.output_tokens * t.output_length_multiplier
+        if need <= ctx:
+            continue
+        scaled = "" if t.input_length_multiplier == t.output_length_multiplier == 1.0 else " (after the length multipliers)"
+        problems.append(Problem(file, f"services.{name}.traffic.lengths[{i}]",
+                                f"input {b.input_tokens:,} + output {b.output_tokens:,} tokens{scaled} = {need:,.0f} exceed the context of "
+                                f"{svc.model} ({ctx:,} tokens, max_context_tokens): an engine rejects such requests",
+                                f"keep input + output within {ctx:,} tokens, or plan a model with a longer context"))
+    return problems
+
+
 def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) -> list[Problem]:
     """Reference checks on the raw mapping, for when the schema already failed.
 
@@ -137,7 +305,7 @@ def _raw_reference_problems(data: dict[str, Any], path: Path, catalog: Catalog) 
                     catalog.resolve_model(model, path.parent)
                 except InputError as exc:
                     for p in exc.problems:
-                        problems.add(f"services.{name}.model", p.message if not p.file else f"{p.file}: {p.path + ': ' if p.path else ''}{p.message}", p.fix)
+                        problems.add(f"services.{name}.model", *_model_problem(p, isinstance(svc.get("encode"), dict)))
             encode = svc.get("encode")
             if isinstance(encode, dict) and isinstance(encode.get("encoder"), str) and encode["encoder"]:
                 problems.extend(_encoder_problems(str(name), encode["encoder"], path))
@@ -195,9 +363,11 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
             model = catalog.resolve_model(svc.model, path.parent)
         except InputError as exc:
             for p in exc.problems:
-                problems.add(f"{where}.model", p.message if not p.file else f"{p.file}: {p.path + ': ' if p.path else ''}{p.message}", p.fix)
+                problems.add(f"{where}.model", *_model_problem(p, svc.encode is not None))
         if model is not None:
             models[svc.model] = model
+            problems.extend(_length_problems(name, svc, model, file))
+            problems.extend(_encoder_width_problems(name, svc, model, path))
             if svc.weight_precision not in model.supported_weight_precisions:
                 problems.add(f"{where}.weight_precision", f"{svc.model} is not published at {svc.weight_precision}", f"use one of: {', '.join(model.supported_weight_precisions)}")
             if svc.kv_precision_resolved not in model.supported_kv_precisions:
@@ -281,5 +451,8 @@ def resolve_instance(data: dict[str, Any], path: Path, catalog: Catalog) -> Reso
             validate_mapping(Instance, trial, file, prefix=f"scenarios.{name}")
         except InputError as exc:
             problems.extend(exc.problems)
+    for name, svc in instance.services.items():
+        if svc.model in models:
+            problems.extend(_speculative_problems(name, svc, models[svc.model], catalog, models, path))
     problems.raise_if_any()
     return ResolvedInstance(instance=instance, path=path, raw=data, catalog=catalog, devices=devices, models=models)

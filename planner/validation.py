@@ -55,7 +55,7 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     """Read a YAML or JSON file whose top level is a mapping; errors name the file."""
     p = Path(path)
     if not p.exists():
-        raise InputError(Problem(str(p), "", "file does not exist", "check the path (relative paths are resolved from the current directory)"))
+        raise InputError(Problem(str(p), "", "file does not exist", missing_file_fix(p)))
     if p.is_dir():
         raise InputError(Problem(str(p), "", "is a directory, not a file", "give the path of a YAML file"))
     try:
@@ -75,6 +75,22 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(Problem(str(p), "", f"top level is a {type(data).__name__}, not a mapping", "the file must be a mapping of field: value"))
     return data
+
+
+def missing_file_fix(p: Path) -> str:
+    """The fix for a file that does not exist, true to the lookup made: a relative path was looked up from
+    the current directory; an absolute one (also what a caller builds from a name, e.g. a calibration
+    name in the catalog's ``calibration/``) in its folder, whose files of that kind are listed."""
+    if not p.is_absolute():
+        return f"check the path (relative paths are resolved from the current directory, {Path.cwd()})"
+    try:
+        present = sorted(f.name for f in p.parent.glob(f"*{p.suffix}") if f.is_file()) if p.parent.is_dir() else []
+    except OSError:
+        present = []
+    if not present:
+        return "check the path"
+    shown = ", ".join(present[:12]) + (", ..." if len(present) > 12 else "")
+    return f"check the name: {p.parent} holds {shown}"
 
 
 def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

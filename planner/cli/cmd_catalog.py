@@ -122,10 +122,14 @@ def catalog_models(as_json: bool) -> None:
 def check_instance(instance: str) -> None:
     """Validate an instance file and every reference in it (no solving)."""
     from planner.instance import load_instance
+    from planner.instance_checks import check_workload
 
     resolved = load_instance(instance)
+    notes = check_workload(resolved)
     inst = resolved.instance
     click.echo(f"{instance}: valid — {len(inst.services)} service(s), {len(resolved.devices)} candidate device(s), {len(inst.scenarios)} scenario(s)")
+    for note in notes:  # what `solve` would note in the plan (a log's requests beyond the context)
+        click.echo(f"note: {note}", err=True)
 
 
 @click.command("schema")
