@@ -7,7 +7,9 @@ imports (pyomo, pandas) inside command functions so ``planner --help`` stays fas
 
 The error boundary: a :class:`planner.errors.PlannerError` becomes one message on stderr
 and its exit code (2 bad input, 3 infeasible, 4 solver); any other exception is reported as
-an internal error (exit 1). ``--debug`` prints the traceback as well and keeps the exit code.
+an internal error (exit 1), but for a file-system error on a path the user gave (``OSError`` with a
+file name: an ``--out`` under a file, a read-only folder), which is bad input (exit 2, :func:`path_error_message`).
+``--debug`` prints the traceback as well and keeps the exit code.
 
 ``--debug``, ``-q/--quiet`` and ``-v/--verbose`` are accepted before the subcommand
 (``planner --debug solve X``) and after it (``planner solve X --debug``): :func:`_register`
@@ -125,11 +127,28 @@ class PlannerGroup(click.Group):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(0)
+        except OSError as exc:
+            if ctx.meta.get(DEBUG_KEY):
+                traceback.print_exc(file=sys.stderr)
+            if exc.filename is None:  # not a path the user gave: ours
+                click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and report it)", err=True)
+                ctx.exit(1)
+            click.echo(path_error_message(exc), err=True)
+            ctx.exit(2)
         except Exception as exc:  # noqa: BLE001 - the boundary: never a traceback without --debug
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)
             click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and report it)", err=True)
             ctx.exit(1)
+
+
+def path_error_message(exc: OSError) -> str:
+    """One message for a file-system error on a path the user gave (an ``--out`` folder under a file, a
+    folder that cannot be created, a read-only place): the path, what the system said, and the fix."""
+    path = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+    return (f"error: {path}: {exc.strerror or type(exc).__name__}\n"
+            "  fix: give a path whose parent folders exist and are folders (not files) you can write to, "
+            "or an input file that exists and you can read")
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

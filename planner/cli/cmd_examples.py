@@ -13,6 +13,7 @@ def examples(folder: str, list_only: bool, force: bool) -> None:
     """Copy the example instances, the logs they read (traces/, with SOURCE notes and licences) and
     the instance JSON schema into FOLDER (default ./planner-examples), ready for
     `planner solve FOLDER/enterprise-chat.yaml`."""
+    from planner.cli.output import note, verbosity
     from planner.examples import copy_examples, examples_dir, list_examples
 
     items = list_examples()
@@ -25,10 +26,12 @@ def examples(folder: str, list_only: bool, force: bool) -> None:
         return
     written = copy_examples(folder, force=force)
     logs = sorted({log for ex in items for log in ex.logs})
+    if verbosity() < 0:  # -q: the files are the answer
+        return
     click.echo(f"copied {len(items)} example instances, {len(logs)} logs and their notes ({len(written)} files) into {folder}")
     first = next((ex.file for ex in items if ex.file == "enterprise-chat.yaml"), items[0].file if items else None)
     if first:
-        click.echo(f"next: planner solve {folder.rstrip('/')}/{first}")
+        note(f"next: planner solve {folder.rstrip('/')}/{first}")
 
 
 COMMANDS = [examples]

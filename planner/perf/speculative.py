@@ -330,13 +330,18 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
         if not chosen.empty:
             gain = 1.0 - (chosen["instance_seconds_per_request"] / chosen["plain_instance_seconds_per_request"]).replace([np.inf], np.nan)
             if gain.notna().any():
-                line += f", {100 * float(gain.min()):.0f}-{100 * float(gain.max()):.0f} % fewer instance-seconds per request than plain"
+                lo_pct, hi_pct = round(100 * float(gain.min())), round(100 * float(gain.max()))
+                span = f"{lo_pct}" if lo_pct == hi_pct else f"{lo_pct}-{hi_pct}"
+                line += f", {span} % fewer instance-seconds per request than plain"
         be = dec["spec_breakeven_batch"].dropna()
         if not be.empty:
             lo, hi = int(be.min()), int(be.max())
-            where = (f"up to batch {hi} on the best config" + (", on some configs not at all" if lo == 0 else f", {lo} on the worst"))
-            line += (f"; it pays while the verify step stays bandwidth-bound: {where} "
-                     "(larger, compute-bound batches decode faster without it)")
+            if hi <= 0:
+                line += "; it pays at no batch on any config (the verify step is compute-bound from batch 1: plain decoding is faster)"
+            else:
+                where = (f"up to batch {hi} on the best config" + (", on some configs not at all" if lo == 0 else f", {lo} on the worst"))
+                line += (f"; it pays while the verify step stays bandwidth-bound: {where} "
+                         "(larger, compute-bound batches decode faster without it)")
         if spec.method == "draft_model":
             line += "; expert-parallel replicas are costed without a draft model (planner/perf/speculative.py)"
         out.append(line)

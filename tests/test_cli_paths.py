@@ -1,0 +1,48 @@
+"""A file-system error on a path the user gave is bad input (exit 2, the path and a fix), not an internal error:
+``planner examples FILE/sub`` and ``planner deploy PLAN --out FILE/sub`` were "internal error: NotADirectoryError"
+(exit 1). An OSError without a file name stays an internal error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from planner.cli import main, path_error_message
+
+
+def test_an_output_folder_under_a_file_is_exit_2_naming_it(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x", encoding="utf-8")
+    res = CliRunner().invoke(main, ["examples", str(afile / "sub")])
+    assert res.exit_code == 2, res.output
+    assert str(afile / "sub") in res.output and "fix:" in res.output and "internal error" not in res.output
+
+
+def test_the_message_names_both_paths_of_a_rename() -> None:
+    msg = path_error_message(FileExistsError(17, "File exists", "/a", None, "/b"))
+    assert "/a -> /b" in msg and "File exists" in msg
+
+
+def test_examples_quiet_prints_nothing_and_the_hint_is_a_note(tmp_path: Path) -> None:
+    quiet = CliRunner().invoke(main, ["-q", "examples", str(tmp_path / "q")])
+    assert quiet.exit_code == 0 and quiet.output == "" and (tmp_path / "q" / "enterprise-chat.yaml").is_file()
+    loud = CliRunner().invoke(main, ["examples", str(tmp_path / "l")])
+    assert loud.exit_code == 0 and "copied " in loud.output and "next: planner solve" in loud.output
+
+
+def test_speculation_note_wording_at_the_edges() -> None:
+    """The note said "18-18 % fewer" for one figure and "up to batch 0 on the best config" where it never pays."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from planner.perf.speculative import speculation_notes
+
+    spec = SimpleNamespace(method="draft_model", num_speculative_tokens=3, tokens_per_step=lambda: 2.5)
+    inst = SimpleNamespace(services={"chat": SimpleNamespace(speculative=spec)})
+    pts = pd.DataFrame({"service": ["chat", "chat"], "role": ["decode", "decode"], "feasible": [True, True],
+                        "spec_method": ["draft_model", "draft_model"], "instance_seconds_per_request": [0.82, 0.82],
+                        "plain_instance_seconds_per_request": [1.0, 1.0], "spec_breakeven_batch": [0.0, 0.0]})
+    (line,) = speculation_notes(inst, pts)
+    assert "18 % fewer" in line and "18-18" not in line and "up to batch 0" not in line and "at no batch" in line
