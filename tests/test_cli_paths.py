@@ -46,3 +46,13 @@ def test_speculation_note_wording_at_the_edges() -> None:
                         "plain_instance_seconds_per_request": [1.0, 1.0], "spec_breakeven_batch": [0.0, 0.0]})
     (line,) = speculation_notes(inst, pts)
     assert "18 % fewer" in line and "18-18" not in line and "up to batch 0" not in line and "at no batch" in line
+
+
+def test_a_full_disk_is_exit_2_with_its_own_fix() -> None:
+    import errno
+
+    msg = path_error_message(OSError(errno.ENOSPC, "No space left on device"))
+    assert "the output (its file system)" in msg and "free space" in msg
+    res = CliRunner().invoke(main, ["convert-measurements", str(Path(__file__).parent / "data" / "benchmarks" / "vllm_bench_serve_closed.json"),
+                                    "--device", "h100-sxm", "--engine", "vllm", "-o", "/dev/full"])
+    assert res.exit_code == 2 and "No space left" in res.output and "internal error" not in res.output, res.output

@@ -19,6 +19,7 @@ group's and the subcommand's contexts) and read through :mod:`planner.cli.output
 
 from __future__ import annotations
 
+import errno
 import gc
 import importlib
 import os
@@ -130,7 +131,7 @@ class PlannerGroup(click.Group):
         except OSError as exc:
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)
-            if exc.filename is None:  # not a path the user gave: ours
+            if exc.filename is None and exc.errno not in _ENVIRONMENT_ERRNOS:  # not a path the user gave, nor the disk: ours
                 click.echo(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback, and report it)", err=True)
                 ctx.exit(1)
             click.echo(path_error_message(exc), err=True)
@@ -142,13 +143,22 @@ class PlannerGroup(click.Group):
             ctx.exit(1)
 
 
+_ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Write errors of the place written to (disk full, quota, read-only file system): bad input, exit 2,
+even where the OS does not say which file (a full disk is reported on ``close``)."""
+
+
 def path_error_message(exc: OSError) -> str:
     """One message for a file-system error on a path the user gave (an ``--out`` folder under a file, a
     folder that cannot be created, a read-only place): the path, what the system said, and the fix."""
-    path = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
-    return (f"error: {path}: {exc.strerror or type(exc).__name__}\n"
-            "  fix: give a path whose parent folders exist and are folders (not files) you can write to, "
-            "or an input file that exists and you can read")
+    path = ("the output (its file system)" if exc.filename is None
+            else exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}")
+    if exc.errno in _ENVIRONMENT_ERRNOS:
+        fix = "free space on that file system (or lift its quota / read-only mount), or write to a path on another one"
+    else:
+        fix = ("give a path whose parent folders exist and are folders (not files) you can write to, "
+               "or an input file that exists and you can read")
+    return f"error: {path}: {exc.strerror or type(exc).__name__}\n  fix: {fix}"
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
