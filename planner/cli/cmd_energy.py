@@ -50,20 +50,56 @@ def is_energy_file(path: str) -> bool:
     return "energy_j_per_output_token" in head and "avg_power_w_per_gpu" in head
 
 
+def _skips_text(reasons: list[str]) -> str:
+    """The skipped rows counted by reason, ``N rows: reason; ...`` (as validate-energy prints them)."""
+    from planner.perf.energy_check import count_reasons
+
+    return "; ".join(f"{n} row{'s' if n != 1 else ''}: {why}" for why, n in count_reasons(reasons).items()) or "none"
+
+
+def refuse_curveless_fit(measurements: str, curves: int, fitted: int, skip_reasons: list[str], warnings: list[str]) -> None:
+    """Rule: a power fit that yields no curve writes nothing and exits 2 (an empty calibration predicts
+    nothing, and with --into-catalog it would replace the shipped curves): no predictable run names the
+    skip reasons; predictable runs too few for a curve (fewer than MIN_ROWS_PER_DEVICE on every
+    (device, stack)) say so. A fit with some curve is written; a (device, stack) too small for its own
+    curve and a throughput fit on fewer runs than its parameters are warnings."""
+    from planner.errors import Problem
+
+    if curves:
+        return
+    if not fitted:
+        raise InputError(Problem(measurements, "", f"no predictable run, nothing written (skipped: {_skips_text(skip_reasons)})",
+                                 "give steady-state serving runs of catalog GPUs and models (models/measured/SOURCE_energy.md)"))
+    from planner.perf.power_fit import MIN_ROWS_PER_DEVICE
+
+    few = "; ".join(w for w in warnings if "fewer than the" in w) or "no run is feasible on its GPUs"
+    raise InputError(Problem(measurements, "", f"{fitted} predictable run{'s' if fitted != 1 else ''}, too few for a power curve "
+                             f"(a (device, stack) needs {MIN_ROWS_PER_DEVICE}): {few}; nothing written "
+                             f"(skipped: {_skips_text(skip_reasons)})",
+                             f"give at least {MIN_ROWS_PER_DEVICE} steady-state runs of one GPU and serving stack"))
+
+
 def fit_and_write_power(measurements: str, out: Path, as_json: bool) -> None:
-    """Fit the power curves (and per-stack throughput) on ``measurements`` and write them to ``out``."""
+    """Fit the power curves (and per-stack throughput) on ``measurements`` and write them to ``out``;
+    the fit's warnings and notes (:class:`planner.perf.power_fit.PowerFitReport`) go to stderr (and
+    into the JSON); a fit without a curve is refused (:func:`refuse_curveless_fit`)."""
     from planner.catalog import load_catalog
     from planner.perf.energy_runs import read_energy_runs
     from planner.perf.power import save_power_calibration
-    from planner.perf.power_fit import fit_power
+    from planner.perf.power_fit import fit_power_report
 
     rows = read_energy_runs(measurements)
-    cal = fit_power(rows, load_catalog(), data_file=measurements)
+    cal, report = fit_power_report(rows, load_catalog(), data_file=measurements)
+    refuse_curveless_fit(measurements, len(cal.curves), report.fitted, report.skip_reasons, report.warnings)
     out.parent.mkdir(parents=True, exist_ok=True)
     save_power_calibration(cal, out)
     if as_json:
-        echo_json({"file": str(out), **cal.model_dump(mode="json")})
+        echo_json({"file": str(out), **cal.model_dump(mode="json"), "warnings": report.warnings, "notes": report.notes})
         return
+    for w in report.warnings:
+        click.echo(f"warning: {w}", err=True)
+    for n in report.notes:
+        click.echo(f"note: {n}", err=True)
     wrote(f"wrote {out} ({cal.description})")
     click.echo(table(["device", "stack", "runs", "f_idle", "f_max", "w_c", "w_b", "w_rows", "gamma", "MAPE_power_%", "MAPE_J/tok_%", "MAPE_tok/s_%"],
                      [[d, cal.curve_stacks.get(d, ""), cal.rows_used.get(d, 0), c.idle_frac, c.max_frac, c.w_compute, c.w_bandwidth, c.w_rows, c.gamma,
@@ -104,6 +140,10 @@ def validate_energy(measurements: str, power_path: str | None, expert_parallel_a
         click.echo(f"of which derived input size (multimodal runs, prompt tokens derived from what the benchmark sent; never fitted on): "
                    f"{d['runs']} runs, MAPE J per output token {fmt(d['mape_j_per_output_token_pct'])} %, output tokens/s "
                    f"{fmt(d['mape_output_tokens_per_s_pct'])} %, power {fmt(d['mape_power_pct'])} %")
+    for kind, count in s["approximated_by_kind"].items():
+        click.echo(f"approximated ({count} rows): {kind} (row field 'approximation' in --json)")
+    for what, count in s["inconsistent"].items():
+        click.echo(f"inconsistent, predicted but not fitted on ({count} rows): {what} (row field 'inconsistency' in --json)")
     for reason, count in s["skipped_by_reason"].items():
         click.echo(f"skipped ({count} rows): {reason}")
 

@@ -9,6 +9,13 @@ Per predictable run (:mod:`planner.perf.energy_runs`)::
 
 MAPE = mean |pred / measured - 1| x 100 over the predicted runs of a group; groups are
 (GPU, model family), the family being the catalog model a run maps to.
+
+A run predicted on something other than what its row states (a pipeline-parallel layout as TP over all
+GPUs, a precision the model lacks at its native one: :attr:`planner.perf.energy_runs.RunConfig.approximations`)
+carries it in its row's ``approximation`` and is counted by kind in ``approximated_by_kind``. A
+run whose measured J per output token contradicts its power x GPUs / tokens/s (beyond
+:data:`~planner.perf.energy_runs.JTOK_RTOL`) is predicted (the power fit skips it), its row's
+``inconsistency`` naming both figures, counted in ``inconsistent``.
 """
 
 from __future__ import annotations
@@ -18,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from planner.catalog import Catalog
-from planner.perf.energy_runs import MULTIMODAL_INPUTS, RunConfig, predict_runs, resolve_runs
+from planner.perf.energy_runs import (
+    JTOK_REASON,
+    JTOK_RTOL,
+    MULTIMODAL_INPUTS,
+    RunConfig,
+    approximation_kind,
+    predict_runs,
+    resolve_runs,
+)
 from planner.perf.power import PowerCalibration, curve_for, curve_power_w, load_fraction
 from planner.perf.power_fit import fit_power, stack_calibration
 
@@ -39,7 +54,7 @@ def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalib
         out.append({"row": i, "source": r.get("source", ""), "gpu": r.get("gpu", ""), "model": r.get("model", ""),
                     "task": r.get("task", ""), "gpu_count": r.get("gpu_count", ""),
                     "batch_cap": r.get("batch_cap_max_num_seqs", ""), "model_family": "", "device": "", "predicted": False,
-                    "reason": reasons[i]})
+                    "reason": reasons[i], "approximation": "", "approximation_kinds": [], "inconsistency": ""})
     for j, run in enumerate(runs):
         o = out[run.index]
         dev_id = run.device.split("@")[0]
@@ -48,7 +63,10 @@ def predict_energy(rows: list[dict[str, Any]], catalog: Catalog, cal: PowerCalib
                   "derived_input": run.derived_input, "encode_s_per_request": run.encode_s, "profile": run.profile,
                   "device": dev_id, "stack": run.engine, "assumed_input_tokens": run.isl,
                   "output_tokens": run.osl, "meas_output_tokens_per_s": run.meas_tok_per_s,
-                  "meas_j_per_output_token": run.meas_j_per_tok, "meas_power_w_per_gpu": run.meas_power_w_per_gpu})
+                  "meas_j_per_output_token": run.meas_j_per_tok, "meas_power_w_per_gpu": run.meas_power_w_per_gpu,
+                  "approximation": "; ".join(run.approximations),
+                  "approximation_kinds": list(dict.fromkeys(approximation_kind(a) for a in run.approximations)),
+                  "inconsistency": run.inconsistency})
         if not pred.feasible[j]:
             o["reason"] = "weights and one sequence's KV do not fit the GPUs"
             continue
@@ -69,6 +87,8 @@ def _reason_class(reason: str) -> str:
     """Reasons without the row's own figures, so that they count up: a model the catalog lacks by
     its name (``model 'x' is not in the catalog ...`` -> ``model not in the catalog: x``), a
     multimodal run by its task and what the file lacks (:data:`~planner.perf.energy_runs.MULTIMODAL_INPUTS`)."""
+    if reason.startswith(JTOK_REASON):
+        return f"{JTOK_REASON} (beyond {100 * JTOK_RTOL:g} %)"
     if reason.startswith("model ") and ("cannot model" in reason or "not modelled" in reason):
         return f"model architecture not modelled ({reason.rsplit(': ', 1)[-1]})"
     if reason.startswith("model ") and " is not in the catalog" in reason:
@@ -87,6 +107,26 @@ def _reason_class(reason: str) -> str:
     return reason
 
 
+def count_reasons(reasons: list[str]) -> dict[str, int]:
+    """Non-empty skip reasons counted by class (:func:`_reason_class`), most frequent first."""
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        if reason:
+            key = _reason_class(reason)
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def count_approximations(kinds: list[list[str]]) -> dict[str, int]:
+    """Runs counted by kind of approximation (a row's ``approximation_kinds``,
+    :func:`~planner.perf.energy_runs.approximation_kind`): a run with two kinds counts under each."""
+    counts: dict[str, int] = {}
+    for per_run in kinds:
+        for kind in per_run:
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def summarize(out: list[dict[str, Any]]) -> dict[str, Any]:
     """MAPE per (GPU, serving stack, model family) and pooled, with the skipped rows counted by reason."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -98,15 +138,12 @@ def summarize(out: list[dict[str, Any]]) -> dict[str, Any]:
                 "mape_j_per_output_token_pct": _mape([x["pred_j_per_output_token"] for x in items], [x["meas_j_per_output_token"] for x in items]),
                 "mape_output_tokens_per_s_pct": _mape([x["pred_output_tokens_per_s"] for x in items], [x["meas_output_tokens_per_s"] for x in items]),
                 "mape_power_pct": _mape([x["pred_power_w_per_gpu"] for x in items], [x["meas_power_w_per_gpu"] for x in items])}
-    skipped: dict[str, int] = {}
-    for o in out:
-        if not o["predicted"]:
-            key = _reason_class(o["reason"])
-            skipped[key] = skipped.get(key, 0) + 1
     predicted = [o for o in out if o["predicted"]]
     derived = [o for o in predicted if o.get("derived_input")]
     return {"rows": len(out), "predicted": len(predicted), "skipped": len(out) - len(predicted),
-            "skipped_by_reason": dict(sorted(skipped.items(), key=lambda kv: -kv[1])),
+            "skipped_by_reason": count_reasons([o["reason"] for o in out if not o["predicted"]]),
+            "approximated_by_kind": count_approximations([o.get("approximation_kinds", []) for o in predicted]),
+            "inconsistent": count_reasons([o.get("inconsistency", "") for o in predicted]),
             "pooled": block(predicted),
             "derived_input": block(derived),
             "by_gpu_family": [{"gpu": g, "stack": st, "model_family": f, **block(v)} for (g, st, f), v in sorted(groups.items())]}

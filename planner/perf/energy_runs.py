@@ -40,8 +40,14 @@ Configuration mapping (stated, not fitted):
   planner cannot model is skipped naming it. A vision-language checkpoint (its prompt's
   image/video tokens are not recorded) never maps.
 - **Precision**: ``bfloat16`` -> bf16, ``fp8`` -> fp8, ``mxfp4`` -> fp4; KV cache bf16 (vLLM's
-  default ``kv_cache_dtype=auto`` keeps the activation dtype).
-- **Parallelism**: a TP run spans all ``gpu_count`` GPUs with ``tp = gpu_count``. An
+  default ``kv_cache_dtype=auto`` keeps the activation dtype). A precision the model's profile does
+  not support (``mxfp4`` on a dense bf16 checkpoint) is predicted at the model's native precision,
+  and the run says so (:data:`APPROX_PRECISION`).
+- **Parallelism**: a TP run spans all ``gpu_count`` GPUs with ``tp = gpu_count``. A run whose stated
+  layout differs (``tensor_parallel 8 x pipeline_parallel 2`` on 16 GPUs: the 17 Leaderboard v2 runs
+  of Mixtral-8x22B on A100 and Llama-3.1-405B on H100) is predicted the same way, as TP over all
+  its GPUs (no pipeline bubble, no stage-to-stage transfer), and the run says so
+  (:data:`APPROX_PARALLEL`; the shipped fit keeps them). An
   expert-parallel MoE run (``expert_parallel = gpu_count``) is one replica of
   :mod:`planner.perf.moe` with the experts spread over all ``G = gpu_count`` GPUs and attention
   tensor-parallel over the same GPUs, ``Parallelism(tp = G, ep = G, dp = 1)``: vLLM's
@@ -56,6 +62,13 @@ Configuration mapping (stated, not fitted):
   :func:`planner.perf.moe.ep_iteration_time` with prompt tokens as for TP
   (:func:`_predict_ep`). ``expert_parallel_as_tp=True`` predicts them as TP over all GPUs
   instead (the roofline without the expert-parallel terms: no all-to-all, experts split by TP).
+- **Measured J per output token** must be what the run's other figures give, ``avg_power_w_per_gpu
+  x gpu_count / output_throughput_tok_per_s``, within :data:`JTOK_RTOL` (the shipped rows agree within
+  1e-5, the rounding of their printed digits, so the rule leaves the shipped fit set as it is). A row
+  beyond carries the contradiction, both figures named (:attr:`RunConfig.inconsistency`): the power
+  fit skips it with that reason (``skip_inconsistent``: one of the figures is wrong, and the fit would
+  learn from the one and be checked on the other); ``planner validate-energy`` predicts it and flags
+  and counts it.
 - **Input length**: not recorded in the v3.0 files; per task the assumed mean prompt length
   :data:`TASK_INPUT_TOKENS` (chat template and system prompt included).
 - **Multimodal runs** (issue 25): where the benchmark's own code fixes the image tokens of a
@@ -318,6 +331,53 @@ def stack_of(row: dict[str, Any]) -> str:
     return f"{name}-{version}" if version else name
 
 
+JTOK_RTOL = 0.01
+"""Largest relative gap between a row's measured J per output token and ``avg_power_w_per_gpu x
+gpu_count / output_throughput_tok_per_s`` (module docstring); 1 %, a thousand times the rounding of
+the shipped rows' printed figures (at most 7.3e-6 apart)."""
+
+JTOK_REASON = "measured J per output token contradicts avg_power_w_per_gpu x gpu_count / output tokens/s"
+"""Head of the inconsistency (and skip reason in a fit) of a row beyond :data:`JTOK_RTOL` (the row's figures follow it)."""
+
+APPROX_PARALLEL = "stated parallelism predicted as tensor parallelism over all GPUs"
+"""Kind of approximation (:attr:`RunConfig.approximations`): a run whose ``tensor_parallel`` /
+``pipeline_parallel`` / ``data_parallel`` differ from ``tp = gpu_count`` is predicted as TP over all its GPUs."""
+APPROX_EP_AS_TP = "expert-parallel run predicted as tensor parallelism over all GPUs (--expert-parallel-as-tp)"
+"""Kind of approximation: an expert-parallel run predicted as TP (``expert_parallel_as_tp``)."""
+APPROX_PRECISION = "precision the model does not support, predicted at its native precision"
+"""Kind of approximation: the run's precision is not among the model's supported weight precisions."""
+
+
+def jtok_inconsistency(power_w_per_gpu: float, gpu_count: float, tok_per_s: float, j_per_tok: float) -> str:
+    """The skip reason of a row whose J per output token is not ``P x G / (tokens/s)`` within
+    :data:`JTOK_RTOL` (``''`` when it is)."""
+    implied = power_w_per_gpu * gpu_count / tok_per_s
+    gap = j_per_tok / implied - 1.0
+    if abs(gap) <= JTOK_RTOL:
+        return ""
+    return (f"{JTOK_REASON}: {j_per_tok:g} J vs {power_w_per_gpu:g} W x {gpu_count:g} / {tok_per_s:g} tok/s = {implied:.4g} J "
+            f"({100 * gap:+.1f} %, tolerance {100 * JTOK_RTOL:g} %)")
+
+
+def parallel_approximation(row: dict[str, Any], gpu_count: int, *, ep_as_tp: bool) -> str:
+    """How a TP-predicted run's stated layout differs from ``tp = gpu_count`` (``''`` when it does not):
+    ``tensor_parallel`` other than ``gpu_count``, or ``pipeline_parallel`` / ``data_parallel`` above 1
+    (blank: not stated). ``ep_as_tp``: the run is expert-parallel, predicted as TP on request."""
+    if ep_as_tp:
+        return f"{APPROX_EP_AS_TP}: expert_parallel {_num(row.get('expert_parallel')) or 1:g} on {gpu_count} GPUs predicted as tp {gpu_count}"
+    tp, pp, dp = (_num(row.get(c)) for c in ("tensor_parallel", "pipeline_parallel", "data_parallel"))
+    if (tp is None or tp == gpu_count) and (pp or 1) <= 1 and (dp or 1) <= 1:
+        return ""
+    stated = " x ".join(f"{name} {v:g}" for name, v in (("tensor_parallel", tp), ("pipeline_parallel", pp), ("data_parallel", dp))
+                        if v is not None)
+    return f"{APPROX_PARALLEL}: {stated} on {gpu_count} GPUs predicted as tp {gpu_count} (the roofline models tensor parallelism only)"
+
+
+def approximation_kind(text: str) -> str:
+    """The kind of one approximation (the text before its first ``': '``), for counting."""
+    return text.split(": ", 1)[0]
+
+
 ROW_MAXIMA: dict[str, float] = {"input_tokens": 1e7, "output_tokens": 1e7, "batch_cap_max_num_seqs": 1e6, "gpu_count": 4096.0,
                                  "output_throughput_tok_per_s": 1e9, "energy_j_per_output_token": 1e6, "avg_power_w_per_gpu": 1e5}
 """Upper bounds of a run's numbers, far above any real one (10M-token requests, a million sequences in a batch,
@@ -376,13 +436,20 @@ class RunConfig:
     """Vision-tower time per request on the run's GPUs (:func:`_encode_s`; 0 for text runs)."""
     profile: str = "catalog"
     """Where the model's profile comes from: ``catalog`` (``models/llm/``) or :data:`CONFIG_PROFILE`."""
+    inconsistency: str = ""
+    """The measured J per output token contradicts power x GPUs / tokens/s (:func:`jtok_inconsistency`); ``''``: consistent."""
+    approximations: tuple[str, ...] = ()
+    """Where the prediction departs from what the row states (:data:`APPROX_PARALLEL`,
+    :data:`APPROX_EP_AS_TP`, :data:`APPROX_PRECISION`; kind before the first ``': '``)."""
 
 
-def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_parallel_as_tp: bool = False,
+def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_parallel_as_tp: bool = False, skip_inconsistent: bool = False,
                  ) -> tuple[list[RunConfig], list[str], dict[tuple[str, str, int, str], InstanceArrays]]:
     """Each row's configuration, or the reason it cannot be predicted (``''`` when it can).
     Expert-parallel runs (``expert_parallel > 1`` with ``tensor_parallel < gpu_count``) are EP
-    replicas of :mod:`planner.perf.moe`, or TP over all GPUs with ``expert_parallel_as_tp``."""
+    replicas of :mod:`planner.perf.moe`, or TP over all GPUs with ``expert_parallel_as_tp``.
+    ``skip_inconsistent``: a row whose J per output token contradicts its power and throughput
+    (:func:`jtok_inconsistency`) is skipped with that reason instead of carrying it."""
     runs: list[RunConfig] = []
     reasons: list[str] = []
     cache: dict[tuple[str, str, int, str], InstanceArrays] = {}
@@ -439,6 +506,10 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             reason = f"task {r.get('task')!r}: input length not recorded (multimodal prompt tokens unknown)"
         if not reason and (not osl or not cap or not count or any(m is None or m <= 0 for m in meas)):
             reason = "missing output_tokens, batch cap, gpu_count or a measured figure"
+        inconsistent = jtok_inconsistency(meas[2], count, meas[0], meas[1]) if count and meas[0] and meas[1] and meas[2] else ""
+        if not reason and skip_inconsistent and inconsistent:
+            reason = inconsistent
+        approx: list[str] = []
         if not reason:
             assert dev_id is not None and model_id is not None
             prec = PRECISION_MAP[str(r["precision"])]
@@ -448,6 +519,8 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
             if model is None or device is None:
                 reason = f"catalog lacks {model_id if model is None else dev_id}"
             elif prec not in model.supported_weight_precisions:
+                approx.append(f"{APPROX_PRECISION}: precision {r['precision']!r} ({prec}) is not among {model_id}'s "
+                              f"{', '.join(model.supported_weight_precisions)}, predicted at {model.native_weight_precision}")
                 prec = model.native_weight_precision
             if not reason and is_ep:
                 assert model is not None and device is not None and count is not None
@@ -463,12 +536,16 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                         reason = f"expert-parallel run {par.label()}: {exc}"
                 if not reason:
                     assert isl is not None and osl is not None and cap is not None
+                    if (_num(r.get("pipeline_parallel")) or 1) > 1:
+                        approx.append(f"{APPROX_PARALLEL}: pipeline_parallel {_num(r.get('pipeline_parallel')):g} of an expert-parallel "
+                                      f"run on {int(count)} GPUs ignored (no pipeline bubble or stage transfer)")
                     runs.append(RunConfig(i, dev_id if mem is None else f"{dev_id}@{mem:g}", model_id, int(count), int(count), prec, cap,
                                           float(isl), float(osl), stack_of(r), float(meas[0] or 0), float(meas[1] or 0),
                                           float(meas[2] or 0), replica=replica,
                                           kv_bytes_per_sequence=model.kv_bytes_for_context(float(isl) + float(osl), "bf16"),
                                           derived_input=derived.how if derived and _num(r.get("input_tokens")) is None else "",
-                                          encode_s=_encode_s(derived, device, int(count)) if derived else 0.0, profile=profile))
+                                          encode_s=_encode_s(derived, device, int(count)) if derived else 0.0, profile=profile,
+                                          approximations=tuple(approx), inconsistency=inconsistent))
             elif not reason:
                 assert model is not None and device is not None and count is not None
                 tp = int(count)
@@ -481,12 +558,16 @@ def resolve_runs(rows: list[dict[str, Any]], catalog: Catalog, *, expert_paralle
                         reason = str(exc)
                 if not reason:
                     assert isl is not None and osl is not None and cap is not None
+                    layout = parallel_approximation(r, tp, ep_as_tp=expert_parallel_as_tp and (_num(r.get("expert_parallel")) or 1) > 1
+                                                    and (_num(r.get("tensor_parallel")) or 1) < tp)
+                    approx = [layout, *approx] if layout else approx
                     engine = stack_of(r)
                     use_derived = derived is not None and _num(r.get("input_tokens")) is None
                     runs.append(RunConfig(i, key[1], model_id, tp, tp, prec, cap, float(isl), float(osl), engine,
                                           float(meas[0] or 0), float(meas[1] or 0), float(meas[2] or 0),
                                           derived_input=derived.how if derived and use_derived else "",
-                                          encode_s=_encode_s(derived, device, tp) if derived else 0.0, profile=profile))
+                                          encode_s=_encode_s(derived, device, tp) if derived else 0.0, profile=profile,
+                                          approximations=tuple(approx), inconsistency=inconsistent))
         reasons.append(reason)
     return runs, reasons, cache
 

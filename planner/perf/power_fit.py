@@ -20,11 +20,24 @@ both deterministic (fixed starts, bounded trust-region least squares, no random 
 ``J per output token`` then follows as ``P x gpu_count / tokens/s`` (checked by
 ``planner validate-energy``). Only steady-state rows of devices with at least
 :data:`MIN_ROWS_PER_DEVICE` predictable rows get a curve of their own.
+
+What a fit cannot vouch for is reported (:class:`PowerFitReport`, printed by ``planner
+calibrate-energy`` as ``planner calibrate`` prints its fit's warnings):
+
+- **warnings**: a parameter that ended on a bound (the bound named in the parameter's own units,
+  ``allreduce_overhead_us (upper 200)``: a bound, not an estimate), one no residual depends on, a
+  Jacobian of lower rank than the parameters (fewer runs than the 4 throughput parameters, e.g.),
+  and a (device, stack) whose predictable runs are too few for a curve (fewer than
+  :data:`MIN_ROWS_PER_DEVICE`);
+- **notes**: the fitted runs predicted on something other than what their rows state, counted by
+  kind (:attr:`planner.perf.energy_runs.RunConfig.approximations`: the 17 shipped
+  ``tensor_parallel 8 x pipeline_parallel 2`` runs are fitted as TP 16).
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +45,8 @@ import numpy as np
 
 from planner.catalog import Catalog
 from planner.perf.calibration import Calibration, EngineCalibration, load_calibration
-from planner.perf.energy_runs import RunConfig, predict_runs, resolve_runs
-from planner.perf.lsq import fit_least_squares
+from planner.perf.energy_runs import RunConfig, approximation_kind, predict_runs, resolve_runs
+from planner.perf.lsq import LsqResult, fit_least_squares, on_bound
 from planner.perf.power import (
     LOADED_IDLE_FRAC,
     PowerCalibration,
@@ -54,6 +67,37 @@ SOFT_L1_SCALE = 0.05
 """Residual scale (log-ratio) of the robust loss."""
 
 
+@dataclass
+class PowerFitReport:
+    """What a power fit cannot vouch for (module docstring), beside the calibration it writes."""
+
+    predictable: int = 0
+    """Runs resolved against the catalog (before dropping derived-input runs)."""
+    fitted: int = 0
+    """Runs the throughput fits saw."""
+    skip_reasons: list[str] = field(default_factory=list)
+    """Why each skipped row was skipped (one entry per skipped row)."""
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def fit_warnings(what: str, sol: LsqResult, n_params: int, at_bound: tuple[str, ...] | None = None) -> list[str]:
+    """The warnings of one fit, worded as ``planner calibrate``'s (:func:`planner.perf.fit._fit_warnings`):
+    parameters on a bound (``at_bound``, default the solver's; pass the bounds in the parameters'
+    own units when the solver saw them scaled), parameters without effect, a Jacobian of lower rank
+    than the parameters."""
+    bound = sol.at_bound if at_bound is None else at_bound
+    out = []
+    if bound:
+        out.append(f"{what}: {', '.join(bound)} ended on a bound (a bound, not an estimate: the rows do not determine it)")
+    if sol.undetermined:
+        out.append(f"{what}: {', '.join(sol.undetermined)} changed no residual (left at the starting value, not an estimate)")
+    if sol.rank < n_params:
+        out.append(f"{what}: the rows determine only {sol.rank} of the {n_params} fitted parameters (Jacobian rank {sol.rank}); "
+                   "give more rows (models, batch sizes, lengths)")
+    return out
+
+
 def _cal_with(base: EngineCalibration, values: np.ndarray, source: str) -> EngineCalibration:
     upd: dict[str, Any] = {name: float(v) for (name, _lo, _hi), v in zip(THROUGHPUT_PARAMS, values, strict=True)}
     upd["source"] = source
@@ -65,8 +109,10 @@ def _single(cal: EngineCalibration) -> Calibration:
 
 
 def fit_throughput(runs: list[RunConfig], insts: dict[tuple[str, str, int, str], InstanceArrays],
-                   base: EngineCalibration, source: str = "fit:energy-runs") -> EngineCalibration:
-    """Engine calibration whose steady-state throughput matches the runs (module docstring, step 1)."""
+                   base: EngineCalibration, source: str = "fit:energy-runs", warnings: list[str] | None = None) -> EngineCalibration:
+    """Engine calibration whose steady-state throughput matches the runs (module docstring, step 1).
+    The solver sees the microsecond fields divided by 100; a field on a bound is named with the bound
+    in microseconds (``allreduce_overhead_us (upper 200)``), in ``source`` and in ``warnings``."""
     meas = np.array([r.meas_tok_per_s for r in runs])
     x0 = np.array([float(getattr(base, n)) for n, _lo, _hi in THROUGHPUT_PARAMS])
     lo = np.array([b[1] for b in THROUGHPUT_PARAMS])
@@ -81,14 +127,20 @@ def fit_throughput(runs: list[RunConfig], insts: dict[tuple[str, str, int, str],
 
     sol = fit_least_squares(resid, x0 / scale, names=[n for n, _lo, _hi in THROUGHPUT_PARAMS], lower=lo / scale, upper=hi / scale,
                             loss="soft_l1", f_scale=SOFT_L1_SCALE, x_scale="jac", max_nfev=200)
-    bound = f"; on a bound (not an estimate): {', '.join(sol.at_bound)}" if sol.at_bound else ""
+    names = [n for n, _lo, _hi in THROUGHPUT_PARAMS]
+    at_bound = on_bound(names, sol.x * scale, lo, hi)
+    if warnings is not None:
+        warnings.extend(fit_warnings(f"throughput {source.removeprefix('fit:')}", sol, len(names), at_bound))
+    bound = f"; on a bound (not an estimate): {', '.join(at_bound)}" if at_bound else ""
     return _cal_with(base, sol.x * scale, source + bound)
 
 
 def fit_power_curve(compute_s: np.ndarray, memory_s: np.ndarray, total_s: np.ndarray, rows: np.ndarray,
-                    meas_power_w: np.ndarray, tdp_w: np.ndarray, source: str) -> PowerCurve:
+                    meas_power_w: np.ndarray, tdp_w: np.ndarray, source: str, warnings: list[str] | None = None,
+                    what: str = "") -> PowerCurve:
     """``f_max, w_c, w_b, gamma, w_r`` minimising the robust log-ratio of predicted to measured power
-    per GPU (module docstring, step 2)."""
+    per GPU (module docstring, step 2). Parameters on a bound go to ``source`` and to ``warnings``
+    (as ``power curve <what>``, default the source)."""
     lo = np.array([0.3, 0.0, 0.0, 0.2, 0.0])
     hi = np.array([1.1, 3.0, 3.0, 3.0, 3.0])
 
@@ -103,6 +155,8 @@ def fit_power_curve(compute_s: np.ndarray, memory_s: np.ndarray, total_s: np.nda
 
     sol = fit_least_squares(resid, np.array([0.9, 0.8, 0.5, 1.0, 0.3]), names=["max_frac", "w_compute", "w_bandwidth", "gamma", "w_rows"],
                             lower=lo, upper=hi, loss="soft_l1", f_scale=SOFT_L1_SCALE, max_nfev=400, x_scale=1.0)
+    if warnings is not None:
+        warnings.extend(fit_warnings(f"power curve {what or source.removeprefix('fit:')}", sol, len(lo)))
     c = curve(sol.x)
     return c.model_copy(update={"source": f"{source}; on a bound (not an estimate): {', '.join(sol.at_bound)}"}) if sol.at_bound else c
 
@@ -135,22 +189,50 @@ def fit_power(rows: list[dict[str, Any]], catalog: Catalog, *, data_file: str = 
     least :data:`MIN_ROWS_PER_DEVICE` runs. The stack with the most runs on a device (ties: the
     later version) gives the device's curve (key ``<device>``, the one the planner uses); the
     others are kept as ``<device>@<stack>`` for checking runs of that stack. Module docstring."""
-    runs, reasons, insts = resolve_runs(rows, catalog, expert_parallel_as_tp=expert_parallel_as_tp)
+    return fit_power_report(rows, catalog, data_file=data_file, base=base, name=name, expert_parallel_as_tp=expert_parallel_as_tp)[0]
+
+
+def approximation_notes(runs: list[RunConfig]) -> list[str]:
+    """One note per kind of approximation among ``runs`` (the fitted ones), with its count and an example."""
+    kinds: dict[str, list[str]] = {}
+    for r in runs:
+        for a in r.approximations:
+            kinds.setdefault(approximation_kind(a), []).append(a)
+    return [f"{len(texts)} of {len(runs)} fitted runs approximated, {kind}: e.g. {texts[0].split(': ', 1)[1]}; the fit keeps them"
+            for kind, texts in kinds.items()]
+
+
+def few_runs_warnings(counts: dict[str, dict[str, int]]) -> list[str]:
+    """A warning per (device, stack) with predictable runs but fewer than :data:`MIN_ROWS_PER_DEVICE`:
+    it gets no curve (``counts``: device -> stack -> feasible runs)."""
+    return [f"power curve {dev} {stack}: {n} predictable run{'s' if n != 1 else ''}, fewer than the {MIN_ROWS_PER_DEVICE} a curve "
+            "needs: no curve fitted for it" for dev, per in counts.items() for stack, n in sorted(per.items()) if n < MIN_ROWS_PER_DEVICE]
+
+
+def fit_power_report(rows: list[dict[str, Any]], catalog: Catalog, *, data_file: str = "", base: Calibration | None | str = "auto",
+                     name: str = "power", expert_parallel_as_tp: bool = False) -> tuple[PowerCalibration, PowerFitReport]:
+    """:func:`fit_power` and its :class:`PowerFitReport` (module docstring)."""
+    runs, reasons, insts = resolve_runs(rows, catalog, expert_parallel_as_tp=expert_parallel_as_tp, skip_inconsistent=True)
+    report = PowerFitReport(predictable=len(runs), skip_reasons=[r for r in reasons if r])
     runs = [r for r in runs if not r.derived_input]  # multimodal runs of derived input size are checked, never fitted on
+    report.fitted = len(runs)
+    report.notes.extend(approximation_notes(runs))
     base_cal = load_calibration(None) if base == "auto" else base
     base_cal = base_cal if isinstance(base_cal, Calibration) else None
     src = f"fit:{Path(data_file).name or 'rows'}"
     engines: dict[str, EngineCalibration] = {}
     for stack in sorted({r.engine for r in runs}):
         group = [r for r in runs if r.engine == stack]
-        engines[stack] = fit_throughput(group, insts, _base_engine(stack, base_cal), source=f"{src} {stack} ({len(group)} runs)")
+        engines[stack] = fit_throughput(group, insts, _base_engine(stack, base_cal), source=f"{src} {stack} ({len(group)} runs)",
+                                        warnings=report.warnings)
     pred = predict_runs(runs, insts, Calibration(name=name, engines=engines))
     curves: dict[str, PowerCurve] = {}
     stacks: dict[str, str] = {}
     used: dict[str, int] = {}
     resid: dict[str, dict[str, float]] = {}
+    all_counts: dict[str, dict[str, int]] = {}
     for dev in sorted({r.device.split("@")[0] for r in runs}):
-        counts: dict[str, int] = {}
+        counts = all_counts.setdefault(dev, {})
         for j, r in enumerate(runs):
             if r.device.split("@")[0] == dev and pred.feasible[j]:
                 counts[r.engine] = counts.get(r.engine, 0) + 1
@@ -164,7 +246,7 @@ def fit_power(rows: list[dict[str, Any]], catalog: Catalog, *, data_file: str = 
             tdp = np.full(len(idx), float(catalog.devices[dev].tdp_w or 0.0))
             meas_p = np.array([runs[j].meas_power_w_per_gpu for j in idx])
             c = fit_power_curve(pred.compute_s[idx], pred.memory_s[idx], pred.total_s[idx], pred.rows[idx], meas_p, tdp,
-                                f"{src} {stack} ({len(idx)} runs)")
+                                f"{src} {stack} ({len(idx)} runs)", warnings=report.warnings, what=f"{key} ({len(idx)} {stack} runs)")
             p = curve_power_w(c, tdp, load_fraction(c, pred.compute_s[idx], pred.memory_s[idx], pred.total_s[idx], pred.rows[idx]))
             count = np.array([runs[j].gpu_count for j in idx], dtype=float)
             jpt = p * count / pred.tok_per_s[idx]
@@ -174,8 +256,12 @@ def fit_power(rows: list[dict[str, Any]], catalog: Catalog, *, data_file: str = 
             resid[key] = {"power_mape_pct": round(_mape(p, meas_p), 2),
                           "j_per_output_token_mape_pct": round(_mape(jpt, np.array([runs[j].meas_j_per_tok for j in idx])), 2),
                           "throughput_mape_pct": round(_mape(pred.tok_per_s[idx], np.array([runs[j].meas_tok_per_s for j in idx])), 2)}
+    report.warnings.extend(few_runs_warnings(all_counts))
     sha = hashlib.sha256(Path(data_file).read_bytes()).hexdigest() if data_file and Path(data_file).exists() else ""
     skipped = sum(1 for r in reasons if r)
-    return PowerCalibration(name=name, description=f"fitted on {Path(data_file).name or 'rows'}: {len(runs)} runs predictable, {skipped} skipped",
-                            curves=curves, engines=engines, curve_stacks=stacks, data_file=Path(data_file).name, data_sha256=sha,
-                            rows_used=used, residuals=resid)
+    approx = sum(1 for r in runs if r.approximations)
+    described = f"; {approx} of them approximated (planner validate-energy: approximation)" if approx else ""
+    cal = PowerCalibration(name=name, description=f"fitted on {Path(data_file).name or 'rows'}: {len(runs)} runs predictable, {skipped} skipped"
+                           + described, curves=curves, engines=engines, curve_stacks=stacks, data_file=Path(data_file).name,
+                           data_sha256=sha, rows_used=used, residuals=resid)
+    return cal, report
