@@ -31,7 +31,8 @@ NVIDIA's v5.0 Llama-2-70B submissions are FP4) — :data:`WEIGHT_PRECISION`, an 
 calibration, except upstream CUDA vLLM before 0.6 -> the ``vllm-0.5.4`` stack fitted on ML.ENERGY runs
 (:func:`stack_of`); any other stack is not predicted (no calibration for it).
 
-Rows not predicted are listed with the reason (:class:`Skip`): a later round (held out), an accelerator
+Rows not predicted are listed with the reason (:class:`Skip`): a later round (held out), a row outside the
+scored set (open division, a system not available, a result not valid: :func:`planner.mlperf.scope_reason`), an accelerator
 with no catalog profile, a benchmark whose model has no profile or whose mean input length is not
 stated, a software stack with no calibration, no token throughput in the row.
 """
@@ -50,7 +51,7 @@ from typing import Any
 import pandas as pd
 
 from planner.errors import InputError, Problem
-from planner.mlperf import BENCHMARKS, LAST_ROUND, MLPerfResult, round_key
+from planner.mlperf import BENCHMARKS, LAST_ROUND, MLPerfResult, scope_reason
 from planner.perf.names import device_id
 
 WEIGHT_PRECISION: dict[str, str] = {"b200": "fp4", "gb200": "fp4", "b300": "fp4", "gb300": "fp4"}
@@ -222,9 +223,9 @@ class Skip:
 
 def case_for(row: MLPerfResult, catalog: Any) -> Case | Skip:
     """The prediction a row asks for, or why it cannot be made."""
-    rk = round_key(row.round)
-    if rk is None or rk > LAST_ROUND:
-        return Skip(f"round {row.round} is after v{LAST_ROUND[0]}.{LAST_ROUND[1]}: held out for an independent check")
+    out_of_scope = scope_reason(row)
+    if out_of_scope:
+        return Skip(out_of_scope)
     rules = BENCHMARKS.get(row.family)
     if rules is None:
         return Skip(f"benchmark {row.benchmark!r} has no rules in planner.mlperf.BENCHMARKS")
@@ -348,6 +349,32 @@ def max_goodput(case: Case, catalog: Any, *, rel_tol: float = REL_TOL) -> Goodpu
     return Goodput(m * top, len(seen), best.architecture if best else None, pools, top)
 
 
+def rejected_reason(exc: InputError) -> str:
+    """The skip reason of a row whose planning instance :func:`planner.instance.resolve_instance` rejects: its
+    first problem with the instance field it is in (``services.mlperf.traffic.rate_per_s: Input should be ...``)
+    and that field's fix, so the reader knows which bound the system's row crossed."""
+    p = exc.problems[0]
+    where = f"{p.path}: " if p.path else ""
+    fix = f" ({p.fix})" if p.fix else ""
+    return f"the planning instance for this system is rejected: {where}{p.message}{fix}"
+
+
+def require_scored_rows(rows: list[MLPerfResult], file: str) -> None:
+    """:class:`InputError` (exit 2) when no row of ``file`` is in the scored set (every one held out or outside
+    it, :func:`planner.mlperf.scope_reason`): there is nothing to check, and an exit 0 with no error would read as
+    a pass. Rows in the set that the planner cannot model (no catalog profile, no calibrated stack) are a result,
+    listed by :func:`validate_goodput`, not this error."""
+    reasons = [scope_reason(r) for r in rows]
+    if rows and all(reasons):
+        counts: dict[str, int] = {}
+        for why in reasons:
+            counts[str(why)] = counts.get(str(why), 0) + 1
+        said = "; ".join(f"{n} row{'s' if n != 1 else ''}: {why}" for why, n in sorted(counts.items(), key=lambda x: -x[1]))
+        raise InputError(Problem(file, "", f"no row is scored ({said})",
+                                 f"give rows of rounds up to v{LAST_ROUND[0]}.{LAST_ROUND[1]}, closed division, available systems, "
+                                 "valid results (models/measured/mlperf_public_v4.0-v5.0.csv)"))
+
+
 def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(predicted rows, rows not predicted with why). Equal cases are solved once."""
     done: dict[Case, Goodput | Skip] = {}
@@ -364,7 +391,7 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
             try:
                 done[c] = max_goodput(c, catalog, rel_tol=rel_tol)
             except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
-                done[c] = Skip(f"the planning instance for this system is rejected: {exc.problems[0].message}")
+                done[c] = Skip(rejected_reason(exc))
         g = done[c]
         if isinstance(g, Skip):
             skipped.append({**base, "reason": g.reason})

@@ -14,7 +14,10 @@ p99 TTFT and p99 per-request TPOT within the limits), ``Interactive`` (v5.0 ``ll
 the Server scenario with 450 ms / 40 ms limits).
 
 Rounds after v5.0 are held out (:data:`LAST_ROUND`): a row of a later round is listed as not
-predicted, never scored, so those rounds stay an independent check.
+predicted, never scored, so those rounds stay an independent check. So is a row outside the closed
+division, of a system not available, or of a result not marked valid (:data:`SCORED`,
+:func:`scope_reason`). Numbers are bounded (:data:`MAX_RESULT`, :data:`MAX_MEAN_OUTPUT_TOKENS`): a value
+beyond them is an error naming its line and column.
 
 Rules (:data:`BENCHMARKS`) per benchmark family, from ``mlperf.conf`` and the benchmark READMEs
 (SOURCE.md §3): the catalog model, the Server and Interactive limits, the reference mean output
@@ -70,6 +73,21 @@ REQUIRED = ("round", "submitter", "system", "accelerator", "n_accel", "framework
 
 SCENARIOS = ("Offline", "Server", "Interactive")
 
+SCORED: dict[str, str] = {"division": "closed", "availability": "available", "result_valid": "VALID"}
+"""Rows scored (SOURCE.md §1, README "closed division, available systems"): the closed division (the
+open division may change the model, its accuracy and the rules), systems available for purchase (not
+``preview`` / ``rdi``), results the submission checker marked ``VALID``. A column the file lacks, or a
+cell left empty (results tables give no validity column: 17 rows of the shipped file), is not stated:
+the row is kept. Compared case-insensitively."""
+MAX_RESULT = 1e9
+"""Largest ``result`` / ``tokens_per_second`` a row may state: 100,000 accelerators (the ``n_accel``
+bound) at 10,000 tokens/s each, about 70 times the best per-accelerator result of v4.0-v5.0 (the largest
+row of the shipped file is 128,961 tok/s on 72 GPUs). Beyond it the value is a typo, not a run."""
+MAX_MEAN_OUTPUT_TOKENS = 1_000_000.0
+"""Largest ``derived_mean_output_tokens`` (far above any LLM benchmark's: 684.68 for Llama-3.1-405B); the
+smallest is 1, as every request returns at least one token (0 would silently fall back to the reference
+length)."""
+
 
 @dataclass(frozen=True)
 class MLPerfResult:
@@ -93,6 +111,10 @@ class MLPerfResult:
     """The run's mean output tokens per request (``None``: not in the row)."""
     ttft_p99_target_ms: float | None
     tpot_p99_target_ms: float | None
+    division: str = ""
+    availability: str = ""
+    result_valid: str = ""
+    """As the file states them (``""``: not stated); :data:`SCORED`, :func:`scope_reason`."""
 
     @property
     def label(self) -> str:
@@ -108,6 +130,27 @@ def round_key(name: str) -> tuple[int, int] | None:
 def family_of(benchmark: str) -> str:
     """Benchmark family: the name without its accuracy suffix (``llama2-70b-99.9`` -> ``llama2-70b``)."""
     return re.sub(r"-99(\.9)?$", "", benchmark.strip())
+
+
+def scope_reason(row: MLPerfResult) -> str | None:
+    """Why a row is outside the scored set, or ``None``: a round after :data:`LAST_ROUND` (held out), or a
+    stated division, availability or validity other than :data:`SCORED`'s."""
+    rk = round_key(row.round)
+    if rk is None or rk > LAST_ROUND:
+        return f"round {row.round} is after v{LAST_ROUND[0]}.{LAST_ROUND[1]}: held out for an independent check"
+    for column, want in SCORED.items():
+        got = getattr(row, column)
+        if got and got.lower() != want.lower():
+            return f"{column} {got!r}: not scored (only {column} {want!r})"
+    return None
+
+
+def _within(value: float, file: str, line: int, column: str, *, low: float, high: float) -> float:
+    """``value`` when ``low <= value <= high`` (the bounds a row's column must meet), else :class:`InputError` naming the column."""
+    if not low <= value <= high:
+        raise InputError(Problem(file, f"line {line}.{column}", f"{value:g} is not in [{low:g}, {high:g}]",
+                                 f"write the value as printed in the MLPerf log in column {column!r}"))
+    return value
 
 
 def _number(text: str, file: str, line: int, column: str, *, required: bool) -> float | None:
@@ -168,10 +211,15 @@ def read_mlperf(path: str | Path) -> list[MLPerfResult]:
                                      "write the system's accelerator count"))
         result = _number(r["result"], file, i, "result", required=True)
         assert result is not None
+        _within(result, file, i, "result", low=0.0, high=MAX_RESULT)
         tps = _number(r["tokens_per_second"], file, i, "tokens_per_second", required=False)
         if tps is None:
             tps = result if "token" in r["unit"].lower() else math.nan
+        else:
+            _within(tps, file, i, "tokens_per_second", low=0.0, high=MAX_RESULT)
         osl = _number(r["derived_mean_output_tokens"], file, i, "derived_mean_output_tokens", required=False)
+        if osl is not None:  # a mean of output tokens per request: every request returns at least one
+            _within(osl, file, i, "derived_mean_output_tokens", low=1.0, high=MAX_MEAN_OUTPUT_TOKENS)
         ttft = _number(r["target_ttft_ns"], file, i, "target_ttft_ns", required=False)
         tpot = _number(r["target_tpot_ns"], file, i, "target_tpot_ns", required=False)
         family = family_of(r["benchmark"])
@@ -186,7 +234,8 @@ def read_mlperf(path: str | Path) -> list[MLPerfResult]:
             line=i, round=r["round"], submitter=r["submitter"], system=r["system"], accelerator=r["accelerator"], n_accel=int(n_accel),
             framework=r["framework"], benchmark=r["benchmark"], family=family,
             scenario="Interactive" if scenario == "Server" and interactive else scenario,
-            tokens_per_s=float(tps), output_tokens_mean=osl if osl else None, ttft_p99_target_ms=ttft_ms, tpot_p99_target_ms=tpot_ms))
+            tokens_per_s=float(tps), output_tokens_mean=osl if osl else None, ttft_p99_target_ms=ttft_ms, tpot_p99_target_ms=tpot_ms,
+            division=r.get("division", ""), availability=r.get("availability", ""), result_valid=r.get("result_valid", "")))
     if not out:
         raise InputError(Problem(file, "", "has no data rows", "give an MLPerf results CSV with at least one row"))
     return out

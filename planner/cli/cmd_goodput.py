@@ -18,12 +18,14 @@ def validate_goodput_cmd(results: str, rel_tol: float, show_rows: bool, as_json:
     """Predict each MLPerf row's throughput under its scenario's rules (Offline: none; Server and
     Interactive: p99 TTFT and p99 per-request TPOT, Poisson arrivals) as the largest rate `planner solve`
     plans within the system's devices, and compare with the measured tokens/s
-    (models/measured/mlperf_public_v4.0-v5.0.csv; rounds after v5.0 are held out)."""
+    (models/measured/mlperf_public_v4.0-v5.0.csv; rounds after v5.0 are held out, rows outside the closed division,
+    available systems or valid results are listed, not scored; a file with no scored row is an error, exit 2)."""
     from planner.catalog import load_catalog
-    from planner.goodput import error_summary, validate_goodput
+    from planner.goodput import error_summary, require_scored_rows, validate_goodput
     from planner.mlperf import read_mlperf
 
     rows = read_mlperf(results)
+    require_scored_rows(rows, results)
     pred, skipped = validate_goodput(rows, load_catalog(), rel_tol=rel_tol)
     by, pooled = error_summary(pred)
     if as_json:

@@ -19,13 +19,15 @@ _PRECISION = click.Choice(["bf16", "fp8", "fp4", "int8"])
 
 
 def _input_options(fn: Any) -> Any:
-    """Options naming what a benchmark file does not say (they win over the file's own values)."""
+    """Options naming what a benchmark file does not say: they fill what a file (or a row of our CSV) leaves out;
+    one that contradicts what a file records is an error (planner/perf/importers/common.py)."""
     options = [
         click.option("--from-format", "fmt_name", type=_FORMAT, default="auto", show_default=True, help=_FORMAT_HELP),
         click.option("--device", "in_device", default=None, help="Device of the runs (catalog id, e.g. h100-sxm) when the file does not say."),
         click.option("--model", "in_model", default=None,
-                     help="Model of the runs (catalog id, checkpoint name, e.g. Qwen/Qwen3-32B-FP8, or a path to its config.json)."),
-        click.option("--engine", "in_engine", default=None, help="Serving engine of the runs: vllm, sglang, trtllm or another name (default calibration)."),
+                     help="Model of the runs (catalog id, checkpoint name, e.g. Qwen/Qwen3-32B-FP8, or a path to its config.json) when the file does not say."),
+        click.option("--engine", "in_engine", default=None, help="Serving engine of the runs: vllm, sglang, trtllm or another name (default calibration) when the file does not say "
+                          "(a benchmark client's backend name it replaces, with a warning)."),
         click.option("--precision", "in_precision", type=_PRECISION, default=None,
                      help="Weight precision (default: what the file or checkpoint name says, else bf16)."),
         click.option("--kv-precision", "in_kv_precision", type=_PRECISION, default=None, help="KV-cache precision (default: the checkpoint name's, else bf16)."),
@@ -80,6 +82,8 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any], *, conve
     cat = cat.with_models(derived)
     for line in unmapped_lines(result.all_rows, cat):
         click.echo(line, err=True)
+    for line in result.notes:
+        click.echo(line, err=True)
     for load, count in sorted(result.set_aside.items()):
         kind = "open-loop runs (request rate)" if load == "open" else "single-burst runs (all requests at t = 0, no concurrency cap)"
         if converting:  # convert-measurements writes every row: say so, and what the other commands do with these
@@ -95,6 +99,46 @@ def _read(paths: tuple[str, ...], fmt_name: str, given: dict[str, Any], *, conve
 
 def _rows(n: int) -> str:
     return f"{n} row" if n == 1 else f"{n} rows"
+
+
+def _is_input(path: Path, inputs: tuple[str, ...]) -> bool:
+    """True when ``path`` is one of the input files (the same file, by its resolved path)."""
+    target = path.resolve()
+    return any(Path(m).resolve() == target for m in inputs)
+
+
+def _check_outputs(out: Path, data_copy: Path, inputs: tuple[str, ...], copy_is_the_data: bool) -> None:
+    """Exit-2 error, before any fit, when ``calibrate`` would write onto an input file: the calibration
+    itself, or its data copy unless the copy would be the one input of our format (then none is written)."""
+    problems = [Problem(str(out), "", "is an input file: the calibration would overwrite it", "give another -o name")] if _is_input(out, inputs) else []
+    if _is_input(data_copy, inputs) and not copy_is_the_data:
+        problems.append(Problem(str(data_copy), "", f"is an input file: the data copy of {out.name} would overwrite it",
+                                "give -o a name whose <stem>.measurements.csv is not an input"))
+    if problems:
+        raise InputError(problems)
+
+
+def _staged_copy(rows: list[dict[str, Any]], data_copy: Path) -> Path:
+    """The data copy written next to its final name (a hidden temporary file): ``calibrate`` moves it
+    into place only after a successful fit, so a failed run leaves no copy and replaces no file."""
+    import os
+    import tempfile
+
+    from planner.perf.measurements import write_measurements
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{data_copy.name}.", suffix=".tmp", dir=data_copy.parent)
+    os.close(fd)
+    write_measurements(rows, tmp)
+    return Path(tmp)
+
+
+def _engine_mape(fit: Any, engine: str) -> tuple[Any, Any]:
+    """The in-sample MAPE of TTFT and TPOT of ``engine``'s rows: the pooled figure for ``default`` (fitted on
+    every row), ``"no rows"`` for an engine without rows (it takes the pooled parameters; there is nothing to score)."""
+    key = "all" if engine == "default" else engine
+    if key not in fit.mape_ttft_pct:
+        return "no rows", "no rows"
+    return fit.mape_ttft_pct[key], fit.mape_tpot_pct.get(key)
 
 
 def _calibration(name: str | None) -> Any:
@@ -275,9 +319,8 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
 
     from planner.catalog import load_catalog
     from planner.errors import InputError
-    from planner.perf.calibration import calibration_dir, save_calibration
+    from planner.perf.calibration import calibration_dir, file_sha256, save_calibration
     from planner.perf.fit import fit_calibration
-    from planner.perf.measurements import write_measurements
 
     if sum(bool(x) for x in (output, instance_path, into_catalog)) > 1:
         raise InputError("give only one of -o, --instance and --into-catalog")
@@ -304,22 +347,39 @@ def calibrate(measurements: tuple[str, ...], name: str | None, output: str | Non
         out = Path(instance_path).parent / f"{cal_name}.calibration.yaml"
     else:
         out = Path.cwd() / f"{cal_name}.calibration.yaml"
-    out.parent.mkdir(parents=True, exist_ok=True)
     stem = out.name.removesuffix(out.suffix).removesuffix(".calibration")
     data_copy = out.with_name(f"{stem}.measurements.csv")
-    write_measurements(imported.rows, data_copy)
     single = len(measurements) == 1 and imported.formats[measurements[0]] in ("planner", "silicon")
-    cal = fit_calibration(imported.rows, load_catalog().with_models(imported.models), name=cal_name, data_file=measurements[0] if single else data_copy,
-                          out_of_sample=True)
-    save_calibration(cal, out)
+    copy_is_input = _is_input(data_copy, measurements)
+    _check_outputs(out, data_copy, measurements, copy_is_input and single and imported.formats[measurements[0]] == "planner")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = _staged_copy(imported.rows, data_copy) if not copy_is_input else None
+    try:
+        cal = fit_calibration(imported.rows, load_catalog().with_models(imported.models), name=cal_name,
+                              data_file=measurements[0] if single else data_copy, out_of_sample=True,
+                              data_sha256=None if single or staged is None else file_sha256(staged))
+        save_calibration(cal, out)
+    except BaseException as exc:
+        if staged is not None:
+            staged.unlink(missing_ok=True)
+        if isinstance(exc, InputError):  # a fit error names the input files, not a data copy that was never written
+            from dataclasses import replace
+
+            raise InputError([replace(pr, file=", ".join(measurements)) if pr.file == str(data_copy) else pr for pr in exc.problems]) from None
+        raise
+    if staged is not None:
+        os.replace(staged, data_copy)
+    else:
+        data_copy = Path(measurements[0])  # the input is the data: no copy onto it
     assert cal.fit is not None
     if as_json:
         echo_json({"file": str(out), "data": str(data_copy), **cal.model_dump(mode="json")})
         return
-    wrote(f"wrote {out} (fitted on {cal.fit.rows_used} rows, {cal.fit.rows_skipped} skipped; data copy {data_copy})")
+    wrote(f"wrote {out} (fitted on {cal.fit.rows_used} rows, {cal.fit.rows_skipped} skipped; "
+          + (f"data copy {data_copy})" if staged is not None else f"data {data_copy}: the input itself, no copy written onto it)"))
     click.echo(table(["engine", "eta_f", "eta_b", "step_ms", "layer_us", "seq_us", "allreduce_us", "eta_link", "cohort_exp", "ttft_ovh_ms", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[e, c.eta_f, c.eta_b, c.step_overhead_ms, c.layer_overhead_us, c.seq_overhead_us, c.allreduce_overhead_us, c.eta_link, c.cohort_exponent, c.ttft_overhead_ms,
-                       cal.fit.mape_ttft_pct.get(e, cal.fit.mape_ttft_pct.get("all")), cal.fit.mape_tpot_pct.get(e, cal.fit.mape_tpot_pct.get("all"))]
+                       *_engine_mape(cal.fit, e)]
                       for e, c in cal.engines.items()]))
     for w in cal.fit.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -348,12 +408,18 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
     """Predict every measured closed-loop run; report MAPE of TTFT and TPOT overall and per (device, model, engine).
     Open-loop and single-burst runs are set aside and counted."""
     from planner.catalog import load_catalog
-    from planner.perf.validate import validate
+    from planner.perf.validate import in_sample_files, validate
 
     imported = _read(measurements, given.pop("fmt_name"), given)
     catalog = load_catalog().with_models(imported.models)
-    result = validate(imported.rows, catalog, _calibration(cal_name))
-    result["summary"]["inputs"] = {"formats": imported.formats, "set_aside": imported.set_aside, "precision_assumed": imported.precision_assumed}
+    calibration = _calibration(cal_name)
+    result = validate(imported.rows, catalog, calibration)
+    _none_predicted(result, measurements, imported)
+    result["summary"]["inputs"] = {"formats": imported.formats, "set_aside": imported.set_aside, "precision_assumed": imported.precision_assumed,
+                                   "notes": imported.notes}
+    in_sample = in_sample_files(calibration, measurements)
+    result["summary"]["in_sample"] = bool(in_sample)
+    result["summary"]["in_sample_files"] = in_sample
     if lodo:
         from planner.perf.fit import leave_one_device_out
 
@@ -363,9 +429,13 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
         return
     s = result["summary"]
     click.echo(f"{s['rows']} rows, {s['predicted']} predicted, {s['not_predicted']} not ({s['calibration']})")
+    if in_sample:
+        click.echo(f"in sample: the calibration {s['calibration']} was fitted on {', '.join(in_sample)} (the same sha256): these figures are "
+                   "its own residuals, not a validation (calibrate reports the out-of-sample error; or use --leave-one-device-out)")
     click.echo(table(["device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
                      [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in s["per_group"]]))
-    click.echo(f"overall: MAPE TTFT {fmt(s['mape_ttft_pct'])} %, TPOT {fmt(s['mape_tpot_pct'])} %")
+    click.echo(f"overall: MAPE TTFT {fmt(s['mape_ttft_pct'])} % over {_rows(s['mape_ttft_rows'])}, TPOT {fmt(s['mape_tpot_pct'])} % over "
+               f"{_rows(s['mape_tpot_rows'])} (predicted rows with a measured value){' — in sample' if in_sample else ''}")
     src = s["kv_precision_sources"]
     click.echo(f"KV precision: {src['stated']} rows stated, {src['checkpoint']} from the checkpoint name, {src['default']} the published "
                f"default, {src['inferred']} inferred (not in the file; the measured concurrency and TTFT need it; planner/perf/kv_infer.py)")
@@ -381,13 +451,36 @@ def validate_perf(measurements: tuple[str, ...], cal_name: str | None, lodo: boo
         else:
             click.echo("\nleave one device out (fitted on the other devices' rows):")
             click.echo(table(["held-out device", "model", "engine", "rows", "predicted", "MAPE_TTFT_%", "MAPE_TPOT_%"],
-                             [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]] for g in out]))
+                             [[g["device"], g["model"], g["engine"], g["rows"], g["predicted"], g["mape_ttft_pct"], g["mape_tpot_pct"]]
+                              for g in out if not g.get("skipped")]))
+            for g in out:
+                if g.get("skipped"):
+                    click.echo(f"held-out device {g['device']} skipped ({_rows(g['rows'])} not predicted): cannot fit {g['skipped']}")
     reasons: dict[str, int] = {}
     for r in result["rows"]:
         if r.get("reason"):
             reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
     for text, count in sorted(reasons.items(), key=lambda x: -x[1]):
         click.echo(f"not predicted ({count} rows): {text}")
+
+
+def _none_predicted(result: dict[str, Any], paths: tuple[str, ...], imported: Any) -> None:
+    """Exit-2 error when no row was predicted: a validation of nothing is no result. The error names
+    the reasons, counted, or that the files hold no rows at all. Files whose every run is open-loop or
+    a burst are the exception: those runs are set aside and counted in a note (exit 0, ``rows: []``)."""
+    s = result["summary"]
+    if s["predicted"] or (not s["rows"] and imported.set_aside):
+        return
+    where = ", ".join(paths)
+    if not s["rows"]:
+        raise InputError(Problem(where, "", "no rows to predict (the file has a header only)" if len(paths) == 1 else "no rows to predict in these files",
+                                 "give a file with measured closed-loop runs (see planner/perf/measurements.py)"))
+    reasons: dict[str, int] = {}
+    for r in result["rows"]:
+        reasons[r.get("reason") or "not predicted"] = reasons.get(r.get("reason") or "not predicted", 0) + 1
+    raise InputError([Problem(where, "", f"none of the {_rows(s['rows'])} predicted: {text} ({_rows(n)})",
+                              "fix the rows (catalog ids, tp and concurrency, or give the missing value with --tp / --concurrency / --device / --model)")
+                      for text, n in sorted(reasons.items(), key=lambda x: -x[1])[:10]])
 
 
 @click.command("convert-measurements")
@@ -401,8 +494,13 @@ def convert_measurements(sources: tuple[str, ...], output: str, **given: Any) ->
     from planner.perf.measurements import write_measurements
 
     imported = _read(sources, given.pop("fmt_name"), given, converting=True)
-    write_measurements(imported.all_rows, output)
-    wrote(f"wrote {len(imported.all_rows)} rows to {output}")
+    keep = [r for r in imported.all_rows if not r.get("skip_reason")]
+    if len(keep) < len(imported.all_rows):
+        from planner.perf.measurements import skipped_summary
+
+        click.echo(f"note: {_rows(len(imported.all_rows) - len(keep))} not written, numbers out of bounds: {skipped_summary(imported.all_rows)}", err=True)
+    write_measurements(keep, output)
+    wrote(f"wrote {len(keep)} rows to {output}")
 
 
 @click.command("calibrate-moe")
@@ -417,7 +515,12 @@ def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: boo
     (planner/perf/moe.py MOE_ROW_COLUMNS). Writes the calibration with its moe: block to -o."""
     from planner.catalog import load_catalog
     from planner.perf.calibration import Calibration, save_calibration
-    from planner.perf.moe import fit_moe_calibration, predict_moe_rows, read_moe_rows
+    from planner.perf.moe import (
+        fit_moe_calibration,
+        moe_fit_fields,
+        predict_moe_rows,
+        read_moe_rows,
+    )
 
     cat = load_catalog()
     rows = read_moe_rows(rows_csv, cat.models, cat.devices)
@@ -428,7 +531,8 @@ def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: boo
     if not out_dir.is_dir():
         raise InputError(Problem("", "--output", f"folder {out_dir} does not exist", "create it or write elsewhere (-o FILE)"))
     base = _calibration(cal_name)
-    fitted = fit_moe_calibration(rows, cat.models, cat.devices, base, base.moe if base is not None else None)
+    warnings: list[str] = []
+    fitted = fit_moe_calibration(rows, cat.models, cat.devices, base, base.moe if base is not None else None, warnings=warnings, file=rows_csv)
     import numpy as np
 
     pred = predict_moe_rows(rows, cat.models, cat.devices, fitted, base)
@@ -441,13 +545,14 @@ def calibrate_moe(rows_csv: str, cal_name: str | None, output: str, as_json: boo
         save_calibration(cal, output)
     except OSError as exc:
         raise InputError(Problem("", "--output", f"cannot write {output}: {exc.strerror or exc}", "give a writable path (-o FILE)")) from None
+    fields = moe_fit_fields(rows, cat.models, cat.devices, base, base.moe if base is not None else None, fitted)
     if as_json:
-        echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json")})
+        echo_json({"file": output, "rows": len(rows), "mape": err, "moe": fitted.model_dump(mode="json"), "fields": fields, "warnings": warnings})
         return
-    if "on a bound" in fitted.source:
-        click.echo(f"warning: {fitted.source.split('; ', 1)[1]}", err=True)
-    click.echo(f"fitted on {len(rows)} rows: ep_imbalance {fitted.ep_imbalance:.3f}, a2a_efficiency {fitted.a2a_efficiency:.3f}; "
-               f"mean |pred/meas - 1| {err:.1%}\nwrote {output}")
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    shown = ", ".join(f"{n} {f['value']:.3f} ({f['status']})" for n, f in fields.items())
+    click.echo(f"fitted on {len(rows)} rows: {shown}; mean |pred/meas - 1| {err:.1%}\nwrote {output}")
 
 
 COMMANDS = [estimate, calibrate, validate_perf, convert_measurements, calibrate_moe]

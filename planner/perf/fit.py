@@ -80,6 +80,8 @@ SGLang automatic ``mem_fraction_static`` (reserve by device class, ``server_args
 L1_EPS = 1e-4
 """Smoothing of ``|l|`` at 0 in the least-absolute-deviation residuals (``sqrt(|l| + eps)``):
 keeps the Jacobian finite for a row predicted exactly; 1e-4 is 1 % of a 1 % error's weight."""
+MIN_ROWS_TO_FIT = 3
+"""The fewest usable rows (predictable, with a measured TTFT and TPOT) the pooled fit takes."""
 MIN_ROWS_PER_ENGINE = 20
 """An engine with fewer usable rows is not fitted on its own; it uses ``default``."""
 
@@ -313,14 +315,15 @@ def error_bands(rows: list[dict[str, Any]], ttft: np.ndarray, tpot: np.ndarray, 
 
 def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, data_file: str | Path,
                     min_rows: int = MIN_ROWS_PER_ENGINE, train_mask: np.ndarray | None = None,
-                    out_of_sample: bool = False) -> Calibration:
+                    out_of_sample: bool = False, data_sha256: str | None = None) -> Calibration:
     """Fit per-engine calibrations (engines with ``>= min_rows`` usable rows), a pooled ``default``
     and, for harnesses with ``>= MIN_ROWS_PER_HARNESS`` rows, their closed-loop parameters. The
     rows are taken in :func:`canonical_order`; the result does not depend on the file's order.
 
     The error bands recorded (``fit.error_bands``, what plans quote) are in sample unless
     ``out_of_sample``: then they are :func:`leave_one_group_out_bands` (one refit per model; a plan
-    quotes only those, :func:`planner.perf.calibration.error_band`)."""
+    quotes only those, :func:`planner.perf.calibration.error_band`). ``data_sha256``: the data file's
+    hash when the file is written after the fit (``planner calibrate``'s data copy); default: ``data_file``'s."""
     order = canonical_order(rows)
     rows = [rows[i] for i in order]
     if train_mask is not None:
@@ -335,7 +338,7 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
     fitted: dict[str, EngineCalibration] = {}
     warnings: list[str] = []
     pooled_prep = _subset(prep, usable)
-    if usable.sum() >= 3:
+    if usable.sum() >= MIN_ROWS_TO_FIT:
         fitted["default"] = _fit_one(pooled_prep, usable, "default", meas_ttft, meas_tpot, warnings=warnings)
     for engine in sorted(set(engines_all[usable])):
         mask = usable & (engines_all == engine)
@@ -352,7 +355,9 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
     if not fitted:
         from planner.errors import InputError
 
-        raise InputError(f"no usable rows to calibrate on ({int(usable.sum())} predictable rows with ttft_ms and tpot_ms)", file=str(data_file))
+        n = int(usable.sum())
+        raise InputError(f"too few usable rows to calibrate on: {n} predictable row{'' if n == 1 else 's'} with ttft_ms and tpot_ms, "
+                         f"the fit needs at least {MIN_ROWS_TO_FIT}", file=str(data_file))
     cal = Calibration(name=name, engines=fitted)
     harnesses_all = np.array([str(r.get("harness") or "") for r in rows])
     if FIT_HARNESSES:
@@ -376,7 +381,8 @@ def fit_calibration(rows: list[dict[str, Any]], catalog: Catalog, *, name: str, 
     by_engine_ttft["all"] = mape(ttft[usable], meas_ttft[usable])
     by_engine_tpot["all"] = mape(tpot[usable], meas_tpot[usable])
     record = FitRecord(
-        data_file=str(data_file), data_sha256=file_sha256(data_file) if str(data_file) and Path(data_file).is_file() else "",
+        data_file=str(data_file),
+        data_sha256=data_sha256 if data_sha256 is not None else file_sha256(data_file) if str(data_file) and Path(data_file).is_file() else "",
         rows_used=int(usable.sum()), rows_skipped=int(len(rows) - usable.sum()), engines_fitted=sorted(fitted),
         objective="least absolute log-ratio of TTFT and TPOT (bounded trust-region least squares on sqrt residuals, planner.perf.lsq)",
         mape_ttft_pct={k: round(v, 2) for k, v in by_engine_ttft.items()},
@@ -428,7 +434,12 @@ def leave_one_group_out_bands(rows: list[dict[str, Any]], catalog: Catalog, grou
 def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[dict[str, Any]]:
     """For each device with rows: fit on the other devices' rows, predict this device's.
     One entry per (held-out device, model, engine) and one per device (``model`` = ``"all"``), with
-    the MAPE of TTFT and TPOT (%) and the rows predicted. Empty when the rows cover one device."""
+    the MAPE of TTFT and TPOT (%) and the rows predicted. Empty when the rows cover one device.
+    A device whose complement cannot be fitted (too few usable rows) is skipped and named: its one
+    entry (``model`` = ``"all"``) carries ``skipped``, the reason, and nothing predicted (as
+    :func:`leave_one_group_out_bands` leaves such a group out)."""
+    from planner.errors import InputError
+
     devices = sorted({str(r.get("device")) for r in rows})
     if len(devices) < 2:
         return []
@@ -439,7 +450,13 @@ def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[d
     out: list[dict[str, Any]] = []
     for d in devices:
         test = dev == d
-        cal = fit_calibration(rows, catalog, name=f"without-{d}", data_file="", train_mask=~test)
+        try:
+            cal = fit_calibration(rows, catalog, name=f"without-{d}", data_file="", train_mask=~test)
+        except InputError as exc:
+            why = "; ".join(pr.message for pr in exc.problems)
+            out.append({"device": d, "model": "all", "engine": "all", "rows": int(test.sum()), "predicted": 0,
+                        "mape_ttft_pct": float("nan"), "mape_tpot_pct": float("nan"), "skipped": f"the other devices' rows: {why}"})
+            continue
         ttft, tpot, _, _ = predict_prepared(prep, cal)
         groups: dict[tuple[str, str], np.ndarray] = {("all", "all"): test}
         for i in np.nonzero(test)[0]:

@@ -44,9 +44,8 @@ corrects sit 40-386x below the bound (issue 25).
 
 from __future__ import annotations
 
+import math
 from typing import Any
-
-import numpy as np
 
 from planner.catalog import Catalog
 from planner.perf.roofline import instance_arrays, max_batch
@@ -83,7 +82,9 @@ def _candidates(default: str, engine: str, device_peaks: dict[str, float]) -> li
 
 def infer_kv(row: dict[str, Any], catalog: Catalog) -> tuple[str, str]:
     """``(kv_precision, kv_precision_source)`` of one row (module docstring). Rows the catalog
-    cannot resolve keep what they have."""
+    cannot resolve, rows the reader skips (``skip_reason``: a number out of bounds) and rows of a
+    precision the roofline does not know (``fp16``, an AWQ checkpoint's ``int4``) keep what they have:
+    the predictor skips them with their reason."""
     source = str(row.get("kv_precision_source") or "stated")
     kv = str(row.get("kv_precision") or "bf16")
     if source != "default" or row.get("mode", "agg") != "agg":
@@ -92,8 +93,8 @@ def infer_kv(row: dict[str, Any], catalog: Catalog) -> tuple[str, str]:
     ttft, tpot, tp = row.get("ttft_ms"), row.get("tpot_ms"), row.get("tp")
     model = catalog.models.get(str(row.get("model")))
     device = catalog.devices.get(str(row.get("device")))
-    if model is None or device is None or not all(isinstance(v, (int, float)) and np.isfinite(v) and v > 0
-                                                  for v in (users, isl, osl, ttft, tpot, tp)):
+    if model is None or device is None or row.get("skip_reason") or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in (users, isl, osl, ttft, tpot, tp)):
         return kv, source
     assert isinstance(users, (int, float)) and isinstance(osl, (int, float)) and isinstance(isl, (int, float))
     assert isinstance(ttft, (int, float)) and isinstance(tpot, (int, float)) and isinstance(tp, (int, float))
@@ -103,7 +104,7 @@ def infer_kv(row: dict[str, Any], catalog: Catalog) -> tuple[str, str]:
     for k in kinds:
         try:
             inst = instance_arrays(model, device, int(tp), str(row.get("precision")), k)
-        except ValueError:
+        except (ValueError, KeyError):  # a precision the roofline does not know (fp16, int4): the predictor gives the reason
             return kv, source
         slots = float(max_batch(inst, float(isl) + float(osl) / 2.0))
         if float(ttft) >= RULED_OUT_FRACTION * queue_bound_ms(slots, float(users), float(osl), float(tpot)):

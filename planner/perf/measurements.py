@@ -41,6 +41,8 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,27 @@ _FLOAT_FIELDS = ("ttft_ms", "tpot_ms", "request_rate_per_s")
 PRECISIONS = ("bf16", "fp8", "fp4", "int8")
 LOADS = ("closed", "open", "burst")
 """How a benchmark sent its requests (``load`` column; :mod:`planner.perf.importers.common`)."""
+MAX_TOKENS_PER_REQUEST = 10_000_000.0
+"""Upper bound of a run's mean input or output tokens per request (10M: far above any context window); beyond it
+a value is a typo or a corrupted file, and it overflows the predictor (1e308 tokens gave inf and NaN)."""
+MAX_LATENCY_MS = 86_400_000.0
+"""Upper bound of a run's mean TTFT or TPOT: one day."""
+MAX_CONCURRENCY = 1_000_000
+"""Upper bound of a closed-loop run's concurrency (a million users of one server is a typo)."""
+MAX_TP = 4096
+"""Upper bound of a tensor-parallel degree (as the importers: a whole number from 1 to 4096)."""
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "ttft_ms": (0.0, MAX_LATENCY_MS, "ms"), "tpot_ms": (0.0, MAX_LATENCY_MS, "ms"),
+    "isl": (0.0, MAX_TOKENS_PER_REQUEST, "tokens"), "osl": (0.0, MAX_TOKENS_PER_REQUEST, "tokens"),
+    "concurrency": (0.0, MAX_CONCURRENCY, "users"), "decode_batch": (0.0, MAX_CONCURRENCY, "users"),
+    "prefill_workers": (0.0, MAX_CONCURRENCY, "workers"), "decode_workers": (0.0, MAX_CONCURRENCY, "workers"),
+    "tp": (0.0, MAX_TP, ""), "prefill_tp": (0.0, MAX_TP, ""), "decode_tp": (0.0, MAX_TP, ""),
+    "request_rate_per_s": (0.0, math.inf, "req/s"),
+}
+"""Open-closed range ``(lo, hi]`` of each number of a measurements row: the bounds the benchmark importers
+apply (:func:`planner.perf.importers.common.summary_row`). A row with a value outside (negative, zero,
+infinite or absurd: TTFT -154 ms, 0 ms, inf, 1e308; isl 1e30) is skipped with the reason
+(``skip_reason``), never predicted nor fitted."""
 
 
 def _num(text: str) -> float | None:
@@ -73,61 +96,107 @@ def _num(text: str) -> float | None:
     return None if math.isnan(value) else value
 
 
-def read_measurements(path: str | Path) -> list[dict[str, Any]]:
+def out_of_bounds(field: str, value: float) -> str:
+    """Why ``value`` cannot be the row's ``field`` (:data:`BOUNDS`; ``""``: it can). The value itself stays in
+    the row: the reason names the bound only, so rows skipped for one bound are counted together."""
+    lo, hi, unit = BOUNDS[field]
+    if math.isfinite(value) and lo < value <= hi:
+        return ""
+    top = "inf)" if math.isinf(hi) else f"{hi:,.0f}]"
+    return f"{field} not in ({lo:g}, {top}" + (f" {unit}" if unit else "")
+
+
+def header_hint(header: list[str]) -> str:
+    """What a header that lacks our columns most likely is: another separator (``;``, tab), the
+    aiconfigurator format, a measured-energy CSV."""
+    joined = ",".join(header)
+    for sep, name in ((";", "semicolons"), ("\t", "tabs")):
+        if len(header) <= 2 and sep in joined and "device" in joined:
+            return f" (the header is separated by {name}: a measurements CSV is comma-separated; save it with commas)"
+    if "model_path" in header:
+        return " (this looks like the aiconfigurator format: read it with --from-format silicon or auto)"
+    if "energy_j_per_output_token" in header or "avg_power_w_per_gpu" in header:
+        return " (this is a measured-energy CSV: check it with planner validate-energy, fit it with planner calibrate-energy)"
+    return ""
+
+
+def _parse_row(raw: dict[str | None, Any], i: int, path: Path, problems: list[Problem]) -> dict[str, Any]:
+    """One CSV row as a dict: numbers parsed (a number outside :data:`BOUNDS` sets ``skip_reason``),
+    defaults of ``kv_precision``, ``mode`` and ``load`` applied. Unparsable cells go to ``problems``."""
+    row: dict[str, Any] = {k.strip(): (v or "").strip() if isinstance(v, str) else "" for k, v in raw.items() if k is not None}
+    bad: list[str] = []
+    for f in _INT_FIELDS + _FLOAT_FIELDS:
+        if f not in row:
+            row[f] = None
+            continue
+        try:
+            value = _num(row[f])
+        except ValueError:
+            problems.append(Problem(str(path), f"line {i}: {f}", f"not a number: {row[f]!r}", "write a plain number or leave it empty"))
+            continue
+        if value is not None and (why := out_of_bounds(f, value)):
+            bad.append(why)
+            row[f] = value  # kept as read (a float): the row is skipped, never predicted
+            continue
+        if value is not None and f in _INT_FIELDS:
+            if value != int(value):
+                problems.append(Problem(str(path), f"line {i}: {f}", f"must be a non-negative integer, got {row[f]!r}", "write a whole number"))
+                continue
+            value = int(value)
+        row[f] = value
+    if bad:
+        row["skip_reason"] = "; ".join(bad)
+    row.setdefault("id", "")
+    given_source = row.get("kv_precision_source") or ""
+    if given_source and given_source not in KV_SOURCES:
+        problems.append(Problem(str(path), f"line {i}: kv_precision_source", f"unknown source {given_source!r}", f"use one of {', '.join(KV_SOURCES)}"))
+    if row.get("kv_precision"):
+        row["kv_precision_source"] = given_source or "stated"
+    else:
+        row["kv_precision"] = published_default_kv(str(row.get("engine") or ""), str(row.get("precision") or ""))
+        row["kv_precision_source"] = "default"
+    row["mode"] = row.get("mode") or "agg"
+    row["load"] = row.get("load") or "closed"
+    if row["load"] not in LOADS:
+        problems.append(Problem(str(path), f"line {i}: load", f"unknown load {row['load']!r}", f"use one of {', '.join(LOADS)}"))
+    if row["mode"] == "disagg" and row.get("concurrency") is None and row.get("decode_batch") and row.get("decode_workers") and not bad:
+        row["concurrency"] = row["decode_batch"] * row["decode_workers"]
+    return row
+
+
+def skipped_summary(rows: list[dict[str, Any]]) -> str:
+    """``"3 rows: ttft_ms -154 not in (0, 86,400,000] ms; ..."``: the skip reasons of ``rows``, counted."""
+    counts = Counter(str(r["skip_reason"]) for r in rows if r.get("skip_reason"))
+    return "; ".join(f"{why} ({n} row{'' if n == 1 else 's'})" for why, n in counts.most_common(5)) + (" ..." if len(counts) > 5 else "")
+
+
+def read_measurements(path: str | Path, supplied: Collection[str] = ()) -> list[dict[str, Any]]:
     """Rows of a measurements CSV as dicts (numbers parsed, blanks None). Structural problems
     (missing columns, unparsable numbers) raise one :class:`InputError` listing them all;
-    rows whose content cannot be predicted are kept and explained by the predictor."""
+    rows whose content cannot be predicted are kept and explained by the predictor; a row with a
+    number outside :data:`BOUNDS` is kept with its ``skip_reason`` (skipped and counted), and a file
+    whose every row is so is one error. ``supplied``: required columns the caller fills from the
+    command line (``--device``...), not required in the header."""
     p = Path(path)
     if not p.exists():
         raise InputError(Problem(str(p), "", "file does not exist", "check the path"))
     with text_stream(p) as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in REQUIRED if c not in header]
+        missing = [c for c in REQUIRED if c not in header and c not in supplied]
         if missing:
-            hint = " (this looks like the aiconfigurator format: read it with --from-format silicon or auto)" if "model_path" in header else ""
-            raise InputError(Problem(str(p), "header", f"missing column(s): {', '.join(missing)}{hint}",
+            raise InputError(Problem(str(p), "header", f"missing column(s): {', '.join(missing)}{header_hint(header)}",
                                      f"the measurements CSV needs {', '.join(REQUIRED)} (see planner/perf/measurements.py)"))
         unknown = [c for c in header if c not in REQUIRED and c not in OPTIONAL]
         problems: list[Problem] = []
         if unknown:
             problems.append(Problem(str(p), "header", f"unknown column(s): {', '.join(unknown)}", f"use only {', '.join(COLUMNS)}"))
-        rows: list[dict[str, Any]] = []
-        for i, raw in enumerate(reader, start=2):
-            row: dict[str, Any] = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-            for f in _INT_FIELDS + _FLOAT_FIELDS:
-                if f not in row:
-                    row[f] = None
-                    continue
-                try:
-                    value = _num(row[f])
-                except ValueError:
-                    problems.append(Problem(str(p), f"line {i}: {f}", f"not a number: {row[f]!r}", "write a plain number or leave it empty"))
-                    continue
-                if value is not None and f in _INT_FIELDS:
-                    if value != int(value) or value < 0:
-                        problems.append(Problem(str(p), f"line {i}: {f}", f"must be a non-negative integer, got {row[f]!r}", "write a whole number"))
-                        continue
-                    value = int(value)
-                row[f] = value
-            row.setdefault("id", "")
-            given_source = row.get("kv_precision_source") or ""
-            if given_source and given_source not in KV_SOURCES:
-                problems.append(Problem(str(p), f"line {i}: kv_precision_source", f"unknown source {given_source!r}", f"use one of {', '.join(KV_SOURCES)}"))
-            if row.get("kv_precision"):
-                row["kv_precision_source"] = given_source or "stated"
-            else:
-                row["kv_precision"] = published_default_kv(str(row.get("engine") or ""), str(row.get("precision") or ""))
-                row["kv_precision_source"] = "default"
-            row["mode"] = row.get("mode") or "agg"
-            row["load"] = row.get("load") or "closed"
-            if row["load"] not in LOADS:
-                problems.append(Problem(str(p), f"line {i}: load", f"unknown load {row['load']!r}", f"use one of {', '.join(LOADS)}"))
-            if row["mode"] == "disagg" and row.get("concurrency") is None and row.get("decode_batch") and row.get("decode_workers"):
-                row["concurrency"] = row["decode_batch"] * row["decode_workers"]
-            rows.append(row)
+        rows = [_parse_row(raw, i, p, problems) for i, raw in enumerate(reader, start=2)]
         if problems:
             raise InputError(problems[:50])
+    if rows and all(r.get("skip_reason") for r in rows):
+        raise InputError(Problem(str(p), "", f"no row has usable numbers: {skipped_summary(rows)}",
+                                 "latencies must be times in (0, 86,400,000] ms, lengths 1 to 10,000,000 tokens (the bounds of the importers)"))
     return rows
 
 

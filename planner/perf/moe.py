@@ -534,6 +534,17 @@ FITTED_MOE_FIELDS: tuple[str, ...] = ("ep_imbalance", "a2a_efficiency")
 """The MoE parameters :func:`fit_moe_calibration` fits (the others stay at their published values)."""
 
 
+def _unknown_ids(row: dict[Any, Any], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile]) -> str:
+    """What of a row's model and device the catalog lacks, naming each unknown one ('' if both are known)."""
+    parts = [f"unknown {what} {row[what]!r}" for what, ids in (("model", models), ("device", devices)) if row[what] not in ids]
+    return " and ".join(parts)
+
+
+def _moe_model_ids(models: dict[str, LLMProfile]) -> list[str]:
+    """Catalog models with routed experts (the ones a measured expert-parallel row can be of), sorted."""
+    return sorted(m for m, p in models.items() if p.moe is not None)
+
+
 def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, DeviceProfile]) -> list[dict[str, Any]]:
     """Measured expert-parallel rows (CSV with :data:`MOE_ROW_COLUMNS`); :class:`planner.errors.InputError`
     naming the row and field of every problem (unknown model or device, bad number, invalid parallelism)."""
@@ -553,8 +564,13 @@ def read_moe_rows(path: str, models: dict[str, LLMProfile], devices: dict[str, D
     rows: list[dict[str, Any]] = []
     for i, r in enumerate(df.to_dict("records")):
         where = f"row {i + 2}"
-        if r["model"] not in models or r["device"] not in devices:
-            problems.add(where, f"unknown model {r['model']!r} or device {r['device']!r}", "use ids of planner catalog models / devices")
+        unknown = _unknown_ids(r, models, devices)
+        if unknown:
+            problems.add(where, unknown, "use the ids `planner catalog` lists")
+            continue
+        if models[r["model"]].moe is None:
+            problems.add(where, f"model {r['model']!r} is dense (no routed experts): there is no expert parallelism to calibrate",
+                         f"give rows measured on a mixture-of-experts model ({', '.join(_moe_model_ids(models)[:4])}, ...)")
             continue
         dev = devices[r["device"]]
         if dev.kind == "cpu" or not dev.peak_tflops_dense:
@@ -630,40 +646,109 @@ def predict_moe_rows(rows: list[dict[str, Any]], models: dict[str, LLMProfile], 
 MOE_FIT_BOUNDS = {"ep_imbalance": (1.0, 4.0), "a2a_efficiency": (0.05, 1.0)}
 """Ranges of the fitted expert-parallel fields (the schema's: an imbalance is a max/mean ratio >= 1,
 an efficiency a fraction of the link's datasheet bandwidth)."""
+MOE_FIT_X_SCALE = {"ep_imbalance": 1.0, "a2a_efficiency": 0.1}
+"""Typical step of each fitted field for the solver (``x_scale`` of :func:`planner.perf.lsq.fit_least_squares`)."""
+NO_EFFECT_RTOL = 1e-9
+"""A field whose every probe value (:func:`moe_fields_without_effect`) moves no predicted time by more than
+this fraction has no effect on the rows."""
+
+
+def _with_fields(base: MoECalibration, names: list[str] | tuple[str, ...], x: Any) -> MoECalibration:
+    """``base`` with the named fields set to ``x`` (in order)."""
+    return base.model_copy(update={n: float(v) for n, v in zip(names, x, strict=True)})
+
+
+def moe_fields_without_effect(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
+                              calibration: Calibration | None, base: MoECalibration) -> tuple[str, ...]:
+    """The fields of :data:`MOE_FIT_BOUNDS` no row's predicted time depends on anywhere in their range: moved
+    alone (the others at ``base``) to its lower bound, midpoint and upper bound, the field changes no prediction
+    by more than :data:`NO_EFFECT_RTOL` (e.g. ``a2a_efficiency`` on rows with ep = dp = 1: no all-to-all). A fit
+    cannot estimate such a field: it keeps its starting value."""
+    ref = predict_moe_rows(rows, models, devices, base, calibration)
+    out = []
+    for name, (lo, hi) in MOE_FIT_BOUNDS.items():
+        probes = (predict_moe_rows(rows, models, devices, _with_fields(base, [name], [v]), calibration) for v in (lo, 0.5 * (lo + hi), hi))
+        if not any(np.any(np.abs(p / ref - 1.0) > NO_EFFECT_RTOL) for p in probes):
+            out.append(name)
+    return tuple(out)
+
+
+def distinct_moe_configurations(rows: list[dict[str, Any]]) -> int:
+    """Rows that differ in replica, role, batch or lengths: a repeat of a configuration adds a measurement of the
+    same point, not an equation, so only distinct configurations count towards the fitted parameters."""
+    keys = {tuple(str(r[f]) for f in ("model", "device", "precision", "kv_precision", "engine", "role"))
+            + tuple(float(r[f]) for f in ("tp", "ep", "dp", "batch_per_rank", "isl", "osl")) for r in rows}
+    return len(keys)
+
+
+def moe_fit_fields(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
+                   calibration: Calibration | None, start: MoECalibration | None, fitted: MoECalibration) -> dict[str, dict[str, Any]]:
+    """Per field of :data:`MOE_FIT_BOUNDS` of a fit of ``rows`` from ``start`` (:func:`fit_moe_calibration`): its
+    value, whether it was fitted (not one of :func:`moe_fields_without_effect`), its bounds, whether it ended on
+    one (:func:`planner.perf.lsq.on_bound`: a bound, not an estimate) and that status in words."""
+    from planner.perf.lsq import on_bound
+
+    not_fitted = moe_fields_without_effect(rows, models, devices, calibration, start or MoECalibration())
+    out: dict[str, dict[str, Any]] = {}
+    for n, (lo, hi) in MOE_FIT_BOUNDS.items():
+        v = float(getattr(fitted, n))
+        pinned = n not in not_fitted and bool(on_bound([n], np.array([v]), np.array([lo]), np.array([hi])))
+        status = ("not fitted: no row depends on it, kept at its starting value" if n in not_fitted
+                  else f"on a bound of [{lo:g}, {hi:g}]: not an estimate" if pinned else f"fitted within [{lo:g}, {hi:g}]")
+        out[n] = {"value": v, "fitted": n not in not_fitted, "bounds": [lo, hi], "on_bound": pinned, "status": status}
+    return out
 
 
 def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile], devices: dict[str, DeviceProfile],
-                        calibration: Calibration | None, start: MoECalibration | None = None) -> MoECalibration:
+                        calibration: Calibration | None, start: MoECalibration | None = None, *,
+                        warnings: list[str] | None = None, file: str = "") -> MoECalibration:
     """Fit :data:`FITTED_MOE_FIELDS` on measured expert-parallel rows, as the dense fit does: least absolute
     ``log(predicted / measured)`` with the shared bounded least-squares routine (:mod:`planner.perf.lsq`,
-    :data:`MOE_FIT_BOUNDS`; the engine's dense efficiencies fixed). A field that ends on a bound is named
-    in the result's ``source`` and ``warnings``. No rows: ``start`` (the published defaults) unchanged."""
-    from planner.perf.fit import lad_residuals
+    :data:`MOE_FIT_BOUNDS`; the engine's dense efficiencies fixed). No rows: ``start`` (the published defaults)
+    unchanged.
+
+    Rules: a field no row depends on (:func:`moe_fields_without_effect`) is not fitted: it keeps its starting
+    value, and the result's ``source`` and ``warnings`` say so. Fewer distinct configurations
+    (:func:`distinct_moe_configurations`) than fields left to fit: :class:`planner.errors.InputError` naming
+    ``file`` (two parameters from one row are not determined by it). A fitted field on a bound, one that changed no
+    residual at the solution and a Jacobian of lower rank than the fitted fields are named in ``source`` and
+    ``warnings`` (the messages of ``planner calibrate``)."""
+    from planner.errors import InputError, Problem
+    from planner.perf.fit import _fit_warnings, lad_residuals
     from planner.perf.lsq import fit_least_squares
 
     base = start or MoECalibration()
     if not rows:
         return base
+    fixed = moe_fields_without_effect(rows, models, devices, calibration, base)
+    names = [n for n in MOE_FIT_BOUNDS if n not in fixed]
+    configs = distinct_moe_configurations(rows)
+    if configs < max(len(names), 1):
+        why = (f"{configs} distinct measured configuration{'s' if configs != 1 else ''} ({len(rows)} rows) for {len(names)} fitted "
+               f"parameters ({', '.join(names)}): the rows do not determine them" if names
+               else f"no row's predicted time depends on {' or '.join(MOE_FIT_BOUNDS)}: nothing to fit")
+        raise InputError(Problem(file, "rows", why, "give at least as many distinct expert-parallel iterations as parameters "
+                                 "(batch sizes, lengths, EP degrees; decode and prefill)"))
     measured = np.array([float(r["step_ms"]) for r in rows])
-    names = list(MOE_FIT_BOUNDS)
-
-    def params_of(x: np.ndarray) -> MoECalibration:
-        return base.model_copy(update={"ep_imbalance": float(x[0]), "a2a_efficiency": float(x[1])})
 
     def resid(x: np.ndarray) -> np.ndarray:
-        pred = predict_moe_rows(rows, models, devices, params_of(x), calibration)
+        pred = predict_moe_rows(rows, models, devices, _with_fields(base, names, x), calibration)
         return lad_residuals(np.log(pred / measured))
 
-    sol = fit_least_squares(resid, [base.ep_imbalance, base.a2a_efficiency], names=names,
+    sol = fit_least_squares(resid, [float(getattr(base, n)) for n in names], names=names,
                             lower=[MOE_FIT_BOUNDS[n][0] for n in names], upper=[MOE_FIT_BOUNDS[n][1] for n in names],
-                            diff_step=1e-4, x_scale=[1.0, 0.1])
-    fitted = params_of(sol.x)
+                            diff_step=1e-4, x_scale=[MOE_FIT_X_SCALE[n] for n in names])
+    fitted = _with_fields(base, names, sol.x)
     mean_abs = float(np.mean(np.abs(np.log(predict_moe_rows(rows, models, devices, fitted, calibration) / measured))))
-    bound = f"; on a bound (not an estimate): {', '.join(sol.at_bound)}" if sol.at_bound else ""
-    return fitted.model_copy(update={"source": f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {mean_abs:.4f}{bound}"})
+    kept = f"not fitted (no row depends on it; kept at its starting value): {', '.join(f'{n} {getattr(base, n):g}' for n in fixed)}"
+    notes = ([kept] if fixed else []) + ([f"on a bound (not an estimate): {', '.join(sol.at_bound)}"] if sol.at_bound else [])
+    if warnings is not None:
+        warnings.extend([f"calibrate-moe: {kept}"] if fixed else [])
+        warnings.extend(_fit_warnings(f"calibrate-moe ({len(rows)} rows)", sol, len(names)))
+    return fitted.model_copy(update={"source": "; ".join([f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {mean_abs:.4f}", *notes])})
 
 
-__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "fit_moe_calibration", "predict_moe_rows", "read_moe_rows", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
+__all__ = ["DEFAULT_EP_DEGREES", "FITTED_MOE_FIELDS", "MOE_ROW_COLUMNS", "distinct_moe_configurations", "fit_moe_calibration", "moe_fields_without_effect", "moe_fit_fields", "predict_moe_rows", "read_moe_rows", "EPReplica", "EPStep", "Parallelism", "a2a_s", "check_parallelism",
            "ep_iteration_time", "ep_operating_point", "ep_parallelisms", "ep_replica", "experts_per_gpu", "kv_capacity_per_rank_bytes",
            "replica_kv_capacity_bytes"]
 

@@ -36,6 +36,10 @@ class Prepared:
 
 
 def _row_reason(row: dict[str, Any], catalog: Catalog) -> str:
+    """Why ``row`` cannot be predicted (``""``: it can): first a number the reader found out of bounds
+    (``skip_reason``, :data:`planner.perf.measurements.BOUNDS`), then what the catalog lacks."""
+    if row.get("skip_reason"):
+        return str(row["skip_reason"])
     for f in ("device", "model", "engine", "precision"):
         if not row.get(f):
             return f"missing {f}"
@@ -207,6 +211,18 @@ def _store(prep: Prepared, idx: np.ndarray, t1: np.ndarray, t2: np.ndarray, ok: 
         reasons[i] = "weights and one sequence's KV do not fit the device memory at this tp"
 
 
+def error_pct(pred: float, meas: float) -> float | None:
+    """``100 (pred / meas - 1)``; ``None`` unless both are finite and ``meas`` above 0."""
+    if not (np.isfinite(pred) and np.isfinite(meas) and meas > 0):
+        return None
+    return float(100 * (pred / meas - 1))
+
+
+def covered(pred: np.ndarray, meas: np.ndarray) -> int:
+    """The rows :func:`mape` covers: predicted, and measured above 0."""
+    return int((np.isfinite(pred) & np.isfinite(meas) & (meas > 0)).sum())
+
+
 def mape(pred: np.ndarray, meas: np.ndarray) -> float:
     m = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
     return float(100.0 * np.mean(np.abs(pred[m] / meas[m] - 1.0))) if m.any() else float("nan")
@@ -224,9 +240,10 @@ def validate(rows: list[dict[str, Any]], catalog: Catalog, calibration: Calibrat
         item = dict(r)
         item["pred_ttft_ms"] = None if np.isnan(ttft[i]) else float(ttft[i])
         item["pred_tpot_ms"] = None if np.isnan(tpot[i]) else float(tpot[i])
-        item["ttft_error_pct"] = None if np.isnan(ttft[i]) or np.isnan(meas_ttft[i]) else float(100 * (ttft[i] / meas_ttft[i] - 1))
-        item["tpot_error_pct"] = None if np.isnan(tpot[i]) or np.isnan(meas_tpot[i]) else float(100 * (tpot[i] / meas_tpot[i] - 1))
+        item["ttft_error_pct"] = error_pct(ttft[i], meas_ttft[i])
+        item["tpot_error_pct"] = error_pct(tpot[i], meas_tpot[i])
         item["source"] = sources[i]
+        item.pop("skip_reason", None)
         if reasons[i]:
             item["reason"] = reasons[i]
         out_rows.append(item)
@@ -240,6 +257,7 @@ def validate(rows: list[dict[str, Any]], catalog: Catalog, calibration: Calibrat
             "device": dev, "model": mod, "engine": eng, "rows": len(idx),
             "predicted": int(np.isfinite(ttft[ix]).sum()),
             "mape_ttft_pct": mape(ttft[ix], meas_ttft[ix]), "mape_tpot_pct": mape(tpot[ix], meas_tpot[ix]),
+            "mape_ttft_rows": covered(ttft[ix], meas_ttft[ix]), "mape_tpot_rows": covered(tpot[ix], meas_tpot[ix]),
         })
     summary = {
         "rows": len(rows),
@@ -247,9 +265,25 @@ def validate(rows: list[dict[str, Any]], catalog: Catalog, calibration: Calibrat
         "not_predicted": int((~np.isfinite(ttft)).sum()),
         "mape_ttft_pct": mape(ttft, meas_ttft),
         "mape_tpot_pct": mape(tpot, meas_tpot),
+        "mape_ttft_rows": covered(ttft, meas_ttft),
+        "mape_tpot_rows": covered(tpot, meas_tpot),
         "calibration": calibration.name if calibration else "published defaults (no calibration file)",
         "kv_precision_sources": {k: sum(1 for r in rows if r.get("kv_precision_source") == k) for k in KV_SOURCES},
         "kv_inferred_rows": [str(r.get("id") or i) for i, r in enumerate(rows) if r.get("kv_precision_source") == "inferred"],
         "per_group": per_group,
     }
     return {"rows": out_rows, "summary": summary}
+
+
+def in_sample_files(calibration: Calibration | None, paths: list[str] | tuple[str, ...]) -> list[str]:
+    """The input files ``calibration`` was fitted on: those whose sha256 is the one its fit records
+    (``fit.data_sha256``; :func:`planner.perf.calibration.file_sha256`). Figures over such a file are
+    in sample (the calibration's own residuals), not a validation."""
+    from pathlib import Path
+
+    from planner.perf.calibration import file_sha256
+
+    sha = calibration.fit.data_sha256 if calibration is not None and calibration.fit is not None else ""
+    if not sha:
+        return []
+    return [str(p) for p in dict.fromkeys(paths) if Path(p).is_file() and file_sha256(p) == sha]

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from planner.catalog import Catalog
+from planner.errors import InputError, Problem
 from planner.perf.importers import aiperf, llmperf, sglang, silicon, vllm
-from planner.perf.importers.common import RunContext
+from planner.perf.importers.common import RunContext, apply_given, given_columns
 from planner.perf.importers.detect import FORMATS, detect_format
-from planner.perf.measurements import PRECISIONS, read_measurements
+from planner.perf.measurements import COLUMNS, PRECISIONS, read_measurements
 from planner.schema.llm import LLMProfile
 
 __all__ = ["FORMATS", "ImportResult", "RunContext", "detect_format", "read_benchmarks", "unmapped_lines"]
@@ -52,6 +53,9 @@ class ImportResult:
     models: dict[str, LLMProfile] = field(default_factory=dict)
     """Profiles derived from a ``config.json`` for ``--model`` (not in the catalog; the caller adds
     them with :meth:`planner.catalog.Catalog.with_models`)."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings and notes about the inputs, one line each (options that replaced a file's value, failed
+    requests, files given twice, repeated rows)."""
 
 
 def context_for(catalog: Catalog, **given: Any) -> RunContext:
@@ -64,7 +68,7 @@ def read_file(path: str | Path, fmt: str, ctx: RunContext) -> tuple[list[dict[st
     p = Path(path)
     name = detect_format(p) if fmt == "auto" else ("aiperf" if fmt == "genai-perf" else fmt)
     if name == "planner":
-        rows = read_measurements(p)
+        rows = apply_given(read_measurements(p, supplied=given_columns(ctx)), ctx, p)
     elif name == "silicon":
         rows = silicon.read(p, ctx)
     elif name == "aiperf" and p.suffix.lower() == ".csv":
@@ -75,20 +79,46 @@ def read_file(path: str | Path, fmt: str, ctx: RunContext) -> tuple[list[dict[st
     return rows, name
 
 
+def repeats(paths: list[str] | tuple[str, ...], rows: list[dict[str, Any]]) -> list[str]:
+    """Notes on inputs counted twice: a file given more than once (its rows count each time) and rows
+    that repeat another row's every column but ``id`` (the same run, or a copy of it)."""
+    out = []
+    seen = Counter(str(Path(p).resolve()) for p in paths)
+    for p in dict.fromkeys(paths):
+        if seen.get(str(Path(p).resolve()), 0) > 1:
+            out.append(f"note: {p} is given {seen[str(Path(p).resolve())]} times: its rows are counted each time")
+            seen[str(Path(p).resolve())] = 0
+    keys = Counter(tuple(str(r.get(k)) for k in COLUMNS if k != "id") for r in rows)
+    extra = sum(n - 1 for n in keys.values() if n > 1)
+    if extra:
+        out.append(f"note: {extra} row{'' if extra == 1 else 's'} repeat{'s' if extra == 1 else ''} another row (every column but id): "
+                   "counted each time, they weigh that run more in MAPE and the fit")
+    return out
+
+
 def read_benchmarks(paths: list[str] | tuple[str, ...], fmt: str, ctx: RunContext) -> ImportResult:
-    """Every file's rows, closed-loop rows apart from the rest."""
+    """Every file's rows, closed-loop rows apart from the rest; the rows' notes collected, once each."""
     rows: list[dict[str, Any]] = []
     formats: dict[str, str] = {}
+    problems: list[Problem] = []
     for path in paths:
-        got, name = read_file(path, fmt, ctx)
+        try:
+            got, name = read_file(path, fmt, ctx)
+        except InputError as exc:  # every file's problems at once (an option contradicting two files names both)
+            problems.extend(exc.problems)
+            continue
         formats[str(path)] = name
         rows.extend(got)
+    if problems:
+        raise InputError(problems[:50])
     assumed = sum(1 for r in rows if r.pop("precision_assumed", False))
+    notes: dict[str, None] = {}
     for r in rows:
         r.setdefault("load", "closed")
+        notes.update(dict.fromkeys(r.pop("notes", None) or []))
     closed = [r for r in rows if r["load"] == "closed"]
     aside = Counter(str(r["load"]) for r in rows if r["load"] != "closed")
-    return ImportResult(closed, formats, dict(aside), assumed, rows)
+    return ImportResult(closed, formats, dict(aside), assumed, rows, notes=[*notes, *repeats(paths, rows)])
 
 
 def unmapped_lines(rows: list[dict[str, Any]], catalog: Catalog) -> list[str]:

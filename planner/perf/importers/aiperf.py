@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError, Problem
-from planner.perf.importers.common import RunContext, load_of, load_records, number, summary_row
+from planner.perf.importers.common import (
+    RunContext,
+    load_of,
+    load_records,
+    number,
+    run_load,
+    summary_row,
+)
 from planner.textio import text_stream
 
 TOOL = "AIPerf/GenAI-Perf"
@@ -93,11 +100,12 @@ def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
         if conc is None and rate is None and ctx.concurrency is None and ctx.request_rate_per_s is None:
             raise InputError(Problem(str(path), "input_config", f"the {TOOL} export names neither a concurrency nor a request rate",
                                      "give --concurrency N (or --request-rate R)"))
+        load, problems = run_load(path, rate, conc, where=f"run {i}" if len(records) > 1 else "")
         rows.append(summary_row(
-            path, TOOL, ctx, index=i if len(records) > 1 else None,
+            path, TOOL, ctx, index=i if len(records) > 1 else None, problems=problems,
             ttft_ms=_ms(rec.get("time_to_first_token")), tpot_ms=_ms(rec.get("inter_token_latency")),
             isl=_avg(rec.get("input_sequence_length")), osl=_avg(rec.get("output_sequence_length")),
-            load=load_of(rate, conc), model=model, device=_gpu_name(rec), engine=cfg.get("backend"),
+            load=load, model=model, device=_gpu_name(rec), engine=cfg.get("backend"),
             tp=cfg.get("tp"),
         ))
     return rows

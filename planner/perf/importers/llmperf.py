@@ -30,7 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.perf.importers.common import RunContext, load_of, load_records, number, summary_row
+from planner.perf.importers.common import RunContext, load_records, number, run_load, summary_row
 
 TOOL = "LLMPerf"
 
@@ -47,11 +47,12 @@ def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
         e2e_s = number(rec.get("results_end_to_end_latency_s_mean"))
         osl = number(rec.get("results_number_output_tokens_mean"))
         tpot_ms = 1e3 * (e2e_s - ttft_s) / (osl - 1.0) if (ttft_s is not None and e2e_s is not None and osl and osl > 1) else None
+        load, problems = run_load(path, None, number(rec.get("num_concurrent_requests")), where=f"run {i}" if len(records) > 1 else "")
         rows.append(summary_row(
-            path, TOOL, ctx, index=i if len(records) > 1 else None,
+            path, TOOL, ctx, index=i if len(records) > 1 else None, problems=problems,
             ttft_ms=1e3 * ttft_s if ttft_s is not None else None, tpot_ms=tpot_ms,
             isl=number(rec.get("results_number_input_tokens_mean")), osl=osl,
-            load=load_of(None, number(rec.get("num_concurrent_requests"))),
+            load=load,
             model=rec.get("model"), device=rec.get("device"), engine=rec.get("engine"), tp=rec.get("tp"),
         ))
     return rows

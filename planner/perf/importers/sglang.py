@@ -27,7 +27,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.perf.importers.common import RunContext, load_of, load_records, number, summary_row
+from planner.perf.importers.common import (
+    RunContext,
+    failed_requests,
+    load_records,
+    number,
+    run_load,
+    summary_row,
+)
 
 TOOL = "SGLang bench_serving"
 
@@ -41,12 +48,14 @@ def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
     rows = []
     for i, rec in enumerate(records, start=1):
         done = number(rec.get("completed")) or 0.0
+        load, problems = run_load(path, number(rec.get("request_rate")), number(rec.get("max_concurrency")), where=f"run {i}")
+        failed, notes = failed_requests(path, number(rec.get("completed")), number(rec.get("failed")), where=f"run {i}")
         rows.append(summary_row(
             path, TOOL, ctx, index=i,
             ttft_ms=number(rec.get("mean_ttft_ms")), tpot_ms=number(rec.get("mean_tpot_ms")),
             isl=(number(rec.get("total_input_tokens")) or 0.0) / done if done else None,
             osl=(number(rec.get("total_output_tokens")) or 0.0) / done if done else None,
-            load=load_of(number(rec.get("request_rate")), number(rec.get("max_concurrency"))),
+            load=load, problems=problems + failed, notes=notes,
             model=rec.get("model_id") or rec.get("model") or rec.get("tokenizer_id"), engine=rec.get("backend"),
             tp=rec.get("tp") or rec.get("tp_size"),
         ))

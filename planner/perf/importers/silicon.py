@@ -8,15 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.perf.importers.common import RunContext
+from planner.perf.importers.common import RunContext, apply_given
 from planner.perf.measurements import convert_silicon
 
 
 def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
-    rows = convert_silicon(path, ctx.hf_ids, device_ids=ctx.device_ids)
-    for r in rows:
-        for key in ("device", "model", "engine", "precision", "kv_precision"):
-            value = getattr(ctx, key)
-            if value:
-                r[key] = value
-    return rows
+    """The file's rows; a command-line option only fills what a row does not say, and one that
+    contradicts a row is an error (:func:`planner.perf.importers.common.apply_given`)."""
+    return apply_given(convert_silicon(path, ctx.hf_ids, device_ids=ctx.device_ids), ctx, path, resolve_names=False)

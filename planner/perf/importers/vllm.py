@@ -22,6 +22,10 @@ vLLM key                               our column
 ``mean_itl_ms`` is *not* used: vLLM's ITL is the mean over every gap between streamed chunks of
 every request (requests with more tokens weigh more), not a per-request figure. ``--metadata
 tp=2 device=h100-sxm engine=vllm`` (saved as top-level keys) is read when present.
+
+Checked: a finite ``request_rate`` must be above 0 and a ``max_concurrency`` a whole number from 1
+(:func:`~planner.perf.importers.common.run_load`); a run whose ``failed`` requests are more than a
+tenth of its requests is an error, fewer a note (:func:`~planner.perf.importers.common.failed_requests`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.perf.importers.common import RunContext, load_of, load_records, number, summary_row
+from planner.perf.importers.common import (
+    RunContext,
+    failed_requests,
+    load_records,
+    number,
+    run_load,
+    summary_row,
+)
 
 TOOL = "vLLM bench serve"
 
@@ -43,12 +54,15 @@ def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
     rows = []
     for i, rec in enumerate(records):
         done = number(rec.get("completed")) or 0.0
+        where = f"run {i}" if len(records) > 1 else ""
+        load, problems = run_load(path, number(rec.get("request_rate")), number(rec.get("max_concurrency")), where=where)
+        failed, notes = failed_requests(path, number(rec.get("completed")), number(rec.get("failed")), where=where)
         rows.append(summary_row(
             path, TOOL, ctx, index=i if len(records) > 1 else None,
             ttft_ms=number(rec.get("mean_ttft_ms")), tpot_ms=number(rec.get("mean_tpot_ms")),
             isl=(number(rec.get("total_input_tokens")) or 0.0) / done if done else None,
             osl=(number(rec.get("total_output_tokens")) or 0.0) / done if done else None,
-            load=load_of(number(rec.get("request_rate")), number(rec.get("max_concurrency"))),
+            load=load, problems=problems + failed, notes=notes,
             device=rec.get("device") or rec.get("gpu"), model=rec.get("model_id") or rec.get("model"),
             engine=rec.get("engine") or rec.get("backend"), tp=rec.get("tp") or rec.get("tensor_parallel_size"),
             precision=rec.get("precision"),
