@@ -56,3 +56,23 @@ def test_a_full_disk_is_exit_2_with_its_own_fix() -> None:
     res = CliRunner().invoke(main, ["convert-measurements", str(Path(__file__).parent / "data" / "benchmarks" / "vllm_bench_serve_closed.json"),
                                     "--device", "h100-sxm", "--engine", "vllm", "-o", "/dev/full"])
     assert res.exit_code == 2 and "No space left" in res.output and "internal error" not in res.output, res.output
+
+
+def test_a_horizon_result_given_as_a_plan_says_what_it_is(tmp_path: Path) -> None:
+    """check / html / deploy read plans through load_plan: a horizon.json printed ten schema errors, each telling
+    the user to regenerate the plan with `planner solve`."""
+    import json
+
+    hz = tmp_path / "horizon.json"
+    hz.write_text(json.dumps({"periods": [], "slots": [], "architectures": {}}), encoding="utf-8")
+    for command in (["check", str(hz)], ["html", str(hz)]):
+        res = CliRunner().invoke(main, command)
+        assert res.exit_code == 2 and "plan over time" in res.output and "--evaluate" in res.output, (command, res.output)
+        assert res.output.count("fix:") == 1
+
+
+def test_non_finite_rel_tol_and_negative_horizon_seed_are_usage_errors() -> None:
+    res = CliRunner().invoke(main, ["validate-goodput", "x.csv", "--rel-tol", "nan"])
+    assert res.exit_code == 2 and "finite" in res.output
+    res = CliRunner().invoke(main, ["horizon", "x.yaml", "--seed", "-1"])
+    assert res.exit_code == 2 and "--seed" in res.output

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import click
 
+from planner.cli.cmd_simulate import FiniteFloatRange
 from planner.cli.output import echo_json, table
 
 
 @click.command("validate-goodput")
 @click.argument("results", type=click.Path(dir_okay=False))
-@click.option("--rel-tol", type=click.FloatRange(0.001, 0.5), default=0.02, show_default=True,
+@click.option("--rel-tol", type=FiniteFloatRange(0.001, 0.5), default=0.02, show_default=True,
               help="Bisection stops when the passing and failing rates are within this relative distance.")
 @click.option("--rows", "show_rows", is_flag=True, help="Also print every predicted row.")
 @click.option("--json", "as_json", is_flag=True, help='{"rows": [...], "not_predicted": [...], "by_device_scenario": [...], "pooled": {...}}')

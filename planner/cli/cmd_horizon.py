@@ -36,7 +36,7 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
               "each holds the winner's purchases and reservations and reports cost and regret (mean, p10, p90).")
 @click.option("--growth-dist", help="Distribution of the monthly growth rate for --monte-carlo, e.g. 'normal(0.05,0.02)' "
               "(grammar of `planner sweep --help`).")
-@click.option("--seed", type=int, default=0, help="Seed of the --monte-carlo draws.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, help="Seed of the --monte-carlo draws (a non-negative integer).")
 @click.option("--verify/--no-verify", default=False, show_default=True, help="Simulate the busiest slots of each plan "
               "(--verify-slots of them): per slot and service TTFT / TPOT analytic vs simulated, met or missed (planner.horizon.verify; "
               "3-6 s per slot and plan on the example, so off by default).")

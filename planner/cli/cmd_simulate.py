@@ -21,6 +21,38 @@ def _ms(x: float) -> float:
     return x * 1e3 if x == x else math.nan
 
 
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (a FloatRange lets ``nan`` through: every
+    comparison with it is false). A usage error (exit 2) naming the option."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number; give a number in the range {self._describe_range()}", param, ctx)
+        return super().convert(rv, param, ctx)
+
+
+POSITIVE = FiniteFloatRange(min=0, min_open=True)
+"""A finite number > 0 (durations, bandwidths)."""
+
+SEED = click.IntRange(min=0)
+"""A random seed: numpy takes non-negative integers only."""
+
+
+def refuse_horizon_result(plan_file: str, command: str, fix: str) -> None:
+    """A horizon.json (``planner horizon --out``) given where a single-peak plan.json is read: one error saying what
+    the file is, instead of the schema errors of a plan.json (the same test as ``planner evaluate``'s)."""
+    import json
+
+    try:
+        doc = json.loads(Path(plan_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return  # not ours to diagnose: load_plan reports it
+    if isinstance(doc, dict) and "periods" in doc and "slots" in doc and "architectures" in doc:
+        raise InputError(Problem(plan_file, "periods", f"this is a plan over time (horizon.json from `planner horizon`), "
+                                 f"not the single-peak plan.json of `planner solve` that `planner {command}` reads", fix))
+
+
 @click.command("simulate")
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str),
@@ -29,11 +61,11 @@ def _ms(x: float) -> float:
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=str),
               help="Replay this request log instead of synthetic arrivals (peak scenarios compress its time to the planned peak rate).")
 @click.option("--trace-format", help="Log format of --trace (auto-detected if absent).")
-@click.option("--duration", "duration_s", type=float, default=600.0, show_default=True, help="Simulated seconds of arrivals per scenario.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (same seed, same result).")
+@click.option("--duration", "duration_s", type=POSITIVE, default=600.0, show_default=True, help="Simulated seconds of arrivals per scenario.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed, a non-negative integer (same seed, same result).")
 @click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(["normal", "peak", "failure", "model_swap"]),
               help="Scenarios to run (repeatable; default all).")
-@click.option("--load-gb-per-s", type=float, help="Weight-reload bandwidth per device for the model swap (default: the device's NIC bandwidth).")
+@click.option("--load-gb-per-s", type=POSITIVE, help="Weight-reload bandwidth per device for the model swap (default: the device's NIC bandwidth).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=str),
               help="Also write a self-contained HTML report: the plan and the simulated latency per scenario.")
@@ -53,8 +85,6 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
     from planner.simulate.arrivals import replay_requests
     from planner.simulate.scenarios import SCENARIOS, run_scenarios, weight_reload_s
 
-    if duration_s <= 0:
-        raise InputError(Problem("", "--duration", f"must be > 0, got {duration_s}", "give a positive number of seconds"))
     if plan_path is None:
         from planner.plan_cache import cached_solve
         from planner.solve_instance import settings_from_instance
@@ -66,6 +96,8 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         from planner.report.plan_io import load_plan
         from planner.solve_instance import plan_overrides
 
+        refuse_horizon_result(plan_path, "simulate", "give the plan.json of `planner solve INSTANCE --out DIR`, or drop --plan to solve "
+                              "INSTANCE first; a plan over time is checked with `planner horizon INSTANCE --evaluate FILE`")
         plan = load_plan(plan_path)
         # the instance as the plan was solved: its scenario and overrides (bucket counts included)
         resolved = load_instance(instance, plan_overrides(plan) or None, scenario=plan.scenario)
@@ -100,7 +132,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
             continue
         # weights come over the network (model store) or, failing a NIC figure, the host link
         field = "nic_bw_gb_per_s" if dev.nic_bw_gb_per_s else "pcie_bw_gb_per_s"
-        bw = load_gb_per_s if load_gb_per_s else getattr(dev, field)
+        bw = load_gb_per_s if load_gb_per_s is not None else getattr(dev, field)
         if not bw:
             notes.append(f"pool {ps.name}: device {pp.device} has neither nic_bw_gb_per_s nor pcie_bw_gb_per_s; "
                          "model swap not simulated (pass --load-gb-per-s)")
@@ -108,7 +140,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         w = resolved.models[svc.model].weight_bytes(svc.weight_precision)
         reload[ps.name] = weight_reload_s(w, pp.tp, bw)
         reload_detail[ps.name] = {"weight_bytes": w, "tp": pp.tp, "load_gb_per_s": bw,
-                                  "source": "--load-gb-per-s" if load_gb_per_s else f"{pp.device}.{field}",
+                                  "source": "--load-gb-per-s" if load_gb_per_s is not None else f"{pp.device}.{field}",
                                   "reload_s": reload[ps.name]}
 
     if trace_path:

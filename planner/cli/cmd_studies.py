@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import click
 
 from planner.cli.cmd_horizon import refuse_horizon, refuse_horizon_plan
+from planner.cli.cmd_simulate import SEED, FiniteFloatRange
 from planner.cli.output import echo_json, fmt, note, progress, step, table, versioned
 
 SET_HELP = ("PATH=VALUES, repeatable. PATH is a dot-path into the instance (as in `scenarios:`). "
             "VALUES: one value, a comma list (a grid dimension; several make a cartesian product), or "
             "dist:NAME(a,b[,c]) drawn --monte-carlo times: normal(mean,sd), lognormal(mean,sd) (mean/sd of the value), "
             "uniform(lo,hi), triangular(lo,mode,hi), growth(rate,sd,years) = (1+g)^years, g~normal(rate,sd).")
+
+REL_TOL = FiniteFloatRange(1e-6, 0.5)
+"""``--rel-tol`` of the multiplier searches (:func:`planner.studies.search.largest_passing_multiplier`): the bisection
+stops at ``hi/lo - 1 <= rel_tol``, so 0 (or below) never stops, nan stops at once (the bracket's low end, 1, was printed
+as the answer), and 0.5 is already a coarse bracket."""
 
 
 def _load(instance: str, scenario: str | None) -> Any:
@@ -51,7 +58,7 @@ def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], mon
                    "and with one the tornado starts from it.")
 @click.option("--monte-carlo", type=click.IntRange(min=0), default=0, show_default=True,
               help="Draws from the dist: paths (default: the instance's forecasts: mapping).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --monte-carlo draws (a non-negative integer).")
 @click.option("--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="Parallel processes (or Dask workers for local-dask).")
 @click.option("--executor", default=None, help="Dask scheduler tcp://host:port, or local-dask (default: local processes).")
 @click.option("--crossover", "crossover_paths", multiple=True,
@@ -141,7 +148,7 @@ def sweep_cmd(instance: str, sets: tuple[str, ...], scenarios: tuple[str, ...], 
 @click.option("--budgets", required=True, help="Comma list of monthly budgets, USD (e.g. 50000,100000,200000).")
 @click.option("--set", "sets", multiple=True, help="Fixed PATH=VALUE overrides applied first.")
 @click.option("--scenario", default=None, help="A named scenario of the instance to start from.")
-@click.option("--rel-tol", type=float, default=0.01, show_default=True, help="Relative precision of the multiplier.")
+@click.option("--rel-tol", type=REL_TOL, default=0.01, show_default=True, help="Relative precision of the multiplier, 1e-6 to 0.5.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write budget.csv and budget.parquet.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
@@ -202,8 +209,8 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
 @click.option("--scenario", "scenarios", multiple=True, help="Named scenario(s) of the instance to evaluate under.")
 @click.option("--monte-carlo", type=click.IntRange(min=0), default=0, show_default=True,
               help="Draws from the dist: paths (default: the instance's forecasts: mapping).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--rel-tol", type=float, default=0.01, show_default=True, help="Relative precision of the headroom multiplier.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the --monte-carlo draws (a non-negative integer).")
+@click.option("--rel-tol", type=REL_TOL, default=0.01, show_default=True, help="Relative precision of the headroom multiplier, 1e-6 to 0.5.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write evaluate.csv and evaluate.parquet.")
 @click.option("--json", "as_json", is_flag=True)
 def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None, sets: tuple[str, ...], scenarios: tuple[str, ...],
@@ -320,9 +327,14 @@ def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str,
             w = [float(v) for v in weights.split(",")]
         except ValueError:
             raise InputError(Problem("--weights", weights, "not a comma list of numbers", "e.g. --weights 0.7,0.3")) from None
-        if len(w) != len(study) or any(v < 0 for v in w) or sum(w) <= 0:
-            raise InputError(Problem("--weights", weights, f"need {len(study)} non-negative weights (one per scenario: {', '.join(s.name for s in study)})",
-                                     "e.g. --weights " + ",".join(["1"] * len(study))))
+        example = "e.g. --weights " + ",".join(["1"] * len(study))
+        if len(w) != len(study):
+            raise InputError(Problem("--weights", weights, f"{len(w)} weight(s) for {len(study)} scenarios; need one per scenario "
+                                     f"({', '.join(s.name for s in study)})", example))
+        if not all(math.isfinite(v) and v >= 0 for v in w):  # nan or inf made the MIP's objective nan: HiGHS spun for ever
+            raise InputError(Problem("--weights", weights, "weights must be finite, non-negative numbers", example))
+        if sum(w) <= 0:
+            raise InputError(Problem("--weights", weights, "weights must have a positive sum (they are normalised to sum to 1)", example))
     source = TableSource.from_instance(resolved)
     tables = []
     settings = None

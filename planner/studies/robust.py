@@ -41,6 +41,7 @@ several, in every scenario it costs at least that scenario's own optimum.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -120,8 +121,8 @@ def solve_robust(scenarios: list[tuple[str, CapacityTables]], settings: SolveSet
     if len(set(names)) != len(names):
         raise ValueError(f"scenario names must be distinct: {names}")
     w = [1.0] * len(scenarios) if weights is None else [float(v) for v in weights]
-    if len(w) != len(scenarios) or any(v < 0 for v in w) or sum(w) <= 0:
-        raise ValueError("weights: one non-negative number per scenario, not all zero")
+    if len(w) != len(scenarios) or not all(math.isfinite(v) and v >= 0 for v in w) or sum(w) <= 0:
+        raise ValueError("weights: one finite, non-negative number per scenario, with a positive sum")
     w = [v / sum(w) for v in w]
     for arch in settings.architectures:
         if arch not in ARCH_ROLES:

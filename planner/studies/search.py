@@ -13,7 +13,13 @@ def largest_passing_multiplier(ok: Callable[[float], bool], *, cap: float, rel_t
     until ``hi / lo - 1 <= rel_tol``. Returns ``cap`` when even ``cap`` passes (capped at the
     largest power of two not above it) and ``0.0`` when even ``1/cap`` fails. Every value
     returned other than 0 is one ``ok`` was called with and passed.
+
+    ``rel_tol`` must be a finite number in ``(0, 1)`` (``ValueError`` otherwise): 0 or below never
+    stopped, nan stopped at once and returned the bracket's low end. The bisection also stops when
+    the bracket cannot be split in floating point (a ``rel_tol`` below the float spacing).
     """
+    if not (math.isfinite(rel_tol) and 0 < rel_tol < 1):
+        raise ValueError(f"rel_tol must be a finite number in (0, 1), got {rel_tol!r}")
     if ok(1.0):
         lo = 1.0
         while lo * 2 <= cap and ok(lo * 2):
@@ -30,6 +36,8 @@ def largest_passing_multiplier(ok: Callable[[float], bool], *, cap: float, rel_t
         lo = hi / 2
     while hi / lo - 1 > rel_tol:
         mid = math.sqrt(lo * hi)
+        if not lo < mid < hi:  # nothing left to split
+            break
         if ok(mid):
             lo = mid
         else:

@@ -18,6 +18,7 @@ is solved, and each grid value is validated once: a bad path or value is an
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,18 @@ def _split_values(text: str) -> list[str]:
     return [v.strip() for v in out]
 
 
+def _not_finite(value: Any) -> bool:
+    """A value that reads as nan or +-inf: a float, or text such as ``nan``, ``inf``, ``1e999`` (YAML reads those as text)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return False
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def parse_sets(items: list[str] | tuple[str, ...], *, source: str = "--set") -> StudySpec:
     """Parse ``PATH=VALUES`` strings (see the module docstring)."""
     fixed: dict[str, Any] = {}
@@ -100,6 +113,10 @@ def parse_sets(items: list[str] | tuple[str, ...], *, source: str = "--set") -> 
         values = [parse_value(v) for v in _split_values(text)] if not text.startswith("[") else [parse_value(text)]
         if any(v is None or v == "" for v in values):
             problems.append(Problem(source, path, f"empty value in {text!r}", "give values separated by commas, e.g. 0.5,1,2"))
+            continue
+        bad = [v for v in values if _not_finite(v)]
+        if bad:  # the schema's bounds read 'nan' as a number out of range ("should be <= 10000 (got 'nan')")
+            problems.append(Problem(source, path, f"{bad[0]!r} is not a finite number", f"give finite numbers, e.g. {path}=0.5,1,2"))
             continue
         if len(values) == 1:
             fixed[path] = values[0]

@@ -43,6 +43,16 @@ from planner.workload.tools import all_tools_summary, session_stats, tool_stats
 
 DEFAULT_SERVICE = "default"
 
+ONE_INSTANT_NOTE = "fewer than two distinct arrival times: no arrival rate can be measured"
+"""The note of a log with timestamps but no arrival span (one request, or every request at one instant)."""
+
+
+def no_rate_reason(notes: list[str]) -> str:
+    """Why a characterised log has no arrival rate, for messages: it has no timestamps, or they span no time."""
+    if ONE_INSTANT_NOTE in notes:
+        return "has timestamps but no arrival span (one request, or every request at the same instant)"
+    return "has no timestamps"
+
 
 @dataclass(frozen=True)
 class Characterization:
@@ -75,7 +85,7 @@ class Characterization:
                 Problem(
                     file=self.source,
                     path="",
-                    message="the log has no timestamps, so a workload profile (which needs arrival rates) cannot be built from it",
+                    message=f"the log {no_rate_reason(self.notes)}, so a workload profile (which needs arrival rates) cannot be built from it",
                     fix="characterise it without --out for the length mix, or give the rate in the instance (traffic.rate_per_s with lengths, or traffic.peak_rate_per_s with this trace)",
                 )
             )
@@ -164,7 +174,7 @@ def _one_service(log: RequestLog, frame: pd.DataFrame, tools: pd.DataFrame | Non
     if "arrival_s" in frame.columns:
         arrivals = arrival_stats(frame["arrival_s"].to_numpy(dtype=np.float64), log.timestamps, log.time_quantum_s, peak_quantile)
         if arrivals is None:
-            notes.append("fewer than two distinct arrival times: no arrival rate can be measured")
+            notes.append(ONE_INSTANT_NOTE)
     tstats: dict[str, ToolStats] = {}
     summary = None
     if tools is not None and len(tools):

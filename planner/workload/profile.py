@@ -164,7 +164,7 @@ def _weighted_stats(points: list[tuple[float, float]]) -> TokenStats:
 
 
 def _from_trace(resolved: ResolvedInstance, name: str, svc: Service) -> WorkloadProfile:
-    from planner.workload.characterize import characterize_file
+    from planner.workload.characterize import ONE_INSTANT_NOTE, characterize_file, no_rate_reason
 
     t = svc.traffic
     assert t.trace is not None
@@ -192,7 +192,7 @@ def _from_trace(resolved: ResolvedInstance, name: str, svc: Service) -> Workload
                 Problem(
                     file=str(resolved.path),
                     path=f"{where}.peak_rate_per_s",
-                    message=f"the trace {t.trace!r} has no timestamps, so it gives lengths but no arrival rate",
+                    message=f"the trace {t.trace!r} {no_rate_reason(c.notes)}, so it gives lengths but no arrival rate",
                     fix="set traffic.rate_per_s (mean, requests/s) and/or traffic.peak_rate_per_s (planned peak)",
                 )
             )
@@ -208,9 +208,10 @@ def _from_trace(resolved: ResolvedInstance, name: str, svc: Service) -> Workload
             rate_peak_per_s=dict.fromkeys(WINDOWS, peak),
             interarrival_cv=1.0,
             timestamps="missing",
-            notes=[f"the log has no timestamps: mean rate {src} = {mean:g}/s, peak {psrc} = {peak:g}/s, CV assumed 1 (Poisson); duration_s is nominal"],
+            notes=[f"the log {no_rate_reason(c.notes)}: mean rate {src} = {mean:g}/s, peak {psrc} = {peak:g}/s, CV assumed 1 (Poisson); duration_s is nominal"],
         )
-        c = dataclasses.replace(c, arrivals=arrivals)
+        # the note above says why there is no measured rate: the characterisation's own note would say it again
+        c = dataclasses.replace(c, arrivals=arrivals, notes=[n for n in c.notes if n != ONE_INSTANT_NOTE])
     return c.to_profile()
 
 

@@ -60,6 +60,13 @@ def detect_format(path: Path, columns: dict[str, str] | None = None) -> str:
             return "azure"
         if {"num_prefill_tokens", "num_decode_tokens"} <= header:
             return "lengths"
+        if {"window_start_s", "rate_rps"} <= header:  # a fleet rate file: windows, no requests
+            raise InputError(Problem(
+                file=str(path), path="",
+                message="this is a fleet rate file (window_start_s, rate_rps per window: arrival rates over days, no per-request "
+                        "lengths), not a request log that `planner characterize` or traffic.trace reads",
+                fix="plan over time with it: give it as horizon.demand.fleet_file in the instance and run `planner horizon INSTANCE` "
+                    "(as instances/fleet-horizon.yaml does)"))
     raise InputError(
         Problem(
             file=str(path),
