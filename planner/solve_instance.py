@@ -209,10 +209,8 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
             conf = conf.model_copy(update={"flips": [*conf.flips, flip], "resolution": steps, "summary": f"{conf.summary}; {flip.note}"})
             outcome.result = outcome.result.model_copy(update={"verdict": outcome.result.verdict.model_copy(update={"confidence": conf})})
     if getattr(resolved.instance.options, "verify", False):
-        from planner.verify import verify_result
-
         with stage("verify"):
-            res = verify_result(outcome.result)  # reports the checks made in the loop; simulates plans without one
+            res = verified(outcome.result)  # reports the checks made in the loop; simulates plans without one
         outcome.result = res.model_copy(update={"notes": list(res.notes) + sim_notes})
     from planner import __version__
     from planner.optimize.energy_report import with_emissions
@@ -221,3 +219,20 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
     outcome.result = outcome.result.model_copy(update={"planner_version": __version__,
                                                        "catalog_version": getattr(resolved.catalog, "version", "")})
     return outcome
+
+
+def verified(result: PlanResult, **kwargs: Any) -> PlanResult:
+    """:func:`planner.verify.verify_result` (every feasible plan simulated at peak, notes) with the verdict rebuilt
+    when a plan was simulated there for the first time: a plan that misses in simulation ranks last and the verdict
+    says so (:func:`planner.optimize.verdict.verdict_of`, what `planner check` recomputes); the verdict's confidence
+    statement is kept (it is about re-solving, not about these simulations). ``kwargs`` go to ``verify_result``."""
+    import pandas as pd
+
+    from planner.optimize.verdict import verdict_of
+    from planner.verify import verify_result
+
+    res = verify_result(result, **kwargs)
+    if all(res.architectures[n].simulation is p.simulation for n, p in result.architectures.items()):
+        return res
+    rate = float(pd.DataFrame(res.capacity.demand)["rate_mean_per_s"].sum()) if res.capacity.demand else 0.0
+    return res.model_copy(update={"verdict": verdict_of(res.architectures, rate).model_copy(update={"confidence": res.verdict.confidence})})

@@ -59,7 +59,7 @@ def refuse_horizon_result(plan_file: str, command: str, fix: str) -> None:
               help="Plan JSON written by `planner solve --out` (default: solve the instance first).")
 @click.option("--architecture", help="Architecture of the plan to simulate (default: the verdict's winner).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=str),
-              help="Replay this request log instead of synthetic arrivals (peak scenarios compress its time to the planned peak rate).")
+              help="Replay this request log instead of synthetic arrivals, its time scaled to the plan's mean rate (peak scenarios: the planned peak rate).")
 @click.option("--trace-format", help="Log format of --trace (auto-detected if absent).")
 @click.option("--duration", "duration_s", type=POSITIVE, default=600.0, show_default=True, help="Simulated seconds of arrivals per scenario.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Random seed, a non-negative integer (same seed, same result).")
@@ -160,14 +160,18 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         span = float(frame["arrival_s"].max() - frame["arrival_s"].min()) or 1.0
         trace_rate = len(frame) / span
         peak_rate = float(sim.demand["rate_peak_per_s"].sum())
+        mean_rate = float(sim.demand["rate_mean_per_s"].sum())
 
         def stream(load: str, s: int) -> Iterator[RequestChunk]:
-            scale = trace_rate / peak_rate if load == "peak" else 1.0
+            # the log's time compressed (or stretched) to the plan's rate: its peak for the peak scenario, its mean
+            # otherwise (the instance's traffic.rate_multiplier included: a x20 plan replays the log 20x faster)
+            scale = trace_rate / (peak_rate if load == "peak" else mean_rate)
             keep = frame[(frame["arrival_s"] - frame["arrival_s"].min()) * scale <= duration_s]
             return replay_requests(keep, services=sim.services, time_scale=scale)
         runs = run_scenarios(sim.pools, sim.routes, stream, duration_s=duration_s, seed=seed, reload_s=reload,
                              scenarios=scenario_names or SCENARIOS)
-        arrivals = f"replay of {trace_path}"
+        arrivals = (f"replay of {trace_path} ({trace_rate:.3g} req/s), its time scaled to the plan's mean rate "
+                    f"({mean_rate:.3g} req/s; peak scenario: its peak rate, {peak_rate:.3g} req/s)")
     else:
         assert by_bucket is not None
         bsim = by_bucket
@@ -209,7 +213,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
             cells: list[Any] = [p50, p99] if tok != "tpot/itl" else [f"{s.token_metric} {fmt(p50)}", f"{s.token_metric} {fmt(p99)}"]
             rows.append([s.service, _ms(s.ttft.p50), _ms(s.ttft.p90), _ms(s.ttft.p99), _ms(s.ttft_target_s),
                          *cells, _ms(s.token_target_s), s.slo_attainment,
-                         "yes" if (s.ttft_met and s.token_met) else "NO", s.unfinished + s.rejected])
+                         {True: "yes", False: "NO", None: "no requests measured"}[s.verdict], s.unfinished + s.rejected])
         click.echo(table(["service", "ttft p50 ms", "p90", "p99", "target", f"{tok} p50 ms", "p99", "target",
                           "slo share", "met", "lost"], rows))
         plan_util = {p.name: (p.utilization_mean if r.load == "mean" else p.utilization_peak) for p in sim.pool_plans.values()}
@@ -222,6 +226,11 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
                           "kv blocked"], prow))
         if any(p.role in ("decode", "unified") for p in res.pools.values()):
             click.echo(f"  {UTILIZATION_NOTE}")
+        if res.note:
+            click.echo(f"  note: {res.note}")
+        if trace_path and res.last_arrival_s < 0.5 * duration_s:
+            click.echo(f"  note: at this rate the log replays in {fmt(res.last_arrival_s)} s of the {fmt(duration_s)} s run: "
+                       f"{res.measured:,} requests measured after the warm-up (a longer log measures more)")
     for n in notes:
         click.echo(f"note: {n}")
     if html_file:

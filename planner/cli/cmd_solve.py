@@ -200,7 +200,7 @@ def check(plan: str, instance_file: str | None, no_instance: bool) -> None:
     verdict's winner and margin. With the instance (``--instance``, or the path recorded in the
     plan) the capacity snapshot is re-derived from it instead of being trusted.
     """
-    from planner.optimize.check import check_plan, recompute_instance
+    from planner.optimize.check import check_plan, recompute_instance, stated_derived_problems
     from planner.report.plan_io import load_plan, recorded_instance
 
     if instance_file and no_instance:
@@ -216,6 +216,9 @@ def check(plan: str, instance_file: str | None, no_instance: bool) -> None:
                    "the plan's own capacity snapshot only (give --instance)", err=True)
         source = f"the plan's own capacity snapshot only: its instance {result.instance_path} is not found"
     problems = check_plan(result, truth, instance_name=name)
+    import json  # the figures the schema recomputes on reading (meets_targets) compared with what the file states
+
+    problems += stated_derived_problems(json.loads(Path(plan).read_text(encoding="utf-8")), result)
     if problems:
         click.echo(f"{plan}: {len(problems)} violation(s) (against {source}):", err=True)
         for v in problems:

@@ -90,8 +90,10 @@ Cost per period (USD; ``h_s`` hours of slot ``s`` in a period, ``H = Σ h_s``; e
   with ``pricing: buy``; charged while owned, inside the horizon);
 - ``resale_writeoff`` :math:`\sum_y sell_{t,y} (1 - f_y) P_y` (conservative: as if the sold device had its whole
   price still on the books);
-- ``reserved``    :math:`\sum_y R_{t,y}\, c^{res}_y H` (commitments run on past the horizon; only the
-  periods inside it are charged);
+- ``reserved``    :math:`\sum_y R_{t,y}\, c^{res}_y H`; a reservation is paid for its whole term: the periods of a
+  term that run past the horizon (``u = T .. t' + term − 1``) are charged in the last period at their value there,
+  :math:`res_{t',y}\, c^{res}_y H \sum_u δ_u / δ_{T-1}` (without it, a one-period horizon paid one month of a
+  12-month term);
 - ``on_demand``, ``spot``  :math:`\sum_{s,y} od_{k,y}\, c^{od}_y h_s` (and spot alike);
 - ``power_busy``  :math:`eη \sum_s h_s \sum_i λ^{mean}_{k,d(i)} x_{k,i} (E_i + τ_i tp_i P^{host}) \cdot 3600 / 3.6\text{e}6`;
 - ``power_idle``  :math:`eη/1000 \sum_s h_s [\sum_p tp_p n_{k,p} (P^{idle}+P^{host}) - \sum_i λ^{mean} x τ_i tp_i (P^{idle}+P^{host})]`
@@ -871,8 +873,8 @@ def _cost_terms(f: _Frame, v: _Vars, lp: LinearModel, fl: _Fleet, load_h: np.nda
         # resale_writeoff: Σ_y sell[t,y] (1 − f_y) P_y
         "resale_writeoff": lp.expr(T, np.repeat(np.arange(T), len(f.sell_y)), v.sell.ravel(),
                                    np.tile([(1.0 - float(acq[y].resale_fraction or 0.0)) * acq[y].purchase_usd for y in f.sell_y], T)),
-        # reserved: Σ_y R[t,y] c^res_y H
-        "reserved": per_type(fl.reserved, res_h),
+        # reserved: Σ_y R[t,y] c^res_y H, plus in the last period the terms' months past the horizon (below)
+        "reserved": per_type(fl.reserved, res_h) + _reserved_past_horizon(f, v, lp, res_h),
         # on_demand / spot: Σ_{s,y} od[k,y] c^od_y h_s
         "on_demand": per_period_k(v.od, h_of_k[:, None] * np.array([acq[y].on_demand_usd_per_hour or 0.0 for y in f.od_y])[None, :]),
         "spot": per_period_k(v.spot, h_of_k[:, None] * np.array([acq[y].spot_usd_per_hour or 0.0 for y in f.spot_y])[None, :]),
@@ -902,10 +904,37 @@ def _cost_terms(f: _Frame, v: _Vars, lp: LinearModel, fl: _Fleet, load_h: np.nda
     return terms
 
 
+def _discount(f: _Frame, periods: int) -> np.ndarray:
+    """``δ_t = (1 + i)^{−t · months / 12}`` for ``t = 0..periods−1``."""
+    return np.array([(1.0 + f.inputs.discount_rate_per_year) ** (-t * f.months / 12.0) for t in range(periods)])
+
+
+def _reserved_past_horizon(f: _Frame, v: _Vars, lp: LinearModel, res_h: dict[str, float]) -> Expr:
+    """A reservation is paid for its whole term: the periods of ``res[t',y]``'s term after the horizon,
+    ``u = T .. t' + term − 1``, are charged in the last period ``T − 1`` at their value there,
+    :math:`c^{res}_y H \\sum_u δ_u / δ_{T-1}` per reservation (so the objective counts each at its own discount)."""
+    T = f.T
+    if not f.res_y or T == 0:
+        return lp.zero(T)
+    longest = max(int(f.acq[y].reserve_term_periods) for y in f.res_y)
+    disc = _discount(f, T + longest)
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    for j, y in enumerate(f.res_y):
+        term = int(f.acq[y].reserve_term_periods)
+        for t in range(T):
+            end = t + term  # first period after the term
+            if end > T:
+                rows.append(T - 1)
+                cols.append(int(v.res[t, j]))
+                vals.append(res_h[y] * float(disc[T:end].sum()) / float(disc[T - 1]))
+    return lp.expr(T, rows, cols, vals) if rows else lp.zero(T)
+
+
 def _objective(f: _Frame, lp: LinearModel, terms: dict[str, Expr]) -> np.ndarray:
     """``min Σ_t δ_t Σ_term cost[t]`` with the discount ``δ_t = (1 + rate)^{−t · months / 12}``; returns ``δ``."""
-    months = f.months
-    disc = np.array([(1.0 + f.inputs.discount_rate_per_year) ** (-t * months / 12.0) for t in range(f.T)])
+    disc = _discount(f, f.T)
     total = lp.zero(f.T)
     for name in COST_TERMS:
         total = total + terms[name]

@@ -33,11 +33,16 @@ Checks, each violation naming architecture, constraint and item:
   $/1M tokens (and energy per 1k tokens without a tool phase) recomputed;
 - ``latency``: one prediction per service with the snapshot's targets, TPOT = the worst routed
   point's, TTFT at least the worst routed point's own TTFT, ``*_met`` flags true to the numbers;
-- ``simulation``: ``met`` true to its services, each service's flags true to its simulated quantiles;
+- ``caps`` / ``max_utilization``: ``options.max_utilization`` (the instance's; without it the plan's overrides or
+  caps note, :func:`user_max_utilization`) bounds every point's cap, every tightened or relaxed cap and every
+  pool's effective cap (busy / load);
+- ``simulation``: ``met`` true to its services, each service's flags true to its simulated quantiles, each
+  share of requests over a target within what its quantile and met flag allow (:func:`_check_over_target`);
 - ``verdict``: a winner exactly when some plan is feasible, solved and feasible itself; it is
   the cheapest among the plans that meet their targets (predicted and simulated) — a winner that
   misses them while another plan meets them is a violation; runner-up, margin (USD/month, per
-  1M tokens, share) and term differences recomputed. A plan whose winner misses its targets
+  1M tokens, share) and term differences recomputed; its reasons, ``proven`` and ``tie_rule`` rebuilt from the
+  plans (:func:`_check_verdict_text`), so an edited figure in the text is caught. A plan whose winner misses its targets
   because no plan meets them is consistent (``planner solve`` exits 3 on it, see
   :func:`winner_misses`).
 """
@@ -45,6 +50,7 @@ Checks, each violation naming architecture, constraint and item:
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -143,10 +149,41 @@ def recompute_instance(result: PlanResult, instance_path: str | Path) -> tuple[C
     tables = build_capacity_tables(resolved)
     prep = prepare(tables, max_utilization=opts.max_utilization)
     cols = [c for c in prep.points.columns if c != "i"]
+    option = [] if opts.max_utilization is None else [{_MAX_UTILIZATION: float(opts.max_utilization)}]
     return CapacitySnapshot(
         demand=prep.demand.drop(columns=["d"]).to_dict("records"), points=prep.points[cols].to_dict("records"),
         configs=tables.configs.to_dict("records"), costs={k: float(v) for k, v in vars(tables.costs).items()},
-        redundancy=opts.redundancy, budget_usd_per_month=opts.budget_usd_per_month, utilization_caps=[]), resolved.instance.name
+        redundancy=opts.redundancy, budget_usd_per_month=opts.budget_usd_per_month, utilization_caps=option), resolved.instance.name
+
+
+_MAX_UTILIZATION = "options.max_utilization"
+"""Key of the record in a re-derived snapshot's ``utilization_caps`` (:func:`recompute_instance`) that carries the
+instance's ``options.max_utilization`` (no record: not set); the plan's own records are kept (:func:`_trusted`)."""
+_NOTE_CAP = re.compile(r"bounded by options\.max_utilization = ([0-9][0-9.eE+-]*)")
+"""How :func:`planner.optimize.prepare.utilization_caps` states the option in the caps note a plan carries."""
+
+
+def user_max_utilization(result: PlanResult, instance_snapshot: CapacitySnapshot | None) -> tuple[float | None, float]:
+    """The ``options.max_utilization`` the plan must keep every cap within, and the relative tolerance to compare at.
+
+    With the instance (``instance_snapshot`` from :func:`recompute_instance`): the instance's, with the plan's
+    scenario and overrides (None when not set). Without it, what the plan states: its ``overrides``
+    (``--set options.max_utilization=…``), else the caps note (``bounded by options.max_utilization = 0.3``, six
+    significant digits: compared at 1e-5)."""
+    if instance_snapshot is not None:
+        got = [_num(c[_MAX_UTILIZATION]) for c in instance_snapshot.utilization_caps if _MAX_UTILIZATION in c]
+        return (got[0] if got and math.isfinite(got[0]) else None), TOL
+    stated = result.overrides.get(_MAX_UTILIZATION) if isinstance(result.overrides, dict) else None
+    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(float(stated)):
+        return float(stated), TOL
+    for note in result.notes:
+        m = _NOTE_CAP.search(note)
+        if m:
+            try:
+                return float(m.group(1)), 1e-5
+            except ValueError:
+                continue
+    return None, TOL
 
 
 def _key(r: dict[str, Any], cols: tuple[str, ...]) -> tuple[str, ...]:
@@ -227,12 +264,18 @@ def _nonfinite(result: PlanResult) -> list[str]:
     return out
 
 
-def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
+def _snapshot_numbers(snap: CapacitySnapshot, cap: float | None = None, cap_tol: float = TOL) -> list[str]:
+    """Numbers of the snapshot that are not finite where they must be, and caps outside their bounds: a point's
+    ``rho`` or an architecture's cap above ``cap`` (``options.max_utilization``, :func:`user_max_utilization`), a
+    tightened or relaxed cap above its point's queueing cap (a relaxed prefill cap: above :data:`RELAX_CEILING`)."""
     out: list[str] = []
     for r in snap.points:
         for c in _POINT_NUMBERS:
             if c in r and _bad_number(r[c], c):
                 out.append(f"finite: point {r.get('service')}|{r.get('bucket')}|{r.get('role')}|{r.get('config')}: {c} is {r[c]}")
+        if cap is not None and _num(r.get("rho")) > cap * (1 + cap_tol):
+            out.append(f"caps: point {r.get('service')}|{r.get('bucket')}|{r.get('role')}|{r.get('config')}: rho {_num(r.get('rho')):g} "
+                       f"is above options.max_utilization = {cap:g}")
     for r in snap.demand:
         for c in _DEMAND_NUMBERS:
             if c in r and _bad_number(r[c], c):
@@ -246,17 +289,19 @@ def _snapshot_numbers(snap: CapacitySnapshot) -> list[str]:
         if _bad(v) or float(v) < 0:
             out.append(f"finite: costs.{k} is {v}")
     rho_of = {_key(p, ("service", "bucket", "role", "config")): float(p.get("rho", math.nan)) for p in snap.points}
-    for cap in snap.utilization_caps:
-        if "rho" not in cap:
+    for rec in snap.utilization_caps:
+        if "rho" not in rec:
             continue
-        ck = _key(cap, ("service", "bucket", "role", "config"))
+        ck = _key(rec, ("service", "bucket", "role", "config"))
         base = rho_of.get(ck)
-        rho = _num(cap["rho"])
+        rho = _num(rec["rho"])
         # a prefill cap may have been relaxed up to RELAX_CEILING (planner.optimize.latency.relax_factors: the
         # nominal one-server pool behind the queueing cap is far smaller than the pool the plan has)
-        limit = max(base, RELAX_CEILING) if base is not None and str(cap.get("role")) == "prefill" else base
+        limit = max(base, RELAX_CEILING) if base is not None and str(rec.get("role")) == "prefill" else base
         if not (0 < rho <= 1) or (limit is not None and rho > limit * (1 + TOL)):
-            out.append(f"caps: {cap.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {limit}]")
+            out.append(f"caps: {rec.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {limit}]")
+        if cap is not None and rho > cap * (1 + cap_tol):  # the user's cap bounds every cap, relaxed ones too
+            out.append(f"caps: {rec.get('architecture')}: cap {rho:g} of {'|'.join(ck)} is above options.max_utilization = {cap:g}")
     return out
 
 
@@ -301,10 +346,11 @@ def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = 
 def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) -> list[str]:
     out: list[str] = _nonfinite(result)
     snap = result.capacity
+    cap, cap_tol = user_max_utilization(result, instance_snapshot)
     if instance_snapshot is not None:
         out += _snapshot_problems(snap, instance_snapshot)
         snap = _trusted(snap, instance_snapshot)
-    out += _snapshot_numbers(snap)
+    out += _snapshot_numbers(snap, cap, cap_tol)
     if _has_text_numbers(snap):  # reported above; the recomputation below needs numbers
         return [*out, "snapshot: a numeric column holds text or true/false: the plan's numbers cannot be recomputed"]
     pts = pd.DataFrame(snap.points)
@@ -326,9 +372,11 @@ def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) 
                 arch_pts = pts.copy()
                 keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
                 arch_pts["rho"] = [caps.get(k, r) for k, r in zip(keys, pts["rho"].astype(float), strict=True)]
-            out += [f"{arch}: {v}" for v in _check_arch(plan, arch_pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month)]
+            out += [f"{arch}: {v}" for v in _check_arch(plan, arch_pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month,
+                                                        cap=cap, cap_tol=cap_tol)]
             out += [f"{arch}: {v}" for v in _check_simulation(plan)]
     out += _check_verdict(result)
+    out += _check_verdict_text(result)
     return out
 
 
@@ -353,6 +401,50 @@ def _check_simulation(plan: ArchitecturePlan) -> list[str]:
                 out.append(f"simulation[{s.service}]: {metric}_met true but simulated {q:,.1f} ms > target {target:g} ms")
             elif not met and q < target * (1 - TOL):
                 out.append(f"simulation[{s.service}]: {metric}_met false but simulated {q:,.1f} ms < target {target:g} ms")
+        out += _check_over_target(s)
+    return out
+
+
+SIM_BIN_RATIO = 1.01
+"""Above this ratio of its target a simulated quantile lies beyond the target's histogram bin (bins of
+``10^(1/1000)``, :data:`planner.simulate.stats.BINS_PER_DECADE`; a quantile is reported at its bin's middle)."""
+
+
+def _check_over_target(s: Any) -> list[str]:
+    """A simulated service's ``*_over_target_share`` against what the plan records of the same run
+    (:func:`planner.verify._share_over`, :func:`planner.verify._quantile_all`: both over the measured requests plus
+    the unfinished ones, counted as over, on the same histogram).
+
+    - a share is a share (in [0, 1]), and a mean target (no quantile level) records none;
+    - the ``q`` quantile at most the target (met) means at most ``1 − q`` of the requests over it; a quantile beyond
+      the target's histogram bin (:data:`SIM_BIN_RATIO`) or unbounded means more than ``1 − q``;
+    - unfinished requests count as over the TTFT target: with some, the TTFT share is positive; with none, it is a
+      count of the measured requests (``share × requests`` a whole number).
+    The share cannot be recomputed exactly (the plan keeps quantiles, not the histogram); these bounds are what it fixes."""
+    out: list[str] = []
+    for metric, share, level, sim_ms, target, met in (
+            ("ttft", s.ttft_over_target_share, s.ttft_quantile, s.ttft_sim_ms, s.ttft_target_ms, s.ttft_met),
+            ("tpot", s.tpot_over_target_share, s.tpot_quantile, s.tpot_sim_ms, s.tpot_target_ms, s.tpot_met)):
+        if share is None:
+            continue
+        what = f"simulation[{s.service}]: {metric}_over_target_share {share:g}"
+        if not 0.0 <= share <= 1.0:
+            out.append(f"{what} is not a share in [0, 1]")
+            continue
+        if level is None or not 0.0 < level < 1.0:
+            out.append(f"{what} recorded for a mean target (none is computed without a quantile level)")
+            continue
+        allowed = 1.0 - level
+        if met and share > allowed + 1e-9:
+            out.append(f"{what} exceeds the {allowed:g} its p{level * 100:g} target allows, yet {metric}_met is true")
+        elif not met and share <= allowed + 1e-9 and (sim_ms is None or sim_ms > target * SIM_BIN_RATIO):
+            out.append(f"{what} is within the {allowed:g} its p{level * 100:g} target allows, yet the simulated quantile "
+                       f"{'is unbounded' if sim_ms is None else f'{sim_ms:,.1f} ms'} misses the {target:g} ms target")
+        if metric == "ttft":
+            if s.unfinished > 0 and share <= 0.0:
+                out.append(f"{what}: {s.unfinished} unfinished request(s) count as over the target")
+            elif s.unfinished == 0 and s.requests > 0 and abs(share * s.requests - round(share * s.requests)) > 1e-6 * s.requests + 1e-6:
+                out.append(f"{what} is not a count of its {s.requests:,} measured requests ({share * s.requests:.3f} over)")
     return out
 
 
@@ -402,6 +494,61 @@ def _check_verdict(result: PlanResult) -> list[str]:
     return out
 
 
+def _check_verdict_text(result: PlanResult) -> list[str]:
+    """The verdict's reasons, ``proven`` and ``tie_rule`` against those its plans give: every reason is built from
+    the plans' numbers (:func:`planner.optimize.verdict.verdict_of`, the mean rate from the snapshot's demand), so
+    recomputing them catches an edited figure (winner, totals, margin, a term, a device count) or sentence."""
+    from planner.optimize.verdict import verdict_of
+
+    v = result.verdict
+    try:
+        rate = float(pd.DataFrame(result.capacity.demand)["rate_mean_per_s"].sum()) if result.capacity.demand else 0.0
+        again = verdict_of(result.architectures, rate)
+    except Exception as exc:  # a plan edited beyond what the reasons can be built from: say so, do not fail
+        return [f"verdict: its reasons cannot be recomputed from the plans ({type(exc).__name__}: {exc})"]
+    out: list[str] = []
+    for i in range(max(len(v.reasons), len(again.reasons))):
+        stated = v.reasons[i] if i < len(v.reasons) else None
+        true = again.reasons[i] if i < len(again.reasons) else None
+        if stated is None:
+            out.append(f"verdict: reason {i + 1} is missing; the plans' figures give {_clip(true or '', 0)!r}")
+        elif true is None:
+            out.append(f"verdict: reason {i + 1} {_clip(stated, 0)!r} is not one the plans' figures give")
+        elif stated != true:
+            at = next((j for j, (a, b) in enumerate(zip(stated, true, strict=False)) if a != b), min(len(stated), len(true)))
+            out.append(f"verdict: reason {i + 1} says {_clip(stated, at)!r}, the plans' figures give {_clip(true, at)!r}")
+    if v.proven != again.proven:
+        out.append(f"verdict: proven = {v.proven}, but the plans' solver statuses give {again.proven}")
+    if v.tie_rule != again.tie_rule and v.winner == again.winner:
+        out.append(f"verdict: tie rule {v.tie_rule!r} differs from the plans' {again.tie_rule!r}")
+    return out
+
+
+def _clip(text: str, at: int, before: int = 40, after: int = 80) -> str:
+    """``text`` around position ``at`` (where two reasons first differ), elided on either side."""
+    lo, hi = max(0, at - before), min(len(text), at + after)
+    return ("…" if lo > 0 else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+
+
+def stated_derived_problems(data: Any, result: PlanResult) -> list[str]:
+    """Derived fields written to plan.json that reading drops and recomputes (``architectures.*.meets_targets``,
+    :meth:`planner.schema.plan.ArchitecturePlan._derived_fields_are_not_input`), compared with ``result`` (the plan
+    read from ``data``): an edited value misleads whoever reads the JSON itself. :func:`check_plan` never sees them
+    (``result`` no longer holds them): a caller with the file's JSON (``planner check``) adds these."""
+    out: list[str] = []
+    archs = data.get("architectures") if isinstance(data, dict) else None
+    if not isinstance(archs, dict):
+        return out
+    for arch, raw in archs.items():
+        plan = result.architectures.get(arch)
+        if plan is None or not isinstance(raw, dict) or "meets_targets" not in raw:
+            continue
+        if raw["meets_targets"] is not plan.meets_targets:
+            out.append(f"{arch}: meets_targets = {raw['meets_targets']!r}, but its latency flags (predicted"
+                       f"{' and simulated' if plan.simulation is not None else ''}) give {plan.meets_targets}")
+    return out
+
+
 def winner_misses(result: PlanResult) -> list[tuple[str, str, str]]:
     """(service, what, detail) for every target the verdict's winner misses (predicted or simulated); empty when it meets them."""
     win = result.architectures.get(result.verdict.winner) if result.verdict.winner else None
@@ -427,7 +574,7 @@ def _misses(plan: ArchitecturePlan) -> str:
 
 
 def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame, configs: pd.DataFrame,
-                costs: CostParams, k: int, budget: float | None) -> list[str]:
+                costs: CostParams, k: int, budget: float | None, *, cap: float | None = None, cap_tol: float = TOL) -> list[str]:
     out: list[str] = []
     allowed = ARCH_ROLES[plan.architecture] | {"encode"}  # a separate encode pool is an option of every architecture
     key: dict[tuple[str, str, str, str], int] = {}
@@ -497,6 +644,13 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
     tool = plan.tool_phase is not None and bool(plan.tool_phase.tools)
     for name, p in pools.items():
         out += _check_pool(name, p, k, load.get(name, 0.0), busy_peak.get(name, 0.0), busy_mean.get(name, 0.0), kv.get(name, 0.0), tool)
+        if cap is not None and load.get(name, 0.0) > 0:
+            # options.max_utilization bounds every pool: its cap (the routed loads' busy / load) and so its peak utilisation
+            eff = busy_peak.get(name, 0.0) / load[name]
+            if eff > cap * (1 + cap_tol):
+                util = busy_peak.get(name, 0.0) / p.instances if p.instances > 0 else math.inf
+                out.append(f"max_utilization[{name}]: utilisation cap {eff:.3g} (peak utilisation {util:.3g}) is above "
+                           f"options.max_utilization = {cap:g}")
         # KV capacity: one instance's (the smallest of the pool's points, as planner.optimize.prepare.pools_of) x surviving instances
         if "kv_capacity_bytes" in pts.columns and len(pts):
             mine = pts["pool"].astype(str) == name

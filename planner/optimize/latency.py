@@ -47,7 +47,7 @@ from planner.pool_latency import (
 from planner.schema.plan import ArchitecturePlan
 
 __all__ = ["POOL_LATENCY_COLUMNS", "RELAX_CEILING", "bucket_latency", "plan_shares", "pool_latency", "predicted_pool_quantiles",
-           "relax_factors", "tighten_factors"]
+           "relax_ceiling", "relax_factors", "tighten_factors"]
 
 
 _MEMO: dict[tuple[Any, ...], Any] = {}
@@ -203,6 +203,14 @@ RELAX_CEILING = 0.95
 """Highest utilisation cap a relaxed prefill pool gets (:func:`relax_factors`; :mod:`planner.optimize.check`)."""
 
 
+def relax_ceiling(max_utilization: float | None) -> float:
+    """The highest cap relaxing may give a point: :data:`RELAX_CEILING`, and never above the instance's
+    ``options.max_utilization`` — the user's cap is a hard upper bound on every pool's cap, relaxing only
+    loosens the queueing-derived part up to it (enterprise-chat at ``max_utilization = 0.3`` had its prefill
+    pool relaxed to a cap of 0.743 and running at 0.471)."""
+    return RELAX_CEILING if max_utilization is None else min(RELAX_CEILING, float(max_utilization))
+
+
 def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float = 0.8,
                   ceiling: float = RELAX_CEILING) -> dict[str, float]:
     """Per prefill pool whose caps are far tighter than its actual size needs: a factor ``f < 1``
@@ -216,7 +224,8 @@ def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, be
     prefill pool ``p`` whose buckets all meet their TTFT: the budget is its current wait plus the
     smallest slack ``target − predicted`` of those buckets; ``ρ*_p`` the largest utilisation
     meeting it at the pool's current servers (:func:`planner.queueing.max_utilization`, at most
-    ``ceiling``); ``f_p = u_p / ρ*_p`` when below ``below`` (else the pool is left alone).
+    ``ceiling``; callers pass :func:`relax_ceiling`, which keeps it within ``options.max_utilization``);
+    ``f_p = u_p / ρ*_p`` when below ``below`` (else the pool is left alone).
     Shrinking the pool lowers ``ρ*`` again: the loop re-checks and tightens
     (:func:`planner.optimize.tighten.solve_verified` keeps the relaxed plan only when it passes
     and costs less). Memoised on its inputs as :func:`tighten_factors` is."""

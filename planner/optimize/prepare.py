@@ -95,6 +95,9 @@ class Prepared:
     """Points the table marks infeasible (kept for the diagnosis)."""
     tool: Any = None
     """Tool execution phase (:class:`planner.agents.prep.ToolPrep`) when the tables carry agents."""
+    max_utilization: float | None = None
+    """``options.max_utilization`` the caps were bounded by (None: not set): a hard upper bound on every
+    cap, which relaxing over-tight caps must keep (:func:`planner.optimize.latency.relax_ceiling`)."""
 
     @property
     def hours(self) -> float:
@@ -678,7 +681,8 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
             if math.isfinite(lim):
                 procurement[str(dev)] = lim
     prepared = Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=device_types,
-                        procurement=procurement, caps_method=method, infeasible_points=infeasible)
+                        procurement=procurement, caps_method=method, infeasible_points=infeasible,
+                        max_utilization=None if max_utilization is None else float(max_utilization))
     # --- tool execution phase (planner.agents): KV policies during tool waits, CPU pool, KV tier ---
     if tables.agents is not None:
         from planner.agents.prep import prepare_tool_phase

@@ -80,7 +80,7 @@ from planner.optimize.prepare import (
 from planner.optimize.reparam import InPlaceModel, point_keys, set_parameters
 from planner.optimize.settings import SolveSettings
 from planner.optimize.solve import SolveOutcome, solve_tables
-from planner.optimize.tighten import Remodel
+from planner.optimize.tighten import Remodel, user_max_utilization
 from planner.optimize.verdict import make_verdict
 from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
@@ -146,7 +146,8 @@ def cap_factors_of(caps: list[dict[str, Any]], architecture: str) -> CapFactors:
 
 
 def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
-    """``prep`` with each named point's cap divided by its factor: ``ρ = min(ρ_queueing / f, 1)``, the
+    """``prep`` with each named point's cap divided by its factor: ``ρ = min(ρ_queueing / f, 1)`` (a relaxed
+    cap, ``f < 1``, at most ``options.max_utilization`` when set, :attr:`Prepared.max_utilization`), the
     load coefficient ``λ τ / ρ`` and the pools' big-M recomputed (:func:`planner.optimize.prepare.pool_n_max`). This is the
     model a plan's final solve used (:func:`planner.optimize.tighten.solve_verified` records
     ``f = ρ_queueing / ρ`` per point), at any rates: ``ρ_queueing`` follows the rates as
@@ -157,7 +158,10 @@ def apply_cap_factors(prep: Prepared, factors: CapFactors | None) -> Prepared:
     f = np.array([factors.get(k, 1.0) for k in point_keys(prep)], dtype=float)
     if np.all(f == 1.0):
         return prep
-    rho = np.minimum(pts["rho"].to_numpy(float) / f, 1.0)
+    # a relaxed cap (f < 1) never above options.max_utilization, whatever the rates (planner.optimize.latency.relax_ceiling)
+    user = getattr(prep, "max_utilization", None)
+    top = 1.0 if user is None else min(1.0, float(user))
+    rho = np.minimum(pts["rho"].to_numpy(float) / f, np.maximum(pts["rho"].to_numpy(float), top))
     pts = pts.assign(rho=rho, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / rho)
     pools = prep.pools.assign(n_max=np.maximum(prep.pools["n_max"].to_numpy(int), pool_n_max(pts, prep.pools)))
     tool = prep.tool
@@ -272,7 +276,8 @@ class Resolver:
         n_max = pool_n_max(pts, pools)
         pools["n_max"] = n_max
         return apply_cap_factors(Prepared(tables=tables, demand=demand, points=pts, pools=pools, device_types=base.device_types,
-                                          procurement=base.procurement, caps_method=method, infeasible_points=base.infeasible_points),
+                                          procurement=base.procurement, caps_method=method, infeasible_points=base.infeasible_points,
+                                          max_utilization=self.settings.max_utilization),
                                  self.cap_factors)
 
     def fits(self, prep: Prepared) -> bool:
@@ -485,7 +490,7 @@ def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str
     full loop would relax: either way ``planner solve`` takes the full path, and so does a sweep.
     The second is what the verdict ranks by (:func:`planner.optimize.verdict.meets_predicted`)."""
     from planner.optimize.extract import build_pools_routing_latency
-    from planner.optimize.latency import relax_factors, tighten_factors
+    from planner.optimize.latency import relax_ceiling, relax_factors, tighten_factors
     from planner.schema.plan import SolverInfo
 
     pools, routing, latency = build_pools_routing_latency(built, x, n, settings.redundancy)
@@ -498,7 +503,8 @@ def _latency_check(built: Built, x: np.ndarray, n: np.ndarray, architecture: str
     if factors:
         return True, meets
     # caps far tighter than the pools need: the full loop relaxes them (planner.optimize.latency.relax_factors)
-    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy)), meets
+    top = relax_ceiling(user_max_utilization(built.prep, settings))  # as the full loop relaxes: within options.max_utilization
+    return bool(settings.relax and relax_factors(built.prep, plan, settings.redundancy, ceiling=top)), meets
 
 
 def _verified_summary(built: Built, solver: Any, architecture: str, settings: SolveSettings,

@@ -41,7 +41,9 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
 4b. Relax caps that are far too tight (:func:`planner.optimize.latency.relax_factors`): a prefill
    pool sized by caps from a one-server nominal pool can run at 1–2 % (code-completion-8b at rate
    ×1: 32 prefill instances), so more traffic cost less. After the analytic loop, such caps are
-   raised to what the pool's actual size needs and the model re-solved and re-checked; the relaxed
+   raised to what the pool's actual size needs — at most ``RELAX_CEILING`` and never above the user's
+   ``options.max_utilization`` (:func:`planner.optimize.latency.relax_ceiling`: a hard bound on every
+   cap; only the queueing-derived part is loosened) — and the model re-solved and re-checked; the relaxed
    plan is kept only when it passes the analytic check and costs less, and — with the peak
    simulation — when after its own simulated rounds it meets and still costs less than the first
    path's final plan (both paths are simulated; ``SolveSettings.relax``).
@@ -77,7 +79,7 @@ import pandas as pd
 
 from planner.optimize.architecture import solve_architecture
 from planner.optimize.highs import make_solver
-from planner.optimize.latency import RELAX_CEILING, relax_factors, tighten_factors
+from planner.optimize.latency import relax_ceiling, relax_factors, tighten_factors
 from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import Prepared, pool_n_max
 from planner.optimize.settings import SolveSettings
@@ -302,12 +304,13 @@ class _Loop:
         """Step 4b: the plan with over-tight prefill caps raised, re-solved and re-checked, when it passes
         and costs less (plan, model, history); None otherwise. The state is left at the first path's plan."""
         settings = self.settings
-        relax = relax_factors(self.cur.prep, self.plan, settings.redundancy)
+        top = relax_ceiling(user_max_utilization(self.cur.prep, settings))  # never above options.max_utilization
+        relax = relax_factors(self.cur.prep, self.plan, settings.redundancy, ceiling=top)
         if not (relax and self.plan.costs is not None and self._passes(self.cur.prep, self.plan)):
             return None
         kept, kept_cur, kept_rounds, kept_history = self.plan, self.cur, self.rounds, list(self.history)
         pts = self.cur.prep.points
-        ceiling = np.maximum(pts["rho"].to_numpy(float), RELAX_CEILING)
+        ceiling = np.maximum(pts["rho"].to_numpy(float), top)  # relaxing never lowers a cap, nor lifts one above `top`
         raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
         relaxed = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
         nxt, solver = _model_of(relaxed, settings, self.remodel)
@@ -386,6 +389,13 @@ class _Loop:
         if not (met_b and (cheaper or not met_a)):
             self.plan, self.cur = first, first_cur
             self.history[:] = first_history + ["relaxing over-tight prefill caps gave no cheaper plan that meets in simulation; kept the first"]
+
+
+def user_max_utilization(prep: Prepared, settings: SolveSettings) -> float | None:
+    """The instance's ``options.max_utilization`` (the solve's, else the one ``prep``'s caps were bounded by;
+    the smaller when both are set), None when neither is: no cap of the loop may exceed it (step 4b)."""
+    given = [float(v) for v in (settings.max_utilization, getattr(prep, "max_utilization", None)) if v is not None]
+    return min(given) if given else None
 
 
 def _caps_records(built: Built, cur: Built, plan: ArchitecturePlan, architecture: str, rounds: int,

@@ -19,6 +19,8 @@ simpler architecture (shared, disaggregated, hybrid).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from planner.optimize.prepare import Prepared
 from planner.schema.plan import COST_TERMS, ArchitecturePlan, Verdict
 
@@ -161,6 +163,13 @@ def energy_reasons(win: ArchitecturePlan, run: ArchitecturePlan, margin: float, 
 
 
 def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
+    """The verdict over ``plans`` (module docstring); ``prep`` gives the traffic the headline quotes."""
+    return verdict_of(plans, float(prep.demand["rate_mean_per_s"].sum()))
+
+
+def verdict_of(plans: Mapping[str, ArchitecturePlan], rate_mean_per_s: float) -> Verdict:
+    """:func:`make_verdict` from the plans and the mean request rate alone (the sum of the demand rows'
+    ``rate_mean_per_s``): what ``planner check`` recomputes a plan's verdict, reasons included, from."""
     # Plans that meet their targets (predicted, and in the peak simulation when simulated) first, then
     # cheapest first; a tie (to the cent) goes to the simpler architecture.
     feasible = sorted((p for p in plans.values() if p.feasible and p.costs is not None),
@@ -172,7 +181,7 @@ def make_verdict(plans: dict[str, ArchitecturePlan], prep: Prepared) -> Verdict:
     win = feasible[0]
     simulation_notes = _prediction_notes(feasible) + _simulation_notes(feasible)
     assert win.costs is not None
-    rate_mean = float(prep.demand["rate_mean_per_s"].sum())
+    rate_mean = float(rate_mean_per_s)
     proven = all(p.solver.status == "optimal" for p in feasible)
     if len(feasible) == 1:
         failed = [a for a in plans if a != win.architecture]

@@ -43,6 +43,17 @@ class ServiceResult:
     itl_met: bool = True
 
     @property
+    def measured(self) -> int:
+        """Measured requests: completed, unfinished or rejected."""
+        return self.completed + self.unfinished + self.rejected
+
+    @property
+    def verdict(self) -> bool | None:
+        """Both targets met (TTFT and the per-token metric); ``None`` when no request was measured: no requests
+        measured is not a miss, nor a pass."""
+        return None if self.measured == 0 else bool(self.ttft_met and self.token_met)
+
+    @property
     def token_summary(self) -> Summary | None:
         """The samples of the per-token metric the service targets (TPOT per request, or every ITL gap)."""
         return self.itl if self.token_metric == "itl" else self.tpot
@@ -115,6 +126,13 @@ class SimResult:
     histograms: dict[str, LogHistogram] = field(default_factory=dict, repr=False)
     """Fixed-size histograms keyed ``pool:<name>:wait``, ``pool:<name>:itl`` (every token gap of the
     pool's sequences) and ``service:<name>:<ttft|tpot|e2e>``."""
+    note: str = ""
+    """How the arrivals were placed when the stream alone would have measured nothing (:func:`planner.simulate.scenarios.after_warmup`)."""
+
+    @property
+    def measured(self) -> int:
+        """Requests measured over every service (0: the run measured nothing, so it says nothing)."""
+        return sum(s.measured for s in self.services.values())
 
     def share_above(self, kind: str, name: str, metric: str, t_s: float) -> float:
         """Share of samples of a metric above ``t_s`` (e.g. ``("pool", "decode", "wait", 0.1)``)."""
@@ -127,9 +145,14 @@ class SimResult:
         out: dict[str, Any] = {
             "requests": self.requests, "events": self.events, "wall_s": self.wall_s,
             "sim_end_s": self.sim_end_s, "last_arrival_s": self.last_arrival_s,
-            "services": {k: asdict(v) for k, v in self.services.items()},
+            "measured_requests": self.measured,
+            "services": {k: {**asdict(v), "measured": v.measured, "met": v.verdict,
+                             **({"verdict": "no requests measured"} if v.measured == 0 else {})}
+                         for k, v in self.services.items()},
             "pools": {k: asdict(v) for k, v in self.pools.items()},
         }
+        if self.note:
+            out["note"] = self.note
         if timeline:
             out["timeline"] = self.timeline
         return out

@@ -8,14 +8,18 @@
   weight-reload time ``weight_bytes / (tp · load bandwidth)`` (each of the ``tp`` devices
   loads its shard in parallel); its work is requeued and recomputed elsewhere.
 
-The first ``warmup_share`` of the run is simulated but not measured (the pools start empty).
+The first ``warmup_share`` of the run is simulated but not measured (the pools start empty). A stream
+whose every arrival falls inside the warm-up (a replayed log compressed to the peak rate: a 20-minute log at
+×80 lasts 15 s) would measure nothing; it is repeated back to back until the run's end, so the replayed
+window lies after the warm-up too (:func:`after_warmup`, said in :attr:`ScenarioRun.note`). A scenario that
+still measures no request says so (:attr:`planner.simulate.results.SimResult.measured`): it is not a verdict.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.simulate.arrivals import RequestChunk
 from planner.simulate.engine import simulate
@@ -34,6 +38,50 @@ class ScenarioRun:
     load: str
     outages: tuple[Outage, ...]
     result: SimResult
+    note: str = ""
+    """How the arrivals were placed when the stream alone would have measured nothing (``""`` otherwise)."""
+
+    @property
+    def measured(self) -> bool:
+        """At least one request was measured (a scenario without any is no verdict, met or missed)."""
+        return self.result.measured > 0
+
+
+def after_warmup(chunks: Iterator[RequestChunk], warmup_s: float, duration_s: float, notes: list[str]) -> Iterator[RequestChunk]:
+    """``chunks`` as they are, unless all their arrivals fall before ``warmup_s``: then the stream is repeated
+    back to back (period: its span plus one mean gap) until ``duration_s``, and a note says so. Chunks are held
+    only while they lie inside the warm-up (memory bounded by the warm-up's arrivals)."""
+    held: list[RequestChunk] = []
+    for c in chunks:
+        if not len(c):
+            continue
+        held.append(c)
+        if float(c.arrival_s.max()) >= warmup_s:
+            yield from held
+            held = []
+            yield from chunks
+            return
+    if not held:
+        return
+    first = min(float(c.arrival_s.min()) for c in held)
+    last = max(float(c.arrival_s.max()) for c in held)
+    n = sum(len(c) for c in held)
+    period = (last - first) + ((last - first) / (n - 1) if n > 1 else max(warmup_s, 1.0))
+    if period <= 0.0:
+        period = max(warmup_s, 1.0) / max(n, 1)
+    copies = 0
+    while True:
+        shift = copies * period - first
+        if first + shift >= duration_s:
+            break
+        for c in held:
+            keep = c.arrival_s + shift < duration_s
+            if keep.any():
+                yield RequestChunk(c.arrival_s[keep] + shift, c.input_tokens[keep], c.output_tokens[keep], c.service[keep],
+                                   c.turns[keep], c.tool_wait_s[keep], c.append_tokens[keep])
+        copies += 1
+    notes.append(f"the arrivals ({n:,} over {last - first:,.3g} s) all fell inside the {warmup_s:,.3g} s warm-up: "
+                 f"repeated back to back {copies:,} times to fill the {duration_s:,.3g} s run, so the window is measured after the warm-up")
 
 
 def run_scenarios(pools: list[PoolSpec], routes: list[ServiceRoute], stream: StreamFactory, *,
@@ -56,8 +104,11 @@ def run_scenarios(pools: list[PoolSpec], routes: list[ServiceRoute], stream: Str
             raise ValueError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
         cfg = SimConfig(warmup_s=warm, max_drain_s=max(duration_s, 60.0), outages=outages,
                         sample_interval_s=duration_s / 200.0)
-        res = simulate(pools, routes, stream(load, seed), cfg, duration_hint_s=duration_s)
-        out.append(ScenarioRun(name, load, outages, res))
+        said: list[str] = []
+        res = simulate(pools, routes, after_warmup(iter(stream(load, seed)), warm, duration_s, said), cfg, duration_hint_s=duration_s)
+        if said:
+            res = replace(res, note="; ".join(said))
+        out.append(ScenarioRun(name, load, outages, res, "; ".join(said)))
     return out
 
 

@@ -97,6 +97,11 @@ def bad_rows_error(path: str, bad: list[BadRow], total: int) -> InputError:
     )
 
 
+WRONG_FORMAT_FIX = "choose the right --format, or map columns with --format generic --columns time=..,input=..,output=.."
+"""The fix of a log read with a format whose columns it lacks; :func:`planner.workload.readers.read_trace` replaces
+it with the format auto-detection finds, when it finds another one."""
+
+
 def check_columns(path: str, present: list[str], required: dict[str, str], fmt: str) -> None:
     """Raise one error listing every required column the file lacks.
 
@@ -107,26 +112,8 @@ def check_columns(path: str, present: list[str], required: dict[str, str], fmt: 
         wanted = ", ".join(f"{c} ({required[c]})" for c in missing)
         has = (f"the file has: {', '.join(present)}" if present else
                f"no {fmt} field or column was found in the file at all: it is not a {fmt} log")
-        fix = _format_fix(path, fmt)
+        fix = WRONG_FORMAT_FIX
         raise InputError(Problem(file=path, path="", message=f"missing column(s) for the {fmt} format: {wanted}; {has}", fix=fix))
-
-
-def _format_fix(path: str, fmt: str) -> str:
-    """The fix of a log read with the wrong format: the format auto-detection finds, when it finds another one."""
-    from pathlib import Path
-
-    from planner.workload.readers import detect_format
-
-    fix = "choose the right --format, or map columns with --format generic --columns time=..,input=..,output=.."
-    try:
-        guess = detect_format(Path(path))
-    except InputError as exc:  # e.g. a fleet rate file, which is no request log in any format
-        if exc.problems and "fleet rate file" in exc.problems[0].message:
-            return f"it is a fleet rate file, not a request log: {exc.problems[0].fix}"
-        return fix
-    except (OSError, ValueError):
-        return fix
-    return f"the file looks like the {guess} format: use --format {guess}, or drop --format to detect it" if guess != fmt else fix
 
 
 def _far_arrivals(t: np.ndarray, already_bad: np.ndarray) -> tuple[np.ndarray, Callable[[int], str]]:

@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from planner.errors import InputError, Problem
-from planner.workload.log import OnBadRow, RequestLog
+from planner.workload.log import WRONG_FORMAT_FIX, OnBadRow, RequestLog
 from planner.workload.readers.azure import read_azure
 from planner.workload.readers.generic import read_generic
 from planner.workload.readers.lengths import read_lengths
@@ -99,7 +100,26 @@ def read_trace(
     if fmt == "generic":
         return read_generic(path, columns or {}, on_bad_row, service_column)
     reader = {"azure": read_azure, "mooncake": read_mooncake, "lengths": read_lengths, "tracelab": read_tracelab}[fmt]
-    return reader(path, on_bad_row, service_column)
+    try:
+        return reader(path, on_bad_row, service_column)
+    except InputError as exc:
+        if not any(p.fix == WRONG_FORMAT_FIX for p in exc.problems):
+            raise
+        fix = _format_fix(path, fmt)
+        raise InputError([dataclasses.replace(p, fix=fix) if p.fix == WRONG_FORMAT_FIX else p for p in exc.problems]) from None
+
+
+def _format_fix(path: Path, fmt: str) -> str:
+    """The fix of a log read with the wrong format: the format auto-detection finds, when it finds another one."""
+    try:
+        guess = detect_format(path)
+    except InputError as exc:  # e.g. a fleet rate file, which is no request log in any format
+        if exc.problems and "fleet rate file" in exc.problems[0].message:
+            return f"it is a fleet rate file, not a request log: {exc.problems[0].fix}"
+        return WRONG_FORMAT_FIX
+    except (OSError, ValueError):
+        return WRONG_FORMAT_FIX
+    return f"the file looks like the {guess} format: use --format {guess}, or drop --format to detect it" if guess != fmt else WRONG_FORMAT_FIX
 
 
 __all__ = ["FORMATS", "RequestLog", "ServeGenAggregate", "detect_format", "read_trace"]
