@@ -87,7 +87,9 @@ def run_cli(args: list[str], timeout_s: int, *, exit1_is: str | None = None, ref
         return Run(exit1_is, "", "", dt)
     if res.exit_code in refusals:
         lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        ok = (exit3_ok and res.exit_code == 3) or (err.startswith("error:") and len(lines) == 1)
+        # one error, after at most the command's own note: / warning: lines (what it noted while reading the input)
+        first = next((ln for ln in err.splitlines() if not ln.startswith(("note:", "warning:"))), "")
+        ok = (exit3_ok and res.exit_code == 3) or (first.startswith("error:") and len(lines) == 1)
         return Run("error" if ok else "bad-error", err.strip()[:300], "", dt)
     if res.exit_code == 0:
         return Run("ok", "", res.stdout, dt)

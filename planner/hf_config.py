@@ -242,6 +242,7 @@ def _precision(cfg: dict[str, Any]) -> tuple[str, str]:
         if method in QUANT_METHODS:
             prec = QUANT_METHODS[method]
             skip = quant.get("modules_to_not_convert") or []
+            skip = skip if isinstance(skip, (list, tuple)) else [skip]  # a list of module names; a lone name read as one
             scope = "experts" if prec == "fp4" and any("attn" in str(m) for m in skip) else "linear"
             return prec, scope
     return "bf16", "linear"

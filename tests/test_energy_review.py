@@ -233,3 +233,13 @@ def test_report_lists_skips_and_fitted_counts(catalog) -> None:  # noqa: ANN001
     cal, report = fit_power_report(read_energy_runs(MEASURED), catalog, data_file=str(MEASURED))
     assert (report.predictable, report.fitted, len(report.skip_reasons)) == (627, 588, 152)
     assert "17 of them approximated" in cal.description
+
+
+def test_jtok_check_of_figures_whose_product_underflows_is_a_reason_not_a_crash() -> None:
+    """Fuzzed (benchmarks/fuzz_readers.py --seed 1602, input 1851): validate-energy's J/token check divided by a
+    power x GPUs / throughput that underflowed to 0 (ZeroDivisionError, an internal error)."""
+    from planner.perf.energy_runs import jtok_inconsistency
+
+    assert "not a finite positive" in jtok_inconsistency(1e-300, 1.0, 1e300, 3.5)
+    assert "not a finite positive" in jtok_inconsistency(300.0, 1.0, 0.0, 3.5)
+    assert jtok_inconsistency(300.0, 2.0, 200.0, 3.0) == ""

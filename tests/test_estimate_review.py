@@ -198,3 +198,12 @@ def test_config_error_names_the_config_keys(tmp_path: Path) -> None:
     other = {k: v for k, v in {**MIXTRAL_CFG, "num_experts_per_tok": 8}.items() if k != "num_local_experts"}
     with pytest.raises(InputError, match="num_experts_per_tok exceeds n_routed_experts"):
         profile_from_config({**other, "n_routed_experts": 4}, source="cfg.json")
+
+
+def test_a_config_whose_modules_to_not_convert_is_not_a_list_is_read() -> None:
+    """Fuzzed (benchmarks/fuzz_readers.py --seed 1602, input 1106): quantization_config.modules_to_not_convert as a
+    number made `estimate --model config.json` an internal error ('float' object is not iterable)."""
+    from planner.hf_config import _precision
+
+    assert _precision({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": 1.5}})[0] == "fp4"
+    assert _precision({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": "model.layers.0.self_attn"}}) == ("fp4", "experts")

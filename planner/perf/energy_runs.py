@@ -351,7 +351,10 @@ APPROX_PRECISION = "precision the model does not support, predicted at its nativ
 def jtok_inconsistency(power_w_per_gpu: float, gpu_count: float, tok_per_s: float, j_per_tok: float) -> str:
     """The skip reason of a row whose J per output token is not ``P x G / (tokens/s)`` within
     :data:`JTOK_RTOL` (``''`` when it is)."""
-    implied = power_w_per_gpu * gpu_count / tok_per_s
+    implied = power_w_per_gpu * gpu_count / tok_per_s if tok_per_s > 0 else math.inf
+    if not (math.isfinite(implied) and implied > 0 and math.isfinite(j_per_tok)):  # the figures over- or underflow
+        return (f"{JTOK_REASON}: {j_per_tok:g} J vs {power_w_per_gpu:g} W x {gpu_count:g} / {tok_per_s:g} tok/s, "
+                "a product that is not a finite positive number of joules")
     gap = j_per_tok / implied - 1.0
     if abs(gap) <= JTOK_RTOL:
         return ""
