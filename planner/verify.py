@@ -501,7 +501,7 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
         o = out[metric]
         if o["dis"] is not None and abs(o["dis"]) > DISAGREEMENT_TOLERANCE:
             head = (f"{architecture}: {svc} {stat_label(o['q'])} {o['name'].upper()} of the worst bucket ({o['worst_bucket']}): "
-                    f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.0%}, beyond ±{DISAGREEMENT_TOLERANCE:.0%})")
+                    f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.1%}, beyond ±{DISAGREEMENT_TOLERANCE:.0%})")
             findings.append(head + _representative_gap(metric, o["dis"], (lengths or {}).get((svc, o["worst_bucket"]))))
     return miss_pool, miss_ms, miss_share, findings
 

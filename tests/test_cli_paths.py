@@ -76,3 +76,20 @@ def test_non_finite_rel_tol_and_negative_horizon_seed_are_usage_errors() -> None
     assert res.exit_code == 2 and "finite" in res.output
     res = CliRunner().invoke(main, ["horizon", "x.yaml", "--seed", "-1"])
     assert res.exit_code == 2 and "--seed" in res.output
+
+
+def test_left_by_the_review_helpers_small_wordings() -> None:
+    """A row that does not fit memory got the generic "fix the rows (catalog ids ...)"; the horizon regret table
+    did not show the held solve's gap beside the re-plan's (a regret within them is rounding)."""
+    from types import SimpleNamespace
+
+    from planner.cli.cmd_horizon import _regret_records, _regret_table
+    from planner.cli.cmd_perf import _none_predicted_fix
+
+    assert "more memory" in _none_predicted_fix("weights and one sequence's KV do not fit the device memory at this tp")
+    assert "catalog ids" in _none_predicted_fix("unknown model 'x'")
+    g = SimpleNamespace(label="5 %/month", held_usd=100.0, held_gap=0.031, replanned_usd=99.0, replanned_gap=0.042,
+                        regret_usd=1.0, status="ok")
+    text = "\n".join(_regret_table("regret", [g]))
+    assert "held gap" in text and "3.1%" in text and "4.2%" in text
+    assert _regret_records([g])[0]["held_gap"] == 0.031

@@ -262,8 +262,10 @@ def plan_names(inst: Any, archs: tuple[str, ...] | None) -> tuple[str, ...]:
 def _regret_table(label: str, regrets: list[Any]) -> list[str]:
     from planner.cli.output import fmt, table
 
-    out = [label, table(["growth", "held USD", "re-planned USD", "re-plan gap", "regret USD"],
-                        [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)), fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
+    out = [label, table(["growth", "held USD", "held gap", "re-planned USD", "re-plan gap", "regret USD"],
+                        [[g.label, fmt(None if g.held_usd is None else round(g.held_usd)),
+                          "-" if g.held_gap is None else f"{g.held_gap:.1%}",
+                          fmt(None if g.replanned_usd is None else round(g.replanned_usd)),
                           "-" if g.replanned_gap is None else f"{g.replanned_gap:.1%}",
                           fmt(None if g.regret_usd is None else round(g.regret_usd)) if g.held_usd is not None else f"- ({g.status})"] for g in regrets])]
     if any(g.regret_usd is not None and g.regret_usd < 0 for g in regrets):
@@ -273,7 +275,7 @@ def _regret_table(label: str, regrets: list[Any]) -> list[str]:
 
 
 def _regret_records(regrets: list[Any]) -> list[dict[str, Any]]:
-    return [{"growth": g.label, "held_usd": g.held_usd, "replanned_usd": g.replanned_usd, "replanned_gap": g.replanned_gap,
+    return [{"growth": g.label, "held_usd": g.held_usd, "held_gap": g.held_gap, "replanned_usd": g.replanned_usd, "replanned_gap": g.replanned_gap,
              "regret_usd": g.regret_usd, "status": g.status} for g in regrets]
 
 

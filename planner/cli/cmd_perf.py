@@ -478,9 +478,16 @@ def _none_predicted(result: dict[str, Any], paths: tuple[str, ...], imported: An
     reasons: dict[str, int] = {}
     for r in result["rows"]:
         reasons[r.get("reason") or "not predicted"] = reasons.get(r.get("reason") or "not predicted", 0) + 1
-    raise InputError([Problem(where, "", f"none of the {_rows(s['rows'])} predicted: {text} ({_rows(n)})",
-                              "fix the rows (catalog ids, tp and concurrency, or give the missing value with --tp / --concurrency / --device / --model)")
+    raise InputError([Problem(where, "", f"none of the {_rows(s['rows'])} predicted: {text} ({_rows(n)})", _none_predicted_fix(text))
                       for text, n in sorted(reasons.items(), key=lambda x: -x[1])[:10]])
+
+
+def _none_predicted_fix(reason: str) -> str:
+    """The fix of a row that could not be predicted, by its reason: memory (the run's tp on that device holds less
+    than the weights and one sequence), else the row's identity and shape."""
+    if "do not fit" in reason:
+        return "check the run's tp and device (the weights and one sequence's KV need more memory than it has at that tp)"
+    return "fix the rows (catalog ids, tp and concurrency, or give the missing value with --tp / --concurrency / --device / --model)"
 
 
 @click.command("convert-measurements")
