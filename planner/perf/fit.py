@@ -58,7 +58,7 @@ from planner.perf.calibration import (
     HarnessCalibration,
     file_sha256,
 )
-from planner.perf.lsq import LsqResult, fit_least_squares
+from planner.perf.lsq import LsqResult, fit_least_squares, fit_warnings
 from planner.perf.validate import Prepared, mape, predict_prepared, prepare_rows
 
 ENGINE_SCHEDULERS: dict[str, dict[str, Any]] = {
@@ -176,20 +176,6 @@ def _log_ratios(prep: Prepared, mask: np.ndarray, cal: Any, meas_ttft: np.ndarra
     return np.where(np.isfinite(r), np.clip(r, -5.0, 5.0), 5.0)
 
 
-def _fit_warnings(what: str, sol: LsqResult, n_params: int) -> list[str]:
-    """The warnings of one fit: parameters on a bound, parameters without effect, and a Jacobian of
-    lower rank than the parameters (the rows do not determine them all)."""
-    out = []
-    if sol.at_bound:
-        out.append(f"{what}: {', '.join(sol.at_bound)} ended on a bound (a bound, not an estimate: the rows do not determine it)")
-    if sol.undetermined:
-        out.append(f"{what}: {', '.join(sol.undetermined)} changed no residual (left at the starting value, not an estimate)")
-    if sol.rank < n_params:
-        out.append(f"{what}: the rows determine only {sol.rank} of the {n_params} fitted parameters (Jacobian rank {sol.rank}); "
-                   "give more rows (models, batch sizes, lengths)")
-    return out
-
-
 def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarray, meas_tpot: np.ndarray, iters: int = 40,
              warnings: list[str] | None = None) -> EngineCalibration:
     """Bounded least absolute log-ratio over the fields of :data:`FITTED` for the rows in ``mask``,
@@ -217,7 +203,7 @@ def _fit_one(prep: Prepared, mask: np.ndarray, engine: str, meas_ttft: np.ndarra
                 for c0 in starts), key=lambda r: r.cost)
     sol = _minimise(fn, best.x, names, lower, upper, iters)
     if warnings is not None:
-        warnings.extend(_fit_warnings(f"engine {engine} ({int(mask.sum())} rows)", sol, len(names)))
+        warnings.extend(fit_warnings(f"engine {engine} ({int(mask.sum())} rows)", sol, len(names)))
     return _engine_of(sol.x, engine, label, free)
 
 
@@ -254,7 +240,7 @@ def _fit_harness(prep: Prepared, mask: np.ndarray, cal: Calibration, harness: st
     best = min((_minimise(fn, t, names, lower, upper, PROBE_ITERS) for t in starts), key=lambda r: r.cost)
     sol = _minimise(fn, best.x, names, lower, upper, iters)
     if warnings is not None:
-        warnings.extend(_fit_warnings(f"harness {harness} ({n} rows)", sol, len(names)))
+        warnings.extend(fit_warnings(f"harness {harness} ({n} rows)", sol, len(names)))
     return build(sol.x)
 
 

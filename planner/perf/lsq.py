@@ -101,3 +101,20 @@ def jacobian_rank(jac: np.ndarray, names: Sequence[str]) -> tuple[int, tuple[str
 
 
 __all__ = ["BOUND_RTOL", "LsqResult", "fit_least_squares", "on_bound"]
+
+
+def fit_warnings(what: str, sol: LsqResult, n_params: int, at_bound: tuple[str, ...] | None = None) -> list[str]:
+    """The warnings of one fit, the same words for every calibration (``calibrate``, ``calibrate-energy``,
+    ``calibrate-moe``): parameters on a bound (``at_bound``, default the solver's; pass the bounds in the
+    parameters' own units when the solver saw them scaled), parameters without effect, and a Jacobian of lower
+    rank than the parameters (the rows do not determine them all)."""
+    bound = sol.at_bound if at_bound is None else at_bound
+    out = []
+    if bound:
+        out.append(f"{what}: {', '.join(bound)} ended on a bound (a bound, not an estimate: the rows do not determine it)")
+    if sol.undetermined:
+        out.append(f"{what}: {', '.join(sol.undetermined)} changed no residual (left at the starting value, not an estimate)")
+    if sol.rank < n_params:
+        out.append(f"{what}: the rows determine only {sol.rank} of the {n_params} fitted parameters (Jacobian rank {sol.rank}); "
+                   "give more rows (models, batch sizes, lengths)")
+    return out

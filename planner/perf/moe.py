@@ -714,8 +714,8 @@ def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile
     residual at the solution and a Jacobian of lower rank than the fitted fields are named in ``source`` and
     ``warnings`` (the messages of ``planner calibrate``)."""
     from planner.errors import InputError, Problem
-    from planner.perf.fit import _fit_warnings, lad_residuals
-    from planner.perf.lsq import fit_least_squares
+    from planner.perf.fit import lad_residuals
+    from planner.perf.lsq import fit_least_squares, fit_warnings
 
     base = start or MoECalibration()
     if not rows:
@@ -744,7 +744,7 @@ def fit_moe_calibration(rows: list[dict[str, Any]], models: dict[str, LLMProfile
     notes = ([kept] if fixed else []) + ([f"on a bound (not an estimate): {', '.join(sol.at_bound)}"] if sol.at_bound else [])
     if warnings is not None:
         warnings.extend([f"calibrate-moe: {kept}"] if fixed else [])
-        warnings.extend(_fit_warnings(f"calibrate-moe ({len(rows)} rows)", sol, len(names)))
+        warnings.extend(fit_warnings(f"calibrate-moe ({len(rows)} rows)", sol, len(names)))
     return fitted.model_copy(update={"source": "; ".join([f"fit: {len(rows)} expert-parallel rows, mean |log(pred/meas)| {mean_abs:.4f}", *notes])})
 
 

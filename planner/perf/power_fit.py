@@ -46,7 +46,7 @@ import numpy as np
 from planner.catalog import Catalog
 from planner.perf.calibration import Calibration, EngineCalibration, load_calibration
 from planner.perf.energy_runs import RunConfig, approximation_kind, predict_runs, resolve_runs
-from planner.perf.lsq import LsqResult, fit_least_squares, on_bound
+from planner.perf.lsq import fit_least_squares, fit_warnings, on_bound
 from planner.perf.power import (
     LOADED_IDLE_FRAC,
     PowerCalibration,
@@ -79,23 +79,6 @@ class PowerFitReport:
     """Why each skipped row was skipped (one entry per skipped row)."""
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def fit_warnings(what: str, sol: LsqResult, n_params: int, at_bound: tuple[str, ...] | None = None) -> list[str]:
-    """The warnings of one fit, worded as ``planner calibrate``'s (:func:`planner.perf.fit._fit_warnings`):
-    parameters on a bound (``at_bound``, default the solver's; pass the bounds in the parameters'
-    own units when the solver saw them scaled), parameters without effect, a Jacobian of lower rank
-    than the parameters."""
-    bound = sol.at_bound if at_bound is None else at_bound
-    out = []
-    if bound:
-        out.append(f"{what}: {', '.join(bound)} ended on a bound (a bound, not an estimate: the rows do not determine it)")
-    if sol.undetermined:
-        out.append(f"{what}: {', '.join(sol.undetermined)} changed no residual (left at the starting value, not an estimate)")
-    if sol.rank < n_params:
-        out.append(f"{what}: the rows determine only {sol.rank} of the {n_params} fitted parameters (Jacobian rank {sol.rank}); "
-                   "give more rows (models, batch sizes, lengths)")
-    return out
 
 
 def _cal_with(base: EngineCalibration, values: np.ndarray, source: str) -> EngineCalibration:

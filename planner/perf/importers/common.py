@@ -164,6 +164,21 @@ def failed_requests(path: Path, completed: float | None, failed: float | None, *
                 "the means cover the completed ones"]
 
 
+def bench_serving_figures(path: Path, rec: dict[str, Any], *, where: str = "") -> dict[str, Any]:
+    """The figures of one run of the ``bench_serving`` summary vLLM's ``bench serve`` and SGLang's
+    ``bench_serving`` both write (the same keys: ``mean_ttft_ms``, ``mean_tpot_ms``, ``total_input_tokens``,
+    ``total_output_tokens``, ``completed``, ``failed``, ``request_rate``, ``max_concurrency``), as
+    :func:`summary_row` keywords: mean latencies, mean lengths per completed request, the load
+    (:func:`run_load`) and the problems and notes of impossible loads and failed requests (:func:`failed_requests`)."""
+    done = number(rec.get("completed")) or 0.0
+    load, problems = run_load(path, number(rec.get("request_rate")), number(rec.get("max_concurrency")), where=where)
+    failed, notes = failed_requests(path, number(rec.get("completed")), number(rec.get("failed")), where=where)
+    return {"ttft_ms": number(rec.get("mean_ttft_ms")), "tpot_ms": number(rec.get("mean_tpot_ms")),
+            "isl": (number(rec.get("total_input_tokens")) or 0.0) / done if done else None,
+            "osl": (number(rec.get("total_output_tokens")) or 0.0) / done if done else None,
+            "load": load, "problems": problems + failed, "notes": notes}
+
+
 def engine_name(name: Any) -> str | None:
     return ENGINE_NAMES.get(str(name).strip().lower()) if name else None
 

@@ -29,10 +29,8 @@ from typing import Any
 
 from planner.perf.importers.common import (
     RunContext,
-    failed_requests,
+    bench_serving_figures,
     load_records,
-    number,
-    run_load,
     summary_row,
 )
 
@@ -47,15 +45,8 @@ def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
     records = load_records(path)
     rows = []
     for i, rec in enumerate(records, start=1):
-        done = number(rec.get("completed")) or 0.0
-        load, problems = run_load(path, number(rec.get("request_rate")), number(rec.get("max_concurrency")), where=f"run {i}")
-        failed, notes = failed_requests(path, number(rec.get("completed")), number(rec.get("failed")), where=f"run {i}")
         rows.append(summary_row(
-            path, TOOL, ctx, index=i,
-            ttft_ms=number(rec.get("mean_ttft_ms")), tpot_ms=number(rec.get("mean_tpot_ms")),
-            isl=(number(rec.get("total_input_tokens")) or 0.0) / done if done else None,
-            osl=(number(rec.get("total_output_tokens")) or 0.0) / done if done else None,
-            load=load, problems=problems + failed, notes=notes,
+            path, TOOL, ctx, index=i, **bench_serving_figures(path, rec, where=f"run {i}"),
             model=rec.get("model_id") or rec.get("model") or rec.get("tokenizer_id"), engine=rec.get("backend"),
             tp=rec.get("tp") or rec.get("tp_size"),
         ))

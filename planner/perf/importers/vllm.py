@@ -35,10 +35,8 @@ from typing import Any
 
 from planner.perf.importers.common import (
     RunContext,
-    failed_requests,
+    bench_serving_figures,
     load_records,
-    number,
-    run_load,
     summary_row,
 )
 
@@ -53,16 +51,9 @@ def read(path: Path, ctx: RunContext) -> list[dict[str, Any]]:
     records = load_records(path)
     rows = []
     for i, rec in enumerate(records):
-        done = number(rec.get("completed")) or 0.0
-        where = f"run {i}" if len(records) > 1 else ""
-        load, problems = run_load(path, number(rec.get("request_rate")), number(rec.get("max_concurrency")), where=where)
-        failed, notes = failed_requests(path, number(rec.get("completed")), number(rec.get("failed")), where=where)
         rows.append(summary_row(
             path, TOOL, ctx, index=i if len(records) > 1 else None,
-            ttft_ms=number(rec.get("mean_ttft_ms")), tpot_ms=number(rec.get("mean_tpot_ms")),
-            isl=(number(rec.get("total_input_tokens")) or 0.0) / done if done else None,
-            osl=(number(rec.get("total_output_tokens")) or 0.0) / done if done else None,
-            load=load, problems=problems + failed, notes=notes,
+            **bench_serving_figures(path, rec, where=f"run {i}" if len(records) > 1 else ""),
             device=rec.get("device") or rec.get("gpu"), model=rec.get("model_id") or rec.get("model"),
             engine=rec.get("engine") or rec.get("backend"), tp=rec.get("tp") or rec.get("tensor_parallel_size"),
             precision=rec.get("precision"),
