@@ -367,17 +367,4 @@ def refuse_horizon(resolved: Any, command: str, use: str) -> None:
 
 
 
-def refuse_horizon_plan(plan_file: str) -> None:
-    """`planner evaluate` given a plan over time (horizon.json): one clear error pointing at `planner horizon --evaluate`."""
-    import json
-
-    try:
-        doc = json.loads(Path(plan_file).read_text())
-    except (OSError, ValueError, RecursionError):  # RecursionError: nested thousands deep (fuzzed plans, issue 24)
-        return  # not ours to diagnose: `planner evaluate` reports it (planner.report.plan_io.load_plan)
-    if isinstance(doc, dict) and "periods" in doc and "slots" in doc and "architectures" in doc:
-        raise InputError(Problem(plan_file, "periods", "this is a plan over time (horizon.json), not a single-peak plan",
-                                 f"use `planner horizon INSTANCE --evaluate {plan_file} --growth RATES`"))
-
-
 COMMANDS = [horizon]

@@ -39,20 +39,6 @@ SEED = click.IntRange(min=0)
 """A random seed: numpy takes non-negative integers only."""
 
 
-def refuse_horizon_result(plan_file: str, command: str, fix: str) -> None:
-    """A horizon.json (``planner horizon --out``) given where a single-peak plan.json is read: one error saying what
-    the file is, instead of the schema errors of a plan.json (the same test as ``planner evaluate``'s)."""
-    import json
-
-    try:
-        doc = json.loads(Path(plan_file).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return  # not ours to diagnose: load_plan reports it
-    if isinstance(doc, dict) and "periods" in doc and "slots" in doc and "architectures" in doc:
-        raise InputError(Problem(plan_file, "periods", f"this is a plan over time (horizon.json from `planner horizon`), "
-                                 f"not the single-peak plan.json of `planner solve` that `planner {command}` reads", fix))
-
-
 @click.command("simulate")
 @click.argument("instance", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False, path_type=str),
@@ -96,9 +82,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         from planner.report.plan_io import load_plan
         from planner.solve_instance import plan_overrides
 
-        refuse_horizon_result(plan_path, "simulate", "give the plan.json of `planner solve INSTANCE --out DIR`, or drop --plan to solve "
-                              "INSTANCE first; a plan over time is checked with `planner horizon INSTANCE --evaluate FILE`")
-        plan = load_plan(plan_path)
+        plan = load_plan(plan_path)  # a horizon.json is refused there, pointing at `planner horizon --evaluate`
         # the instance as the plan was solved: its scenario and overrides (bucket counts included)
         resolved = load_instance(instance, plan_overrides(plan) or None, scenario=plan.scenario)
         plan_label = f"from {plan_path}"

@@ -36,10 +36,11 @@ def load_plan(path: str | Path) -> PlanResult:
     except RecursionError:  # arrays or objects nested thousands deep (fuzzed plans, issue 24)
         raise InputError(Problem(str(p), "", "JSON nested too deeply to be a plan", "pass the plan.json written by `planner solve`")) from None
     if isinstance(data, dict) and "periods" in data and "slots" in data and "architectures" in data:
+        # every reader of a plan (check, html, deploy, evaluate, simulate --plan) comes through here
         raise InputError(Problem(str(p), "periods", "this is a plan over time (horizon.json from `planner horizon`), not the "
                                  "single-peak plan.json of `planner solve` this command reads",
-                                 "give the plan.json of `planner solve INSTANCE --out DIR`; a horizon plan is read by "
-                                 "`planner horizon INSTANCE --evaluate FILE`"))
+                                 "give the plan.json of `planner solve INSTANCE --out DIR`; a plan over time is read by "
+                                 f"`planner horizon INSTANCE --evaluate {p} --growth RATES`"))
     try:
         return PlanResult.model_validate(data)
     except ValidationError as exc:
