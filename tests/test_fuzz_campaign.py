@@ -82,12 +82,12 @@ def test_text_in_a_numeric_snapshot_column_is_one_error_line(tmp_path: Path, tab
 
 def test_an_instance_path_too_long_for_the_file_system_is_not_found(tmp_path: Path) -> None:
     """fuzz_plans seed 643: deploy / evaluate stat()ed a 2,000-character instance_path: internal OSError (ENAMETOOLONG)."""
-    from planner.deploy.pools import instance_kv_precisions
+    from planner.deploy.pools import instance_services
     from planner.report.plan_io import recorded_instance
     from planner.schema.plan import PlanResult
 
     name = "x" * 2000
-    assert instance_kv_precisions(name, tmp_path / "plan.json") is None
+    assert instance_services(name, tmp_path / "plan.json") is None  # what deploy reads the instance with
     fake = PlanResult.model_construct(instance_path=name)
     assert recorded_instance(fake, tmp_path / "plan.json") is None
 

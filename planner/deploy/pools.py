@@ -160,14 +160,6 @@ def mixed_batch(caps: list[float], shares: list[float]) -> float:
     return 1.0 / sum((s / total) / b for s, b in zip(shares, caps, strict=True) if b > 0)
 
 
-def instance_kv_precisions(path: str | Path, plan_file: Path | None,
-                           overrides: dict[str, Any] | None = None) -> dict[str, str] | None:
-    """``{model group: kv precision}`` from the instance file the plan was solved from, or ``None``
-    when it cannot be found or read (the caller notes the fallback)."""
-    services = instance_services(path, plan_file, overrides)
-    return None if services is None else kv_precisions_of(services)
-
-
 def kv_precisions_of(services: dict[str, dict[str, Any]]) -> dict[str, str]:
     """``{model group: kv precision}`` of raw instance services (the schema's default: the weight
     precision, fp8 for fp4 weights: :meth:`planner.schema.instance.Service.kv_precision_resolved`)."""
