@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from planner.catalog import Catalog, apply_device_overrides, load_catalog
@@ -203,12 +202,12 @@ def _mtp_problems(where: str, svc: Service, model: LLMProfile, catalog: Catalog,
 def _draft_problems(where: str, name: str, svc: Service, model: LLMProfile, catalog: Catalog, models: dict[str, LLMProfile], path: Path) -> list[Problem]:
     """The draft of ``method: draft_model`` must be known (the message solve gives), share the target's
     tokenizer (the same ``vocab_size``) and be smaller than the target."""
-    from planner.perf.speculative import draft_profile
+    from planner.perf.speculative import find_draft
 
     spec = svc.speculative
     assert spec is not None
     try:
-        draft = draft_profile(SimpleNamespace(catalog=catalog, models=models, path=path), name, spec)
+        draft = find_draft(catalog.models, models, str(path), name, spec)
     except InputError as exc:
         return list(exc.problems)
     if draft is None:
@@ -239,21 +238,16 @@ def _speculative_problems(name: str, svc: Service, model: LLMProfile, catalog: C
 
 
 def encoder_out_width(ref: str, base: Path) -> int | None:
-    """Width of the embeddings the tower hands the LLM, as its config records it (``vision_config.out_hidden_size``,
-    else the config's language-model ``hidden_size``, top level or ``text_config``); None when not recorded."""
-    from planner.perf.encoder import encoder_path
+    """Width of the embeddings the tower hands the LLM, as its config records it
+    (:func:`planner.perf.encoder.recorded_out_width`, the width the encode phase prices); None when not recorded
+    or the config cannot be read."""
+    from planner.perf.encoder import encoder_path, recorded_out_width
 
     try:
         cfg = _read_json(encoder_path(ref, base))
     except InputError:
         return None
-    if cfg is None:
-        return None
-    vision, text = _block(cfg, "vision_config"), _block(cfg, "text_config")
-    for value in (vision.get("out_hidden_size"), cfg.get("hidden_size"), text.get("hidden_size")):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    return None if cfg is None else recorded_out_width(cfg)
 
 
 def _encoder_width_problems(name: str, svc: Service, model: LLMProfile, path: Path) -> list[Problem]:

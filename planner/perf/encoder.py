@@ -120,8 +120,31 @@ class EncoderProfile:
         return self.out_hidden_size * PRECISION_BYTES[precision]
 
 
+def _positive_int(value: Any) -> int | None:
+    """``value`` as a width when it is a positive number (not true/false); None otherwise."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def recorded_out_width(config: dict[str, Any]) -> int | None:
+    """Width of the embeddings the tower hands the LLM, as a Hugging Face config records it: the tower's
+    ``vision_config.out_hidden_size``, else the language model's ``hidden_size`` (top level, else
+    ``text_config.hidden_size``, where a config that nests its language model keeps it); None when
+    none is recorded. The one reading of the output width: :func:`encoder_from_config` prices the
+    embeddings at it and :func:`planner.instance.encoder_out_width` checks it against the model."""
+    vision, text = config.get("vision_config"), config.get("text_config")
+    for block, key in ((vision, "out_hidden_size"), (config, "hidden_size"), (text, "hidden_size")):
+        width = _positive_int(block.get(key)) if isinstance(block, dict) else None
+        if width is not None:
+            return width
+    return None
+
+
 def encoder_from_config(config: dict[str, Any], name: str, source: str) -> EncoderProfile:
-    """The tower of a Hugging Face config (its ``vision_config`` block); :class:`InputError` naming the missing key."""
+    """The tower of a Hugging Face config (its ``vision_config`` block); :class:`InputError` naming the missing key.
+
+    Output width ``o``: :func:`recorded_out_width`, else (no width recorded) the tower's own ``hidden_size``."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict):
         raise InputError(Problem(file=source, path="vision_config", message="no vision_config block: not a multimodal config",
@@ -144,7 +167,7 @@ def encoder_from_config(config: dict[str, Any], name: str, source: str) -> Encod
     return EncoderProfile(
         name=name, hidden_size=hidden, depth=depth, intermediate_size=need("intermediate_size"), patch_size=patch,
         temporal_patch_size=int(vc.get("temporal_patch_size") or 1), spatial_merge_size=int(vc.get("spatial_merge_size") or 1),
-        out_hidden_size=int(vc.get("out_hidden_size") or config.get("hidden_size") or hidden),
+        out_hidden_size=recorded_out_width(config) or hidden,
         window_patches=(float(window) / patch) ** 2 if window else math.inf, full_attention_blocks=min(full, depth),
         gated_mlp=str(vc.get("hidden_act", "gelu")).lower() in ("silu", "swiglu"), source=source,
     )

@@ -74,6 +74,7 @@ fit DeepEP's low-latency buffers (``B V <= T_max`` per rank). Unified EP points 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -297,19 +298,30 @@ def spec_columns(spec: SpeculativeDecoding | None, detail: dict[str, float]) -> 
     }
 
 
-def draft_profile(resolved: Any, service: str, spec: SpeculativeDecoding) -> LLMProfile | None:
-    """The catalog profile of a ``draft_model`` draft; an InputError naming the field when it is unknown."""
+def find_draft(catalog_models: Mapping[str, LLMProfile], models: Mapping[str, LLMProfile], file: str, service: str,
+               spec: SpeculativeDecoding) -> LLMProfile | None:
+    """The profile of a ``draft_model`` draft (None for another method): the catalog's model of that id, else the
+    instance's own (``models``, by id); an InputError naming ``services.<service>.speculative.draft_model`` of
+    ``file`` when neither has it."""
     if spec.method != "draft_model":
         return None
-    models = getattr(getattr(resolved, "catalog", None), "models", {}) or {}
-    draft = models.get(spec.draft_model) or resolved.models.get(spec.draft_model)
+    draft = catalog_models.get(spec.draft_model) or models.get(spec.draft_model)
     if draft is None:
         from planner.errors import InputError, Problem
 
-        raise InputError(Problem(str(getattr(resolved, "path", "") or ""), f"services.{service}.speculative.draft_model",
+        raise InputError(Problem(file, f"services.{service}.speculative.draft_model",
                                  f"unknown draft model {spec.draft_model!r}",
-                                 f"use a catalog model id ({', '.join(sorted(models)[:12])}...) or method eagle / ngram"))
+                                 f"use a catalog model id ({', '.join(sorted(catalog_models)[:12])}...) or method eagle / ngram"))
     return draft
+
+
+def draft_profile(resolved: Any, service: str, spec: SpeculativeDecoding) -> LLMProfile | None:
+    """The catalog profile of a ``draft_model`` draft of a resolved instance (:class:`planner.instance.ResolvedInstance`:
+    its ``catalog``, ``models`` and ``path``); an InputError naming the field when it is unknown (:func:`find_draft`)."""
+    if spec.method != "draft_model":
+        return None
+    catalog_models = getattr(getattr(resolved, "catalog", None), "models", {}) or {}
+    return find_draft(catalog_models, resolved.models, str(getattr(resolved, "path", "") or ""), service, spec)
 
 
 def speculation_notes(inst: Any, points: Any) -> list[str]:
