@@ -33,9 +33,9 @@ Checks, each violation naming architecture, constraint and item:
   $/1M tokens (and energy per 1k tokens without a tool phase) recomputed;
 - ``latency``: one prediction per service with the snapshot's targets, TPOT = the worst routed
   point's, TTFT at least the worst routed point's own TTFT, ``*_met`` flags true to the numbers;
-- ``caps`` / ``max_utilization``: ``options.max_utilization`` (the instance's; without it the plan's overrides or
-  caps note, :func:`user_max_utilization`) bounds every point's cap, every tightened or relaxed cap and every
-  pool's effective cap (busy / load);
+- ``caps`` / ``max_utilization``: ``options.max_utilization`` (the instance's; without it the plan's
+  ``capacity.max_utilization``, overrides or, for older plans, caps note, :func:`user_max_utilization`) bounds
+  every point's cap, every tightened or relaxed cap and every pool's effective cap (busy / load);
 - ``simulation``: ``met`` true to its services, each service's flags true to its simulated quantiles, each
   share of requests over a target within what its quantile and met flag allow (:func:`_check_over_target`);
 - ``verdict``: a winner exactly when some plan is feasible, solved and feasible itself; it is
@@ -167,15 +167,17 @@ def user_max_utilization(result: PlanResult, instance_snapshot: CapacitySnapshot
     """The ``options.max_utilization`` the plan must keep every cap within, and the relative tolerance to compare at.
 
     With the instance (``instance_snapshot`` from :func:`recompute_instance`): the instance's, with the plan's
-    scenario and overrides (None when not set). Without it, what the plan states: its ``overrides``
-    (``--set options.max_utilization=…``), else the caps note (``bounded by options.max_utilization = 0.3``, six
-    significant digits: compared at 1e-5)."""
+    scenario and overrides (None when not set). Without it, what the plan states: its structured record
+    ``capacity.max_utilization`` (written by :func:`planner.optimize.solve.solve_tables`), else its ``overrides``
+    (``--set options.max_utilization=…``), else, for plans written before that record (or by a writer that does
+    not set it), the caps note (``bounded by options.max_utilization = 0.3``, six significant digits: compared at
+    1e-5). The note's text is only this fallback: an edited note does not change the bound of a plan with the record."""
     if instance_snapshot is not None:
         got = [_num(c[_MAX_UTILIZATION]) for c in instance_snapshot.utilization_caps if _MAX_UTILIZATION in c]
         return (got[0] if got and math.isfinite(got[0]) else None), TOL
-    stated = result.overrides.get(_MAX_UTILIZATION) if isinstance(result.overrides, dict) else None
-    if isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(float(stated)):
-        return float(stated), TOL
+    for stated in (result.capacity.max_utilization, result.overrides.get(_MAX_UTILIZATION) if isinstance(result.overrides, dict) else None):
+        if isinstance(stated, (int, float)) and not isinstance(stated, bool) and math.isfinite(float(stated)):
+            return float(stated), TOL
     for note in result.notes:
         m = _NOTE_CAP.search(note)
         if m:

@@ -360,6 +360,7 @@ def assemble_result(plans: dict[str, ArchitecturePlan], prep: Prepared, tables: 
         configs=tables.configs.to_dict("records"),
         costs={k: float(v) for k, v in vars(tables.costs).items()},
         redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month, utilization_caps=[],
+        max_utilization=prep.max_utilization,
     )
     notes = list(settings.extra_notes) + [f"utilisation caps: {prep.caps_method}"]
     for arch, plan in plans.items():

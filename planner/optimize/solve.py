@@ -112,7 +112,7 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
         configs=tables.configs.to_dict("records"),
         costs={k: float(v) for k, v in vars(tables.costs).items()},
         redundancy=settings.redundancy, budget_usd_per_month=settings.budget_usd_per_month,
-        utilization_caps=caps,
+        utilization_caps=caps, max_utilization=prep.max_utilization,  # the bound the caps note states (prep.caps_method)
     )
     notes = list(settings.extra_notes) + [f"utilisation caps: {prep.caps_method}"]
     for arch, plan in plans.items():

@@ -658,6 +658,9 @@ class CapacitySnapshot(StrictModel):
     budget_usd_per_month: float | None = None
     utilization_caps: list[dict[str, Any]] = []
     """Per (service, bucket, role, config): the utilisation cap rho applied."""
+    max_utilization: float | None = None
+    """``options.max_utilization`` the caps were bounded by (a hard upper bound on every cap, :func:`planner.optimize.check.user_max_utilization`);
+    None when the instance sets none, and in plans written before this field (their caps note states it)."""
 
     @field_validator("demand", "points", "configs")
     @classmethod
