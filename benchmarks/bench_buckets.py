@@ -39,6 +39,10 @@ cycle): power costs only, 77 s on the 2-core VM; code-completion-8b 87,909 at 4,
 101,514 / 97,277, 4.4 %), long-context-assistant 95,601 / 95,602 / 95,602 (disaggregated 3.6 %), long-document
 89,340 / 89,337 / 89,333 (disaggregated 0.5 %), agentic-assistant 151,122 / 152,368 at every count; every winner's
 spread 0.0 %, the same winner at every count.
+2026-12-05, after a prefill pool's TTFT is its length mix's quantile (planner.ttft_mixture): every winner's cost
+unchanged at every count (spread 0.0 %, same winner); losing disaggregated plans code-completion-8b 95,158 /
+100,896 / 93,039 (8.4 %; $65,767 at every count with --set options.verify=false: the spread is the simulated
+tightening's path), long-context-assistant 118,597 / 117,140 / 120,028 (2.5 %), long-document 0.5 %.
 """
 
 from __future__ import annotations

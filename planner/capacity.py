@@ -87,16 +87,19 @@ from planner.schema.capacity import (
     CONFIG_PARALLELISM_COLUMN,
     DEMAND_COLUMNS,
     DEMAND_LATENCY_COLUMNS,
+    INPUT_TAIL_COLUMN,
     LATENCY_GROUP_COLUMN,
     LENGTH_MIX_COLUMN,
     POINT_COLUMNS,
     POINT_KV_CAPACITY_COLUMN,
     POINT_OPTIONAL_COLUMNS,
+    TTFT_MIX_COLUMN,
     CapacityTables,
     CostParams,
     config_devices,
     latency_targets,
 )
+from planner.ttft_mixture import mix_text
 from planner.workload.buckets import latency_groups
 
 ROLES = ("prefill", "decode", "unified")
@@ -189,14 +192,14 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 **svc.slo.table_columns(),
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
                 LENGTH_MIX_COLUMN: json.dumps([list(m) for m in b.length_mix]) if b.length_mix else "",
-                LATENCY_GROUP_COLUMN: int(group),
+                LATENCY_GROUP_COLUMN: int(group), INPUT_TAIL_COLUMN: float(b.input_tail_share),
             })
     beyond, context_notes = context_findings(resolved, profiles)  # requests beyond the model's context window
     if beyond:
         raise InputError(beyond)
     notes += context_notes
     return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
-                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN]), profiles, notes
+                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN]), profiles, notes
 
 
 def length_mix(row: Any) -> list[tuple[float, float, float]]:
@@ -303,7 +306,7 @@ def bucket_work(op: Any, role: str, service_means: tuple[float, float], mix: lis
     return out
 
 
-def mix_work(op: Any, subs: list[tuple[float, Any]]) -> dict[str, float]:
+def mix_work(op: Any, subs: list[tuple[float, Any]], input_tail_share: float = 0.0) -> dict[str, Any]:
     """A prefill point's time and energy per request priced as its bucket's length mix
     (:mod:`planner.workload.buckets` item 5): ``tau = sum_f s_f tau_f`` over the sub-bins ``f``
     (share ``s_f``) of the bucket, ``tau_f`` the prefill point of the sub-bin's representative
@@ -313,8 +316,12 @@ def mix_work(op: Any, subs: list[tuple[float, Any]]) -> dict[str, float]:
     point (its sub-bins' representatives are no longer). ``service_time_cv``: the CV of the sub-bins'
     times (share-weighted), which the utilisation cap's G/G/c wait counts (a deterministic service
     time at the mean would understate the queue: code-completion-8b's L40S prefill pool waited 79 ms
-    at p99 in the simulation against 0 ms analytic). Returns the columns to replace (empty for
-    an infeasible point)."""
+    at p99 in the simulation against 0 ms analytic). ``ttft_mix`` (:data:`planner.schema.capacity.TTFT_MIX_COLUMN`):
+    each sub-bin's share and TTFT, the latter never above the bucket's own point's (a sub-bin whose own batch
+    choice makes it slower, or whose point is infeasible, is taken at the bucket's), for the TTFT
+    quantile of the mix (:mod:`planner.ttft_mixture`); the bucket's ``input_tail_share`` (its requests in the
+    service's input tail, whose prompts no sub-bin covers) is one more entry at an infinite TTFT, a miss,
+    its share taken from the sub-bins alike. Returns the columns to replace (empty for an infeasible point)."""
     if not subs or not op.feasible or op.instance_seconds_per_request <= 0:
         return {}
     tau_c = float(op.instance_seconds_per_request)
@@ -328,8 +335,20 @@ def mix_work(op: Any, subs: list[tuple[float, Any]]) -> dict[str, float]:
     tau = min(raw, tau_c)
     # the bucket's prompts are no longer one deterministic service time: the queue sees the mix's spread
     cv = math.sqrt(float(np.dot(w, (taus - raw) ** 2))) / raw if raw > 0 else 0.0
+    # each sub-bin's TTFT (planner.ttft_mixture): its own point's, never above the bucket's own (its prompts are no longer)
+    t_c = float(op.ttft_ms)
+    ttfts = [min(float(o.ttft_ms), t_c) if g and math.isfinite(float(o.ttft_ms)) else t_c for g, (_s, o) in zip(good, subs, strict=True)]
     return {"instance_seconds_per_request": tau, "energy_j_per_request": float(np.dot(w, energies)) * tau / max(raw, 1e-30),
-            "service_time_cv": max(float(op.service_time_cv), cv)}
+            "service_time_cv": max(float(op.service_time_cv), cv), TTFT_MIX_COLUMN: ttft_mix_text(w, ttfts, input_tail_share)}
+
+
+def ttft_mix_text(shares: np.ndarray, ttft_ms: list[float], input_tail_share: float) -> str:
+    """A prefill point's ``ttft_mix`` (:func:`mix_work`): the sub-bins' shares scaled by ``1 − τ`` and the
+    input tail ``τ`` as one entry at an infinite TTFT (never within a target)."""
+    tail = min(max(float(input_tail_share), 0.0), 1.0) if math.isfinite(float(input_tail_share)) else 0.0
+    if tail <= 0.0:
+        return mix_text(shares, ttft_ms)
+    return mix_text([*(np.asarray(shares, dtype=float) / np.sum(shares) * (1.0 - tail)).tolist(), tail], [*ttft_ms, math.inf])
 
 
 def peak_interarrival_cv(arrivals: Any, window: str, override: float | None = None) -> tuple[float, str]:
@@ -386,7 +405,7 @@ def _error_bands(inst: Any, calibration: Any, sources: dict[str, str] | None = N
     return out
 
 
-def point_row(ids: dict[str, Any], op: Any, kv_capacity_bytes: float, spec: Any, work: dict[str, float]) -> dict[str, Any]:
+def point_row(ids: dict[str, Any], op: Any, kv_capacity_bytes: float, spec: Any, work: dict[str, Any]) -> dict[str, Any]:
     """A capacity table's row of the point ``op`` (an :class:`OperatingPoint`) for ``ids`` (service,
     bucket, role, config, device, tp); ``kv_capacity_bytes`` of a decode / unified instance,
     ``work`` the mix's columns (:func:`bucket_work`, :func:`mix_work`)."""
@@ -450,7 +469,7 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
     svc_means = service_mean_lengths(demand)
     # a prefill point's batch is chosen for the queue of its latency group (planner.workload.buckets item 6): the group's peak rate
     group_peak = demand.groupby(["service", LATENCY_GROUP_COLUMN])["rate_peak_per_s"].transform("sum").to_numpy(float)
-    worked: dict[tuple[Any, ...], dict[str, float]] = {}
+    worked: dict[tuple[Any, ...], dict[str, Any]] = {}
     # prefill rows wait for the loop's end: their points' utilisation caps (queued points come back
     # PendingPrefill) are bisected in one call for all of them (planner.perf.points.finish_prefill_points)
     late: list[tuple[int, dict[str, Any], tuple[Any, ...], list[tuple[float, tuple[Any, ...]]] | None, Any]] = []
@@ -512,7 +531,8 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
                             if k2 not in cache:
                                 cache[k2] = point({**kw, "input_tokens": n_f, "output_tokens": o_f})
                             subs.append((w_f, k2))
-                    late.append((len(rows), ids, key, subs, (key, rec[LENGTH_MIX_COLUMN]) if mix else None))
+                    late.append((len(rows), ids, key, subs, (key, rec[LENGTH_MIX_COLUMN], float(rec.get(INPUT_TAIL_COLUMN, 0.0) or 0.0))
+                                 if mix else None))
                     rows.append({})
                     continue
                 kv_key = (svc.model, svc.weight_precision, svc.kv_precision_resolved, device, tp, par)
@@ -540,11 +560,13 @@ def build_capacity_tables(resolved: ResolvedInstance) -> CapacityTables:
         rows[at] = finish_row(cache[k_u])
     for at, ids, key, subs, wkey in late:
         if subs is not None and wkey not in worked:
-            worked[wkey] = mix_work(cache[key], [(w_f, cache[k2]) for w_f, k2 in subs])
+            worked[wkey] = mix_work(cache[key], [(w_f, cache[k2]) for w_f, k2 in subs], wkey[2])
         rows[at] = point_row(ids, cache[key], 0.0, None, worked[wkey] if subs is not None else {})
     rows += encode_points(resolved, demand, configs, {**{c: math.nan for c in POINT_OPTIONAL_COLUMNS}, POINT_KV_CAPACITY_COLUMN: 0.0,
                                                       **spec_columns(None, {})})
-    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS])
+    points = pd.DataFrame(rows, columns=[*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS,
+                                         TTFT_MIX_COLUMN])
+    points[TTFT_MIX_COLUMN] = [v if isinstance(v, str) else "" for v in points[TTFT_MIX_COLUMN].tolist()]
     notes = notes + speculation_notes(inst, points)
     from planner.agents.tables import build_agent_tables  # tool execution phase (issue 6)
 

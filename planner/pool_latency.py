@@ -245,7 +245,8 @@ def _thinned_cv2(points: pd.DataFrame, sel: np.ndarray, x: np.ndarray) -> np.nda
 
 def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[str, float],
                    lanes_ms: Mapping[str, float] | None = None, *, instances: Mapping[str, int] | None = None,
-                   redundancy: int = 0, ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
+                   redundancy: int = 0, ttft_quantile: float | None = None, token_quantile: float | None = None,
+                   pool_rows: Mapping[str, Mapping[Any, Any]] | None = None) -> pd.DataFrame:
     """Per (service, bucket): predicted TTFT and per-token quantiles at peak (module docstring, step 2).
 
     Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
@@ -260,6 +261,10 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     of the point's full batch; a pool whose prompts fit one lane iteration has its lane queue in
     that TTFT (its lane wait in ``waits_ms`` is then not added). ``ttft_quantile`` /
     ``token_quantile``: levels other than the services' own (unified points; the waits are the caller's).
+
+    With ``pool_rows`` (:func:`pool_latency`'s rows by pool name): the TTFT of a bucket served by prefill
+    and decode pools is the quantile of its latency group's length mix (:func:`_mixture_ttft`,
+    :mod:`planner.ttft_mixture`), never above the representative rule's ``ttft_ms + W``.
     """
 
     x = np.asarray(share, dtype=float)
@@ -292,7 +297,8 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
                  if "itl_target_ms" in pts.columns else tpot_t_all)
     svc_all, bucket_all = pts["service"].to_numpy(), pts["bucket"].to_numpy()
     codes, _uniq = pd.factorize(pd.MultiIndex.from_arrays([pts["service"], pts["bucket"]]), sort=False)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    mixable: dict[int, tuple[np.ndarray, float]] = {}  # bucket row -> (its prefill points' positions in pts, decode wait + encode)
     for k in range(int(codes.max()) + 1 if len(codes) else 0):
         at_k = np.flatnonzero(codes == k)
         j0 = int(at_k[0])
@@ -318,12 +324,84 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
         enc = np.isin(roles, ("encode", "encode_prefill", "encode_unified"))
         t_enc = float(np.max(np.where(roles[enc] == "encode", ttft_pt[enc] + w[enc], ttft_pt[enc]))) if enc.any() else 0.0
         ttft = t_first + t_dec + t_enc
+        if first.any() and bool(np.all(np.isin(roles, ("prefill", "decode")))):
+            mixable[len(rows)] = (at_k[first], t_dec + t_enc)
         rows.append({"service": str(svc), "bucket": str(bucket), "ttft_predicted_ms": ttft, "ttft_target_ms": ttft_t,
                      "ttft_service_ms": float(np.max(ttft_pt[first])) if first.any() else 0.0,
                      "tpot_predicted_ms": tpot, "tpot_target_ms": tpot_t, "pools": sorted(set(pools.tolist())),
                      "met": bool(ttft <= ttft_t * (1 + 1e-6) and tpot <= tpot_t * (1 + 1e-6))})
+    if pool_rows is not None and mixable:
+        _mixture_ttft(rows, mixable, pts, x[sel], pool_rows, waits_ms, ttft_quantile)
     return pd.DataFrame(rows, columns=["service", "bucket", "ttft_predicted_ms", "ttft_target_ms", "ttft_service_ms",
                                        "tpot_predicted_ms", "tpot_target_ms", "pools", "met"])
+
+
+def _mixture_ttft(rows: list[dict[str, Any]], mixable: Mapping[int, tuple[np.ndarray, float]], pts: pd.DataFrame, x: np.ndarray,
+                  pools: Mapping[str, Mapping[Any, Any]], waits_ms: Mapping[str, float], ttft_quantile: float | None) -> None:
+    """Replace (in ``rows``, :func:`bucket_latency`'s) the TTFT of the buckets served by prefill and decode pools
+    with the quantile of their latency group's length mix (:mod:`planner.ttft_mixture`).
+
+    Per (service, latency group; the bucket itself without a ``latency_group`` column): the requests are
+    the sub-bins (``ttft_mix``) of each bucket's routed prefill points, weighted ``λ_peak x v_s``, each
+    at ``t_s`` plus its bucket's decode wait and encode time, waiting in its prefill pool (the pool's
+    Erlang-C / Allen–Cunneen tail at its actual size, :func:`pool_latency`'s row); the group's TTFT is
+    the ``q``-quantile ``X`` of that mixture (:func:`planner.ttft_mixture.mixture_quantile_ms`), and
+    each bucket reports ``min(its representative figure, X)``. A group of which a routed prefill point
+    has no mix (hand-written buckets, measured rows) keeps the representative rule."""
+    from planner.schema.capacity import LATENCY_GROUP_COLUMN, TTFT_MIX_COLUMN
+    from planner.ttft_mixture import parse_mix, queue_tail_params
+
+    if TTFT_MIX_COLUMN not in pts.columns:
+        return
+    raw = pts[TTFT_MIX_COLUMN].to_numpy(object)
+    group = pts[LATENCY_GROUP_COLUMN].astype(str).to_numpy() if LATENCY_GROUP_COLUMN in pts.columns else pts["bucket"].astype(str).to_numpy()
+    lam = pts["rate_peak_per_s"].to_numpy(float) * x
+    quant = pts["ttft_quantile"].to_numpy(float)
+    pool_of = pts["pool"].astype(str).to_numpy()
+    tails: dict[str, tuple[float, float]] = {}
+    for p in set(pool_of[np.concatenate([idx for idx, _e in mixable.values()])]):
+        r = pools.get(p)
+        if r is None or not math.isfinite(float(waits_ms.get(p, math.inf))) or int(r["servers"]) < 1 or not float(r["mean_service_s"]) > 0:
+            tails[p] = (1.0, 0.0)  # no live instance or a full pool: every request waits without end
+            continue
+        pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),
+                                      np.array([float(r["mean_service_s"])]), np.array([float(r["service_cv"])]),
+                                      np.array([float(r["arrival_cv"])]))
+        tails[p] = (float(pw[0]), float(theta[0]) / 1e3)
+    by_group: dict[tuple[str, str], list[int]] = {}
+    for k, (idx, _extra) in mixable.items():
+        by_group.setdefault((str(rows[k]["service"]), str(group[int(idx[0])])), []).append(k)
+    for members in by_group.values():
+        w, t, c, d = [], [], [], []
+        whole = True
+        for k in members:
+            idx, extra = mixable[k]
+            for j in idx:
+                mix = parse_mix(raw[j])
+                if mix is None:
+                    whole = False
+                    break
+                c_j, decay_j = tails[str(pool_of[j])]
+                w.append(lam[j] * mix[0])
+                t.append(mix[1] + extra)
+                c.append(np.full(len(mix[0]), c_j))
+                d.append(np.full(len(mix[0]), decay_j))
+            if not whole:
+                break
+        weights = np.concatenate(w) if whole and w else np.zeros(0)
+        if not whole or not weights.size or not weights.sum() > 0:
+            continue
+        j0 = int(mixable[members[0]][0][0])
+        q = float(ttft_quantile) if ttft_quantile is not None else float(quant[j0])
+        upper = max(float(rows[k]["ttft_predicted_ms"]) for k in members)
+        from planner.ttft_mixture import mixture_quantile_ms
+
+        level = mixture_quantile_ms(q, weights, np.concatenate(t), np.concatenate(c), np.concatenate(d), upper_ms=upper)
+        for k in members:
+            r = rows[k]
+            r["ttft_predicted_ms"] = min(float(r["ttft_predicted_ms"]), level)
+            r["met"] = bool(r["ttft_predicted_ms"] <= float(r["ttft_target_ms"]) * (1 + 1e-6)
+                            and float(r["tpot_predicted_ms"]) <= float(r["tpot_target_ms"]) * (1 + 1e-6))
 
 
 def plan_shares(plan: ArchitecturePlan, points: pd.DataFrame) -> np.ndarray:
@@ -1254,7 +1332,8 @@ def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: floa
     out = []
     for metric in ("tpot", "itl"):
         p = pts.assign(token_metric=metric)
-        b = bucket_latency(p, x, waits, lanes, instances=inst, redundancy=k, ttft_quantile=quantile, token_quantile=quantile)
+        b = bucket_latency(p, x, waits, lanes, instances=inst, redundancy=k, ttft_quantile=quantile, token_quantile=quantile,
+                           pool_rows={str(r["pool"]): {str(k): v for k, v in r.items()} for r in pl.to_dict("records")})
         out.append(b.set_index(["service", "bucket"]))
     frame = out[0][["ttft_predicted_ms", "tpot_predicted_ms"]].rename(columns={"ttft_predicted_ms": "ttft_ms", "tpot_predicted_ms": "tpot_ms"})
     frame["itl_ms"] = out[1]["tpot_predicted_ms"]

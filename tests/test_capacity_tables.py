@@ -25,6 +25,7 @@ from planner.schema.capacity import (
     POINT_COLUMNS,
     POINT_KV_CAPACITY_COLUMN,
     POINT_OPTIONAL_COLUMNS,
+    TTFT_MIX_COLUMN,
     CapacityTables,
 )
 
@@ -41,7 +42,8 @@ def test_contract_columns_and_shape(tables: CapacityTables) -> None:
     assert set(DEMAND_COLUMNS) <= set(tables.demand.columns)
     from planner.perf.speculative import SPEC_POINT_COLUMNS
 
-    assert list(tables.points.columns) == [*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS] and list(tables.configs.columns) == [*CONFIG_COLUMNS, CONFIG_PARALLELISM_COLUMN]
+    assert list(tables.points.columns) == [*POINT_COLUMNS, *POINT_OPTIONAL_COLUMNS, POINT_KV_CAPACITY_COLUMN, *SPEC_POINT_COLUMNS,
+                                           TTFT_MIX_COLUMN] and list(tables.configs.columns) == [*CONFIG_COLUMNS, CONFIG_PARALLELISM_COLUMN]
     # one point per (demand row, config, role); configs = devices x tp degrees within the scale-up domain
     assert len(tables.points) == len(tables.demand) * len(tables.configs) * 3
     assert not tables.points.duplicated(["service", "bucket", "role", "config"]).any()

@@ -64,7 +64,7 @@ from planner.optimize.extract import cost_breakdown
 from planner.optimize.latency import RELAX_CEILING
 from planner.optimize.prepare import ARCH_ROLES, ENCODE_HOST
 from planner.optimize.verdict import meets_targets
-from planner.schema.capacity import CostParams, config_devices, token_metric
+from planner.schema.capacity import TTFT_MIX_COLUMN, CostParams, config_devices, token_metric
 from planner.schema.plan import (
     COST_TERMS,
     E2E_MISS,
@@ -859,7 +859,13 @@ def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, dem
             out.append(f"latency[{svc}]: {metric.upper()} predicted {lp.tpot_predicted_ms:,.1f} ms, the worst routed point has {tpot:,.1f} ms")
         first = np.isin(roles, ("prefill", "unified")) & on
         own_lane = np.nan_to_num(s["lane_wait_ms"].to_numpy(float)) if "lane_wait_ms" in s.columns else np.zeros(len(s))
-        floor = float((s["ttft_ms"].to_numpy(float) - np.where(roles == "unified", own_lane, 0.0))[first].max()) if first.any() else 0.0
+        own_ttft = s["ttft_ms"].to_numpy(float) - np.where(roles == "unified", own_lane, 0.0)
+        if TTFT_MIX_COLUMN in s.columns:  # a prefill point's TTFT is its length mix's quantile (planner.ttft_mixture): at least its fastest sub-bin
+            from planner.ttft_mixture import parse_mix
+
+            mixes = [parse_mix(m) if r == "prefill" else None for r, m in zip(roles, s[TTFT_MIX_COLUMN].tolist(), strict=True)]
+            own_ttft = np.array([min(t, float(np.min(m[1]))) if m is not None else t for t, m in zip(own_ttft, mixes, strict=True)])
+        floor = float(own_ttft[first].max()) if first.any() else 0.0
         if lp.ttft_predicted_ms < floor * (1 - 1e-6) - 1e-6:
             out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms is below the routed points' own TTFT {floor:,.1f} ms")
         for metric, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),

@@ -307,7 +307,8 @@ def _pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundanc
     # its worst routed bucket.
     waits = {str(names[p]): float(wait_ms[p]) + (0.0 if math.isnan(lane_ms[p]) else float(lane_ms[p])) for p in range(n_pool) if n[p] > 0}
     lanes = {str(names[p]): float(lane_ms[p]) for p in range(n_pool) if n[p] > 0 and not math.isnan(lane_ms[p])}
-    by_bucket = bucket_latency(pts, x, waits, lanes, instances={str(names[p]): int(n[p]) for p in range(n_pool)}, redundancy=redundancy)
+    by_bucket = bucket_latency(pts, x, waits, lanes, instances={str(names[p]): int(n[p]) for p in range(n_pool)}, redundancy=redundancy,
+                               pool_rows=pl)
     roles = pts["role"].to_numpy(str)
     latency: list[LatencyPrediction] = []
     enc_routed = any(roles[i] in ENCODE_HOST for i in nz)

@@ -42,6 +42,13 @@ at its group's mean work, prompt and lane time (:func:`group_point`), so at 8 or
 the cap of the 4-bucket bucket it nests in. ``rho_i = max_utilization(...)``, further bounded by
 ``options.max_utilization`` when the instance sets one.
 
+A prefill point whose table carries its sub-bins' TTFTs (``points.ttft_mix``, a log's buckets) is held at
+its latency group's length mix instead of its representative (issue 24 item 0, :mod:`planner.ttft_mixture`):
+``rho_i`` is the largest utilisation of the same queue with ``sum_s v_s P(W > T - t_s) <= 1 - q`` over the
+group's sub-bins (:func:`group_ttft_mixes`; the service's input tail counted as misses), at least the
+representative's cap. The analytic check (:func:`planner.pool_latency.bucket_latency` with the pools' rows)
+reports the same mixture's quantile.
+
 Stated assumption, and the limit of this: a group's buckets share one pool of the config. The optimiser
 may still route part of a group to another configuration (a smaller pool than the cap assumed); the
 plan's latency check and the peak simulation (:mod:`planner.optimize.tighten`) catch it and tighten, which
@@ -58,7 +65,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.schema.capacity import DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, CapacityTables
+from planner.schema.capacity import (
+    DEMAND_LATENCY_COLUMNS,
+    LATENCY_GROUP_COLUMN,
+    TTFT_MIX_COLUMN,
+    CapacityTables,
+)
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -224,6 +236,45 @@ def group_point(points: pd.DataFrame, strings: pd.DataFrame | None = None) -> pd
     return out
 
 
+def group_ttft_mixes(points: pd.DataFrame, strings: pd.DataFrame | None = None) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Per (prefill) point: its latency group's TTFT mix on its (role, config) as (shares, TTFT ms) —
+    the sub-bins of every bucket of the group (:func:`group_busy`'s groups), each bucket's shares
+    weighted by its peak rate; the point's own mix without a ``latency_group`` column; ``None`` where
+    a member of the group has no mix (:data:`planner.schema.capacity.TTFT_MIX_COLUMN`, hand-written
+    buckets, a measured row). The group's sub-bins are the same fine sub-bins at 4, 8 and 16 buckets
+    (:mod:`planner.workload.buckets` item 5), so its mix, and the cap it gives, is too."""
+    from planner.ttft_mixture import parse_mix
+
+    cache: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+    parsed = []
+    for raw in points[TTFT_MIX_COLUMN].tolist():
+        key = raw if isinstance(raw, str) else ""
+        if key not in cache:
+            cache[key] = parse_mix(key)
+        parsed.append(cache[key])
+    grouped = _group_keys(points, strings)
+    if grouped is None:
+        return parsed
+    lam = points["rate_peak_per_s"].to_numpy(float)
+    frame, keys = grouped
+    out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(points)
+    for idx in frame.groupby(keys, sort=False).indices.values():
+        parts = [parsed[i] for i in idx]
+        if any(p is None for p in parts):
+            continue
+        if len(idx) == 1:
+            out[int(idx[0])] = parts[0]
+            continue
+        w = lam[idx]
+        w = w if np.isfinite(w).all() and w.sum() > 0 else np.ones(len(idx))
+        v = np.concatenate([wi * p[0] for wi, p in zip(w, parts, strict=True) if p is not None])
+        t = np.concatenate([p[1] for p in parts if p is not None])
+        mix = (v / v.sum(), t)
+        for i in idx:
+            out[int(i)] = mix
+    return out
+
+
 def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = None,
                      previous: np.ndarray | None = None) -> tuple[np.ndarray, str]:
     """Per point: the utilisation cap rho (see module docstring). ``points`` carries demand columns.
@@ -282,6 +333,22 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
             rho[np.flatnonzero(unified)[priced]] = at_load[priced]
             method += ("; unified points at the load that arrives (planner.pool_latency.unified_at_utilization_many: "
                        "slot wait + TTFT and per-token quantile at the cap's load)")
+    prefill_mix = todo & (role == "prefill") & (TTFT_MIX_COLUMN in points.columns)
+    if prefill_mix.any():  # a prefill point's TTFT quantile is its latency group's length mix's (planner.ttft_mixture)
+        from planner.queueing import UTILIZATION_CEILING
+        from planner.ttft_mixture import mixture_caps
+
+        mixes = group_ttft_mixes(points.loc[prefill_mix], _rows(strings, prefill_mix))
+        has = np.array([m is not None for m in mixes], dtype=bool)
+        if has.any():
+            idx = np.flatnonzero(prefill_mix)[has]
+            at_mix = mixture_caps(servers[idx].astype(float), service_s[idx], service_cv[idx],
+                                  points["interarrival_cv"].to_numpy(float)[idx], q[idx], ttft_t[idx] / 1e3,
+                                  [(m[0], m[1] / 1e3) for m, h in zip(mixes, has, strict=True) if h and m is not None],
+                                  ceiling=UTILIZATION_CEILING)
+            rho[idx] = np.maximum(rho[idx], at_mix)
+            method += ("; prefill points at their latency group's length mix (planner.ttft_mixture: sum_s v_s P(W > T - t_s) <= 1 - q "
+                       "over the sub-bins' TTFTs, never below the representative's cap)")
     if not np.all(np.isnan(given)):
         method += "; caps supplied with the capacity table where given (measured rows: 1.0)"
     if max_utilization is not None:
@@ -331,6 +398,8 @@ def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
     split = has_enc & (is_enc | is_pf) & np.isfinite(other)
     out = pts.copy()
     out["ttft_ms"] = np.where(split, target - (target - ttft - np.nan_to_num(other)) / 2.0, ttft)
+    if TTFT_MIX_COLUMN in out.columns:  # a split budget is the representative's: no length mix for these rows
+        out[TTFT_MIX_COLUMN] = np.where(split, "", out[TTFT_MIX_COLUMN].astype(object))
     return out
 
 

@@ -121,6 +121,11 @@ LENGTH_MIX_COLUMN = "length_mix"
 LATENCY_GROUP_COLUMN = "latency_group"
 """Optional column of ``demand``: the bucket's latency group within its service (:func:`planner.workload.buckets.latency_groups`:
 the buckets that share one latency representative and one queue in the utilisation caps); absent: each bucket its own."""
+INPUT_TAIL_COLUMN = "input_tail_share"
+"""Optional column of ``demand``: :attr:`planner.schema.workload.LengthBucket.input_tail_share` (0 when absent)."""
+TTFT_MIX_COLUMN = "ttft_mix"
+"""Optional column of ``points``: a prefill point's sub-bins as JSON ``[[share, ttft_ms], ...]`` (:func:`planner.capacity.mix_work`),
+``""`` elsewhere; its TTFT quantile is that of the mix (:mod:`planner.ttft_mixture`)."""
 POINT_KV_CAPACITY_COLUMN = "kv_capacity_bytes"
 """Optional column of ``points``: KV bytes one instance holds (module docstring)."""
 

@@ -61,6 +61,11 @@ class LengthBucket(StrictModel):
     *work* per request from this mix and its latency at the bucket's representatives
     (:mod:`planner.capacity`). Optional: empty (hand-written buckets) prices the work at the
     representatives too."""
+    input_tail_share: Fraction = 0.0
+    """Share of the bucket's requests whose input exceeds the service's ``representative_quantile`` of inputs
+    (the input part of the service's length tail set, :mod:`planner.workload.buckets` item 2): no sub-bin's
+    representative covers their TTFT, so the TTFT quantile of the mix counts them as misses
+    (:mod:`planner.ttft_mixture`). 0 for hand-written buckets (which have no mix)."""
 
 
 class ArrivalStats(StrictModel):

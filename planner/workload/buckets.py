@@ -32,8 +32,10 @@ The rule (the same for every log):
    bucket and the share far smaller). What holds the service's own quantile is the peak simulation
    (:mod:`planner.verify`): it takes the ``q``-quantile over all of the service's requests, every
    bucket's length mix, and the verify-and-tighten loop (:mod:`planner.optimize.tighten`) resizes a
-   plan that misses it. The service-wide mixture condition ``sum_b w_b P_b(latency > target) <= 1 - q``
-   in the analytic rule itself is not built (issue 24 item 0). Before (issue 24 item 0) each bucket
+   plan that misses it. The mixture condition ``sum_s v_s P(latency_s > target) <= 1 - q`` over a latency
+   group's fine sub-bins (item 5), the input tail ``input_tail_share`` counted as misses, holds the TTFT of
+   prefill pools in the analytic rule (:mod:`planner.ttft_mixture`: caps and check; never stricter than the
+   representative rule); shared pools keep the representative rule. Before (issue 24 item 0) each bucket
    carried its own ``r``-quantiles (a union bound per bucket), so the top bucket's
    representative sat at the service's ``1 - (1 - r)/w_top`` quantile and a coarse bucketing
    planned its whole top bucket at that deeper tail.
@@ -73,9 +75,11 @@ The rule (the same for every log):
    freedom and in the work each bucket is priced at (its own mix, item 5). Before, each bucket's
    TTFT budget (target minus its representative's TTFT) and its queue (``⌈λ_b τ_b⌉`` servers)
    both moved with the bucket count, and so did cost (long-context-assistant's disaggregated plan
-   $89k / $132k / $146k at 4 / 8 / 16 buckets). What this is not: the service-wide mixture
-   condition ``sum_b w_b P_b(latency > target) <= 1 - q``; a finer latency resolution than 4 would
-   need it to stay monotone. At most 4 buckets: every bucket is its own group (unchanged).
+   $89k / $132k / $146k at 4 / 8 / 16 buckets). A prefill point's TTFT is held at its group's length
+   mix (:mod:`planner.ttft_mixture`), the same sub-bins at every bucket count; what this is not: the
+   service-wide condition ``sum_b w_b P_b(latency > target) <= 1 - q`` across groups (each group holds
+   its own ``1 - q``, a sufficient condition), nor the mix for shared pools. At most 4 buckets: every
+   bucket is its own group (unchanged).
 
 7. **Enough requests per bucket** (:func:`supported_buckets`). A bucket is a length class estimated from the
    log, so it must hold requests enough to estimate it: at least :data:`MIN_REQUESTS_PER_BUCKET` (5) of the
@@ -169,8 +173,8 @@ def length_buckets(
     which = np.searchsorted(edges, input_tokens, side="left")
     buckets: list[LengthBucket] = []
     # the service's tail set (module docstring, item 2): outside it every request is covered
-    kept = ((input_tokens <= np.quantile(input_tokens, representative_quantile))
-            & (output_tokens <= np.quantile(output_tokens, representative_quantile)))
+    input_kept = input_tokens <= np.quantile(input_tokens, representative_quantile)
+    kept = input_kept & (output_tokens <= np.quantile(output_tokens, representative_quantile))
     fine = np.searchsorted(bin_edges(input_tokens, max(FINE_BUCKETS, k)), input_tokens, side="left")
     order = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[order], np.arange(len(edges) + 2), side="left")
@@ -214,6 +218,7 @@ def length_buckets(
                 input_tokens_mean=_clamp(float(inp.mean()), f"{name}: input mean", notes),
                 output_tokens_mean=_clamp(float(out.mean()), f"{name}: output mean", notes),
                 cached_prefix_share=share,
+                input_tail_share=float(np.mean(~input_kept[rows])),
             )
         )
     return _renormalise(buckets), notes
