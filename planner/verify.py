@@ -412,10 +412,16 @@ def _share_over(h: Any, target_s: float, late: int) -> float | None:
     return float((above + late) / total)
 
 
-def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: float) -> dict[str, dict[str, Any]]:
+def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: float,
+                     groups: Mapping[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
     """Per checked metric of one service (``ttft`` and its per-token metric under key ``tpot``): the
     simulated quantiles and interval, the worst bucket's simulated value against the plan's
-    analytic prediction ``lp``, and met or not."""
+    analytic prediction ``lp``, and met or not.
+
+    ``groups`` (per (service, bucket): its latency group, :func:`_latency_groups`): the buckets of one group
+    served by prefill pools only are one unit for TTFT, their simulated quantile merged — the analytic TTFT
+    of such a bucket is its group's length-mix quantile (:mod:`planner.ttft_mixture`), a statement about the
+    group's requests, not any one bucket's (at most 4 buckets every bucket is its own group)."""
     from planner.simulate.stats import quantile_interval
 
     idx = g.index.tolist()
@@ -439,14 +445,15 @@ def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: flo
         vacuous = metric != "ttft" and h.n == 0 and late == 0 and done > 0
         if vacuous:  # reported as 0 ms (no time passes after the only token; planner.optimize.check reads None as unbounded)
             sim_q = lo = hi = 0.0
-        # worst bucket: merge routes per bucket (ITL is recorded per pool: the pools serving the bucket)
+        # worst bucket: merge routes per bucket (ITL is recorded per pool: the pools serving the bucket); TTFT of
+        # prefill-served buckets per latency group (the unit its analytic figure speaks of)
         worst_b, worst_v = "", -1.0
-        for bucket, gb in g.groupby("bucket", sort=True):
-            hb = _metric_histogram(res, sim, list(gb.index), metric)
-            lb = _late(res, sim, gb.index) if metric == "ttft" else 0
+        for name, rows in _comparison_units(g, groups if metric == "ttft" else None):
+            hb = _metric_histogram(res, sim, rows, metric)
+            lb = _late(res, sim, rows) if metric == "ttft" else 0
             v = (hb.mean if hb.n else math.nan) if lvl is None else _quantile_all(hb, lvl, lb)
             if v == v and v > worst_v:
-                worst_b, worst_v = str(bucket), v
+                worst_b, worst_v = name, v
         a_ms = (lp.ttft_predicted_ms if key == "ttft" else lp.tpot_predicted_ms) if lp else math.nan
         worst_ms = _ms(worst_v) if worst_v >= 0 else math.nan
         dis = (worst_ms / a_ms - 1.0) if (a_ms and a_ms > 0 and math.isfinite(a_ms) and math.isfinite(worst_ms)) else None
@@ -456,6 +463,33 @@ def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: flo
                     "worst": worst_ms, "worst_bucket": worst_b, "dis": dis, "over": over,
                     "met": bool(vacuous or (sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))), "vacuous": vacuous}
     return out
+
+
+def _latency_groups(demand: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """Per (service, bucket) of the capacity table's demand: its latency group (``latency_group``,
+    :func:`planner.workload.buckets.latency_groups`); empty without that column."""
+    out: dict[tuple[str, str], str] = {}
+    for d in demand:
+        if "latency_group" in d and d["latency_group"] is not None:
+            out[(str(d.get("service")), str(d.get("bucket")))] = str(d["latency_group"])
+    return out
+
+
+def _comparison_units(g: pd.DataFrame, groups: Mapping[tuple[str, str], str] | None) -> list[tuple[str, list[Any]]]:
+    """The units a service's worst simulated figure is taken over: each bucket (its routes), or, with ``groups``,
+    the buckets of one latency group whose routes all go through a prefill pool and no unified one merged
+    (named by their buckets joined with ``+``)."""
+    units: dict[str, list[Any]] = {}
+    names: dict[str, list[str]] = {}
+    for bucket, gb in g.groupby("bucket", sort=True):
+        svc = str(gb["service"].iloc[0]) if "service" in gb.columns else ""
+        prefill_only = ("prefill" in gb.columns and gb["prefill"].notna().all()
+                        and ("unified" not in gb.columns or gb["unified"].isna().all()))
+        group = (groups or {}).get((svc, str(bucket)))
+        key = f"group:{group}" if group is not None and prefill_only else f"bucket:{bucket}"
+        units.setdefault(key, []).extend(gb.index.tolist())
+        names.setdefault(key, []).append(str(bucket))
+    return [("+".join(names[k]), rows) for k, rows in units.items()]
 
 
 def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[str, Mapping[str, Any]], pool_rows: list[SimulatedPool],
@@ -502,7 +536,10 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
         if o["dis"] is not None and abs(o["dis"]) > DISAGREEMENT_TOLERANCE:
             head = (f"{architecture}: {svc} {stat_label(o['q'])} {o['name'].upper()} of the worst bucket ({o['worst_bucket']}): "
                     f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.1%}, beyond ±{DISAGREEMENT_TOLERANCE:.0%})")
-            findings.append(head + _representative_gap(metric, o["dis"], (lengths or {}).get((svc, o["worst_bucket"]))))
+            rows = g[g["bucket"].astype(str) == str(o["worst_bucket"])]
+            # a shared pool's TTFT at load takes each bucket's mean prompt (planner.pool_latency.unified_at_load): no such gap
+            shared = "unified" in rows.columns and bool(rows["unified"].notna().any())
+            findings.append(head + ("" if shared else _representative_gap(metric, o["dis"], (lengths or {}).get((svc, o["worst_bucket"])))))
     return miss_pool, miss_ms, miss_share, findings
 
 
@@ -510,14 +547,16 @@ def _representative_gap(metric: str, dis: float, lengths: tuple[float, float] | 
     """What an analytic TTFT above the simulated one is made of when the bucket's prompts are not all one length
     (``lengths`` = the bucket's representative input tokens and the mean the simulator draws, :func:`_bucket_lengths`).
 
-    The analytic TTFT is computed at the bucket's representative prompt — the longest of its latency group
-    outside the service's length tail (:mod:`planner.workload.buckets` items 2 and 6), a bound for every
-    other prompt of the bucket — while the simulator draws the bucket's own length mix, so its quantile
-    lies below the representative's by the prefill time of the shorter prompts as well as by any
-    queueing difference. Said so, rather than as a plain disagreement: the plan is sized at that bound
-    (the service-wide mixture condition of issue 24 item 0 is not built), so the gap is conservatism of
-    the planning rule, in part or in whole, not evidence that the queueing model is off. An analytic
-    figure *below* the simulated one, or a bucket of one length, is reported as it is."""
+    A prefill pool's analytic TTFT where its latency group's length mix cannot hold the target (a group holding
+    more of the service's input tail than ``1 − q``, :mod:`planner.ttft_mixture`) is computed at the bucket's
+    representative prompt — the longest of its latency group outside the service's
+    length tail (:mod:`planner.workload.buckets` items 2 and 6), a bound for every other prompt of the bucket —
+    while the simulator draws the bucket's own length mix, so its quantile lies below the representative's by
+    the prefill time of the shorter prompts as well as by any queueing difference. Said so, rather than as a
+    plain disagreement: the gap is conservatism of the planning rule, in part or in whole, not evidence that
+    the queueing model is off. An analytic figure *below* the simulated one, or a bucket of one length, is
+    reported as it is; so is a bucket of a shared pool (its TTFT at load takes the bucket's mean prompt,
+    :func:`planner.pool_latency.unified_at_load`; the caller leaves this out)."""
     if metric != "ttft" or dis >= 0 or lengths is None:
         return ""
     rep, mean = lengths
@@ -569,6 +608,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
 
     analytic = {lp.service: lp for lp in plan.latency}
     lengths = _bucket_lengths(result.capacity.demand)
+    groups = _latency_groups(result.capacity.demand)
     services: list[SimulatedService] = []
     vacuous: list[str] = []
     e2e_missed: set[str] = set()
@@ -578,7 +618,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
         idx = g.index.tolist()
         done = sum(res.services[sim.routes[i].service].completed for i in idx)
         unfinished = _late(res, sim, idx)
-        out = _service_metrics(res, sim, g, analytic.get(svc), ci_level)
+        out = _service_metrics(res, sim, g, analytic.get(svc), ci_level, groups)
         miss_pool, miss_ms, miss_share, found = _miss_findings(architecture, svc, g, out, pool_rows, pool_wait_sim, pool_wait_mean,
                                                                analytic_pools, lengths)
         findings.extend(found)

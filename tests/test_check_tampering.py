@@ -124,6 +124,14 @@ TAMPERINGS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "kv capacity 1 byte": (lambda d: max(_win(d)["pools"], key=lambda p: p["kv_capacity_bytes"]).update(kv_capacity_bytes=1.0), "kv_capacity_bytes 1 recomputes"),
     "snapshot budget 100 USD/month": (lambda d: d["capacity"].update(budget_usd_per_month=100.0), "snapshot: budget"),
     "instance name changed": (lambda d: d.update(instance="someone-elses-instance"), "instance: the plan names instance 'someone-elses-instance'"),
+    # a TTFT prediction lowered: the shared winner's falls below its points' own TTFT at load; the disaggregated
+    # runner-up's prefill TTFT is its length mix's quantile (planner.ttft_mixture), whose floor is only its fastest
+    # sub-bin, so it is recomputed from the pools (planner.pool_latency.bucket_latency)
+    "TTFT prediction 10 % low (winner)": (_set("WIN.latency.0.ttft_predicted_ms", lambda v: 0.9 * v), "latency[chat]: TTFT predicted"),
+    "TTFT prediction 10 % low (runner-up)": (
+        lambda d: d["architectures"][d["verdict"]["runner_up"]]["latency"][0].update(
+            ttft_predicted_ms=0.9 * d["architectures"][d["verdict"]["runner_up"]]["latency"][0]["ttft_predicted_ms"]),
+        "the plan's pools give"),
 }
 
 

@@ -110,6 +110,10 @@ def test_parse_mix_refuses_malformed_cells() -> None:
     assert parse_mix("not json") is None and parse_mix("[[-1, 3]]") is None and parse_mix("[[0, 3]]") is None
     ok = parse_mix("[[2, 3], [2, 5]]")
     assert ok is not None and ok[0].tolist() == [0.5, 0.5]
+    # a negative TTFT (no prompt is served before it arrives) and shares whose sum overflows
+    assert parse_mix("[[1, -1e9]]") is None
+    big = parse_mix("[[1e308, 100], [1e308, 3000]]")
+    assert big is not None and big[0].tolist() == [0.5, 0.5]
 
 
 def _prefill_caps(buckets: int, *, mix: bool = True) -> pd.DataFrame:
@@ -166,3 +170,18 @@ def test_a_solved_disaggregated_plan_reports_the_mixture_quantile() -> None:
     assert (mix["ttft_predicted_ms"].to_numpy() < rep["ttft_predicted_ms"].to_numpy() - 1.0).any()
     lat = {lp.service: lp for lp in plan.latency}["assistant"]
     assert lat.ttft_predicted_ms == pytest.approx(float(mix["ttft_predicted_ms"].max()), rel=1e-9)
+
+
+def test_verify_compares_a_prefill_groups_ttft_over_the_whole_group() -> None:
+    """planner.verify: the simulated TTFT set against a prefill-served bucket's analytic figure (its latency group's
+    mix quantile) is the group's merged one; shared-pool buckets, and buckets without a group, stay one unit each."""
+    from planner.verify import _comparison_units
+
+    g = pd.DataFrame({"service": ["s"] * 5, "bucket": ["b0", "b1", "b2", "b3", "b3"],
+                      "prefill": ["p", "p", "p", "p", "p2"], "decode": ["d"] * 5, "unified": [None] * 5})
+    groups = {("s", "b0"): "0", ("s", "b1"): "0", ("s", "b2"): "1", ("s", "b3"): "1"}
+    units = dict(_comparison_units(g, groups))
+    assert units == {"b0+b1": [0, 1], "b2+b3": [2, 3, 4]}
+    assert dict(_comparison_units(g, None)) == {"b0": [0], "b1": [1], "b2": [2], "b3": [3, 4]}
+    shared = g.assign(prefill=None, decode=None, unified="u")
+    assert dict(_comparison_units(shared, groups)) == {"b0": [0], "b1": [1], "b2": [2], "b3": [3, 4]}

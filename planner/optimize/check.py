@@ -814,8 +814,42 @@ def _check_tokens(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, conf
     return out
 
 
+def _recomputed_ttft_ms(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray) -> dict[str, float]:
+    """Per service: the worst routed bucket's TTFT as :mod:`planner.optimize.extract` predicts it — the pools' waits
+    (:func:`planner.pool_latency.pool_latency`) and :func:`planner.pool_latency.bucket_latency` with the pools' rows
+    (a prefill pool's TTFT is its latency group's length-mix quantile, :mod:`planner.ttft_mixture`); empty when the
+    points lack what that needs (a snapshot of another shape: then only the floor below is checked), and for plans
+    with no routed prefill point carrying a length mix (``ttft_mix``), whose floor is the routed points' own TTFT
+    as before: the recomputation imports the queueing maths (scipy), which a plan read back from the cache
+    otherwise never loads (``tests/test_plan_cache.py``)."""
+    from planner.pool_latency import bucket_latency, pool_latency
+
+    if TTFT_MIX_COLUMN not in sub.columns or not len(sub):
+        return {}
+    routed = (np.asarray(x, dtype=float) > 0) & (sub["role"].astype(str).to_numpy() == "prefill")
+    if not any(isinstance(m, str) and m for m in sub[TTFT_MIX_COLUMN].to_numpy(object)[routed]):
+        return {}
+    need = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv", "interarrival_cv",
+            "ttft_quantile", "ttft_ms", "tpot_ms", "ttft_target_ms", "tpot_target_ms")
+    if not len(sub) or not plan.pools or any(c not in sub.columns for c in need):
+        return {}
+    inst = {p.name: p.instances for p in plan.pools}
+    k = plan.pools[0].redundancy
+    try:
+        pl = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(sub, x, inst, k).to_dict("records")}
+        lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
+        waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
+        by_bucket = bucket_latency(sub, x, waits, lanes, instances=inst, redundancy=k, pool_rows=pl)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError):
+        return {}
+    return {str(s): float(g["ttft_predicted_ms"].max()) for s, g in by_bucket.groupby("service", sort=False)}
+
+
 def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, demand: pd.DataFrame) -> list[str]:
     out: list[str] = []
+    recomputed = _recomputed_ttft_ms(plan, sub, x)
+    tool_reloads = {r.service for r in (plan.tool_phase.tools if plan.tool_phase is not None else [])
+                    if r.offload_share > 0 or r.recompute_share > 0}
     if len(sub) and plan.pools:
         # unified points at the load their pool carries: the prediction extract reports (planner.pool_latency.unified_at_load)
         from planner.pool_latency import unified_at_load
@@ -868,6 +902,15 @@ def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, dem
         floor = float(own_ttft[first].max()) if first.any() else 0.0
         if lp.ttft_predicted_ms < floor * (1 - 1e-6) - 1e-6:
             out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms is below the routed points' own TTFT {floor:,.1f} ms")
+        again = recomputed.get(str(svc))
+        # a tool phase that offloads or recomputes KV adds its reload time to the next turn's TTFT
+        # (planner.agents.extract.adjust_latency, at the routes' representatives): at least the pools' figure then
+        reloads = str(svc) in tool_reloads
+        if again is not None and not (_close(lp.ttft_predicted_ms, again, rel=1e-6, abs_tol=1e-3)
+                                      or (math.isinf(again) and math.isinf(lp.ttft_predicted_ms))
+                                      or (reloads and lp.ttft_predicted_ms >= again * (1 - 1e-6) - 1e-3)):
+            out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms, the plan's pools give {again:,.1f} ms "
+                       f"(planner.pool_latency.bucket_latency{' + KV reloads after tool waits' if reloads else ''})")
         for metric, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
                                           ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)):
             if met != bool(pred <= target * (1 + TOL)):

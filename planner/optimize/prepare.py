@@ -348,7 +348,8 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
                                   ceiling=UTILIZATION_CEILING)
             rho[idx] = np.maximum(rho[idx], at_mix)
             method += ("; prefill points at their latency group's length mix (planner.ttft_mixture: sum_s v_s P(W > T - t_s) <= 1 - q "
-                       "over the sub-bins' TTFTs, never below the representative's cap)")
+                       "over the sub-bins' TTFTs, the input tail as misses; never below the representative's cap, which a group "
+                       "holding more than 1 - q of input-tail requests keeps)")
     if not np.all(np.isnan(given)):
         method += "; caps supplied with the capacity table where given (measured rows: 1.0)"
     if max_utilization is not None:

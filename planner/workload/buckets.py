@@ -35,7 +35,8 @@ The rule (the same for every log):
    plan that misses it. The mixture condition ``sum_s v_s P(latency_s > target) <= 1 - q`` over a latency
    group's fine sub-bins (item 5), the input tail ``input_tail_share`` counted as misses, holds the TTFT of
    prefill pools in the analytic rule (:mod:`planner.ttft_mixture`: caps and check; never stricter than the
-   representative rule); shared pools keep the representative rule. Before (issue 24 item 0) each bucket
+   representative rule); a shared pool's TTFT at load is the lane model's, at each bucket's mean prompt
+   (:func:`planner.pool_latency.unified_at_load`). Before (issue 24 item 0) each bucket
    carried its own ``r``-quantiles (a union bound per bucket), so the top bucket's
    representative sat at the service's ``1 - (1 - r)/w_top`` quantile and a coarse bucketing
    planned its whole top bucket at that deeper tail.
