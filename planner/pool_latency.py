@@ -309,6 +309,7 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
         dec = roles == "decode"
         w = np.array([float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
                       for p in pools])
+        w = np.where(np.isnan(w), math.inf, w)  # a saturated lane: inf - inf (its wait taken out of an infinite total) is no wait to spare
         ttft_pt = ttft_all[at_k]
         t_first = float(np.max(ttft_pt[first] + w[first])) if first.any() else 0.0
         t_dec = float(np.max(w[dec])) if dec.any() else 0.0

@@ -77,6 +77,11 @@ def test_evaluate_of_solves_plan_at_its_own_traffic(stem: str, views) -> None:  
     row = evaluate_plan(source, FixedPlan.from_result(result), [Scenario(name="base", overrides={})]).iloc[0]
     assert bool(row["carries_load"])
     assert bool(row["slo_met"]) == meets_predicted(plan)
+    # the plan as routed (its own routing held, no cap): the plan's own prediction (a tool phase's KV reloads aside)
+    assert bool(row["latency_met_as_routed"]) == meets_predicted(plan)
+    if plan.tool_phase is None:
+        for lp in plan.latency:
+            assert f"{lp.service}: TTFT {lp.ttft_predicted_ms:,.0f}/{lp.ttft_target_ms:,.0f} ms" in row["latency_as_routed_detail"]
     assert row["headroom_multiplier"] >= 1.0
     assert row["fixed_total_usd_per_month"] == pytest.approx(total, rel=REL)
     assert row["optimal_architecture"] == win
@@ -135,3 +140,19 @@ def test_evaluate_cli_prints_the_search_limit_and_whole_dollars(solved_example) 
     r = CliRunner().invoke(main, ["evaluate", str(solved.out_dir / "plan.json"), "--set", "services.chat.traffic.rate_multiplier=0.01"])
     assert r.exit_code == 0, r.output
     assert ">=64 (search limit)" in r.stdout and "e-0" not in r.stdout
+
+
+def test_evaluate_says_how_a_held_plan_misses_beyond_its_caps(views) -> None:  # type: ignore[no-untyped-def]
+    """Beyond the caps "SLO met" is "no" whatever the latency; the plan as routed says what the latency is: at ×1.5
+    enterprise-chat's shared plan is past its caps yet predicted within its targets, at ×3 its lane saturates."""
+    from planner.studies.evaluate import evaluate_plan
+    from planner.studies.fixed import FixedPlan
+    from planner.studies.spec import Scenario
+
+    result, source = views("enterprise-chat")
+    held = FixedPlan.from_result(result, "shared")
+    rows = evaluate_plan(source, held, [Scenario(name=f"x{m:g}", overrides={"services.chat.traffic.rate_multiplier": m})
+                                        for m in (1.5, 3.0)])
+    at15, at3 = rows.iloc[0], rows.iloc[1]
+    assert not at15["carries_load"] and not at15["slo_met"] and bool(at15["latency_met_as_routed"])
+    assert not bool(at3["latency_met_as_routed"]) and "TTFT inf/2,000 ms" in at3["latency_as_routed_detail"]

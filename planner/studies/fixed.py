@@ -44,6 +44,9 @@ class FixedPlan:
     cap by (tightened or relaxed by the verify-and-tighten loop; ``CapacitySnapshot.utilization_caps``).
     A held plan is evaluated with the same caps (:func:`planner.optimize.resolve.apply_cap_factors`),
     so at the plan's own scenario it carries its load exactly as ``planner solve`` sized it."""
+    routing: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    """Per point (service, bucket, role, config): the plan's own routing share, for the latency of the held
+    pools as deployed (:func:`planner.studies.evaluate.latency_as_routed`)."""
 
     @classmethod
     def from_result(cls, result: PlanResult, architecture: str | None = None) -> FixedPlan:
@@ -58,7 +61,8 @@ class FixedPlan:
         from planner.optimize.resolve import cap_factors_of
 
         return cls(architecture=arch, instances={p.name: int(p.instances) for p in plan.pools if p.instances > 0},
-                   cap_factors=cap_factors_of(result.capacity.utilization_caps, arch))
+                   cap_factors=cap_factors_of(result.capacity.utilization_caps, arch),
+                   routing={(r.service, r.bucket, str(r.role), r.config): float(r.share) for r in plan.routing})
 
     @property
     def devices(self) -> dict[str, int]:
