@@ -286,6 +286,16 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
             if len(by_pool) > 1:
                 notes.append(f"service {svc}: {role} traffic is split over {len(by_pool)} pools in the plan; "
                              f"simulated entirely on {by_pool.index[0]} ({by_pool.iloc[0] / by_pool.sum():.0%} of it)")
+        if "unified" in chosen and "decode" in chosen:
+            # a hybrid plan serving the service both ways: one route per service here, the larger share of its traffic
+            unified_rate = float(g.loc[g["role"] == "unified", "rate_peak_per_s"].sum())
+            split_rate = float(g.loc[g["role"] == "decode", "rate_peak_per_s"].sum())
+            keep = "unified" if unified_rate >= split_rate else "disaggregated"
+            for role in (("prefill", "decode") if keep == "unified" else ("unified",)):
+                chosen.pop(role, None)
+            notes.append(f"service {svc}: the plan serves it both in a shared pool and disaggregated; simulated entirely "
+                         f"{'in the shared pool' if keep == 'unified' else 'disaggregated'} "
+                         f"({max(unified_rate, split_rate) / max(unified_rate + split_rate, 1e-300):.0%} of its traffic)")
         transfer = 0.0
         if "prefill" in chosen:
             gp = g[(g["role"] == "prefill") & (g["pool"] == chosen["prefill"])]
@@ -493,7 +503,11 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
         for dec_pool, dec_role, dec_share, dec_tpot, dec_overhead_ms in zip(
                 dec["pool"].astype(str), dec["role"].astype(str), dec["share"].astype(float), dec["tpot_ms"].astype(float),
                 overhead_ms, strict=True):
-            for pf_pool, pf_share, pf_extra_s in pf_opts:
+            # a unified route prefills in its own pool; a decode route pairs with each prefill pool, the pair's share
+            # the product of the two within the bucket's disaggregated part (a hybrid plan may also route it unified)
+            pf_total = float(pf["share"].sum()) if len(pf) else 1.0
+            for pf_pool, pf_share, pf_extra_s in ([(None, 1.0, 0.0)] if dec_role == "unified" else pf_opts):
+                pair = pf_share / pf_total if pf_pool is not None and pf_total > 0 else pf_share
                 used = [p for p in (pf_pool, dec_pool) if p is not None]
                 missing = [p for p in used if p not in known]
                 if missing:
@@ -510,7 +524,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                 ))
                 table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
                               "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,
-                              "probability": w * pf_share * dec_share, "input_tokens": n_rep, "output_tokens": o_rep,
+                              "probability": w * pair * dec_share, "input_tokens": n_rep, "output_tokens": o_rep,
                               "length_mix": _route_mix(d, n_rep, o_rep),
                               "rate_peak_per_s": float(d_all["rate_peak_per_s"].sum()),
                               "rate_mean_per_s": float(d_all["rate_mean_per_s"].sum()),
