@@ -494,8 +494,8 @@ def _comparison_units(g: pd.DataFrame, groups: Mapping[tuple[str, str], str] | N
 
 def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[str, Mapping[str, Any]], pool_rows: list[SimulatedPool],
                    pool_wait_sim: Mapping[str, float], pool_wait_mean: Mapping[str, float], analytic_pools: pd.DataFrame,
-                   lengths: Mapping[tuple[str, str], tuple[float, float]] | None = None
-                   ) -> tuple[str | None, float, float, list[str]]:
+                   lengths: Mapping[tuple[str, str], tuple[float, float]] | None = None,
+                   with_mix: set[tuple[str, str]] | None = None) -> tuple[str | None, float, float, list[str]]:
     """For a service's missed metrics: the pool charged with the largest miss, the miss (ms and share
     of the target) and a finding per miss; plus a finding per analytic/simulated disagreement beyond
     :data:`DISAGREEMENT_TOLERANCE` (``lengths``: per (service, bucket) its representative input tokens and the
@@ -510,7 +510,7 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
         share = o["sim"] / o["target_ms"] - 1.0 if o["target_ms"] > 0 else math.inf
         if share <= miss_share and miss_pool is not None:
             continue
-        gw = g[g["bucket"] == o["worst_bucket"]] if o["worst_bucket"] else g
+        gw = g[g["bucket"].astype(str).isin(str(o["worst_bucket"]).split("+"))] if o["worst_bucket"] else g  # a merged unit: its buckets
         if metric == "ttft":
             # among the pools serving the worst bucket, the one adding the most to TTFT
             # (every pool of the service when the bucket is not known)
@@ -537,9 +537,12 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
             head = (f"{architecture}: {svc} {stat_label(o['q'])} {o['name'].upper()} of the worst bucket ({o['worst_bucket']}): "
                     f"analytic {o['analytic']:,.1f} ms vs simulated {o['worst']:,.1f} ms ({o['dis']:+.1%}, beyond ±{DISAGREEMENT_TOLERANCE:.0%})")
             rows = g[g["bucket"].astype(str) == str(o["worst_bucket"])]
-            # a shared pool's TTFT at load takes each bucket's mean prompt (planner.pool_latency.unified_at_load): no such gap
+            # a shared pool's TTFT at load takes each bucket's mean prompt (planner.pool_latency.unified_at_load), and a
+            # prefill bucket with a length mix may be at its mix's quantile (planner.ttft_mixture): no representative gap
+            # to name for either
             shared = "unified" in rows.columns and bool(rows["unified"].notna().any())
-            findings.append(head + ("" if shared else _representative_gap(metric, o["dis"], (lengths or {}).get((svc, o["worst_bucket"])))))
+            mixed = (svc, str(o["worst_bucket"])) in (with_mix or set())
+            findings.append(head + ("" if shared or mixed else _representative_gap(metric, o["dis"], (lengths or {}).get((svc, o["worst_bucket"])))))
     return miss_pool, miss_ms, miss_share, findings
 
 
@@ -609,6 +612,8 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     analytic = {lp.service: lp for lp in plan.latency}
     lengths = _bucket_lengths(result.capacity.demand)
     groups = _latency_groups(result.capacity.demand)
+    with_mix = {(str(p.get("service")), str(p.get("bucket"))) for p in result.capacity.points
+                if p.get("role") == "prefill" and isinstance(p.get("ttft_mix"), str) and p.get("ttft_mix")}
     services: list[SimulatedService] = []
     vacuous: list[str] = []
     e2e_missed: set[str] = set()
@@ -620,7 +625,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
         unfinished = _late(res, sim, idx)
         out = _service_metrics(res, sim, g, analytic.get(svc), ci_level, groups)
         miss_pool, miss_ms, miss_share, found = _miss_findings(architecture, svc, g, out, pool_rows, pool_wait_sim, pool_wait_mean,
-                                                               analytic_pools, lengths)
+                                                               analytic_pools, lengths, with_mix)
         findings.extend(found)
         t, p = out["ttft"], out["tpot"]
         services.append(SimulatedService(

@@ -207,3 +207,24 @@ def test_check_finds_the_instance_from_another_folder(plan: dict[str, Any], tmp_
     data["instance_path"] = os.path.relpath(INSTANCE, tmp_path)
     r = _check(tmp_path, data)
     assert r.exit_code == 0 and "re-derived from" in r.output and "not found" not in r.stderr, r.output
+
+
+def test_a_tool_phase_reload_is_checked_exactly(solved_example, tmp_path: Path) -> None:
+    """agentic-assistant: its TTFT prediction is the pools' figure plus the KV reload after tool waits, stated as
+    ttft_added_ms; check recomputes both (a prediction lowered by the reload, or a reload claimed where no tool
+    phase reloads, is a violation)."""
+    solved = solved_example("agentic-assistant")
+    assert solved.exit_code == 0, solved.output
+    data = solved.plan_data()
+    arch = next(a for a, p in data["architectures"].items() if p and p.get("feasible") and p["latency"][0]["ttft_added_ms"] > 0)
+    assert _check(tmp_path, data, "--no-instance").exit_code == 0
+    lowered = copy.deepcopy(data)
+    lp = lowered["architectures"][arch]["latency"][0]
+    lp["ttft_predicted_ms"] -= lp["ttft_added_ms"]
+    r = _check(tmp_path, lowered, "--no-instance")
+    assert r.exit_code == 1 and "KV reloads after tool waits" in r.output
+    claimed = copy.deepcopy(data)
+    for p in claimed["architectures"][arch]["tool_phase"]["tools"]:
+        p.update(offload_share=0.0, recompute_share=0.0, hold_share=1.0)
+    r = _check(tmp_path, claimed, "--no-instance")
+    assert r.exit_code == 1 and "ttft_added_ms" in r.output

@@ -174,3 +174,22 @@ def test_a_slow_measured_rate_is_not_a_simulated_tpot_miss(tmp_path: Path) -> No
     assert out.exit_code == 0, out.output
     plan = json.loads(out.output)["architectures"]["shared"]
     assert _gpus(plan) == 10 and plan["simulation"]["met"] and plan["solver"]["rounds"] == 1
+
+
+def test_check_reads_a_plan_solved_with_measured_capacity(tmp_path: Path) -> None:
+    """A measured row has no ITL (null in plan.json): `planner check` read it with float(None) and crashed."""
+    out = _run("solve", str(DISTSERVE), "--capacity", str(CAPACITY), "--out", str(tmp_path / "p"), "-q")
+    assert out.exit_code == 0, out.output
+    for extra in ([], ["--no-instance"]):
+        r = _run("check", str(tmp_path / "p" / "plan.json"), *extra)
+        assert r.exit_code == 0, r.output
+
+
+def test_evaluate_says_it_prices_the_model_not_the_measured_file(tmp_path: Path) -> None:
+    """evaluate re-derives the tables from the instance: a plan solved with --capacity would otherwise read a headroom
+    of the model (13.2) where the measured rate allows 1.6, without a word."""
+    out = _run("solve", str(DISTSERVE), "--capacity", str(CAPACITY), "--out", str(tmp_path / "p"), "-q")
+    assert out.exit_code == 0, out.output
+    r = _run("evaluate", str(tmp_path / "p" / "plan.json"))
+    assert r.exit_code == 0, r.output
+    assert "solved with measured capacity (capacity.csv)" in r.output and "not the measurement's" in r.output

@@ -266,7 +266,7 @@ def adjust_latency(latency: list[LatencyPrediction], extra_ttft_ms: dict[str, fl
         add = extra_ttft_ms.get(lp.service, 0.0)
         if add > 0:
             t = lp.ttft_predicted_ms + add
-            lp = lp.model_copy(update={"ttft_predicted_ms": t, "ttft_met": bool(t <= lp.ttft_target_ms * (1 + 1e-6)),
+            lp = lp.model_copy(update={"ttft_predicted_ms": t, "ttft_met": bool(t <= lp.ttft_target_ms * (1 + 1e-6)), "ttft_added_ms": add,
                                        "method": lp.method + f"; + {add:.0f} ms KV reload / recompute after tool waits"})
         out.append(lp)
     return out

@@ -173,7 +173,7 @@ def _raise_if_check_rejects(result: object) -> None:
     from planner.schema.plan import PlanResult
 
     assert isinstance(result, PlanResult)
-    violations = check_plan(result)
+    violations = check_plan(result, recompute_latency=False)  # the prediction extract just made; a cache read-back loads no scipy
     if violations:
         raise SolverError(f"the plan fails its own check ({len(violations)} violation(s)); the solve is numerically unreliable:\n"
                           + "\n".join(f"  - {v}" for v in violations[:20]))

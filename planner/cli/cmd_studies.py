@@ -245,6 +245,11 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     # The plan's own scenario and overrides (bucket counts included) are the base: with no --set the
     # evaluation reproduces the plan.
     resolved = load_instance(inst, plan_overrides(result) or None, scenario=result.scenario)
+    measured = sorted({str(p.get("source", ""))[len("measured:"):] for p in result.capacity.points
+                       if str(p.get("source", "")).startswith("measured:")})
+    if measured:  # the plan's measured rows are not re-read: evaluate prices the instance's modelled capacity
+        note(f"the plan was solved with measured capacity ({', '.join(measured)}); evaluate re-derives the capacity tables from "
+             "the instance's performance model, so its headroom, SLO and regret are the model's, not the measurement's")
     _, study = _study(resolved, sets, scenarios, monte_carlo, seed)
     source = TableSource.from_instance(resolved)
     try:
@@ -277,9 +282,11 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
                       for r in frame.to_dict("records")]))
     click.echo("  carries / SLO met: within the utilisation caps, routing re-optimised; as routed: the plan's own routing, analytic "
                "latency at the held pools' sizes (no cap)")
-    missed = frame[~frame["slo_met"]]
-    for r in missed.to_dict("records"):
-        click.echo(f"  {r['scenario']}: {r['slo_detail']}; as routed: {r['latency_as_routed_detail']}")
+    for r in frame.to_dict("records"):
+        if not r["slo_met"]:
+            click.echo(f"  {r['scenario']}: {r['slo_detail']}; as routed: {r['latency_as_routed_detail']}")
+        elif r["latency_met_as_routed"] is not True:
+            click.echo(f"  {r['scenario']}: as routed: {r['latency_as_routed_detail']}")
 
 
 @click.command("solve-robust")

@@ -328,24 +328,28 @@ def _check_status(arch: str, plan: ArchitecturePlan) -> list[str]:
     return out
 
 
-def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = None, *, instance_name: str | None = None) -> list[str]:
+def check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None = None, *, instance_name: str | None = None,
+               recompute_latency: bool = True) -> list[str]:
     """Violations found (empty when the plan is valid); each names architecture, constraint and item.
 
     ``instance_snapshot``: the snapshot re-derived from the instance (:func:`recompute_snapshot`);
     when given, the plan's snapshot is compared with it and the plan checked against it;
     ``instance_name``: the instance's name, which the plan must carry. A plan
     may hold any number (nan, inf, 1e308): arithmetic on them is silent here, and the ``finite``
-    check reports them.
+    check reports them. ``recompute_latency``: recompute each service's TTFT prediction from the pools
+    (:func:`_recomputed_ttft_ms`; the queueing maths, scipy). ``planner solve``'s check of the plan it has just
+    extracted (or read back from its cache, which must load no solver nor scipy) passes ``False``: there the
+    prediction is the one :mod:`planner.optimize.extract` computed, and only its floor is checked.
     """
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        out = _check_plan(result, instance_snapshot)
+        out = _check_plan(result, instance_snapshot, recompute_latency)
     if instance_name is not None and result.instance != instance_name:
         out.insert(0, f"instance: the plan names instance {result.instance!r}, the instance file is {instance_name!r}")
     return out
 
 
-def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) -> list[str]:
+def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None, recompute_latency: bool = True) -> list[str]:
     out: list[str] = _nonfinite(result)
     snap = result.capacity
     cap, cap_tol = user_max_utilization(result, instance_snapshot)
@@ -375,7 +379,7 @@ def _check_plan(result: PlanResult, instance_snapshot: CapacitySnapshot | None) 
                 keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
                 arch_pts["rho"] = [caps.get(k, r) for k, r in zip(keys, pts["rho"].astype(float), strict=True)]
             out += [f"{arch}: {v}" for v in _check_arch(plan, arch_pts, demand, configs, costs, snap.redundancy, snap.budget_usd_per_month,
-                                                        cap=cap, cap_tol=cap_tol)]
+                                                        cap=cap, cap_tol=cap_tol, recompute_latency=recompute_latency)]
             out += [f"{arch}: {v}" for v in _check_simulation(plan)]
     out += _check_verdict(result)
     out += _check_verdict_text(result)
@@ -576,7 +580,8 @@ def _misses(plan: ArchitecturePlan) -> str:
 
 
 def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame, configs: pd.DataFrame,
-                costs: CostParams, k: int, budget: float | None, *, cap: float | None = None, cap_tol: float = TOL) -> list[str]:
+                costs: CostParams, k: int, budget: float | None, *, cap: float | None = None, cap_tol: float = TOL,
+                recompute_latency: bool = True) -> list[str]:
     out: list[str] = []
     allowed = ARCH_ROLES[plan.architecture] | {"encode"}  # a separate encode pool is an option of every architecture
     key: dict[tuple[str, str, str, str], int] = {}
@@ -618,7 +623,7 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         if r.role in ("decode", "unified") and float(pt["tpot_ms"]) > float(pt["tpot_target_ms"]) * (1 + TOL):
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: TPOT {float(pt['tpot_ms']):.1f} ms > target {float(pt['tpot_target_ms']):g} ms")
         if (r.role in ("decode", "unified") and "itl_target_ms" in pt.index and "itl_ms" in pt.index
-                and float(pt["itl_ms"]) > float(pt["itl_target_ms"]) * (1 + TOL)):
+                and _num(pt["itl_ms"]) > _num(pt["itl_target_ms"]) * (1 + TOL)):
             out.append(f"mask[{r.service}|{r.bucket}|{r.role}|{r.config}]: ITL {float(pt['itl_ms']):.1f} ms > target {float(pt['itl_target_ms']):g} ms")
         if r.pool not in pools:
             out.append(f"pool[{r.pool}]: routed to a pool the plan does not provision")
@@ -708,7 +713,7 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         out.append(f"costs: total {total:,.2f} differs from the solver objective {obj:,.2f}")
     out += _check_pool_costs(plan, sub, x, configs, costs)
     out += _check_tokens(plan, sub, x, configs, costs, pools)
-    out += _check_latency(plan, sub, x, demand)
+    out += _check_latency(plan, sub, x, demand, recompute=recompute_latency)
     return out
 
 
@@ -818,17 +823,9 @@ def _recomputed_ttft_ms(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray
     """Per service: the worst routed bucket's TTFT as :mod:`planner.optimize.extract` predicts it — the pools' waits
     (:func:`planner.pool_latency.pool_latency`) and :func:`planner.pool_latency.bucket_latency` with the pools' rows
     (a prefill pool's TTFT is its latency group's length-mix quantile, :mod:`planner.ttft_mixture`); empty when the
-    points lack what that needs (a snapshot of another shape: then only the floor below is checked), and for plans
-    with no routed prefill point carrying a length mix (``ttft_mix``), whose floor is the routed points' own TTFT
-    as before: the recomputation imports the queueing maths (scipy), which a plan read back from the cache
-    otherwise never loads (``tests/test_plan_cache.py``)."""
+    points lack what that needs (a snapshot of another shape: then only the floor below is checked)."""
     from planner.pool_latency import bucket_latency, pool_latency
 
-    if TTFT_MIX_COLUMN not in sub.columns or not len(sub):
-        return {}
-    routed = (np.asarray(x, dtype=float) > 0) & (sub["role"].astype(str).to_numpy() == "prefill")
-    if not any(isinstance(m, str) and m for m in sub[TTFT_MIX_COLUMN].to_numpy(object)[routed]):
-        return {}
     need = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv", "interarrival_cv",
             "ttft_quantile", "ttft_ms", "tpot_ms", "ttft_target_ms", "tpot_target_ms")
     if not len(sub) or not plan.pools or any(c not in sub.columns for c in need):
@@ -845,9 +842,9 @@ def _recomputed_ttft_ms(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray
     return {str(s): float(g["ttft_predicted_ms"].max()) for s, g in by_bucket.groupby("service", sort=False)}
 
 
-def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, demand: pd.DataFrame) -> list[str]:
+def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, demand: pd.DataFrame, *, recompute: bool = True) -> list[str]:
     out: list[str] = []
-    recomputed = _recomputed_ttft_ms(plan, sub, x)
+    recomputed = _recomputed_ttft_ms(plan, sub, x) if recompute else {}
     tool_reloads = {r.service for r in (plan.tool_phase.tools if plan.tool_phase is not None else [])
                     if r.offload_share > 0 or r.recompute_share > 0}
     if len(sub) and plan.pools:
@@ -902,15 +899,19 @@ def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, dem
         floor = float(own_ttft[first].max()) if first.any() else 0.0
         if lp.ttft_predicted_ms < floor * (1 - 1e-6) - 1e-6:
             out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms is below the routed points' own TTFT {floor:,.1f} ms")
-        again = recomputed.get(str(svc))
         # a tool phase that offloads or recomputes KV adds its reload time to the next turn's TTFT
-        # (planner.agents.extract.adjust_latency, at the routes' representatives): at least the pools' figure then
-        reloads = str(svc) in tool_reloads
-        if again is not None and not (_close(lp.ttft_predicted_ms, again, rel=1e-6, abs_tol=1e-3)
-                                      or (math.isinf(again) and math.isinf(lp.ttft_predicted_ms))
-                                      or (reloads and lp.ttft_predicted_ms >= again * (1 - 1e-6) - 1e-3)):
-            out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms, the plan's pools give {again:,.1f} ms "
-                       f"(planner.pool_latency.bucket_latency{' + KV reloads after tool waits' if reloads else ''})")
+        # (planner.agents.extract.adjust_latency), stated as ttft_added_ms
+        added = _num(lp.ttft_added_ms)
+        if not (added >= 0) or (added > 0 and str(svc) not in tool_reloads):
+            out.append(f"latency[{svc}]: ttft_added_ms {added:g} ms, but no tool phase of the service offloads or recomputes KV")
+            added = 0.0
+        again = recomputed.get(str(svc))
+        # a plan written before ttft_added_ms with a reloading tool phase: its reload is somewhere above the pools' figure
+        older = added == 0 and str(svc) in tool_reloads and lp.ttft_predicted_ms >= (again or 0.0) * (1 - 1e-6) - 1e-3
+        if again is not None and not (_close(lp.ttft_predicted_ms, again + added, rel=1e-6, abs_tol=1e-3) or older
+                                      or (math.isinf(again) and math.isinf(lp.ttft_predicted_ms))):
+            out.append(f"latency[{svc}]: TTFT predicted {lp.ttft_predicted_ms:,.1f} ms, the plan's pools give {again:,.1f} ms"
+                       + (f" + {added:,.1f} ms of KV reloads after tool waits" if added > 0 else "") + " (planner.pool_latency.bucket_latency)")
         for metric, pred, target, met in (("ttft", lp.ttft_predicted_ms, lp.ttft_target_ms, lp.ttft_met),
                                           ("tpot", lp.tpot_predicted_ms, lp.tpot_target_ms, lp.tpot_met)):
             if met != bool(pred <= target * (1 + TOL)):

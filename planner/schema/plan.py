@@ -198,6 +198,9 @@ class LatencyPrediction(StrictModel):
     token_metric: Literal["tpot", "itl"] = "tpot"
     """Which per-token metric the ``tpot_*`` fields hold: ``tpot`` (per request, (E2E − TTFT)/(output − 1))
     or ``itl`` (each token gap); the service's TPOT target when it sets one, else its ITL target."""
+    ttft_added_ms: float = 0.0
+    """Of ``ttft_predicted_ms``, the KV reload / recompute time after tool waits added to the pools' figure
+    (:func:`planner.agents.extract.adjust_latency`; 0 without a tool phase that offloads or recomputes)."""
 
     @field_validator("ttft_target_ms", "tpot_target_ms", mode="before")
     @classmethod

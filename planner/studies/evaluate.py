@@ -158,22 +158,29 @@ def _slo(plan: ArchitecturePlan) -> tuple[bool, float | None, str]:
 
 def latency_as_routed(prep: Any, plan: FixedPlan, redundancy: int) -> tuple[bool | None, str]:
     """(every service meets its TTFT and per-token targets, a per-service detail) for the held pools with the
-    plan's own routing at ``prep``'s traffic (module docstring). ``None`` when the plan's routing names no point
-    of these tables (another instance)."""
+    plan's own routing at ``prep``'s traffic (module docstring), the plan's KV reloads after tool waits added
+    to the TTFT as it adds them (``FixedPlan.ttft_added_ms``). ``None`` when the plan's routing does not route
+    every (service, bucket) of these tables (other bucket counts, another instance): no figure then."""
     from planner.pool_latency import bucket_latency, pool_latency
 
     pts = prep.points
     keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
     x = np.array([plan.routing.get(k, 0.0) for k in keys], dtype=float)
-    if not plan.routing or not (x > 0).any():
-        return None, "the plan's routing names no operating point of these tables"
+    routed = set(zip(pts["service"].astype(str).to_numpy()[x > 0], pts["bucket"].astype(str).to_numpy()[x > 0], strict=True))
+    demand = set(zip(prep.demand["service"].astype(str), prep.demand["bucket"].astype(str), strict=True))
+    if not plan.routing or not (x > 0).any() or not demand <= routed:
+        missing = sorted(demand - routed)
+        shown = ", ".join(f"{s}/{b}" for s, b in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        return None, (f"the plan's routing does not route {shown}: no latency as routed (the scenario's buckets or candidates are "
+                      "not the plan's; evaluate at the plan's bucket counts)")
     pl = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(pts, x, plan.instances, redundancy).to_dict("records")}
     lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
     waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
     by_bucket = bucket_latency(pts, x, waits, lanes, instances=plan.instances, redundancy=redundancy, pool_rows=pl)
     parts, met = [], True
     for svc, g in by_bucket.groupby("service", sort=True):
-        ttft, tok = float(g["ttft_predicted_ms"].max()), float(g["tpot_predicted_ms"].max())
+        ttft = float(g["ttft_predicted_ms"].max()) + plan.ttft_added_ms.get(str(svc), 0.0)
+        tok = float(g["tpot_predicted_ms"].max())
         ttft_t, tok_t = float(g["ttft_target_ms"].iloc[0]), float(g["tpot_target_ms"].iloc[0])
         ok = ttft <= ttft_t * (1 + 1e-6) and tok <= tok_t * (1 + 1e-6)
         met &= ok

@@ -47,6 +47,9 @@ class FixedPlan:
     routing: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
     """Per point (service, bucket, role, config): the plan's own routing share, for the latency of the held
     pools as deployed (:func:`planner.studies.evaluate.latency_as_routed`)."""
+    ttft_added_ms: dict[str, float] = field(default_factory=dict)
+    """Per service: the KV reload / recompute time after tool waits the plan adds to its TTFT
+    (``LatencyPrediction.ttft_added_ms``; the tool phase's policies are held with the plan)."""
 
     @classmethod
     def from_result(cls, result: PlanResult, architecture: str | None = None) -> FixedPlan:
@@ -62,7 +65,8 @@ class FixedPlan:
 
         return cls(architecture=arch, instances={p.name: int(p.instances) for p in plan.pools if p.instances > 0},
                    cap_factors=cap_factors_of(result.capacity.utilization_caps, arch),
-                   routing={(r.service, r.bucket, str(r.role), r.config): float(r.share) for r in plan.routing})
+                   routing={(r.service, r.bucket, str(r.role), r.config): float(r.share) for r in plan.routing},
+                   ttft_added_ms={lp.service: float(lp.ttft_added_ms) for lp in plan.latency if lp.ttft_added_ms > 0})
 
     @property
     def devices(self) -> dict[str, int]:
