@@ -78,7 +78,7 @@ from planner.pool_latency import bucket_latency, pool_latency
 from planner.pool_latency import (
     lane_wait_quantile_ms as lane_wait_quantile_ms,  # re-exported (tests, docs)
 )
-from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, token_metric
+from planner.schema.capacity import CONFIG_PARALLELISM_COLUMN, TTFT_MIX_COLUMN, token_metric
 from planner.schema.capacity import quantile_level as _level
 from planner.schema.plan import CostBreakdown, LatencyPrediction, PoolPlan, RoutingShare
 from planner.units import J_PER_KWH, SECONDS_PER_HOUR
@@ -312,6 +312,9 @@ def _pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundanc
     roles = pts["role"].to_numpy(str)
     latency: list[LatencyPrediction] = []
     enc_routed = any(roles[i] in ENCODE_HOST for i in nz)
+    mixes = pts[TTFT_MIX_COLUMN].to_numpy(object) if TTFT_MIX_COLUMN in pts.columns else None
+    svc_of = pts["service"].astype(str).to_numpy()
+    mixed = {str(svc_of[i]) for i in nz if roles[i] == "prefill" and mixes is not None and isinstance(mixes[i], str) and mixes[i]}
     for svc, dgrp in prep.demand.groupby("service", sort=False):
         r0 = dgrp.iloc[0]
         metric = token_metric(r0)  # the per-token metric the service targets: TPOT if set, else ITL
@@ -329,7 +332,9 @@ def _pools_routing_latency(built: Built, x: np.ndarray, n: np.ndarray, redundanc
                    "unified pools at the load they carry (planner.pool_latency.unified_at_load: iteration time, chunk share and batch "
                    "of the arrivals, not of the point's full batch) with the chunked-prefill lane of the bucket mix over the live "
                    "instances behind a least-loaded router"
-                   + ("; + the encode phase (encode pool wait + encode + embedding transfer, or the inline encode time)" if enc_routed else ""),
+                   + ("; + the encode phase (encode pool wait + encode + embedding transfer, or the inline encode time)" if enc_routed else "")
+                   + ("; a prefill pool's TTFT: the quantile of its latency group's length mix over the pool's wait tail "
+                      "(planner.ttft_mixture), never above the representative prompt's" if str(svc) in mixed else ""),
         ))
     return pool_list, routing, latency
 
