@@ -102,6 +102,7 @@ TAMPERINGS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "tokens per month falsified": (_set("WIN.tokens_per_month", lambda v: v * 2), "tokens_per_month"),
     "winner hybrid, not solved": (_set("verdict.winner", "hybrid"), "not solved"),
     "instances removed": (_set("WIN.pools.0.instances", 0), "pool"),
+    "instances past a machine integer": (_set("WIN.pools.0.instances", 10**30), "beyond any plan"),  # numpy int64 overflowed: exit 1, no crash
     "cost term lowered": (_set("WIN.costs.equipment_usd_per_month", lambda v: v / 2), "costs:"),
     "routing share lowered": (_set("WIN.routing.0.share", lambda v: v / 2), "route["),
     "pool removed": (lambda d: _win(d)["pools"].pop(0), "pool["),

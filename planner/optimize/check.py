@@ -692,6 +692,10 @@ def _check_arch(plan: ArchitecturePlan, pts: pd.DataFrame, demand: pd.DataFrame,
         out.append(f"budget: total {total:,.2f} exceeds the budget {budget:,.2f}")
     pool_df = pd.DataFrame([{"pool": p.name, "tp": p.tp, "config": p.config, "device": p.device, "sends_kv": p.sends_kv} for p in pools.values()],
                            columns=["pool", "tp", "config", "device", "sends_kv"])
+    beyond = [f"pool[{name}]: {p.instances:.3g} instances is beyond any plan (more than 2^53): its costs cannot be recomputed"
+              for name, p in pools.items() if abs(p.instances) > 2**53]
+    if beyond:  # a fuzzed count past a machine integer (numpy's int64 overflowed on it)
+        return out + beyond
     n = np.array([p.instances for p in pools.values()], dtype=int)
     sub = pts.iloc[rows].reset_index(drop=True) if rows else pts.iloc[0:0]
     x = np.array(shares, dtype=float)
