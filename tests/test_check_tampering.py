@@ -229,3 +229,16 @@ def test_a_tool_phase_reload_is_checked_exactly(solved_example, tmp_path: Path) 
         p.update(offload_share=0.0, recompute_share=0.0, hold_share=1.0)
     r = _check(tmp_path, claimed, "--no-instance")
     assert r.exit_code == 1 and "ttft_added_ms" in r.output
+
+
+@pytest.mark.parametrize("extra", [(), ("--no-instance",)])
+def test_an_absurd_snapshot_service_time_is_a_violation_not_a_crash(plan: dict[str, Any], tmp_path: Path,
+                                                                     extra: tuple[str, ...]) -> None:
+    """A routed point's service time at 1e200 s: the TTFT recomputation's queue overflowed (OverflowError in
+    pool_latency, found by fuzzing); the number checks report it, the recomputation steps aside."""
+    data = copy.deepcopy(plan)
+    for p in data["capacity"]["points"]:
+        p["instance_seconds_per_request"] = 1e200
+    r = _check(tmp_path, data, *extra)
+    assert r.exit_code == 1, r.output
+    assert "Traceback" not in r.output and "internal error" not in r.output

@@ -841,7 +841,7 @@ def _recomputed_ttft_ms(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray
         lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
         waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
         by_bucket = bucket_latency(sub, x, waits, lanes, instances=inst, redundancy=k, pool_rows=pl)
-    except (KeyError, ValueError, TypeError, ZeroDivisionError):
+    except (KeyError, ValueError, TypeError, ArithmeticError):  # absurd snapshot numbers (1e308): reported by the number checks
         return {}
     return {str(s): float(g["ttft_predicted_ms"].max()) for s, g in by_bucket.groupby("service", sort=False)}
 
@@ -855,7 +855,10 @@ def _check_latency(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray, dem
         # unified points at the load their pool carries: the prediction extract reports (planner.pool_latency.unified_at_load)
         from planner.pool_latency import unified_at_load
 
-        at = unified_at_load(sub, x, {p.name: p.instances for p in plan.pools}, plan.pools[0].redundancy)
+        try:
+            at = unified_at_load(sub, x, {p.name: p.instances for p in plan.pools}, plan.pools[0].redundancy)
+        except (ValueError, ArithmeticError, MemoryError):  # absurd snapshot numbers (a 1e200 s service time): the number checks report them
+            at = pd.DataFrame({"ttft_at_load_ms": np.full(len(sub), np.nan)}, index=sub.index)
         hit = at["ttft_at_load_ms"].notna().to_numpy()
         if hit.any():
             sub = sub.copy()

@@ -166,6 +166,8 @@ def latency_as_routed(prep: Any, plan: FixedPlan, redundancy: int) -> tuple[bool
     pts = prep.points
     keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
     x = np.array([plan.routing.get(k, 0.0) for k in keys], dtype=float)
+    if not np.all(np.isfinite(x) & (x >= 0.0) & (x <= 1.0 + 1e-6)):
+        return None, "the plan's routing shares are not shares (each must lie in [0, 1]): no latency as routed"
     routed = set(zip(pts["service"].astype(str).to_numpy()[x > 0], pts["bucket"].astype(str).to_numpy()[x > 0], strict=True))
     demand = set(zip(prep.demand["service"].astype(str), prep.demand["bucket"].astype(str), strict=True))
     if not plan.routing or not (x > 0).any() or not demand <= routed:
@@ -173,10 +175,13 @@ def latency_as_routed(prep: Any, plan: FixedPlan, redundancy: int) -> tuple[bool
         shown = ", ".join(f"{s}/{b}" for s, b in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         return None, (f"the plan's routing does not route {shown}: no latency as routed (the scenario's buckets or candidates are "
                       "not the plan's; evaluate at the plan's bucket counts)")
-    pl = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(pts, x, plan.instances, redundancy).to_dict("records")}
-    lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
-    waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
-    by_bucket = bucket_latency(pts, x, waits, lanes, instances=plan.instances, redundancy=redundancy, pool_rows=pl)
+    try:
+        pl = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(pts, x, plan.instances, redundancy).to_dict("records")}
+        lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
+        waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
+        by_bucket = bucket_latency(pts, x, waits, lanes, instances=plan.instances, redundancy=redundancy, pool_rows=pl)
+    except (ArithmeticError, ValueError) as exc:  # pool counts past any plan (a fuzzed 1e30): no figure, said so
+        return None, f"the held pools cannot be evaluated as routed ({type(exc).__name__}: {exc})"
     parts, met = [], True
     for svc, g in by_bucket.groupby("service", sort=True):
         ttft = float(g["ttft_predicted_ms"].max()) + plan.ttft_added_ms.get(str(svc), 0.0)
