@@ -185,11 +185,18 @@ def test_check_reads_a_plan_solved_with_measured_capacity(tmp_path: Path) -> Non
         assert r.exit_code == 0, r.output
 
 
-def test_evaluate_says_it_prices_the_model_not_the_measured_file(tmp_path: Path) -> None:
-    """evaluate re-derives the tables from the instance: a plan solved with --capacity would otherwise read a headroom
-    of the model (13.2) where the measured rate allows 1.6, without a word."""
+def test_evaluate_applies_the_measured_file_or_says_it_prices_the_model(tmp_path: Path) -> None:
+    """evaluate re-derives the tables from the instance: a plan solved with --capacity read a headroom of the model
+    (13.2) where the measured rate allows 1.6, without a word. With --capacity it is the measurement's; without it,
+    a note says so and names the option."""
     out = _run("solve", str(DISTSERVE), "--capacity", str(CAPACITY), "--out", str(tmp_path / "p"), "-q")
     assert out.exit_code == 0, out.output
-    r = _run("evaluate", str(tmp_path / "p" / "plan.json"))
+    r = _run("evaluate", str(tmp_path / "p" / "plan.json"), "--json")
     assert r.exit_code == 0, r.output
-    assert "solved with measured capacity (capacity.csv)" in r.output and "not the measurement's" in r.output
+    assert "solved with measured capacity (capacity.csv)" in r.output and "pass --capacity capacity.csv" in r.output
+    r = _run("evaluate", str(tmp_path / "p" / "plan.json"), "--capacity", str(CAPACITY), "--json")
+    assert r.exit_code == 0, r.output
+    assert "solved with measured capacity" not in r.output
+    row = json.loads(r.stdout)["rows"][0]
+    assert 1.0 <= row["headroom_multiplier"] < 2.0 and row["carries_load"]
+    assert _run("evaluate", str(tmp_path / "p" / "plan.json"), "--capacity-only").exit_code == 2

@@ -213,8 +213,13 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
 @click.option("--rel-tol", type=REL_TOL, default=0.01, show_default=True, help="Relative precision of the headroom multiplier, 1e-6 to 0.5.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Write evaluate.csv and evaluate.parquet.")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--capacity", "capacity_file", type=click.Path(dir_okay=False), default=None,
+              help="Measured capacity CSV applied to every scenario's capacity table (the file the plan was solved with, "
+                   "as `planner solve --capacity`).")
+@click.option("--capacity-only", is_flag=True, help="With --capacity: the file's rows are the only candidates.")
 def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None, sets: tuple[str, ...], scenarios: tuple[str, ...],
-                 monte_carlo: int, seed: int, rel_tol: float, out_dir: str | None, as_json: bool) -> None:
+                 monte_carlo: int, seed: int, rel_tol: float, out_dir: str | None, as_json: bool, capacity_file: str | None,
+                 capacity_only: bool) -> None:
     """How the fixed plan in PLAN.json fares under other traffic: SLO attainment, headroom, first pool to saturate, regret.
 
     The plan's pool sizes are held and routing is re-optimised for each scenario; regret is
@@ -245,13 +250,16 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     # The plan's own scenario and overrides (bucket counts included) are the base: with no --set the
     # evaluation reproduces the plan.
     resolved = load_instance(inst, plan_overrides(result) or None, scenario=result.scenario)
+    if capacity_only and not capacity_file:
+        raise InputError(Problem("", "--capacity-only", "needs --capacity FILE", "add --capacity measured.csv"))
     measured = sorted({str(p.get("source", ""))[len("measured:"):] for p in result.capacity.points
                        if str(p.get("source", "")).startswith("measured:")})
-    if measured:  # the plan's measured rows are not re-read: evaluate prices the instance's modelled capacity
-        note(f"the plan was solved with measured capacity ({', '.join(measured)}); evaluate re-derives the capacity tables from "
-             "the instance's performance model, so its headroom, SLO and regret are the model's, not the measurement's")
+    if measured and not capacity_file:  # the plan records the file's name, not its rows: the tables come from the model
+        note(f"the plan was solved with measured capacity ({', '.join(measured)}); without --capacity evaluate re-derives the "
+             "capacity tables from the instance's performance model, so its headroom, SLO and regret are the model's, not the "
+             f"measurement's: pass --capacity {measured[0]}")
     _, study = _study(resolved, sets, scenarios, monte_carlo, seed)
-    source = TableSource.from_instance(resolved)
+    source = TableSource.from_instance(resolved, capacity_file=capacity_file, capacity_only=capacity_only)
     try:
         with progress(len(study), f"evaluating {len(study)} scenario(s)") as bar:
             frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol, progress=bar.update)
