@@ -36,7 +36,7 @@ DEFAULT = ("instances/long-context-assistant.yaml", "instances/code-completion-8
 def per_bucket(plan_path: Path, architecture: str) -> pd.DataFrame:
     """Per bucket of ``architecture``'s plan: simulated, representative-rule and mixture TTFT (ms) at the service's quantile."""
     import planner.verify as verify
-    from planner.pool_latency import bucket_latency, plan_shares, pool_latency
+    from planner.pool_latency import bucket_latency, plan_shares, pool_waits
     from planner.schema.plan import PlanResult
     from planner.simulate.adapter import plan_to_sim_by_bucket
 
@@ -46,9 +46,7 @@ def per_bucket(plan_path: Path, architecture: str) -> pd.DataFrame:
     x = plan_shares(plan, pts)
     inst = {p.name: p.instances for p in plan.pools}
     k = result.capacity.redundancy
-    rows = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(pts, x, inst, k).to_dict("records")}
-    lanes = {p: float(r["lane_wait_ms"]) for p, r in rows.items() if r["lane_wait_ms"] == r["lane_wait_ms"]}
-    waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in rows.items()}
+    rows, lanes, waits = pool_waits(pts, x, inst, k)
     rep = bucket_latency(pts, x, waits, lanes, instances=inst, redundancy=k).set_index("bucket")
     mix = bucket_latency(pts, x, waits, lanes, instances=inst, redundancy=k, pool_rows=rows).set_index("bucket")
     sim = plan_to_sim_by_bucket(result, architecture)

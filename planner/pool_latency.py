@@ -201,6 +201,16 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
 
 
+def pool_waits(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
+               quantile: float | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, float], dict[str, float]]:
+    """What :func:`bucket_latency` takes from :func:`pool_latency`: its rows by pool name (``pool_rows``), the
+    unified pools' lane waits (``lanes_ms``, ms) and every wait a pool adds, slot + lane (``waits_ms``, ms)."""
+    rows = {str(r["pool"]): {str(a): b for a, b in r.items()}
+            for r in pool_latency(points, share, instances, redundancy, quantile=quantile).to_dict("records")}
+    lanes = {p: float(r["lane_wait_ms"]) for p, r in rows.items() if not math.isnan(float(r["lane_wait_ms"]))}
+    return rows, lanes, {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in rows.items()}
+
+
 def _decode_hold_s(pts: pd.DataFrame, full_batch_hold_s: np.ndarray) -> np.ndarray:
     """Mean slot holding time (s) of decode points: ``output_tokens_mean × tpot_ms / 1e3`` (the step
     at the point's full batch, an upper bound on a smaller batch's); ``full_batch_hold_s`` (τ·B*)
@@ -350,7 +360,7 @@ def _mixture_ttft(rows: list[dict[str, Any]], mixable: Mapping[int, tuple[np.nda
     each bucket reports ``min(its representative figure, X)``. A group of which a routed prefill point
     has no mix (hand-written buckets, measured rows) keeps the representative rule."""
     from planner.schema.capacity import LATENCY_GROUP_COLUMN, TTFT_MIX_COLUMN
-    from planner.ttft_mixture import parse_mix, queue_tail_params
+    from planner.ttft_mixture import mixture_quantile_ms, parse_mix, queue_tail_params
 
     if TTFT_MIX_COLUMN not in pts.columns:
         return
@@ -395,8 +405,6 @@ def _mixture_ttft(rows: list[dict[str, Any]], mixable: Mapping[int, tuple[np.nda
         j0 = int(mixable[members[0]][0][0])
         q = float(ttft_quantile) if ttft_quantile is not None else float(quant[j0])
         upper = max(float(rows[k]["ttft_predicted_ms"]) for k in members)
-        from planner.ttft_mixture import mixture_quantile_ms
-
         level = mixture_quantile_ms(q, weights, np.concatenate(t), np.concatenate(c), np.concatenate(d), upper_ms=upper)
         for k in members:
             r = rows[k]
@@ -1327,14 +1335,12 @@ def plan_latency_quantiles(result: PlanResult, architecture: str, quantile: floa
     x = plan_shares(plan, pts)
     inst = {p.name: p.instances for p in plan.pools}
     k = result.capacity.redundancy
-    pl = pool_latency(pts, x, inst, k, quantile=quantile)
-    lanes = {str(r["pool"]): float(r["lane_wait_ms"]) for r in pl.to_dict("records") if not math.isnan(float(r["lane_wait_ms"]))}
-    waits = {str(r["pool"]): float(r["wait_ms"]) + lanes.get(str(r["pool"]), 0.0) for r in pl.to_dict("records")}
+    rows, lanes, waits = pool_waits(pts, x, inst, k, quantile=quantile)
     out = []
     for metric in ("tpot", "itl"):
         p = pts.assign(token_metric=metric)
         b = bucket_latency(p, x, waits, lanes, instances=inst, redundancy=k, ttft_quantile=quantile, token_quantile=quantile,
-                           pool_rows={str(r["pool"]): {str(k): v for k, v in r.items()} for r in pl.to_dict("records")})
+                           pool_rows=rows)
         out.append(b.set_index(["service", "bucket"]))
     frame = out[0][["ttft_predicted_ms", "tpot_predicted_ms"]].rename(columns={"ttft_predicted_ms": "ttft_ms", "tpot_predicted_ms": "tpot_ms"})
     frame["itl_ms"] = out[1]["tpot_predicted_ms"]

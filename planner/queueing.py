@@ -48,6 +48,7 @@ A prefill instance without batching is one server whose service time is the pref
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -349,6 +350,19 @@ def wait_quantile_s(quantile: float, arrival_rate_per_s: float, servers: int,
     return float(wait_quantile_many(quantile, arrival_rate_per_s, float(servers), mean_service_s, service_cv, arrival_cv))
 
 
+def bisect_largest(ok: Callable[[np.ndarray], np.ndarray], lo: np.ndarray, hi: np.ndarray, tolerance: float) -> np.ndarray:
+    """Element-wise bisection for the largest value with ``ok`` true, given ``ok(lo)`` true and ``ok(hi)`` false
+    (``ok`` monotone: true up to a threshold); halves every interval together until the widest is within
+    ``tolerance`` and returns the feasible end. Used by :func:`max_utilization_many` and
+    :func:`planner.ttft_mixture.mixture_caps`."""
+    while lo.size and float(np.max(hi - lo)) > tolerance:
+        mid = 0.5 * (lo + hi)
+        good = ok(mid)
+        lo = np.where(good, mid, lo)
+        hi = np.where(good, hi, mid)
+    return lo
+
+
 def max_utilization_many(servers: object, mean_service_s: object, quantile: object, wait_budget_s: object,
                          service_cv: object = 1.0, arrival_cv: object = 1.0, *, ceiling: float = UTILIZATION_CEILING,
                          tolerance: float = 1e-6) -> np.ndarray:
@@ -384,13 +398,8 @@ def max_utilization_many(servers: object, mean_service_s: object, quantile: obje
     caps = np.full(rows.shape[0], float(ceiling))
     todo = np.flatnonzero(~ok(caps, fixed(rows)))  # the rest already meet the budget at the ceiling
     sub = fixed(rows[todo])
-    lo, hi = np.zeros(todo.size), np.full(todo.size, float(ceiling))  # ok(lo) holds: zero load never waits
-    while todo.size and float(np.max(hi - lo)) > tolerance:
-        mid = 0.5 * (lo + hi)
-        good = ok(mid, sub)
-        lo = np.where(good, mid, lo)
-        hi = np.where(good, hi, mid)
-    caps[todo] = lo
+    # ok(0) holds: zero load never waits
+    caps[todo] = bisect_largest(lambda rho: ok(rho, sub), np.zeros(todo.size), np.full(todo.size, float(ceiling)), tolerance)
     out[usable] = caps[inverse.ravel()]
     return out.reshape(shape)
 

@@ -125,6 +125,8 @@ def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndar
     once (the miss share grows with ``ρ``); ``mixes[i]`` the (shares, TTFT seconds) of queue ``i``'s
     requests. 0 where even an empty queue misses (the sub-bins slower than the target alone hold more
     than ``1 − q`` of the requests)."""
+    from planner.queueing import bisect_largest
+
     n = len(mixes)
     out = np.zeros(n)
     if not n:
@@ -155,13 +157,7 @@ def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndar
     top = ok(np.full(usable.size, float(ceiling)), usable)
     out[usable[top]] = float(ceiling)
     todo = usable[~top]
-    lo, hi = np.zeros(todo.size), np.full(todo.size, float(ceiling))
-    while todo.size and float(np.max(hi - lo)) > tolerance:
-        mid = 0.5 * (lo + hi)
-        good = ok(mid, todo)
-        lo = np.where(good, mid, lo)
-        hi = np.where(good, hi, mid)
-    out[todo] = lo
+    out[todo] = bisect_largest(lambda rho: ok(rho, todo), np.zeros(todo.size), np.full(todo.size, float(ceiling)), tolerance)
     return out
 
 

@@ -828,7 +828,7 @@ def _recomputed_ttft_ms(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray
     (:func:`planner.pool_latency.pool_latency`) and :func:`planner.pool_latency.bucket_latency` with the pools' rows
     (a prefill pool's TTFT is its latency group's length-mix quantile, :mod:`planner.ttft_mixture`); empty when the
     points lack what that needs (a snapshot of another shape: then only the floor below is checked)."""
-    from planner.pool_latency import bucket_latency, pool_latency
+    from planner.pool_latency import bucket_latency, pool_waits
 
     need = ("pool", "role", "rate_peak_per_s", "instance_seconds_per_request", "max_batch", "service_time_cv", "interarrival_cv",
             "ttft_quantile", "ttft_ms", "tpot_ms", "ttft_target_ms", "tpot_target_ms")
@@ -837,9 +837,7 @@ def _recomputed_ttft_ms(plan: ArchitecturePlan, sub: pd.DataFrame, x: np.ndarray
     inst = {p.name: p.instances for p in plan.pools}
     k = plan.pools[0].redundancy
     try:
-        pl = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(sub, x, inst, k).to_dict("records")}
-        lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
-        waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
+        pl, lanes, waits = pool_waits(sub, x, inst, k)
         by_bucket = bucket_latency(sub, x, waits, lanes, instances=inst, redundancy=k, pool_rows=pl)
     except (KeyError, ValueError, TypeError, ArithmeticError):  # absurd snapshot numbers (1e308): reported by the number checks
         return {}

@@ -42,6 +42,7 @@ from planner.pool_latency import (
     lane_wait_quantile_ms,
     plan_shares,
     pool_latency,
+    pool_waits,
     predicted_pool_quantiles,
 )
 from planner.schema.plan import ArchitecturePlan
@@ -118,9 +119,7 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
     pts = prep.points
     x = plan_shares(plan, pts)
     inst = {p.name: p.instances for p in plan.pools}
-    pl: dict[str, dict[Any, Any]] = {str(r["pool"]): r for r in pool_latency(pts, x, inst, redundancy).to_dict("records")}
-    lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
-    waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
+    pl, lanes, waits = pool_waits(pts, x, inst, redundancy)
     buckets = bucket_latency(pts, x, waits, lanes, instances=inst, redundancy=redundancy, pool_rows=pl)
     given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
     fixed = set(pts.loc[~np.isnan(given), "pool"].astype(str))

@@ -161,7 +161,7 @@ def latency_as_routed(prep: Any, plan: FixedPlan, redundancy: int) -> tuple[bool
     plan's own routing at ``prep``'s traffic (module docstring), the plan's KV reloads after tool waits added
     to the TTFT as it adds them (``FixedPlan.ttft_added_ms``). ``None`` when the plan's routing does not route
     every (service, bucket) of these tables (other bucket counts, another instance): no figure then."""
-    from planner.pool_latency import bucket_latency, pool_latency
+    from planner.pool_latency import bucket_latency, pool_waits
 
     pts = prep.points
     keys = zip(pts["service"].astype(str), pts["bucket"].astype(str), pts["role"].astype(str), pts["config"].astype(str), strict=True)
@@ -176,9 +176,7 @@ def latency_as_routed(prep: Any, plan: FixedPlan, redundancy: int) -> tuple[bool
         return None, (f"the plan's routing does not route {shown}: no latency as routed (the scenario's buckets or candidates are "
                       "not the plan's; evaluate at the plan's bucket counts)")
     try:
-        pl = {str(r["pool"]): {str(a): b for a, b in r.items()} for r in pool_latency(pts, x, plan.instances, redundancy).to_dict("records")}
-        lanes = {p: float(r["lane_wait_ms"]) for p, r in pl.items() if not math.isnan(float(r["lane_wait_ms"]))}
-        waits = {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in pl.items()}
+        pl, lanes, waits = pool_waits(pts, x, plan.instances, redundancy)
         by_bucket = bucket_latency(pts, x, waits, lanes, instances=plan.instances, redundancy=redundancy, pool_rows=pl)
     except (ArithmeticError, ValueError) as exc:  # pool counts past any plan (a fuzzed 1e30): no figure, said so
         return None, f"the held pools cannot be evaluated as routed ({type(exc).__name__}: {exc})"
