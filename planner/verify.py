@@ -33,7 +33,7 @@ The run
   samples; under bursts the samples are correlated and the true uncertainty is larger (and a
   replay longer than the peak-like windows repeats them).
 * Run length (:func:`run_window`, issue 24): with ``L`` the longest holding time (a request's
-  TTFT + output × TPOT over the plan's buckets), a warm-up of ``max(10 % of the run, 2 L)``,
+  TTFT + output × TPOT over the operating points the plan routes to, :func:`routed_points`), a warm-up of ``max(10 % of the run, 2 L)``,
   then a measured window of ``max(requests / rate, MIN_LIVES · L)`` seconds (the requests
   arriving in it are measured; per-token gaps are recorded in it), then ``L`` more seconds of
   arrivals so the measured requests finish under the planned load instead of in a drain.
@@ -587,6 +587,20 @@ def _bucket_lengths(demand: list[dict[str, Any]]) -> dict[tuple[str, str], tuple
     return out
 
 
+def routed_points(points: pd.DataFrame, plan: Any) -> pd.DataFrame:
+    """The operating points ``plan`` routes a share to: what its run length reads (:func:`run_window`). The
+    snapshot holds every candidate of every architecture, and the longest holding time over all of them made a
+    plan's run length depend on the other architecture's candidates: enterprise-chat's shared plan, simulated
+    inside ``planner solve`` over its loop's candidates, ran 508 s (p99 TTFT 671 ms) and 514 s (682 ms) when its
+    saved plan was simulated again (issue 24: every view of a plan, the same figure)."""
+    routed = {(r.service, r.bucket, r.role, r.config) for r in plan.routing if r.share > 0}
+    if not len(points) or not routed:
+        return points
+    keys = zip(points["service"].astype(str), points["bucket"].astype(str), points["role"].astype(str), points["config"].astype(str),
+               strict=True)
+    return points[[k in routed for k in keys]]
+
+
 def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFAULT_REQUESTS, seed: int = 0,
                   ci_level: float = CI_LEVEL, max_requests: int = MAX_REQUESTS, precision: float = PRECISION,
                   arrivals: Mapping[str, PeakArrivals] | None = None) -> SimulationCheck:
@@ -603,7 +617,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     sim = plan_to_sim_by_bucket(result, architecture)
     rt = sim.route_table
     points = sim.base.points if sim.base.points is not None else pd.DataFrame(result.capacity.points)  # built once by the adapter
-    run = _run_until_resolved(sim, points, arrivals, requests=requests, seed=seed, ci_level=ci_level,
+    run = _run_until_resolved(sim, routed_points(points, plan), arrivals, requests=requests, seed=seed, ci_level=ci_level,
                               max_requests=max_requests, precision=precision)
     res = run.res
     analytic_pools = predicted_pool_quantiles(result, architecture).set_index("pool")

@@ -217,9 +217,12 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
               help="Measured capacity CSV applied to every scenario's capacity table (the file the plan was solved with, "
                    "as `planner solve --capacity`).")
 @click.option("--capacity-only", is_flag=True, help="With --capacity: the file's rows are the only candidates.")
+@click.option("--simulate", is_flag=True,
+              help="Also simulate the held plan (pools and routing as solved) at each scenario's rates, as `planner solve` "
+                   "simulates it at peak (scenarios that change only rates).")
 def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None, sets: tuple[str, ...], scenarios: tuple[str, ...],
                  monte_carlo: int, seed: int, rel_tol: float, out_dir: str | None, as_json: bool, capacity_file: str | None,
-                 capacity_only: bool) -> None:
+                 capacity_only: bool, simulate: bool) -> None:
     """How the fixed plan in PLAN.json fares under other traffic: SLO attainment, headroom, first pool to saturate, regret.
 
     The plan's pool sizes are held and routing is re-optimised for each scenario; regret is
@@ -260,9 +263,15 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
              f"measurement's: pass --capacity {measured[0]}")
     _, study = _study(resolved, sets, scenarios, monte_carlo, seed)
     source = TableSource.from_instance(resolved, capacity_file=capacity_file, capacity_only=capacity_only)
+    arrivals = None
+    if simulate:
+        from planner.verify import peak_arrivals_from_instance
+
+        arrivals, _ = peak_arrivals_from_instance(resolved)
     try:
         with progress(len(study), f"evaluating {len(study)} scenario(s)") as bar:
-            frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol, progress=bar.update)
+            frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol, progress=bar.update, simulate=result if simulate else None,
+                                  arrivals=arrivals)
     except ValueError as exc:
         raise InputError(Problem(plan_file, "pools", str(exc), "evaluate with the instance the plan was solved for (--instance)")) from None
     if out_dir:
@@ -283,18 +292,23 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
     def usd(v: Any) -> int | None:  # whole dollars: a regret of 9.4e-08 is 0 up to the MIP gap
         return None if v is None or v != v else int(round(float(v)))
 
-    click.echo(table(["scenario", "carries", "SLO met", "as routed", "headroom x", "saturates first", "fixed $/month", "re-opt $/month",
-                      "regret $/month"],
-                     [[r["scenario"], r["carries_load"], r["slo_met"], r["latency_met_as_routed"], head(r), r["saturates_first"],
+    sim_col = ["simulated"] if simulate else []
+    click.echo(table(["scenario", "carries", "SLO met", "as routed", *sim_col, "headroom x", "saturates first", "fixed $/month",
+                      "re-opt $/month", "regret $/month"],
+                     [[r["scenario"], r["carries_load"], r["slo_met"], r["latency_met_as_routed"],
+                       *([r["simulated_met"]] if simulate else []), head(r), r["saturates_first"],
                        usd(r["fixed_total_usd_per_month"]), usd(r["optimal_total_usd_per_month"]), usd(r["regret_usd_per_month"])]
                       for r in frame.to_dict("records")]))
     click.echo("  carries / SLO met: within the utilisation caps, routing re-optimised; as routed: the plan's own routing, analytic "
-               "latency at the held pools' sizes (no cap)")
+               "latency at the held pools' sizes (no cap)" + ("; simulated: the same held plan in the peak simulation at the "
+                                                               "scenario's rates" if simulate else ""))
     for r in frame.to_dict("records"):
         if not r["slo_met"]:
             click.echo(f"  {r['scenario']}: {r['slo_detail']}; as routed: {r['latency_as_routed_detail']}")
         elif r["latency_met_as_routed"] is not True:
             click.echo(f"  {r['scenario']}: as routed: {r['latency_as_routed_detail']}")
+        if simulate:
+            click.echo(f"  {r['scenario']}: simulated: {r['simulated_detail']}")
 
 
 @click.command("solve-robust")

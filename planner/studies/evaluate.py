@@ -38,12 +38,16 @@ For each scenario (dot-path overrides, as in sweeps) and a plan's pool sizes ``N
   is the plan itself); ``None`` when the
   fixed plan cannot carry the scenario (the regret is then not a cost: the plan fails).
   At the plan's own scenario the regret is 0 up to the MIP gap (tested).
+- **simulated** (``planner evaluate --simulate``, :mod:`planner.studies.simulated`) — the plan as deployed (pools,
+  routing, operating points held) in the peak simulation ``planner solve`` runs, at the scenario's rates; only for
+  scenarios that change rates (a change of lengths or targets gets no figure, said why). At the plan's own
+  scenario it is the plan's own peak simulation.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -60,7 +64,7 @@ from planner.optimize.resolve import (
 )
 from planner.optimize.solve import SolveSettings
 from planner.schema.capacity import CapacityTables
-from planner.schema.plan import ArchitecturePlan, stat_label
+from planner.schema.plan import ArchitecturePlan, PlanResult, stat_label
 from planner.studies.fixed import FixedPlan, carries, solve_fixed
 from planner.studies.search import largest_passing_multiplier
 from planner.studies.source import TableSource
@@ -203,10 +207,13 @@ def _beyond(h: float, max_multiplier: float) -> str:
 
 
 def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario], *, rel_tol: float = 0.01,
-                  max_multiplier: float = MAX_MULTIPLIER, progress: Callable[[int], None] | None = None) -> pd.DataFrame:
+                  max_multiplier: float = MAX_MULTIPLIER, progress: Callable[[int], None] | None = None,
+                  simulate: PlanResult | None = None, arrivals: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """One row per scenario: fixed cost, SLO attainment, headroom, first pool to saturate, regret (module docstring).
 
-    ``progress(1)`` is called after each scenario (a CLI progress bar)."""
+    ``simulate``: the plan's result, to simulate the held plan at each scenario's rates as well
+    (:func:`planner.studies.simulated.simulate_held`, ``arrivals`` the log windows to replay; columns
+    ``simulated_met``, ``simulated_detail``). ``progress(1)`` is called after each scenario (a CLI progress bar)."""
     models = _Models(plan, max_multiplier)
     study_h = study_headroom(source, scenarios)
     rows: list[dict[str, Any]] = []
@@ -216,6 +223,12 @@ def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario
         fixed = solve_fixed(built, solver, plan, settings)
         slo_met, attainment, detail = _slo(fixed)
         routed_met, routed_detail = latency_as_routed(built.prep, plan, settings.redundancy)
+        simulated: dict[str, Any] = {}
+        if simulate is not None:
+            from planner.studies.simulated import simulate_held
+
+            sim_met, sim_detail = simulate_held(simulate, plan.architecture, built.prep.demand, arrivals)
+            simulated = {"simulated_met": sim_met, "simulated_detail": sim_detail}
         h, saturates = headroom(models, structure, tables, settings, rel_tol=rel_tol)
         summaries, _ = solve_scenario(source, sc.overrides, headroom=study_h)
         best = winner_of(summaries)
@@ -228,7 +241,7 @@ def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario
         rows.append({
             "scenario": sc.name, **sc.params, "architecture": plan.architecture, "carries_load": fixed.feasible,
             "slo_met": slo_met, "slo_attainment": attainment, "slo_detail": detail,
-            "latency_met_as_routed": routed_met, "latency_as_routed_detail": routed_detail,
+            "latency_met_as_routed": routed_met, "latency_as_routed_detail": routed_detail, **simulated,
             "headroom_multiplier": h, "headroom_beyond_search": beyond,
             "saturates_first": "" if beyond == "above" else ", ".join(saturates),
             "busiest_pool": util[1] if util else None, "busiest_load_of_cap": util[0] if util else None,
