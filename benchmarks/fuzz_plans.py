@@ -18,7 +18,7 @@ Oracles on exit 0 — a plan the command accepted must be one whose flags follow
   instance count and TP;
 - ``simulate`` / ``evaluate --json``: every number finite (or null), simulated p50 ≤ p99.
 
-    python benchmarks/fuzz_plans.py [--inputs 2000] [--seed 0] [--save DIR]
+    python benchmarks/fuzz_plans.py [--inputs 2000] [--seed 0] [--save DIR] [--evaluate-share 0.03] [--simulate-share 0]
 """
 
 from __future__ import annotations
@@ -72,15 +72,21 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return data
 
 
-def command(plan: Path, inst: Path, tmp: Path, rng: random.Random) -> list[str]:
+def command(plan: Path, inst: Path, tmp: Path, rng: random.Random, evaluate_share: float = 0.03,
+            simulate_share: float = 0.0) -> list[str]:
+    """One command for a mutated plan; ``evaluate`` on ``evaluate_share`` of inputs, ``simulate_share`` of those with
+    ``--simulate`` at a rate multiplier (the defaults draw the same sequence as campaigns before those options)."""
     r = rng.random()
+    if r >= 1.0 - evaluate_share:
+        extra = (["--simulate", "--set", f"services.chat.traffic.rate_multiplier={rng.choice([0.5, 1, 2])}"]
+                 if simulate_share and rng.random() < simulate_share else [])
+        return ["evaluate", str(plan), "--instance", str(inst), "--rel-tol", "0.2", "--json", *extra]
+    r = r / (1.0 - evaluate_share) * 0.97  # the other commands in their old proportions
     if r < 0.45:
         return ["check", str(plan), *(["--no-instance"] if rng.random() < 0.6 else ["--instance", str(inst)])]
     if r < 0.78:
         return ["deploy", str(plan), "--target", rng.choice(TARGETS), "--out", str(tmp / "dep")]
-    if r < 0.97:
-        return ["simulate", str(inst), "--plan", str(plan), "--scenario", "peak", "--duration", "20", "--json"]
-    return ["evaluate", str(plan), "--instance", str(inst), "--rel-tol", "0.2", "--json"]
+    return ["simulate", str(inst), "--plan", str(plan), "--scenario", "peak", "--duration", "20", "--json"]
 
 
 def _finite(v: object) -> bool:
@@ -186,6 +192,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout-s", type=int, default=120)
     ap.add_argument("--save", type=Path, default=None)
+    ap.add_argument("--evaluate-share", type=float, default=0.03, help="share of inputs run through evaluate")
+    ap.add_argument("--simulate-share", type=float, default=0.0, help="share of the evaluate runs given --simulate")
     ns = ap.parse_args()
     rng = random.Random(ns.seed)
     counts: Counter[tuple[str, str]] = Counter()
@@ -202,7 +210,7 @@ def main() -> int:
             tmp.mkdir()
             plan = tmp / "plan.json"
             plan.write_bytes(mutate(data, rng))
-            args = command(plan, inst, tmp, rng)
+            args = command(plan, inst, tmp, rng, ns.evaluate_share, ns.simulate_share)
             outcome, detail, dt = run_one(args, plan, tmp, ns.timeout_s)
             counts[(args[0], outcome)] += 1
             if dt > slowest[0]:
