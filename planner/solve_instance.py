@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,27 @@ def _simulation_key(result: PlanResult, architecture: str, arrivals_digest: str)
         "arrivals": arrivals_digest,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def traffic_tables_of(resolved: Any, capacity_file: str | None, capacity_only: bool, cache: bool) -> Callable[[float], Any]:
+    """``m -> `` the capacity tables of ``resolved`` with every service's ``traffic.rate_multiplier`` × ``m`` (the
+    measured file applied as the solve applied it): what ``planner solve --set ...rate_multiplier`` builds, for the
+    verdict confidence's traffic dimension (:func:`planner.optimize.resolve.confidence_winner`)."""
+    from planner.capacity import build_capacity_tables, read_measured_capacity
+
+    def at(m: float) -> Any:
+        over = {f"services.{name}.traffic.rate_multiplier": float(svc.traffic.rate_multiplier) * m
+                for name, svc in resolved.instance.services.items()}
+        r = resolved.with_overrides(over)
+        if cache:
+            from planner.capacity_cache import cached_capacity_tables
+
+            t = cached_capacity_tables(r)[0]
+        else:
+            t = build_capacity_tables(r)
+        return read_measured_capacity(capacity_file, t, only_listed=capacity_only) if capacity_file else t
+
+    return at
 
 
 def instance_settings(resolved: Any, settings: SolveSettings) -> tuple[SolveSettings, list[str]]:
@@ -196,7 +218,8 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
                            prepared=prepared)
     from planner.optimize.resolve import with_confidence
 
-    outcome.result = with_confidence(outcome.result, tables, s)  # re-solves as a sweep does (planner.optimize.confidence)
+    outcome.result = with_confidence(outcome.result, tables, s, traffic_tables_of(resolved, capacity_file, capacity_only, cache)
+                                     if s.confidence != "off" else None)  # re-solves as a sweep does (planner.optimize.confidence)
     conf = outcome.result.verdict.confidence
     if resolution == "fixed" and settings.confidence == "exact" and conf is not None and not conf.resolution:
         # the bucket resolution is part of the confidence statement (issue 24 item 0): finer nested counts on the cheap path

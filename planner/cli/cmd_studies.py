@@ -371,7 +371,7 @@ def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str,
     tables = []
     settings = None
     for sc in study:
-        _, t, s = source.tables_and_settings(sc.overrides)
+        _, t, s = source.tables_and_settings(sc.overrides, exact_rates=False)  # one plan for every scenario: one set of points
         tables.append((sc.name, t))
         settings = settings or s
     assert settings is not None

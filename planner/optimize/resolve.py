@@ -563,12 +563,15 @@ TRAFFIC_HEADROOM = 4.0
 """Big-M headroom of the confidence search's traffic model: its largest multiplier (:data:`planner.optimize.confidence.TRAFFIC_GRID`)."""
 
 
-def confidence_winner(tables: CapacityTables, settings: SolveSettings) -> Any:
+def confidence_winner(tables: CapacityTables, settings: SolveSettings,
+                      traffic_tables: Callable[[float], CapacityTables] | None = None) -> Any:
     """``(m_prefill, m_decode, m_traffic) -> winner``: the verdict confidence's re-solve
     (:mod:`planner.optimize.confidence`), by the path a sweep takes for a scenario (:func:`summarize`,
     :func:`winner_of`) with ``settings`` as ``planner solve`` ran them (the peak simulation included
-    when they carry it). Traffic multipliers re-use one built model (rates only, as a sweep's
-    ``rate_multiplier``); a perf multiplier builds the model of its scaled table
+    when they carry it). A traffic multiplier solves ``traffic_tables(m)`` — the instance's table built at
+    every service's rate × ``m``, what ``planner solve --set ...rate_multiplier`` solves (the rate selects the
+    operating points, :mod:`planner.studies.source`); without it (tables alone) the table's rates are scaled
+    and one built model is re-used, an approximation. A perf multiplier builds the model of its scaled table
     (:func:`planner.optimize.confidence.scaled_tables`). Memoised on the multipliers."""
     from planner.optimize.confidence import TRAFFIC_GRID, scaled_tables
 
@@ -580,7 +583,10 @@ def confidence_winner(tables: CapacityTables, settings: SolveSettings) -> Any:
     def winner(m_pf: float, m_dec: float, m_rate: float) -> str:
         key = (round(m_pf, 9), round(m_dec, 9), round(m_rate, 9))
         if key not in memo:
-            if key[:2] == (1.0, 1.0):
+            if key[:2] == (1.0, 1.0) and traffic_tables is not None and key[2] != 1.0:
+                t = traffic_tables(key[2])
+                r = Resolver.create(t, plain)
+            elif key[:2] == (1.0, 1.0):
                 if "traffic" not in state:
                     state["traffic"] = Resolver.create(tables, plain, rate_headroom=max(TRAFFIC_GRID))
                 r = state["traffic"]
@@ -594,9 +600,11 @@ def confidence_winner(tables: CapacityTables, settings: SolveSettings) -> Any:
     return winner
 
 
-def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveSettings) -> PlanResult:
+def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveSettings,
+                    traffic_tables: Callable[[float], CapacityTables] | None = None) -> PlanResult:
     """``result`` with its verdict's confidence (:func:`planner.optimize.confidence.verdict_confidence`,
-    re-solving by :func:`confidence_winner`), unless ``settings.confidence == "off"``."""
+    re-solving by :func:`confidence_winner`, ``traffic_tables`` its tables at other traffic), unless
+    ``settings.confidence == "off"``."""
     from collections.abc import Mapping
 
     from planner.optimize.confidence import verdict_confidence
@@ -605,6 +613,6 @@ def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveS
         return result
     bands = tables.meta.get("perf_error_band")
     srcs = tables.meta.get("perf_error_band_source")
-    conf = verdict_confidence(result, confidence_winner(tables, settings), error_bands=bands if isinstance(bands, Mapping) else None,
+    conf = verdict_confidence(result, confidence_winner(tables, settings, traffic_tables), error_bands=bands if isinstance(bands, Mapping) else None,
                               band_sources=srcs if isinstance(srcs, Mapping) else None)
     return result.model_copy(update={"verdict": result.verdict.model_copy(update={"confidence": conf})})

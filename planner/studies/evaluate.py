@@ -218,7 +218,7 @@ def evaluate_plan(source: TableSource, plan: FixedPlan, scenarios: list[Scenario
     study_h = study_headroom(source, scenarios)
     rows: list[dict[str, Any]] = []
     for sc in scenarios:
-        structure, tables, settings = source.tables_and_settings(sc.overrides)
+        structure, tables, settings = source.tables_and_settings(sc.overrides, exact_rates=False)  # the plan's points, held
         built, solver = models.built_for(structure, tables, settings)
         fixed = solve_fixed(built, solver, plan, settings)
         slo_met, attainment, detail = _slo(fixed)

@@ -4,7 +4,14 @@ Overrides whose effect on the capacity table is exact and known are applied to t
 directly (no instance re-resolution, no performance model):
 
 - ``services.<s>.traffic.rate_multiplier`` multiplies the service's mean and peak rates by
-  ``new / base`` (:func:`planner.optimize.resolve.scale_rates`);
+  ``new / base`` (:func:`planner.optimize.resolve.scale_rates`) — **only where the operating points are held**
+  (``exact_rates=False``: a held plan's pools in ``planner evaluate``, ``solve-robust``'s one plan for every
+  scenario). A re-optimisation at another rate (a sweep's row, evaluate's regret, a budget's multiplier) rebuilds
+  the table at that rate, as ``planner solve --set`` does: the rate selects the operating points (a unified point's
+  batch and cap are chosen for the queue of the service's peak rate, a prefill point's for its latency group's,
+  caps at the nominal pool ``n0 = ceil(λ τ)``), so a patched table is another table. Patched, long-document-nvidia's
+  ×4 table scaled to ×1 offered B200 tp2 points where ``solve`` at ×1 has tp4 and tp1 ones, and its sweep row
+  was $34,187 against ``solve``'s $31,391 (issue 24: one answer everywhere);
 - ``costs.electricity_usd_per_kwh`` replaces the price scalar;
 - ``options.budget_usd_per_month`` goes to the solve settings.
 
@@ -72,6 +79,8 @@ class TableSource:
     """A measured capacity file applied to every table built from the instance (``--capacity``)."""
     capacity_only: bool = False
     """Only the measured file's rows are candidates (``--capacity-only``)."""
+    built: dict[str, CapacityTables] = field(default_factory=dict, compare=False, repr=False)
+    """Tables this process built for overrides (:meth:`unpatched`), by the overrides' repr."""
     solved: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """Scenario summaries already solved from this source in this process
     (:func:`planner.studies.sweep.solve_scenario`: a sweep's base, its tornado and crossovers, a
@@ -102,7 +111,14 @@ class TableSource:
         if self.resolved is None:
             raise InputError(Problem("--set", next(iter(structural)), "this study has only capacity tables, no instance",
                                      "only services.<s>.traffic.rate_multiplier, costs.electricity_usd_per_kwh and options.budget_usd_per_month can vary"))
-        return capacity_tables(self.resolved.with_overrides(structural), self.capacity_file, self.capacity_only)
+        key = repr(sorted(structural.items(), key=lambda kv: kv[0]))
+        hit = self.built.get(key)
+        if hit is None:
+            if len(self.built) >= 64:
+                self.built.clear()
+            hit = capacity_tables(self.resolved.with_overrides(structural), self.capacity_file, self.capacity_only)
+            self.built[key] = hit
+        return hit
 
     def rate_ratios(self, patches: dict[str, Any], base: dict[str, float] | None = None) -> dict[str, float]:
         ref = base or self.base_rate_multiplier
@@ -116,9 +132,20 @@ class TableSource:
                 out[svc] = float(value) / ref[svc]
         return out
 
-    def tables_and_settings(self, overrides: dict[str, Any]) -> tuple[CapacityTables, CapacityTables, SolveSettings]:
-        """(unpatched table — the structure, patched table — the scenario, settings)."""
+    def tables_and_settings(self, overrides: dict[str, Any], *, exact_rates: bool = True
+                            ) -> tuple[CapacityTables, CapacityTables, SolveSettings]:
+        """(unpatched table — the structure, patched table — the scenario, settings). ``exact_rates``: a rate
+        multiplier other than the base's rebuilds the table at that rate when the source has an instance (module
+        docstring); ``False`` scales the base table's rates (its operating points held)."""
         structural, patches = self.split(overrides)
+        if exact_rates and self.resolved is not None:
+            ref0 = self.base_rate_multiplier
+            if structural:
+                ref0 = {s: float(v.traffic.rate_multiplier) for s, v in self.resolved.with_overrides(structural).instance.services.items()}
+            moved = {k: v for k, v in patches.items() if _RATE.match(k)}
+            if any(abs(r - 1.0) > 1e-12 for r in self.rate_ratios(moved, ref0).values()):
+                structural = {**structural, **moved}
+                patches = {k: v for k, v in patches.items() if k not in moved}
         base = self.unpatched(structural)
         settings = self.settings
         if structural and self.resolved is not None:
