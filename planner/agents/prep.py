@@ -116,6 +116,9 @@ def prepare_tool_phase(prep: Any, agents: AgentTables, redundancy_hint: int = 0)
     ttft = pts["ttft_ms"].to_numpy(float)
     target = pts["ttft_target_ms"].to_numpy(float)
     batch = pts["max_batch"].to_numpy(float)
+    # the context the TTFT check's reload / recompute times are at (the bucket's representative lengths), named in
+    # its reasons: the tool table's reload / recompute ms are request-weighted means at the buckets' mean lengths
+    ctx_rep = (dem["input_tokens_rep"].to_numpy(float) + dem["output_tokens_rep"].to_numpy(float)) if len(dem) else np.zeros(0)
     pts_of_d: dict[int, list[int]] = {}
     for i in range(len(pts)):
         pts_of_d.setdefault(int(d_pt[i]), []).append(i)
@@ -138,11 +141,11 @@ def prepare_tool_phase(prep: Any, agents: AgentTables, redundancy_hint: int = 0)
                     why.append(reason[i])
                 if off_ok and ttft[i] + col["reload_ms_rep"][i] > target[i]:
                     off_ok = False
-                    why.append(f"reload {col['reload_ms_rep'][i]:,.0f} ms + {ttft_words(role[i], batch[i], ttft[i])} > target {target[i]:,.0f} ms")
+                    why.append(f"reload {col['reload_ms_rep'][i]:,.0f} ms ({ctx_rep[d_pt[i]]:,.0f} tokens) + {ttft_words(role[i], batch[i], ttft[i])} > target {target[i]:,.0f} ms")
                 rec_ok = "recompute" in allowed and math.isfinite(rc)
                 if rec_ok and ttft[i] + col["recompute_ms_rep"][i] > target[i]:
                     rec_ok = False
-                    why.append(f"recompute {col['recompute_ms_rep'][i]:,.0f} ms + {ttft_words(role[i], batch[i], ttft[i])} > target {target[i]:,.0f} ms")
+                    why.append(f"recompute {col['recompute_ms_rep'][i]:,.0f} ms ({ctx_rep[d_pt[i]]:,.0f} tokens) + {ttft_words(role[i], batch[i], ttft[i])} > target {target[i]:,.0f} ms")
                 c = float(w.calls_per_request)
                 pf_rows.append({
                     "w": int(w.w), "j": i, "off_ok": off_ok, "rec_ok": rec_ok,

@@ -40,7 +40,7 @@ def tool_phase_lines(plan: ArchitecturePlan) -> list[str]:
         return []
     out = ["", "tool phase (per service/tool; latency from the log or the instance):"]
     out.append(table(["service/tool", "calls/LLM call", "p50 ms", "p90 ms", "p99 ms", "timeout", "retry", "wait s", "KV/session GB",
-                      "in wait (mean/planned)", "reload ms", "recompute ms", "hold/offload/recompute"],
+                      "in wait (mean/planned)", "reload ms (mean)", "recompute ms (mean)", "hold/offload/recompute"],
                      [[f"{r.service}/{r.tool}", f"{r.calls_per_request:.2f}", _num(r.latency_p50_ms), _num(r.latency_p90_ms), _num(r.latency_p99_ms),
                        f"{r.timeout_share:.0%}", f"{r.retry_share:.0%}", f"{r.wait_mean_s:.2f}", f"{r.kv_bytes_per_session / 1e9:.2f}",
                        f"{r.sessions_in_wait_mean:.1f}/{r.sessions_in_wait_peak:.1f}", _num(r.reload_ms), _num(r.recompute_ms),
@@ -63,7 +63,7 @@ def tool_phase_markdown(plan: ArchitecturePlan) -> list[str]:
     tp = plan.tool_phase
     if tp is None:
         return []
-    lines = ["### Tool phase", "", "| service/tool | calls per LLM call | p50 / p90 / p99 ms | timeout / retry | KV per session (GB) | sessions in wait (mean / planned) | reload ms | recompute ms | hold / offload / recompute |",
+    lines = ["### Tool phase", "", "| service/tool | calls per LLM call | p50 / p90 / p99 ms | timeout / retry | KV per session (GB) | sessions in wait (mean / planned) | reload ms (mean) | recompute ms (mean) | hold / offload / recompute |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.service}/{r.tool} | {r.calls_per_request:.2f} | {_num(r.latency_p50_ms)} / {_num(r.latency_p90_ms)} / {_num(r.latency_p99_ms)} | {r.timeout_share:.0%} / {r.retry_share:.0%} "
               f"| {r.kv_bytes_per_session / 1e9:.2f} | {r.sessions_in_wait_mean:.1f} / {r.sessions_in_wait_peak:.1f} | {_num(r.reload_ms)} | {_num(r.recompute_ms)} "

@@ -14,6 +14,7 @@ from planner.cli.output import echo_json, fmt, table, wrote
 from planner.errors import InputError, Problem
 
 if TYPE_CHECKING:
+    from planner.schema.plan import PlanResult
     from planner.simulate.arrivals import RequestChunk
 
 
@@ -37,6 +38,35 @@ POSITIVE = FiniteFloatRange(min=0, min_open=True)
 
 SEED = click.IntRange(min=0)
 """A random seed: numpy takes non-negative integers only."""
+
+
+def _refuse_other_instance(plan: PlanResult, plan_path: str, instance: str) -> None:
+    """An InputError when ``plan`` was solved for another instance than the file ``instance``: the test of
+    ``planner check`` (:func:`planner.optimize.check.check_plan`: the plan must name the instance's ``name``),
+    and the plan's services must be the instance's. Read from the raw file, before the plan's scenario and
+    overrides are applied to it (those of another instance would fail there with a message about them). A plan
+    that records no instance file (solved from capacity tables, :func:`planner.optimize.solve.solve_tables`) is
+    not refused: the instance then only lends the model swap its devices and models (the notes say what it lacks)."""
+    from planner.validation import read_mapping
+
+    if not plan.instance_path:
+        return
+    data = read_mapping(instance)
+    name, services = data.get("name"), data.get("services")
+    if not isinstance(name, str) or not isinstance(services, dict):
+        return  # an instance without them: load_instance reports it
+    plan_services = sorted(({r.service for a in plan.architectures.values() for r in a.routing}
+                            | {str(d.get("service", "")) for d in plan.capacity.demand}) - {""})
+    foreign = [s for s in plan_services if s not in services]
+    if plan.instance == name and not foreign:
+        return
+    why = (f"the plan was solved for instance {plan.instance!r}, not {name!r} ({instance})" if plan.instance != name
+           else f"the plan was solved for an instance {name!r} with other services")
+    if foreign:
+        why += f": its service(s) {', '.join(map(repr, foreign))} are not in {instance}"
+    raise InputError(Problem(plan_path, "instance", why,
+                             f"simulate the plan with its own instance ({plan.instance_path}), or re-solve for this one: "
+                             f"`planner solve {instance} --out DIR` and pass DIR/plan.json"))
 
 
 @click.command("simulate")
@@ -83,6 +113,7 @@ def simulate_cmd(instance: str, plan_path: str | None, architecture: str | None,
         from planner.solve_instance import plan_overrides
 
         plan = load_plan(plan_path)  # a horizon.json is refused there, pointing at `planner horizon --evaluate`
+        _refuse_other_instance(plan, plan_path, instance)
         # the instance as the plan was solved: its scenario and overrides (bucket counts included)
         resolved = load_instance(instance, plan_overrides(plan) or None, scenario=plan.scenario)
         plan_label = f"from {plan_path}"

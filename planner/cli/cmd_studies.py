@@ -273,6 +273,19 @@ def evaluate_cmd(plan_file: str, instance: str | None, architecture: str | None,
             frame = evaluate_plan(source, fixed, study, rel_tol=rel_tol, progress=bar.update, simulate=result if simulate else None,
                                   arrivals=arrivals)
     except ValueError as exc:
+        if (sets or scenarios) and inst == result.instance_path and "no usable operating point" in str(exc):
+            # the plan's own instance: a --set / --scenario changed what the held pools serve, not the instance
+            import shlex
+
+            pool_keys = ("model", "weight_precision", "kv_precision", "engine", "speculative")
+            named = [s for s in sets if s.split("=", 1)[0].strip().rsplit(".", 1)[-1] in pool_keys or "device" in s.split("=", 1)[0]]
+            what = [f"--set {s}" for s in (named or sets)] + ([] if named else [f"--scenario {s}" for s in scenarios])
+            redo = " ".join([*(f"--set {shlex.quote(s)}" for s in sets), *(f"--scenario {shlex.quote(s)}" for s in scenarios)])
+            verb, it = ("changes", "it") if len(what) == 1 else ("change", "them")
+            raise InputError(Problem(plan_file, "pools", f"{' and '.join(what)} {verb} what the held pools serve (the model, its precision "
+                                     f"or the devices), so the plan cannot be evaluated under {it}: {str(exc).split(' (pools there:')[0]}",
+                                     f"drop {it}, or re-solve with {it} (`planner solve {shlex.quote(inst)} {redo} --out DIR`) and "
+                                     "evaluate that plan")) from None
         raise InputError(Problem(plan_file, "pools", str(exc), "evaluate with the instance the plan was solved for (--instance)")) from None
     if out_dir:
         out = Path(out_dir)

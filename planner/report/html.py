@@ -209,12 +209,21 @@ def verdict_sentence(plan: PlanResult) -> str:
         per_token = ""
         if win.usd_per_million_tokens is not None and run.usd_per_million_tokens is not None:
             per_token = (f"; per 1M tokens {usd(win.usd_per_million_tokens)} against {usd(run.usd_per_million_tokens)} "
-                         f"({usd(v.margin_usd_per_million_tokens)} per 1M tokens less)")
+                         f"({_usd_difference(v.margin_usd_per_million_tokens)} per 1M tokens less)")
         s = (f"{head}: {usd(win.costs.total_usd_per_month)}/month against {usd(run.costs.total_usd_per_month)}/month "
              f"for {v.runner_up} — {usd(v.margin_usd_per_month)}/month ({pct(v.margin_share, 1)}) less{per_token}.")
     if not v.proven:
         s = s[:-1] + " (not proven optimal: the verdict may change with more solve time)."
     return s
+
+
+def _usd_difference(value: float) -> str:
+    """A difference of two prices to 3 significant digits however small: :func:`usd` reads anything below half a
+    cent as $0 (residue of a monthly total), which turned agentic-assistant's $0.00106 per 1M tokens between
+    $0.128 and $0.129 into "$0 less" (the terminal verdict said 0.001)."""
+    if value is None or not math.isfinite(value) or abs(value) >= 0.005:
+        return usd(value)
+    return f"{'−' if value < 0 else ''}${sig(abs(value))}"
 
 
 def _key_numbers(plan: PlanResult) -> list[Block]:
@@ -331,7 +340,7 @@ def peak_simulation_blocks(a: ArchitecturePlan) -> list[Block]:
         out.append(_table(
             ["pool", "instances", "util. planned", "util. simulated", "wait analytic", "wait simulated", "max queue", "preemptions"],
             [(p.pool, f"{p.instances:,}", pct(p.utilization_plan), pct(p.utilization_sim) if p.utilization_sim is not None else "–",
-              _analytic_wait(p.quantile, p.wait_analytic_ms), _sim_ms(p.wait_sim_ms), f"{p.max_queue:,}", f"{p.preemptions:,}")
+              _analytic_wait(p.quantile, p.wait_analytic_ms), _simulated_wait(p.quantile, p.wait_sim_ms), f"{p.max_queue:,}", f"{p.preemptions:,}")
              for p in c.pools],
             numeric=[False, True, True, True, True, True, True, True], table_id=f"table-peak-sim-pools-{a.architecture}"))
         if any(p.role in ("decode", "unified") for p in c.pools):
@@ -352,6 +361,12 @@ def _analytic_wait(quantile: float, wait_ms: float | None) -> str:
     if wait_ms is not None and wait_ms == 0.0:
         return f"{q} 0 ms (≤ {pct(1.0 - quantile)} predicted to wait)"
     return f"{q} {_sim_ms(wait_ms)}"
+
+
+def _simulated_wait(quantile: float, wait_ms: float | None) -> str:
+    """The simulated wait at the same quantile as the analytic one (:func:`planner.verify._simulated_pools` takes the
+    histogram's quantile at the pool's analytic ``quantile``), labelled with it as `planner simulate`'s "wait p99 ms"."""
+    return "–" if wait_ms is None or not math.isfinite(wait_ms) else f"p{quantile * 100:g} {_sim_ms(wait_ms)}"
 
 
 def costs_section(plan: PlanResult) -> list[Block]:
@@ -521,7 +536,7 @@ def tool_phase_section(plan: PlanResult) -> list[Block]:
             numeric=[False, False] + [True] * 9, table_id="table-tool-phase"))
         out.append(_table(
             ["service", "tool", "KV per waiting session", "sessions in wait (mean)", "sessions in wait (planned)",
-             "reload before next turn", "recompute instead", "CPU cores at peak"],
+             "reload before next turn (mean)", "recompute instead (mean)", "CPU cores at peak"],
             [(r.service, r.tool, _gb(r.kv_bytes_per_session), sig(r.sessions_in_wait_mean), sig(r.sessions_in_wait_peak),
               ms(r.reload_ms), ms(r.recompute_ms), sig(r.cpu_cores_peak)) for r in tp.tools],
             numeric=[False, False] + [True] * 6, table_id="table-tool-kv"))

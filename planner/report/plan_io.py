@@ -17,6 +17,27 @@ if TYPE_CHECKING:
 REGENERATE = "regenerate the plan with this version of `planner solve`"
 
 
+OTHER_OUTPUTS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("planner sweep --json", frozenset({"rows", "crossovers", "tornado"})),
+    ("planner budget --json", frozenset({"budgets"})),
+    ("planner evaluate --json", frozenset({"architecture", "instances", "rows"})),
+    ("planner solve-robust --json", frozenset({"objective", "scenarios", "weights", "winner", "rows", "plans"})),
+    ("planner simulate --json", frozenset({"plan", "arrivals", "duration_s", "model_swap_reload", "scenarios"})),
+    ("planner horizon --evaluate --json", frozenset({"evaluated", "regret"})),
+    ("planner horizon --sweep --json", frozenset({"instance", "sweep"})),
+)
+"""The JSON another command prints, by the top-level keys it always has (:mod:`planner.cli.cmd_studies`,
+:mod:`planner.cli.cmd_simulate`, :mod:`planner.cli.cmd_horizon`); a horizon.json is recognised in :func:`load_plan`."""
+
+
+def other_output(data: object) -> str | None:
+    """The command whose ``--json`` output ``data`` is (:data:`OTHER_OUTPUTS`), or None. Asked only of a file that is
+    not a valid plan: a plan has ``verdict`` and ``capacity``, which none of them has."""
+    if not isinstance(data, dict) or "verdict" in data or "capacity" in data:
+        return None
+    return next((command for command, keys in OTHER_OUTPUTS if keys <= data.keys()), None)
+
+
 def load_plan(path: str | Path) -> PlanResult:
     """Read and validate a plan file; a missing or malformed file is an InputError (up to 10 field problems)."""
     import json
@@ -44,6 +65,10 @@ def load_plan(path: str | Path) -> PlanResult:
     try:
         return PlanResult.model_validate(data)
     except ValidationError as exc:
+        command = other_output(data)
+        if command is not None:  # one line saying what the file is, not a field error per key it has and lacks
+            raise InputError(Problem(str(p), "", f"this is the output of `{command}`, not a plan.json",
+                                     "give the plan.json `planner solve INSTANCE --out DIR` writes")) from None
         problems = [Problem(str(p), ".".join(str(x) for x in e["loc"]) or "(top level)", e["msg"], REGENERATE)
                     for e in exc.errors()[:10]]
         raise InputError(problems) from None
