@@ -229,3 +229,23 @@ def test_tool_tables_say_which_reload_and_recompute_time_they_give(solved_exampl
                     assert int(m.group(3).replace(",", "")) in rep_context, (alt.reason, rep_context)
                     seen += 1
     assert seen > 0
+
+
+def test_error_band_names_an_uncalibrated_engine_on_a_calibrated_device() -> None:
+    """The H100 is calibrated (vLLM, SGLang, TensorRT-LLM rows): a plan on its ``default`` engine was told it ran on an
+    "uncalibrated device" (review of 2026-12-06); it is the engine that has no band there."""
+    from planner.perf.calibration import error_band
+
+    src = error_band("h100-sxm", "default")[2]
+    assert src.startswith("uncalibrated engine: default on h100-sxm (calibrated there: ")
+    assert error_band("b200", "default")[2].startswith("uncalibrated device: ")
+    assert error_band("h100-sxm", "vllm")[2].startswith("calibrated:h100-sxm/vllm")
+
+
+def test_a_saturated_pools_headroom_says_routing_is_held() -> None:
+    """deepseek-v3-wide-ep: 'traffic 0.1 % above the forecast saturates it' beside evaluate's plan headroom ×1.1 (the plan
+    re-routes to its top-up pool): the sentence says it holds the routing and where the plan's headroom is."""
+    from planner.report.explain import saturation_explanation
+
+    why = saturation_explanation("prefill:x", 3, "h100-sxm/tp8", 0.999)
+    assert "saturates it with the plan's routing held" in why and "planner evaluate PLAN.json" in why

@@ -357,7 +357,8 @@ def error_band(device: str, engine: str, calibration: Calibration | None | str =
     - the calibration has rows for (device, engine): its recorded band (``FitRecord.error_bands``,
       mean absolute relative error), source ``"calibrated:<device>/<engine>"``;
     - rows for the engine (or, failing that, any engine) on other devices only: the widest such
-      band plus :data:`UNCALIBRATED_BAND_REL`, source ``"uncalibrated device: ..."``;
+      band plus :data:`UNCALIBRATED_BAND_REL`, source ``"uncalibrated device: ..."`` — or ``"uncalibrated
+      engine: ..."`` when the device itself has bands, for other engines;
     - no calibration or no recorded bands: :data:`NO_CALIBRATION_BAND_REL` for both, source
       ``"published defaults"``; a band that is in sample or of fewer than :data:`MIN_VALIDATED_ROWS`
       rows is "not validated" and carries the same band.
@@ -386,4 +387,8 @@ def error_band(device: str, engine: str, calibration: Calibration | None | str =
     ttft = max(b.ttft_rel for b in same) + UNCALIBRATED_BAND_REL
     tpot = max(b.tpot_rel for b in same) + UNCALIBRATED_BAND_REL
     on = ", ".join(sorted({b.device for b in same}))
+    here = sorted({b.engine for b in valid if b.device == device})
+    if here:  # the device is calibrated, with other engines: it is this engine that has no band (a review found "uncalibrated device" for the H100)
+        return ttft, tpot, (f"uncalibrated engine: {engine} on {device} (calibrated there: {', '.join(here)}); "
+                            f"{engine if same[0].engine == engine else 'any engine'} calibrated on {on} + {UNCALIBRATED_BAND_REL:.2f}")
     return ttft, tpot, f"uncalibrated device: {engine if same[0].engine == engine else 'any engine'} calibrated on {on} + {UNCALIBRATED_BAND_REL:.2f}"

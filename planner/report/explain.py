@@ -73,5 +73,7 @@ def saturation_explanation(name: str, instances: int, config: str, utilization_p
     """The headroom sentence of a pool at or above :data:`HIGH_UTILIZATION` at peak (module docstring)."""
     headroom = 1.0 / utilization_peak - 1.0 if utilization_peak > 0 else float("inf")
     return (f"{name} ({instances}x {config}) runs at {utilization_peak:.1%} of its capacity at the forecast peak: the queueing model "
-            f"meets the targets there, but traffic {headroom:.1%} above the forecast saturates it (a queue this close to saturation "
-            f"also settles slowly, so a short peak simulation says little about its tail); set options.max_utilization (e.g. 0.9) for headroom.")
+            f"meets the targets there, but traffic {headroom:.1%} above the forecast saturates it with the plan's routing held (the "
+            f"plan as a whole may carry more by re-routing to its other pools: `planner evaluate PLAN.json` gives its headroom; a "
+            f"queue this close to saturation also settles slowly, so a short peak simulation says little about its tail); set "
+            f"options.max_utilization (e.g. 0.9) for headroom.")
