@@ -23,6 +23,10 @@ the caps are ~45 % of the sweep's CPU, the peak simulations and the solves the r
 (planner/studies/price_interval.py) 43.7 s wall, 84 s CPU on a quiet VM (58-72 s wall with another engineer's
 runs on the cores); ``--jobs 1 --n 100`` 166 -> 74-81 ms/scenario. Compare two versions' answers with ``--out``
 (pools, devices and winners identical; totals within 3.4e-11 relative at 1,000 scenarios).
+2026-12-06 (lead), after a study's rate scenario solves the table built at that rate (planner/studies/source.py:
+the rate selects the operating points, so the scaled base table was another table than ``planner solve --set``
+builds): ``--jobs 2 --n 1000 --rebuild-sample 0`` 87.3 s wall, 173 s CPU (ratio 1.45, not met; a helper's test
+runs on the cores) — 100 table builds of ~0.8 s and a model per rate, where the rates' scaled tables re-used one.
 """
 
 from __future__ import annotations
