@@ -281,7 +281,10 @@ def test_study_report_in_headless_chromium(page: Page, tmp_path: Path) -> None:
     assert page.evaluate("performance.getEntriesByType('resource').map(e => e.name)") == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 1100
     page.screenshot(ARTIFACTS / "report_sweep.png")
-    res = CliRunner().invoke(main, ["budget", str(inst), "--budgets", "3000,6000,12000", "--html", str(tmp_path / "budget.html")])
+    # the page is checked, not the frontier's numbers (tests/test_studies.py, tests/test_one_path.py): no peak simulation
+    # and a coarse multiplier, as tests/test_cli_options.py's budget JSON test
+    res = CliRunner().invoke(main, ["budget", str(inst), "--budgets", "3000,6000,12000", "--set", "options.verify=false",
+                                    "--rel-tol", "0.1", "--html", str(tmp_path / "budget.html")])
     assert res.exit_code == 0, res.output
     page.load((tmp_path / "budget.html").as_uri())
     assert page.errors() == []

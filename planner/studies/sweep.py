@@ -49,9 +49,11 @@ def _structure_key(tables: CapacityTables) -> int:
     return hit[1]
 
 
-def solve_scenario(source: TableSource, overrides: dict[str, Any], *, headroom: float = 1.0) -> tuple[dict[str, ArchitectureSummary], bool]:
-    """Summaries of every architecture for one scenario (re-using this process's resolvers)."""
-    base, tables, settings = source.tables_and_settings(overrides)
+def solve_scenario(source: TableSource, overrides: dict[str, Any], *, headroom: float = 1.0,
+                   exact_rates: bool = True) -> tuple[dict[str, ArchitectureSummary], bool]:
+    """Summaries of every architecture for one scenario (re-using this process's resolvers); ``exact_rates``
+    as :meth:`planner.studies.source.TableSource.tables_and_settings`."""
+    base, tables, settings = source.tables_and_settings(overrides, exact_rates=exact_rates)
     # the same scenario asked again (only rates, price or budget patched, to equal values): its summaries
     # (the rate headroom sizes big-M only, so it does not change the optimum)
     memo = None if source.split(overrides)[0] else (
