@@ -6,7 +6,8 @@ directly (no instance re-resolution, no performance model):
 - ``services.<s>.traffic.rate_multiplier`` multiplies the service's mean and peak rates by
   ``new / base`` (:func:`planner.optimize.resolve.scale_rates`) — **only where the operating points are held**
   (``exact_rates=False``: a held plan's pools in ``planner evaluate``, ``solve-robust``'s one plan for every
-  scenario). A re-optimisation at another rate (a sweep's row, evaluate's regret, a budget's multiplier) rebuilds
+  scenario, and ``planner budget``'s doubling search, which passes the instance's planning bound of 10,000 req/s
+  where a rebuilt table is refused). A re-optimisation at another rate (a sweep's row, evaluate's regret) rebuilds
   the table at that rate, as ``planner solve --set`` does: the rate selects the operating points (a unified point's
   batch and cap are chosen for the queue of the service's peak rate, a prefill point's for its latency group's,
   caps at the nominal pool ``n0 = ceil(λ τ)``), so a patched table is another table. Patched, long-document-nvidia's
