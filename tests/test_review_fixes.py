@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_report_labels import _Tables  # the HTML tables parser of the report-label tests
 
 from planner.cli import main
 
@@ -143,42 +143,6 @@ def test_a_plan_with_a_wrong_field_is_still_a_plan(solved_example: Any, tmp_path
 # --- 5. the HTML simulated wait's quantile ------------------------------------------------------------------
 
 
-class _Cells(HTMLParser):
-    """The body rows of each table by id."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tables: dict[str, list[list[str]]] = {}
-        self._table: str | None = None
-        self._row: list[str] | None = None
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if tag == "table" and a.get("id"):
-            self._table = str(a["id"])
-            self.tables[self._table] = []
-        elif tag == "tr" and self._table:
-            self._row = []
-        elif tag == "td" and self._row is not None:
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "td" and self._cell is not None and self._row is not None:
-            self._row.append("".join(self._cell).strip())
-            self._cell = None
-        elif tag == "tr" and self._row is not None and self._table:
-            if self._row:
-                self.tables[self._table].append(self._row)
-            self._row = None
-        elif tag == "table":
-            self._table = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-
 def test_html_simulated_pool_wait_names_its_quantile(solved_example: Any) -> None:
     """"wait analytic" read "p99 …", "wait simulated" a bare figure (`planner simulate` says "wait p99 ms"); the
     simulated figure is the histogram's quantile at the pool's own ``quantile`` (planner.verify._simulated_pools)."""
@@ -190,16 +154,16 @@ def test_html_simulated_pool_wait_names_its_quantile(solved_example: Any) -> Non
     pools = [p.model_copy(update={"quantile": 0.95}) if i == 0 else p for i, p in enumerate(arch.simulation.pools)]
     arch = arch.model_copy(update={"simulation": arch.simulation.model_copy(update={"pools": pools})})
     plan = plan.model_copy(update={"architectures": {**plan.architectures, "disaggregated": arch}})
-    parsed = _Cells()
+    parsed = _Tables()
     parsed.feed(render_html(plan=plan))
     for name, a in plan.architectures.items():
         assert a.simulation is not None
-        rows = parsed.tables[f"table-peak-sim-pools-{name}"]
+        rows = parsed.tables[f"table-peak-sim-pools-{name}"]["body"]
         for row, p in zip(rows, a.simulation.pools, strict=True):
             label = f"p{p.quantile * 100:g} "
             assert row[4].startswith(label) and row[5].startswith(label), (row, p.quantile)
             assert re.fullmatch(rf"{label}[0-9.,]+ ms", row[5]), row
-    assert parsed.tables["table-peak-sim-pools-disaggregated"][0][5].startswith("p95 ")
+    assert parsed.tables["table-peak-sim-pools-disaggregated"]["body"][0][5].startswith("p95 ")
 
 
 # --- 6. the tool phase's reload / recompute figures -------------------------------------------------------------
