@@ -105,21 +105,26 @@ def traffic_tables_of(resolved: Any, capacity_file: str | None, capacity_only: b
     """``m -> `` the capacity tables of ``resolved`` with every service's ``traffic.rate_multiplier`` × ``m`` (the
     measured file applied as the solve applied it): what ``planner solve --set ...rate_multiplier`` builds, for the
     verdict confidence's traffic dimension (:func:`planner.optimize.resolve.confidence_winner`)."""
-    from planner.capacity import build_capacity_tables, read_measured_capacity
-
     def at(m: float) -> Any:
         over = {f"services.{name}.traffic.rate_multiplier": float(svc.traffic.rate_multiplier) * m
                 for name, svc in resolved.instance.services.items()}
-        r = resolved.with_overrides(over)
-        if cache:
-            from planner.capacity_cache import cached_capacity_tables
-
-            t = cached_capacity_tables(r)[0]
-        else:
-            t = build_capacity_tables(r)
-        return read_measured_capacity(capacity_file, t, only_listed=capacity_only) if capacity_file else t
+        return instance_tables(resolved.with_overrides(over), capacity_file, capacity_only, cache)
 
     return at
+
+
+def instance_tables(resolved: Any, capacity_file: str | None, capacity_only: bool, cache: bool) -> Any:
+    """The capacity tables ``planner solve`` solves for ``resolved``: through the on-disk cache (``cache``) or built,
+    then a measured capacity file's rows (only them with ``capacity_only``)."""
+    from planner.capacity import build_capacity_tables, read_measured_capacity
+
+    if cache:
+        from planner.capacity_cache import cached_capacity_tables
+
+        tables = cached_capacity_tables(resolved)[0]
+    else:
+        tables = build_capacity_tables(resolved)
+    return read_measured_capacity(capacity_file, tables, only_listed=capacity_only) if capacity_file else tables
 
 
 def instance_settings(resolved: Any, settings: SolveSettings) -> tuple[SolveSettings, list[str]]:
@@ -193,23 +198,17 @@ def solve_instance(resolved: Any, settings: SolveSettings, *, capacity_file: str
             res = res.model_copy(update={"verdict": res.verdict.model_copy(update={"confidence": conf})})
         outcome.result = res.model_copy(update={"notes": [*res.notes, f"resolution: {why}"]})
         return outcome
-    from planner.capacity import build_capacity_tables, read_measured_capacity
     from planner.optimize.highs import import_pyomo
 
     import_pyomo()  # before the capacity tables' queueing imports scipy (see import_pyomo)
 
     prepared = None
     with stage("capacity tables"):
-        if cache:
-            from planner.capacity_cache import cached_capacity_tables, cached_prepared
+        tables = instance_tables(resolved, capacity_file, capacity_only, cache)
+        if cache and not capacity_file:  # measured rows change the tables: those are prepared afresh
+            from planner.capacity_cache import cached_prepared
 
-            tables, _status = cached_capacity_tables(resolved)
-            if not capacity_file:  # measured rows change the tables: those are prepared afresh
-                prepared, _status = cached_prepared(resolved, tables, settings.max_utilization)
-        else:
-            tables = build_capacity_tables(resolved)
-    if capacity_file:
-        tables = read_measured_capacity(capacity_file, tables, only_listed=capacity_only)
+            prepared, _status = cached_prepared(resolved, tables, settings.max_utilization)
     raw_notes: Any = tables.meta.get("notes", [])
     notes = tuple(str(n) for n in raw_notes) + tuple(getattr(resolved.catalog, "notes", ()))
     s = SolveSettings(**{**settings.__dict__, "extra_notes": settings.extra_notes + notes})

@@ -348,3 +348,48 @@ def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() 
         assert rows.loc[arch, "total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
     # the checked plan, not the first solution: it costs more (here +0.9 %: $1,634,429 vs $1,619,089 at the 10 s target)
     assert first.costs is not None and rows.loc["shared", "total_usd_per_month"] > first.costs.total_usd_per_month * 1.003
+
+
+def test_budget_stops_at_the_planning_bound_with_a_note() -> None:
+    """A budget far above any plan is reported at the bound where the busiest service's planned peak reaches
+    MAX_PEAK_RATE_PER_S (what planner solve accepts), not doubled to 2^20 with a simulation at every step."""
+    from planner.schema.common import MAX_PEAK_RATE_PER_S
+    from planner.studies.budget import bound_multiplier
+
+    src = TableSource.from_tables(synthetic_tables(services=1, buckets=2, devices=2, seed=1), SolveSettings())
+    bound = bound_multiplier(src)
+    peak = float(src.base_tables.demand["rate_peak_per_s"].sum())
+    assert bound == pytest.approx(MAX_PEAK_RATE_PER_S / peak)
+    frame = budget_frontier(src, [1e12], rel_tol=0.02)
+    row = frame.iloc[0]
+    assert row["max_traffic_multiplier"] == pytest.approx(bound)
+    assert "planning bound" in row["note"] and row["total_usd_per_month"] <= 1e12
+
+
+def test_budget_skips_the_simulation_only_where_the_analytic_plan_is_over_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The analytic cost bounds the simulated one from below, so a probe it prices over the budget is not simulated;
+    the answer is the search's with every probe simulated (here a stand-in simulated cost: analytic x1.3)."""
+    from planner.studies import budget as mod
+
+    src = TableSource.from_tables(synthetic_tables(services=1, buckets=2, devices=2, seed=1), SolveSettings())
+    simulated: list[float] = []
+    analytic = mod._evaluate
+
+    def fake(source: TableSource, m: float, cache: dict, *, simulate: bool = True) -> mod._Eval:  # type: ignore[type-arg]
+        ev = analytic(source, m, {}, simulate=False)
+        if not simulate:
+            return ev
+        simulated.append(m)
+        return mod._Eval(m=m, total=ev.total * 1.3, winner=ev.winner, summary=ev.summary)
+
+    monkeypatch.setattr(mod, "_evaluate", fake)
+    budget = 1.3 * analytic(src, 4.0, {}, simulate=False).total
+    m, ev = mod.max_multiplier(src, budget, rel_tol=0.02)
+    assert ev is not None and ev.total <= budget and m >= 4.0 / 1.03
+    assert all(analytic(src, x, {}, simulate=False).total <= budget * (1 + src.settings.mip_gap) for x in simulated)
+
+    def full_ok(x: float) -> bool:
+        return 1.3 * analytic(src, x, {}, simulate=False).total <= budget
+
+    from planner.studies.search import largest_passing_multiplier
+    assert m == largest_passing_multiplier(full_ok, cap=mod.bound_multiplier(src), rel_tol=0.02, floor=mod.FLOOR, exact_cap=True)

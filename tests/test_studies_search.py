@@ -45,3 +45,18 @@ def test_sweep_summary_energy_matches_the_full_plan_and_ignores_the_price() -> N
             expected = full.architectures[arch].energy_wh_per_1k_tokens
             assert expected is not None and expected > 0
             assert summary.energy_wh_per_1k_tokens == pytest.approx(expected, rel=1e-6)
+
+
+def test_exact_cap_returns_a_cap_that_is_not_a_power_of_two() -> None:
+    # a planning bound of x700: passing everywhere gives 700 (not 512); a threshold between 512 and 700 is bisected
+    assert largest_passing_multiplier(lambda m: True, cap=700.0, rel_tol=0.01, exact_cap=True) == 700.0
+    assert largest_passing_multiplier(lambda m: True, cap=700.0, rel_tol=0.01) == 512.0
+    m = largest_passing_multiplier(lambda m: m <= 650.0, cap=700.0, rel_tol=0.01, exact_cap=True)
+    assert 650.0 / 1.0101 <= m <= 650.0
+
+
+def test_floor_is_separate_from_the_cap() -> None:
+    # a cap of x3 must not make the search give up at 1/3: the floor is its own bound
+    m = largest_passing_multiplier(lambda m: m <= 0.01, cap=3.0, rel_tol=0.01, floor=2.0**-20, exact_cap=True)
+    assert 0.01 / 1.0101 <= m <= 0.01
+    assert largest_passing_multiplier(lambda m: m <= 0.01, cap=3.0, rel_tol=0.01) == 0.0

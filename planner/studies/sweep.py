@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -50,15 +50,19 @@ def _structure_key(tables: CapacityTables) -> int:
 
 
 def solve_scenario(source: TableSource, overrides: dict[str, Any], *, headroom: float = 1.0,
-                   exact_rates: bool = True) -> tuple[dict[str, ArchitectureSummary], bool]:
+                   exact_rates: bool = True, simulate: bool = True) -> tuple[dict[str, ArchitectureSummary], bool]:
     """Summaries of every architecture for one scenario (re-using this process's resolvers); ``exact_rates``
-    as :meth:`planner.studies.source.TableSource.tables_and_settings`."""
+    as :meth:`planner.studies.source.TableSource.tables_and_settings`. ``simulate=False`` drops the peak
+    simulation's check (and its tightening) from the settings: the analytic plan, whose cost is a lower bound of
+    the simulated one (the simulated loop only tightens caps), which ``planner budget`` uses to skip simulations."""
     base, tables, settings = source.tables_and_settings(overrides, exact_rates=exact_rates)
+    if not simulate:
+        settings = replace(settings, simulation_check=None)
     # the same scenario asked again (only rates, price or budget patched, to equal values): its summaries
     # (the rate headroom sizes big-M only, so it does not change the optimum)
     memo = None if source.split(overrides)[0] else (
         tables.demand[["rate_mean_per_s", "rate_peak_per_s"]].to_numpy(float).tobytes(),
-        float(tables.costs.electricity_usd_per_kwh), settings.budget_usd_per_month)
+        float(tables.costs.electricity_usd_per_kwh), settings.budget_usd_per_month, settings.simulation_check is None)
     if memo is not None and memo in source.solved:
         return source.solved[memo]
     key = (_structure_key(base), float(headroom))
