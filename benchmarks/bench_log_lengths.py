@@ -15,11 +15,11 @@ simulated p-quantile of TTFT and of the per-token metric against its target, and
 
 Run: python benchmarks/bench_log_lengths.py [instances/<name>.yaml ...]   (~3-6 minutes for all examples)
 
-Last run (2026-12-04, night; simulated p-quantile, sub-bin lengths / the log's own lengths, ms): every plan of
-the six single-log examples meets its targets both ways. TTFT p99: agentic-assistant shared 1,547 / 1,526,
-disaggregated 1,732 / 1,720 (target 4,000); code-completion-8b 486 / 371 and 479 / 449 (500); enterprise-chat
-924 / 943 and 848 / 856 (2,000); fleet-horizon 752 / 751 and 1,068 / 1,090 (2,000); long-context-assistant
-7,560 / 7,219 and 11,389 / 9,897 (15,000); long-document-nvidia 4,836 / 4,748 and 21,111 / 18,429 (30,000).
+Last run (2026-12-06; simulated p-quantile, sub-bin lengths / the log's own lengths, ms): every plan of
+the six single-log examples meets its targets both ways. TTFT p99: agentic-assistant shared 1,543 / 1,501,
+disaggregated 1,704 / 1,696 (target 4,000); code-completion-8b 486 / 371 and 474 / 424 (500); enterprise-chat
+671 / 649 and 1,022 / 1,046 (2,000); fleet-horizon 752 / 751 and 1,041 / 1,065 (2,000); long-context-assistant
+5,540 / 5,502 and 14,740 / 12,546 (15,000); long-document-nvidia 5,604 / 5,489 and 13,568 / 12,176 (30,000).
 ITL p99 identical both ways on every plan. So the log's own lengths, tail and output spread included, move the
 simulated TTFT p99 by -24 ... +2 %: the sub-bin lengths the check draws are not hiding a miss on these logs
 (they are mostly the pessimistic side: a sub-bin's input representative is its largest non-tail input).

@@ -36,6 +36,34 @@ class Example:
     """The instance's ``description`` (first sentence), or its name."""
     logs: tuple[str, ...]
     """Files it reads, relative to the example folder (``traces/...``)."""
+    devices: tuple[str, ...] = ()
+    """The catalog's candidate devices (``catalog.devices``), as the instance lists them."""
+    targets: tuple[str, ...] = ()
+    """Per service its latency targets, read from the instance (``"chat: TTFT p99 2,000 ms, ITL p99 60 ms"``)."""
+
+
+_METRICS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E"}
+
+
+def _targets(services: dict[str, object]) -> tuple[str, ...]:
+    """``"<service>: TTFT p99 2,000 ms, ITL p99 60 ms"`` per service, from its raw ``slo`` mapping: what
+    `planner examples --list` states beside the description, so the listing cannot misname a metric
+    (long-document-nvidia's description said "time per output token" for an ``itl`` target)."""
+    out = []
+    for name, svc in services.items():
+        slo = svc.get("slo") if isinstance(svc, dict) else None
+        if not isinstance(slo, dict):
+            continue
+        parts = []
+        for key, label in _METRICS.items():
+            t = slo.get(key)
+            if not isinstance(t, dict) or "target_ms" not in t:
+                continue
+            stat = "mean" if t.get("statistic") == "mean" else f"p{100 * float(t.get('quantile', 0.99)):g}"
+            parts.append(f"{label} {stat} {float(t['target_ms']):,.0f} ms")
+        if parts:
+            out.append(f"{name}: {', '.join(parts)}")
+    return tuple(out)
 
 
 def list_examples() -> list[Example]:
@@ -51,7 +79,10 @@ def list_examples() -> list[Example]:
         logs = sorted({str(svc["traffic"][key]) for svc in (data.get("services") or {}).values()
                        if isinstance(svc, dict) and isinstance(svc.get("traffic"), dict)
                        for key in ("trace", "profile") if svc["traffic"].get(key)})
-        out.append(Example(path.name, text.split(". ")[0].rstrip("."), tuple(logs)))
+        catalog = data.get("catalog")
+        devices = tuple(str(d) for d in ((catalog.get("devices") if isinstance(catalog, dict) else None) or []))
+        out.append(Example(path.name, text.split(". ")[0].rstrip("."), tuple(logs), devices,
+                           _targets(data.get("services") or {})))
     return out
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from planner.cli.output import echo_json, fmt, table, wrote
+from planner.cli.output import echo_json, fixed, table, wrote
 from planner.errors import InputError
 
 
@@ -130,16 +130,16 @@ def validate_energy(measurements: str, power_path: str | None, expert_parallel_a
     click.echo(f"{s['rows']} rows, {s['predicted']} predicted, {s['skipped']} skipped")
     click.echo(table(["gpu", "stack", "model family", "runs", "MAPE_J/tok_%", "MAPE_tok/s_%", "MAPE_power_%"],
                      [[g["gpu"], g["stack"], g["model_family"], g["runs"], g["mape_j_per_output_token_pct"], g["mape_output_tokens_per_s_pct"], g["mape_power_pct"]]
-                      for g in s["by_gpu_family"]]))
+                      for g in s["by_gpu_family"]], formats={4: fixed, 5: fixed, 6: fixed}))  # percentages to 0.1 point, alike
     p = s["pooled"]
-    click.echo(f"pooled: MAPE J per output token {fmt(p['mape_j_per_output_token_pct'])} %, output tokens/s "
-               f"{fmt(p['mape_output_tokens_per_s_pct'])} %, power {fmt(p['mape_power_pct'])} % over {p['runs']} runs (in sample "
+    click.echo(f"pooled: MAPE J per output token {fixed(p['mape_j_per_output_token_pct'])} %, output tokens/s "
+               f"{fixed(p['mape_output_tokens_per_s_pct'])} %, power {fixed(p['mape_power_pct'])} % over {p['runs']} runs (in sample "
                "when the calibration was fitted on this file; benchmarks/bench_energy.py gives out-of-sample figures)")
     d = s["derived_input"]
     if d["runs"]:
         click.echo(f"of which derived input size (multimodal runs, prompt tokens derived from what the benchmark sent; never fitted on): "
-                   f"{d['runs']} runs, MAPE J per output token {fmt(d['mape_j_per_output_token_pct'])} %, output tokens/s "
-                   f"{fmt(d['mape_output_tokens_per_s_pct'])} %, power {fmt(d['mape_power_pct'])} %")
+                   f"{d['runs']} runs, MAPE J per output token {fixed(d['mape_j_per_output_token_pct'])} %, output tokens/s "
+                   f"{fixed(d['mape_output_tokens_per_s_pct'])} %, power {fixed(d['mape_power_pct'])} %")
     for kind, count in s["approximated_by_kind"].items():
         click.echo(f"approximated ({count} rows): {kind} (row field 'approximation' in --json)")
     for what, count in s["inconsistent"].items():

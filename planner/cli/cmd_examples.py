@@ -20,6 +20,9 @@ def examples(folder: str, list_only: bool, force: bool) -> None:
     if list_only:
         for ex in items:
             click.echo(f"{ex.file:<30} {ex.description}")
+            if ex.devices or ex.targets:  # read from the instance itself, not its prose
+                click.echo(f"{'':<30}   " + "; ".join(filter(None, [("devices " + ", ".join(ex.devices)) if ex.devices else "",
+                                                                   "; ".join(ex.targets)])))
             for log in ex.logs:
                 click.echo(f"{'':<30}   reads {log}")
         click.echo(f"\n{len(items)} examples in {examples_dir()}")

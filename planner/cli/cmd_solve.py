@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from planner.cli.output import echo_json, wrote
+from planner.cli.output import echo_json, note, wrote
 from planner.errors import InfeasibleError, InputError, Problem, SolverError
 
 
@@ -93,9 +93,9 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
     if on_bad_row is not None:  # the same as --set options.on_bad_row=...: recorded with the plan's overrides
         overrides["options.on_bad_row"] = on_bad_row
     resolved = load_instance(instance, overrides or None, scenario=scenario)
-    if resolved.instance.horizon is not None:  # one line, on stderr (the --json output stays a document)
-        click.echo(f"note: {instance} has a horizon section; this is the single-peak plan of its services' own traffic. "
-                   f"Plan over time (periods x slots, buy / reserve / rent) with `planner horizon {instance}`.", err=True)
+    if resolved.instance.horizon is not None:  # one line, on stderr (the --json output stays a document); -q drops it
+        note(f"note: {instance} has a horizon section; this is the single-peak plan of its services' own traffic. "
+             f"Plan over time (periods x slots, buy / reserve / rent) with `planner horizon {instance}`.")
     settings = settings_from_instance(resolved.instance, architectures=archs, time_limit_s=time_limit, mip_gap=mip_gap)
     settings = replace(settings, confidence=confidence)
     if no_cache or no_plan_cache:

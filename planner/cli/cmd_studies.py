@@ -10,7 +10,7 @@ import click
 
 from planner.cli.cmd_horizon import refuse_horizon
 from planner.cli.cmd_simulate import SEED, FiniteFloatRange
-from planner.cli.output import echo_json, fmt, note, progress, step, table, versioned
+from planner.cli.output import echo_json, fmt, note, progress, sig, step, table, versioned
 
 SET_HELP = ("PATH=VALUES, repeatable. PATH is a dot-path into the instance (as in `scenarios:`). "
             "VALUES: one value, a comma list (a grid dimension; several make a cartesian product), or "
@@ -191,7 +191,8 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
         echo_json(versioned({"budgets": frame.to_dict("records")}))
         return
     click.echo(table(["budget $/month", "max traffic x", "cost $/month", "winner", "devices"],
-                     frame[["budget_usd_per_month", "max_traffic_multiplier", "total_usd_per_month", "winner", "device_mix"]].values.tolist()))
+                     frame[["budget_usd_per_month", "max_traffic_multiplier", "total_usd_per_month", "winner", "device_mix"]].values.tolist(),
+                     formats={1: sig}))  # 3 significant digits kept: "19.0" beside "42.2"
     # a budget with no plan says why (the JSON's note), or "max traffic x 0" reads as a result
     for r in frame.to_dict("records"):
         if r.get("note"):

@@ -11,7 +11,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -216,9 +216,32 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align_right: bool = True) -> str:
-    """An aligned plain-text table; numbers right-aligned."""
-    cells = [[fmt(v) for v in row] for row in rows]
+def sig(value: Any, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, trailing zeros kept so a column reads alike
+    ("19.0" beside "42.2", where :func:`fmt` gave "19"); thousands separators from 10**digits on."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(float(value)):
+        return fmt(value)
+    v = float(f"{float(value):.{digits}g}")  # rounded first: 9.996 -> 10.0, not "10.00"
+    if v == 0:
+        return "0"
+    if abs(v) >= 10 ** (digits - 1):  # whole numbers are not rounded further: 1,024, not 1,020
+        return f"{float(value):,.0f}"
+    return f"{v:.{digits - 1 - math.floor(math.log10(abs(v)))}f}"
+
+
+def fixed(value: Any, decimals: int = 1) -> str:
+    """``value`` with ``decimals`` decimal places (thousands separators), for a column or line of
+    percentages that should read alike ("5.0" beside "4.9", where :func:`fmt` gave "5" and "4.91")."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(float(value)):
+        return fmt(value)
+    return f"{float(value):,.{decimals}f}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align_right: bool = True,
+          formats: Mapping[int, Callable[[Any], str]] | None = None) -> str:
+    """An aligned plain-text table; numbers right-aligned. ``formats``: per column index, the
+    formatter of its cells (:func:`sig`, :func:`fixed`; default :func:`fmt`)."""
+    cells = [[(formats or {}).get(i, fmt)(v) for i, v in enumerate(row)] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         for i, c in enumerate(row):

@@ -324,6 +324,21 @@ def draft_profile(resolved: Any, service: str, spec: SpeculativeDecoding) -> LLM
     return find_draft(catalog_models, resolved.models, str(getattr(resolved, "path", "") or ""), service, spec)
 
 
+def gain_phrase(lo_pct: int, hi_pct: int) -> str:
+    """The range ``lo_pct``..``hi_pct`` of savings (%, negative = costs more) in instance-seconds per
+    request against plain decoding, in words: "12–67 % fewer", "5–92 % more", or across zero
+    "from 92 % more to 67 % fewer" (never a signed "-92-67 % fewer")."""
+    tail = "instance-seconds per request than plain"
+    lo, hi = min(lo_pct, hi_pct), max(lo_pct, hi_pct)
+    if lo == hi == 0:
+        return "as many instance-seconds per request as plain"
+    if lo >= 0:
+        return f"{hi if lo == hi else f'{lo}–{hi}'} % fewer {tail}"
+    if hi <= 0:
+        return f"{-lo if lo == hi else f'{-hi}–{-lo}'} % more {tail}"
+    return f"from {-lo} % more to {hi} % fewer {tail}"
+
+
 def speculation_notes(inst: Any, points: Any) -> list[str]:
     """One plain-language line per service with speculative decoding: where it was chosen, what it
     gains, and where it stops paying (compute-bound batches)."""
@@ -342,9 +357,7 @@ def speculation_notes(inst: Any, points: Any) -> list[str]:
         if not chosen.empty:
             gain = 1.0 - (chosen["instance_seconds_per_request"] / chosen["plain_instance_seconds_per_request"]).replace([np.inf], np.nan)
             if gain.notna().any():
-                lo_pct, hi_pct = round(100 * float(gain.min())), round(100 * float(gain.max()))
-                span = f"{lo_pct}" if lo_pct == hi_pct else f"{lo_pct}-{hi_pct}"
-                line += f", {span} % fewer instance-seconds per request than plain"
+                line += ", " + gain_phrase(round(100 * float(gain.min())), round(100 * float(gain.max())))
         be = dec["spec_breakeven_batch"].dropna()
         if not be.empty:
             lo, hi = int(be.min()), int(be.max())

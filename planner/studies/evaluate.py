@@ -67,6 +67,7 @@ from planner.schema.capacity import CapacityTables
 from planner.schema.plan import ArchitecturePlan, PlanResult, stat_label
 from planner.studies.fixed import FixedPlan, carries, solve_fixed
 from planner.studies.search import largest_passing_multiplier
+from planner.studies.simulated import latency_detail
 from planner.studies.source import TableSource
 from planner.studies.spec import Scenario
 from planner.studies.sweep import solve_scenario, study_headroom
@@ -189,9 +190,9 @@ def latency_as_routed(prep: Any, plan: FixedPlan, redundancy: int) -> tuple[bool
         ttft = float(g["ttft_predicted_ms"].max()) + plan.ttft_added_ms.get(str(svc), 0.0)
         tok = float(g["tpot_predicted_ms"].max())
         ttft_t, tok_t = float(g["ttft_target_ms"].iloc[0]), float(g["tpot_target_ms"].iloc[0])
-        ok = ttft <= ttft_t * (1 + 1e-6) and tok <= tok_t * (1 + 1e-6)
-        met &= ok
-        parts.append(f"{svc}: TTFT {ttft:,.0f}/{ttft_t:,.0f} ms, per-token {tok:,.1f}/{tok_t:,.0f} ms{'' if ok else ' (missed)'}")
+        ttft_ok, tok_ok = ttft <= ttft_t * (1 + 1e-6), tok <= tok_t * (1 + 1e-6)
+        met &= ttft_ok and tok_ok
+        parts.append(latency_detail(str(svc), f"{ttft:,.0f}", ttft_t, f"{tok:,.1f}", tok_t, ttft_missed=not ttft_ok, tok_missed=not tok_ok))
     return bool(met), "; ".join(parts)
 
 

@@ -88,6 +88,15 @@ def scaled_to(result: PlanResult, factors: Mapping[tuple[str, str], tuple[float,
     return result.model_copy(update={"capacity": cap.model_copy(update={"points": scale(cap.points), "demand": scale(cap.demand)})})
 
 
+def latency_detail(service: str, ttft: str, ttft_target_ms: float, tok: str, tok_target_ms: float, *,
+                   ttft_missed: bool, tok_missed: bool) -> str:
+    """``"<service>: TTFT <ttft>/<target> ms, per-token <tok>/<target> ms"`` with "(missed)" after each metric that
+    misses its target — not after the line, where it followed the per-token figure when only TTFT missed
+    (``evaluate`` at ×3: "TTFT inf/2,000 ms, per-token 60.0/60 ms (missed)")."""
+    return (f"{service}: TTFT {ttft}/{ttft_target_ms:,.0f} ms{' (missed)' if ttft_missed else ''}, "
+            f"per-token {tok}/{tok_target_ms:,.0f} ms{' (missed)' if tok_missed else ''}")
+
+
 def simulate_held(result: PlanResult, architecture: str, demand: pd.DataFrame, arrivals: Mapping[str, Any] | None
                   ) -> tuple[bool | None, str]:
     """(every service meets its targets in the peak simulation, a per-service detail) for the plan's
@@ -108,6 +117,7 @@ def simulate_held(result: PlanResult, architecture: str, demand: pd.DataFrame, a
     for s in check.services:
         ttft = "—" if s.ttft_sim_ms is None else f"{s.ttft_sim_ms:,.0f}"
         tok = "—" if s.tpot_sim_ms is None else f"{s.tpot_sim_ms:,.1f}"
-        parts.append(f"{s.service}: TTFT {ttft}/{s.ttft_target_ms:,.0f} ms, per-token {tok}/{s.tpot_target_ms:,.0f} ms"
+        parts.append(latency_detail(str(s.service), ttft, float(s.ttft_target_ms), tok, float(s.tpot_target_ms),
+                                    ttft_missed=not s.ttft_met, tok_missed=not s.tpot_met)
                      + (f", {s.unfinished} unfinished" if s.unfinished else ""))
     return bool(check.met), "; ".join(parts)
