@@ -117,14 +117,21 @@ within a length bucket every request's service time is the same deterministic fu
 ``bound`` names the dominant term: ``memory_capacity`` when KV capacity limits the batch,
 else the larger of compute / memory-bandwidth time, or ``communication`` when the TP
 all-reduces exceed both.
+
+*Re-use across rates.* A point's arrival rate enters only its queueing: a prefill point's caps, a
+unified point's costs ``tau / rho`` and where its scan stops. Everything else — the prefill batch
+grid and its times (:func:`_prefill_grid`), the unified (batch, chunk) grid, its iteration times,
+bounds and the exact metrics of each block of pairs (:func:`_unified_scan`) — is memoised per process
+on the values of its inputs, so a study that rebuilds the capacity table at each traffic rate
+(``planner sweep``) computes it once; the memo hands back the same arrays, so the points are identical.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
 
@@ -277,6 +284,107 @@ def _stat(q: float | None) -> str:
     return "mean" if q is None else f"p{q * 100:g}"
 
 
+_SCAN_BLOCK = 128
+"""Screened pairs a unified scan evaluates (and prices) per block, in order of falling throughput."""
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Memo(Generic[_T]):
+    """A per-process memo of values keyed by their arguments' values (:func:`_value_key`), bounded by
+    ``max_bytes`` of arrays (``nbytes`` of a value) and ``max_entries``; the oldest entries go first."""
+
+    max_bytes: float
+    max_entries: int
+    nbytes: Callable[[_T], int]
+    values: dict[tuple[Any, ...], _T] = field(default_factory=dict)
+    sizes: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    total_bytes: int = 0
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], _T]) -> _T:
+        """``values[key]``, built by ``build`` on a miss."""
+        if key in self.values:
+            return self.values[key]
+        value = build()
+        size = self.nbytes(value)
+        while self.values and (self.total_bytes + size > self.max_bytes or len(self.values) >= self.max_entries):
+            oldest = next(iter(self.values))
+            self.values.pop(oldest, None)
+            self.total_bytes -= self.sizes.pop(oldest, 0)
+        self.values[key], self.sizes[key] = value, size
+        self.total_bytes += size
+        return value
+
+    def clear(self) -> None:
+        self.values.clear()
+        self.sizes.clear()
+        self.total_bytes = 0
+
+
+def _arrays_nbytes(value: Any) -> int:
+    """Bytes of the arrays a memoised dataclass holds (its fields, one level of :class:`StepTime` deep)."""
+    if value is None:
+        return 0
+    out = 0
+    for f in fields(value):
+        v = getattr(value, f.name)
+        if isinstance(v, StepTime):
+            out += _arrays_nbytes(v)
+        elif isinstance(v, np.ndarray) and v.base is None:  # broadcast views hold no bytes of their own
+            out += v.nbytes
+    return out
+
+
+_PREFILL_MEMO: _Memo[_PrefillGrid | None] = _Memo(max_bytes=64e6, max_entries=8192, nbytes=_arrays_nbytes)
+"""Rate-independent prefill grids (:func:`_prefill_grid`), ~0.5 kB each."""
+_SCAN_MEMO: _Memo[_UnifiedScan] = _Memo(max_bytes=256e6, max_entries=1024, nbytes=_arrays_nbytes)
+"""Rate-independent unified scans (:func:`_unified_scan`), ~0.3-2 MB each (a (batch, chunk) grid of ~20 arrays):
+the README's enterprise-chat table holds 24 of them (43 MB), so the cap keeps several instances' scans."""
+
+
+def _value_key(x: Any) -> Any:
+    """A hashable key equal for two inputs exactly when they hold the same values and types: arrays by
+    dtype, shape and bytes, floats by their bits (``0.0`` and ``-0.0`` apart), dataclasses field by field.
+    Keys the memos of :func:`_prefill_grid` and :func:`_unified_scan`: a table built at another rate
+    re-creates its models and instances (new objects, same values), so identity would never hit."""
+    if isinstance(x, float):
+        return (type(x), x.hex())
+    if isinstance(x, np.ndarray):
+        return (np.ndarray, x.dtype.str, x.shape, x.tobytes())
+    if x is None or isinstance(x, (bool, int, str)):
+        return (type(x), x)
+    if isinstance(x, np.generic):
+        return _value_key(np.asarray(x))
+    if isinstance(x, tuple):
+        return (tuple, tuple(map(_value_key, x)))
+    if isinstance(x, InstanceArrays):
+        return _instance_key(x)
+    if is_dataclass(x) and not isinstance(x, type):
+        own = getattr(x, "__dict__", None)  # the fields, in order (a slotted dataclass has none: fields() then)
+        return (type(x), tuple(map(_value_key, own.values() if own is not None else (getattr(x, f.name) for f in fields(x)))))
+    raise TypeError(f"no value key for {type(x).__name__}")
+
+
+_INSTANCE_KEYS: dict[int, tuple[InstanceArrays, Any]] = {}
+
+
+def _instance_key(inst: InstanceArrays) -> Any:
+    """:func:`_value_key` of an instance's constants (~30 arrays), computed once per object: the
+    instances come from :func:`_instance`'s cache, so a table's points share a handful of them."""
+    hit = _INSTANCE_KEYS.get(id(inst))
+    if hit is None or hit[0] is not inst:
+        if len(_INSTANCE_KEYS) > 4096:
+            _INSTANCE_KEYS.clear()
+        hit = _INSTANCE_KEYS[id(inst)] = (inst, (InstanceArrays, tuple(_value_key(getattr(inst, f.name)) for f in fields(inst))))
+    return hit[1]
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only (a memoised scan's arrays are shared by every point built from it)."""
+    a.flags.writeable = False
+    return a
+
+
 @dataclass(frozen=True)
 class PendingPrefill:
     """A queued prefill point before its utilisation caps: the inputs of the cap bisection
@@ -311,15 +419,41 @@ def finish_prefill_points(pending: Sequence[PendingPrefill]) -> list[OperatingPo
     return [p.finish(caps[end - n:end]) for p, n, end in zip(pending, sizes, ends, strict=True)]
 
 
-def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int,
-                   weight_precision: str, isl: float, n_new: float, cached: float, budget: float, power_w: InstancePower,
-                   overhead_ms: float, source: str, targets: _Targets, kv_link_gb_per_s: float | None,
-                   rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint | PendingPrefill:
-    """The prefill point with its batch ``m`` chosen (module docstring, **prefill**); a queued
-    point comes back as a :class:`PendingPrefill` (its caps still to bisect)."""
+@dataclass(frozen=True)
+class _PrefillGrid:
+    """The rate-independent part of a prefill point (:func:`_build_prefill_grid`; module docstring, **prefill**):
+    per batch size ``m`` (``ms``) the iteration ``step``, batch time ``t_batch = k t_iter`` (``k`` chunks of
+    ``chunk`` tokens), unqueued ``ttft`` (ms) and instance-seconds per request ``seconds = t_batch / m``."""
+
+    k: int
+    chunk: float
+    m_max: int
+    ms: np.ndarray
+    step: StepTime
+    t_batch: np.ndarray
+    kv_req: float
+    t_xfer: float
+    t_first: float
+    ttft: np.ndarray
+    seconds: np.ndarray
+
+
+def _prefill_grid(inst: InstanceArrays, eff: Efficiency, *, isl: float, n_new: float, cached: float, budget: float,
+                  link_bytes_per_s: float, overhead_ms: float) -> _PrefillGrid | None:
+    """:func:`_build_prefill_grid`, memoised per process on its arguments' values (:class:`_Memo`): the
+    point's arrival rate is not one of them, so a table rebuilt at another rate re-uses it."""
+    args = dict(isl=isl, n_new=n_new, cached=cached, budget=budget, link_bytes_per_s=link_bytes_per_s, overhead_ms=overhead_ms)
+    return _PREFILL_MEMO.get((_value_key(inst), _value_key(eff), _value_key(tuple(args.items()))),
+                             lambda: _build_prefill_grid(inst, eff, **args))
+
+
+def _build_prefill_grid(inst: InstanceArrays, eff: Efficiency, *, isl: float, n_new: float, cached: float, budget: float,
+                        link_bytes_per_s: float, overhead_ms: float) -> _PrefillGrid | None:
+    """The batch sizes ``1 <= m <= min(floor(Q / n), B_mem, MAX_PREFILL_BATCH)`` and their unqueued times
+    (:func:`_prefill_point`); ``None`` when one prompt's KV does not fit next to the weights."""
     fit = int(max_batch(inst, isl))
     if fit < 1:
-        return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
+        return None
     k = math.ceil(n_new / budget)
     chunk = n_new / k
     m_max = max(1, min(int(budget // n_new), fit, MAX_PREFILL_BATCH))
@@ -329,11 +463,30 @@ def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArray
     step = iteration_time(inst, eff, prefill_tokens=ms * chunk, prefill_cached=h_eff, prefill_prompts=ms)
     t_batch = k * step.total_s
     kv_req = float(kv_bytes(inst, isl))
-    link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
-    t_xfer = kv_req / link
+    t_xfer = kv_req / link_bytes_per_s
     t_first = float(iteration_time(inst, eff, decode_batch=1.0, decode_context=isl).total_s)
     ttft = 1e3 * (t_batch + t_xfer + t_first) + overhead_ms
     seconds = t_batch / ms
+    for a in (ms, step.total_s, step.compute_s, step.memory_s, step.comm_s, t_batch, ttft, seconds):
+        _frozen(a)
+    return _PrefillGrid(k=k, chunk=chunk, m_max=m_max, ms=ms, step=step, t_batch=t_batch, kv_req=kv_req, t_xfer=t_xfer,
+                        t_first=t_first, ttft=ttft, seconds=seconds)
+
+
+def _prefill_point(model: LLMProfile, device: DeviceProfile, inst: InstanceArrays, eff: Efficiency, *, tp: int,
+                   weight_precision: str, isl: float, n_new: float, cached: float, budget: float, power_w: InstancePower,
+                   overhead_ms: float, source: str, targets: _Targets, kv_link_gb_per_s: float | None,
+                   rate_per_s: float | None, interarrival_cv: float) -> OperatingPoint | PendingPrefill:
+    """The prefill point with its batch ``m`` chosen (module docstring, **prefill**); a queued
+    point comes back as a :class:`PendingPrefill` (its caps still to bisect). The unqueued part
+    comes from :func:`_prefill_grid` (memoised), the rate enters only through the caps."""
+    link = (kv_link_gb_per_s if kv_link_gb_per_s else (device.nic_bw_gb_per_s or 25.0) * tp) * 1e9
+    grid = _prefill_grid(inst, eff, isl=isl, n_new=n_new, cached=cached, budget=budget, link_bytes_per_s=link,
+                         overhead_ms=overhead_ms)
+    if grid is None:
+        return _infeasible(f"weights ({model.weight_bytes(weight_precision) / 1e9:.0f} GB) and one {isl:.0f}-token prompt's KV do not fit {tp} x {device.memory_gb} GB", "memory_capacity", source)
+    k, chunk, m_max, ms, step, t_batch = grid.k, grid.chunk, grid.m_max, grid.ms, grid.step, grid.t_batch
+    kv_req, t_xfer, t_first, ttft, seconds = grid.kv_req, grid.t_xfer, grid.t_first, grid.ttft, grid.seconds
     limit_ms = min(targets.ttft_ms, targets.e2e_ms)
     ok = ttft <= limit_ms
     if not ok.any():
@@ -861,25 +1014,67 @@ def _unified_queue(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, ta
     return np.floor(n0 * batch), tau_s * batch, (targets.ttft_ms - ttft_ms) / 1e3
 
 
-def _cannot_beat(tau_s: float, batch: float, ttft_ms: float, targets: _Targets, rate_per_s: float | None,
-                 interarrival_cv: float, best: float) -> bool:
-    """Whether a unified pair is ruled out by the least cost ``best`` found so far without its cap:
+def _cannot_beat(tau_s: np.ndarray, batch: np.ndarray, ttft_ms: np.ndarray, targets: _Targets, rate_per_s: float | None,
+                 interarrival_cv: float, best: np.ndarray) -> np.ndarray:
+    """Per unified pair, whether it is ruled out by the least cost ``best`` found before it without its cap:
     the cap it needs to beat ``best``, ``rho = tau / best``, is at or above the ceiling, or its
     wait at that ``rho`` already exceeds the budget (the wait grows with ``rho``). Such a pair
     costs at least ``best``; :func:`_unified_point` asks only where that could be a tie, so that
     the pair chosen is the one the scan in order of falling throughput keeps (the first to reach
-    the least cost)."""
+    the least cost). Element-wise over arrays of pairs (one :func:`planner.queueing.wait_quantile_many`
+    call for all of them; each answer is the one the pair alone gets: the wait is element-wise, and at
+    ``rho < 1`` never takes the continued-fraction branch whose iterations depend on the other rows)."""
     from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
 
+    tau_s, best = np.asarray(tau_s, dtype=float), np.asarray(best, dtype=float)
+    out = np.zeros(tau_s.shape, dtype=bool)
     rate = float(rate_per_s) if rate_per_s is not None else 0.0
-    if rate <= 0 or not math.isfinite(targets.ttft_ms) or not math.isfinite(best):
-        return False
-    servers, service_s, budget_s = (float(x) for x in _unified_queue(np.asarray(tau_s, dtype=float), np.asarray(batch, dtype=float),
-                                                                     np.asarray(ttft_ms, dtype=float),
-                                                                     targets, rate))
-    need = tau_s / best
-    return bool(need >= UTILIZATION_CEILING or budget_s < 0 or float(wait_quantile_many(
-        targets.ttft_q, need * servers / service_s, servers, service_s, 0.0, interarrival_cv)) > budget_s)
+    if rate <= 0 or not math.isfinite(targets.ttft_ms):
+        return out
+    servers, service_s, budget_s = _unified_queue(tau_s, np.asarray(batch, dtype=float), np.asarray(ttft_ms, dtype=float), targets, rate)
+    ask = np.isfinite(best)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = tau_s / np.where(ask, best, 1.0)
+    ruled = ask & ((need >= UTILIZATION_CEILING) | (budget_s < 0))
+    wait = ask & ~ruled
+    if wait.any():
+        w = wait_quantile_many(targets.ttft_q, need[wait] * servers[wait] / service_s[wait], servers[wait], service_s[wait], 0.0,
+                               interarrival_cv)
+        ruled[wait] = w > budget_s[wait]
+    return ruled
+
+
+def _least_costs(costs: list[float], best: float, ruled_out: Callable[[list[int], list[float]], np.ndarray]) -> tuple[list[float], float]:
+    """The costs one block of a unified scan keeps, and the least cost after it, from the block's exact
+    ``costs`` in order of falling throughput and the least ``best`` before it. In order: a pair whose cost
+    is at most ``best (1 + 1e-9)`` (it ties or beats the least so far) is dropped (``inf``) when
+    ``ruled_out`` (:func:`_cannot_beat` of the block's positions at the ``best`` each saw) says it cannot
+    beat ``best``; then ``best = min(best, cost)``.
+
+    The checks are asked together: the walk from a position is first run assuming no check rules its pair
+    out, which gives every check it would make and the ``best`` it would see; they are answered in one call,
+    and the walk is exact up to the first pair ruled out; from the pair after it, again. (Ties are rare, so
+    a block takes one call where one check per improving pair took one each.)"""
+    kept = list(costs)
+    start = 0
+    while start < len(costs):
+        at: list[int] = []
+        seen: list[float] = []
+        b = best
+        for k in range(start, len(costs)):
+            if costs[k] <= b * (1.0 + 1e-9) and math.isfinite(b):  # an infinite best rules nothing out
+                at.append(k)
+                seen.append(b)
+            b = min(b, costs[k])
+        ruled = np.flatnonzero(ruled_out(at, seen)) if at else np.zeros(0, dtype=int)
+        stop = at[int(ruled[0])] if ruled.size else len(costs)
+        for k in range(start, stop):
+            best = min(best, costs[k])
+        if not ruled.size:
+            break
+        kept[stop] = math.inf  # min(best, inf): best unchanged
+        start = stop + 1
+    return kept, best
 
 
 def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, **kw: Any) -> OperatingPoint:
@@ -888,48 +1083,141 @@ def _unified_point(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     return PendingUnified(_unified_steps(inst, eff, batches, **kw)).run()
 
 
-def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
-                   cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
-                   source: str, targets: _Targets, mixed: bool = True, spec: SpecCost | None = None,
-                   kv_cap: float | None = None, rate_per_s: float | None = None, interarrival_cv: float = 1.0,
-                   n_ttft: float | None = None, isl_ttft: float | None = None) -> Generator[CostRequest, np.ndarray, OperatingPoint]:
-    """The unified operating point; the model is in the module docstring. A generator: it yields a
-    :class:`CostRequest` for each block of pairs that meet the targets and takes their costs
-    (:func:`_unified_costs`) back (:class:`PendingUnified`).
+def _tpot_of(spec: SpecCost | None, osl_tpot: float, q: float | None, u: np.ndarray, c: np.ndarray, tb: np.ndarray,
+             ti: np.ndarray) -> np.ndarray:
+    """Per-request TPOT quantile ``q`` of unified pairs, s (:func:`planner.queueing.tpot_quantile_s` over the
+    ``osl_tpot`` outputs whose gaps are whole iterations; speculative: divided by the ``E`` tokens per step)."""
+    from planner.queueing import tpot_quantile_s
 
-    ``n_ttft`` / ``isl_ttft`` (:func:`operating_point`'s ``ttft_input_tokens``): the new and total
-    tokens of the prompt whose TTFT is checked (its chunk iterations, its KV while chunked) when it is
-    longer than the mix's ``n_new`` / ``isl`` that set the lane's load and the batch.
+    return tpot_quantile_s(q, osl_tpot, u, c, tb, ti) if spec is None else tpot_quantile_s(q, osl_tpot, u, c, tb, ti) / spec.tokens_per_step
 
-    ``spec`` (speculative decoding, :mod:`planner.perf.speculative`): every iteration verifies ``V``
-    tokens per decoding sequence (beside the chunk, when it carries one) and runs the ``k`` draft
-    passes, and yields ``E`` tokens per sequence; so requests finish at ``B E / OSL`` per iteration
-    (lane share ``u = B E n / (OSL q)``, ``instance_seconds_per_request = OSL t_mean / (B E)``), a
-    request spans ``(OSL - 1)/E`` iterations (its TPOT is :func:`planner.queueing.tpot_quantile_s`
-    over ``1 + (OSL - 1)/E`` outputs, divided by ``E``) and the ITL counts the ``E - 1`` ~0 gaps of
-    each burst (:func:`planner.perf.speculative.burst_itl_quantile_s`). ``kv_req`` and ``kv_cap``
-    (default: the instance's) then include the draft's KV and weights.
 
-    ``mixed`` (chunked prefill): every (batch ``B``, chunk ``q``) pair of the grid
-    (:func:`_chunk_grid`, plus the largest chunk whose iteration fits an ITL quantile target) is
-    costed; the feasible pair with the highest throughput is the point. Not ``mixed``
-    (prefill-priority): the engine's chunk is ``min(n, Q)`` and each prefill iteration stalls
-    the decode batch (:func:`_stall_step`); only the batch is chosen."""
-    from planner.queueing import itl_quantile_s, tpot_quantile_s
+def _itl_of(spec: SpecCost | None, q: float | None, u: np.ndarray, tb: np.ndarray, ti: np.ndarray) -> np.ndarray:
+    """Every-gap ITL quantile ``q`` of unified pairs, s (:func:`planner.queueing.itl_quantile_s`; speculative:
+    :func:`planner.perf.speculative.burst_itl_quantile_s`, the ``E - 1`` ~0 gaps of each burst counted)."""
+    if spec is None:
+        from planner.queueing import itl_quantile_s
 
+        return itl_quantile_s(q, u, tb, ti)
+    from planner.perf.speculative import burst_itl_quantile_s
+
+    return burst_itl_quantile_s(q, u, tb, ti, spec.tokens_per_step)
+
+
+@dataclass(frozen=True)
+class _ScanBlock:
+    """One block of a unified scan's screened pairs (``idx``, flat grid indices in order of falling
+    throughput): their exact TPOT / ITL quantiles (s), lane wait (s), TTFT and E2E (ms), and the pairs
+    among them that meet every target (``met``: positions in the block; ``pairs``: their flat indices,
+    with their batch, ``tau`` s and TTFT ms, the arguments of the block's :class:`CostRequest`)."""
+
+    idx: np.ndarray
+    tpot_s: np.ndarray
+    itl_s: np.ndarray
+    wait_s: np.ndarray
+    ttft_ms: np.ndarray
+    e2e_ms: np.ndarray
+    met: np.ndarray
+    pairs: np.ndarray
+    pair_batch: np.ndarray
+    pair_tau_s: np.ndarray
+    pair_ttft_ms: np.ndarray
+
+
+@dataclass(frozen=True)
+class _UnifiedScan:
+    """Everything of a unified point's scan that does not depend on its arrival rate (module docstring,
+    **unified**; :func:`_build_unified_scan`): the (batch, chunk) grid, its iteration times, lane, memory and
+    the cheap bounds; ``cand``, the screened pairs in order of falling throughput; ``blocks``, the exact
+    metrics of each block of ``cand`` once a scan has reached it (:meth:`block`). The rate enters only
+    through the blocks' costs ``tau / rho`` and the early stop (:func:`_unified_steps`), so a table rebuilt
+    at another rate re-uses the scan (:func:`_unified_scan`) and recomputes none of this."""
+
+    batches: np.ndarray
+    grid: np.ndarray
+    busy: StepTime
+    idle_step: StepTime
+    t_busy: np.ndarray
+    t_idle: np.ndarray
+    """Decode-only (speculative: verify + draft) step per batch, s, as a column ``(B, 1)``."""
+    t_idle_full: np.ndarray
+    u_iter: np.ndarray
+    u_c: np.ndarray
+    stable: np.ndarray
+    t_mean: np.ndarray
+    rate: np.ndarray
+    """Requests/s one instance sustains per pair."""
+    service: np.ndarray
+    rho_lane: np.ndarray
+    chunks: np.ndarray
+    fits: np.ndarray
+    pre: np.ndarray
+    ttft_lb: np.ndarray
+    tpot_lb: np.ndarray
+    itl_all: np.ndarray
+    cand: np.ndarray
+    tau_flat: np.ndarray
+    tpot_q: float | None
+    itl_q: float | None
+    wait_q: float
+    e2e_q: float | None
+    osl: float
+    osl_tpot: float
+    overhead_ms: float
+    targets: _Targets
+    spec: SpecCost | None
+    blocks: dict[int, _ScanBlock]
+
+    def block(self, start: int) -> _ScanBlock:
+        """The block of ``cand`` from ``start`` (:data:`_SCAN_BLOCK` pairs), evaluated on first use."""
+        hit = self.blocks.get(start)
+        if hit is None:
+            hit = self.blocks[start] = self._evaluate(start)
+        return hit
+
+    def _evaluate(self, start: int) -> _ScanBlock:
+        """Exact per-token metrics, lane wait, TTFT = ``1e3 (W_q + c t_it) + overhead`` and E2E = TTFT +
+        ``1e3 (o - 1) TPOT`` at the E2E statistic of the block's pairs; the pairs meeting every target."""
+        tg, spec = self.targets, self.spec
+        idx = self.cand[start:start + _SCAN_BLOCK]
+        u_i, c_i = self.u_c.ravel()[idx], self.chunks.ravel()[idx]
+        tb_i, ti_i = self.t_busy.ravel()[idx], self.t_idle_full.ravel()[idx]
+        tp = _tpot_of(spec, self.osl_tpot, self.tpot_q, u_i, c_i, tb_i, ti_i)
+        it = _itl_of(spec, self.itl_q, u_i, tb_i, ti_i)
+        w = lane_wait_quantile_s(self.wait_q, self.rho_lane.ravel()[idx], self.service.ravel()[idx])
+        tt = 1e3 * (w + c_i * tb_i) + self.overhead_ms
+        ee = tt + 1e3 * (self.osl - 1.0) * (tp if self.e2e_q == self.tpot_q else _tpot_of(spec, self.osl_tpot, self.e2e_q, u_i, c_i,
+                                                                                          tb_i, ti_i))
+        met = np.flatnonzero((1e3 * tp <= tg.tpot_ms) & (1e3 * it <= tg.itl_ms) & (tt <= tg.ttft_ms) & (ee <= tg.e2e_ms))
+        pairs = idx[met]
+        return _ScanBlock(idx=idx, tpot_s=_frozen(tp), itl_s=_frozen(it), wait_s=_frozen(w), ttft_ms=_frozen(tt), e2e_ms=_frozen(ee),
+                          met=_frozen(met), pairs=_frozen(pairs), pair_batch=_frozen(self.batches[pairs // self.grid.shape[1]]),
+                          pair_tau_s=_frozen(self.tau_flat[pairs]), pair_ttft_ms=_frozen(tt[met]))
+
+
+def _unified_scan(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float, cached: float,
+                  ctx: float, budget: float, kv_req: float, overhead_ms: float, targets: _Targets, mixed: bool,
+                  spec: SpecCost | None, kv_cap: float | None, n_ttft: float | None, isl_ttft: float | None) -> _UnifiedScan:
+    """:func:`_build_unified_scan`, memoised per process on the values of every argument (:func:`_value_key`):
+    a study re-building its capacity table at each traffic rate meets the same scans again (the rate is
+    not an argument). The memo returns the very arrays the build gave, so every point is unchanged."""
+    args = dict(isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget, kv_req=kv_req, overhead_ms=overhead_ms,
+                targets=targets, mixed=mixed, spec=spec, kv_cap=kv_cap, n_ttft=n_ttft, isl_ttft=isl_ttft)
+    key = (_value_key(inst), _value_key(eff), _value_key(batches), _value_key(tuple(args.items())))
+    return _SCAN_MEMO.get(key, lambda: _build_unified_scan(inst, eff, batches, **args))  # type: ignore[arg-type]
+
+
+def _build_unified_scan(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
+                        cached: float, ctx: float, budget: float, kv_req: float, overhead_ms: float, targets: _Targets,
+                        mixed: bool, spec: SpecCost | None, kv_cap: float | None, n_ttft: float | None,
+                        isl_ttft: float | None) -> _UnifiedScan:
+    """The rate-independent part of :func:`_unified_steps` (its arguments; the model is in the module docstring):
+    the grid of (batch ``B``, chunk ``q``) pairs, their busy and decode-only iterations, lane share
+    ``u = B E n / (OSL q)``, mean step ``t_mean = u t_it + (1 - u) t_dec``, throughput ``B E / (OSL t_mean)``,
+    lane service ``n t_it / q`` and utilisation, TTFT chunks, KV fit, the cheap bounds (unqueued TTFT, mean
+    TPOT, exact ITL) and the pairs they leave, in order of falling throughput."""
     e = spec.tokens_per_step if spec is not None else 1.0
     osl_tpot = osl if spec is None else 1.0 + (osl - 1.0) / e  # outputs whose gaps are whole iterations
-
-    def tpot_fn(q: float | None, u: np.ndarray, c: np.ndarray, tb: np.ndarray, ti: np.ndarray) -> np.ndarray:
-        return tpot_quantile_s(q, osl_tpot, u, c, tb, ti) if spec is None else tpot_quantile_s(q, osl_tpot, u, c, tb, ti) / e
-
-    def itl_fn(q: float | None, u: np.ndarray, tb: np.ndarray, ti: np.ndarray) -> np.ndarray:
-        if spec is None:
-            return itl_quantile_s(q, u, tb, ti)
-        from planner.perf.speculative import burst_itl_quantile_s
-
-        return burst_itl_quantile_s(q, u, tb, ti, e)
-
     b2 = batches[:, None]
     if mixed:
         grid = _chunk_grid(batches, budget, n_new)
@@ -986,76 +1274,119 @@ def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     itl_q = targets.itl_q if math.isfinite(targets.itl_ms) else 0.99
     wait_q = targets.ttft_q if math.isfinite(targets.ttft_ms) else LANE_WAIT_QUANTILE
     e2e_q = targets.e2e_q if math.isfinite(targets.e2e_ms) else 0.99
-    out = {k: np.full(grid.shape, np.inf) for k in ("tpot", "itl", "wait", "ttft", "e2e")}
-    flat = {k: v.reshape(-1) for k, v in out.items()}
-    cols = {"u": u_c.ravel(), "c": chunks.ravel(), "tb": t_busy.ravel(), "ti": t_idle_full.ravel(), "rho": rho_lane.ravel(),
-            "svc": service.ravel()}
     # cheap bounds first: TTFT >= its unqueued part, TPOT quantile >= its mean; ITL is exact and cheap
     ttft_lb = 1e3 * chunks * t_busy + overhead_ms
     tpot_lb = (t_idle_full + u_c * np.maximum(t_busy - t_idle_full, 0.0)) / e
-    itl_all = itl_fn(itl_q, u_c, t_busy, t_idle_full)
+    itl_all = _itl_of(spec, itl_q, u_c, t_busy, t_idle_full)
     screen = (pre & (ttft_lb <= targets.ttft_ms) & (1e3 * tpot_lb <= targets.tpot_ms) & (1e3 * itl_all <= targets.itl_ms)
               & (ttft_lb + 1e3 * (osl - 1.0) * tpot_lb <= targets.e2e_ms))
     cand = np.flatnonzero(screen)
     cand = cand[np.argsort(-rate.ravel()[cand], kind="stable")]
     with np.errstate(divide="ignore"):
         tau_flat = 1.0 / rate.ravel()
-    cost = np.full(grid.shape, np.inf)       # tau / rho of the pairs that meet every target (the choice below)
+    arrays = dict(batches=batches.copy(), grid=grid, t_busy=t_busy, t_idle=t_idle, t_idle_full=t_idle_full, u_iter=u_iter, u_c=u_c,
+                  stable=stable, t_mean=t_mean, rate=rate, service=service, rho_lane=rho_lane, chunks=chunks, fits=fits, pre=pre,
+                  ttft_lb=ttft_lb, tpot_lb=tpot_lb, itl_all=itl_all, cand=cand, tau_flat=tau_flat)
+    return _UnifiedScan(**{k: _frozen(np.asarray(v)) for k, v in arrays.items()}, busy=busy, idle_step=idle_step,
+                        tpot_q=tpot_q, itl_q=itl_q, wait_q=wait_q, e2e_q=e2e_q, osl=osl, osl_tpot=osl_tpot, overhead_ms=overhead_ms,
+                        targets=targets, spec=spec, blocks={})
+
+
+def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
+                   cached: float, ctx: float, b_mem: int, budget: float, kv_req: float, power_w: InstancePower, overhead_ms: float,
+                   source: str, targets: _Targets, mixed: bool = True, spec: SpecCost | None = None,
+                   kv_cap: float | None = None, rate_per_s: float | None = None, interarrival_cv: float = 1.0,
+                   n_ttft: float | None = None, isl_ttft: float | None = None) -> Generator[CostRequest, np.ndarray, OperatingPoint]:
+    """The unified operating point; the model is in the module docstring. A generator: it yields a
+    :class:`CostRequest` for each block of pairs that meet the targets and takes their costs
+    (:func:`_unified_costs`) back (:class:`PendingUnified`). Everything but the costs and the early
+    stop is independent of ``rate_per_s`` and comes from :func:`_unified_scan` (memoised).
+
+    ``n_ttft`` / ``isl_ttft`` (:func:`operating_point`'s ``ttft_input_tokens``): the new and total
+    tokens of the prompt whose TTFT is checked (its chunk iterations, its KV while chunked) when it is
+    longer than the mix's ``n_new`` / ``isl`` that set the lane's load and the batch.
+
+    ``spec`` (speculative decoding, :mod:`planner.perf.speculative`): every iteration verifies ``V``
+    tokens per decoding sequence (beside the chunk, when it carries one) and runs the ``k`` draft
+    passes, and yields ``E`` tokens per sequence; so requests finish at ``B E / OSL`` per iteration
+    (lane share ``u = B E n / (OSL q)``, ``instance_seconds_per_request = OSL t_mean / (B E)``), a
+    request spans ``(OSL - 1)/E`` iterations (its TPOT is :func:`planner.queueing.tpot_quantile_s`
+    over ``1 + (OSL - 1)/E`` outputs, divided by ``E``) and the ITL counts the ``E - 1`` ~0 gaps of
+    each burst (:func:`planner.perf.speculative.burst_itl_quantile_s`). ``kv_req`` and ``kv_cap``
+    (default: the instance's) then include the draft's KV and weights.
+
+    ``mixed`` (chunked prefill): every (batch ``B``, chunk ``q``) pair of the grid
+    (:func:`_chunk_grid`, plus the largest chunk whose iteration fits an ITL quantile target) is
+    costed; the feasible pair with the highest throughput is the point. Not ``mixed``
+    (prefill-priority): the engine's chunk is ``min(n, Q)`` and each prefill iteration stalls
+    the decode batch (:func:`_stall_step`); only the batch is chosen."""
+    sc = _unified_scan(inst, eff, batches, isl=isl, osl=osl, n_new=n_new, cached=cached, ctx=ctx, budget=budget, kv_req=kv_req,
+                       overhead_ms=overhead_ms, targets=targets, mixed=mixed, spec=spec, kv_cap=kv_cap, n_ttft=n_ttft,
+                       isl_ttft=isl_ttft)
+    e = spec.tokens_per_step if spec is not None else 1.0
+    shape = sc.grid.shape
+    # the exact metrics of the blocks this scan reaches (inf elsewhere: the infeasibility reasons tell "at least")
+    out = {k: np.full(shape, np.inf) for k in ("tpot", "itl", "wait", "ttft", "e2e")}
+    flat = {k: v.reshape(-1) for k, v in out.items()}
+    cost = np.full(shape, np.inf)       # tau / rho of the pairs that meet every target (the choice below)
     cost_flat = cost.reshape(-1)
     best = math.inf
-    for start in range(0, cand.size, 128):
-        idx = cand[start:start + 128]
-        if float(tau_flat[idx[0]]) >= best:  # rho <= 1: no later pair can cost less than its tau
+    for start in range(0, sc.cand.size, _SCAN_BLOCK):
+        if float(sc.tau_flat[sc.cand[start]]) >= best:  # rho <= 1: no later pair can cost less than its tau
             break
-        u_i, c_i, tb_i, ti_i = cols["u"][idx], cols["c"][idx], cols["tb"][idx], cols["ti"][idx]
-        tp = tpot_fn(tpot_q, u_i, c_i, tb_i, ti_i)
-        it = itl_fn(itl_q, u_i, tb_i, ti_i)
-        w = lane_wait_quantile_s(wait_q, cols["rho"][idx], cols["svc"][idx])
-        tt = 1e3 * (w + c_i * tb_i) + overhead_ms
-        ee = tt + 1e3 * (osl - 1.0) * (tp if e2e_q == tpot_q else tpot_fn(e2e_q, u_i, c_i, tb_i, ti_i))
-        flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = tp, it, w, tt, ee
-        met = (1e3 * tp <= targets.tpot_ms) & (1e3 * it <= targets.itl_ms) & (tt <= targets.ttft_ms) & (ee <= targets.e2e_ms)
-        ks = np.flatnonzero(met)
-        if not ks.size:
+        blk = sc.block(start)
+        idx = blk.idx
+        flat["tpot"][idx], flat["itl"][idx], flat["wait"][idx], flat["ttft"][idx], flat["e2e"][idx] = (
+            blk.tpot_s, blk.itl_s, blk.wait_s, blk.ttft_ms, blk.e2e_ms)
+        if not blk.met.size:
             continue
-        pairs = idx[ks]
-        pair_b = batches[pairs // grid.shape[1]]
-        exact = yield CostRequest(tau_flat[pairs], pair_b, tt[ks], targets, rate_per_s, interarrival_cv)
+        exact = yield CostRequest(blk.pair_tau_s, blk.pair_batch, blk.pair_ttft_ms, targets, rate_per_s, interarrival_cv)
         # in order of falling throughput, keeping the running least cost; a pair that only ties the
         # least so far (or beats it by less than 1e-9) is checked for the early exit (_cannot_beat) so
         # that ties go to the pair the scan reaches first
-        for k, pair, c in zip(ks, pairs, exact.tolist(), strict=True):
-            if c <= best * (1.0 + 1e-9) and _cannot_beat(float(tau_flat[pair]), float(batches[pair // grid.shape[1]]),
-                                                         float(tt[k]), targets, rate_per_s, interarrival_cv, best):
-                c = math.inf
-            cost_flat[pair] = c
-            best = min(best, c)
+        def ruled_out(at: list[int], seen: list[float], blk: _ScanBlock = blk) -> np.ndarray:
+            return _cannot_beat(blk.pair_tau_s[at], blk.pair_batch[at], blk.pair_ttft_ms[at], targets, rate_per_s, interarrival_cv,
+                                np.asarray(seen, dtype=float))
+
+        kept, best = _least_costs(exact.tolist(), best, ruled_out)
+        cost_flat[blk.pairs] = kept
+    return _unified_chosen(sc, out, cost, inst, eff, e=e, isl=isl, n_new=n_new, cached=cached, ctx=ctx, b_mem=b_mem, kv_req=kv_req,
+                           power_w=power_w, overhead_ms=overhead_ms, source=source, targets=targets, mixed=mixed, spec=spec)
+
+
+def _unified_chosen(sc: _UnifiedScan, out: dict[str, np.ndarray], cost: np.ndarray, inst: InstanceArrays, eff: Efficiency, *,
+                    e: float, isl: float, n_new: float, cached: float, ctx: float, b_mem: int, kv_req: float, power_w: InstancePower,
+                    overhead_ms: float, source: str, targets: _Targets, mixed: bool, spec: SpecCost | None) -> OperatingPoint:
+    """The unified point a scan chose: the pair of least ``cost`` among those meeting every target (the
+    metrics ``out`` of the blocks the scan reached), or why none does (:func:`_unified_infeasible`)."""
+    batches, busy, osl = sc.batches, sc.busy, sc.osl
     tpot_s, itl_s, wait, ttft_ms, e2e_ms = out["tpot"], out["itl"], out["wait"], out["ttft"], out["e2e"]
     ok_token = (1e3 * tpot_s <= targets.tpot_ms) & (1e3 * itl_s <= targets.itl_ms)
     ok_ttft = ttft_ms <= targets.ttft_ms
     ok_e2e = e2e_ms <= targets.e2e_ms
-    ok = pre & ok_token & ok_ttft & ok_e2e
+    ok = sc.pre & ok_token & ok_ttft & ok_e2e
     if not ok.any() and spec is not None:
         return _infeasible("no (batch, chunk) pair meets the targets with a speculative step", _bound(busy, (0, 0)), source, kv=kv_req)
     if not ok.any():
         return _unified_infeasible(inst, eff, batches, busy, targets, source, kv_req=kv_req, ctx=ctx, n_new=n_new, cached=cached,
-                                   osl=osl, stable=stable, pre=pre, tpot_q=tpot_q, u_c=u_c, chunks=chunks, t_busy=t_busy,
-                                   t_idle=t_idle_full, itl_all=itl_all, tpot_lb=tpot_lb, ttft_lb=ttft_lb, ttft_ms=ttft_ms,
-                                   e2e_ms=e2e_ms, mixed=mixed)
+                                   osl=osl, stable=sc.stable, pre=sc.pre, tpot_q=sc.tpot_q, u_c=sc.u_c, chunks=sc.chunks,
+                                   t_busy=sc.t_busy, t_idle=sc.t_idle_full, itl_all=sc.itl_all, tpot_lb=sc.tpot_lb,
+                                   ttft_lb=sc.ttft_lb, ttft_ms=ttft_ms, e2e_ms=e2e_ms, mixed=mixed)
     score = np.where(ok, cost, np.inf)
     ij = np.unravel_index(int(np.argmin(score)), score.shape)
     i, j = int(ij[0]), int(ij[1])
     b_star = int(batches[i])
-    seconds = float(1.0 / rate[i, j])
+    seconds = float(1.0 / sc.rate[i, j])
     # memory-bound when the next batch does not fit the KV memory at any chunk
-    nxt = i + 1 < len(batches) and not fits[i + 1].any()
+    nxt = i + 1 < len(batches) and not sc.fits[i + 1].any()
     bound = "memory_capacity" if nxt or (i + 1 == len(batches) and b_mem < MAX_BATCH) else _bound(busy, (i, j))
-    q_star = float(grid[i, j])
+    q_star = float(sc.grid[i, j])
+    t_busy, t_idle, t_mean = sc.t_busy, sc.t_idle, sc.t_mean
     detail = {"step_ms": 1e3 * float(t_busy[i, j]), "mean_step_ms": 1e3 * float(t_mean[i, j]),
               "decode_only_step_ms": 1e3 * float(t_idle[i, 0]), "batch": float(b_star), "batch_memory_limit": float(b_mem),
-              "prefill_chunk_tokens": q_star, "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(service[i, j]),
-              "chunk_iteration_share": float(u_iter[i, j]), "lane_utilization": float(rho_lane[i, j]),
-              "lane_wait_ms": 1e3 * float(wait[i, j]), "ttft_iterations": float(chunks[i, j]), "ttft_overhead_ms": overhead_ms,
+              "prefill_chunk_tokens": q_star, "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(sc.service[i, j]),
+              "chunk_iteration_share": float(sc.u_iter[i, j]), "lane_utilization": float(sc.rho_lane[i, j]),
+              "lane_wait_ms": 1e3 * float(wait[i, j]), "ttft_iterations": float(sc.chunks[i, j]), "ttft_overhead_ms": overhead_ms,
               "itl_ms": 1e3 * float(itl_s[i, j]), "e2e_ms": float(e2e_ms[i, j]),
               "tpot_mean_ms": 1e3 * float(t_mean[i, j]) / e,
               "compute_ms": 1e3 * float(busy.compute_s[i, j]), "memory_ms": 1e3 * float(busy.memory_s[i, j]),
@@ -1065,8 +1396,8 @@ def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *
     return OperatingPoint(
         feasible=True, reason="", bound=bound, instance_seconds_per_request=seconds, max_batch=b_star, kv_bytes_per_request=kv_req,
         kv_transfer_bytes_per_request=0.0, ttft_ms=float(ttft_ms[i, j]),
-        energy_j_per_request=_cycle_power_w(power_w, busy, idle_step, (i, j), t_busy=float(t_busy[i, j]), t_idle=float(t_idle[i, 0]),
-                                             share=float(u_iter[i, j]),
+        energy_j_per_request=_cycle_power_w(power_w, busy, sc.idle_step, (i, j), t_busy=float(t_busy[i, j]),
+                                             t_idle=float(t_idle[i, 0]), share=float(sc.u_iter[i, j]),
                                              rows=b_star * (spec.verify_tokens if spec is not None else 1), chunk=q_star) * seconds,
         tpot_ms=1e3 * float(tpot_s[i, j]), source=source, detail=detail,
     )
