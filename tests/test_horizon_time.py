@@ -227,7 +227,11 @@ def test_example_instance_keeps_its_plan_over_time() -> None:
     # 6,276,659 -> 6,283,117)
     # 2026-12-05 (a prefill pool's TTFT held at its length mix's quantile, planner.ttft_mixture): disaggregated
     # 4,374,170 -> 4,374,736 (+0.01 %, inside its 4.2 % gap to the LP bound: the relaxation's rounding), shared unchanged
-    assert dis.total_usd == pytest.approx(4_374_736, rel=1e-3) and sh.total_usd == pytest.approx(5_866_847, rel=1e-3)
+    # 2026-12-06 (every level checked analytically, planner.horizon.repair: 39 of disaggregated's 576 levels missed their
+    # p99 TTFT at the MIP's pool sizes, a bucket split between pools; their pools topped up by 62 instances):
+    # disaggregated 4,374,736 -> 4,378,829 (+$4,092), shared unchanged (every level met); baselines unchanged
+    assert dis.total_usd == pytest.approx(4_378_829, rel=1e-3) and sh.total_usd == pytest.approx(5_866_847, rel=1e-3)
+    assert "39 of 576 level(s) missed" in dis.notes[0] and sh.notes == ["every level checked analytically: all 576 meet their latency targets"]
     assert dis.baseline_usd == pytest.approx(4_805_503, rel=1e-3) and sh.baseline_usd == pytest.approx(6_283_117, rel=1e-3)
     assert res.size["variables"] == 70_968 and res.size["constraints"] == 43_224
 

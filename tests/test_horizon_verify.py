@@ -75,7 +75,7 @@ def test_cli_verify_simulates_the_busiest_slot(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["horizon", str(inst), "--architectures", "shared", "--no-baseline", "--verify", "--verify-slots", "1",
                                   "--out", str(tmp_path / "out"), "--html", str(tmp_path / "h.html")])
     assert r.exit_code == 0, r.output
-    assert "per-slot check (1 busiest slot(s) simulated" in r.output and "TTFT ms analytic / sim" in r.output
+    assert "per-slot check (1 busiest slot(s) simulated" in r.output and "TTFT p99 ms analytic / sim" in r.output
     assert (tmp_path / "out" / "slot_checks.csv").exists()
     assert "Per-slot check" in (tmp_path / "h.html").read_text()
     r = CliRunner().invoke(main, ["horizon", str(inst), "--verify-slots", "0"])

@@ -38,7 +38,8 @@ from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, Solv
               "(grammar of `planner sweep --help`).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, help="Seed of the --monte-carlo draws (a non-negative integer).")
 @click.option("--verify/--no-verify", default=False, show_default=True, help="Simulate the busiest slots of each plan "
-              "(--verify-slots of them): per slot and service TTFT / TPOT analytic vs simulated, met or missed (planner.horizon.verify; "
+              "(--verify-slots of them): per slot and service TTFT and the targeted per-token metric (TPOT or ITL) analytic vs "
+              "simulated, met or missed by each (planner.horizon.verify; "
               "3-6 s per slot and plan on the example, so off by default).")
 @click.option("--verify-slots", type=int, default=3, show_default=True, help="How many of the busiest (period, slot) levels --verify simulates.")
 @click.option("--budget-per-year", type=float, help="Largest monthly growth whose plan (the winner's architecture) costs at "

@@ -179,6 +179,8 @@ class Solution:
     wall_s: float = 0.0
     """Hand-over to HiGHS plus its run."""
     highs_s: float = 0.0
+    note: str = ""
+    """What was done to the solution after the solver (:mod:`planner.horizon.repair`), for the report."""
 
     @property
     def gap(self) -> float | None:

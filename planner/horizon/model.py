@@ -31,7 +31,10 @@ relaxation, binaries included — a lower bound of the whole problem; (2) the po
 the relaxation uses in a period switched on, the others off, counts still continuous; (3) counts
 rounded up (``n ← ⌈n⌉``) and purchases, reservations and rentals integer. The gap reported is the
 final cost against step 1's bound, so it covers both the pool choice and the rounding. Below that
-size every count is integer from the start and the MIP is solved as it is.
+size every count is integer from the start and the MIP is solved as it is. Either way every level of the
+solution is then checked by the analytic latency model and a level that misses has its pools topped up
+(:mod:`planner.horizon.repair`: the caps assume a point's pool carries the point's whole rate, which a bucket
+split between pools breaks).
 
 Variables
 ---------

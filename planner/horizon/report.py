@@ -96,6 +96,7 @@ def summary_lines(result: HorizonResult, name: str) -> list[str]:
         out.append(table(["period", *shown, "other", "total USD"], crow))
         if rest:
             out.append(f"  other: {', '.join(str(c) for c in rest)} (per term in costs.csv)")
+        out.extend(f"  note: {n}" for n in getattr(arch, "notes", []))
         if len(arch.slot_checks):
             out.extend(slot_check_lines(arch))
     for n in result.notes:
@@ -110,19 +111,35 @@ def slot_check_lines(arch: Any) -> list[str]:
     sc = arch.slot_checks
     missed = sc[sc["met"] == False]  # noqa: E712 - None (not simulated) is neither
     unsim = sc[sc["met"].isna()]
-    head = (f"  per-slot check ({sc[['period', 'slot']].drop_duplicates().shape[0]} busiest slot(s) simulated, {arch.verify_s:.1f} s): "
-            + ("every checked slot meets its targets" if missed.empty and unsim.empty else
-               f"{len(missed)} service-slot(s) MISS their targets in simulation" if not missed.empty else
-               f"{len(unsim)} service-slot(s) not simulated"))
+    a_col = sc["analytic_met"] if "analytic_met" in sc.columns else pd.Series([None] * len(sc), index=sc.index, dtype=object)
+    a_missed = sc[a_col == False]  # noqa: E712
+    sim = ("every checked slot meets its targets in simulation" if missed.empty and unsim.empty else
+           f"{len(missed)} service-slot(s) MISS their targets in simulation" if not missed.empty else
+           f"{len(unsim)} service-slot(s) not simulated")
+    ana = ("" if a_missed.empty else
+           f"; {len(a_missed)} service-slot(s) MISS analytically ({', '.join(f'period {int(r.period)} {r.slot}' for r in a_missed.itertuples())})"
+           if a_col.notna().any() else "")
+    if a_missed.empty and a_col.notna().all() and len(sc):
+        ana = " and analytically"
+    head = f"  per-slot check ({sc[['period', 'slot']].drop_duplicates().shape[0]} busiest slot(s) simulated, {arch.verify_s:.1f} s): {sim}{ana}"
 
     def ms(v: Any) -> str:
         return "-" if v is None or v != v else fmt(round(float(v), 1))
 
+    def verdict(v: Any) -> str:
+        return "-" if v is None or v != v else ("met" if v else "MISSED")
+
+    metrics = sorted(set(sc["token_metric"].dropna().astype(str))) if "token_metric" in sc.columns else []
+    tok = "/".join(m.upper() for m in metrics) if metrics else "TPOT"
     rows = [[int(r.period), r.slot, r.service, fmt(round(float(r.peak_rate_per_s), 1)), f"{ms(r.ttft_analytic_ms)} / {ms(r.ttft_sim_ms)}",
              ms(r.ttft_target_ms), f"{ms(r.tpot_analytic_ms)} / {ms(r.tpot_sim_ms)}", ms(r.tpot_target_ms),
-             "-" if r.met is None or r.met != r.met else ("met" if r.met else "MISSED")] for r in sc.itertuples()]
-    out = [head, table(["period", "slot", "service", "peak req/s", "TTFT ms analytic / sim", "target", "TPOT ms analytic / sim",
-                        "target", "simulated"], rows)]
+             verdict(getattr(r, "analytic_met", None)), verdict(r.met)] for r in sc.itertuples()]
+    def pq(col: str) -> str:
+        q = sorted(set(sc[col].dropna().astype(float))) if len(sc) else []
+        return "/".join(f"p{100 * v:g}" for v in q) + " " if q else ""
+
+    out = [head, table(["period", "slot", "service", "peak req/s", f"TTFT {pq('ttft_quantile')}ms analytic / sim", "target",
+                        f"{tok} {pq('tpot_quantile')}ms analytic / sim", "target", "analytic", "simulated"], rows)]
     out.extend(f"  {n}" for n in sorted(set(sc["note"].dropna().astype(str))) if n)
     return out
 
@@ -152,6 +169,7 @@ def to_document(result: HorizonResult, name: str) -> dict[str, Any]:
             "schedule": a.schedule.to_dict("records"), "costs": a.costs.to_dict("records"),
             "pools": a.pools.to_dict("records"), "slots": a.slots.to_dict("records"),
             "slot_checks": a.slot_checks.to_dict("records"), "slot_checks_method": a.slot_checks_method, "verify_s": a.verify_s,
+            "notes": list(a.notes),
         }
     return {"schema_version": SCHEMA_VERSION, "instance": name, "periods": result.periods, "slots": result.slots,
             "winner": result.winner, "size": result.size, "build_s": result.build_s, "notes": result.notes, "architectures": archs}

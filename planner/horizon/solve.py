@@ -18,7 +18,7 @@ architectures and the fleet-scale steps differ only in bounds (:func:`planner.ho
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -62,6 +62,9 @@ class HorizonArchitecture:
     """Per-slot verification (:mod:`planner.horizon.verify`): the busiest levels simulated; empty when not run."""
     slot_checks_method: str = ""
     verify_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    """Notes on this plan (the analytic check of every level, :mod:`planner.horizon.repair`; a per-slot plan dearer than
+    a pure plan it contains)."""
 
 
 @dataclass
@@ -223,15 +226,70 @@ def _solve_built(hb: HorizonBuilt, b: Bounds, time_limit_s: float, mip_gap: floa
 
 
 def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float, mip_gap: float,
-                       fix: dict[str, np.ndarray] | None = None) -> tuple[Solution, Bounds]:
-    """Solve ``hb`` for one architecture; ``fix`` holds variable blocks at given values (e.g. a schedule's purchases)."""
+                       fix: dict[str, np.ndarray] | None = None, *, repair: bool = True) -> tuple[Solution, Bounds]:
+    """Solve ``hb`` for one architecture; ``fix`` holds variable blocks at given values (e.g. a schedule's purchases).
+    With ``repair`` (not for the owned-peak baseline, whose pools are held through a period) every level is then
+    checked analytically and the pools of a level that misses its latency targets topped up
+    (:mod:`planner.horizon.repair`)."""
     b = architecture_bounds(hb, architecture)
     for name, val in (fix or {}).items():
         col = hb.block(name)
         b.col_lb[col] = val
         b.col_ub[col] = val
     with stage(f"solve {architecture} over the horizon"):
-        return _solve_built(hb, b, time_limit_s, mip_gap), b
+        sol = _solve_built(hb, b, time_limit_s, mip_gap)
+    if repair and sol.ok and sol.values is not None:
+        with stage(f"check every level of {architecture} analytically"):
+            sol = _repaired(hb, b, sol, time_limit_s, mip_gap)
+    return sol, b
+
+
+def _repaired(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, mip_gap: float) -> Solution:
+    """``sol`` with the pools of every level that misses its latency targets analytically topped up
+    (:func:`planner.horizon.repair.repair_levels`) and the purchases, reservations and rentals re-solved with those
+    counts and the routing fixed; the gap stays against the first solve's bound."""
+    from planner.horizon.repair import repair_levels
+
+    assert sol.values is not None
+    rep = repair_levels(hb, sol.values)
+    unfixed = ""
+    if rep.unfixed:
+        S = len(hb.levels.slot_names)
+        k, why = rep.unfixed[0]
+        unfixed = (f"; {len(rep.unfixed)} level(s) still miss (first: period {k // S} {hb.levels.slot_names[k % S]}: {why}), "
+                   "see --verify")
+    if rep.instances_added == 0:
+        return replace(sol, note=f"every level checked analytically: all {rep.checked} meet their latency targets" if not unfixed
+                       else f"every level checked analytically{unfixed}")
+    rb = b.copy()
+    n, x = hb.block("n"), hb.block("x")
+    # the big-M of pool_on[k,p] (n − M z ≤ 0, M the column's default upper bound) was sized from the MIP's caps: the
+    # topped-up count may pass it
+    over = np.maximum(0.0, rep.n - hb.bounds.col_ub[n])
+    rows = hb.lp.families["pool_on"]
+    rb.row_ub[rows] = rb.row_ub[rows] + over.ravel()
+    rb.col_lb[n], rb.col_ub[n] = rep.n, rep.n
+    rb.col_lb[x], rb.col_ub[x] = sol.values[x], sol.values[x]
+    for name in ("z", "u", "w"):
+        col = hb.block(name)
+        if col.size:
+            val = np.rint(sol.values[col])
+            rb.col_lb[col], rb.col_ub[col] = val, val
+    if not hb.integer:  # as step 3 of the fleet-scale solve: counts fixed, purchases, reservations and rentals integer
+        rb.integer[:] = 0
+        for name in ("buy", "sell", "res", "od", "spot"):
+            rb.integer[hb.block(name)] = 1
+    again = solve(hb.lp, rb, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    wall, highs = sol.wall_s + again.wall_s, sol.highs_s + again.highs_s
+    if not again.ok or again.values is None or again.objective is None:
+        return replace(sol, wall_s=wall, highs_s=highs,
+                       note=f"every level checked analytically: {rep.levels_repaired} level(s) miss their latency targets and "
+                            f"topping up their pools failed ({again.status}): see --verify{unfixed}")
+    return Solution(True, sol.status, again.values, again.objective, sol.bound, wall, highs,
+                    note=f"every level checked analytically: {rep.levels_repaired} of {rep.checked} level(s) missed their latency "
+                         f"targets at the MIP's pool sizes (a pool with fewer instances than its utilisation caps assumed, e.g. a bucket "
+                         f"split between pools); their pools topped up ({rep.instances_added:,} instances added over those levels), "
+                         f"+${again.objective - (sol.objective or 0.0):,.0f} present value{unfixed}")
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
@@ -251,7 +309,8 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
             model = build_horizon(tables, inputs, switching=per_slot_pair(inputs, arch), integer=hb.integer, like=hb)
             build_s += model.build_s
         sol, _ = solve_architecture(model, arch, time_limit_s, mip_gap)
-        ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s)
+        ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s,
+                                 notes=[sol.note] if sol.note else [])
         if sol.ok and sol.values is not None:
             t1 = time.perf_counter()
             ha.schedule, ha.pools, ha.costs, ha.slots = extract(model, sol.values)
@@ -270,13 +329,14 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
                     build_s += base_hb.build_s
                 best: Solution | None = None
                 for a in model.switching or (arch,):  # a per-slot plan's baseline: the better of its two, owned at peak
-                    base, _ = solve_architecture(base_hb, a, time_limit_s, mip_gap)
+                    base, _ = solve_architecture(base_hb, a, time_limit_s, mip_gap, repair=False)
                     ha.solve_s += base.wall_s
                     ha.highs_s += base.highs_s
                     if base.ok and (best is None or (base.objective or 0.0) < (best.objective or 0.0)):
                         best = base
                 ha.baseline_usd = best.objective if best is not None else None
         archs[arch] = ha
+    _note_dearer_per_slot(archs)
     notes = list(hb.levels.notes)
     if not hb.integer:
         notes.append(f"fleet scale (the best pool above {INTEGER_INSTANCES_MAX} instances, or more than {INTEGER_COUNTS_MAX:,} "
@@ -320,3 +380,24 @@ def _slot_architecture(hb: HorizonBuilt, v: np.ndarray) -> pd.DataFrame:
     k = np.arange(w.size)
     return pd.DataFrame({"period": k // S, "slot": np.asarray(hb.levels.slot_names, dtype=object)[k % S],
                          "carried_by": np.where(w == 1, hb.switching[1], hb.switching[0])})
+
+
+def _note_dearer_per_slot(archs: dict[str, HorizonArchitecture]) -> None:
+    """A per-slot plan contains each pure plan of its pair (every slot carried by one architecture is one of its
+    choices), so costing more than one of them is the fleet-scale heuristic's shortfall (the per-slot binaries and the
+    pools rounded from the LP relaxation, :func:`_solve_built`), not a property of the instance: said on the plan."""
+    for name, a in archs.items():
+        if name in ARCH_ROLES or not a.feasible or a.total_usd is None:
+            continue
+        pair = [p for p in name.removesuffix(" per slot").split("/") if p in archs]
+        pure = [archs[p] for p in pair if archs[p].feasible and archs[p].total_usd is not None]
+        if not pure:
+            continue
+        best = min(pure, key=lambda p: float(p.total_usd or 0.0))
+        extra = float(a.total_usd) - float(best.total_usd or 0.0)
+        if extra > 0.5:
+            gap = f", gap {a.gap:.1%} against its LP bound" if a.gap is not None else ""
+            a.notes.append(f"this per-slot plan costs ${extra:,.0f} ({100 * extra / float(best.total_usd or 1.0):.1f} %) more than the "
+                           f"pure {best.architecture} plan, which it contains (every slot {best.architecture} is one of its choices): "
+                           f"the fleet-scale heuristic (slot architectures and pools rounded from the LP relaxation{gap}) stopped "
+                           f"short of it, so the split is not shown to pay; the {best.architecture} plan is the better one")

@@ -15,8 +15,8 @@ single-peak plan. This module checks the ``K`` busiest slots of a solved plan, e
 3. that plan simulated at the level's peak rate (``simulate_plan``: a gamma renewal at the peak rate with
    the slot's CV — ServeGen's windows carry a rate and a CV, not timestamps — adaptive length, seeded).
 
-Each row reports per service the analytic and simulated TTFT / TPOT at their SLO quantiles and met or
-missed. Cost: one simulation per checked level (3-6 s each on the example; ``wall_s``).
+Each row reports per service the analytic and simulated TTFT / per-token figure (TPOT, or ITL when the service
+targets ITL: ``token_metric``) at their SLO quantiles, and met or missed for each: ``analytic_met`` and ``met`` (simulated). Cost: one simulation per checked level (3-6 s each on the example; ``wall_s``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ DEFAULT_VERIFY_SLOTS = 3
 
 COLUMNS: tuple[str, ...] = (
     "period", "slot", "service", "peak_rate_per_s", "ttft_quantile", "ttft_target_ms", "ttft_analytic_ms", "ttft_sim_ms",
-    "tpot_quantile", "tpot_target_ms", "tpot_analytic_ms", "tpot_sim_ms", "met", "wall_s", "note",
+    "tpot_quantile", "tpot_target_ms", "tpot_analytic_ms", "tpot_sim_ms", "token_metric", "analytic_met", "met", "wall_s", "note",
 )
+"""``tpot_*`` hold the service's per-token metric (``token_metric``: ``tpot``, or ``itl`` when the service targets ITL);
+``analytic_met``: the analytic TTFT and per-token figures within their targets; ``met``: the simulated ones."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ def verify_slots(hb: HorizonBuilt, v: np.ndarray, architecture: str, count: int 
                          "ttft_quantile": a.ttft_quantile, "ttft_target_ms": a.ttft_target_ms, "ttft_analytic_ms": a.ttft_predicted_ms,
                          "ttft_sim_ms": s.ttft_sim_ms if s else None, "tpot_quantile": a.tpot_quantile, "tpot_target_ms": a.tpot_target_ms,
                          "tpot_analytic_ms": a.tpot_predicted_ms, "tpot_sim_ms": s.tpot_sim_ms if s else None,
+                         "token_metric": a.token_metric, "analytic_met": bool(a.ttft_met and a.tpot_met),
                          "met": bool(s.ttft_met and s.tpot_met) if s else None, "wall_s": wall, "note": note})
     method = (f"the {count} busiest slots by peak demand (each at its busiest period), each level's pools and routing from the horizon MIP "
               "simulated at that level's peak rate with the slot's inter-arrival CV (gamma renewal; planner.verify.simulate_plan, seed "
