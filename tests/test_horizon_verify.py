@@ -77,7 +77,10 @@ def test_cli_verify_simulates_the_busiest_slot(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "per-slot check (1 busiest slot(s) simulated" in r.output and "TTFT p99 ms analytic / sim" in r.output
     assert (tmp_path / "out" / "slot_checks.csv").exists()
-    assert "Per-slot check" in (tmp_path / "h.html").read_text()
+    page = (tmp_path / "h.html").read_text()
+    assert "Per-slot check" in page
+    # the per-token columns are named after the metric the service targets, and both verdicts have a column
+    assert f"<th>{row['token_metric'].upper()} analytic ms</th>" in page and "<th>analytic</th><th>simulated</th>" in page
     r = CliRunner().invoke(main, ["horizon", str(inst), "--verify-slots", "0"])
     assert r.exit_code == 2 and "--verify-slots" in r.output
 

@@ -110,13 +110,20 @@ def slot_check_html(arch: Any) -> str:
     def ms(v: Any) -> str:
         return "-" if v is None or v != v else f"{float(v):,.1f}"
 
+    def verdict(v: Any) -> str:
+        return "-" if v is None or v != v else ("met" if v else "MISSED")
+
+    # the per-token columns hold the metric the service targets (``token_metric``: TPOT, or ITL)
+    metrics = sorted({str(m).upper() for m in sc["token_metric"].dropna()}) if "token_metric" in sc.columns else []
+    tok = " / ".join(metrics) or "TPOT"
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
             int(r.period), r.slot, r.service, f"{float(r.peak_rate_per_s):,.1f}", ms(r.ttft_analytic_ms), ms(r.ttft_sim_ms),
             ms(r.ttft_target_ms), ms(r.tpot_analytic_ms), ms(r.tpot_sim_ms), ms(r.tpot_target_ms),
-            "-" if r.met is None or r.met != r.met else ("met" if r.met else "MISSED"))) + "</tr>" for r in sc.itertuples())
+            verdict(getattr(r, "analytic_met", None)), verdict(r.met))) + "</tr>" for r in sc.itertuples())
     head = "".join(f"<th>{h}</th>" for h in ("period", "slot", "service", "peak req/s", "TTFT analytic ms", "TTFT simulated ms",
-                                             "TTFT target ms", "TPOT analytic ms", "TPOT simulated ms", "TPOT target ms", "simulated"))
+                                             "TTFT target ms", f"{tok} analytic ms", f"{tok} simulated ms", f"{tok} target ms",
+                                             "analytic", "simulated"))
     return (f"<h3>Per-slot check</h3><p>{html.escape(arch.slot_checks_method)} ({arch.verify_s:.1f} s).</p>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
 
