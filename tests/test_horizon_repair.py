@@ -94,8 +94,61 @@ def test_a_per_slot_plan_dearer_than_a_pure_plan_it_contains_says_so() -> None:
              "shared/disaggregated per slot": HorizonArchitecture("shared/disaggregated per slot", True, "optimal", 4_403_305.0, gap=0.0531)}
     _note_dearer_per_slot(archs)
     (note,) = archs["shared/disaggregated per slot"].notes
-    assert "costs $39,268 (0.9 %) more than the pure disaggregated plan, which it contains" in note and "relaxation, gap 5.3% against its LP bound) stopped short" in note
+    assert "costs $39,268 (0.9 %) more than the pure disaggregated plan, which it contains" in note and "stopped short of it (within its gap to the bound, gap 5.3% against its LP bound" in note
     assert not archs["shared"].notes and not archs["disaggregated"].notes
     archs["shared/disaggregated per slot"] = HorizonArchitecture("shared/disaggregated per slot", True, "optimal", 4_300_000.0)
     _note_dearer_per_slot(archs)
     assert not archs["shared/disaggregated per slot"].notes
+
+
+def test_a_level_instances_cannot_fix_is_not_topped_up_and_the_note_counts_it() -> None:
+    """A miss with no wait left to cut (unqueued TTFT 1,001 ms against 1,000) gets no instance: none is paid for nothing."""
+    hb = _modelled(0.5)
+    hb.prep.points["ttft_ms"] = 1001.0
+    raw, _ = solve_architecture(hb, "shared", 60, 1e-3, repair=False)
+    assert raw.values is not None
+    rep = repair_levels(hb, raw.values)
+    assert (rep.levels_repaired, rep.instances_added, len(rep.unfixed)) == (0, 0, 4)
+    assert (rep.n == np.rint(raw.values[hb.block("n")]).astype(int)).all()
+    sol, _ = solve_architecture(hb, "shared", 60, 1e-3)
+    assert sol.objective == raw.objective
+    assert "4 of 4 level(s) miss" in sol.note and "instances do not fix them" in sol.note and "no wait to cut" in sol.note
+
+
+def test_a_ramp_limit_raises_the_neighbouring_levels_instead_of_failing_the_top_up() -> None:
+    """Counts held exactly break a ramp row between slots: the re-solve takes them as lower bounds instead."""
+    slots = pd.DataFrame([{"slot": f"s{i}", "hours_per_period": 365.0, "peak_rate_per_s": m, "mean_rate_per_s": m / 2,
+                           "interarrival_cv": math.nan} for i, m in enumerate([0.5, 1.0])])
+    inputs = HorizonInputs(slots=slots, absolute=False, growth=np.asarray([1.0, 1.2]), months_per_period=1.0,
+                           acquisition={"g": Acquisition("g", on_demand_usd_per_hour=2.0)}, ramp_instances_per_slot=1.0)
+    hb = build_horizon(micro_tables(cap=0.99), inputs)
+    hb.prep.points["utilization_cap"] = np.nan
+    raw, _ = solve_architecture(hb, "shared", 60, 1e-3, repair=False)
+    assert raw.values is not None and raw.objective is not None
+    rep = repair_levels(hb, raw.values)
+    assert rep.instances_added > 0
+    sol, _ = solve_architecture(hb, "shared", 60, 1e-3)
+    assert sol.values is not None and sol.objective is not None and sol.objective > raw.objective
+    n = np.rint(sol.values[hb.block("n")][:, 0]).astype(int)
+    assert (n >= rep.n[:, 0]).all() and (np.abs(np.diff(n)) <= 1).all()
+    assert "neighbouring levels raised" in sol.note and "failed" not in sol.note
+
+
+def test_the_html_report_shows_each_plans_notes() -> None:
+    from planner.horizon.solve import solve_horizon
+    from planner.report.horizon_html import render
+
+    slots = pd.DataFrame([{"slot": f"s{i}", "hours_per_period": 365.0, "peak_rate_per_s": m, "mean_rate_per_s": m / 2,
+                           "interarrival_cv": math.nan} for i, m in enumerate([0.5, 1.0])])
+    inputs = HorizonInputs(slots=slots, absolute=False, growth=np.asarray([1.0, 1.2]), months_per_period=1.0,
+                           acquisition={"g": Acquisition("g", on_demand_usd_per_hour=2.0)})
+    res = solve_horizon(micro_tables(cap=0.5), inputs, ("shared",), baseline=False)
+    notes = res.architectures["shared"].notes
+    assert notes and "every level checked analytically" in notes[0]
+    assert html_escape(notes[0]) in render(res, "micro", "req/s")
+
+
+def html_escape(s: str) -> str:
+    import html
+
+    return html.escape(s)

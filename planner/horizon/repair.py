@@ -50,6 +50,8 @@ class Repair:
     unfixed: list[tuple[int, str]]
     """(level, why) of the levels still missing after the top-up."""
     checked: int
+    repaired_and_unfixed: int = 0
+    """Levels topped up (some bucket fixed) that still miss for another bucket."""
 
 
 def level_points(hb: HorizonBuilt, k: int) -> pd.DataFrame:
@@ -107,16 +109,17 @@ def repair_levels(hb: HorizonBuilt, v: np.ndarray) -> Repair:
     done = fork_map(lambda ks: [_repair_level(hb, k, x_all[k], n_all[k], names, red) for k in ks],
                     [todo[i::parts] for i in range(parts)])
     n_new = n_all.copy()
-    repaired = added = 0
+    repaired = added = both = 0
     unfixed: list[tuple[int, str]] = []
     for k, n, why in sorted((r for part in done for r in part), key=lambda r: r[0]):
         if why:
             unfixed.append((k, why))
         if (n != n_all[k]).any():
             repaired += 1
+            both += bool(why)
             added += int((n - n_all[k]).sum())
             n_new[k] = n
-    return Repair(n=n_new, levels_repaired=repaired, instances_added=added, unfixed=unfixed, checked=K)
+    return Repair(n=n_new, levels_repaired=repaired, instances_added=added, unfixed=unfixed, checked=K, repaired_and_unfixed=both)
 
 
 def _repair_level(hb: HorizonBuilt, k: int, x: np.ndarray, n0: np.ndarray, names: np.ndarray,
@@ -127,12 +130,16 @@ def _repair_level(hb: HorizonBuilt, k: int, x: np.ndarray, n0: np.ndarray, names
     pts = level_points(hb, k).loc[routed].reset_index(drop=True)
     x_k = x[routed]
     n = n0.copy()
-    why = ""
+    why = f"still missing after {MAX_STEPS} top-up steps"
+    first: set[tuple[str, str]] | None = None
+    missing: set[tuple[str, str]] = set()
     for _ in range(MAX_STEPS):
         bl, waits = level_latency(pts, names, x_k, n, red)
         miss = bl[~bl["met"].astype(bool)]
         if miss.empty:
             return k, n, ""
+        missing = {(str(s), str(b)) for s, b in zip(miss["service"], miss["bucket"], strict=True)}
+        first = missing if first is None else first
         grow: set[int] = set()
         why = "a per-token target missed (instances do not shorten a step)"
         for r in miss.to_dict("records"):
@@ -145,7 +152,9 @@ def _repair_level(hb: HorizonBuilt, k: int, x: np.ndarray, n0: np.ndarray, names
                 continue
             grow.add(pos[max(on_path, key=lambda p: waits[p])])
         if not grow:
-            return k, n, why
+            break
+        why = f"still missing after {MAX_STEPS} top-up steps"
         for p in grow:
             n[p] += max(1, math.ceil(STEP_SHARE * n[p]))
-    return k, n, f"still missing after {MAX_STEPS} top-up steps"
+    # still missing: the instances added are kept only if they made some bucket meet (none is paid for nothing)
+    return k, (n if first is not None and first - missing else n0.copy()), why

@@ -246,21 +246,29 @@ def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float,
 
 def _repaired(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, mip_gap: float) -> Solution:
     """``sol`` with the pools of every level that misses its latency targets analytically topped up
-    (:func:`planner.horizon.repair.repair_levels`) and the purchases, reservations and rentals re-solved with those
-    counts and the routing fixed; the gap stays against the first solve's bound."""
+    (:func:`planner.horizon.repair.repair_levels`) and the purchases, reservations and rentals re-solved with the
+    routing fixed and those counts (pinned; when that is infeasible — a ramp or static-pool row ties a level to its
+    neighbours — as lower bounds, the counts integer, so the neighbours can rise); the gap stays against the first
+    solve's bound."""
     from planner.horizon.repair import repair_levels
 
     assert sol.values is not None
     rep = repair_levels(hb, sol.values)
+    S = len(hb.levels.slot_names)
+
+    def level(k: int) -> str:
+        return f"period {k // S} {hb.levels.slot_names[k % S]}"
+
     unfixed = ""
     if rep.unfixed:
-        S = len(hb.levels.slot_names)
-        k, why = rep.unfixed[0]
-        unfixed = (f"; {len(rep.unfixed)} level(s) still miss (first: period {k // S} {hb.levels.slot_names[k % S]}: {why}), "
-                   "see --verify")
+        listed = "; ".join(f"{level(k)}: {why}" for k, why in rep.unfixed[:3])
+        more = f" and {len(rep.unfixed) - 3} more" if len(rep.unfixed) > 3 else ""
+        unfixed = f"; {len(rep.unfixed)} level(s) still miss ({listed}{more})"
+    missed = rep.levels_repaired + len(rep.unfixed) - rep.repaired_and_unfixed
     if rep.instances_added == 0:
         return replace(sol, note=f"every level checked analytically: all {rep.checked} meet their latency targets" if not unfixed
-                       else f"every level checked analytically{unfixed}")
+                       else f"every level checked analytically: {missed} of {rep.checked} level(s) miss their latency targets"
+                            f"{unfixed}; instances do not fix them")
     rb = b.copy()
     n, x = hb.block("n"), hb.block("x")
     # the big-M of pool_on[k,p] (n − M z ≤ 0, M the column's default upper bound) was sized from the MIP's caps: the
@@ -268,7 +276,6 @@ def _repaired(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, m
     over = np.maximum(0.0, rep.n - hb.bounds.col_ub[n])
     rows = hb.lp.families["pool_on"]
     rb.row_ub[rows] = rb.row_ub[rows] + over.ravel()
-    rb.col_lb[n], rb.col_ub[n] = rep.n, rep.n
     rb.col_lb[x], rb.col_ub[x] = sol.values[x], sol.values[x]
     for name in ("z", "u", "w"):
         col = hb.block(name)
@@ -279,17 +286,29 @@ def _repaired(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, m
         rb.integer[:] = 0
         for name in ("buy", "sell", "res", "od", "spot"):
             rb.integer[hb.block(name)] = 1
-    again = solve(hb.lp, rb, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    pinned = rb.copy()
+    pinned.col_lb[n], pinned.col_ub[n] = rep.n, rep.n
+    again = solve(hb.lp, pinned, time_limit_s=time_limit_s, mip_gap=mip_gap)
     wall, highs = sol.wall_s + again.wall_s, sol.highs_s + again.highs_s
+    how = ""
+    if not again.ok or again.values is None or again.objective is None:
+        # the counts as lower bounds (never below the top-up), integer, up to their bounds plus the top-up's overage
+        rb.col_lb[n] = rep.n
+        rb.col_ub[n] = np.maximum(b.col_ub[n], rep.n) + over
+        rb.integer[n] = 1
+        again = solve(hb.lp, rb, time_limit_s=time_limit_s, mip_gap=mip_gap)
+        wall, highs = wall + again.wall_s, highs + again.highs_s
+        how = " (their neighbouring levels raised with them: the counts held exactly were infeasible)"
     if not again.ok or again.values is None or again.objective is None:
         return replace(sol, wall_s=wall, highs_s=highs,
-                       note=f"every level checked analytically: {rep.levels_repaired} level(s) miss their latency targets and "
-                            f"topping up their pools failed ({again.status}): see --verify{unfixed}")
+                       note=f"every level checked analytically: {missed} of {rep.checked} level(s) miss their latency targets and "
+                            f"topping up their pools failed ({again.status}); the plan shown is not topped up{unfixed}")
     return Solution(True, sol.status, again.values, again.objective, sol.bound, wall, highs,
-                    note=f"every level checked analytically: {rep.levels_repaired} of {rep.checked} level(s) missed their latency "
+                    note=f"every level checked analytically: {missed} of {rep.checked} level(s) missed their latency "
                          f"targets at the MIP's pool sizes (a pool with fewer instances than its utilisation caps assumed, e.g. a bucket "
-                         f"split between pools); their pools topped up ({rep.instances_added:,} instances added over those levels), "
-                         f"+${again.objective - (sol.objective or 0.0):,.0f} present value{unfixed}")
+                         f"split between pools); {rep.levels_repaired} topped up ({rep.instances_added:,} instances added over those "
+                         f"levels){how}, +${again.objective - (sol.objective or 0.0):,.0f} present value{unfixed}; the owned-peak "
+                         "baseline the saving is measured against is not checked per level")
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
@@ -399,5 +418,6 @@ def _note_dearer_per_slot(archs: dict[str, HorizonArchitecture]) -> None:
             gap = f", gap {a.gap:.1%} against its LP bound" if a.gap is not None else ""
             a.notes.append(f"this per-slot plan costs ${extra:,.0f} ({100 * extra / float(best.total_usd or 1.0):.1f} %) more than the "
                            f"pure {best.architecture} plan, which it contains (every slot {best.architecture} is one of its choices): "
-                           f"the fleet-scale heuristic (slot architectures and pools rounded from the LP relaxation{gap}) stopped "
-                           f"short of it, so the split is not shown to pay; the {best.architecture} plan is the better one")
+                           f"the solve stopped short of it (within its gap to the bound{gap}: the fleet-scale rounding from the LP "
+                           f"relaxation, a time limit, or the levels' top-ups, which differ between the two plans), so the split is not "
+                           f"shown to pay; the {best.architecture} plan is the better one")

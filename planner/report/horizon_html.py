@@ -145,6 +145,8 @@ def render(result: HorizonResult, name: str, demand_unit: str, demand_scale: flo
         if text is not None:
             line += f" This schedule {html.escape(text)}."
         parts.append(f"<p>{line}</p>")
+        if getattr(arch, "notes", None):  # the plan's own notes (the check of every level, a per-slot plan's price)
+            parts.append("<ul class=\"plan-notes\">" + "".join(f"<li>{html.escape(n)}</li>" for n in arch.notes) + "</ul>")
         parts.append(f"<figure>{supply_chart(arch, demand_unit, demand_scale)}<figcaption>Devices at each period's busiest slot by how they are "
                      "had (bars), devices serving in pools (line) and that slot's demand (dashed, right axis).</figcaption></figure>")
         parts.append(f"<figure>{cost_chart(arch)}<figcaption>Cost of each period by term (undiscounted).</figcaption></figure>")
