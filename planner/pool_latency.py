@@ -176,7 +176,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         cs = math.sqrt(max(0.0, float(r["s2"]) * arr / s1**2 - 1.0)) if s1 > 0 else 0.0
         # every pool sees its share of its services' arrivals (_thinned_cv2); a unified pool carrying
         # its whole service keeps the service's CV (P = 1)
-        ca = math.sqrt(float(r["ca2"]) / arr) if arr > 0 else float(r["ca"]) / arr
+        ca = math.sqrt(float(r["ca2"]) / arr) if arr > 0 else 1.0  # a pool carrying nothing (a level at zero traffic): no queue
         servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
         service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
         if r["role"] == "decode" and arr > 0:

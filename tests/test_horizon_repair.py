@@ -152,3 +152,17 @@ def html_escape(s: str) -> str:
     import html
 
     return html.escape(s)
+
+
+def test_a_level_at_zero_traffic_is_checked_without_error() -> None:
+    """fuzz_horizon --seed 2705 input 9: a slot whose rate is 0 while its routing share is not divided by the pool's
+    zero arrival rate (ZeroDivisionError in pool_latency); a pool carrying nothing has no queue and meets."""
+    hb = _modelled(0.5)
+    sol, _ = solve_architecture(hb, "shared", 60, 1e-3, repair=False)
+    assert sol.values is not None
+    names = hb.prep.pools["pool"].astype(str).to_numpy()
+    pts = level_points(hb, 1)
+    pts["rate_peak_per_s"] = 0.0
+    pts["rate_mean_per_s"] = 0.0
+    bl, waits = level_latency(pts, names, sol.values[hb.block("x")][1], np.array([13]), 0)
+    assert bl["met"].all() and all(w == 0.0 for w in waits.values())
