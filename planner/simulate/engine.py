@@ -38,6 +38,10 @@ from planner.simulate.stats import LogHistogram, Summary
 
 EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END = range(6)
 _EPS = 1e-9
+INDEX_MIN_INSTANCES = {"decode": 32, "unified": 8}
+"""Decode and unified pools of at least this many instances keep their instances filed by load
+(:attr:`_Pool.by_load`) for admission; smaller ones are scanned, which costs less than keeping the index
+(measured: a unified pool runs admission at the end of most iterations, a decode pool about once per request)."""
 
 
 def _stat(h: LogHistogram, quantile: float) -> float:
@@ -82,7 +86,7 @@ class _Req:
 class _Inst:
     __slots__ = ("pool", "idx", "up", "version", "epoch", "n", "S", "step", "t", "target",
                  "fin", "pending", "active", "pf", "in_iter", "plan", "pf_batch", "busy_s",
-                 "slot_s", "kv_s", "lane_s")
+                 "slot_s", "kv_s", "lane_s", "ix", "bit", "lk")
 
     def __init__(self, pool: _Pool, idx: int) -> None:
         self.pool = pool
@@ -106,6 +110,12 @@ class _Inst:
         self.slot_s = 0.0
         self.kv_s = 0.0
         self.lane_s = 0.0  # time in iterations that carry a prompt chunk (a unified instance's lane busy)
+        self.ix = pool.by_load is not None
+        """The pool keeps :attr:`_Pool.by_load` (call :func:`_relink` after a change of ``n``, ``pf`` or ``up``)."""
+        self.bit = 1 << idx
+        self.lk = 0
+        """The load level (``n + len(pf)``) under which the instance is filed in its pool's :attr:`_Pool.by_load`,
+        or -1 while it is not filed (down, or ``max_batch`` or more)."""
 
 
 class _Pool:
@@ -114,10 +124,17 @@ class _Pool:
         self.name = spec.name
         self.role = spec.role
         self.queue: deque[_Req] = deque()
-        self.insts = [_Inst(self, i) for i in range(spec.instances)]
         self.free = (1 << spec.instances) - 1
         """Prefill pools: bit ``i`` set while instance ``i`` is up without a batch (:meth:`_Sim.start_prefill`
         takes the lowest set bit: the first such instance in index order, as a scan of ``insts`` would)."""
+        indexed = spec.instances >= INDEX_MIN_INSTANCES.get(spec.role, math.inf)
+        self.by_load: list[int] | None = [self.free] + [0] * (spec.max_batch - 1) if indexed else None
+        """Bit ``i`` of ``by_load[l]`` set while instance ``i`` is up with load ``n + len(pf) == l < max_batch``
+        (kept by :func:`_relink`): :meth:`_Sim.admit` finds the least-loaded instance (lowest index among equals)
+        without scanning ``insts``."""
+        self.levels = 1 if spec.instances else 0
+        """Bit ``l`` set while ``by_load[l]`` is not empty."""
+        self.insts = [_Inst(self, i) for i in range(spec.instances)]
         self.table = spec.step_table()
         self.cap = float(spec.kv_capacity_tokens)
         self.max_batch = spec.max_batch
@@ -144,6 +161,33 @@ def _mark_free(inst: _Inst) -> None:
     bit = 1 << inst.idx
     pool = inst.pool
     pool.free = (pool.free | bit) if inst.up and not inst.pf_batch else (pool.free & ~bit)
+
+
+def _relink(inst: _Inst) -> None:
+    """File instance ``inst`` under its current load in its pool's :attr:`_Pool.by_load` (call after any change
+    of its ``n``, ``pf`` or ``up``)."""
+    pool = inst.pool
+    by_load = pool.by_load
+    if by_load is None:
+        return
+    key = inst.n + len(inst.pf) if inst.up else -1
+    if key >= pool.max_batch:
+        key = -1
+    old = inst.lk
+    if key == old:
+        return
+    bit = inst.bit
+    if old >= 0:
+        v = by_load[old] ^ bit
+        by_load[old] = v
+        if not v:
+            pool.levels ^= 1 << old
+    if key >= 0:
+        v = by_load[key]
+        if not v:
+            pool.levels |= 1 << key
+        by_load[key] = v | bit
+    inst.lk = key
 
 
 class _Sim:
@@ -344,6 +388,8 @@ class _Sim:
         req.kv_off = req.ctx - inst.step
         inst.S += req.kv_off
         inst.n += 1
+        if inst.ix:
+            _relink(inst)
         inst.active[jid] = req
         remaining = req.out - req.generated
         if inst.pool.burst > 0.0:  # E tokens per step: the sequence finishes in ceil(remaining / E) steps
@@ -357,6 +403,8 @@ class _Sim:
         req.join_id = -1
         req.inst = None
         inst.n -= 1
+        if inst.ix:
+            _relink(inst)
         inst.S -= req.kv_off
         self.turn_done(inst, req, t)
 
@@ -423,6 +471,10 @@ class _Sim:
         if pool.role == "prefill":
             self.start_prefill(pool, now)
             return
+        by_load = pool.by_load
+        if by_load is not None:
+            self.admit_indexed(pool, by_load, now)
+            return
         q = pool.queue
         mb = pool.max_batch
         cap = pool.cap
@@ -459,24 +511,71 @@ class _Sim:
             if chosen is None:
                 pool.kv_blocked += 1
                 return
-            q.popleft()
-            if req.measured and not req.waited:
-                req.waited = True
-                pool.wait.add(max(chosen.t, now) - req.enter)
-            if unified:
-                chosen.S += req.ctx  # reserve the prompt's KV while it is prefilled
-                req.pf_left = req.ctx if req.recompute else req.pf_tokens
-                chosen.pf.append(req)
-                self.reschedule(chosen, now)
+            self.place(pool, chosen, q.popleft(), now)
+
+    def admit_indexed(self, pool: _Pool, by_load: list[int], now: float) -> None:
+        """:meth:`admit` for a pool with ``by_load`` (its :attr:`_Pool.by_load`): the same choices without
+        scanning the instances."""
+        q = pool.queue
+        cap = pool.cap
+        insts = pool.insts
+        while q:
+            req = q[0]
+            levels = pool.levels
+            if not levels:
+                return  # no instance up with room
+            # the least-loaded instance, the lowest index among equals (what admit's scan with strict < finds)
+            members = by_load[(levels & -levels).bit_length() - 1]
+            best = insts[(members & -members).bit_length() - 1]
+            need = req.ctx + 1
+            chosen = None
+            self.advance(best, now)
+            if best.S + best.n * (best.step + 1) + need <= cap:
+                chosen = best
             else:
-                if req.recompute:
-                    stall = pool.prefill_time(req.ctx)
-                    chosen.t = max(chosen.t, now) + stall
-                    chosen.busy_s += stall
-                    pool.recompute_s += stall
-                    req.recompute = False
-                self.join(chosen, req)
-                self.reschedule(chosen, now)
+                # the others with room by load, index order among equals (admit's stable sort): advancing one only
+                # lowers its own load, to a level already passed, so reading each level on reaching it is exact
+                levels = pool.levels
+                while levels and chosen is None:
+                    low = levels & -levels
+                    levels ^= low
+                    members = by_load[low.bit_length() - 1]
+                    while members:
+                        bit = members & -members
+                        members ^= bit
+                        inst = insts[bit.bit_length() - 1]
+                        if inst is best:
+                            continue
+                        self.advance(inst, now)
+                        if inst.S + inst.n * (inst.step + 1) + need <= cap:
+                            chosen = inst
+                            break
+            if chosen is None:
+                pool.kv_blocked += 1
+                return
+            self.place(pool, chosen, q.popleft(), now)
+
+    def place(self, pool: _Pool, chosen: _Inst, req: _Req, now: float) -> None:
+        """Admit ``req``, just taken from the head of the pool's queue, to instance ``chosen``."""
+        if req.measured and not req.waited:
+            req.waited = True
+            pool.wait.add(max(chosen.t, now) - req.enter)
+        if pool.role == "unified":
+            chosen.S += req.ctx  # reserve the prompt's KV while it is prefilled
+            req.pf_left = req.ctx if req.recompute else req.pf_tokens
+            chosen.pf.append(req)
+            if chosen.ix:
+                _relink(chosen)
+            self.reschedule(chosen, now)
+        else:
+            if req.recompute:
+                stall = pool.prefill_time(req.ctx)
+                chosen.t = max(chosen.t, now) + stall
+                chosen.busy_s += stall
+                pool.recompute_s += stall
+                req.recompute = False
+            self.join(chosen, req)
+            self.reschedule(chosen, now)
 
     def preempt_if_full(self, inst: _Inst) -> None:
         pool = inst.pool
@@ -494,6 +593,7 @@ class _Sim:
             req.enter = inst.t
             pool.preemptions += 1
             pool.queue.appendleft(req)
+        _relink(inst)
 
     def reschedule(self, inst: _Inst, now: float) -> None:
         """Replace the instance's pending event after a change of its batch or KV."""
@@ -567,6 +667,8 @@ class _Sim:
             req.pf_left -= take
             if req.pf_left <= 0:
                 inst.pf.remove(req)
+                if inst.ix:
+                    _relink(inst)
                 inst.S -= req.ctx
                 if req.first < 0:
                     self.first_token(req, now)
@@ -627,6 +729,7 @@ class _Sim:
             inst.plan = []
         inst.up = False
         _mark_free(inst)
+        _relink(inst)
         inst.epoch += 1
         inst.version += 1
         for req in reversed(evicted):
@@ -637,6 +740,7 @@ class _Sim:
     def outage_end(self, inst: _Inst, now: float) -> None:
         inst.up = True
         _mark_free(inst)
+        _relink(inst)
         inst.t = now
         inst.target = -1
         inst.version += 1
@@ -670,6 +774,7 @@ class _Sim:
             if o.start_s <= 0:
                 inst.up = False
                 _mark_free(inst)
+                _relink(inst)
             else:
                 self.push(o.start_s, EV_OUT_START, inst)
             if o.end_s < math.inf:
