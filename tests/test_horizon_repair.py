@@ -5,6 +5,7 @@ per-slot plan dearer than a pure plan it contains says so."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -166,3 +167,66 @@ def test_a_level_at_zero_traffic_is_checked_without_error() -> None:
     pts["rate_mean_per_s"] = 0.0
     bl, waits = level_latency(pts, names, sol.values[hb.block("x")][1], np.array([13]), 0)
     assert bl["met"].all() and all(w == 0.0 for w in waits.values())
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        fa, fb = float(a), float(b)  # type: ignore[arg-type]
+        return fa == fb or (math.isnan(fa) and math.isnan(fb))
+    return a == b
+
+
+def test_the_array_check_of_a_level_is_the_latency_model_to_the_bit(tmp_path: Path) -> None:
+    """repair's array path (_LevelModel / _Level, built for speed) against level_latency (pool_latency and
+    bucket_latency, what every view prices), on a small enterprise-chat horizon (H100 tp2/tp4, both architectures),
+    at every level and at instance counts around the plan's: every bucket's figures and every pool's wait equal.
+    A change to the latency model that the array path does not follow fails here."""
+    import yaml
+
+    from planner.capacity import build_capacity_tables
+    from planner.horizon.inputs import horizon_inputs
+    from planner.horizon.repair import _LevelModel
+    from planner.instance import load_instance
+
+    root = Path(__file__).resolve().parent.parent
+    src = yaml.safe_load((root / "instances" / "enterprise-chat.yaml").read_text())
+    src["services"]["chat"]["traffic"]["trace"] = str(root / "instances" / "traces" / "azure2023_conv_min00-20.csv")
+    src["catalog"]["devices"] = ["h100-sxm"]
+    src["catalog"]["tp_degrees"] = [2, 4]
+    src["scenarios"] = {}
+    src["horizon"] = {"periods": 2, "growth": {"monthly_rate": 0.1},
+                      "demand": {"slots": [{"name": "night", "hours_per_period": 365, "peak_multiplier": 0.5},
+                                           {"name": "day", "hours_per_period": 365, "peak_multiplier": 1.0}]},
+                      "acquisition": {"h100-sxm": {"buy": {"lead_time_periods": 0, "source": "profile"}, "on_demand": {"source": "profile"}}}}
+    (tmp_path / "h.yaml").write_text(yaml.safe_dump(src))
+    resolved = load_instance(tmp_path / "h.yaml")
+    hb = build_horizon(build_capacity_tables(resolved), horizon_inputs(resolved))
+    model = _LevelModel.of(hb)
+    assert model is not None
+    names = hb.prep.pools["pool"].astype(str).to_numpy()
+    red = int(hb.inputs.redundancy)
+    rng = np.random.default_rng(0)
+    compared = 0
+    for arch in ("shared", "disaggregated"):
+        sol, _ = solve_architecture(hb, arch, 60, 1e-3, repair=False)
+        assert sol.values is not None
+        x_all = np.asarray(sol.values[hb.block("x")], dtype=float).copy()
+        x_all[x_all < 1e-6] = 0.0
+        n_all = np.rint(sol.values[hb.block("n")]).astype(int)
+        for k in range(hb.levels.m_peak.size):
+            routed = x_all[k] > 0
+            if not routed.any():
+                continue
+            pts = level_points(hb, k).loc[routed].reset_index(drop=True)
+            lv = model.level(k, np.flatnonzero(routed), x_all[k][routed])
+            for n in (n_all[k], np.maximum(0, (n_all[k] * rng.uniform(0.3, 1.0, n_all[k].size)).astype(int)),
+                      n_all[k] + rng.integers(0, 5, n_all[k].size), np.maximum(0, n_all[k] - rng.integers(0, 3, n_all[k].size))):
+                bl, w_ref = level_latency(pts, names, x_all[k][routed], n, red)
+                recs, w_arr = lv.latency(names, n, red)
+                assert set(w_ref) == set(w_arr) and all(_same(w_ref[p], w_arr[p]) for p in w_ref)
+                assert len(recs) == len(bl)
+                for a, b in zip(bl.to_dict("records"), recs, strict=True):
+                    for c in ("service", "bucket", "ttft_predicted_ms", "ttft_target_ms", "tpot_predicted_ms", "tpot_target_ms", "pools", "met"):
+                        assert _same(a[c], b[c]), (arch, k, c, a[c], b[c])
+                compared += 1
+    assert compared >= 16
