@@ -99,3 +99,24 @@ def test_evaluate_simulate_cli(chat) -> None:  # type: ignore[no-untyped-def]
     assert rows["rate_multiplier=1"][1:5] == ["yes", "yes", "yes", "yes"]  # carries, SLO met, as routed, simulated
     assert rows["rate_multiplier=3"][4] == "no"
     assert "rate_multiplier=3: simulated: chat: TTFT" in r.output
+
+
+def test_an_end_to_end_miss_is_named_in_the_held_plans_line(chat, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`met` also fails on an E2E target (planner.verify), which the line's TTFT / per-token tags do not cover: the
+    finding is appended, so a "not met" line always says what missed."""
+    import planner.verify as verify
+    from planner.schema.plan import E2E_MISS
+    from planner.studies.simulated import simulate_held
+
+    _, result, arrivals = chat
+    real = verify.simulate_plan
+
+    def with_e2e_miss(res, arch, arrivals=None):  # type: ignore[no-untyped-def]
+        check = real(res, arch, arrivals=arrivals)
+        finding = f"{arch}: chat misses its p99 {E2E_MISS} at peak: 9,999 ms vs 5,000 ms"
+        return check.model_copy(update={"met": False, "findings": [*check.findings, finding]})
+
+    monkeypatch.setattr(verify, "simulate_plan", with_e2e_miss)
+    met, detail = simulate_held(result, "shared", pd.DataFrame(result.capacity.demand), arrivals)
+    assert met is False and "(missed)" not in detail
+    assert detail.endswith(f"chat misses its p99 {E2E_MISS} at peak: 9,999 ms vs 5,000 ms")
