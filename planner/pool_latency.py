@@ -48,7 +48,7 @@ is what one instance sustains within the SLO, its own queueing included.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -347,6 +347,26 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
                                        "tpot_predicted_ms", "tpot_target_ms", "pools", "met"])
 
 
+def pool_wait_tails(names: Iterable[str], pools: Mapping[str, Mapping[str, Any]], waits_ms: Mapping[str, float]
+                    ) -> dict[str, tuple[float, float]]:
+    """Per pool of ``names``: ``(P(W > 0), θ per ms)`` of its wait's tail ``P(W > t) = P(W > 0) e^{−θ t}``
+    (:func:`planner.ttft_mixture.queue_tail_params`) from its :func:`pool_latency` row; ``(1, 0)`` — every request
+    waits without end — for a pool with no live instance or an infinite wait."""
+    from planner.ttft_mixture import queue_tail_params
+
+    tails: dict[str, tuple[float, float]] = {}
+    for p in names:
+        r = pools.get(p)
+        if r is None or not math.isfinite(float(waits_ms.get(p, math.inf))) or int(r["servers"]) < 1 or not float(r["mean_service_s"]) > 0:
+            tails[p] = (1.0, 0.0)  # no live instance or a full pool: every request waits without end
+            continue
+        pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),
+                                      np.array([float(r["mean_service_s"])]), np.array([float(r["service_cv"])]),
+                                      np.array([float(r["arrival_cv"])]))
+        tails[p] = (float(pw[0]), float(theta[0]) / 1e3)
+    return tails
+
+
 def _mixture_ttft(rows: list[dict[str, Any]], mixable: Mapping[int, tuple[np.ndarray, float]], pts: pd.DataFrame, x: np.ndarray,
                   pools: Mapping[str, Mapping[Any, Any]], waits_ms: Mapping[str, float], ttft_quantile: float | None) -> None:
     """Replace (in ``rows``, :func:`bucket_latency`'s) the TTFT of the buckets served by prefill and decode pools
@@ -360,7 +380,7 @@ def _mixture_ttft(rows: list[dict[str, Any]], mixable: Mapping[int, tuple[np.nda
     each bucket reports ``min(its representative figure, X)``. A group of which a routed prefill point
     has no mix (hand-written buckets, measured rows) keeps the representative rule."""
     from planner.schema.capacity import LATENCY_GROUP_COLUMN, TTFT_MIX_COLUMN
-    from planner.ttft_mixture import mixture_quantile_ms, parse_mix, queue_tail_params
+    from planner.ttft_mixture import mixture_quantile_ms, parse_mix
 
     if TTFT_MIX_COLUMN not in pts.columns:
         return
@@ -369,16 +389,7 @@ def _mixture_ttft(rows: list[dict[str, Any]], mixable: Mapping[int, tuple[np.nda
     lam = pts["rate_peak_per_s"].to_numpy(float) * x
     quant = pts["ttft_quantile"].to_numpy(float)
     pool_of = pts["pool"].astype(str).to_numpy()
-    tails: dict[str, tuple[float, float]] = {}
-    for p in set(pool_of[np.concatenate([idx for idx, _e in mixable.values()])]):
-        r = pools.get(p)
-        if r is None or not math.isfinite(float(waits_ms.get(p, math.inf))) or int(r["servers"]) < 1 or not float(r["mean_service_s"]) > 0:
-            tails[p] = (1.0, 0.0)  # no live instance or a full pool: every request waits without end
-            continue
-        pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),
-                                      np.array([float(r["mean_service_s"])]), np.array([float(r["service_cv"])]),
-                                      np.array([float(r["arrival_cv"])]))
-        tails[p] = (float(pw[0]), float(theta[0]) / 1e3)
+    tails = pool_wait_tails(set(pool_of[np.concatenate([idx for idx, _e in mixable.values()])].tolist()), pools, waits_ms)
     by_group: dict[tuple[str, str], list[int]] = {}
     for k, (idx, _extra) in mixable.items():
         by_group.setdefault((str(rows[k]["service"]), str(group[int(idx[0])])), []).append(k)

@@ -65,16 +65,9 @@ def level_points(hb: HorizonBuilt, k: int) -> pd.DataFrame:
     pts["rate_peak_per_s"] = pts["rate_peak_per_s"].to_numpy(float) * hb.levels.m_peak_d[k, d]
     if "rate_mean_per_s" in pts.columns:
         pts["rate_mean_per_s"] = pts["rate_mean_per_s"].to_numpy(float) * hb.levels.m_mean_d[k, d]
-    S = len(hb.levels.slot_names)
-    name = hb.levels.slot_names[k % S]
-    inputs = hb.inputs
-    for svc in pts["service"].astype(str).unique():
-        src = inputs.service_slots.get(svc) if inputs.service_slots is not None else inputs.slots
-        if src is None:
-            continue
-        cv = float(src.set_index(src["slot"].astype(str))["interarrival_cv"].astype(float)[name])
-        if math.isfinite(cv):
-            pts.loc[pts["service"].astype(str) == svc, "interarrival_cv"] = cv
+    from planner.horizon.verify import slot_cvs
+
+    pts["interarrival_cv"] = slot_cvs(hb, k, pts["service"].astype(str).to_numpy(), pts["interarrival_cv"].to_numpy(float))
     return pts
 
 
@@ -348,20 +341,12 @@ class _LevelModel:
 
     def slot_cv(self, k: int) -> np.ndarray:
         """Per point: the inter-arrival CV at level ``k`` (:func:`level_points`: the slot's, per service)."""
-        S = len(self.hb.levels.slot_names)
-        name = self.hb.levels.slot_names[k % S]
+        from planner.horizon.verify import slot_cvs
+
+        name = self.hb.levels.slot_names[k % len(self.hb.levels.slot_names)]
         got = self._cv_by_slot.get(name)
         if got is None:
-            got = self.cv.copy()
-            inputs = self.hb.inputs
-            for svc in pd.unique(self.service):
-                src = inputs.service_slots.get(svc) if inputs.service_slots is not None else inputs.slots
-                if src is None:
-                    continue
-                cv = float(src.set_index(src["slot"].astype(str))["interarrival_cv"].astype(float)[name])
-                if math.isfinite(cv):
-                    got[self.service == svc] = cv
-            self._cv_by_slot[name] = got
+            got = self._cv_by_slot[name] = slot_cvs(self.hb, k, self.service, self.cv)
         return got
 
     def level(self, k: int, idx: np.ndarray, x: np.ndarray) -> _Level:
@@ -586,7 +571,8 @@ class _Level:
     def _mixture(self, rows: list[dict[str, Any]], mixable: dict[int, tuple[np.ndarray, float]],
                  pools: dict[str, dict[str, Any]], waits_ms: dict[str, float]) -> None:
         """:func:`planner.pool_latency._mixture_ttft` on these points."""
-        from planner.ttft_mixture import mixture_quantile_ms, queue_tail_params
+        from planner.pool_latency import pool_wait_tails
+        from planner.ttft_mixture import mixture_quantile_ms
 
         m, idx = self.m, self.idx
         if m.mix is None:
@@ -595,16 +581,7 @@ class _Level:
         lam = self.lam
         quant = m.ttft_q[idx]
         pool_of = self.pool
-        tails: dict[str, tuple[float, float]] = {}
-        for p in set(pool_of[np.concatenate([i for i, _e in mixable.values()])].tolist()):
-            r = pools.get(p)
-            if r is None or not math.isfinite(float(waits_ms.get(p, math.inf))) or int(r["servers"]) < 1 or not float(r["mean_service_s"]) > 0:
-                tails[p] = (1.0, 0.0)
-                continue
-            pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),
-                                          np.array([float(r["mean_service_s"])]), np.array([float(r["service_cv"])]),
-                                          np.array([float(r["arrival_cv"])]))
-            tails[p] = (float(pw[0]), float(theta[0]) / 1e3)
+        tails = pool_wait_tails(set(pool_of[np.concatenate([i for i, _e in mixable.values()])].tolist()), pools, waits_ms)
         by_group: dict[tuple[str, str], list[int]] = {}
         for k, (at, _extra) in mixable.items():
             by_group.setdefault((str(rows[k]["service"]), str(group[int(at[0])])), []).append(k)

@@ -65,22 +65,29 @@ def busiest_levels(hb: HorizonBuilt, count: int) -> list[int]:
     return out
 
 
+def slot_cvs(hb: HorizonBuilt, k: int, services: np.ndarray, given: np.ndarray) -> np.ndarray:
+    """Per row of ``services``: the inter-arrival CV at level ``k`` — its slot's (the busiest window's) for a service
+    whose slots carry one, else the row's own ``given`` CV (a service given by hand)."""
+    name = hb.levels.slot_names[k % len(hb.levels.slot_names)]
+    inputs = hb.inputs
+    out = np.asarray(given, dtype=float).copy()
+    for svc in pd.unique(services):
+        src = inputs.service_slots.get(svc) if inputs.service_slots is not None else inputs.slots
+        if src is None:
+            continue
+        cv = float(src.set_index(src["slot"].astype(str))["interarrival_cv"].astype(float)[name])
+        if math.isfinite(cv):
+            out[services == svc] = cv
+    return out
+
+
 def level_tables(hb: HorizonBuilt, k: int) -> CapacityTables:
     """The capacity table at level ``k`` (module docstring, step 1)."""
     tables = hb.prep.tables
     dem = hb.prep.demand.drop(columns=["d"]).copy()
     dem["rate_peak_per_s"] = dem["rate_peak_per_s"].to_numpy(float) * hb.levels.m_peak_d[k]
     dem["rate_mean_per_s"] = dem["rate_mean_per_s"].to_numpy(float) * hb.levels.m_mean_d[k]
-    S = len(hb.levels.slot_names)
-    name = hb.levels.slot_names[k % S]
-    inputs = hb.inputs
-    for svc in dem["service"].astype(str).unique():
-        src = inputs.service_slots.get(svc) if inputs.service_slots is not None else inputs.slots
-        if src is None:
-            continue
-        cv = float(src.set_index(src["slot"].astype(str))["interarrival_cv"].astype(float)[name])
-        if math.isfinite(cv):
-            dem.loc[dem["service"].astype(str) == svc, "interarrival_cv"] = cv
+    dem["interarrival_cv"] = slot_cvs(hb, k, dem["service"].astype(str).to_numpy(), dem["interarrival_cv"].to_numpy(float))
     if "model" in tables.demand.columns:
         dem["model"] = tables.demand["model"].to_numpy()
     return CapacityTables(demand=dem, points=tables.points, configs=tables.configs, costs=tables.costs, meta=dict(tables.meta))
