@@ -28,7 +28,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from planner.simulate.arrivals import RequestChunk
@@ -495,23 +495,45 @@ class _Sim:
                         best, best_load = inst, inst.n
             if best is None:
                 return
-            need = req.ctx + 1
-            chosen = None
-            self.advance(best, now)
-            if best.S + best.n * (best.step + 1) + need <= cap:
-                chosen = best
-            else:
-                for inst in sorted(pool.insts, key=lambda i: i.n + len(i.pf)):
-                    if inst is best or not inst.up or inst.n + len(inst.pf) >= mb:
-                        continue
-                    self.advance(inst, now)
-                    if inst.S + inst.n * (inst.step + 1) + need <= cap:
-                        chosen = inst
-                        break
+            # the others with room by load, list order among equals (a stable sort, taken only when best is full)
+            others = (i for i in sorted(pool.insts, key=lambda i: i.n + len(i.pf))
+                      if i is not best and i.up and i.n + len(i.pf) < mb)
+            chosen = self.with_kv_room(best, others, req.ctx + 1, cap, now)
             if chosen is None:
                 pool.kv_blocked += 1
                 return
             self.place(pool, chosen, q.popleft(), now)
+
+    def with_kv_room(self, best: _Inst, others: Iterator[_Inst], need: float, cap: float, now: float) -> _Inst | None:
+        """``best`` if its KV, advanced to ``now``, has room for ``need`` more tokens (its batch's next tokens
+        included), else the first of ``others`` that has (each advanced on reaching it; ``others`` is read lazily, so
+        it sees the loads as the advances leave them); None when none has."""
+        self.advance(best, now)
+        if best.S + best.n * (best.step + 1) + need <= cap:
+            return best
+        for inst in others:
+            self.advance(inst, now)
+            if inst.S + inst.n * (inst.step + 1) + need <= cap:
+                return inst
+        return None
+
+    @staticmethod
+    def _by_load_order(pool: _Pool, by_load: list[int], best: _Inst) -> Iterator[_Inst]:
+        """The pool's instances with room but ``best``, by load, index order among equals (:meth:`admit`'s stable
+        sort): advancing one only lowers its own load, to a level already passed, so reading each level on reaching
+        it is exact."""
+        insts = pool.insts
+        levels = pool.levels
+        while levels:
+            low = levels & -levels
+            levels ^= low
+            members = by_load[low.bit_length() - 1]
+            while members:
+                bit = members & -members
+                members ^= bit
+                inst = insts[bit.bit_length() - 1]
+                if inst is not best:
+                    yield inst
 
     def admit_indexed(self, pool: _Pool, by_load: list[int], now: float) -> None:
         """:meth:`admit` for a pool with ``by_load`` (its :attr:`_Pool.by_load`): the same choices without
@@ -527,29 +549,7 @@ class _Sim:
             # the least-loaded instance, the lowest index among equals (what admit's scan with strict < finds)
             members = by_load[(levels & -levels).bit_length() - 1]
             best = insts[(members & -members).bit_length() - 1]
-            need = req.ctx + 1
-            chosen = None
-            self.advance(best, now)
-            if best.S + best.n * (best.step + 1) + need <= cap:
-                chosen = best
-            else:
-                # the others with room by load, index order among equals (admit's stable sort): advancing one only
-                # lowers its own load, to a level already passed, so reading each level on reaching it is exact
-                levels = pool.levels
-                while levels and chosen is None:
-                    low = levels & -levels
-                    levels ^= low
-                    members = by_load[low.bit_length() - 1]
-                    while members:
-                        bit = members & -members
-                        members ^= bit
-                        inst = insts[bit.bit_length() - 1]
-                        if inst is best:
-                            continue
-                        self.advance(inst, now)
-                        if inst.S + inst.n * (inst.step + 1) + need <= cap:
-                            chosen = inst
-                            break
+            chosen = self.with_kv_room(best, self._by_load_order(pool, by_load, best), req.ctx + 1, cap, now)
             if chosen is None:
                 pool.kv_blocked += 1
                 return
