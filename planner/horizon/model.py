@@ -112,9 +112,10 @@ Objective: :math:`\sum_t δ_t \,\text{cost}_t`, ``δ_t = (1 + i)^{-t·months/12}
 
 The baseline "size every period for its peak with owned devices" is the same model with only
 buying allowed (no lead time: its fleet is in place when needed), pools held at one size through
-the slots of a period and unused devices idle. With a lead time the plan cannot have that fleet in time (it
-rents while it waits), so it may cost more than the baseline: reports then say it costs more, never a
-negative saving (:func:`planner.horizon.report.saving_text`). A buy-only baseline with the lead times would
+the slots of a period and unused devices idle; its levels are then checked like a plan's, and a period where a slot
+misses has its held pools raised to the most any of its slots needs (:mod:`planner.horizon.baseline`). With a lead
+time the plan cannot have that fleet in time (it rents while it waits), so it may cost more than the baseline:
+reports then say it costs more, never a negative saving (:func:`planner.horizon.report.saving_text`). A buy-only baseline with the lead times would
 have no plan for the first periods unless devices are owned at the start.
 """
 

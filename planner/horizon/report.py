@@ -48,6 +48,19 @@ def saving_cell(share: float | None) -> str:
     return f"{100 * share:.1f} %" if share >= 0 else f"none (+{-100 * share:.1f} % cost)"
 
 
+def baseline_check_record(chk: Any) -> dict[str, Any] | None:
+    """The owned-peak baseline's check of every level (:class:`planner.horizon.baseline.BaselineCheck`) for the JSON
+    document: levels checked and missed (``missed_levels``: ``k = period · slots + slot``), periods raised, instances
+    added, present value before and after."""
+    if chk is None:
+        return None
+    return {"levels_checked": chk.levels_checked, "levels_missed": chk.levels_missed, "missed_levels": list(chk.missed),
+            "levels_unfixed": len(chk.unfixed),
+            "periods_raised": chk.periods_raised, "instances_added": chk.instances_added,
+            "usd_present_value_before": chk.usd_before, "usd_present_value_after": chk.usd_after,
+            "resolve_failed": chk.failed or None, "check_s": chk.check_s}
+
+
 def summary_lines(result: HorizonResult, name: str) -> list[str]:
     from planner.cli.output import fmt, table
 
@@ -165,7 +178,8 @@ def to_document(result: HorizonResult, name: str) -> dict[str, Any]:
         archs[k] = {
             "feasible": a.feasible, "status": a.status, "total_usd_present_value": a.total_usd, "gap": a.gap,
             "solve_s": a.solve_s, "highs_s": a.highs_s, "extract_s": a.extract_s, "baseline_owned_peak_usd": a.baseline_usd,
-            "baseline": BASELINE_NAME, "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
+            "baseline": BASELINE_NAME, "baseline_check": baseline_check_record(getattr(a, "baseline_check", None)),
+            "saving_usd": sv[0] if sv else None, "saving_share": sv[1] if sv else None,
             "schedule": a.schedule.to_dict("records"), "costs": a.costs.to_dict("records"),
             "pools": a.pools.to_dict("records"), "slots": a.slots.to_dict("records"),
             "slot_checks": a.slot_checks.to_dict("records"), "slot_checks_method": a.slot_checks_method, "verify_s": a.verify_s,

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError, Problem
+from planner.horizon.baseline import BaselineCheck, check_baseline
 from planner.horizon.lp import Bounds, Solution, solve
 from planner.horizon.model import (
     COST_TERMS,
@@ -57,7 +58,10 @@ class HorizonArchitecture:
     costs: pd.DataFrame = field(default_factory=pd.DataFrame)
     slots: pd.DataFrame = field(default_factory=pd.DataFrame)
     baseline_usd: float | None = None
-    """Owned-peak baseline: only buying, each period's pools sized for its busiest slot, unused devices idle."""
+    """Owned-peak baseline: only buying, each period's pools sized for its busiest slot, unused devices idle; checked
+    at every level and its periods' pools raised where a slot misses (:mod:`planner.horizon.baseline`)."""
+    baseline_check: BaselineCheck | None = None
+    """What the check of every level of that baseline found (its cost before and after the raise)."""
     slot_checks: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per-slot verification (:mod:`planner.horizon.verify`): the busiest levels simulated; empty when not run."""
     slot_checks_method: str = ""
@@ -228,9 +232,10 @@ def _solve_built(hb: HorizonBuilt, b: Bounds, time_limit_s: float, mip_gap: floa
 def solve_architecture(hb: HorizonBuilt, architecture: str, time_limit_s: float, mip_gap: float,
                        fix: dict[str, np.ndarray] | None = None, *, repair: bool = True) -> tuple[Solution, Bounds]:
     """Solve ``hb`` for one architecture; ``fix`` holds variable blocks at given values (e.g. a schedule's purchases).
-    With ``repair`` (not for the owned-peak baseline, whose pools are held through a period) every level is then
-    checked analytically and the pools of a level that misses its latency targets topped up
-    (:mod:`planner.horizon.repair`)."""
+    With ``repair`` every level is then checked analytically and the pools of a level that misses its latency targets
+    topped up (:mod:`planner.horizon.repair`). The owned-peak baseline is solved without it (its pools are held through
+    a period: a top-up of one level would break ``static``) and checked by :func:`checked_baseline` instead, which
+    raises a period's held pools to the most any of its slots needs."""
     b = architecture_bounds(hb, architecture)
     for name, val in (fix or {}).items():
         col = hb.block(name)
@@ -269,23 +274,8 @@ def _repaired(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, m
         return replace(sol, note=f"every level checked analytically: all {rep.checked} meet their latency targets" if not unfixed
                        else f"every level checked analytically: {missed} of {rep.checked} level(s) miss their latency targets"
                             f"{unfixed}; instances do not fix them")
-    rb = b.copy()
-    n, x = hb.block("n"), hb.block("x")
-    # the big-M of pool_on[k,p] (n − M z ≤ 0, M the column's default upper bound) was sized from the MIP's caps: the
-    # topped-up count may pass it
-    over = np.maximum(0.0, rep.n - hb.bounds.col_ub[n])
-    rows = hb.lp.families["pool_on"]
-    rb.row_ub[rows] = rb.row_ub[rows] + over.ravel()
-    rb.col_lb[x], rb.col_ub[x] = sol.values[x], sol.values[x]
-    for name in ("z", "u", "w"):
-        col = hb.block(name)
-        if col.size:
-            val = np.rint(sol.values[col])
-            rb.col_lb[col], rb.col_ub[col] = val, val
-    if not hb.integer:  # as step 3 of the fleet-scale solve: counts fixed, purchases, reservations and rentals integer
-        rb.integer[:] = 0
-        for name in ("buy", "sell", "res", "od", "spot"):
-            rb.integer[hb.block(name)] = 1
+    rb, over = _routing_held(hb, b, sol.values, rep.n)
+    n = hb.block("n")
     pinned = rb.copy()
     pinned.col_lb[n], pinned.col_ub[n] = rep.n, rep.n
     again = solve(hb.lp, pinned, time_limit_s=time_limit_s, mip_gap=mip_gap)
@@ -307,13 +297,90 @@ def _repaired(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, m
                     note=f"every level checked analytically: {missed} of {rep.checked} level(s) missed their latency "
                          f"targets at the MIP's pool sizes (a pool with fewer instances than its utilisation caps assumed, e.g. a bucket "
                          f"split between pools); {rep.levels_repaired} topped up ({rep.instances_added:,} instances added over those "
-                         f"levels){how}, +${again.objective - (sol.objective or 0.0):,.0f} present value{unfixed}; the owned-peak "
-                         "baseline the saving is measured against is not checked per level")
+                         f"levels){how}, +${again.objective - (sol.objective or 0.0):,.0f} present value{unfixed}")
+
+
+def _routing_held(hb: HorizonBuilt, b: Bounds, v: np.ndarray, n_new: np.ndarray) -> tuple[Bounds, np.ndarray]:
+    """Bounds ``b`` with the routing ``x`` and the switches ``z``, ``u``, ``w`` of the solution ``v`` fixed, for a
+    re-solve at the instance counts ``n_new`` (K, P) (the counts themselves left to the caller): the big-M of
+    ``pool_on[k,p]`` (``n − M z ≤ 0``, ``M`` the column's default upper bound, sized from the MIP's caps) raised by
+    ``over = max(0, n_new − M)``, which is returned too; at fleet scale, as step 3 of :func:`_solve_built`, only the
+    purchases, sales, reservations and rentals integer."""
+    rb = b.copy()
+    n, x = hb.block("n"), hb.block("x")
+    over = np.maximum(0.0, n_new - hb.bounds.col_ub[n])
+    rows = hb.lp.families["pool_on"]
+    rb.row_ub[rows] = rb.row_ub[rows] + over.ravel()
+    rb.col_lb[x], rb.col_ub[x] = v[x], v[x]
+    for name in ("z", "u", "w"):
+        col = hb.block(name)
+        if col.size:
+            val = np.rint(v[col])
+            rb.col_lb[col], rb.col_ub[col] = val, val
+    if not hb.integer:
+        rb.integer[:] = 0
+        for name in ("buy", "sell", "res", "od", "spot"):
+            rb.integer[hb.block(name)] = 1
+    return rb, over
+
+
+def checked_baseline(hb: HorizonBuilt, b: Bounds, sol: Solution, time_limit_s: float, mip_gap: float,
+                     found: BaselineCheck | None = None) -> tuple[Solution, BaselineCheck]:
+    """The owned-peak baseline ``sol`` (solved on ``hb``, static pools, under bounds ``b``) checked at every level
+    (:func:`planner.horizon.baseline.check_baseline`) and, where a level misses, re-solved with each period's pools
+    pinned at ``N[t,p] = max_s n*[t·S+s,p]`` (the most any of its slots needs) and the routing held
+    (:func:`_routing_held`): the purchases re-solved to pay for them. Unchanged (the same :class:`Solution`) when
+    nothing is raised; when the re-solve fails, the baseline as solved with ``failed`` saying why. ``usd_before`` /
+    ``usd_after`` are the present values before and after; the re-solve's time is added to ``wall_s`` / ``highs_s``
+    and the gap stays against the first solve's bound. ``found``: the check of ``sol`` already run (by
+    :func:`solve_horizon`, alongside the plans), else it is run here."""
+    assert sol.values is not None
+    chk = found if found is not None else check_baseline(hb, sol.values)
+    chk = replace(chk, usd_before=sol.objective, usd_after=sol.objective)
+    if not chk.raised:
+        return sol, chk
+    rb, _over = _routing_held(hb, b, sol.values, chk.n)
+    n = hb.block("n")
+    rb.col_lb[n], rb.col_ub[n] = chk.n, chk.n
+    again = solve(hb.lp, rb, time_limit_s=time_limit_s, mip_gap=mip_gap)
+    wall, highs = sol.wall_s + again.wall_s, sol.highs_s + again.highs_s
+    if not again.ok or again.values is None or again.objective is None:
+        return replace(sol, wall_s=wall, highs_s=highs), replace(chk, failed=again.status)
+    return (Solution(True, sol.status, again.values, again.objective, sol.bound, wall, highs, note=sol.note),
+            replace(chk, usd_after=again.objective))
+
+
+def baseline_note(chk: BaselineCheck, slot_names: list[str], architecture: str | None = None) -> str:
+    """One line on the owned-peak baseline's check for the plan's notes, naming up to three of the levels that missed
+    (``slot_names`` the horizon's slots; ``architecture``: named when the plan is per slot, whose baseline is the
+    better of its pair's)."""
+    who = f"the owned-peak baseline ({architecture})" if architecture else "the owned-peak baseline"
+    head = f"{who} the saving is measured against, checked analytically at every level:"
+    if chk.levels_missed == 0:
+        return f"{head} all {chk.levels_checked} meet their latency targets (its cost unchanged)"
+    S = len(slot_names)
+    at = ", ".join(f"period {k // S} {slot_names[k % S]}" for k in chk.missed[:3])
+    more = f" and {len(chk.missed) - 3} more" if len(chk.missed) > 3 else ""
+    level = f"{chk.levels_missed} of {chk.levels_checked} level(s) missed their latency targets at its pool sizes ({at}{more})"
+    unfixed = ""
+    if chk.unfixed:
+        why = "; ".join(f"period {k // S} {slot_names[k % S]}: {w}" for k, w in chk.unfixed[:3])
+        unfixed = f"; {len(chk.unfixed)} level(s) still miss ({why}{' and more' if len(chk.unfixed) > 3 else ''})"
+    if not chk.raised:
+        return f"{head} {level}; instances do not fix them, its cost unchanged{unfixed}"
+    raised = (f"{chk.periods_raised} period(s)' held pools raised to the most any of their slots needs "
+              f"(+{chk.instances_added:,} instance{'s' if chk.instances_added != 1 else ''})")
+    if chk.failed:
+        return f"{head} {level}; re-solving with {raised} failed ({chk.failed}): the saving is against the unchecked baseline{unfixed}"
+    before, after = float(chk.usd_before or 0.0), float(chk.usd_after or 0.0)
+    return (f"{head} {level}; {raised}: ${before:,.0f} → ${after:,.0f} present value (+${after - before:,.0f}), "
+            f"the saving is against the raised baseline{unfixed}")
 
 
 def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: tuple[str, ...], *, time_limit_s: float = 60.0,
                   mip_gap: float = 1e-3, baseline: bool = True, verify_slots: int = 0) -> HorizonResult:
-    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving; with
+    """Plan every architecture over the horizon; with ``baseline``, also the owned-peak plan for the saving, checked at
+    every level like the plans (:func:`checked_baseline`; one per architecture, shared by the plans that need it); with
     ``verify_slots`` > 0, simulate that many of each plan's busiest levels (:mod:`planner.horizon.verify`).
     An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
     one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
@@ -322,38 +389,30 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     build_s = hb.build_s
     archs: dict[str, HorizonArchitecture] = {}
     base_hb: HorizonBuilt | None = None
+    bases: dict[str, tuple[Solution, BaselineCheck | None]] = {}  # per architecture: a per-slot plan's pair repeats them
     for arch in architectures:
         model = hb
         if arch not in ARCH_ROLES:
             model = build_horizon(tables, inputs, switching=per_slot_pair(inputs, arch), integer=hb.integer, like=hb)
             build_s += model.build_s
-        sol, _ = solve_architecture(model, arch, time_limit_s, mip_gap)
-        ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s,
-                                 notes=[sol.note] if sol.note else [])
-        if sol.ok and sol.values is not None:
-            t1 = time.perf_counter()
-            ha.schedule, ha.pools, ha.costs, ha.slots = extract(model, sol.values)
-            if model.switching:
-                ha.slots = ha.slots.merge(_slot_architecture(model, sol.values), on=["period", "slot"], how="left")
-            ha.extract_s = time.perf_counter() - t1
-            if verify_slots > 0:
-                from planner.horizon.verify import verify_slots as check_slots
-
-                t2 = time.perf_counter()
-                chk = check_slots(model, sol.values, arch, verify_slots)
-                ha.slot_checks, ha.slot_checks_method, ha.verify_s = chk.rows, chk.method, time.perf_counter() - t2
-            if baseline:
-                if base_hb is None:
-                    base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
-                    build_s += base_hb.build_s
-                best: Solution | None = None
-                for a in model.switching or (arch,):  # a per-slot plan's baseline: the better of its two, owned at peak
-                    base, _ = solve_architecture(base_hb, a, time_limit_s, mip_gap, repair=False)
-                    ha.solve_s += base.wall_s
-                    ha.highs_s += base.highs_s
-                    if base.ok and (best is None or (base.objective or 0.0) < (best.objective or 0.0)):
-                        best = base
-                ha.baseline_usd = best.objective if best is not None else None
+        ha = _plan(model, arch, time_limit_s, mip_gap, verify_slots)
+        if baseline and ha.feasible:
+            if base_hb is None:
+                base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
+                build_s += base_hb.build_s
+            best: tuple[str, Solution, BaselineCheck | None] | None = None
+            for a in model.switching or (arch,):  # a per-slot plan's baseline: the better of its two, owned at peak
+                if a not in bases:  # each baseline solved and checked once, its time counted on the first plan using it
+                    bases[a] = _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap)
+                    ha.solve_s += bases[a][0].wall_s
+                    ha.highs_s += bases[a][0].highs_s
+                base, base_chk = bases[a]
+                if base.ok and (best is None or (base.objective or 0.0) < (best[1].objective or 0.0)):
+                    best = (a, base, base_chk)
+            if best is not None:
+                ha.baseline_usd, ha.baseline_check = best[1].objective, best[2]
+                if best[2] is not None:
+                    ha.notes.append(baseline_note(best[2], hb.levels.slot_names, best[0] if model.switching else None))
         archs[arch] = ha
     _note_dearer_per_slot(archs)
     notes = list(hb.levels.notes)
@@ -368,6 +427,40 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
                      + (f" ({wl.source})" if wl.source else ""))
     return HorizonResult(architectures=archs, levels=hb.levels.m_peak.size, periods=hb.levels.periods, slots=hb.levels.slot_names,
                          build_s=build_s, notes=notes, size=hb.size)
+
+
+def _owned_peak_baseline(base_hb: HorizonBuilt, architecture: str, time_limit_s: float,
+                         mip_gap: float) -> tuple[Solution, BaselineCheck | None]:
+    """The owned-peak baseline of ``architecture`` on the static-pool model ``base_hb``: solved, then checked at every
+    level and raised where a slot misses (:func:`checked_baseline`; no check when the solve found no plan)."""
+    base, base_b = solve_architecture(base_hb, architecture, time_limit_s, mip_gap, repair=False)
+    if not base.ok or base.values is None:
+        return base, None
+    with stage(f"check every level of the {architecture} owned-peak baseline analytically"):
+        t0 = time.perf_counter()
+        found = replace(check_baseline(base_hb, base.values), check_s=time.perf_counter() - t0)
+        return checked_baseline(base_hb, base_b, base, time_limit_s, mip_gap, found)
+
+
+def _plan(model: HorizonBuilt, arch: str, time_limit_s: float, mip_gap: float, verify_slots: int) -> HorizonArchitecture:
+    """One plan of :func:`solve_horizon` (without its baseline): solved, every level checked and topped up, its tables
+    extracted and, with ``verify_slots`` > 0, its busiest levels simulated."""
+    sol, _ = solve_architecture(model, arch, time_limit_s, mip_gap)
+    ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s,
+                             notes=[sol.note] if sol.note else [])
+    if sol.ok and sol.values is not None:
+        t1 = time.perf_counter()
+        ha.schedule, ha.pools, ha.costs, ha.slots = extract(model, sol.values)
+        if model.switching:
+            ha.slots = ha.slots.merge(_slot_architecture(model, sol.values), on=["period", "slot"], how="left")
+        ha.extract_s = time.perf_counter() - t1
+        if verify_slots > 0:
+            from planner.horizon.verify import verify_slots as check_slots
+
+            t2 = time.perf_counter()
+            chk = check_slots(model, sol.values, arch, verify_slots)
+            ha.slot_checks, ha.slot_checks_method, ha.verify_s = chk.rows, chk.method, time.perf_counter() - t2
+    return ha
 
 
 def per_slot_pair(inputs: HorizonInputs, name: str) -> tuple[str, str]:
