@@ -53,6 +53,7 @@ import pandas as pd
 from planner.errors import InputError, Problem
 from planner.mlperf import BENCHMARKS, LAST_ROUND, MLPerfResult, scope_reason
 from planner.perf.names import device_id
+from planner.progress import stage
 
 WEIGHT_PRECISION: dict[str, str] = {"b200": "fp4", "gb200": "fp4", "b300": "fp4", "gb300": "fp4"}
 """Weight precision per device (default fp8): see the module docstring."""
@@ -375,12 +376,25 @@ def require_scored_rows(rows: list[MLPerfResult], file: str) -> None:
                                  "valid results (models/measured/mlperf_public_v4.0-v5.0.csv)"))
 
 
+SYSTEM_LABEL_CHARS = 48
+"""Longest system name a progress label shows (longer ones end in ``…``): the label stays on one terminal line."""
+
+
+def row_label(k: int, total: int, row: MLPerfResult) -> str:
+    """Progress label of the ``k``-th of ``total`` rows: its place and the system it predicts
+    (``MLPerf row 12/314: v5.0 <system> llama2-70b-99 Server``), a :func:`planner.progress.stage` name."""
+    system = row.system if len(row.system) <= SYSTEM_LABEL_CHARS else row.system[:SYSTEM_LABEL_CHARS - 1] + "…"
+    return f"MLPerf row {k}/{total}: {row.round} {system} {row.benchmark} {row.scenario}"
+
+
 def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(predicted rows, rows not predicted with why). Equal cases are solved once."""
+    """(predicted rows, rows not predicted with why). Equal cases are solved once; each solve is a
+    :func:`planner.progress.stage` named by :func:`row_label` (rows done / total and the system), which the
+    command line shows on stderr."""
     done: dict[Case, Goodput | Skip] = {}
     out: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    for r in rows:
+    for k, r in enumerate(rows, start=1):
         c = case_for(r, catalog)
         base = {"line": r.line, "round": r.round, "submitter": r.submitter, "system": r.system, "accelerator": r.accelerator,
                 "n_accel": r.n_accel, "benchmark": r.benchmark, "scenario": r.scenario}
@@ -388,10 +402,11 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
             skipped.append({**base, "reason": c.reason})
             continue
         if c not in done:
-            try:
-                done[c] = max_goodput(c, catalog, rel_tol=rel_tol)
-            except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
-                done[c] = Skip(rejected_reason(exc))
+            with stage(row_label(k, len(rows), r)):
+                try:
+                    done[c] = max_goodput(c, catalog, rel_tol=rel_tol)
+                except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
+                    done[c] = Skip(rejected_reason(exc))
         g = done[c]
         if isinstance(g, Skip):
             skipped.append({**base, "reason": g.reason})

@@ -20,7 +20,12 @@ def validate_goodput_cmd(results: str, rel_tol: float, show_rows: bool, as_json:
     Interactive: p99 TTFT and p99 per-request TPOT, Poisson arrivals) as the largest rate `planner solve`
     plans within the system's devices, and compare with the measured tokens/s
     (models/measured/mlperf_public_v4.0-v5.0.csv; rounds after v5.0 are held out, rows outside the closed division,
-    available systems or valid results are listed, not scored; a file with no scored row is an error, exit 2)."""
+    available systems or valid results are listed, not scored; a file with no scored row is an error, exit 2).
+
+    Progress goes to stderr, never to stdout or the JSON: on a terminal, the row being predicted (row k of the
+    file's N, its round, system, benchmark and scenario) and its running step; with -v, each predicted row and its
+    time, also when stderr is not a terminal; nothing with -q. Rows that share a case (same device, count,
+    limits and lengths) share its solve."""
     from planner.catalog import load_catalog
     from planner.goodput import error_summary, require_scored_rows, validate_goodput
     from planner.mlperf import read_mlperf
