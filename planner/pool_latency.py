@@ -260,7 +260,8 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     """Per (service, bucket): predicted TTFT and per-token quantiles at peak (module docstring, step 2).
 
     Columns: service, bucket, ttft_predicted_ms, ttft_target_ms, ttft_service_ms (the worst
-    routed operating point's own TTFT), tpot_predicted_ms, tpot_target_ms (the service's per-token
+    routed operating point's own TTFT; a unified point's at load without the slot wait summed into it,
+    ``ttft_own_at_load_ms`` of :func:`unified_at_load`), tpot_predicted_ms, tpot_target_ms (the service's per-token
     metric: TPOT, or ITL when it targets ITL), pools (those it waits in), met. ``waits_ms`` per
     pool: every wait the pool adds (slot + lane); ``lanes_ms``: the pools whose lane wait of the mix
     is in ``waits_ms`` — their unified points' own ``lane_wait_ms`` is taken out of ``ttft_ms`` (it
@@ -272,7 +273,9 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     that TTFT (its lane wait in ``waits_ms`` is then not added). ``ttft_quantile`` /
     ``token_quantile``: levels other than the services' own (unified points; the waits are the caller's).
 
-    With ``pool_rows`` (:func:`pool_latency`'s rows by pool name): the TTFT of a bucket served by prefill
+    With ``pool_rows`` (:func:`pool_latency`'s rows by pool name) and ``instances``: a unified pool's slot wait is
+    inside its points' TTFT at load, the quantile of the sum of the two (:func:`unified_ttft_s`,
+    :func:`slot_sum_quantile_s`), not added as its own quantile. With ``pool_rows``: the TTFT of a bucket served by prefill
     and decode pools is the quantile of its latency group's length mix (:func:`_mixture_ttft`,
     :mod:`planner.ttft_mixture`), never above the representative rule's ``ttft_ms + W``.
     """
@@ -292,13 +295,18 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     itl = pts["itl_ms"].to_numpy(float) if "itl_ms" in pts.columns else np.full(len(pts), np.nan)
     itl_all = np.where(np.isnan(itl), tpot_all, itl)
     no_lane: set[str] = set()
+    no_slot: set[str] = set()  # unified pools whose slot wait (and lane) is inside the TTFT at load: no wait to add
+    own_all = ttft_all  # each point's own TTFT (ttft_service_ms): without a slot wait summed into it
     if instances is not None:
-        at = unified_at_load(points, x, instances, redundancy, ttft_quantile, token_quantile).loc[sel]
+        tails = unified_slot_tails(pool_rows) if pool_rows is not None else None
+        at = unified_at_load(points, x, instances, redundancy, ttft_quantile, token_quantile, slot_tails=tails).loc[sel]
         hit = at["ttft_at_load_ms"].notna().to_numpy()
+        own_all = np.where(hit, at["ttft_own_at_load_ms"].to_numpy(float), ttft_all)
         ttft_all = np.where(hit, at["ttft_at_load_ms"].to_numpy(float), ttft_all)
         tpot_all = np.where(hit, at["tpot_at_load_ms"].to_numpy(float), tpot_all)
         itl_all = np.where(hit, at["itl_at_load_ms"].to_numpy(float), itl_all)
         no_lane = set(pools_all[hit & at["lane_in_ttft"].to_numpy(bool)])
+        no_slot = set(pools_all[hit & at["slot_in_ttft"].to_numpy(bool)])
     # per (service, bucket), in order of first appearance (as groupby(sort=False)); numpy per group
     metric_all = pts["token_metric"].astype(str).to_numpy() if "token_metric" in pts.columns else None
     ttft_t_all = pts["ttft_target_ms"].to_numpy(float)
@@ -317,8 +325,8 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
         pools = pools_all[at_k]
         first = np.isin(roles, ("prefill", "unified"))
         dec = roles == "decode"
-        w = np.array([float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
-                      for p in pools])
+        w = np.array([0.0 if p in no_slot else
+                      float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0) for p in pools])
         w = np.where(np.isnan(w), math.inf, w)  # a saturated lane: inf - inf (its wait taken out of an infinite total) is no wait to spare
         ttft_pt = ttft_all[at_k]
         t_first = float(np.max(ttft_pt[first] + w[first])) if first.any() else 0.0
@@ -338,7 +346,7 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
         if first.any() and bool(np.all(np.isin(roles, ("prefill", "decode")))):
             mixable[len(rows)] = (at_k[first], t_dec + t_enc)
         rows.append({"service": str(svc), "bucket": str(bucket), "ttft_predicted_ms": ttft, "ttft_target_ms": ttft_t,
-                     "ttft_service_ms": float(np.max(ttft_pt[first])) if first.any() else 0.0,
+                     "ttft_service_ms": float(np.max(own_all[at_k][first])) if first.any() else 0.0,
                      "tpot_predicted_ms": tpot, "tpot_target_ms": tpot_t, "pools": sorted(set(pools.tolist())),
                      "met": bool(ttft <= ttft_t * (1 + 1e-6) and tpot <= tpot_t * (1 + 1e-6))})
     if pool_rows is not None and mixable:
@@ -1073,8 +1081,10 @@ def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.n
                 # whole prompts, P(R + (k − 1) E[S] ≤ t) with P(R > r) = E[(S − r)⁺] / E[S]
                 r = tt[:, :, None] - offsets[None, None, :]                # (x, M, k)
                 excess = np.maximum(s[None, None, None, :] - np.maximum(r, 0.0)[:, :, :, None], 0.0)
-                # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term
-                mixed = excess[:, :, :, 0] if len(s) == 1 else np.stack([np.einsum("j,mkj->mk", w, e) for e in excess])
+                # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term;
+                # several: one einsum over every row (each entry the same sum over j, in the same order, as the
+                # per-row einsum it replaces: tests/test_slot_sum.py; the law of _ttft_law_points prices 513 rows)
+                mixed = excess[:, :, :, 0] if len(s) == 1 else np.einsum("j,xmkj->xmk", w, excess)
                 resid = 1.0 - mixed / s_mean
                 wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, None, :]).sum(axis=2))
             else:
@@ -1191,8 +1201,247 @@ def _midpoint_tree(lo: float, hi: float, depth: int) -> np.ndarray:
     return np.array(xs)
 
 
+class TtftLaw(NamedTuple):
+    """A unified point's at-load TTFT law (s, without the fixed overhead) as weighted points: ``values`` with
+    ``weights`` (summing to ``1 − beyond``) and ``beyond``, the mass past the last value, a sure miss."""
+
+    values: np.ndarray
+    weights: np.ndarray
+    beyond: float
+
+
+_LAW_CELLS = 512
+"""Cells of :func:`_ttft_law_points`'s law of a prompt longer than the lane (its quantile at most one cell slower)."""
+_LAW_TAIL = 1e-3
+""":func:`_ttft_law_points`'s law of a prompt longer than the lane stops where ``F ≥ 1 − 10⁻³ (1 − q)``: the rest
+is a sure miss (at most 0.1 % of the misses a ``q`` allows)."""
+
+
+def _long_law_span(law: _LongTtftLaw, quantile: float) -> tuple[float, float] | None:
+    """``[lo, hi]`` of :func:`_ttft_law_points`'s cells: ``min O`` to the first ``lo + 2^k (hi₀ − lo)`` with
+    ``F ≥ 1 − _LAW_TAIL (1 − q)`` (doubled as :func:`_long_ttft_quantile_s`'s bracket); ``None`` past 10⁷ s."""
+    lo, hi = law.lo, law.hi
+    top = 1.0 - _LAW_TAIL * (1.0 - float(quantile))
+    while float(law.cdf_many(np.array([hi]))[0]) < top:
+        hi = lo + 2.0 * (hi - lo)
+        if hi > 1e7:
+            return None
+    return lo, hi
+
+
+def _ttft_law_points(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                     lane_weights: np.ndarray, live: int, batch: float) -> TtftLaw | None:
+    """The at-load TTFT law (s, without the fixed overhead) of :func:`_ttft_quantile_s` (``f̄ < 1``) or
+    :func:`_long_ttft_quantile_s` (``f̄ ≥ 1``) as weighted points (:class:`TtftLaw`); ``None`` where the lane or
+    the instance saturates.
+
+    ``f̄ < 1``: the ``(K', u, M)`` grid of :func:`_ttft_grid` itself, normalised (the closed form without a chunk
+    cost is the residual ``u t_d`` and one decode iteration, ``t_d (1 + u)`` on the same ``u`` grid). ``f̄ ≥ 1``: the
+    CDF ``F`` of :func:`_long_ttft_law` on :data:`_LAW_CELLS` equal cells over :func:`_long_law_span` (``min O`` to
+    where ``F ≥ 1 − 10⁻³ (1 − q)``), each cell's mass at its upper end (so the law is at most one cell slower:
+    ``(hi − lo) / 512``), the mass past ``hi`` a sure miss (``beyond``), a non-monotone CDF (one instance's M/G/1
+    form, :class:`_LongTtftLaw`) by its lower envelope (the running minimum from the right: every quantile at
+    least the bisection's)."""
+    if load["units_mean"] < 1.0:
+        grid = _ttft_grid(load, quantile, units)
+        if isinstance(grid, float):
+            if not math.isfinite(grid):
+                return None
+            vals = load["decode_step_s"] * (1.0 + _U_GRID)
+            return TtftLaw(vals, np.full(len(vals), 1.0 / len(vals)), 0.0)
+        v, w = grid
+        return TtftLaw(v, w / float(w.sum()), 0.0)
+    law = _long_ttft_law(load, units, lane_service_s, lane_weights, live, batch)
+    span = None if law is None else _long_law_span(law, quantile)
+    if law is None or span is None:
+        return None
+    xs = np.linspace(span[0], span[1], _LAW_CELLS + 1)
+    cdf = np.minimum.accumulate(np.clip(law.cdf_many(xs), 0.0, 1.0)[::-1])[::-1]
+    mass = np.diff(cdf, prepend=0.0)
+    keep = mass > 0
+    return TtftLaw(xs[keep], mass[keep], max(0.0, 1.0 - float(cdf[-1])))
+
+
+def slot_tail_applies(tail: tuple[float, float] | None) -> bool:
+    """Whether a slot queue's tail ``(C, θ)`` (θ per second) is one the sum rule takes (:func:`slot_sum_quantile_s`):
+    ``0 < C ≤ 1`` and ``0 < θ < ∞``. Otherwise the wait is degenerate and the TTFT is the at-load quantile plus
+    the wait's own quantile (:func:`planner.queueing.wait_quantile_many`), the sum rule's limit: ``C = 0`` or
+    ``θ = ∞`` (no wait, or a deterministic queue below saturation) add 0; a saturated queue (``θ = 0``,
+    :func:`planner.ttft_mixture.queue_tail_params` gives ``(1, 0)``) adds ``∞``."""
+    return tail is not None and 0.0 < tail[0] <= 1.0 and 0.0 < tail[1] < math.inf
+
+
+def _slot_allowed(quantile: float) -> float:
+    """The miss share a ``quantile`` allows, ``(1 − q)(1 + 10⁻⁹)`` (:data:`planner.ttft_mixture.MIX_TOLERANCE`: the
+    rounding of the sums, as the prefill pools' length mix)."""
+    from planner.ttft_mixture import MIX_TOLERANCE
+
+    return (1.0 - float(quantile)) * (1.0 + MIX_TOLERANCE)
+
+
+def slot_sum_miss(x_s: float, law: TtftLaw, tail: tuple[float, float]) -> float:
+    """``m(x) = P(W + T > x)`` (``x`` in s): ``T`` the at-load TTFT law (weighted points ``(t_i, w_i)``, weights
+    summing to 1, :func:`_ttft_law_points`), ``W`` the pool's slot wait, independent of ``T``, with the Erlang-C /
+    Allen–Cunneen tail ``P(W > t) = C e^{−θ t}`` (``tail = (C, θ)``, θ per second;
+    :func:`planner.ttft_mixture.queue_tail_params`), ``P(W > t) = 1`` for ``t < 0``:
+
+        m(x) = r + Σ_i w_i P(W > x − t_i) = r + Σ_{t_i ≤ x} w_i C e^{−θ (x − t_i)} + Σ_{t_i > x} w_i
+
+    (:func:`planner.ttft_mixture.wait_tail`). The rule of a unified point's TTFT with its slot wait: the quantile
+    ``X`` is the smallest ``x`` with ``m(x) ≤ 1 − q`` (:func:`slot_sum_quantile_s`) and a point fits a TTFT budget
+    ``x`` when ``m(x) ≤ 1 − q`` (:func:`unified_ttft_meets`, the utilisation caps)."""
+    from planner.ttft_mixture import wait_tail
+
+    miss = law.weights * wait_tail(float(x_s) - law.values, np.asarray(tail[0], dtype=float), np.asarray(tail[1], dtype=float))
+    return float(miss.sum()) + law.beyond  # an element-wise sum, not BLAS's dot (its threads cost ms on a busy machine)
+
+
+def slot_sum_quantile_s(law: TtftLaw | None, tail: tuple[float, float], quantile: float) -> float:
+    """The ``quantile`` of ``W + T`` (s; :func:`slot_sum_miss`'s law and tail): the smallest ``x`` with
+    ``m(x) ≤ a``, ``a = (1 − q)(1 + 10⁻⁹)`` (:func:`_slot_allowed`), in closed form; ``inf`` where the law
+    saturates (``None``). The tail must apply (:func:`slot_tail_applies`).
+
+    Over the distinct values ``t_0 < t_1 < …`` (weights ``w_k`` summed over ties), on ``[t_k, t_{k+1})``
+
+        m(x) = S_k + C A_k e^{−θ (x − t_k)},   S_k = r + Σ_{j>k} w_j,   A_k = Σ_{j≤k} w_j e^{−θ (t_k − t_j)}
+
+    (every value above ``x`` a miss; those at or below it miss when their slot wait exceeds ``x − t_j``), so the
+    smallest ``x ≥ t_k`` with ``m(x) ≤ a`` is ``x_k = t_k + max(0, ln(C A_k / (a − S_k)) / θ)`` (``∞`` when
+    ``S_k ≥ a``). For ``x ≥ t_k`` the form ``S_k + C A_k e^{−θ(x − t_k)}`` is at least ``m(x)`` (it counts every
+    value above ``t_k`` a sure miss), so ``m(x_k) ≤ a`` and the answer, which lies in some ``[t_k, t_{k+1})`` where
+    the form is ``m`` itself, is ``min_k x_k``. ``ln A_k`` by a running ``logaddexp`` of ``ln w_j + θ t_j`` (no
+    overflow at ``θ t`` of thousands).
+
+    Against the former rule, the sum of the two quantiles ``W_q + T_q`` (the quantile of the comonotone sum, as if
+    the requests that wait longest for a slot also found the longest lane; a slot frees when some decode ends,
+    unrelated to the lane the request then joins): ``max(W_q, T_q) ≤ X ≤ W_q + max T``, and ``X ≤ W_{q'} + T_{q'}``
+    at ``q' = (1 + q)/2`` (``P(W + T > a + b) ≤ P(W > a) + P(T > b)``), but ``X`` is not bounded by ``W_q + T_q``
+    (a quantile of a sum is not subadditive): it exceeds it when ``C < 1 − q`` (``W_q = 0``, the waits below the
+    quantile the former rule dropped are counted) and may when ``T`` has an atom at its quantile; over a shared pool
+    at 95 % it is far below it (8,000-token prompts, 4 instances: p99 14.3 s → 9.7 s, the simulator 8.9 s)."""
+    if law is None:
+        return math.inf
+    c, theta = float(tail[0]), float(tail[1])
+    allowed = _slot_allowed(quantile)
+    t, inv = np.unique(np.asarray(law.values, dtype=float), return_inverse=True)
+    w = np.bincount(inv.ravel(), weights=np.asarray(law.weights, dtype=float), minlength=len(t))
+    keep = w > 0
+    t, w = t[keep], w[keep]
+    if not len(t):
+        return math.inf
+    above = np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]]) + law.beyond     # S_k
+    log_a = np.logaddexp.accumulate(np.log(w) + theta * t) - theta * t               # ln A_k
+    room = allowed - above
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = t + np.maximum(0.0, (math.log(c) + log_a - np.log(np.where(room > 0, room, 1.0))) / theta)
+    x = np.where(room > 0, x, math.inf)
+    return float(x.min())
+
+
+def unified_ttft_s(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                   lane_weights: np.ndarray, live: int, batch: float, tail: tuple[float, float] | None = None) -> float:
+    """A unified point's TTFT quantile at load (s, without the fixed overhead): ``inf`` where its instance
+    saturates; with its pool's slot queue tail ``tail`` (``(C, θ)``, θ per second, where
+    :func:`slot_tail_applies`) the quantile of the slot wait plus the at-load TTFT taken as independent
+    (:func:`slot_sum_quantile_s` over :func:`_ttft_law_points`); otherwise the at-load TTFT alone
+    (:func:`_ttft_quantile_s` for prompts within one lane iteration, ``f̄ < 1``; :func:`_long_ttft_quantile_s`
+    else), the slot wait the caller's. The plan's prediction (:func:`unified_at_load`, the horizon's array check);
+    the utilisation caps ask :func:`unified_ttft_meets`, the same rule."""
+    if not load["share"] < 1.0:
+        return math.inf
+    if slot_tail_applies(tail) and tail is not None:
+        return slot_sum_quantile_s(_ttft_law_points(load, quantile, units, lane_service_s, lane_weights, live, batch), tail, quantile)
+    if load["units_mean"] < 1.0:
+        return _ttft_quantile_s(load, quantile, units)
+    return _long_ttft_quantile_s(load, quantile, units, lane_service_s, lane_weights, live, batch)
+
+
+def _long_slot_sum_bounds(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                          lane_weights: np.ndarray, live: int, batch: float, tail: tuple[float, float], x_s: float) -> bool | None:
+    """:func:`unified_ttft_meets`'s verdict ``m(x) ≤ a`` (:func:`slot_sum_miss` on :func:`_ttft_law_points`'s law of a
+    prompt longer than the lane) from the CDF ``F`` of :func:`_long_ttft_law` at one or two points, where that
+    decides it; ``None`` where it does not (or the CDF is not monotone, :class:`_LongTtftLaw`). The law puts each
+    cell's mass at its upper end (width ``h``) and the mass past ``hi`` beyond every ``x``, so with a monotone ``F``
+    its ``P(T > y)`` lies between ``1 − F(y)`` and ``1 − F(min(y − h, hi))``:
+
+    * ``m(x) ≥ P(T > x) ≥ 1 − F(x)``: above ``a``, a miss;
+    * ``m(x) ≤ P(T > y) + C e^{−θ (x − y)}`` for ``y ≤ x`` (the values at or below ``y`` wait more than ``x − y``):
+      at ``y = x − ln(2C / a)/θ`` (``C e^{−θ(x−y)} = a/2``; ``y = x`` where ``2C ≤ a``), ``1 − F(min(y − h, hi)) +
+      C e^{−θ(x − y)} ≤ a (1 − 10⁻⁹)`` is a fit (the margin covers the rounding of the law's sums)."""
+    law = _long_ttft_law(load, units, lane_service_s, lane_weights, live, batch)
+    if law is None:
+        return False
+    if not law.monotone:
+        return None
+    allowed = _slot_allowed(quantile)
+    c, theta = float(tail[0]), float(tail[1])
+    if 1.0 - float(law.cdf_many(np.array([x_s]))[0]) > allowed:
+        return False
+    span = _long_law_span(law, quantile)
+    if span is None:
+        return False
+    h = (span[1] - span[0]) / _LAW_CELLS
+    y = x_s - max(0.0, math.log(2.0 * c / allowed) / theta)
+    z = min(y - h, span[1])
+    if 1.0 - float(law.cdf_many(np.array([z]))[0]) + c * math.exp(-theta * (x_s - y)) <= allowed * (1.0 - 1e-9):
+        return True
+    return None
+
+
+def unified_ttft_meets(load: Mapping[str, float], quantile: float, units: float, lane_service_s: np.ndarray,
+                       lane_weights: np.ndarray, live: int, batch: float, tail: tuple[float, float] | None,
+                       wait_ms: float, target_ms: float, overhead_s: float) -> bool:
+    """Whether a unified point meets a TTFT ``target_ms`` at load: :func:`unified_ttft_s`'s rule, mostly without its
+    value (the utilisation caps, :func:`planner.optimize.prepare.unified_caps_at_load`).
+
+    With a slot tail that applies (:func:`slot_tail_applies`): ``m(x) ≤ (1 − q)(1 + 10⁻⁹)`` at ``x = target_ms/10³ −
+    overhead_s`` (:func:`slot_sum_miss`; the quantile :func:`slot_sum_quantile_s` is at most ``x`` exactly then);
+    ``wait_ms`` is not used. A slot wait alone past ``x`` misses (``C e^{−θ x}`` above the share allowed: every term of
+    ``m(x)`` is at least that, ``t_i ≥ 0``) without the law. Otherwise ``wait_ms + 10³ (TTFT + overhead_s) ≤
+    target_ms`` (the slot wait ``wait_ms`` added, 0 or ``inf`` for the degenerate tails), by
+    :func:`_ttft_quantile_meets` / :func:`_long_ttft_quantile_meets` (the same verdict as the quantile's)."""
+    from planner.ttft_mixture import wait_tail
+
+    if not load["share"] < 1.0:
+        return False
+    if slot_tail_applies(tail) and tail is not None:
+        x_s = target_ms / 1e3 - overhead_s
+        if math.isnan(x_s):  # an unknown overhead or target: not a fit (as wait + nan)
+            return False
+        allowed = _slot_allowed(quantile)
+        c, theta = float(tail[0]), float(tail[1])
+        if not float(wait_tail(np.array([x_s]), np.array([c]), np.array([theta]))[0]) <= allowed:
+            return False
+        if load["units_mean"] >= 1.0:
+            decided = _long_slot_sum_bounds(load, quantile, units, lane_service_s, lane_weights, live, batch, tail, x_s)
+            if decided is not None:
+                return decided
+        law = _ttft_law_points(load, quantile, units, lane_service_s, lane_weights, live, batch)
+        return law is not None and slot_sum_miss(x_s, law, tail) <= allowed
+
+    def meets(v: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.asarray(wait_ms + (1e3 * (v + overhead_s) + 0.0) <= target_ms)
+
+    if not wait_ms <= target_ms:  # the wait alone misses (or is nan): so does wait + ttft, ttft >= 0 or nan
+        return False
+    if load["units_mean"] < 1.0:
+        return _ttft_quantile_meets(load, quantile, units, meets)
+    return _long_ttft_quantile_meets(load, quantile, units, lane_service_s, lane_weights, live, batch, meets,
+                                     (target_ms - wait_ms) / 1e3 - overhead_s)
+
+
+def unified_slot_tails(pool_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Per unified pool of ``pool_rows`` (:func:`pool_latency`'s rows by name): its slot queue's tail ``(C, θ)``,
+    θ per second (:func:`pool_wait_tails`: ``(1, 0)`` for a pool with no live instance or an infinite wait), for
+    :func:`unified_at_load` / :func:`unified_ttft_s`."""
+    names = [p for p, r in pool_rows.items() if str(r["role"]) == "unified"]
+    tails = pool_wait_tails(names, pool_rows, {p: float(pool_rows[p]["wait_ms"]) for p in names})
+    return {p: (c, 1e3 * theta_ms) for p, (c, theta_ms) in tails.items()}
+
+
 AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at_load_ms", "lane_share", "mean_step_at_load_ms",
-                   "batch_at_load")
+                   "batch_at_load", "slot_in_ttft", "ttft_own_at_load_ms")
 """Columns of :func:`unified_at_load` (aligned with the points; ``nan`` / False where not applicable)."""
 
 
@@ -1279,14 +1528,19 @@ def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.
 
 
 def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
-                    ttft_quantile: float | None = None, token_quantile: float | None = None) -> pd.DataFrame:
+                    ttft_quantile: float | None = None, token_quantile: float | None = None,
+                    slot_tails: Mapping[str, tuple[float, float]] | None = None) -> pd.DataFrame:
     """Per routed unified point with lane columns: its TTFT, TPOT and ITL quantiles at the load its
     pool actually carries (section comment above), and the pool's fixed point.
 
     ``ttft_at_load_ms``: the point's own part of TTFT at load — the iteration in progress, its own
     iterations and the overhead; with ``lane_in_ttft`` the lane queue too (prompts within one lane,
     ``f̄ < 1``), otherwise (``f̄ ≥ 1``) the pool's lane wait (:func:`pool_latency`) is added by the
-    caller. Slot waits are the caller's. Quantiles: the points' own (``ttft_quantile``,
+    caller. Slot waits are the caller's, except for the pools of ``slot_tails`` (pool name → the slot queue's
+    ``(C, θ)``, θ per second, :func:`unified_slot_tails`) whose tail applies (:func:`slot_tail_applies`): their
+    TTFT is the quantile of the sum of the slot wait and the at-load TTFT (:func:`unified_ttft_s`; ``slot_in_ttft``
+    True: the caller then adds no slot wait; ``ttft_own_at_load_ms`` the TTFT at load without it, the point's own part
+    that the verify-and-tighten loop budgets the waits against, :func:`planner.optimize.latency.tighten_factors`). Quantiles: the points' own (``ttft_quantile``,
     ``tpot_quantile`` / ``itl_quantile``; a mean target: the mean) unless given."""
     from planner.schema.capacity import quantile_level
 
@@ -1294,7 +1548,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
     cols: dict[str, np.ndarray] = {"ttft_at_load_ms": np.full(n, np.nan), "lane_in_ttft": np.zeros(n, dtype=bool),
                                    "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
                                    "lane_share": np.full(n, np.nan), "mean_step_at_load_ms": np.full(n, np.nan),
-                                   "batch_at_load": np.full(n, np.nan)}
+                                   "batch_at_load": np.full(n, np.nan), "slot_in_ttft": np.zeros(n, dtype=bool),
+                                   "ttft_own_at_load_ms": np.full(n, np.nan)}
     lp = _lane_points(points, share)
     if lp is None:
         return pd.DataFrame(cols, index=points.index)
@@ -1317,17 +1572,16 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
             lvl = token_quantile if token_quantile is not None else quantile_level(level_cols[metric][i] if metric in level_cols else 0.99)
             lane_in = True  # the lane queue is inside this TTFT (short prompts: _ttft_quantile_s; long: _long_ttft_quantile_s)
-            if not load["share"] < 1.0:
-                ttft_s = math.inf
-            elif load["units_mean"] < 1.0:
-                ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
-            else:
-                ttft_s = _long_ttft_quantile_s(load, tq, float(units[i]), lane_s[on], lam[on], live,
-                                               rate_i * o_mean * load["mean_step_s"])
+            tail = None if slot_tails is None else slot_tails.get(str(pool))
+            slot_in = slot_tail_applies(tail)
+            ttft_s = unified_ttft_s(load, tq, float(units[i]), lane_s[on], lam[on], live, rate_i * o_mean * load["mean_step_s"], tail)
+            own_s = unified_ttft_s(load, tq, float(units[i]), lane_s[on], lam[on], live, rate_i * o_mean * load["mean_step_s"]) \
+                if slot_in else ttft_s
             tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))
             for c, v in zip(cols, (1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
-                                   1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"]), strict=True):
+                                   1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"], slot_in,
+                                   1e3 * (own_s + overhead_s[i])), strict=True):
                 cols[c][i] = v
     return pd.DataFrame(cols, index=points.index)
 
@@ -1364,7 +1618,8 @@ UNIFIED_AT_UTILIZATION_COLUMNS = ("ttft_ms", "token_ms", "token_target_ms", "lan
 
 def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, instances: np.ndarray, *,
                                 ttft: bool = True, token: bool = True,
-                                ttft_budget: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
+                                ttft_budget: tuple[np.ndarray, np.ndarray] | None = None,
+                                slot_tails: tuple[np.ndarray, np.ndarray] | None = None) -> pd.DataFrame:
     """Per unified point alone in a pool of ``instances`` live instances loaded to ``utilization``
     (``ρ = λ_pool τ / c``, each instance at ``ρ / τ`` requests/s): its TTFT and per-token quantiles
     at that load — the same model as :func:`unified_at_load` (one pool per point, its fixed point,
@@ -1388,9 +1643,13 @@ def unified_at_utilization_many(points: pd.DataFrame, utilization: np.ndarray, i
     make, reached mostly without the TTFT's value (a wait alone over the target fails, ``ttft_ms ≥ 0``; else
     :func:`_ttft_quantile_meets`, :func:`_long_ttft_quantile_meets`: the same verdict; ``ttft_ms`` is then ``nan`` on
     the rows whose lane does not saturate), and ``modelled``: the rows whose ``ttft_ms`` is a number when priced
-    (modelled unified points with a known fixed overhead)."""
+    (modelled unified points with a known fixed overhead). ``slot_tails = (C, θ)`` (per row, θ per second): the slot
+    queue's tail of each row; where it applies (:func:`slot_tail_applies`) ``ttft_ms`` is the quantile of the slot
+    wait plus the TTFT at load (:func:`unified_ttft_s`) and ``ttft_fits`` that rule's verdict against the target
+    (:func:`unified_ttft_meets`; the budget's wait is then not added)."""
     rows = UnifiedRows(points)
-    out = rows.at(np.arange(len(points)), utilization, instances, ttft=ttft, token=token, ttft_budget=ttft_budget)
+    out = rows.at(np.arange(len(points)), utilization, instances, ttft=ttft, token=token, ttft_budget=ttft_budget,
+                  slot_tails=slot_tails)
     return pd.DataFrame(out, index=points.index)
 
 
@@ -1437,9 +1696,10 @@ class UnifiedRows:
         return self.lane_ok & (self.tau > 0) & ~np.isnan(self.overhead_s)
 
     def at(self, idx: np.ndarray, utilization: np.ndarray, instances: np.ndarray, *, ttft: bool = True, token: bool = True,
-           ttft_budget: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+           ttft_budget: tuple[np.ndarray, np.ndarray] | None = None,
+           slot_tails: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """:func:`unified_at_utilization_many`'s columns for the rows ``idx`` (aligned with ``idx``) at ``utilization``
-        and ``instances`` (aligned with ``idx``, or scalars); ``ttft_budget`` aligned with ``idx``."""
+        and ``instances`` (aligned with ``idx``, or scalars); ``ttft_budget`` and ``slot_tails`` aligned with ``idx``."""
         n = len(idx)
         rho = np.broadcast_to(np.asarray(utilization, dtype=float), (n,))
         live = np.broadcast_to(np.asarray(instances, dtype=float), (n,))
@@ -1467,31 +1727,16 @@ class UnifiedRows:
             lane_in = True  # the lane queue is inside ttft_s (as unified_at_load)
             lane_ms = 0.0
             verdict: bool | None = None
+            tail = None if slot_tails is None else (float(slot_tails[0][r]), float(slot_tails[1][r]))
+            batch_i = rate_pool / c * float(self.outputs[i]) * load["mean_step_s"]
             if not ttft:
                 ttft_s, lane_ms = math.nan, math.nan
             elif ttft_budget is not None and load["share"] < 1.0:
-                wait_i, target_i = float(ttft_budget[0][r]), float(ttft_budget[1][r])
-
-                def meets(v: np.ndarray, wait_i: float = wait_i, target_i: float = target_i, oh_i: float = oh_i) -> np.ndarray:
-                    with np.errstate(invalid="ignore"):
-                        return np.asarray(wait_i + (1e3 * (v + oh_i) + 0.0) <= target_i)  # as ttft_ms below (lane_ms 0) against the budget
-
-                if not wait_i <= target_i:  # the wait alone misses (or is nan): so does wait + ttft_ms, ttft_ms >= 0 or nan
-                    verdict = False
-                elif load["units_mean"] < 1.0:
-                    verdict = _ttft_quantile_meets(load, tq, units_i, meets)
-                else:
-                    verdict = _long_ttft_quantile_meets(load, tq, units_i, self.lane_s[i:i + 1], np.ones(1), c,
-                                                        rate_pool / c * float(self.outputs[i]) * load["mean_step_s"], meets,
-                                                        (target_i - wait_i) / 1e3 - oh_i)
+                verdict = unified_ttft_meets(load, tq, units_i, self.lane_s[i:i + 1], np.ones(1), c, batch_i, tail,
+                                             float(ttft_budget[0][r]), float(ttft_budget[1][r]), oh_i)
                 ttft_s = math.nan
-            elif not load["share"] < 1.0:
-                ttft_s = math.inf
-            elif load["units_mean"] < 1.0:
-                ttft_s = _ttft_quantile_s(load, tq, units_i)
             else:
-                ttft_s = _long_ttft_quantile_s(load, tq, units_i, self.lane_s[i:i + 1], np.ones(1), c,
-                                               rate_pool / c * float(self.outputs[i]) * load["mean_step_s"])
+                ttft_s = unified_ttft_s(load, tq, units_i, self.lane_s[i:i + 1], np.ones(1), c, batch_i, tail)
             if not token:
                 tok = math.nan
             elif m == "itl":

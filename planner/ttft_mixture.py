@@ -47,8 +47,9 @@ pools are not touched: their TTFT at load comes from the chunked-prefill lane mo
 (:func:`planner.pool_latency.unified_at_load`), which takes a bucket's prompt at its *mean* length
 (``prefill_tokens`` of :func:`planner.capacity.bucket_work`; the group's mean in the caps,
 :func:`planner.optimize.prepare.group_point`) behind the lane queue of the bucket mix, not per sub-bin —
-its own approximation, neither the representative rule nor this one (on the examples its p99 TTFT is
-above the simulator's: enterprise-chat 945 against 671 ms, long-context-assistant 7,399 against 5,540).
+its own approximation, neither the representative rule nor this one, with the pool's slot wait summed into that
+law as an independent variable (:func:`planner.pool_latency.slot_sum_quantile_s`); on the examples its p99 TTFT is
+above the simulator's: enterprise-chat 949 against 671 ms, long-context-assistant 7,401 against 5,540.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_cli_exit_3_names_the_tool_and_the_fix_on_the_agentic_example() -> None:
 
 def test_the_ttft_a_reload_or_recompute_is_added_to_is_named_for_what_it_is() -> None:
     # a prefill point's ttft_ms is its unqueued TTFT; a unified point's is at its operating point's full
-    # batch (above the plan's predicted TTFT at load: agentic-assistant's shared pool 2,829 against 1,743 ms)
+    # batch (above the plan's predicted TTFT at load: agentic-assistant's shared pool 2,829 against 1,751 ms)
     from planner.agents.prep import ttft_words
     from planner.agents.report import _cut
 

@@ -16,7 +16,8 @@ import pytest
 import planner.optimize.prepare as prepare_mod
 from planner.optimize.prepare import prepare
 from planner.pool_latency import pool_latency, unified_at_load, unified_at_utilization_many
-from planner.queueing import UTILIZATION_CEILING, wait_quantile_many
+from planner.queueing import UTILIZATION_CEILING
+from planner.ttft_mixture import queue_tail_params
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_latency_at_load.py"
 
@@ -73,18 +74,18 @@ def test_one_point_pool_is_the_plans_prediction(tables, tokens: int) -> None:
 
 
 def _total(u: pd.DataFrame, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Slot wait of the nominal pool (⌈λ τ⌉ instances' slots, as the full-batch cap) + own TTFT at load
-    (lanes of the pool the bucket fills alone at cap ρ, ⌈λ τ / ρ⌉ instances each at ρ), and the
-    per-token quantile there."""
+    """TTFT with the slot wait of the nominal pool (⌈λ τ⌉ instances' slots, as the full-batch cap) and the
+    own TTFT at load (lanes of the pool the bucket fills alone at cap ρ, ⌈λ τ / ρ⌉ instances each at ρ) —
+    the quantile of their sum taken as independent (planner.pool_latency.unified_ttft_s with the slot
+    queue's tail) — and the per-token quantile there."""
     tau = u["instance_seconds_per_request"].to_numpy(float)
     b = np.maximum(u["max_batch"].to_numpy(float), 1.0)
     busy = u["rate_peak_per_s"].to_numpy(float) * tau
     n = np.maximum(1.0, np.ceil(busy / rho - 1e-9))
     c, s = np.maximum(1.0, np.ceil(busy - 1e-9)) * b, tau * b
-    lat = unified_at_utilization_many(u, rho, n)
-    slot = 1e3 * wait_quantile_many(u["ttft_quantile"].to_numpy(float), rho * c / s, c, s,
-                                    u["service_time_cv"].to_numpy(float), u["interarrival_cv"].to_numpy(float))
-    return slot + lat["ttft_ms"].to_numpy(float), lat["token_ms"].to_numpy(float)
+    tails = queue_tail_params(c, rho * c / s, s, u["service_time_cv"].to_numpy(float), u["interarrival_cv"].to_numpy(float))
+    lat = unified_at_utilization_many(u, rho, n, slot_tails=tails)
+    return lat["ttft_ms"].to_numpy(float), lat["token_ms"].to_numpy(float)
 
 
 @pytest.mark.parametrize("tokens", [1000, 8000])

@@ -55,7 +55,7 @@ def ttft_words(role: str, batch: float, ttft_ms: float, sep: str = " ") -> str:
     """The TTFT an offload or recompute is added to, said for what it is: the point's own ``ttft_ms``,
     unqueued, at the bucket's representative prompt; a unified point's at its operating point's full batch
     (the cap: the plan's predicted TTFT at the load that arrives is lower, e.g. agentic-assistant's shared
-    pool 2,829 ms here against a predicted p99 of 1,743). ``sep`` between the word and the figure."""
+    pool 2,829 ms here against a predicted p99 of 1,751). ``sep`` between the word and the figure."""
     if role == "unified" and math.isfinite(batch) and batch > 1:
         return f"TTFT{sep}{ttft_ms:,.0f} ms at a full batch of {batch:.0f}"
     return f"unqueued TTFT{sep}{ttft_ms:,.0f} ms"

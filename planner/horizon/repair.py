@@ -453,28 +453,33 @@ class _Level:
                           "wait_ms": float(wait), "lane_wait_ms": float(lane_wait)}
         return rows
 
-    def _at_load(self, live: dict[str, int], redundancy: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`planner.pool_latency.unified_at_load`'s ``ttft_at_load_ms``, ``tpot_at_load_ms``, ``itl_at_load_ms``
-        and ``lane_in_ttft`` of the routed points."""
+    def _at_load(self, live: dict[str, int], redundancy: int, pool_rows: dict[str, dict[str, Any]]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`planner.pool_latency.unified_at_load`'s ``ttft_at_load_ms``, ``tpot_at_load_ms``, ``itl_at_load_ms``,
+        ``lane_in_ttft`` and ``slot_in_ttft`` of the routed points, with the slot tails of ``pool_rows``
+        (:func:`planner.pool_latency.unified_slot_tails`, as :func:`planner.pool_latency.bucket_latency`)."""
         from planner.pool_latency import (
             _chosen_batch_ratio,
             _itl_quantile_s,
-            _long_ttft_quantile_s,
             _tpot_quantile_s,
-            _ttft_quantile_s,
             instance_arrival_cv,
+            slot_tail_applies,
             unified_load,
+            unified_slot_tails,
+            unified_ttft_s,
         )
 
         m, idx = self.m, self.idx
         n = len(idx)
         ttft_at, tpot_at, itl_at = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         lane_in = np.zeros(n, dtype=bool)
+        slot_in = np.zeros(n, dtype=bool)
         if not m.lane_cols:
-            return ttft_at, tpot_at, itl_at, lane_in
+            return ttft_at, tpot_at, itl_at, lane_in, slot_in
         ok = m.lane_ok[idx]
         if not ok.any():
-            return ttft_at, tpot_at, itl_at, lane_in
+            return ttft_at, tpot_at, itl_at, lane_in, slot_in
+        tails = unified_slot_tails(pool_rows)
         lam, pools, units, outputs = self.lam, self.pool, m.units[idx], m.outputs[idx]
         overhead_s, lane_s, ca_all = m.overhead_s[idx], self.lane_s, self.cv
         t_dec_all, t_chunk_all, batch_all = m.t_dec_ms[idx], m.t_chunk_ms[idx], m.max_batch[idx]
@@ -490,16 +495,12 @@ class _Level:
             load = unified_load(float(w.sum()) / live_n, t_dec, t_chunk, units[on], w, ca)
             o_mean = float((w * outputs[on]).sum() / w.sum())
             rate_i = load["rate_per_s"]
+            tail = tails.get(str(pool))
             for i in np.flatnonzero(on):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
-                if not load["share"] < 1.0:
-                    ttft_s = math.inf
-                elif load["units_mean"] < 1.0:
-                    ttft_s = _ttft_quantile_s(load, tq, float(units[i]))
-                else:
-                    ttft_s = _long_ttft_quantile_s(load, tq, float(units[i]), lane_s[on], lam[on], live_n,
-                                                   rate_i * o_mean * load["mean_step_s"])
+                ttft_s = unified_ttft_s(load, tq, float(units[i]), lane_s[on], lam[on], live_n, rate_i * o_mean * load["mean_step_s"], tail)
+                slot_in[i] = slot_tail_applies(tail)
                 tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]))
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                     load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live_n))
@@ -507,7 +508,7 @@ class _Level:
                 lane_in[i] = True
                 tpot_at[i] = 1e3 * tpot
                 itl_at[i] = 1e3 * itl
-        return ttft_at, tpot_at, itl_at, lane_in
+        return ttft_at, tpot_at, itl_at, lane_in, slot_in
 
     def latency(self, pool_names: np.ndarray, n: np.ndarray, redundancy: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
         """:func:`level_latency` of these points at the instances ``n``: its rows as records, and the pools' waits."""
@@ -528,12 +529,13 @@ class _Level:
         ttft_all = m.ttft_ms[idx] - np.where(replaced, np.nan_to_num(m.own[idx]), 0.0)
         tpot_all = m.tpot_ms[idx]
         itl_all = m.itl_ms[idx]
-        ttft_at, tpot_at, itl_at, lane_in = self._at_load(live, redundancy)
+        ttft_at, tpot_at, itl_at, lane_in, slot_in = self._at_load(live, redundancy, pool_rows)
         hit = ~np.isnan(ttft_at)
         ttft_all = np.where(hit, ttft_at, ttft_all)
         tpot_all = np.where(hit, tpot_at, tpot_all)
         itl_all = np.where(hit, itl_at, itl_all)
         no_lane = set(pools_all[hit & lane_in].tolist())
+        no_slot = set(pools_all[hit & slot_in].tolist())
         metric_all = m.metric[idx] if m.metric is not None else None
         ttft_t_all, tpot_t_all, itl_t_all = m.ttft_t[idx], m.tpot_t[idx], m.itl_t[idx]
         svc_all, bucket_all = m.service_raw[idx], m.bucket_raw[idx]
@@ -546,7 +548,8 @@ class _Level:
             pools = pools_all[at_k]
             first = np.isin(roles, ("prefill", "unified"))
             dec = roles == "decode"
-            w = np.array([float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
+            w = np.array([0.0 if p in no_slot else
+                          float(waits_ms.get(p, 0.0)) - (float(lanes.get(p, 0.0)) if p in no_lane and p in lanes else 0.0)
                           for p in pools.tolist()])
             w = np.where(np.isnan(w), math.inf, w)
             ttft_pt = ttft_all[at_k]

@@ -54,8 +54,11 @@ against the simulator on the example instances that over-predicted the shared po
 printed by ``python benchmarks/bench_simulate.py --verify``.
 
 A unified bucket's TTFT quantile is then ``ttft_ms − lane_wait_ms_i`` (its own service) + the
-pool's slot wait + the pool's lane wait (quantiles added: conservative). Without lane columns
-(measured points) the point's ``ttft_ms`` is used as it is.
+pool's slot wait + the pool's lane wait (quantiles added: conservative); at the load that arrives
+(:func:`planner.pool_latency.unified_at_load`, the plan's prediction) the lane is inside its TTFT law and the
+slot wait is summed with it as an independent variable, the quantile of the sum
+(:func:`planner.pool_latency.slot_sum_quantile_s`; the caps, :func:`planner.optimize.prepare.unified_caps_at_load`,
+on the same rule). Without lane columns (measured points) the point's ``ttft_ms`` is used as it is.
 
 Measured pools (every routed point from a measured capacity file, :func:`measured_pools`) add
 no wait: a measured rate is what one instance sustains within the SLO with its own queueing,

@@ -332,7 +332,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         if priced.any():
             rho[np.flatnonzero(unified)[priced]] = at_load[priced]
             method += ("; unified points at the load that arrives (planner.pool_latency.unified_at_utilization_many: "
-                       "slot wait + TTFT and per-token quantile at the cap's load)")
+                       "the quantile of slot wait + TTFT, taken as independent, and the per-token quantile at the cap's load)")
     prefill_mix = todo & (role == "prefill") & (TTFT_MIX_COLUMN in points.columns)
     if prefill_mix.any():  # a prefill point's TTFT quantile is its latency group's length mix's (planner.ttft_mixture)
         from planner.queueing import UTILIZATION_CEILING
@@ -419,11 +419,14 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     when it is its own group; pooling with other groups only adds instances). The cap is the
     largest ``ρ ≤`` :data:`planner.queueing.UTILIZATION_CEILING` with, each instance at ``ρ``:
 
-    * ``W_slot(ρ) + TTFT_load(ρ) ≤ ttft_target`` — ``W_slot`` the slot wait of the nominal pool's
+    * ``P(W_slot + TTFT_load > ttft_target) ≤ 1 − q`` — ``W_slot`` the slot wait of the nominal pool's
       ``n0 · B*`` slots held ``τ B*`` (``n0`` = ``slot_busy`` rounded up, the latency group's busy instances on the
-      config from :func:`group_busy` as the full-batch cap; ``⌈λ_peak τ⌉`` when not given;
-      :func:`planner.queueing.wait_quantile_many`), ``TTFT_load`` the point's own TTFT at that load, lane queue of the
-      ``n(ρ)`` lanes included (:func:`planner.pool_latency.unified_at_utilization_many`);
+      config from :func:`group_busy` as the full-batch cap; ``⌈λ_peak τ⌉`` when not given), with its Erlang-C tail
+      ``P(W > t) = C e^{−θ t}`` (:func:`planner.ttft_mixture.queue_tail_params`), ``TTFT_load`` the point's own TTFT
+      law at that load, lane queue of the ``n(ρ)`` lanes included, points ``(t_i, w_i)``; the two independent, so
+      ``Σ_i w_i min(1, C e^{−θ (target − t_i)}) ≤ 1 − q`` (:func:`planner.pool_latency.unified_ttft_meets`, the rule of
+      the plan's prediction :func:`planner.pool_latency.unified_ttft_s`; before, ``W_q + TTFT_q ≤ target``, the sum of
+      the two quantiles). A degenerate tail (no wait: ``C = 0``; a saturated queue) adds its quantile, 0 or ``∞``;
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
     the prediction a plan is checked against after the solve (:func:`planner.pool_latency.bucket_latency`
@@ -448,44 +451,52 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     misses at most ``tolerance`` above it, both priced at its own rate: the chain only says where to look),
     but it is another number within ``tolerance`` than the bisection without ``previous`` returns, which
     ``planner solve`` keeps (its caps bit for bit)."""
-    from planner.pool_latency import UnifiedRows
+    from planner.pool_latency import UnifiedRows, slot_tail_applies
     from planner.queueing import wait_quantile_many
+    from planner.ttft_mixture import queue_tail_params
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
     every = np.arange(len(points))
     slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
     rows = UnifiedRows(points)
 
-    def pool_and_slot_wait(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The latency group's pool ``n(ρ)`` and the slot wait (ms) of the points ``on`` at cap ``rho``."""
+    def pool_and_slot_wait(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The latency group's pool ``n(ρ)``, the slot wait quantile (ms) of the points ``on`` at cap ``rho`` and its
+        tail ``(C, θ)`` (θ per second, :func:`planner.ttft_mixture.queue_tail_params`)."""
         n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the latency group's pool at cap ρ
         servers = np.maximum(1.0, np.ceil(slot_load[on] - 1e-9)) * batch[on]  # slots: the nominal n0, as the full-batch cap
-        slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], rho * servers / service_s[on], servers, service_s[on],
+        arrivals = rho * servers / service_s[on]
+        slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], arrivals, servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
-        return n_rho, slot_ms
+        return n_rho, slot_ms, queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
 
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
-        """Whether each modelled point ``on`` meets both targets at cap ``rho``: ``slot + ttft_ms ≤ target`` (the
-        verdict of :func:`planner.pool_latency.unified_at_utilization_many`'s ``ttft_budget``) and its per-token
-        metric at most its target.
+        """Whether each modelled point ``on`` meets both targets at cap ``rho``: its TTFT with the slot wait within the
+        target (:func:`planner.pool_latency.unified_ttft_meets` through
+        :func:`planner.pool_latency.unified_at_utilization_many`'s ``ttft_budget`` and ``slot_tails``: the quantile of
+        their sum, or ``slot + ttft_ms ≤ target`` for a degenerate slot tail) and its per-token metric at most its target.
 
-        The TTFT quantile is most of the cost (:func:`planner.pool_latency.unified_at_utilization_many`), so it is
-        priced only where it can decide: a row whose slot wait alone exceeds the TTFT target, or whose per-token
-        metric misses its target, fails whatever its TTFT (``slot + own ≥ slot`` in floating point for ``own ≥ 0``,
-        and a ``nan`` compares false); the rows priced give the same numbers as when every row is priced (each
-        row's depend on that row alone), so every verdict, and so every cap, is the same bit for bit."""
-        n_rho, slot_ms = pool_and_slot_wait(rho, on)
+        The TTFT is most of the cost (:func:`planner.pool_latency.unified_at_utilization_many`), so it is
+        priced only where it can decide: a row whose per-token metric misses its target, or (a degenerate slot tail)
+        whose slot wait alone exceeds the TTFT target, fails whatever its TTFT (``slot + own ≥ slot`` in floating
+        point for ``own ≥ 0``, and a ``nan`` compares false; the sum rule's own exit for a slot wait alone past the
+        target is inside :func:`planner.pool_latency.unified_ttft_meets`); the rows priced give the same numbers as
+        when every row is priced (each row's depend on that row alone), so every verdict, and so every cap, is the
+        same bit for bit."""
+        n_rho, slot_ms, (c_w, theta_w) = pool_and_slot_wait(rho, on)
         bound = ttft_t[on] * (1 + 1e-6)
         good = np.zeros(on.size, dtype=bool)
+        summed = np.array([slot_tail_applies((float(a), float(b))) for a, b in zip(c_w, theta_w, strict=True)], dtype=bool)
         with np.errstate(invalid="ignore"):
-            cand = np.flatnonzero(slot_ms <= bound)
+            cand = np.flatnonzero(summed | (slot_ms <= bound))  # the sum rule's rows: their own early exit (unified_ttft_meets)
         if cand.size:
             tok_lat = rows.at(on[cand], rho[cand], n_rho[cand], ttft=False)
             with np.errstate(invalid="ignore"):
                 cand = cand[tok_lat["token_ms"] <= tok_lat["token_target_ms"] * (1 + 1e-6)]
         if cand.size:
-            lat = rows.at(on[cand], rho[cand], n_rho[cand], token=False, ttft_budget=(slot_ms[cand], bound[cand]))
-            good[cand] = lat["ttft_fits"]  # slot_ms + ttft_ms <= bound, the TTFT priced only where it decides
+            lat = rows.at(on[cand], rho[cand], n_rho[cand], token=False, ttft_budget=(slot_ms[cand], bound[cand]),
+                          slot_tails=(c_w[cand], theta_w[cand]))
+            good[cand] = lat["ttft_fits"]  # the TTFT rule's verdict (unified_ttft_meets), priced only where it decides
         return good
 
     n = len(points)
