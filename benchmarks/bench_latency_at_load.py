@@ -38,6 +38,10 @@ or the slot wait's tail is light, is open); the other misses unchanged (TTFT p50
 over 17 / 64 instances −15…−26 %, 8,000-token p99 over 17 / 64 instances −21…−28 % at 30–50 % and +34 % at 95 % over 64,
 1,000-token p99 over 64 instances −21 / −16 / +17 % at 10 / 30 / 85 %, one instance's 8,000-token TPOT p50 at 95 %
 −23 %).
+The same run with the long-prompt law at 128 cells (:data:`planner.pool_latency._LAW_CELLS`, 512 above; the
+horizon's level check 18.3 → 14.8 s; 335 s beside the test suite): as solved 140 of 144, instance counts 262 of 288,
+the same cells; one instance of 8,000-token prompts p50 at 95 % +21 % (+19 % at 512 cells: each cell's mass at its
+upper end, at most one cell slower), 17 instances p99 at 95 % +39 % (+38 %).
 
 Run of 2026-12-04 (after ``planner.pool_latency._jsq_ahead_pmf``; 3 seeds × 4,000 requests):
 **not met**. As solved: 138 of 144 figures within ±15 % (141 before): shared 1,000-token TTFT p99 at

@@ -135,9 +135,10 @@ def test_caps_verdict_is_the_predictions(kind: str, live: int, rate: float) -> N
 
 @pytest.mark.parametrize(("live", "rate"), [(4, 0.3), (4, 0.55), (17, 0.6), (64, 0.65)])
 def test_early_verdicts_are_the_laws(live: int, rate: float) -> None:
-    """Where :func:`planner.pool_latency._long_slot_sum_bounds` decides (the CDF at one or two points), it says what
-    :func:`slot_sum_miss` on the whole law says; over a sweep of budgets both of its exits are taken."""
-    from planner.pool_latency import _long_slot_sum_bounds, _ttft_law_points
+    """Where :func:`planner.pool_latency._long_slot_sum_bounds` decides (the CDF at one or two points, or its block
+    brackets on the law's grid), it says what :func:`slot_sum_miss` on the whole law says; over a sweep of budgets
+    (down to 0.1 % of the answer around it) both of its exits are taken, and it leaves only budgets near the edge."""
+    from planner.pool_latency import _long_slot_sum_bounds, _long_ttft_law, _ttft_law_points
 
     load = _long_load(rate)
     lane_s = np.array([3.9 * 0.35])
@@ -147,11 +148,15 @@ def test_early_verdicts_are_the_laws(live: int, rate: float) -> None:
         law = _ttft_law_points(load, 0.99, 3.9, lane_s, np.ones(1), live, batch)
         assert law is not None
         x = slot_sum_quantile_s(law, (c, theta), 0.99)
-        for x_s in x * np.linspace(0.5, 2.0, 61):
-            early = _long_slot_sum_bounds(load, 0.99, 3.9, lane_s, np.ones(1), live, batch, (c, theta), float(x_s))
+        long_law = _long_ttft_law(load, 3.9, lane_s, np.ones(1), live, batch)
+        assert long_law is not None
+        for x_s in x * np.concatenate([np.linspace(0.5, 2.0, 61), 1.0 + np.linspace(-0.02, 0.02, 41)]):
+            early = _long_slot_sum_bounds(long_law, 0.99, (c, theta), float(x_s))
             if early is not None:
                 decided[early] += 1
                 assert early == (slot_sum_miss(float(x_s), law, (c, theta)) <= _slot_allowed(0.99))
+            else:
+                assert abs(x_s / x - 1.0) < 0.05, x_s / x  # undecided only near the answer
     assert decided[True] and decided[False]
 
 
