@@ -676,6 +676,39 @@ class CapacitySnapshot(StrictModel):
                     raise ValueError(f"row {i}: {k} is {v!r}, not a number")
         return rows
 
+    @field_validator("demand")
+    @classmethod
+    def _length_mix_is_a_mix(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A demand row's ``length_mix`` (:data:`planner.schema.capacity.LENGTH_MIX_COLUMN`) is ``""`` or JSON
+        ``[[share, input tokens, output tokens], ...]`` of finite non-negative numbers with some share above 0, as
+        :func:`planner.capacity.length_mix` reads it (a fuzzed plan's ``"true"`` failed the simulator's adapter)."""
+        import json
+
+        from planner.schema.capacity import LENGTH_MIX_COLUMN
+
+        def ok(raw: object) -> bool:
+            if raw == "":
+                return True
+            if not isinstance(raw, str):
+                return False
+            try:
+                mix = json.loads(raw)
+            except (ValueError, RecursionError):
+                return False
+            if not isinstance(mix, list) or not mix:
+                return False
+            for sub in mix:
+                if not (isinstance(sub, list) and len(sub) == 3 and all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in sub)):
+                    return False
+            return any(sub[0] > 0 for sub in mix)
+
+        for i, row in enumerate(rows):
+            if LENGTH_MIX_COLUMN in row and not ok(row[LENGTH_MIX_COLUMN]):
+                raise ValueError(f"row {i}: {LENGTH_MIX_COLUMN} is {str(row[LENGTH_MIX_COLUMN])[:60]!r}, not \"\" or a JSON list of "
+                                 "[share, input tokens, output tokens] (finite, non-negative)")
+        return rows
+
     @field_validator("demand", "points")
     @classmethod
     def _unset_targets(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
