@@ -71,3 +71,27 @@ def test_code_completion_costs_grow_with_traffic() -> None:
 
 def _totals_of(res: object) -> dict[str, float | None]:
     return {a: (p.costs.total_usd_per_month if p.feasible and p.costs else None) for a, p in res.architectures.items()}  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_long_document_disaggregated_costs_grow_from_x1_2_to_x1_3() -> None:
+    """The relax step charged a bucket's slack to every pool on its path: at ×1.2 the long-prompt bucket
+    was split between a 12-instance b200/tp1 prefill pool (46 %) and a one-instance tp2 pool with an 18 s
+    wait, so the tp1 pool was left at its tight caps and the plan cost $53,085 where ×1.3 costs $40,320
+    (one tp1 pool of 10). Relaxed by the pool's own room (planner.optimize.latency._pool_meets_up_to), ×1.2
+    costs no more than ×1.3, and both plans meet in simulation."""
+    from pathlib import Path
+
+    from planner.instance import load_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
+
+    path = Path(__file__).resolve().parents[1] / "instances" / "long-document-nvidia.yaml"
+    totals = []
+    for m in (1.2, 1.3):
+        r = load_instance(path, {"services.assistant.traffic.rate_multiplier": m})
+        s = replace(settings_from_instance(r.instance), confidence="off", architectures=("disaggregated",))
+        res = solve_instance(r, s).result
+        plan = res.architectures["disaggregated"]
+        assert plan.feasible and plan.simulation is not None and plan.simulation.met
+        totals.append(_totals_of(res))
+    assert not _never_lower(totals[0], totals[1]), totals
