@@ -191,3 +191,32 @@ def test_a_plan_that_meets_in_simulation_but_misses_analytically_is_tightened(mo
     lp.sim_loop()
     assert tightened == [({"prefill:x": 1.2}, [1.2, 1.0])]  # the analytic miss alone, on its pool's points
     assert len(sims) == 2 and not analytic_misses  # simulated again after the round, and both checks then pass
+
+
+def test_a_bucket_past_its_target_on_one_pool_tightens_that_pool_only() -> None:
+    """long-document-nvidia's shared plan at traffic ×4.6 first splits the long-prompt bucket between a
+    b200/tp1 and a b200/tp2 unified pool; on tp1 its own TTFT at load is past the 30 s target, on tp2 it
+    is not. Before, both pools were tightened by the largest step (×4): the tp2 plans were lost and the
+    solve ended at 9 tp4 instances, $106,351, where ×4.8 costs $102,230. Only tp1 is named now."""
+    from dataclasses import replace as _replace
+
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.architecture import solve_architecture
+    from planner.optimize.latency import tighten_factors
+    from planner.optimize.prepare import prepare
+    from planner.optimize.tighten import _model_of
+    from planner.solve_instance import settings_from_instance
+
+    path = Path(__file__).resolve().parents[1] / "instances" / "long-document-nvidia.yaml"
+    resolved = load_instance(path, {"services.assistant.traffic.rate_multiplier": 4.6})
+    settings = _replace(settings_from_instance(resolved.instance), confidence="off")
+    built, solver = _model_of(prepare(build_capacity_tables(resolved)), settings, None)
+    plan = solve_architecture(built, solver, "shared", settings)
+    sizes = {p.name.split(":")[1]: p.instances for p in plan.pools}
+    assert set(sizes) == {"b200/tp1", "b200/tp2"}, sizes  # the scenario: the long bucket split over both
+    factors, buckets = tighten_factors(built.prep, plan, settings.redundancy)
+    missed = buckets[~buckets["met"].astype(bool)]
+    assert list(missed["bucket"]) == ["b3_in17029-123192"]
+    assert float(missed["ttft_service_ms"].iloc[0]) > float(missed["ttft_target_ms"].iloc[0])  # no room at all
+    assert {p.split(":")[1] for p in factors} == {"b200/tp1"}, factors

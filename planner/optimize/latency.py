@@ -15,7 +15,12 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
    scale ``s`` of its arrivals at which slot wait + lane wait fit, by bisection, and
    ``u_p / ρ*_p = 1/s``), and every point of the pool has its cap
    divided by ``f_p = max(1.05, u_p / ρ*_p)`` (``u_p`` its peak utilisation; at least 5%
-   per round so each round makes progress; at most ×4) (:func:`tighten_factors`).
+   per round so each round makes progress; at most ×4) (:func:`tighten_factors`). A bucket with no
+   room at all (its worst routed point's own TTFT at load is past ``T``) names, when it is split over
+   several pools, only those whose own TTFT for it is past ``T`` (:func:`_own_ttft_ms`): the bucket has to
+   leave them, not the pools it meets in (long-document-nvidia's shared plan at traffic ×4.6 had b200/tp2
+   tightened ×4 with tp1 for the long-prompt bucket's 33.5 s on tp1: $106,351 against $102,230 at ×4.8; now
+   $100,674).
 
 Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
 not re-checked: a measured rate already includes queueing at the SLO. The loop that applies
@@ -136,6 +141,11 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
             # infinite) with no queue wait to budget: the per-bucket caps admitted a mix its pool cannot
             # carry; tighten every pool of the bucket by the largest step
             involved, total = [str(p) for p in br["pools"] if p not in fixed], math.inf
+        if room <= 0 and len(involved) > 1 and math.isfinite(total):
+            # no queueing room because some pools' own TTFT at their load passes the target: those pools
+            # (not every pool on the bucket's path) are the ones the bucket must leave
+            over = [p for p in involved if _own_ttft_ms(pts, x, waits, lanes, inst, redundancy, pl, p, br) > float(br["ttft_target_ms"])]
+            involved = over or involved
         if room <= 0 or not involved or not math.isfinite(total):
             # no queueing room at all, or an overloaded pool: tighten every involved pool by the largest step
             for p in involved:
@@ -166,6 +176,17 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
             f = util / rho_star if rho_star > 0 else max_step
         factors[p] = float(min(max_step, max(min_step, f)))
     return factors, buckets
+
+
+def _own_ttft_ms(pts: pd.DataFrame, x: np.ndarray, waits: Mapping[str, float], lanes: Mapping[str, float],
+                 inst: Mapping[str, int], redundancy: int, pool_rows: Mapping[str, Mapping[Any, Any]], pool: str,
+                 bucket: Mapping[str, Any]) -> float:
+    """The own TTFT (``ttft_service_ms``, at its pool's load) of ``bucket``'s points routed to ``pool``: the
+    plan's shares kept on ``pool``'s points only (its load is unchanged: every point it carries is kept)."""
+    on = pts["pool"].astype(str).to_numpy() == pool
+    b = bucket_latency(pts, np.where(on, x, 0.0), waits, lanes, instances=inst, redundancy=redundancy, pool_rows=pool_rows)
+    hit = b[(b["service"].astype(str) == str(bucket["service"])) & (b["bucket"].astype(str) == str(bucket["bucket"]))]
+    return float(hit["ttft_service_ms"].max()) if len(hit) else -math.inf
 
 
 def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: np.ndarray, lane_service_s: np.ndarray,
