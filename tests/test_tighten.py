@@ -220,3 +220,36 @@ def test_a_bucket_past_its_target_on_one_pool_tightens_that_pool_only() -> None:
     assert list(missed["bucket"]) == ["b3_in17029-123192"]
     assert float(missed["ttft_service_ms"].iloc[0]) > float(missed["ttft_target_ms"].iloc[0])  # no room at all
     assert {p.split(":")[1] for p in factors} == {"b200/tp1"}, factors
+
+
+def test_a_bucket_that_meets_without_one_pools_share_tightens_that_pool_only() -> None:
+    """code-completion-8b's shared plan at traffic ×0.95 (rate_multiplier 19), its h100/tp2 caps tightened ×1.42
+    as the peak simulation's first round does: the longest bucket is split between 3 tp1 instances and the 8 tp4
+    instances every other bucket meets on, and misses by a few tens of ms. Before, both pools had their caps
+    divided by the largest step (×4), the tp4 plans were lost and the solve ended at 82 tp1 instances, $175,228
+    against $87,909 at ×1 (the verdict flipped to disaggregated there). Without tp1's share the bucket meets;
+    without tp4's it does not: only tp1 is named."""
+    from dataclasses import replace as _replace
+
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.architecture import solve_architecture
+    from planner.optimize.latency import tighten_factors
+    from planner.optimize.prepare import prepare
+    from planner.optimize.tighten import _model_of, tighten_prepared
+    from planner.solve_instance import settings_from_instance
+
+    path = Path(__file__).resolve().parents[1] / "instances" / "code-completion-8b.yaml"
+    resolved = load_instance(path, {"services.code.traffic.rate_multiplier": 19})
+    settings = _replace(settings_from_instance(resolved.instance), confidence="off")
+    prep = prepare(build_capacity_tables(resolved))
+    tp2 = next(p for p in prep.pools["pool"] if str(p).startswith("unified:h100-sxm/tp2:"))
+    built, solver = _model_of(tighten_prepared(prep, {tp2: 1.42}), settings, None)
+    plan = solve_architecture(built, solver, "shared", settings)
+    sizes = {p.name.split(":")[1]: p.instances for p in plan.pools}
+    assert sizes == {"h100-sxm/tp1": 3, "h100-sxm/tp4": 8}, sizes  # the scenario
+    factors, buckets = tighten_factors(built.prep, plan, settings.redundancy)
+    missed = buckets[~buckets["met"].astype(bool)]
+    assert list(missed["bucket"]) == ["b3_in2734-7437"]
+    assert float(missed["ttft_service_ms"].iloc[0]) < float(missed["ttft_target_ms"].iloc[0])  # room left: a queueing miss
+    assert {p.split(":")[1] for p in factors} == {"h100-sxm/tp1"}, factors

@@ -15,12 +15,14 @@ The utilisation caps ``ρ_i`` are set before solving from a nominal pool of one 
    scale ``s`` of its arrivals at which slot wait + lane wait fit, by bisection, and
    ``u_p / ρ*_p = 1/s``), and every point of the pool has its cap
    divided by ``f_p = max(1.05, u_p / ρ*_p)`` (``u_p`` its peak utilisation; at least 5%
-   per round so each round makes progress; at most ×4) (:func:`tighten_factors`). A bucket with no
-   room at all (its worst routed point's own TTFT at load is past ``T``) names, when it is split over
-   several pools, only those whose own TTFT for it is past ``T`` (:func:`_own_ttft_ms`): the bucket has to
-   leave them, not the pools it meets in (long-document-nvidia's shared plan at traffic ×4.6 had b200/tp2
-   tightened ×4 with tp1 for the long-prompt bucket's 33.5 s on tp1: $106,351 against $102,230 at ×4.8; now
-   $100,674).
+   per round so each round makes progress; at most ×4) (:func:`tighten_factors`).
+   A bucket split over several pools of one phase names only the pools without whose share it would meet
+   (:func:`_culprits`), when there are such pools and not all of them are: the bucket's room then goes to those.
+   long-document-nvidia's shared plan at traffic ×4.6 had b200/tp2 tightened ×4 with tp1 for the long-prompt
+   bucket's 33.5 s own TTFT on tp1 ($106,351 against $102,230 at ×4.8; now $100,674); code-completion-8b's
+   shared plan at ×0.95 had h100 tp4 (8 instances, every bucket meeting on it) tightened ×4 with a
+   one-instance tp2 pool holding part of the longest bucket, and ended at 82 tp1 instances, $175,228 against
+   $87,909 at ×1.
 
 Points whose cap came with the table (measured capacity, ``utilization_cap`` given) are
 not re-checked: a measured rate already includes queueing at the SLO. The loop that applies
@@ -141,11 +143,12 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
             # infinite) with no queue wait to budget: the per-bucket caps admitted a mix its pool cannot
             # carry; tighten every pool of the bucket by the largest step
             involved, total = [str(p) for p in br["pools"] if p not in fixed], math.inf
-        if room <= 0 and len(involved) > 1 and math.isfinite(total):
-            # no queueing room because some pools' own TTFT at their load passes the target: those pools
-            # (not every pool on the bucket's path) are the ones the bucket must leave
-            over = [p for p in involved if _own_ttft_ms(pts, x, waits, lanes, inst, redundancy, pl, p, br) > float(br["ttft_target_ms"])]
-            involved = over or involved
+        if len(involved) > 1 and math.isfinite(total):
+            # the bucket split over pools of one phase: the pools without whose share it would meet are the
+            # ones it must leave or that must wait less, not every pool on its path
+            culprits = _culprits(pts, x, waits, lanes, inst, redundancy, pl, involved, br)
+            if culprits and len(culprits) < len(involved):
+                involved, total = culprits, sum(float(waits[p]) for p in culprits)
         if room <= 0 or not involved or not math.isfinite(total):
             # no queueing room at all, or an overloaded pool: tighten every involved pool by the largest step
             for p in involved:
@@ -178,15 +181,25 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
     return factors, buckets
 
 
-def _own_ttft_ms(pts: pd.DataFrame, x: np.ndarray, waits: Mapping[str, float], lanes: Mapping[str, float],
-                 inst: Mapping[str, int], redundancy: int, pool_rows: Mapping[str, Mapping[Any, Any]], pool: str,
-                 bucket: Mapping[str, Any]) -> float:
-    """The own TTFT (``ttft_service_ms``, at its pool's load) of ``bucket``'s points routed to ``pool``: the
-    plan's shares kept on ``pool``'s points only (its load is unchanged: every point it carries is kept)."""
-    on = pts["pool"].astype(str).to_numpy() == pool
-    b = bucket_latency(pts, np.where(on, x, 0.0), waits, lanes, instances=inst, redundancy=redundancy, pool_rows=pool_rows)
-    hit = b[(b["service"].astype(str) == str(bucket["service"])) & (b["bucket"].astype(str) == str(bucket["bucket"]))]
-    return float(hit["ttft_service_ms"].max()) if len(hit) else -math.inf
+def _culprits(pts: pd.DataFrame, x: np.ndarray, waits: Mapping[str, float], lanes: Mapping[str, float],
+              inst: Mapping[str, int], redundancy: int, pool_rows: Mapping[str, Mapping[Any, Any]], involved: list[str],
+              bucket: Mapping[str, Any]) -> list[str]:
+    """The pools of ``involved`` without whose share of ``bucket`` it would meet its targets: the bucket's shares on
+    the pool set to zero, :func:`bucket_latency` re-run (the pools' waits and loads as they are). Only a pool
+    sharing its phase with another pool on the bucket's path is a candidate (the bucket still has a route)."""
+    on_bucket = (pts["service"].astype(str).to_numpy() == str(bucket["service"])) & (pts["bucket"].astype(str).to_numpy() == str(bucket["bucket"]))
+    pool_of = pts["pool"].astype(str).to_numpy()
+    role = {p: str(pool_rows[p]["role"]) for p in map(str, bucket["pools"]) if p in pool_rows}
+    out = []
+    for p in involved:
+        if sum(1 for q, r in role.items() if r == role.get(p) and q != p) < 1:
+            continue
+        b = bucket_latency(pts, np.where(on_bucket & (pool_of == p), 0.0, x), waits, lanes, instances=inst,
+                           redundancy=redundancy, pool_rows=pool_rows)
+        hit = b[(b["service"].astype(str) == str(bucket["service"])) & (b["bucket"].astype(str) == str(bucket["bucket"]))]
+        if len(hit) and bool(hit["met"].all()):
+            out.append(p)
+    return out
 
 
 def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: np.ndarray, lane_service_s: np.ndarray,

@@ -1,0 +1,101 @@
+"""More traffic never costs less? Each example solved as ``planner solve`` does over a grid of traffic around its own.
+
+Run: python benchmarks/bench_monotone_traffic.py [--only NAME ...] [--factors 0.8,0.85,...] [--jobs 2] [--tol 0.001]
+
+Every service's ``traffic.rate_multiplier`` is multiplied by each factor (the instance's own traffic is ×1), the
+instance solved by :func:`planner.solve_instance.solve_instance` with its own settings (peak simulation included,
+confidence off, no cache), and per architecture the cost of each factor is compared with the most any lower factor
+cost: an **inversion** is a factor whose cost is below that running maximum by more than ``--tol`` (relative; the
+MIP gap is 1e-4). A plan that meets at more traffic also meets at less (its routing shares scaled), so an inversion
+is a plan the solve did not find at the lower traffic: the utilisation caps come from each point's nominal pool
+(``planner/optimize/prepare.py``) and the verify-and-tighten loop is a local search (``planner/optimize/tighten.py``).
+Prints per example and architecture the costs, the inversions and the largest one (% of the running maximum), and a
+summary line. A figure, not a pass/fail: the property tests (tests/test_monotone.py) hold random small tables.
+
+Measured 2026-12-06 (lead), factors 0.8-1.2 by 0.05, 2 cores: see the closing note of that day for the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+INSTANCES = Path(__file__).resolve().parent.parent / "instances"
+EXAMPLES = ("agentic-assistant", "code-completion-8b", "deepseek-v3-wide-ep", "enterprise-chat", "long-context-assistant",
+            "long-document-nvidia", "multimodal-image")
+FACTORS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)
+
+
+def solve_at(name: str, factor: float) -> tuple[str, float, dict[str, float | None], str | None, float]:
+    """(example, factor, cost per architecture — None when infeasible or missing its targets —, winner, seconds)."""
+    from planner.instance import load_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
+
+    path = INSTANCES / f"{name}.yaml"
+    base = load_instance(path)
+    over = {f"services.{s}.traffic.rate_multiplier": float(svc.traffic.rate_multiplier) * factor
+            for s, svc in base.instance.services.items()}
+    resolved = load_instance(path, over)
+    t0 = time.perf_counter()
+    res = solve_instance(resolved, replace(settings_from_instance(resolved.instance), confidence="off")).result
+    costs = {a: (p.costs.total_usd_per_month if p.feasible and p.costs is not None else None) for a, p in res.architectures.items()}
+    return name, factor, costs, (res.verdict.winner if res.verdict is not None else None), time.perf_counter() - t0
+
+
+def inversions(costs: list[float | None], tol: float) -> list[tuple[int, float]]:
+    """(index, drop below the running maximum of the lower factors' costs, relative) for each drop over ``tol``."""
+    out, top = [], None
+    for i, c in enumerate(costs):
+        if c is None:
+            continue
+        if top is not None and c < top * (1.0 - tol):
+            out.append((i, 1.0 - c / top))
+        top = c if top is None else max(top, c)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", nargs="*", default=list(EXAMPLES), help="example names (instances/NAME.yaml)")
+    ap.add_argument("--factors", default=",".join(f"{f:g}" for f in FACTORS), help="traffic factors, comma-separated")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--tol", type=float, default=1e-3, help="relative drop counted as an inversion")
+    args = ap.parse_args()
+    factors = sorted(float(f) for f in args.factors.split(","))
+    jobs = [(n, f) for n in args.only for f in factors]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        rows = list(pool.map(solve_at, *zip(*jobs, strict=True)))
+    wall = time.perf_counter() - t0
+    total_inv, total_series, worst = 0, 0, (0.0, "")
+    winner_inv = 0
+    for name in args.only:
+        mine = sorted((r for r in rows if r[0] == name), key=lambda r: r[1])
+        archs = sorted({a for r in mine for a in r[2]})
+        print(f"\n{name}  (factors {', '.join(f'{r[1]:g}' for r in mine)}; solve {sum(r[4] for r in mine):.0f} s)")
+        for a in archs:
+            series = [r[2].get(a) for r in mine]
+            inv = inversions(series, args.tol)
+            total_inv += len(inv)
+            total_series += 1
+            for i, d in inv:
+                if d > worst[0]:
+                    worst = (d, f"{name} {a} at x{mine[i][1]:g}")
+            cells = " ".join("-" if c is None else f"{c:,.0f}" for c in series)
+            note = ", ".join(f"x{mine[i][1]:g} -{d:.1%}" for i, d in inv) or "none"
+            print(f"  {a:<14} {cells}\n  {'':<14} inversions: {note}")
+        best = [min((c for c in r[2].values() if c is not None), default=None) for r in mine]
+        inv_w = inversions(best, args.tol)
+        winner_inv += len(inv_w)
+        print(f"  {'winner':<14} {' '.join(str(r[3]) for r in mine)}; cheapest plan's inversions: "
+              f"{', '.join(f'x{mine[i][1]:g} -{d:.1%}' for i, d in inv_w) or 'none'}")
+    print(f"\n{len(args.only)} examples x {len(factors)} factors in {wall:.0f} s wall: {total_inv} inversions over "
+          f"{total_series} (example, architecture) series, {winner_inv} in the cheapest plan's cost; "
+          f"largest {worst[0]:.1%} ({worst[1] or '-'})")
+
+
+if __name__ == "__main__":
+    main()
