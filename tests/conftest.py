@@ -117,3 +117,28 @@ def solved_example(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
         return done[stem]
 
     return get
+
+
+@dataclass(frozen=True)
+class EnergyFit:
+    """One ``planner calibrate-energy models/measured/measured_energy.csv -o DIR/power.yaml`` of the session."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    out: Path
+    """The power file it wrote (tests read it; they write elsewhere)."""
+
+
+@pytest.fixture(scope="session")
+def shipped_energy_fit(tmp_path_factory: pytest.TempPathFactory) -> EnergyFit:
+    """The power fit of the shipped ML.ENERGY runs, run once per session: the tests that read its output, its
+    warnings and notes (tests/test_energy.py, tests/test_energy_review.py) ran the same command four times
+    (1.5-2 s each on an idle VM); a test that checks the fit is deterministic still runs a second fit of its own."""
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    out = tmp_path_factory.mktemp("shipped-energy-fit") / "power.yaml"
+    r = CliRunner().invoke(main, ["calibrate-energy", str(ROOT / "models" / "measured" / "measured_energy.csv"), "-o", str(out)])
+    return EnergyFit(r.exit_code, r.stdout, r.stderr, out)

@@ -181,29 +181,31 @@ def test_validate_energy_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "missing column(s)" in res.output and "Traceback" not in res.output
 
 
-def test_calibrate_energy_is_deterministic(tmp_path: Path) -> None:
-    """Two fits on the shipped runs write the same file; the H100 curve rises with load."""
+def test_calibrate_energy_is_deterministic(tmp_path: Path, shipped_energy_fit) -> None:  # noqa: ANN001 - fixture
+    """Two fits on the shipped runs write the same file; the H100 curve rises with load. The first fit is the
+    session's run of the same command (tests/conftest.py), the second this test's own."""
     shipped = Path(__file__).resolve().parents[1] / "models" / "measured" / "measured_energy.csv"
-    outs = []
-    for k in range(2):
-        out = tmp_path / f"p{k}.yaml"
-        res = CliRunner().invoke(main, ["calibrate-energy", str(shipped), "-o", str(out)])
-        assert res.exit_code == 0, res.output
-        outs.append(out.read_text(encoding="utf-8"))
+    assert shipped_energy_fit.exit_code == 0, shipped_energy_fit.stdout + shipped_energy_fit.stderr
+    outs = [shipped_energy_fit.out.read_text(encoding="utf-8")]
+    out = tmp_path / "p1.yaml"
+    res = CliRunner().invoke(main, ["calibrate-energy", str(shipped), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    outs.append(out.read_text(encoding="utf-8"))
     assert outs[0] == outs[1]
-    cal = load_power_calibration(tmp_path / "p0.yaml")
+    cal = load_power_calibration(shipped_energy_fit.out)
     assert cal is not None
     c = cal.curves["h100-sxm"]
     p = curve_power_w(c, 700.0, np.array([0.0, 0.5, 1.0]))
     assert np.all(np.diff(p) >= 0) and p[0] == pytest.approx(0.16 * 700)
 
 
-def test_calibrate_fits_power_when_the_measurements_carry_it(tmp_path: Path) -> None:
-    """`planner calibrate` on a measured-energy file writes the same power fit as `calibrate-energy`, beside
-    the instance, never into models/ unless asked; mixing it with latency files is refused."""
+def test_calibrate_fits_power_when_the_measurements_carry_it(tmp_path: Path, shipped_energy_fit) -> None:  # noqa: ANN001 - fixture
+    """`planner calibrate` on a measured-energy file writes the same power fit as `calibrate-energy` (the
+    session's run of it, tests/conftest.py), beside the instance, never into models/ unless asked; mixing it
+    with latency files is refused."""
     shipped = Path(__file__).resolve().parents[1] / "models" / "measured" / "measured_energy.csv"
-    ref = tmp_path / "ref.yaml"
-    assert CliRunner().invoke(main, ["calibrate-energy", str(shipped), "-o", str(ref)]).exit_code == 0
+    ref = shipped_energy_fit.out
+    assert shipped_energy_fit.exit_code == 0
     inst = tmp_path / "site.yaml"
     inst.write_text("name: x\n", encoding="utf-8")
     res = CliRunner().invoke(main, ["calibrate", str(shipped), "--instance", str(inst), "--name", "site"])

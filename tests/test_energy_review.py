@@ -50,11 +50,11 @@ def _calibrate(csv_path: Path, out: Path, *extra: str) -> tuple[int, str, str]:
 # --- item 1: parameters on a bound are printed, in the parameter's own units ----------------------
 
 
-def test_shipped_fit_prints_bounds_in_microseconds(tmp_path: Path) -> None:
+def test_shipped_fit_prints_bounds_in_microseconds(shipped_energy_fit) -> None:  # noqa: ANN001 - fixture
     """The vllm-0.5.4 throughput fit ends on eta_b's and allreduce_overhead_us's upper bounds: printed
-    as `planner calibrate` prints fit warnings, the bound in µs (200), not the solver's scaled 2."""
-    out = tmp_path / "p.yaml"
-    code, _out, err = _calibrate(MEASURED, out)
+    as `planner calibrate` prints fit warnings, the bound in µs (200), not the solver's scaled 2.
+    (``calibrate-energy MEASURED``: the session's one run, tests/conftest.py.)"""
+    code, err, out = shipped_energy_fit.exit_code, shipped_energy_fit.stderr, shipped_energy_fit.out
     assert code == 0, err
     assert ("warning: throughput measured_energy.csv vllm-0.5.4 (314 runs): eta_b (upper 1), allreduce_overhead_us (upper 200) "
             "ended on a bound") in err
@@ -64,11 +64,11 @@ def test_shipped_fit_prints_bounds_in_microseconds(tmp_path: Path) -> None:
     assert "(upper 2)" not in cal.engines["vllm-0.5.4"].source
 
 
-def test_shipped_numbers_are_what_the_fit_writes(tmp_path: Path) -> None:
+def test_shipped_numbers_are_what_the_fit_writes(shipped_energy_fit) -> None:  # noqa: ANN001 - fixture
     """Hard constraint: models/calibration/power.yaml's numbers are what calibrate-energy writes today
-    (only the source/description strings may differ)."""
-    out = tmp_path / "p.yaml"
-    assert _calibrate(MEASURED, out)[0] == 0
+    (only the source/description strings may differ). (``calibrate-energy MEASURED``: the session's one run.)"""
+    out = shipped_energy_fit.out
+    assert shipped_energy_fit.exit_code == 0
     fresh, shipped = load_power_calibration(out), load_power_calibration(ROOT / "models" / "calibration" / "power.yaml")
     assert fresh is not None and shipped is not None
 
@@ -172,8 +172,8 @@ def test_validate_energy_text_counts_approximations() -> None:
     assert f"approximated (17 rows): {APPROX_PARALLEL}" in res.output
 
 
-def test_calibrate_energy_notes_the_fitted_approximations(tmp_path: Path) -> None:
-    code, _stdout, err = _calibrate(MEASURED, tmp_path / "p.yaml")
+def test_calibrate_energy_notes_the_fitted_approximations(shipped_energy_fit) -> None:  # noqa: ANN001 - fixture
+    code, err = shipped_energy_fit.exit_code, shipped_energy_fit.stderr  # calibrate-energy MEASURED: the session's one run
     assert code == 0
     assert f"note: 17 of 588 fitted runs approximated, {APPROX_PARALLEL}" in err
 
