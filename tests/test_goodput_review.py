@@ -179,7 +179,9 @@ def test_a_mixed_file_scores_only_the_scored_rows(tmp_path: Path) -> None:
     from planner.mlperf import read_mlperf
 
     rows = read_mlperf(_mlperf_file(tmp_path, {}, {"result_valid": "INVALID"}, {"availability": "rdi"}))
-    pred, skipped = validate_goodput(rows, CAT, rel_tol=0.05)
+    # which rows are scored does not depend on the bisection's tolerance (the predicted figure is not checked here;
+    # test_goodput_mlperf.py holds it at 0.05): a coarse 0.5, as tests/test_goodput_progress.py, bisects in fewer solves
+    pred, skipped = validate_goodput(rows, CAT, rel_tol=0.5)
     assert len(pred) == 1 and len(skipped) == 2
     assert sorted(skipped["reason"].str.split(":").str[0]) == ["availability 'rdi'", "result_valid 'INVALID'"]
 
