@@ -27,12 +27,12 @@ EXPECTED_WINNER: dict[str, str] = {
     "enterprise-chat": "shared",
     # Since buckets pay their mean work (issue 24 item 0, planner.capacity.bucket_work / mix_work): the unified point
     # runs the service's mean lengths with TTFT checked at each bucket's representative prompt, instead of every
-    # request of a bucket priced as its longest. Shared $87,909 vs disaggregated $95,158 (2026-12-05 TTFT mixture; $99,395 before; power refit; measured GEMM efficiency: its
+    # request of a bucket priced as its longest. Shared $87,909 vs disaggregated $93,039 (2026-12-06 culprit pools; $95,158 2026-12-05 TTFT mixture; $99,395 before; power refit; measured GEMM efficiency: its
     # L40S prefill is gone; $110,919 before), both meet in simulation
     # (disaggregated $114,416 before the peak simulation measured steady state, planner.verify.run_window)
     # (was disaggregated $169,739 vs shared $222,215, the shared lane priced at each bucket's longest prompt)
     "code-completion-8b": "shared",
-    # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $151,122 vs $152,368 (0.8 %; 2026-12-05 power refit)
+    # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $149,208 vs $152,368 (2.1 %; 2026-12-06 culprit pools; 0.8 % before)
     "agentic-assistant": "shared",
     # 121k-token prompts at a 15 s p99 TTFT and 60 ms token interval. Shared since buckets pay their mean work: before,
     # the unified point ran every request of the top bucket at its 121k-token representative (no unified point
