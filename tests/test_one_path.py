@@ -21,6 +21,11 @@ _STEMS = sorted(p.stem for p in (ROOT / "instances").glob("*.yaml") if p.stem !=
 EXAMPLES = _STEMS
 REL = 1e-3
 """Costs agree to the MIP gap (1e-4) with room for the held plan's LP re-routing."""
+HEADROOM_TOL = 0.5
+"""``evaluate_plan``'s headroom bisection tolerance in these tests (its default 0.01 bisects further): no test here
+reads the headroom beyond ``>= 1.0``, which is whether the held pools carry ×1 and does not depend on the tolerance
+(:func:`planner.studies.search.largest_passing_multiplier` returns at least 1 exactly when ×1 passes); the other
+columns are computed apart from it."""
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +79,7 @@ def test_evaluate_of_solves_plan_at_its_own_traffic(stem: str, views) -> None:  
 
     result, source = views(stem)
     win, total, plan = _winner(result)
-    row = evaluate_plan(source, FixedPlan.from_result(result), [Scenario(name="base", overrides={})]).iloc[0]
+    row = evaluate_plan(source, FixedPlan.from_result(result), [Scenario(name="base", overrides={})], rel_tol=HEADROOM_TOL).iloc[0]
     assert bool(row["carries_load"])
     assert bool(row["slo_met"]) == meets_predicted(plan)
     # the plan as routed (its own routing held, no cap): the plan's own prediction, a tool phase's KV reloads included
@@ -151,7 +156,7 @@ def test_evaluate_says_how_a_held_plan_misses_beyond_its_caps(views) -> None:  #
     result, source = views("enterprise-chat")
     held = FixedPlan.from_result(result, "shared")
     rows = evaluate_plan(source, held, [Scenario(name=f"x{m:g}", overrides={"services.chat.traffic.rate_multiplier": m})
-                                        for m in (1.5, 3.0)])
+                                        for m in (1.5, 3.0)], rel_tol=HEADROOM_TOL)
     at15, at3 = rows.iloc[0], rows.iloc[1]
     assert not at15["carries_load"] and not at15["slo_met"] and bool(at15["latency_met_as_routed"])
     assert not bool(at3["latency_met_as_routed"]) and "TTFT inf/2,000 ms" in at3["latency_as_routed_detail"]
@@ -165,5 +170,6 @@ def test_evaluate_as_routed_needs_the_plans_buckets(views) -> None:  # type: ign
     from planner.studies.spec import Scenario
 
     result, source = views("enterprise-chat")
-    row = evaluate_plan(source, FixedPlan.from_result(result), [Scenario(name="k8", overrides={"services.chat.traffic.buckets": 8})]).iloc[0]
+    row = evaluate_plan(source, FixedPlan.from_result(result), [Scenario(name="k8", overrides={"services.chat.traffic.buckets": 8})],
+                        rel_tol=HEADROOM_TOL).iloc[0]
     assert row["latency_met_as_routed"] is None and "does not route chat/" in row["latency_as_routed_detail"]
