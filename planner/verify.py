@@ -122,24 +122,6 @@ def ttft_miss_pool(serving: list[str], wait_ms: Mapping[str, float], roles: Mapp
     return max(serving, key=key)
 
 
-def _ttft_over_pool(routes: pd.DataFrame, over_by_route: Mapping[Any, float], wait_ms: Mapping[str, float],
-                    roles: Mapping[str, str]) -> str | None:
-    """The pool a service's TTFT miss is charged to: each route's requests over the target go to the pool on
-    its path with the largest simulated wait (:func:`ttft_miss_pool`), and the pool with the most of them is
-    named (ties: :func:`ttft_miss_pool` among the tied pools). None when no route has a request over the target."""
-    count: dict[str, float] = {}
-    for i, n in over_by_route.items():
-        if n > 0 and i in routes.index:
-            serving = _pools_serving(routes.loc[[i]])
-            if serving:
-                p = ttft_miss_pool(serving, wait_ms, roles)
-                count[p] = count.get(p, 0.0) + float(n)
-    if not count:
-        return None
-    top = max(count.values())
-    return ttft_miss_pool(sorted(p for p, n in count.items() if n >= top * (1 - 1e-9)), wait_ms, roles)
-
-
 def _txt(x: float | None, spec: str = ",.0f") -> str:
     return format(x, spec) if x is not None and math.isfinite(x) else "unbounded"
 
@@ -476,19 +458,9 @@ def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: flo
         worst_ms = _ms(worst_v) if worst_v >= 0 else math.nan
         dis = (worst_ms / a_ms - 1.0) if (a_ms and a_ms > 0 and math.isfinite(a_ms) and math.isfinite(worst_ms)) else None
         over = None if lvl is None else _share_over(h, target_s, late)
-        # per route: its requests over the target (unfinished ones counted as over for TTFT), which the
-        # miss is charged by (_miss_findings), whatever the bucket count splits the routes into
-        over_n: dict[Any, float] = {}
-        if metric == "ttft" and lvl is not None:
-            for i in idx:
-                hi_ = _metric_histogram(res, sim, [i], metric)
-                li = _late(res, sim, [i])
-                si = _share_over(hi_, target_s, li)
-                if si:
-                    over_n[i] = si * (hi_.n + li)
         out[key] = {"q": lvl, "name": metric, "target_ms": _ms(target_s), "p50": _ms(h.quantile(0.5)), "p90": _ms(h.quantile(0.9)),
                     "p99": _ms(h.quantile(0.99)), "sim": _ms(sim_q), "lo": _ms(lo), "hi": _ms(hi), "analytic": a_ms,
-                    "worst": worst_ms, "worst_bucket": worst_b, "dis": dis, "over": over, "over_by_route": over_n,
+                    "worst": worst_ms, "worst_bucket": worst_b, "dis": dis, "over": over,
                     "met": bool(vacuous or (sim_q == sim_q and sim_q <= target_s * (1 + 1e-9))), "vacuous": vacuous}
     return out
 
@@ -540,15 +512,11 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
             continue
         gw = g[g["bucket"].astype(str).isin(str(o["worst_bucket"]).split("+"))] if o["worst_bucket"] else g  # a merged unit: its buckets
         if metric == "ttft":
-            waits = {p: max(pool_wait_mean.get(p, 0.0), w if w == w else 0.0) for p, w in pool_wait_sim.items()}
-            roles = {p.pool: p.role for p in pool_rows}
-            # the pool charged with most of the service's requests over the target, each route's charged to the
-            # pool adding the most to its TTFT: the same requests, so the same pool, at any bucket count
-            pool = _ttft_over_pool(g, o.get("over_by_route") or {}, waits, roles)
-            if pool is None:  # no request over the target (a quantile missed by unfinished ones alone, a mean target)
-                # among the pools serving the worst bucket, the one adding the most to TTFT
-                # (every pool of the service when the bucket is not known)
-                pool = ttft_miss_pool(_pools_serving(gw) or pools_of, waits, roles)
+            # among the pools serving the worst bucket, the one adding the most to TTFT
+            # (every pool of the service when the bucket is not known)
+            serving = _pools_serving(gw) or pools_of
+            pool = ttft_miss_pool(serving, {p: max(pool_wait_mean.get(p, 0.0), w if w == w else 0.0) for p, w in pool_wait_sim.items()},
+                                  {p.pool: p.role for p in pool_rows})
         else:
             dec = gw["decode"].fillna(gw["unified"]).astype(str)
             pool = str(dec.iloc[0])
