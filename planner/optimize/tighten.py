@@ -9,10 +9,8 @@ The loop:
 5. With ``SolveSettings.simulation_check`` (``planner solve`` when ``options.verify``): the plan
    that passes the analytic check is simulated at peak (:func:`planner.verify.simulate_plan`,
    bursts replayed from the log). Each service missing a quantile names a pool
-   (``SimulatedService.miss_pool``: for TTFT the pool charged with most of the requests over the target, each
-   route's requests to the pool with the largest simulated wait on its path — the larger of its mean and its SLO
-   quantile —, ties to the first-token phase, :func:`planner.verify._ttft_over_pool`; the worst bucket's path when
-   no request is over; for
+   (``SimulatedService.miss_pool``: for TTFT the pool with the largest simulated wait on the
+   worst bucket's path — the larger of its mean and its SLO quantile —, ties to the first-token phase, :func:`planner.verify.ttft_miss_pool`; for
    TPOT its decode / unified pool). The factor is the simulated/target ratio
    ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming the pool); it divides the
    caps of the pool's points. When the miss has *moved* — the pool was not named before but a
