@@ -346,8 +346,11 @@ def test_sweep_row_is_the_latency_checked_plan_when_the_first_solution_misses() 
     for arch, plan in fresh.architectures.items():
         assert plan.costs is not None
         assert rows.loc[arch, "total_usd_per_month"] == pytest.approx(plan.costs.total_usd_per_month, rel=1e-4)
-    # the checked plan, not the first solution: it costs more (here +0.9 %: $1,634,429 vs $1,619,089 at the 10 s target)
-    assert first.costs is not None and rows.loc["shared", "total_usd_per_month"] > first.costs.total_usd_per_month * 1.003
+    # the checked plan, not the first solution: other pools, and it costs more (+0.02 %, $159,414 against $159,383, since
+    # the analytic tightening names only the pools a missed bucket would meet without; +0.9 % at the 10 s target before)
+    checked = fresh.architectures["shared"]
+    assert {p.name: p.instances for p in checked.pools} != {p.name: p.instances for p in first.pools}
+    assert first.costs is not None and rows.loc["shared", "total_usd_per_month"] > first.costs.total_usd_per_month * (1 + 1.5e-4)
 
 
 def test_budget_stops_at_the_planning_bound_with_a_note() -> None:
