@@ -314,6 +314,17 @@ def _slack_context(built: Any, x: np.ndarray, n: np.ndarray, redundancy: int, ho
             "gb_coef": tool.waits["tier_gb_coef"].to_numpy(float)}
 
 
+PARTLY = "not for every wait"
+"""How an alternative's reason begins when some of the tool's routed points allow the policy and some do not: the
+plan can use it on part of its routing (agentic-assistant's shared plan offloads 24 % of WebSearch's waits on its tp4
+pool while its tp2 pool's TTFT at a full batch leaves no room for a reload), so "not possible" would contradict it."""
+
+
+def _partly(reason: str, some_allow: bool) -> str:
+    """``reason`` for a policy that not every routed point allows; said as partial when some do."""
+    return f"{PARTLY}: {reason} (the rest of its routing can)" if some_allow else reason
+
+
 def _alternatives(ctx: dict[str, Any], ws: np.ndarray, ds: set[int], policies: str) -> tuple[Any, ...]:
     """Cost (USD/month) of holding / offloading / recomputing all waits of one (service, tool), the rest of the plan fixed.
 
@@ -351,11 +362,11 @@ def _alternatives(ctx: dict[str, Any], ws: np.ndarray, ds: set[int], policies: s
     off_bad = np.nonzero(routed & ~a["off_ok"][sel])[0]
     if len(off_bad):
         off_ok_all = False
-        off_reason = str(a["reason"][sel[off_bad[0]]]) or "not allowed"
+        off_reason = _partly(str(a["reason"][sel[off_bad[0]]]) or "not allowed", bool(np.any(routed & a["off_ok"][sel])))
     rec_bad = np.nonzero(routed & ~a["rec_ok"][sel])[0]
     if len(rec_bad):
         rec_ok_all = False
-        rec_reason = str(a["reason"][sel[rec_bad[0]]]) or "not allowed"
+        rec_reason = _partly(str(a["reason"][sel[rec_bad[0]]]) or "not allowed", bool(np.any(routed & a["rec_ok"][sel])))
     xr = np.where(routed, xj, 0.0)
     load_rl = np.bincount(p_r, weights=xr * lam_r * rl, minlength=n_pool)
     load_rc = np.bincount(p_r, weights=xr * lam_r * rc, minlength=n_pool)

@@ -45,6 +45,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planner.agents.extract import PARTLY
 from planner.report import charts as ch
 from planner.report.charts import Chart, pct, sig, usd
 
@@ -547,14 +548,18 @@ def tool_phase_section(plan: PlanResult) -> list[Block]:
             x = next((v for v in r.alternatives if v.policy == pol), None)
             if x is None:
                 return "–"
-            return f"{usd(x.usd_per_month)}/month" if x.usd_per_month is not None else f"not possible: {x.reason}"
+            if x.usd_per_month is not None:
+                return f"{usd(x.usd_per_month)}/month"
+            return x.reason if x.reason.startswith(PARTLY) else f"not possible: {x.reason}"
 
+        rows = [(r.service, r.tool, r.policy, f"{pct(r.hold_share)} / {pct(r.offload_share)} / {pct(r.recompute_share)}",
+                 f"{sig(r.breakeven_wait_s)} s" if r.breakeven_wait_s is not None else "never", alt(r, "hold"), alt(r, "offload"),
+                 alt(r, "recompute")) for r in tp.tools]
+        # a cost column stays numeric (right-aligned, unwrapped) only while every cell is an amount: a reason wraps
+        money = [all(str(row[c]).startswith("$") or str(row[c]) == "–" for row in rows) for c in (5, 6)]
         out.append(_table(
             ["service", "tool", "policy chosen", "hold / offload / recompute share", "break-even wait", "hold", "offload", "recompute"],
-            [(r.service, r.tool, r.policy, f"{pct(r.hold_share)} / {pct(r.offload_share)} / {pct(r.recompute_share)}",
-              f"{sig(r.breakeven_wait_s)} s" if r.breakeven_wait_s is not None else "never", alt(r, "hold"), alt(r, "offload"),
-              alt(r, "recompute")) for r in tp.tools],
-            numeric=[False, False, False, True, True, True, True, False], table_id="table-tool-policy"))
+            rows, numeric=[False, False, False, True, True, money[0], money[1], False], table_id="table-tool-policy"))
     if tp.cpu_pools:
         out.append(Heading("CPU pool and KV tier"))
         out.append(_table(
