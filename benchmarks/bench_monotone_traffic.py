@@ -12,7 +12,10 @@ is a plan the solve did not find at the lower traffic: the utilisation caps come
 Prints per example and architecture the costs, the inversions and the largest one (% of the running maximum), and a
 summary line. A figure, not a pass/fail: the property tests (tests/test_monotone.py) hold random small tables.
 
-Measured 2026-12-06 (lead), factors 0.8-1.2 by 0.05, 2 cores: see the closing note of that day for the table.
+Measured 2026-12-06 (lead), the default factors 0.8-1.2 by 0.05, ``--jobs 2``, ~3.5 min: before the relax step's pool
+room and the analytic tightening's culprit pools (planner/optimize/latency.py) 15 inversions over the 14 series, 7 in
+the cheapest plan's cost, largest 49.8 % (code-completion-8b shared at x0.95: $175,228 against $87,909 at x1, the
+verdict flipped); after, 9, 3, largest 19.7 %, all of them code-completion-8b (its peak simulation's tightening rounds).
 """
 
 from __future__ import annotations
