@@ -35,13 +35,9 @@ FACTORS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)
 def solve_at(name: str, factor: float) -> tuple[str, float, dict[str, float | None], str | None, float]:
     """(example, factor, cost per architecture — None when infeasible or missing its targets —, winner, seconds)."""
     from planner.instance import load_instance
-    from planner.solve_instance import settings_from_instance, solve_instance
+    from planner.solve_instance import scaled_traffic, settings_from_instance, solve_instance
 
-    path = INSTANCES / f"{name}.yaml"
-    base = load_instance(path)
-    over = {f"services.{s}.traffic.rate_multiplier": float(svc.traffic.rate_multiplier) * factor
-            for s, svc in base.instance.services.items()}
-    resolved = load_instance(path, over)
+    resolved = scaled_traffic(load_instance(INSTANCES / f"{name}.yaml"), factor)
     t0 = time.perf_counter()
     res = solve_instance(resolved, replace(settings_from_instance(resolved.instance), confidence="off")).result
     costs = {a: (p.costs.total_usd_per_month if p.feasible and p.costs is not None else None) for a, p in res.architectures.items()}

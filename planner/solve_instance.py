@@ -106,11 +106,17 @@ def traffic_tables_of(resolved: Any, capacity_file: str | None, capacity_only: b
     measured file applied as the solve applied it): what ``planner solve --set ...rate_multiplier`` builds, for the
     verdict confidence's traffic dimension (:func:`planner.optimize.resolve.confidence_winner`)."""
     def at(m: float) -> Any:
-        over = {f"services.{name}.traffic.rate_multiplier": float(svc.traffic.rate_multiplier) * m
-                for name, svc in resolved.instance.services.items()}
-        return instance_tables(resolved.with_overrides(over), capacity_file, capacity_only, cache)
+        return instance_tables(scaled_traffic(resolved, m), capacity_file, capacity_only, cache)
 
     return at
+
+
+def scaled_traffic(resolved: Any, m: float) -> Any:
+    """``resolved`` with every service's ``traffic.rate_multiplier`` × ``m``: what ``planner solve --set
+    services.<s>.traffic.rate_multiplier=…`` reads at ``m`` times the instance's traffic."""
+    over = {f"services.{name}.traffic.rate_multiplier": float(svc.traffic.rate_multiplier) * m
+            for name, svc in resolved.instance.services.items()}
+    return resolved.with_overrides(over)
 
 
 def instance_tables(resolved: Any, capacity_file: str | None, capacity_only: bool, cache: bool) -> Any:

@@ -303,26 +303,26 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
         rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), budget_s,
                                    service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]), ceiling=ceiling)
         if util / max(rho_star, 1e-12) >= below:  # the bucket's slack as a whole: what the pool itself may add
-            rho_star = max(rho_star, _pool_meets_up_to(pts, x, inst, redundancy, pl, waits, p, util, ceiling))
+            rho_star = max(rho_star, _pool_meets_up_to(pts, x, inst, redundancy, pl, waits, buckets, p, util, ceiling))
         if rho_star > 0 and util / rho_star < below:
             out[p] = util / rho_star
     return out
 
 
 def _pool_meets_up_to(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int,
-                      rows: Mapping[str, Mapping[Any, Any]], waits: Mapping[str, float], pool: str, util: float,
-                      ceiling: float, steps: int = 12) -> float:
+                      rows: Mapping[str, Mapping[Any, Any]], waits: Mapping[str, float], buckets: pd.DataFrame, pool: str,
+                      util: float, ceiling: float, steps: int = 12) -> float:
     """The largest utilisation ``u`` in ``[util, ceiling]`` of prefill pool ``pool`` at its current servers at which
     every bucket routed through it still meets its targets, the other pools' waits as they are: the pool's arrivals
     scaled to ``u`` (its wait quantile and its wait tail in the length mix follow), :func:`bucket_latency` re-run
     (bisection, ``steps`` halvings; ``util`` when even a step above it misses). A bucket's slack is charged to
-    the pool that can use it, not to every pool on its path at once."""
+    the pool that can use it, not to every pool on its path at once. ``buckets``: :func:`bucket_latency` of the plan
+    as it stands (the caller's), whose rows say which buckets wait in ``pool``."""
     from planner.queueing import wait_quantile_s
 
     row = rows[pool]
     servers, service_s = int(row["servers"]), float(row["mean_service_s"])
-    through = {i for i, ps in enumerate(bucket_latency(pts, x, waits, instances=inst, redundancy=redundancy,
-                                                       pool_rows=rows)["pools"]) if pool in [str(q) for q in ps]}
+    through = {i for i, ps in enumerate(buckets["pools"]) if pool in [str(q) for q in ps]}
 
     def meets(u: float) -> bool:
         lam = u * servers / service_s

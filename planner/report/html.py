@@ -544,8 +544,11 @@ def tool_phase_section(plan: PlanResult) -> list[Block]:
         out.append(Heading("KV state while a session waits: the policy chosen and what each alternative costs"))
         out += _figure(ch.tool_policy_chart(tp.tools))
 
+        def cost_of(r: Any, pol: str) -> Any:
+            return next((v for v in r.alternatives if v.policy == pol), None)
+
         def alt(r: Any, pol: str) -> str:
-            x = next((v for v in r.alternatives if v.policy == pol), None)
+            x = cost_of(r, pol)
             if x is None:
                 return "–"
             if x.usd_per_month is not None:
@@ -556,7 +559,7 @@ def tool_phase_section(plan: PlanResult) -> list[Block]:
                  f"{sig(r.breakeven_wait_s)} s" if r.breakeven_wait_s is not None else "never", alt(r, "hold"), alt(r, "offload"),
                  alt(r, "recompute")) for r in tp.tools]
         # a cost column stays numeric (right-aligned, unwrapped) only while every cell is an amount: a reason wraps
-        money = [all(str(row[c]).startswith("$") or str(row[c]) == "–" for row in rows) for c in (5, 6)]
+        money = [all((x := cost_of(r, pol)) is None or x.usd_per_month is not None for r in tp.tools) for pol in ("hold", "offload")]
         out.append(_table(
             ["service", "tool", "policy chosen", "hold / offload / recompute share", "break-even wait", "hold", "offload", "recompute"],
             rows, numeric=[False, False, False, True, True, money[0], money[1], False], table_id="table-tool-policy"))
