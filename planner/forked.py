@@ -71,6 +71,9 @@ def _start(fn: Callable[[T], R], x: T) -> tuple[int, int] | None:
         status = 1
         try:
             os.close(read_fd)
+            from planner.progress import detach
+
+            detach()  # the parent shows progress; a listener's lock may be held by a thread that does not exist here
             blob = pickle.dumps(fn(x), protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(blob)
             while view:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["Listener", "listening", "stage"]
+__all__ = ["Listener", "detach", "listening", "stage"]
 
 Listener = Callable[[str, str, float], None]
 """Called as ``listener(event, label, elapsed_s)``: ``event`` is ``"start"`` (elapsed 0) or ``"end"``."""
@@ -46,3 +46,10 @@ def listening(listener: Listener) -> Iterator[None]:
         yield
     finally:
         _LISTENERS.remove(listener)
+
+
+def detach() -> None:
+    """Forget every listener: for a forked child (:mod:`planner.forked`), whose stages its parent does not show, and
+    which must not call a listener whose lock a thread of the parent (the CLI's ticker) may have held at the fork:
+    that lock would never be released in the child."""
+    _LISTENERS.clear()

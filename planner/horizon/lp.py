@@ -104,6 +104,12 @@ class LinearModel:
     _loaded: Bounds | None = None
     """The bounds ``_highs`` holds."""
 
+    def forget_solver(self) -> None:
+        """Drop the HiGHS instance and its basis: the next solve starts from the model alone, so what it returns does
+        not depend on what was solved before it (another architecture, solved here or in a forked process)."""
+        self._highs = None
+        self._loaded = None
+
     def var(self, name: str, shape: tuple[int, ...], *, lb: float | np.ndarray = 0.0, ub: float | np.ndarray = INF,
             integer: bool = False) -> Block:
         size = int(np.prod(shape)) if shape else 1

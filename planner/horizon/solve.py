@@ -384,36 +384,47 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     ``verify_slots`` > 0, simulate that many of each plan's busiest levels (:mod:`planner.horizon.verify`).
     An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
     one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
+    from planner.forked import fork_map
+
     with stage("build the horizon model"):
         hb = build_horizon(tables, inputs)
     build_s = hb.build_s
+    # the plain architectures are independent: one per core (planner.forked), each from a fresh HiGHS so that its plan
+    # does not depend on which was solved before it in the same process
+    plain = [a for a in architectures if a in ARCH_ROLES]
+    solved = dict(zip(plain, fork_map(lambda a: _plan(hb, a, time_limit_s, mip_gap, verify_slots, fresh=True), plain), strict=True))
     archs: dict[str, HorizonArchitecture] = {}
-    base_hb: HorizonBuilt | None = None
-    bases: dict[str, tuple[Solution, BaselineCheck | None]] = {}  # per architecture: a per-slot plan's pair repeats them
+    pairs: dict[str, tuple[str, ...]] = {}
     for arch in architectures:
-        model = hb
-        if arch not in ARCH_ROLES:
-            model = build_horizon(tables, inputs, switching=per_slot_pair(inputs, arch), integer=hb.integer, like=hb)
-            build_s += model.build_s
-        ha = _plan(model, arch, time_limit_s, mip_gap, verify_slots)
-        if baseline and ha.feasible:
-            if base_hb is None:
-                base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
-                build_s += base_hb.build_s
+        if arch in solved:
+            archs[arch], pairs[arch] = solved[arch], (arch,)
+            continue
+        model = build_horizon(tables, inputs, switching=per_slot_pair(inputs, arch), integer=hb.integer, like=hb)
+        build_s += model.build_s
+        archs[arch], pairs[arch] = _plan(model, arch, time_limit_s, mip_gap, verify_slots), model.switching or (arch,)
+    wanted = list(dict.fromkeys(a for arch in architectures if baseline and archs[arch].feasible for a in pairs[arch]))
+    if wanted:  # each baseline solved and checked once (in parallel, fresh HiGHS each), its time counted on the first plan using it
+        base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
+        build_s += base_hb.build_s
+        bases = dict(zip(wanted, fork_map(lambda a: _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap), wanted), strict=True))
+        counted: set[str] = set()
+        for arch in architectures:
+            ha = archs[arch]
+            if not ha.feasible:
+                continue
             best: tuple[str, Solution, BaselineCheck | None] | None = None
-            for a in model.switching or (arch,):  # a per-slot plan's baseline: the better of its two, owned at peak
-                if a not in bases:  # each baseline solved and checked once, its time counted on the first plan using it
-                    bases[a] = _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap)
-                    ha.solve_s += bases[a][0].wall_s
-                    ha.highs_s += bases[a][0].highs_s
+            for a in pairs[arch]:  # a per-slot plan's baseline: the better of its two, owned at peak
                 base, base_chk = bases[a]
+                if a not in counted:
+                    counted.add(a)
+                    ha.solve_s += base.wall_s
+                    ha.highs_s += base.highs_s
                 if base.ok and (best is None or (base.objective or 0.0) < (best[1].objective or 0.0)):
                     best = (a, base, base_chk)
             if best is not None:
                 ha.baseline_usd, ha.baseline_check = best[1].objective, best[2]
                 if best[2] is not None:
-                    ha.notes.append(baseline_note(best[2], hb.levels.slot_names, best[0] if model.switching else None))
-        archs[arch] = ha
+                    ha.notes.append(baseline_note(best[2], hb.levels.slot_names, best[0] if len(pairs[arch]) > 1 else None))
     _note_dearer_per_slot(archs)
     notes = list(hb.levels.notes)
     if not hb.integer:
@@ -431,8 +442,10 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
 
 def _owned_peak_baseline(base_hb: HorizonBuilt, architecture: str, time_limit_s: float,
                          mip_gap: float) -> tuple[Solution, BaselineCheck | None]:
-    """The owned-peak baseline of ``architecture`` on the static-pool model ``base_hb``: solved, then checked at every
-    level and raised where a slot misses (:func:`checked_baseline`; no check when the solve found no plan)."""
+    """The owned-peak baseline of ``architecture`` on the static-pool model ``base_hb``: solved from a fresh HiGHS (the
+    same whichever baseline was solved before), then checked at every level and raised where a slot misses
+    (:func:`checked_baseline`; no check when the solve found no plan)."""
+    base_hb.lp.forget_solver()
     base, base_b = solve_architecture(base_hb, architecture, time_limit_s, mip_gap, repair=False)
     if not base.ok or base.values is None:
         return base, None
@@ -442,9 +455,13 @@ def _owned_peak_baseline(base_hb: HorizonBuilt, architecture: str, time_limit_s:
         return checked_baseline(base_hb, base_b, base, time_limit_s, mip_gap, found)
 
 
-def _plan(model: HorizonBuilt, arch: str, time_limit_s: float, mip_gap: float, verify_slots: int) -> HorizonArchitecture:
+def _plan(model: HorizonBuilt, arch: str, time_limit_s: float, mip_gap: float, verify_slots: int, *,
+          fresh: bool = False) -> HorizonArchitecture:
     """One plan of :func:`solve_horizon` (without its baseline): solved, every level checked and topped up, its tables
-    extracted and, with ``verify_slots`` > 0, its busiest levels simulated."""
+    extracted and, with ``verify_slots`` > 0, its busiest levels simulated. ``fresh``: from a new HiGHS instance
+    (:meth:`planner.horizon.lp.LinearModel.forget_solver`), not from the basis of the model's last solve."""
+    if fresh:
+        model.lp.forget_solver()
     sol, _ = solve_architecture(model, arch, time_limit_s, mip_gap)
     ha = HorizonArchitecture(arch, sol.ok, sol.status, sol.objective, sol.gap, sol.wall_s, highs_s=sol.highs_s,
                              notes=[sol.note] if sol.note else [])
