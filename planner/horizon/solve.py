@@ -392,7 +392,9 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     # the plain architectures are independent: one per core (planner.forked), each from a fresh HiGHS so that its plan
     # does not depend on which was solved before it in the same process
     plain = [a for a in architectures if a in ARCH_ROLES]
-    solved = dict(zip(plain, fork_map(lambda a: _plan(hb, a, time_limit_s, mip_gap, verify_slots, fresh=True), plain), strict=True))
+    with stage(f"plan {', '.join(plain)} over the horizon" + (" (one per core)" if len(plain) > 1 else "")):
+        solved = dict(zip(plain, fork_map(lambda a: _plan(hb, a, time_limit_s, mip_gap, verify_slots, fresh=True), plain),
+                          strict=True))
     archs: dict[str, HorizonArchitecture] = {}
     pairs: dict[str, tuple[str, ...]] = {}
     for arch in architectures:
@@ -406,7 +408,10 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     if wanted:  # each baseline solved and checked once (in parallel, fresh HiGHS each), its time counted on the first plan using it
         base_hb = build_horizon(tables, inputs, static_pools=True, buy_only=True, integer=hb.integer, like=hb)
         build_s += base_hb.build_s
-        bases = dict(zip(wanted, fork_map(lambda a: _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap), wanted), strict=True))
+        with stage(f"owned-peak baseline{'s' if len(wanted) > 1 else ''} of {', '.join(wanted)}"
+                   + (" (one per core)" if len(wanted) > 1 else "")):
+            bases = dict(zip(wanted, fork_map(lambda a: _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap), wanted),
+                             strict=True))
         counted: set[str] = set()
         for arch in architectures:
             ha = archs[arch]
