@@ -27,7 +27,7 @@ def _inputs() -> HorizonInputs:
 
 
 def _summary(res: object) -> dict[str, tuple[object, ...]]:
-    out = {}
+    out: dict[str, tuple[object, ...]] = {}
     for name, a in res.architectures.items():  # type: ignore[attr-defined]
         out[name] = (a.feasible, a.status, a.total_usd, a.baseline_usd, tuple(a.notes), a.pools.to_csv(), a.schedule.to_csv())
     return out
@@ -57,3 +57,23 @@ def test_forked_architectures_give_the_single_core_result_and_never_call_the_par
     shared = forked.architectures["shared"]
     assert shared.feasible and shared.baseline_usd is not None and shared.total_usd is not None
     assert not forked.architectures["disaggregated"].feasible  # the micro table has no prefill / decode points
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork_map computes in-process without fork")
+def test_growth_regret_paths_one_per_core_give_the_single_core_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.horizon.evaluate import growth_regret
+
+    tables, inputs = micro_tables(cap=0.5), _inputs()
+    schedule = solve_horizon(tables, inputs, ("shared",), baseline=False).architectures["shared"].schedule
+    paths = {"flat": np.array([1.0, 1.0]), "up": np.array([1.0, 1.6]), "down": np.array([1.0, 0.7])}
+
+    def rows() -> list[tuple[str, tuple[float, ...], float | None, float, str]]:
+        return [(g.label, tuple(g.growth), g.held_usd, float(g.replanned_usd or 0.0), g.status) for g in
+                growth_regret(tables, inputs, "shared", schedule, paths)]
+
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 2)
+    forked = rows()
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 1)
+    assert forked == rows()
+    assert [r[0] for r in forked] == ["flat", "up", "down"] and all(r[2] is not None for r in forked)
+    assert forked[1][3] > forked[0][3]  # more traffic, a dearer re-plan

@@ -99,9 +99,13 @@ def _hold(tables: CapacityTables, inputs: HorizonInputs, architecture: str, sche
 
 def growth_regret(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame,
                   paths: dict[str, np.ndarray], *, time_limit_s: float = 60.0, mip_gap: float = 1e-3) -> list[GrowthRegret]:
-    """For each named growth path: the schedule held, the plan re-made, and the regret (module docstring)."""
-    out = []
-    for label, growth in paths.items():
+    """For each named growth path: the schedule held, the plan re-made, and the regret (module docstring). The paths
+    are independent (each builds its own models and solves them from a fresh HiGHS): one per core
+    (:func:`planner.forked.fork_map`), the same rows as one after another."""
+    from planner.forked import fork_map
+
+    def one(item: tuple[str, np.ndarray]) -> GrowthRegret:
+        label, growth = item
         other = replace(inputs, growth=np.asarray(growth, dtype=float))
         held, status, held_gap = _hold(tables, other, architecture, schedule, time_limit_s=time_limit_s, mip_gap=mip_gap)
         again = solve_horizon(tables, other, (architecture,), time_limit_s=time_limit_s, mip_gap=mip_gap, baseline=False)
@@ -111,8 +115,9 @@ def growth_regret(tables: CapacityTables, inputs: HorizonInputs, architecture: s
             # the re-plan holds the same commitments: it is one way of running the held schedule (module docstring)
             held, held_gap = re.total_usd, re.gap
             status = f"{status}; the re-plan holds the same purchases and reservations and is cheaper: taken as the held cost"
-        out.append(GrowthRegret(label, np.asarray(growth, dtype=float), held, re.total_usd, status, re.gap, held_gap))
-    return out
+        return GrowthRegret(label, np.asarray(growth, dtype=float), held, re.total_usd, status, re.gap, held_gap)
+
+    return fork_map(one, list(paths.items()))
 
 
 def growth_monte_carlo(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame,
