@@ -171,3 +171,25 @@ def test_cli_states_confidence_only_when_asked() -> None:
     for bad in ("fast", "sometimes"):  # the re-sizing shortcut is gone: its flips were not what solving gives
         r = CliRunner().invoke(main, ["solve", inst, "--confidence", bad])
         assert r.exit_code == 2 and bad in r.output
+
+
+def test_the_dimensions_searched_on_two_cores_give_the_same_confidence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verdict_confidence(parallel=True) (planner solve's path: traffic here, prefill and decode time in a forked child)
+    states what the one-process search states, flips, changes and summary."""
+    from types import SimpleNamespace
+
+    import planner.forked
+
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 2)
+    arch = {a: SimpleNamespace(architecture=a, feasible=True, costs=object(), simulation=None, pools=[SimpleNamespace(device="d")])
+            for a in ("shared", "disaggregated")}
+    result = SimpleNamespace(verdict=SimpleNamespace(winner="disaggregated"), architectures=arch,
+                             capacity=SimpleNamespace(points=[], redundancy=0, demand=[]))
+
+    def exact(m_pf: float, m_dec: float, m_rate: float) -> str:
+        return "shared" if m_pf > 1.11 or m_dec < 0.7 else _enterprise_like(m_rate)
+
+    one = verdict_confidence(result, exact)  # type: ignore[arg-type]
+    two = verdict_confidence(result, exact, parallel=True)  # type: ignore[arg-type]
+    assert two == one
+    assert {f.dimension for f in two.flips if f.changes} == {"prefill_time", "decode_step_time", "traffic"}

@@ -36,7 +36,7 @@ from planner.errors import InfeasibleError, InputError, Problem, SolverError
               help="Also solve each candidate device alone: its best plan's cost and what held it back (a few seconds more).")
 @click.option("--confidence", type=click.Choice(["exact", "off"]), default="off", show_default=True,
               help="How robust the verdict is: exact finds every change of winner along prefill time, decode step time and traffic "
-                   "by re-solving as `planner sweep` does (tens of solves: ~50 s CPU on enterprise-chat, minutes on code-completion-8b).")
+                   "by re-solving as `planner sweep` does (tens of solves, on two cores: ~50 s CPU, 36 s wall on enterprise-chat; minutes on code-completion-8b).")
 @click.option("--resolution", type=click.Choice(["fixed", "auto"]), default="fixed", show_default=True,
               help="Length buckets of services whose traffic is a log: fixed (traffic.buckets) or auto (refine until the winner's "
                    "cost moves < 2 %, at most 16; each count tried is a solve without the peak simulation).")

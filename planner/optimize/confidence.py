@@ -193,9 +193,12 @@ _WORDS = {"prefill_time": "prefill", "decode_step_time": "decode steps", "traffi
 
 
 def verdict_confidence(result: PlanResult, exact: WinnerAt, *, error_bands: Mapping[str, float] | None = None,
-                       band_sources: Mapping[str, str] | None = None) -> VerdictConfidence:
+                       band_sources: Mapping[str, str] | None = None, parallel: bool = False) -> VerdictConfidence:
     """How robust ``result``'s verdict is (module docstring): ``exact`` is the re-solve
-    (:func:`planner.optimize.resolve.confidence_winner`), evaluated on the grids and bisected."""
+    (:func:`planner.optimize.resolve.confidence_winner`), evaluated on the grids and bisected. ``parallel``: the
+    dimensions searched on two cores (:func:`planner.forked.fork_map`; traffic, the longest grid, here, prefill and
+    decode time on the other): the same changes when every evaluation is independent of the ones before it, as
+    :func:`~planner.optimize.resolve.confidence_winner`'s are (a fresh model per multiplier)."""
     v = result.verdict
     band, source = error_band_for(result, error_bands, band_sources)
     buckets: dict[str, int] = {}
@@ -224,9 +227,17 @@ def verdict_confidence(result: PlanResult, exact: WinnerAt, *, error_bands: Mapp
         ("decode_step_time", lambda m: exact(1.0, m, 1.0), GRID),
         ("traffic", lambda m: exact(1.0, 1.0, m), TRAFFIC_GRID),
     ]
+    if parallel:
+        from planner.forked import fork_map
+
+        halves = [dims[2:], dims[:2]]
+        found = fork_map(lambda half: [changes_along(fn, grid) for _, fn, grid in half], halves)
+        along = {name: ch for half, res in zip(halves, found, strict=True) for (name, _, _), ch in zip(half, res, strict=True)}
+    else:
+        along = {name: changes_along(fn, grid) for name, fn, grid in dims}
     flips: list[VerdictFlip] = []
-    for name, fn, grid in dims:
-        changes = changes_along(fn, grid)
+    for name, _fn, grid in dims:
+        changes = along[name]
         up, w_up, down, w_down = nearest_changes(changes)
         near = min((m for m in (up, down) if m is not None), key=lambda m: abs(math.log(m)), default=None)
         after = w_up if near is not None and near == up else w_down

@@ -613,6 +613,7 @@ def with_confidence(result: PlanResult, tables: CapacityTables, settings: SolveS
         return result
     bands = tables.meta.get("perf_error_band")
     srcs = tables.meta.get("perf_error_band_source")
+    # the dimensions on two cores, unless HiGHS runs threads of its own: a fork copies a scheduler without its threads
     conf = verdict_confidence(result, confidence_winner(tables, settings, traffic_tables), error_bands=bands if isinstance(bands, Mapping) else None,
-                              band_sources=srcs if isinstance(srcs, Mapping) else None)
+                              band_sources=srcs if isinstance(srcs, Mapping) else None, parallel=settings.threads == 1)
     return result.model_copy(update={"verdict": result.verdict.model_copy(update={"confidence": conf})})
