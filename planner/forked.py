@@ -5,7 +5,8 @@ search per point, :func:`planner.optimize.prepare.unified_caps_at_load`). A fork
 parent's memory (the points, the closures, the imported modules: nothing is pickled on the way in), computes
 its part, writes the pickled result to a pipe and leaves by ``os._exit`` (no ``atexit`` handlers, no stream
 flushes: a lock another thread of the parent held at the fork, e.g. the progress ticker's stderr, is never
-taken). Any failure of a child (an exception, a signal, an unreadable result) is not an error: the parent
+taken; the child's ``sys.stdout`` / ``sys.stderr`` are fresh streams to ``/dev/null`` and it calls no progress listener,
+:func:`planner.progress.detach`). Any failure of a child (an exception, a signal, an unreadable result) is not an error: the parent
 computes that part itself, so the results are those of ``[fn(x) for x in parts]`` either way. Without
 ``fork`` (not POSIX) or with one usable core, that is what runs.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -74,6 +76,9 @@ def _start(fn: Callable[[T], R], x: T) -> tuple[int, int] | None:
             from planner.progress import detach
 
             detach()  # the parent shows progress; a listener's lock may be held by a thread that does not exist here
+            # nothing of a child is printed (a warning included): fresh streams, not the parent's, whose buffer lock a
+            # thread of the parent (the CLI's ticker, drawing on stderr) may have held at the fork
+            sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - closed by os._exit
             blob = pickle.dumps(fn(x), protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(blob)
             while view:

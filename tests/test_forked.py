@@ -102,3 +102,35 @@ def test_an_error_while_collecting_stops_no_child_already_collected(monkeypatch:
     with pytest.raises(ValueError, match="part 2"):
         fork_map(fn, [0, 1, 2])
     assert stopped == []
+
+
+def test_a_child_prints_nothing_and_calls_no_listener(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+                                                      tmp_path: pytest.TempPathFactory) -> None:
+    """A child's prints and warnings go nowhere (fresh /dev/null streams, not the parent's, whose lock a thread of the
+    parent may hold at the fork) and its stages reach no listener (planner.progress.detach); its result still does."""
+    import sys
+    import warnings
+
+    from planner.progress import listening, stage
+
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
+    parent = os.getpid()
+    heard: list[str] = []
+
+    def fn(x: int) -> int:
+        if os.getpid() != parent:
+            print("child-stdout-marker")
+            print("child-stderr-marker", file=sys.stderr)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")  # shown, not raised (the suite turns warnings into errors)
+                warnings.warn("child-warning-marker", RuntimeWarning, stacklevel=1)
+            with stage("child-stage"):
+                pass
+            return 1000 * len(heard) - x  # a listener called here (the parent's list, inherited) shows in the result
+        return -x
+
+    with listening(lambda event, label, s: heard.append(label)):
+        assert fork_map(fn, [1, 2]) == [-1, -2]
+    out, err = capfd.readouterr()
+    assert "marker" not in out and "marker" not in err
+    assert "child-stage" not in heard
