@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -53,7 +55,7 @@ import pandas as pd
 from planner.errors import InputError, Problem
 from planner.mlperf import BENCHMARKS, LAST_ROUND, MLPerfResult, scope_reason
 from planner.perf.names import device_id
-from planner.progress import stage
+from planner.progress import report, stage
 
 WEIGHT_PRECISION: dict[str, str] = {"b200": "fp4", "gb200": "fp4", "b300": "fp4", "gb300": "fp4"}
 """Weight precision per device (default fp8): see the module docstring."""
@@ -387,26 +389,49 @@ def row_label(k: int, total: int, row: MLPerfResult) -> str:
     return f"MLPerf row {k}/{total}: {row.round} {system} {row.benchmark} {row.scenario}"
 
 
-def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float = REL_TOL) -> tuple[pd.DataFrame, pd.DataFrame]:
+def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float = REL_TOL,
+                     parallel: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(predicted rows, rows not predicted with why). Equal cases are solved once; each solve is a
     :func:`planner.progress.stage` named by :func:`row_label` (rows done / total and the system), which the
-    command line shows on stderr."""
+    command line shows on stderr. ``parallel``: the distinct cases alternately on two cores
+    (:func:`planner.forked.fork_map`; each case's search is independent of the others); the other core's rows are
+    reported when they arrive (:func:`planner.progress.report`), with their own times. The same tables either way."""
+    from planner.forked import fork_map
+
+    cases = [case_for(r, catalog) for r in rows]
+    first: dict[Case, int] = {}
+    for k, c in enumerate(cases):
+        if not isinstance(c, Skip) and c not in first:
+            first[c] = k
+    todo = sorted(first.items(), key=lambda kv: kv[1])
+
+    def solve_part(part: list[tuple[Case, int]]) -> tuple[int, list[tuple[Goodput | Skip, float]]]:
+        out: list[tuple[Goodput | Skip, float]] = []
+        for c, k in part:
+            t0 = time.perf_counter()
+            with stage(row_label(k + 1, len(rows), rows[k])):
+                try:
+                    g: Goodput | Skip = max_goodput(c, catalog, rel_tol=rel_tol)
+                except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
+                    g = Skip(rejected_reason(exc))
+            out.append((g, time.perf_counter() - t0))
+        return os.getpid(), out
+
+    parts = [todo[0::2], todo[1::2]] if parallel and len(todo) > 1 else [todo]
     done: dict[Case, Goodput | Skip] = {}
+    for part, (pid, got) in zip(parts, fork_map(solve_part, parts), strict=True):
+        for (c, k), (g, elapsed_s) in zip(part, got, strict=True):
+            done[c] = g
+            if pid != os.getpid():  # solved in a forked child, whose stages reach no listener here
+                report(row_label(k + 1, len(rows), rows[k]), elapsed_s)
     out: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
-    for k, r in enumerate(rows, start=1):
-        c = case_for(r, catalog)
+    for r, c in zip(rows, cases, strict=True):
         base = {"line": r.line, "round": r.round, "submitter": r.submitter, "system": r.system, "accelerator": r.accelerator,
                 "n_accel": r.n_accel, "benchmark": r.benchmark, "scenario": r.scenario}
         if isinstance(c, Skip):
             skipped.append({**base, "reason": c.reason})
             continue
-        if c not in done:
-            with stage(row_label(k, len(rows), r)):
-                try:
-                    done[c] = max_goodput(c, catalog, rel_tol=rel_tol)
-                except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
-                    done[c] = Skip(rejected_reason(exc))
         g = done[c]
         if isinstance(g, Skip):
             skipped.append({**base, "reason": g.reason})

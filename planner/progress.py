@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["Listener", "detach", "listening", "stage"]
+__all__ = ["Listener", "detach", "listening", "report", "stage"]
 
 Listener = Callable[[str, str, float], None]
 """Called as ``listener(event, label, elapsed_s)``: ``event`` is ``"start"`` (elapsed 0) or ``"end"``."""
@@ -36,6 +36,15 @@ def stage(label: str) -> Iterator[None]:
         elapsed = time.perf_counter() - t0
         for listener in tuple(_LISTENERS):
             listener("end", label, elapsed)
+
+
+def report(label: str, elapsed_s: float) -> None:
+    """Tell the listeners of a stage that ran elsewhere (in a forked child, :mod:`planner.forked`, whose own stages
+    reach no listener) and took ``elapsed_s``: its start and its end, when its result arrives here."""
+    for listener in tuple(_LISTENERS):
+        listener("start", label, 0.0)
+    for listener in tuple(_LISTENERS):
+        listener("end", label, elapsed_s)
 
 
 @contextmanager

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner, Result
 
@@ -110,3 +111,33 @@ def test_quiet_draws_nothing_even_on_a_terminal(tmp_path: Path) -> None:
     res = _run(tmp_path, "-q", "-v")
     _json_of(res)
     assert res.stderr == ""
+
+
+def test_cases_on_two_cores_give_the_one_process_tables_and_report_every_solved_row(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate_goodput(parallel=True) solves the distinct cases alternately here and in a forked child: the same
+    tables as one process, and each solved row reported once to the listeners (the child's when its result arrives,
+    planner.progress.report), with its time."""
+    import planner.forked
+    from planner.catalog import load_catalog
+    from planner.goodput import validate_goodput
+    from planner.progress import listening
+
+    records = list(csv.reader(io.StringIO(DATA.read_text(encoding="utf-8"))))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([records[0], *(records[line - 1] for line in (14, 15, 16, 17))])
+    p = tmp_path / "mlperf.csv"
+    p.write_text(buf.getvalue(), encoding="utf-8")
+    rows, catalog = read_mlperf(p), load_catalog()
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 2)
+    ends: list[tuple[str, float]] = []
+    with listening(lambda event, label, s: ends.append((label, s)) if event == "end" else None):
+        pred2, skip2 = validate_goodput(rows, catalog, rel_tol=0.5, parallel=True)
+    pred1, skip1 = validate_goodput(rows, catalog, rel_tol=0.5, parallel=False)
+    pd.testing.assert_frame_equal(pred2, pred1)
+    pd.testing.assert_frame_equal(skip2, skip1)
+    rows_heard = [(label, s) for label, s in ends if label.startswith("MLPerf row ")]  # not the solves' nested stages
+    labels = [label for label, _ in rows_heard]
+    # two cases (Offline, Server; the 99.9 rows share them): one solved here, one in the child and reported
+    assert len(labels) == len(set(labels)) == 2 and all(s > 0 for _, s in rows_heard), ends
+    assert all(label.split(":")[0].endswith("/4") for label in labels)
