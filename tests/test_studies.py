@@ -404,3 +404,23 @@ def test_budget_skips_the_simulation_only_where_the_analytic_plan_is_over_budget
 
     from planner.studies.search import largest_passing_multiplier
     assert m == largest_passing_multiplier(full_ok, cap=mod.bound_multiplier(src), rel_tol=0.02, floor=mod.FLOOR, exact_cap=True)
+
+
+def test_budgets_on_two_cores_give_the_one_process_frontier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """budget_frontier alternates the budgets between this process and a forked child, each with its own probe
+    cache: the rows of one process, and the progress callback told of every budget (the child's on arrival)."""
+    import planner.forked
+
+    src = TableSource.from_tables(synthetic_tables(services=1, buckets=2, devices=2, seed=1), SolveSettings())
+    base = solve_tables(src.base_tables, SolveSettings()).result
+    cheapest = min(p.costs.total_usd_per_month for p in base.architectures.values() if p.costs)
+    budgets = [cheapest * f for f in (4.0, 0.9, 2.0)]
+    ticks: list[int] = []
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 2)
+    two = budget_frontier(src, budgets, rel_tol=0.02, progress=ticks.append)
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 1)
+    one = budget_frontier(src, budgets, rel_tol=0.02)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(two, one)
+    assert sum(ticks) == len(budgets) and list(two["budget_usd_per_month"]) == sorted(budgets)
