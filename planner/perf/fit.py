@@ -400,17 +400,33 @@ def leave_one_group_out_bands(rows: list[dict[str, Any]], catalog: Catalog, grou
     groups = sorted(set(keys[base]))
     if len(groups) < 2:
         return []
+    from planner.forked import fork_map
+
     prep = prepare_rows(rows, catalog)
     ttft = np.full(len(rows), np.nan)
     tpot = np.full(len(rows), np.nan)
-    for g in groups:
-        test = base & (keys == g)
-        try:
-            cal = fit_calibration(rows, catalog, name=f"without-{g}", data_file="", train_mask=base & ~test)
-        except InputError:
-            continue
-        t, p, _, _ = predict_prepared(prep, cal)
-        ttft[test], tpot[test] = t[test], p[test]
+
+    def held_out(part: list[str]) -> list[tuple[np.ndarray, np.ndarray] | None]:
+        """Per group of ``part``: its rows' predictions by the fit without it (None: the rest cannot be fitted)."""
+        out: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for g in part:
+            test = base & (keys == g)
+            try:
+                cal = fit_calibration(rows, catalog, name=f"without-{g}", data_file="", train_mask=base & ~test)
+            except InputError:
+                out.append(None)
+                continue
+            t, p, _, _ = predict_prepared(prep, cal)
+            out.append((t[test], p[test]))
+        return out
+
+    # the groups' fits are independent: alternately here and in a forked child (the same fits, the same bands)
+    halves = [groups[0::2], groups[1::2]]
+    for half, found in zip(halves, fork_map(held_out, halves), strict=True):
+        for g, pred in zip(half, found, strict=True):
+            if pred is not None:
+                test = base & (keys == g)
+                ttft[test], tpot[test] = pred
     meas_ttft = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
     meas_tpot = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
     usable = base & np.array([not r for r in prep.reasons]) & (meas_ttft > 0) & (meas_tpot > 0) & np.isfinite(ttft) & np.isfinite(tpot)
@@ -432,24 +448,32 @@ def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[d
     dev = np.array([str(r.get("device")) for r in rows])
     mt = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
     mp = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
+    from planner.forked import fork_map
+
     prep = prepare_rows(rows, catalog)
-    out: list[dict[str, Any]] = []
-    for d in devices:
+
+    def held_out(d: str) -> list[dict[str, Any]]:
         test = dev == d
         try:
             cal = fit_calibration(rows, catalog, name=f"without-{d}", data_file="", train_mask=~test)
         except InputError as exc:
             why = "; ".join(pr.message for pr in exc.problems)
-            out.append({"device": d, "model": "all", "engine": "all", "rows": int(test.sum()), "predicted": 0,
-                        "mape_ttft_pct": float("nan"), "mape_tpot_pct": float("nan"), "skipped": f"the other devices' rows: {why}"})
-            continue
+            return [{"device": d, "model": "all", "engine": "all", "rows": int(test.sum()), "predicted": 0,
+                     "mape_ttft_pct": float("nan"), "mape_tpot_pct": float("nan"), "skipped": f"the other devices' rows: {why}"}]
         ttft, tpot, _, _ = predict_prepared(prep, cal)
         groups: dict[tuple[str, str], np.ndarray] = {("all", "all"): test}
         for i in np.nonzero(test)[0]:
             key = (str(rows[i].get("model")), str(rows[i].get("engine")))
             groups.setdefault(key, np.zeros(len(rows), bool))[i] = True
+        out: list[dict[str, Any]] = []
         for (m, e), mask in sorted(groups.items()):
             ok = mask & np.isfinite(ttft)
             out.append({"device": d, "model": m, "engine": e, "rows": int(mask.sum()), "predicted": int(ok.sum()),
                         "mape_ttft_pct": mape(ttft[mask], mt[mask]), "mape_tpot_pct": mape(tpot[mask], mp[mask])})
-    return out
+        return out
+
+    # the devices' fits are independent: alternately here and in a forked child (the same fits, in device order)
+    halves = [devices[0::2], devices[1::2]]
+    found = fork_map(lambda half: [held_out(d) for d in half], halves)
+    by_device = {d: part for half, parts in zip(halves, found, strict=True) for d, part in zip(half, parts, strict=True)}
+    return [r for d in devices for r in by_device[d]]
