@@ -24,12 +24,19 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+CORES_ENV = "PLANNER_CORES"
+"""Environment variable: at most this many cores for one planner process (``1``: no forked child), e.g. on a machine
+shared with other work or beside ``pytest -n``; ignored unless a positive integer."""
+
+
 def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the platform tells it)."""
+    """Cores this process may run on (its CPU affinity where the platform tells it), at most :data:`CORES_ENV`."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    limit = os.environ.get(CORES_ENV, "").strip()
+    return max(1, min(cores, int(limit))) if limit.isdigit() and int(limit) > 0 else cores
 
 
 def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:

@@ -134,3 +134,15 @@ def test_a_child_prints_nothing_and_calls_no_listener(monkeypatch: pytest.Monkey
     out, err = capfd.readouterr()
     assert "marker" not in out and "marker" not in err
     assert "child-stage" not in heard
+
+
+def test_planner_cores_caps_the_cores_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+    monkeypatch.setenv(forked.CORES_ENV, "1")
+    assert forked.usable_cores() == 1
+    assert fork_map(lambda x: os.getpid() == parent, [1, 2]) == [True, True]  # no child
+    for bad in ("0", "-2", "two", ""):
+        monkeypatch.setenv(forked.CORES_ENV, bad)
+        assert forked.usable_cores() >= 1  # ignored: the machine's count
+    monkeypatch.setenv(forked.CORES_ENV, "4096")
+    assert forked.usable_cores() == len(os.sched_getaffinity(0))  # never above what the process may run on
