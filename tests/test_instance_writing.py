@@ -132,3 +132,23 @@ def test_per_device_comparison_names_the_best_and_why_others_lost() -> None:
     for row in rows[1:]:
         assert row["total_usd_per_month"] is None or row["total_usd_per_month"] >= first["total_usd_per_month"]
         assert row["held_back"].startswith(("pays more for", "no feasible plan", "slightly dearer"))
+
+
+def test_per_device_solves_on_two_cores_give_the_one_process_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """device_comparison solves the devices alternately here and in a forked child: the rows of one process, and
+    the progress callback told of every device (the child's on arrival)."""
+    import planner.forked
+    from planner.instance import load_instance
+    from planner.studies.devices import device_comparison
+    from planner.studies.source import TableSource
+
+    source = TableSource.from_instance(load_instance(ROOT / "tests" / "data" / "instances" / "valid_minimal.yaml", {}))
+    ticks: list[int] = []
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 2)
+    two = device_comparison(source, progress=ticks.append)
+    monkeypatch.setattr(planner.forked, "usable_cores", lambda: 1)
+    one = device_comparison(source)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(two, one)
+    assert sum(ticks) == len(two) == 2

@@ -17,9 +17,11 @@ total can differ slightly from what ``planner solve`` with that single device pr
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
@@ -52,10 +54,30 @@ def device_comparison(source: TableSource, progress: Callable[[int], None] | Non
     w = winner_of(best)
     best_total = float(best[w].total_usd_per_month or 0.0) if w else None
     best_terms = best[w].costs if w else {}
+    from planner.forked import fork_map
+
     rows = []
     points = source.base_tables.points
-    for device in sorted(source.base_tables.configs["device"].unique()):
-        summaries = solve_scenario(_only(source, str(device)), {})[0]
+    devices = [str(d) for d in sorted(source.base_tables.configs["device"].unique())]
+    parent = os.getpid()
+
+    def solve_half(half: list[str]) -> tuple[int, list[Any]]:
+        got = []
+        for device in half:
+            got.append(solve_scenario(_only(source, device), {})[0])
+            if progress and os.getpid() == parent:
+                progress(1)
+        return os.getpid(), got
+
+    # each device solved alone is independent of the others: alternately here and in a forked child, the same plans
+    halves = [devices[0::2], devices[1::2]] if len(devices) > 1 else [devices]
+    solved: dict[str, Any] = {}
+    for half, (pid, got) in zip(halves, fork_map(solve_half, halves), strict=True):
+        solved.update(zip(half, got, strict=True))
+        if progress and pid != parent and half:
+            progress(len(half))
+    for device in devices:
+        summaries = solved[device]
         win = winner_of(summaries)
         if win is not None:
             s = summaries[win]
@@ -73,7 +95,5 @@ def device_comparison(source: TableSource, progress: Callable[[int], None] | Non
             rows.append({"device": device, "architecture": None, "total_usd_per_month": None, "more_than_best_usd_per_month": None,
                          "usd_per_million_tokens": None, "devices": 0,
                          "held_back": f"no feasible plan: {reason[0][0]}" if reason else "no feasible plan within the options (budget, procurement limits)"})
-        if progress:
-            progress(1)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     return frame.sort_values("total_usd_per_month", na_position="last", kind="stable").reset_index(drop=True)
