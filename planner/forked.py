@@ -17,6 +17,7 @@ import contextlib
 import os
 import pickle
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -62,6 +63,39 @@ def fork_map(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
     finally:
         for pid, fd in children:  # only when this process failed first: stop the children not yet collected
             _stop(pid, fd)
+
+
+def fork_each(fn: Callable[[T], R], items: Sequence[T], *, parallel: bool = True,
+              done: Callable[[T, R, float, bool], None] | None = None) -> list[R]:
+    """``[fn(x) for x in items]``, the items dealt round-robin over the usable cores (``items[i::k]``, one part per
+    core, :func:`fork_map`); the results in the order of ``items``. For independent items only: each process keeps
+    its own copy of what ``fn`` caches. ``parallel=False``: every item here.
+
+    ``done(x, result, elapsed_s, here)`` for each item: as it finishes when this process computed it (``here``), when
+    its part arrives when a child did — what a progress report needs, since a child's own stages reach no listener."""
+    todo = list(items)
+    k = max(1, min(usable_cores(), len(todo))) if parallel else 1
+    parent = os.getpid()
+
+    def run(part: list[T]) -> tuple[int, list[tuple[R, float]]]:
+        out = []
+        for x in part:
+            t0 = time.perf_counter()
+            r = fn(x)
+            elapsed = time.perf_counter() - t0
+            if done is not None and os.getpid() == parent:
+                done(x, r, elapsed, True)
+            out.append((r, elapsed))
+        return os.getpid(), out
+
+    parts = [todo[i::k] for i in range(k)]
+    results: list[R] = [None] * len(todo)  # type: ignore[list-item]  # every slot is filled below
+    for i, (part, (pid, got)) in enumerate(zip(parts, fork_map(run, parts), strict=True)):
+        for j, (x, (r, elapsed)) in enumerate(zip(part, got, strict=True)):
+            if done is not None and pid != parent:
+                done(x, r, elapsed, False)
+            results[i + j * k] = r
+    return results
 
 
 def _start(fn: Callable[[T], R], x: T) -> tuple[int, int] | None:

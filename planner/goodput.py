@@ -41,9 +41,7 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -393,10 +391,10 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
                      parallel: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(predicted rows, rows not predicted with why). Equal cases are solved once; each solve is a
     :func:`planner.progress.stage` named by :func:`row_label` (rows done / total and the system), which the
-    command line shows on stderr. ``parallel``: the distinct cases alternately on two cores
-    (:func:`planner.forked.fork_map`; each case's search is independent of the others); the other core's rows are
+    command line shows on stderr. ``parallel``: the distinct cases dealt over the usable cores
+    (:func:`planner.forked.fork_each`; each case's search is independent of the others); a child's rows are
     reported when they arrive (:func:`planner.progress.report`), with their own times. The same tables either way."""
-    from planner.forked import fork_map
+    from planner.forked import fork_each
 
     cases = [case_for(r, catalog) for r in rows]
     first: dict[Case, int] = {}
@@ -405,25 +403,19 @@ def validate_goodput(rows: list[MLPerfResult], catalog: Any, *, rel_tol: float =
             first[c] = k
     todo = sorted(first.items(), key=lambda kv: kv[1])
 
-    def solve_part(part: list[tuple[Case, int]]) -> tuple[int, list[tuple[Goodput | Skip, float]]]:
-        out: list[tuple[Goodput | Skip, float]] = []
-        for c, k in part:
-            t0 = time.perf_counter()
-            with stage(row_label(k + 1, len(rows), rows[k])):
-                try:
-                    g: Goodput | Skip = max_goodput(c, catalog, rel_tol=rel_tol)
-                except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
-                    g = Skip(rejected_reason(exc))
-            out.append((g, time.perf_counter() - t0))
-        return os.getpid(), out
+    def solve_case(item: tuple[Case, int]) -> Goodput | Skip:
+        c, k = item
+        with stage(row_label(k + 1, len(rows), rows[k])):
+            try:
+                return max_goodput(c, catalog, rel_tol=rel_tol)
+            except InputError as exc:  # the case's instance is not a valid plan question (e.g. a rate beyond the schema's bound)
+                return Skip(rejected_reason(exc))
 
-    parts = [todo[0::2], todo[1::2]] if parallel and len(todo) > 1 else [todo]
-    done: dict[Case, Goodput | Skip] = {}
-    for part, (pid, got) in zip(parts, fork_map(solve_part, parts), strict=True):
-        for (c, k), (g, elapsed_s) in zip(part, got, strict=True):
-            done[c] = g
-            if pid != os.getpid():  # solved in a forked child, whose stages reach no listener here
-                report(row_label(k + 1, len(rows), rows[k]), elapsed_s)
+    def reported(item: tuple[Case, int], _g: Goodput | Skip, elapsed_s: float, here: bool) -> None:
+        if not here:  # solved in a forked child, whose stages reach no listener here
+            report(row_label(item[1] + 1, len(rows), rows[item[1]]), elapsed_s)
+
+    done = {c: g for (c, _k), g in zip(todo, fork_each(solve_case, todo, parallel=parallel, done=reported), strict=True)}
     out: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     for r, c in zip(rows, cases, strict=True):

@@ -146,3 +146,19 @@ def test_planner_cores_caps_the_cores_used(monkeypatch: pytest.MonkeyPatch) -> N
         assert forked.usable_cores() >= 1  # ignored: the machine's count
     monkeypatch.setenv(forked.CORES_ENV, "4096")
     assert forked.usable_cores() == len(os.sched_getaffinity(0))  # never above what the process may run on
+
+
+def test_fork_each_deals_items_over_the_cores_and_keeps_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
+    parent = os.getpid()
+    seen: list[tuple[int, int, bool]] = []
+
+    def fn(x: int) -> tuple[int, bool]:
+        return x * 10, os.getpid() == parent
+
+    out = forked.fork_each(fn, [0, 1, 2, 3, 4], done=lambda x, r, s, here: seen.append((x, r[0], here)))
+    assert [r for r, _ in out] == [0, 10, 20, 30, 40]
+    assert [here for _, here in out] == [True, False, True, False, True]  # items[0::2] here, items[1::2] in the child
+    assert sorted(seen) == [(0, 0, True), (1, 10, False), (2, 20, True), (3, 30, False), (4, 40, True)]
+    assert [here for _, here in forked.fork_each(fn, [0, 1, 2], parallel=False)] == [True, True, True]
+    assert forked.fork_each(fn, []) == []

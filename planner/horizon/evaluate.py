@@ -100,9 +100,9 @@ def _hold(tables: CapacityTables, inputs: HorizonInputs, architecture: str, sche
 def growth_regret(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame,
                   paths: dict[str, np.ndarray], *, time_limit_s: float = 60.0, mip_gap: float = 1e-3) -> list[GrowthRegret]:
     """For each named growth path: the schedule held, the plan re-made, and the regret (module docstring). The paths
-    are independent (each builds its own models and solves them from a fresh HiGHS): one per core
-    (:func:`planner.forked.fork_map`), the same rows as one after another."""
-    from planner.forked import fork_map
+    are independent (each builds its own models and solves them from a fresh HiGHS): dealt over the usable cores
+    (:func:`planner.forked.fork_each`), the same rows as one after another."""
+    from planner.forked import fork_each
 
     def one(item: tuple[str, np.ndarray]) -> GrowthRegret:
         label, growth = item
@@ -117,7 +117,7 @@ def growth_regret(tables: CapacityTables, inputs: HorizonInputs, architecture: s
             status = f"{status}; the re-plan holds the same purchases and reservations and is cheaper: taken as the held cost"
         return GrowthRegret(label, np.asarray(growth, dtype=float), held, re.total_usd, status, re.gap, held_gap)
 
-    return fork_map(one, list(paths.items()))
+    return fork_each(one, list(paths.items()))
 
 
 def growth_monte_carlo(tables: CapacityTables, inputs: HorizonInputs, architecture: str, schedule: pd.DataFrame,

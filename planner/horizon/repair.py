@@ -91,8 +91,8 @@ def level_latency(pts: pd.DataFrame, pool_names: np.ndarray, x: np.ndarray, n: n
 
 def repair_levels(hb: HorizonBuilt, v: np.ndarray) -> Repair:
     """Check every level of the solution ``v`` and top up the pools of the levels that miss (module docstring). The
-    levels are independent: split over the usable cores (:func:`planner.forked.fork_map`)."""
-    from planner.forked import fork_map, usable_cores
+    levels are independent: dealt over the usable cores (:func:`planner.forked.fork_each`)."""
+    from planner.forked import fork_each
 
     K = hb.levels.m_peak.size
     x_all = np.asarray(v[hb.block("x")], dtype=float).copy()
@@ -101,14 +101,12 @@ def repair_levels(hb: HorizonBuilt, v: np.ndarray) -> Repair:
     names = hb.prep.pools["pool"].astype(str).to_numpy()
     red = int(hb.inputs.redundancy)
     todo = [k for k in range(K) if (x_all[k] > 0).any()]
-    parts = max(1, min(usable_cores(), len(todo)))
     model = _LevelModel.of(hb)
-    done = fork_map(lambda ks: [_repair_level(hb, k, x_all[k], n_all[k], names, red, model) for k in ks],
-                    [todo[i::parts] for i in range(parts)])
+    done = fork_each(lambda k: _repair_level(hb, k, x_all[k], n_all[k], names, red, model), todo)
     n_new = n_all.copy()
     repaired = added = both = 0
     unfixed: list[tuple[int, str]] = []
-    for k, n, why in sorted((r for part in done for r in part), key=lambda r: r[0]):
+    for k, n, why in sorted(done, key=lambda r: r[0]):
         if why:
             unfixed.append((k, why))
         if (n != n_all[k]).any():

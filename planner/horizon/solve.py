@@ -384,7 +384,7 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     ``verify_slots`` > 0, simulate that many of each plan's busiest levels (:mod:`planner.horizon.verify`).
     An entry ``"A/B per slot"`` (:func:`switching_name` of ``inputs.per_slot_architecture``) is the per-slot plan:
     one MIP with both architectures' pools and a binary per slot choosing which carries its traffic (model docstring)."""
-    from planner.forked import fork_map
+    from planner.forked import fork_each
 
     with stage("build the horizon model"):
         hb = build_horizon(tables, inputs)
@@ -393,7 +393,7 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
     # does not depend on which was solved before it in the same process
     plain = [a for a in architectures if a in ARCH_ROLES]
     with stage(f"plan {', '.join(plain)} over the horizon" + (" (one per core)" if len(plain) > 1 else "")):
-        solved = dict(zip(plain, fork_map(lambda a: _plan(hb, a, time_limit_s, mip_gap, verify_slots, fresh=True), plain),
+        solved = dict(zip(plain, fork_each(lambda a: _plan(hb, a, time_limit_s, mip_gap, verify_slots, fresh=True), plain),
                           strict=True))
     archs: dict[str, HorizonArchitecture] = {}
     pairs: dict[str, tuple[str, ...]] = {}
@@ -410,7 +410,7 @@ def solve_horizon(tables: CapacityTables, inputs: HorizonInputs, architectures: 
         build_s += base_hb.build_s
         with stage(f"owned-peak baseline{'s' if len(wanted) > 1 else ''} of {', '.join(wanted)}"
                    + (" (one per core)" if len(wanted) > 1 else "")):
-            bases = dict(zip(wanted, fork_map(lambda a: _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap), wanted),
+            bases = dict(zip(wanted, fork_each(lambda a: _owned_peak_baseline(base_hb, a, time_limit_s, mip_gap), wanted),
                              strict=True))
         counted: set[str] = set()
         for arch in architectures:

@@ -400,33 +400,27 @@ def leave_one_group_out_bands(rows: list[dict[str, Any]], catalog: Catalog, grou
     groups = sorted(set(keys[base]))
     if len(groups) < 2:
         return []
-    from planner.forked import fork_map
+    from planner.forked import fork_each
 
     prep = prepare_rows(rows, catalog)
     ttft = np.full(len(rows), np.nan)
     tpot = np.full(len(rows), np.nan)
 
-    def held_out(part: list[str]) -> list[tuple[np.ndarray, np.ndarray] | None]:
-        """Per group of ``part``: its rows' predictions by the fit without it (None: the rest cannot be fitted)."""
-        out: list[tuple[np.ndarray, np.ndarray] | None] = []
-        for g in part:
-            test = base & (keys == g)
-            try:
-                cal = fit_calibration(rows, catalog, name=f"without-{g}", data_file="", train_mask=base & ~test)
-            except InputError:
-                out.append(None)
-                continue
-            t, p, _, _ = predict_prepared(prep, cal)
-            out.append((t[test], p[test]))
-        return out
+    def held_out(g: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Group ``g``'s rows predicted by the fit without it (None: the rest cannot be fitted)."""
+        test = base & (keys == g)
+        try:
+            cal = fit_calibration(rows, catalog, name=f"without-{g}", data_file="", train_mask=base & ~test)
+        except InputError:
+            return None
+        t, p, _, _ = predict_prepared(prep, cal)
+        return t[test], p[test]
 
-    # the groups' fits are independent: alternately here and in a forked child (the same fits, the same bands)
-    halves = [groups[0::2], groups[1::2]]
-    for half, found in zip(halves, fork_map(held_out, halves), strict=True):
-        for g, pred in zip(half, found, strict=True):
-            if pred is not None:
-                test = base & (keys == g)
-                ttft[test], tpot[test] = pred
+    # the groups' fits are independent: dealt over the usable cores (the same fits, the same bands)
+    for g, pred in zip(groups, fork_each(held_out, groups), strict=True):
+        if pred is not None:
+            test = base & (keys == g)
+            ttft[test], tpot[test] = pred
     meas_ttft = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
     meas_tpot = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
     usable = base & np.array([not r for r in prep.reasons]) & (meas_ttft > 0) & (meas_tpot > 0) & np.isfinite(ttft) & np.isfinite(tpot)
@@ -448,7 +442,7 @@ def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[d
     dev = np.array([str(r.get("device")) for r in rows])
     mt = np.array([r["ttft_ms"] if r.get("ttft_ms") is not None else np.nan for r in rows], dtype=float)
     mp = np.array([r["tpot_ms"] if r.get("tpot_ms") is not None else np.nan for r in rows], dtype=float)
-    from planner.forked import fork_map
+    from planner.forked import fork_each
 
     prep = prepare_rows(rows, catalog)
 
@@ -472,8 +466,5 @@ def leave_one_device_out(rows: list[dict[str, Any]], catalog: Catalog) -> list[d
                         "mape_ttft_pct": mape(ttft[mask], mt[mask]), "mape_tpot_pct": mape(tpot[mask], mp[mask])})
         return out
 
-    # the devices' fits are independent: alternately here and in a forked child (the same fits, in device order)
-    halves = [devices[0::2], devices[1::2]]
-    found = fork_map(lambda half: [held_out(d) for d in half], halves)
-    by_device = {d: part for half, parts in zip(halves, found, strict=True) for d, part in zip(half, parts, strict=True)}
-    return [r for d in devices for r in by_device[d]]
+    # the devices' fits are independent: dealt over the usable cores (the same fits, in device order)
+    return [r for part in fork_each(held_out, devices) for r in part]

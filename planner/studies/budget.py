@@ -32,7 +32,6 @@ Measured (enterprise-chat, base peak 6.35 req/s, 2 cores): one probe with the si
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -112,33 +111,18 @@ def budget_frontier(source: TableSource, budgets: list[float], *, rel_tol: float
                     progress: Callable[[int], None] | None = None) -> pd.DataFrame:
     """One row per budget: the largest multiplier, its cost, winner and device mix (the cost–traffic frontier).
 
-    The budgets alternate between this process and a forked child (:func:`planner.forked.fork_map`; each keeps its
-    own probe cache — a probe is a pure function of its multiplier, so the rows are those of one process).
-    ``progress(1)`` is called after each budget (a CLI progress bar; the child's when its rows arrive)."""
-    from planner.forked import fork_map
+    The budgets are dealt over the usable cores (:func:`planner.forked.fork_each`; a probe is a pure function of its
+    multiplier, so each process's own probe cache gives the rows of one process). ``progress(1)`` is called after
+    each budget (a CLI progress bar; a child's when its rows arrive)."""
+    from planner.forked import fork_each
 
     ordered = sorted(budgets)
-    halves = [ordered[0::2], ordered[1::2]] if len(ordered) > 1 else [ordered]
-
-    def search(half: list[float]) -> tuple[int, list[tuple[float, _Eval | None]]]:
-        cache: dict[tuple[float, bool], _Eval] = {}
-        found = []
-        for b in half:
-            found.append(max_multiplier(source, b, rel_tol=rel_tol, cache=cache))
-            if progress and os.getpid() == parent:
-                progress(1)
-        return os.getpid(), found
-
-    parent = os.getpid()
-    by_budget: dict[float, tuple[float, _Eval | None]] = {}
-    for half, (pid, found) in zip(halves, fork_map(search, halves), strict=True):
-        by_budget.update(zip(half, found, strict=True))
-        if progress and pid != parent and half:
-            progress(len(half))
+    cache: dict[tuple[float, bool], _Eval] = {}
+    found = fork_each(lambda b: max_multiplier(source, b, rel_tol=rel_tol, cache=cache), ordered,
+                      done=(lambda *_: progress(1)) if progress else None)
     rows = []
     bound = bound_multiplier(source)
-    for b in ordered:
-        m, ev = by_budget[b]
+    for b, (m, ev) in zip(ordered, found, strict=True):
         s = ev.summary if ev else None
         note = "" if ev else "the budget does not cover the fixed costs of any plan at 1e-6 of the traffic"
         if ev and m >= bound:

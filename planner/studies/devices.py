@@ -17,11 +17,9 @@ total can differ slightly from what ``planner solve`` with that single device pr
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import pandas as pd
 
@@ -54,30 +52,15 @@ def device_comparison(source: TableSource, progress: Callable[[int], None] | Non
     w = winner_of(best)
     best_total = float(best[w].total_usd_per_month or 0.0) if w else None
     best_terms = best[w].costs if w else {}
-    from planner.forked import fork_map
+    from planner.forked import fork_each
 
     rows = []
     points = source.base_tables.points
     devices = [str(d) for d in sorted(source.base_tables.configs["device"].unique())]
-    parent = os.getpid()
-
-    def solve_half(half: list[str]) -> tuple[int, list[Any]]:
-        got = []
-        for device in half:
-            got.append(solve_scenario(_only(source, device), {})[0])
-            if progress and os.getpid() == parent:
-                progress(1)
-        return os.getpid(), got
-
-    # each device solved alone is independent of the others: alternately here and in a forked child, the same plans
-    halves = [devices[0::2], devices[1::2]] if len(devices) > 1 else [devices]
-    solved: dict[str, Any] = {}
-    for half, (pid, got) in zip(halves, fork_map(solve_half, halves), strict=True):
-        solved.update(zip(half, got, strict=True))
-        if progress and pid != parent and half:
-            progress(len(half))
-    for device in devices:
-        summaries = solved[device]
+    # each device solved alone is independent of the others: dealt over the usable cores, the same plans
+    solved = fork_each(lambda device: solve_scenario(_only(source, device), {})[0], devices,
+                       done=(lambda *_: progress(1)) if progress else None)
+    for device, summaries in zip(devices, solved, strict=True):
         win = winner_of(summaries)
         if win is not None:
             s = summaries[win]
