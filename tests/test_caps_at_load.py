@@ -27,7 +27,7 @@ def _instance_text(input_tokens: int, ttft_target_ms: float, tpot_target_ms: flo
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    text = mod.INSTANCE.replace("INPUT", str(input_tokens)).replace("ARCH", "shared")
+    text = mod.instance_text("shared", input_tokens, spread=False)
     return text.replace("target_ms: 20000", f"target_ms: {ttft_target_ms:g}").replace("target_ms: 2000}", f"target_ms: {tpot_target_ms:g}}}")
 
 
