@@ -162,6 +162,27 @@ def test_unified_lane_from_the_points_by_hand() -> None:
     assert unified_lane(rows.assign(prefill_chunk_tokens=[np.nan, 500.0])) is None
 
 
+def test_unified_lane_full_chunk_iteration_keeps_the_points_lane_time() -> None:
+    """The full-chunk iteration of a pool mixing chunk sizes is the points' ``step_ms`` weighted by the chunk
+    iterations their prompts take: A 8,000 tokens in one 8,000-token chunk of 700 ms, B 8,000 in three 2,667-token
+    chunks of 241 ms, one request/s each: q = 16,000 / (1 + 3) = 4,000 tokens, t = (700 + 3 · 241) / 4 = 355.75 ms,
+    so a simulated prompt's two 4,000-token iterations take 711.5 ms, the points' mean (700 + 723) / 2. Weighted by
+    rate alone t was 470.5 ms (941 ms a prompt: +32 % lane time, a shared pool saturating in simulation at 85 % of
+    its planned load; benchmarks/bench_latency_at_load.py --spread-outputs)."""
+    from planner.simulate.adapter import unified_lane
+
+    rows = pd.DataFrame({"lam": [1.0, 1.0], "input_tokens_rep": [8000.0, 8000.0], "prefill_tokens": [8000.0, 8000.0],
+                         "prefill_chunk_tokens": [8000.0, 8000 / 3], "decode_only_step_ms": [35.0, 35.0],
+                         "mean_step_ms": [90.0, 120.0], "step_ms": [700.0, 241.0]})
+    lane = unified_lane(rows)
+    assert lane is not None and lane.chunk_tokens == 4000
+    assert lane.chunk_step_s == pytest.approx((700 + 3 * 241) / 4 / 1e3)
+    per_prompt_s = 8000 / lane.chunk_tokens * lane.chunk_step_s
+    assert per_prompt_s == pytest.approx((1 * 0.700 + 3 * 0.241) / 2)
+    assert unified_lane(rows.drop(columns=["step_ms"])).chunk_step_s is None  # type: ignore[union-attr]
+    assert unified_lane(rows.assign(step_ms=[700.0, np.nan])).chunk_step_s is None  # type: ignore[union-attr]
+
+
 def test_unified_pool_simulated_with_its_chunk_meets_and_analytic_is_conservative() -> None:
     """The hand-made unified plan of tests/test_optimize_verify.py (3 instances after the lane check):
     simulated at peak with the plan's chunk, the TTFT p99 is below the analytic one (sum of

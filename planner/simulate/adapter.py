@@ -31,8 +31,11 @@ approximated, and each approximation is stated here:
   simulated request prefills, ``n_b`` the new tokens after the cached prefix the point prefills:
   the simulated lane does the lane work the points priced, ``n_b/q_b`` chunk iterations per
   prompt, and the request keeps its whole context in KV); an
-  iteration with ``c`` prompt tokens takes ``t_dec + (t − t_dec) · c/q`` (``t`` the planned
-  ``step_ms``, the full-chunk iteration — ``tpot_ms`` where a row has no ``step_ms``; ``t_dec`` the decode-only step; linear in between — a
+  iteration with ``c`` prompt tokens takes ``t_dec + (t − t_dec) · c/q`` (``t`` the planned full-chunk
+  iteration ``step_ms`` ``t_b``, averaged over the chunk iterations the buckets' prompts take,
+  ``t = Σ λ_b (n_b/q_b) t_b / Σ λ_b (n_b/q_b)``, so the lane's time is the points' too — ``Σ λ_b`` weights
+  alone put 8,000-token prompts of eight output buckets at +29 % lane time; the ``λ``-weighted
+  ``step_ms`` or ``tpot_ms`` where a row has no ``step_ms``; ``t_dec`` the decode-only step; linear in between — a
   roofline iteration's time grows about linearly with its tokens); the batch limit ``B`` is
   the capacity-preserving batch as for decode, with the mean iteration time ``mean_step_ms``
   in place of ``t`` (the unified ``τ_b = o_b · mean_step_b / B*_b``). The step time does not
@@ -269,7 +272,8 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
                 it = _constant2(step_s)
                 dec_s = step_s
             else:
-                chunk, it, dec_s = lane.chunk_tokens, _chunk_iteration(lane.decode_only_step_s, step_s, lane.chunk_tokens), lane.decode_only_step_s
+                t_chunk = lane.chunk_step_s if lane.chunk_step_s is not None else step_s
+                chunk, it, dec_s = lane.chunk_tokens, _chunk_iteration(lane.decode_only_step_s, t_chunk, lane.chunk_tokens), lane.decode_only_step_s
             pools.append(PoolSpec(p.name, "unified", p.instances, prefill_time_s=_per_token(recompute),
                                   step_time_s=[0.0] + [dec_s] * batch, max_batch=batch,
                                   kv_capacity_tokens=cap_tokens, chunk_tokens=chunk,
@@ -381,6 +385,10 @@ class UnifiedLane:
     chunk_tokens: int
     decode_only_step_s: float
     mean_step_s: float
+    chunk_step_s: float | None = None
+    """The full-chunk iteration ``t = Σ λ_b (n_b/q_b) t_b / Σ λ_b (n_b/q_b)`` (s; ``t_b`` the point's ``step_ms``),
+    weighted by the chunk iterations each bucket's prompts take, so that the lane does the lane time the
+    points priced (module docstring); ``None`` when a row has no ``step_ms``."""
 
 
 def unified_lane(rows: pd.DataFrame) -> UnifiedLane | None:
@@ -401,8 +409,14 @@ def unified_lane(rows: pd.DataFrame) -> UnifiedLane | None:
     n, q = sub[:, 0], sub[:, 1]
     full = rows["input_tokens_rep"].to_numpy(float) if "input_tokens_rep" in rows.columns else n
     chunk = float((lam * full).sum() / (lam * n / q).sum())
+    # a bucket's prompts take n_b / q_b full-chunk iterations of its own t_b: weighted by rate alone, a mix of
+    # one-chunk 8,000-token prompts (t_b 700 ms) and three-chunk ones (241 ms each) gave the pool's
+    # 4,285-token chunk 484 ms where the points priced 377 ms (+29 % lane time; benchmarks/bench_latency_at_load.py)
+    step = rows["step_ms"].to_numpy(float) if "step_ms" in rows.columns else np.full(len(rows), np.nan)
+    iters = lam * n / q
+    chunk_step = float((iters * step).sum() / iters.sum()) / 1e3 if np.all(np.isfinite(step)) and iters.sum() > 0 else None
     return UnifiedLane(chunk_tokens=max(1, int(round(chunk))), decode_only_step_s=_weighted(rows["decode_only_step_ms"], rows["lam"]) / 1e3,
-                       mean_step_s=_weighted(rows["mean_step_ms"], rows["lam"]) / 1e3)
+                       mean_step_s=_weighted(rows["mean_step_ms"], rows["lam"]) / 1e3, chunk_step_s=chunk_step)
 
 
 def _chunk_iteration(t_dec: float, t_chunk: float, chunk_tokens: int) -> Callable[[int, int], float]:
