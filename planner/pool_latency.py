@@ -1551,10 +1551,46 @@ def instance_arrival_cv(pool_arrival_cv: float, live: int, units_mean: float) ->
     return ca / math.sqrt(c)
 
 
+def lane_chunk_step_s(rates: np.ndarray, units: np.ndarray, step_ms: np.ndarray) -> float:
+    """A unified pool's full-chunk iteration (s) over its points: their ``step_ms`` ``t_b`` weighted by the chunk
+    iterations their prompts take, ``t = Σ λ_b f_b t_b / Σ λ_b f_b`` (``f_b = n_b / q_b``, ``units``), so that the
+    pool's lane time ``λ f̄ (t − t_d)`` (:func:`unified_load`) is the points' own ``Σ λ_b f_b (t_b − t_d)``, as the
+    simulated pool's (:func:`planner.simulate.adapter.unified_lane`). Weighted by rate alone, 8,000-token prompts
+    over eight output buckets (one 8,189-token chunk of 700 ms each for the short outputs, three 2,667-token chunks
+    of 241 ms for the long) gave the lane 32 % more time than the points priced: TTFT p50 +100 % against the
+    simulator (``benchmarks/bench_latency_at_load.py --spread-outputs``). The rate-weighted mean when no prompt
+    takes an iteration (``f_b`` all 0)."""
+    w = np.asarray(rates, dtype=float)
+    t = np.asarray(step_ms, dtype=float)
+    wf = w * np.asarray(units, dtype=float)
+    if wf.sum() > 0:
+        return float((wf * t).sum() / wf.sum()) / 1e3
+    return float((w * t).sum() / w.sum()) / 1e3
+
+
+def pool_lane_units(rates: np.ndarray, units: np.ndarray, new_tokens: np.ndarray) -> np.ndarray:
+    """Per point of one unified pool: its prompt in the pool's chunk iterations, ``f'_b = n_b / q``, ``q = Σ λ_b n_b /
+    Σ λ_b f_b`` (``f_b = n_b / q_b`` its own point's units, ``n_b`` the new prompt tokens): the engine runs one chunk
+    for every prompt (the simulator's too, :func:`planner.simulate.adapter.unified_lane`), the size that does the lane
+    work the points priced (``Σ λ_b f'_b = Σ λ_b f_b``). Its full-chunk iteration is :func:`lane_chunk_step_s`. Per
+    point's own chunk, 8,000-token prompts of eight output buckets (one 8,189-token chunk for the short outputs,
+    three of 2,667 for the long) had TTFT p50 414 ms and 1,174 ms where the simulated pool's two 4,285-token chunks
+    give 752 ms to both (``benchmarks/bench_latency_at_load.py --spread-outputs``). A pool of one point, or whose new
+    tokens are zero: its own units, as they are."""
+    w = np.asarray(rates, dtype=float)
+    f = np.asarray(units, dtype=float)
+    n = np.asarray(new_tokens, dtype=float)
+    wn = float((w * n).sum())
+    if len(f) <= 1 or not wn > 0:
+        return f.copy()
+    return n * float((w * f).sum()) / wn
+
+
 def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.ndarray, outputs: np.ndarray,
-               live: int) -> tuple[dict[str, float], float] | None:
+               live: int) -> tuple[dict[str, float], float, np.ndarray] | None:
     """The fixed point of one unified pool's instance (:func:`unified_load`) over its points ``on``
-    (routed rates ``lam``) and its λ-weighted mean output; ``None`` without live instances or traffic.
+    (routed rates ``lam``), its λ-weighted mean output and its points' prompts in the pool's chunk iterations
+    (:func:`pool_lane_units`, aligned with ``on``'s points); ``None`` without live instances or traffic.
     The instance's arrival CV: :func:`instance_arrival_cv`."""
     w = lam[on]
     if live < 1 or w.sum() <= 0:
@@ -1562,9 +1598,10 @@ def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.
     ca_pool = points["interarrival_cv"].to_numpy(float)[on] if "interarrival_cv" in points.columns else np.ones(int(on.sum()))
     ca = instance_arrival_cv(float((w * ca_pool).sum() / w.sum()), live, float((w * units[on]).sum() / w.sum()))
     t_dec = float((w * points["decode_only_step_ms"].to_numpy(float)[on]).sum() / w.sum()) / 1e3
-    t_chunk = float((w * points["step_ms"].to_numpy(float)[on]).sum() / w.sum()) / 1e3
-    load = unified_load(float(w.sum()) / live, t_dec, t_chunk, units[on], w, ca)
-    return load, float((w * outputs[on]).sum() / w.sum())
+    t_chunk = lane_chunk_step_s(w, units[on], points["step_ms"].to_numpy(float)[on])
+    u_pool = pool_lane_units(w, units[on], points["prefill_tokens"].to_numpy(float)[on])
+    load = unified_load(float(w.sum()) / live, t_dec, t_chunk, u_pool, w, ca)
+    return load, float((w * outputs[on]).sum() / w.sum()), u_pool
 
 
 def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
@@ -1594,7 +1631,6 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
     if lp is None:
         return pd.DataFrame(cols, index=points.index)
     ok, lam, pools, units, outputs, overhead_s = lp
-    lane_s, _own_lane = lane_columns(points)
     ttft_q = points["ttft_quantile"].to_numpy()
     metric_of = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else None
     level_cols = {m: points[f"{m}_quantile"].to_numpy() for m in ("tpot", "itl") if f"{m}_quantile" in points.columns}
@@ -1604,9 +1640,13 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         fixed = _pool_load(points, on, lam, units, outputs, live)
         if fixed is None:
             continue
-        load, o_mean = fixed
+        load, o_mean, u_pool = fixed
         rate_i = load["rate_per_s"]
         idx = np.flatnonzero(on)
+        # in the pool's chunk (pool_lane_units): each prompt's iterations, and the lane services of its mix
+        t_chunk = load["decode_step_s"] + load["delta_s"]
+        units_on = dict(zip(idx.tolist(), u_pool.tolist(), strict=True))
+        lane_on = u_pool * t_chunk
         for i in idx:
             tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
@@ -1614,8 +1654,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
             lane_in = True  # the lane queue is inside this TTFT (short prompts: _ttft_quantile_s; long: _long_ttft_quantile_s)
             tail = None if slot_tails is None else slot_tails.get(str(pool))
             slot_in = slot_tail_applies(tail)
-            ttft_s = unified_ttft_s(load, tq, float(units[i]), lane_s[on], lam[on], live, rate_i * o_mean * load["mean_step_s"], tail)
-            own_s = unified_ttft_s(load, tq, float(units[i]), lane_s[on], lam[on], live, rate_i * o_mean * load["mean_step_s"]) \
+            ttft_s = unified_ttft_s(load, tq, units_on[int(i)], lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"], tail)
+            own_s = unified_ttft_s(load, tq, units_on[int(i)], lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"]) \
                 if slot_in else ttft_s
             tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))

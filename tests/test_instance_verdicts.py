@@ -32,7 +32,7 @@ EXPECTED_WINNER: dict[str, str] = {
     # (disaggregated $114,416 before the peak simulation measured steady state, planner.verify.run_window)
     # (was disaggregated $169,739 vs shared $222,215, the shared lane priced at each bucket's longest prompt)
     "code-completion-8b": "shared",
-    # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $149,208 vs $152,368 (2.1 %; 2026-12-06 culprit pools; 0.8 % before)
+    # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $149,209 vs $152,368 (2.1 %; 2026-12-06 culprit pools; 0.8 % before; $0.15 dearer with the pool's one chunk)
     "agentic-assistant": "shared",
     # 121k-token prompts at a 15 s p99 TTFT and 60 ms token interval. Shared since buckets pay their mean work: before,
     # the unified point ran every request of the top bucket at its 121k-token representative (no unified point

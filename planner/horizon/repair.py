@@ -304,6 +304,7 @@ class _LevelModel:
             if "utilization_cap" in cols:
                 self.lane_ok &= np.isnan(pts["utilization_cap"].to_numpy(float))
             self.units = vals[:, 0] / vals[:, 1]
+            self.new_tokens = vals[:, 0]
             self.t_dec_ms, self.t_chunk_ms = vals[:, 2], vals[:, 3]
             self.overhead_s = unified_ttft_overhead_ms(pts) / 1e3
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -461,6 +462,8 @@ class _Level:
             _itl_quantile_s,
             _tpot_quantile_s,
             instance_arrival_cv,
+            lane_chunk_step_s,
+            pool_lane_units,
             slot_tail_applies,
             unified_load,
             unified_slot_tails,
@@ -479,7 +482,7 @@ class _Level:
             return ttft_at, tpot_at, itl_at, lane_in, slot_in
         tails = unified_slot_tails(pool_rows)
         lam, pools, units, outputs = self.lam, self.pool, m.units[idx], m.outputs[idx]
-        overhead_s, lane_s, ca_all = m.overhead_s[idx], self.lane_s, self.cv
+        overhead_s, ca_all, new_tokens = m.overhead_s[idx], self.cv, m.new_tokens[idx]
         t_dec_all, t_chunk_all, batch_all = m.t_dec_ms[idx], m.t_chunk_ms[idx], m.max_batch[idx]
         for pool in sorted(set(pools[ok])):
             on = ok & (pools == pool)
@@ -489,15 +492,18 @@ class _Level:
                 continue
             ca = instance_arrival_cv(float((w * ca_all[on]).sum() / w.sum()), live_n, float((w * units[on]).sum() / w.sum()))
             t_dec = float((w * t_dec_all[on]).sum() / w.sum()) / 1e3
-            t_chunk = float((w * t_chunk_all[on]).sum() / w.sum()) / 1e3
-            load = unified_load(float(w.sum()) / live_n, t_dec, t_chunk, units[on], w, ca)
+            t_chunk = lane_chunk_step_s(w, units[on], t_chunk_all[on])
+            u_pool = pool_lane_units(w, units[on], new_tokens[on])
+            load = unified_load(float(w.sum()) / live_n, t_dec, t_chunk, u_pool, w, ca)
             o_mean = float((w * outputs[on]).sum() / w.sum())
             rate_i = load["rate_per_s"]
             tail = tails.get(str(pool))
+            units_on = dict(zip(np.flatnonzero(on).tolist(), u_pool.tolist(), strict=True))
+            lane_on = u_pool * (load["decode_step_s"] + load["delta_s"])
             for i in np.flatnonzero(on):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
-                ttft_s = unified_ttft_s(load, tq, float(units[i]), lane_s[on], lam[on], live_n, rate_i * o_mean * load["mean_step_s"], tail)
+                ttft_s = unified_ttft_s(load, tq, units_on[int(i)], lane_on, lam[on], live_n, rate_i * o_mean * load["mean_step_s"], tail)
                 slot_in[i] = slot_tail_applies(tail)
                 tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]))
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(
