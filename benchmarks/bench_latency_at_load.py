@@ -202,9 +202,9 @@ near one chunk iteration a token), one instance of 1,000-token prompts at 95 % T
 17 instances of 1,000-token prompts TTFT p50 −17 % at 70 / 85 % and TPOT p99 +18…+31 %, of 8,000-token prompts
 TTFT p99 −32 % at 10 %. The default (one-bucket) grid's figures are unchanged (``--fixed-seeds --counts 4``: the
 same 16 s table), and so are the seven example plans but for agentic-assistant's shared plan, $0.15 dearer
-($149,208.38 → $149,208.53, the same pools; ``planner solve --no-cache``). ``planner deploy`` still launches the
-smallest per-bucket chunk (the ITL-safe choice, said in its notes): it runs more, shorter lane iterations than the
-pool the plan checked.
+($149,208.38 → $149,208.53, the same pools; ``planner solve --no-cache``). ``planner deploy`` now launches the same chunk
+(:func:`planner.pool_latency.pool_chunk_tokens`; it launched the smallest per-bucket chunk, more lane iterations than
+the pool the plan checked).
 
 Diagnosis of 2026-12-06 (measured in a scratch clone, not shipped; ``--counts 1``, 3 seeds):
 

@@ -1568,6 +1568,17 @@ def lane_chunk_step_s(rates: np.ndarray, units: np.ndarray, step_ms: np.ndarray)
     return float((w * t).sum() / w.sum()) / 1e3
 
 
+def pool_chunk_tokens(rates: np.ndarray, new_tokens: np.ndarray, chunk_tokens: np.ndarray) -> float:
+    """The one prefill chunk of a unified pool whose points chose chunks ``q_b``: ``q = Σ λ_b n_b / Σ λ_b (n_b / q_b)``
+    tokens, the chunk at which the pool's lane does the chunk iterations its points priced (:func:`pool_lane_units`
+    prices every prompt in it, :func:`lane_chunk_step_s` its iteration; the simulator's pool and ``planner deploy``'s
+    launch settings run it). ``nan`` without routed new tokens."""
+    w = np.asarray(rates, dtype=float)
+    n = np.asarray(new_tokens, dtype=float)
+    iters = float((w * n / np.asarray(chunk_tokens, dtype=float)).sum())
+    return float((w * n).sum()) / iters if iters > 0 else math.nan
+
+
 def pool_lane_units(rates: np.ndarray, units: np.ndarray, new_tokens: np.ndarray) -> np.ndarray:
     """Per point of one unified pool: its prompt in the pool's chunk iterations, ``f'_b = n_b / q``, ``q = Σ λ_b n_b /
     Σ λ_b f_b`` (``f_b = n_b / q_b`` its own point's units, ``n_b`` the new prompt tokens): the engine runs one chunk

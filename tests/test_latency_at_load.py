@@ -211,3 +211,28 @@ def test_a_pool_mixing_chunk_sizes_does_the_lane_work_its_points_priced(tmp_path
     lane = next(iter(out.pools.values())).lane_utilization
     assert lane == pytest.approx(priced, rel=0.06)
     assert out.services and max(1e3 * out.histograms[f"service:{r.service}:ttft"].quantile(0.5) for r in sim.routes) < 3000
+
+
+def test_deploy_launches_the_chunk_the_plan_checked(tmp_path: Path) -> None:
+    """`planner deploy`'s one prefill chunk of a pool mixing chunk sizes is the chunk its analytic check and peak
+    simulation ran at (planner.pool_latency.pool_chunk_tokens; the simulator's unified_lane with no cached prefix),
+    not the smallest per-bucket one (2,667 of 2,667..8,189 tokens before)."""
+    from dataclasses import replace
+
+    from planner.catalog import load_catalog
+    from planner.deploy.pools import pool_launch
+    from planner.instance import load_instance
+    from planner.optimize.settings import settings_from_instance
+    from planner.simulate.adapter import plan_to_sim_by_bucket
+    from planner.solve_instance import solve_instance
+
+    bench = _bench()
+    path = tmp_path / "spread.yaml"
+    path.write_text(bench.instance_text("shared", 8000, spread=True), encoding="utf-8")
+    resolved = load_instance(path)
+    res = solve_instance(resolved, replace(settings_from_instance(resolved.instance), confidence="off")).result
+    pool = res.architectures["shared"].pools[0]
+    launch = pool_launch(res, "shared", pool, load_catalog(), None)
+    simulated = plan_to_sim_by_bucket(res, "shared").pools[0].chunk_tokens
+    assert launch.chunk_range == (2667, 8189)
+    assert launch.chunk_tokens == simulated and 2667 < launch.chunk_tokens < 8189

@@ -17,8 +17,12 @@ Every number comes from the plan file (its pools, routing and capacity snapshot)
   representative output tokens for decode/unified; to the routed rate for prefill). ``B`` lies
   between ``min B_i`` and ``max B_i`` and equals ``B_i`` for a single bucket.
 - **token budget**: unified pools carry ``B`` decode tokens plus a prefill chunk ``q`` per
-  iteration (:mod:`planner.perf.points`: ``q <= Q - B``); the engine's one chunk is the smallest
-  chunk of the routed buckets (the ITL-safe one; larger chunks lengthen the ITL tail), and the
+  iteration (:mod:`planner.perf.points`: ``q <= Q - B``); the engine's one chunk is the pool's
+  ``q = Σ λ_b n_b / Σ λ_b (n_b / q_b)`` over the routed buckets' chunks ``q_b``
+  (:func:`planner.pool_latency.pool_chunk_tokens`): the chunk at which the lane does the iterations the
+  points priced, the one the plan's analytic check and peak simulation ran the pool at, its ITL
+  included (the smallest per-bucket chunk, launched before 2026-12-06, gave the lane more iterations
+  than any check saw; it stays the fallback when a routed point lacks its prompt tokens), and the
   budget is ``Q = B V + q``. Prefill pools: the largest ``max_batch x input_tokens_rep`` (a whole
   batch of the bucket's representative prompts in one iteration, as the prefill point was costed;
   longer prompts of a bucket are chunked by the engine). Decode pools: ``B V``, ``V`` the tokens
@@ -390,6 +394,15 @@ def pool_launch(plan: PlanResult, arch: str, pool: PoolPlan, catalog: Catalog,
         chunks = [int(r["prefill_chunk_tokens"]) for r, _ in rows if r.get("prefill_chunk_tokens")]
         if chunks:
             chunk, chunk_range = min(chunks), (min(chunks), max(chunks))
+            import numpy as np
+
+            from planner.pool_latency import pool_chunk_tokens
+
+            lane = [(lam, float(r.get("prefill_tokens") or 0.0), float(r["prefill_chunk_tokens"])) for r, lam in rows
+                    if r.get("prefill_chunk_tokens")]
+            q = pool_chunk_tokens(np.array([x[0] for x in lane]), np.array([x[1] for x in lane]), np.array([x[2] for x in lane]))
+            if len(lane) == len(rows) and math.isfinite(q) and q >= 1:
+                chunk = int(round(q))  # the pool's one chunk, as the plan's check and simulation priced it
         budget = b * v + (chunk or 0)
     elif pool.role == "prefill":
         budget = max(int(math.ceil(cap * float(_demand(plan, r, "input_tokens_rep") or 1)))

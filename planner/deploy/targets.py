@@ -161,8 +161,9 @@ def _common_warnings(pools: list[PoolLaunch], target: str, dep: Deployment) -> N
                 "(B = 1 / sum_i s_i / B_i, planner/deploy/pools.py)")
         if p.chunk_range and p.chunk_range[0] != p.chunk_range[1]:
             dep.notes.append(
-                f"{p.pool}: prefill chunk {p.chunk_tokens} is the smallest per-bucket chunk ({p.chunk_range[0]}..{p.chunk_range[1]}); "
-                "one chunk per engine, the smallest keeps every bucket's ITL tail within its target")
+                f"{p.pool}: prefill chunk {p.chunk_tokens} is the pool's one chunk for the per-bucket chunks "
+                f"{p.chunk_range[0]}..{p.chunk_range[1]} (the lane work the buckets' points priced; the plan's latency check and "
+                "peak simulation ran the pool at it, ITL included; planner/deploy/pools.py)")
         dep.notes.extend(f"{p.pool}: {n}" for n in p.notes)
         if p.speculative is not None and p.plain_buckets:
             dep.warnings.append(
