@@ -198,7 +198,10 @@ parted where the simulator saturated; the simulator's iteration fixed alone 71 %
 75 %, and with the pool's chunk **92 % / 83 %** (124 within, 7 beyond, 13 unresolved; disaggregated 100 %; 17
 instances 56 / 11 / 5): the check now agrees with a pool that does the lane work the plan priced. Left: shared
 8,000-token TPOT p99 −31…−47 % (analytic 114–229 ms against 166–376: the short outputs' TPOT in simulation is
-near one chunk iteration a token), one instance of 1,000-token prompts at 95 % TTFT p99 4,683 / 1,136 ms (+312 %),
+near one chunk iteration a token; counting the lane's backlog at the request's first token with the arrivals in
+its decode window — the count's quantile of ``K + A``, ``K`` the lane's stationary count — was tried in a scratch
+script, not shipped: as solved unchanged, 17 instances 83 → 86 %, the 25-token TPOT p99 still −45 %, the one-bucket
+grid the same), one instance of 1,000-token prompts at 95 % TTFT p99 4,683 / 1,136 ms (+312 %),
 17 instances of 1,000-token prompts TTFT p50 −17 % at 70 / 85 % and TPOT p99 +18…+31 %, of 8,000-token prompts
 TTFT p99 −32 % at 10 %. The default (one-bucket) grid's figures are unchanged (``--fixed-seeds --counts 4``: the
 same 16 s table), and so are the seven example plans but for agentic-assistant's shared plan, $0.15 dearer
