@@ -201,7 +201,11 @@ instances 56 / 11 / 5): the check now agrees with a pool that does the lane work
 near one chunk iteration a token; counting the lane's backlog at the request's first token with the arrivals in
 its decode window — the count's quantile of ``K + A``, ``K`` the lane's stationary count — was tried in a scratch
 script, not shipped: as solved unchanged, 17 instances 83 → 86 %, the 25-token TPOT p99 still −45 %, the one-bucket
-grid the same), one instance of 1,000-token prompts at 95 % TTFT p99 4,683 / 1,136 ms (+312 %),
+grid the same), one instance of 1,000-token prompts at 95 % TTFT p99 4,683 / 1,136 ms (+312 %: the slot queue, 338 slots held
+``o_b t_b`` at each point's full-batch iteration, where the simulated pool has the capacity-preserving 410 and
+decodes at the load's shorter iterations; the slot queue at the simulator's batch with holds ``o_b t̄`` at the
+pool's full-batch mean iteration was tried, not shipped: those holds put the slots over 1 at 95 %, TTFT infinite,
+91 % / 81 % within),
 17 instances of 1,000-token prompts TTFT p50 −17 % at 70 / 85 % and TPOT p99 +18…+31 %, of 8,000-token prompts
 TTFT p99 −32 % at 10 %. The default (one-bucket) grid's figures are unchanged (``--fixed-seeds --counts 4``: the
 same 16 s table), and so are the seven example plans but for agentic-assistant's shared plan, $0.15 dearer
