@@ -196,7 +196,10 @@ pool's chunk, ``f'_b = n_b Σ λ f / Σ λ n`` (:func:`planner.pool_latency.pool
 the two sides shared the rate-weighted iteration, so they mostly agreed with each other, not with the points, and
 parted where the simulator saturated; the simulator's iteration fixed alone 71 % / 43 %, both iterations 86 % /
 75 %, and with the pool's chunk **92 % / 83 %** (124 within, 7 beyond, 13 unresolved; disaggregated 100 %; 17
-instances 56 / 11 / 5): the check now agrees with a pool that does the lane work the plan priced. Left: shared
+instances 56 / 11 / 5): the check now agrees with a pool that does the lane work the plan priced. With adaptive
+seeds (``--spread-outputs --counts 4,17``, 92 s): as solved 92 % of 144, **131 within, 10 beyond, 3 unresolved**
+(disaggregated 70 within, 0 beyond); over 4 and 17 instances 81 % of 144, 114 / 27 / 3 (8,000-token prompts 72–75 %,
+1,000-token 86–89 %). Not met. Left: shared
 8,000-token TPOT p99 −31…−47 % (analytic 114–229 ms against 166–376: the short outputs' TPOT in simulation is
 near one chunk iteration a token; counting the lane's backlog at the request's first token with the arrivals in
 its decode window — the count's quantile of ``K + A``, ``K`` the lane's stationary count — was tried in a scratch
