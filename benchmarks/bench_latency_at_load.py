@@ -204,7 +204,8 @@ seeds (``--spread-outputs --counts 4,17``, 92 s): as solved 92 % of 144, **131 w
 near one chunk iteration a token; counting the lane's backlog at the request's first token with the arrivals in
 its decode window — the count's quantile of ``K + A``, ``K`` the lane's stationary count — was tried in a scratch
 script, not shipped: as solved unchanged, 17 instances 83 → 86 %, the 25-token TPOT p99 still −45 %, the one-bucket
-grid the same), one instance of 1,000-token prompts at 95 % TTFT p99 4,683 / 1,136 ms (+312 %: the slot queue, 338 slots held
+grid the same; nor the decode window stretched by the chunks it holds, ``n = Q_q(λ (g t_d + δ f n))`` iterated:
+the spread grid 89 % / 82 %, the one-bucket grid's 8,000-token TPOT p99 at 70 % +56 %), one instance of 1,000-token prompts at 95 % TTFT p99 4,683 / 1,136 ms (+312 %: the slot queue, 338 slots held
 ``o_b t_b`` at each point's full-batch iteration, where the simulated pool has the capacity-preserving 410 and
 decodes at the load's shorter iterations; the slot queue at the simulator's batch with holds ``o_b t̄`` at the
 pool's full-batch mean iteration was tried, not shipped: those holds put the slots over 1 at 95 %, TTFT infinite,
