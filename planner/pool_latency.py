@@ -1571,8 +1571,9 @@ def lane_chunk_step_s(rates: np.ndarray, units: np.ndarray, step_ms: np.ndarray)
 def pool_chunk_tokens(rates: np.ndarray, new_tokens: np.ndarray, chunk_tokens: np.ndarray) -> float:
     """The one prefill chunk of a unified pool whose points chose chunks ``q_b``: ``q = Σ λ_b n_b / Σ λ_b (n_b / q_b)``
     tokens, the chunk at which the pool's lane does the chunk iterations its points priced (:func:`pool_lane_units`
-    prices every prompt in it, :func:`lane_chunk_step_s` its iteration; the simulator's pool and ``planner deploy``'s
-    launch settings run it). ``nan`` without routed new tokens."""
+    prices every prompt in it, :func:`lane_chunk_step_s` its iteration; ``planner deploy``'s launch settings run it, and
+    so does the simulator's pool, scaled to the whole prompts it prefills where a bucket has a cached prefix,
+    :func:`planner.simulate.adapter.unified_lane`). ``nan`` without routed new tokens."""
     w = np.asarray(rates, dtype=float)
     n = np.asarray(new_tokens, dtype=float)
     iters = float((w * n / np.asarray(chunk_tokens, dtype=float)).sum())
@@ -1655,18 +1656,16 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         rate_i = load["rate_per_s"]
         idx = np.flatnonzero(on)
         # in the pool's chunk (pool_lane_units): each prompt's iterations, and the lane services of its mix
-        t_chunk = load["decode_step_s"] + load["delta_s"]
-        units_on = dict(zip(idx.tolist(), u_pool.tolist(), strict=True))
-        lane_on = u_pool * t_chunk
-        for i in idx:
+        lane_on = u_pool * (load["decode_step_s"] + load["delta_s"])
+        for i, units_i in zip(idx, u_pool.tolist(), strict=True):
             tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
             lvl = token_quantile if token_quantile is not None else quantile_level(level_cols[metric][i] if metric in level_cols else 0.99)
             lane_in = True  # the lane queue is inside this TTFT (short prompts: _ttft_quantile_s; long: _long_ttft_quantile_s)
             tail = None if slot_tails is None else slot_tails.get(str(pool))
             slot_in = slot_tail_applies(tail)
-            ttft_s = unified_ttft_s(load, tq, units_on[int(i)], lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"], tail)
-            own_s = unified_ttft_s(load, tq, units_on[int(i)], lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"]) \
+            ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"], tail)
+            own_s = unified_ttft_s(load, tq, units_i, lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"]) \
                 if slot_in else ttft_s
             tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))

@@ -355,8 +355,11 @@ def pool_launch(plan: PlanResult, arch: str, pool: PoolPlan, catalog: Catalog,
                 kv_by_group: dict[str, str] | None, services: dict[str, dict[str, Any]] | None = None,
                 plan_file: str = "plan.json") -> PoolLaunch:
     """Launch settings of one pool (module docstring for every formula)."""
+    import numpy as np
+
     from planner.perf.moe import moe_params
     from planner.perf.roofline import RESERVE_GB, U_MEM
+    from planner.pool_latency import pool_chunk_tokens
 
     model_id, _, weight = pool.model.partition("@")
     base_dir = Path(plan.instance_path).parent if plan.instance_path else None
@@ -391,16 +394,12 @@ def pool_launch(plan: PlanResult, arch: str, pool: PoolPlan, catalog: Catalog,
     chunk: int | None = None
     chunk_range: tuple[int, int] | None = None
     if pool.role == "unified":
-        chunks = [int(r["prefill_chunk_tokens"]) for r, _ in rows if r.get("prefill_chunk_tokens")]
-        if chunks:
+        lane = [(lam, float(r.get("prefill_tokens") or 0.0), float(r["prefill_chunk_tokens"])) for r, lam in rows
+                if r.get("prefill_chunk_tokens")]
+        if lane:
+            chunks = [int(q_b) for _, _, q_b in lane]
             chunk, chunk_range = min(chunks), (min(chunks), max(chunks))
-            import numpy as np
-
-            from planner.pool_latency import pool_chunk_tokens
-
-            lane = [(lam, float(r.get("prefill_tokens") or 0.0), float(r["prefill_chunk_tokens"])) for r, lam in rows
-                    if r.get("prefill_chunk_tokens")]
-            q = pool_chunk_tokens(np.array([x[0] for x in lane]), np.array([x[1] for x in lane]), np.array([x[2] for x in lane]))
+            q = pool_chunk_tokens(*(np.array(col) for col in zip(*lane, strict=True)))
             if len(lane) == len(rows) and math.isfinite(q) and q >= 1:
                 chunk = int(round(q))  # the pool's one chunk, as the plan's check and simulation priced it
         budget = b * v + (chunk or 0)

@@ -498,12 +498,11 @@ class _Level:
             o_mean = float((w * outputs[on]).sum() / w.sum())
             rate_i = load["rate_per_s"]
             tail = tails.get(str(pool))
-            units_on = dict(zip(np.flatnonzero(on).tolist(), u_pool.tolist(), strict=True))
             lane_on = u_pool * (load["decode_step_s"] + load["delta_s"])
-            for i in np.flatnonzero(on):
+            for i, units_i in zip(np.flatnonzero(on), u_pool.tolist(), strict=True):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
-                ttft_s = unified_ttft_s(load, tq, units_on[int(i)], lane_on, lam[on], live_n, rate_i * o_mean * load["mean_step_s"], tail)
+                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lam[on], live_n, rate_i * o_mean * load["mean_step_s"], tail)
                 slot_in[i] = slot_tail_applies(tail)
                 tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]))
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(

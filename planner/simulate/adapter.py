@@ -90,7 +90,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.pool_latency import unified_ttft_overhead_ms
+from planner.pool_latency import lane_chunk_step_s, unified_ttft_overhead_ms
 from planner.schema.plan import ArchitecturePlan, PlanResult, PoolPlan
 from planner.simulate.arrivals import RequestChunk, merge_streams
 from planner.simulate.results import SimResult
@@ -413,8 +413,7 @@ def unified_lane(rows: pd.DataFrame) -> UnifiedLane | None:
     # one-chunk 8,000-token prompts (t_b 700 ms) and three-chunk ones (241 ms each) gave the pool's
     # 4,285-token chunk 484 ms where the points priced 377 ms (+29 % lane time; benchmarks/bench_latency_at_load.py)
     step = rows["step_ms"].to_numpy(float) if "step_ms" in rows.columns else np.full(len(rows), np.nan)
-    iters = lam * n / q
-    chunk_step = float((iters * step).sum() / iters.sum()) / 1e3 if np.all(np.isfinite(step)) and iters.sum() > 0 else None
+    chunk_step = lane_chunk_step_s(lam, n / q, step) if np.all(np.isfinite(step)) and (lam * n).sum() > 0 else None
     return UnifiedLane(chunk_tokens=max(1, int(round(chunk))), decode_only_step_s=_weighted(rows["decode_only_step_ms"], rows["lam"]) / 1e3,
                        mean_step_s=_weighted(rows["mean_step_ms"], rows["lam"]) / 1e3, chunk_step_s=chunk_step)
 
