@@ -43,6 +43,11 @@ spread 0.0 %, the same winner at every count.
 unchanged at every count (spread 0.0 %, same winner); losing disaggregated plans code-completion-8b 95,158 /
 100,896 / 93,039 (8.4 %; $65,767 at every count with --set options.verify=false: the spread is the simulated
 tightening's path), long-context-assistant 118,597 / 117,140 / 120,028 (2.5 %), long-document 0.5 %.
+2026-12-06, a shared pool's caps relaxed to the fewest instances that meet (planner.optimize.latency,
+_unified_instances_needed): long-document-nvidia shared 83,773 / 83,770 / 83,765 (was 89,340 / 89,337 / 89,333),
+long-context-assistant 84,457 at every count (was 95,601 / 95,602 / 95,602), code-completion-8b 87,909 at every
+count; disaggregated unchanged (105,240 / 105,242 / 105,812; 118,597 / 117,140 / 120,028; 93,039 / 93,039 /
+122,315); every winner's spread 0.0 %, the same winner at every count.
 """
 
 from __future__ import annotations

@@ -624,19 +624,27 @@ def _count_pmf(mean: float, dispersion: float, kmax: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=65536)
-def _count_quantile(quantile: float, mean: float, dispersion: float) -> float:
-    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law). Memoised on its three
-    values (the cap bisection and the horizon's periods ask the same counts again)."""
+def _count_quantile(quantile: float, mean: float, dispersion: float, cap: float = math.inf) -> float:
+    """Smallest ``k`` with ``P(K ≤ k) ≥ quantile`` (:func:`_count_pmf`'s law), or ``cap`` when that ``k`` is above
+    it (callers that take ``min(k, cap)`` pass their cap: the law is then evaluated on ``0..⌈cap⌉`` only, so near
+    saturation, where the dispersion ``c_a²/(1 − a)²`` grows without bound, memory follows the cap, not the load —
+    a pool at ``a = 1 − 10⁻⁸`` asked for 16 GiB). Memoised on its values (the cap bisection and the horizon's periods
+    ask the same counts again)."""
     if mean <= 0:
         return 0.0
+    limit = int(math.ceil(cap)) + 1 if math.isfinite(cap) else None
     kmax = int(mean + 12.0 * math.sqrt(max(dispersion, 1e-9) * mean) + 12.0)
+    if limit is not None:
+        kmax = min(kmax, limit)
     while True:
         pmf = _count_pmf(mean, dispersion, kmax)
         c = np.cumsum(pmf[:-1])
         hit = np.flatnonzero(c >= quantile - 1e-12)
         if hit.size:
             return float(hit[0])
-        kmax *= 2
+        if limit is not None and kmax >= limit:
+            return float(cap)
+        kmax = kmax * 2 if limit is None else min(kmax * 2, limit)
 
 
 def _weighted_quantile(values: np.ndarray, weights: np.ndarray, quantile: float) -> float:
@@ -712,7 +720,7 @@ def _itl_quantile_s(load: Mapping[str, float], quantile: float, batch_ratio: flo
                 return t
         return t_d
     disp = load["arrival_cv"] ** 2 / (1.0 - a * a)
-    k = _count_quantile(quantile, load["prompts_per_iteration"] * load["units_mean"] / f_eff, disp)
+    k = _count_quantile(quantile, load["prompts_per_iteration"] * load["units_mean"] / f_eff, disp, math.ceil(1.0 / f_eff))
     return t_d + delta * min(1.0, f_eff * k)
 
 
@@ -734,7 +742,8 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
     if f_eff <= 0 or delta <= 0:
         return t_d
     window = load["rate_per_s"] * gaps * load["mean_step_s"] * load["units_mean"] / f_eff
-    n = min(_count_quantile(quantile, window, load["arrival_cv"] ** 2 / (1.0 - a) ** 2), max(float(max_batch), 1.0))
+    cap = max(float(max_batch), 1.0)
+    n = min(_count_quantile(quantile, window, load["arrival_cv"] ** 2 / (1.0 - a) ** 2, cap), cap)
     return t_d + delta * min(1.0, f_eff * n / gaps)
 
 
@@ -801,7 +810,7 @@ def _lane_shape(load: Mapping[str, float]) -> tuple[int, float]:
     ca2 = load["arrival_cv"] ** 2
     mean0 = load["prompts_per_iteration"] * load["units_mean"] / f_eff
     s = 1.0 / f_eff
-    return int(min(800.0, max(16.0, 2.0 * _count_quantile(1.0 - 1e-7, mean0, max(ca2, 1e-3) / (1.0 - a) ** 2) + s + 8.0))), ca2
+    return int(min(800.0, max(16.0, 2.0 * _count_quantile(1.0 - 1e-7, mean0, max(ca2, 1e-3) / (1.0 - a) ** 2, 400.0) + s + 8.0))), ca2
 
 
 def _lane_chains(loads: list[Mapping[str, float]], kmax: int, ca2: float) -> np.ndarray:

@@ -297,9 +297,9 @@ def _snapshot_numbers(snap: CapacitySnapshot, cap: float | None = None, cap_tol:
         ck = _key(rec, ("service", "bucket", "role", "config"))
         base = rho_of.get(ck)
         rho = _num(rec["rho"])
-        # a prefill cap may have been relaxed up to RELAX_CEILING (planner.optimize.latency.relax_factors: the
-        # nominal one-server pool behind the queueing cap is far smaller than the pool the plan has)
-        limit = max(base, RELAX_CEILING) if base is not None and str(rec.get("role")) == "prefill" else base
+        # a prefill or unified cap may have been relaxed up to RELAX_CEILING (planner.optimize.latency.relax_factors:
+        # the nominal pool behind the queueing cap is far smaller than the pool the plan has)
+        limit = max(base, RELAX_CEILING) if base is not None and str(rec.get("role")) in ("prefill", "unified") else base
         if not (0 < rho <= 1) or (limit is not None and rho > limit * (1 + TOL)):
             out.append(f"caps: {rec.get('architecture')}: tightened cap {rho:g} of {'|'.join(ck)} is not within (0, its queueing cap {limit}]")
         if cap is not None and rho > cap * (1 + cap_tol):  # the user's cap bounds every cap, relaxed ones too

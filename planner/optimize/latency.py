@@ -233,7 +233,7 @@ def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: 
 
 
 RELAX_CEILING = 0.95
-"""Highest utilisation cap a relaxed prefill pool gets (:func:`relax_factors`; :mod:`planner.optimize.check`)."""
+"""Highest utilisation cap a relaxed prefill or unified pool gets (:func:`relax_factors`; :mod:`planner.optimize.check`)."""
 
 
 def relax_ceiling(max_utilization: float | None) -> float:
@@ -246,7 +246,7 @@ def relax_ceiling(max_utilization: float | None) -> float:
 
 def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float = 0.8,
                   ceiling: float = RELAX_CEILING) -> dict[str, float]:
-    """Per prefill pool whose caps are far tighter than its actual size needs: a factor ``f < 1``
+    """Per prefill or unified pool whose caps are tighter than its actual size needs: a factor ``f < 1``
     dividing its caps (raising them), from the wait the pool may add at its current size.
 
     The caps ``ρ_i`` come from a nominal pool of one bucket, ``n0 = ⌈λ_peak τ⌉`` servers
@@ -262,7 +262,9 @@ def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, be
     bucket's slack to every pool on its path at once; when it leaves the pool alone, ``ρ*_p`` is instead the
     largest utilisation at which every bucket through ``p`` still meets with the other pools' waits as they are
     (:func:`_pool_meets_up_to`: the TTFT of a bucket split over two prefill pools is their length mix's quantile,
-    which the smaller, slower pool can hold near the target while the larger one has room).
+    which the smaller, slower pool can hold near the target while the larger one has room). A unified pool whose
+    buckets all meet: ``f = n*/n``, ``n*`` the fewest instances at which they still do
+    (:func:`_unified_instances_needed`), whenever ``n* < n`` (the count is exact, so no ``below`` margin).
     long-document-nvidia's disaggregated plan at traffic ×1.2: 12 + 1 prefill instances (b200 tp1 at 46 %, tp2
     at 54 % with an 18 s wait) were kept at $53,085 against $40,320 at ×1.3; relaxed, 10 tp1 at $40,286.
     Shrinking the pool lowers ``ρ*`` again: the loop re-checks and tightens
@@ -294,7 +296,14 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
             slack[str(p)] = min(slack.get(str(p), math.inf), room if br["met"] else -math.inf)
     out: dict[str, float] = {}
     for p, row in pl.items():
-        if row["role"] != "prefill" or p in fixed or not (slack.get(p, -math.inf) > 0) or not math.isfinite(slack[p]):
+        if p in fixed or not (slack.get(p, -math.inf) > 0) or not math.isfinite(slack[p]):
+            continue
+        if row["role"] == "unified":
+            need = _unified_instances_needed(pts, x, inst, redundancy, buckets, p)
+            if need is not None:  # any instance fewer: the count is exact, the relaxed plan is kept only when it passes and costs less
+                out[p] = need / inst[p]
+            continue
+        if row["role"] != "prefill":
             continue
         servers, util = int(row["servers"]), float(row["utilization_peak"])
         if servers < 1 or not (0 < util < 1) or float(row["mean_service_s"]) <= 0:
@@ -307,6 +316,34 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
         if rho_star > 0 and util / rho_star < below:
             out[p] = util / rho_star
     return out
+
+
+def _unified_instances_needed(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int,
+                              buckets: pd.DataFrame, pool: str) -> int | None:
+    """The fewest instances of unified pool ``pool`` at which every bucket routed through it still meets its
+    targets, the routing and the other pools as they are (:func:`pool_latency` and :func:`bucket_latency` re-run at
+    each count: the pool's slot queue, its chunked-prefill lane and its iteration at the load that arrives all
+    follow the count; bisection on the integer count, ``redundancy + 1`` at least); None when the plan's own
+    count is the least. A unified pool's caps come from the nominal pool of one latency group
+    (:func:`planner.optimize.prepare.utilization_caps`); on bursty arrivals they are far below what the plan's
+    pool, which merges every bucket, needs — the unified twin of the prefill relaxation above."""
+    through = {i for i, ps in enumerate(buckets["pools"]) if pool in [str(q) for q in ps]}
+    have = int(inst[pool])
+
+    def meets(n: int) -> bool:
+        at = {**inst, pool: n}
+        rows = {str(r["pool"]): r for r in pool_latency(pts, x, at, redundancy).to_dict("records")}
+        b = bucket_latency(pts, x, {q: float(r["wait_ms"]) for q, r in rows.items()}, instances=at, redundancy=redundancy,
+                           pool_rows=rows)
+        return bool(all(bool(m) for i, m in enumerate(b["met"]) if i in through))
+
+    lo, hi = redundancy, have  # meets(hi) holds (every bucket through the pool meets); lo never does
+    if hi - lo <= 1:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi if hi < have else None
 
 
 def _pool_meets_up_to(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int,

@@ -46,7 +46,10 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    cap; only the queueing-derived part is loosened) — and the model re-solved and re-checked; the relaxed
    plan is kept only when it passes the analytic check and costs less, and — with the peak
    simulation — when after its own simulated rounds it meets and still costs less than the first
-   path's final plan (both paths are simulated; ``SolveSettings.relax``).
+   path's final plan (both paths are simulated; ``SolveSettings.relax``). A unified (shared) pool is
+   relaxed the same way, to the fewest instances at which every bucket through it meets its targets
+   (:func:`planner.optimize.latency._unified_instances_needed`): long-document-nvidia's shared plan
+   15 → 14 B200 tp2, long-context-assistant's 16 → 14 MI300X tp4, both meeting in simulation.
 6. Keep the cheaper of neighbouring solutions. The simulated factors are coarse (a miss whose
    requests never finish gets the largest step, ×4), and an over-tightened pool makes the reported
    cost jump and lose monotonicity (issue 13: code-completion-8b's disaggregated cost fell from
@@ -301,7 +304,7 @@ class _Loop:
             self.refine(*step, simulated=False)
 
     def relaxed(self) -> tuple[ArchitecturePlan, Built, list[str]] | None:
-        """Step 4b: the plan with over-tight prefill caps raised, re-solved and re-checked, when it passes
+        """Step 4b: the plan with over-tight prefill and unified caps raised, re-solved and re-checked, when it passes
         and costs less (plan, model, history); None otherwise. The state is left at the first path's plan."""
         settings = self.settings
         top = relax_ceiling(user_max_utilization(self.cur.prep, settings))  # never above options.max_utilization
@@ -325,7 +328,7 @@ class _Loop:
         if ok and self.plan.costs is not None and kept.costs is not None and self.plan.costs.total_usd_per_month < kept.costs.total_usd_per_month - 0.005:
             out = (self.plan, self.cur, list(self.history))
         else:
-            kept_history.append(f"relaxing over-tight prefill caps gave no cheaper plan that passes ({self.rounds - kept_rounds} solve(s)); kept the first")
+            kept_history.append(f"relaxing over-tight caps gave no cheaper plan that passes ({self.rounds - kept_rounds} solve(s)); kept the first")
         self.plan, self.cur = kept, kept_cur
         self.history[:] = kept_history
         return out
@@ -388,7 +391,7 @@ class _Loop:
                    and self.plan.costs.total_usd_per_month < first.costs.total_usd_per_month - 0.005)
         if not (met_b and (cheaper or not met_a)):
             self.plan, self.cur = first, first_cur
-            self.history[:] = first_history + ["relaxing over-tight prefill caps gave no cheaper plan that meets in simulation; kept the first"]
+            self.history[:] = first_history + ["relaxing over-tight caps gave no cheaper plan that meets in simulation; kept the first"]
 
 
 def user_max_utilization(prep: Prepared, settings: SolveSettings) -> float | None:
