@@ -42,6 +42,21 @@ and ITL (a resolved verdict, adaptive seeds; 3 replicated seeds before 2026-12-0
 pools as solved, and shared pools at 1, 4, 17 and 64 instances (``at_instances``: rates and KV
 scaled with the count, so each instance carries the same load). ~35 s.
 
+Run of 2026-12-06, night (a shared pool's slot held for its mean output at the instance's mean iteration at the load
+that arrives, :func:`planner.pool_latency.unified_slot_hold_s`, not at the point's full batch; ``--fixed-seeds --counts
+4``, 40 s, against the same command before): as solved 130 within / 4 beyond / 10 unresolved of 144 (131 / 2 / 11
+before), 4 instances 65 / 3 / 4 of 72 (65 / 2 / 5); ``--spread-outputs --fixed-seeds --counts 4,17`` 112 / 20 / 12 of
+144 (111 / 20 / 13), as solved 124 / 7 / 13 (the same). It moves the cells at 85–95 %: one instance of 1,000-token
+prompts TTFT p99 at 95 % 4,269 → 1,060 ms against 3,354 simulated (+27 → **−68 %**), 8,000-token p50 at 85 / 95 %
+−19 → −25 % and +6 → −24 %, p99 at 95 % +15 → −19 %; x4 1,000-token p99 at 95 % −22 → −31 %. There the simulated slot
+wait is real (p99 2.1 s and 4.5 s) while Erlang C at the at-load hold (slot occupancy 0.88 on 367 slots, constant
+hold) puts the chance that every slot is busy below 1 %: every slot's hold stretches together when prompts crowd the
+lane (one iteration serves every slot), a common-mode variation that a G/G/c of independent slots does not see. The
+full-batch hold had hidden that by overpricing every slot: long-document-nvidia's shared pool (14 B200 at 0.92 of
+its capacity) had an analytic p99 slot wait of 8.7 s against 15 ms simulated, its p99 TTFT 14,283 against 6,346 ms
+(now 7,723). Shipped for the examples (every plan still passes its peak simulation); the near-saturation slot queue is
+open.
+
 Last run (2026-12-06, adaptive seeds; ``python benchmarks/bench_latency_at_load.py``, 3 seeds then +3 while a figure
 is unresolved, up to 48, 4,000 requests or 5 lives each; the model as in the 3-seed run below; 162 s on the shared VM,
 ``--counts 1`` 24 s): **not met**. Figures are ``analytic / simulated ms, err ± SE (seeds)``.

@@ -305,6 +305,8 @@ class _LevelModel:
                 self.lane_ok &= np.isnan(pts["utilization_cap"].to_numpy(float))
             self.units = vals[:, 0] / vals[:, 1]
             self.new_tokens = vals[:, 0]
+            self.out_mean = (pd.to_numeric(pts["output_tokens_mean"], errors="coerce").to_numpy(float)
+                             if "output_tokens_mean" in cols else None)
             self.t_dec_ms, self.t_chunk_ms = vals[:, 2], vals[:, 3]
             self.overhead_s = unified_ttft_overhead_ms(pts) / 1e3
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -359,6 +361,7 @@ class _Level:
 
     def __init__(self, m: _LevelModel, idx: np.ndarray, x: np.ndarray, rate: np.ndarray, cv: np.ndarray) -> None:
         self.m, self.idx, self.x, self.rate, self.cv = m, idx, np.asarray(x, dtype=float), rate, cv
+        self._loads: dict[tuple[bytes, int], tuple[dict[str, float], float, np.ndarray]] = {}
         self.lam = rate * self.x
         self.pool = m.pool_np[idx]
         self.pool_ids, self.pools = _sorted_ids(self.pool.tolist())
@@ -435,6 +438,8 @@ class _Level:
             service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
             if role == "decode" and arr > 0:
                 service_s = s1 / arr
+            elif role == "unified" and n_eff > 0 and service_s > 0:
+                service_s = min(service_s, self._slot_hold_s(pool, n_eff))
             if n_eff <= 0:
                 wait = math.inf
             elif self.measured[g]:
@@ -452,6 +457,47 @@ class _Level:
                           "wait_ms": float(wait), "lane_wait_ms": float(lane_wait)}
         return rows
 
+    def _pool_load(self, on: np.ndarray, live_n: int) -> tuple[dict[str, float], float, np.ndarray]:
+        """:func:`planner.pool_latency._pool_load` of the routed points ``on`` (traffic and ``live_n ≥ 1`` given);
+        memoised per (points, live instances): the level check asks the same pool at the same count for its slot
+        hold and for its latency at load, and again at every candidate count of the other pools."""
+        key = (on.tobytes(), int(live_n))
+        hit = self._loads.get(key)
+        if hit is None:
+            hit = self._loads[key] = self._pool_load_of(on, live_n)
+        return hit
+
+    def _pool_load_of(self, on: np.ndarray, live_n: int) -> tuple[dict[str, float], float, np.ndarray]:
+        from planner.pool_latency import (
+            instance_arrival_cv,
+            lane_chunk_step_s,
+            pool_lane_units,
+            unified_load,
+        )
+
+        m, idx = self.m, self.idx
+        w, units = self.lam[on], m.units[idx][on]
+        ca = instance_arrival_cv(float((w * self.cv[on]).sum() / w.sum()), live_n, float((w * units).sum() / w.sum()))
+        t_dec = float((w * m.t_dec_ms[idx][on]).sum() / w.sum()) / 1e3
+        t_chunk = lane_chunk_step_s(w, units, m.t_chunk_ms[idx][on])
+        u_pool = pool_lane_units(w, units, m.new_tokens[idx][on])
+        load = unified_load(float(w.sum()) / live_n, t_dec, t_chunk, u_pool, w, ca)
+        return load, float((w * m.outputs[idx][on]).sum() / w.sum()), u_pool
+
+    def _slot_hold_s(self, pool: str, live_n: int) -> float:
+        """:func:`planner.pool_latency.unified_slot_hold_s` of ``pool`` on ``live_n`` live instances."""
+        from planner.pool_latency import slot_hold_s
+
+        m, idx = self.m, self.idx
+        if not m.lane_cols:
+            return math.inf
+        on = m.lane_ok[idx] & (self.pool == pool)
+        if not on.any() or self.lam[on].sum() <= 0:
+            return math.inf
+        load = self._pool_load(on, live_n)[0]
+        outputs = m.outputs[idx][on]
+        return slot_hold_s(load["mean_step_s"], self.lam[on], outputs, m.out_mean[idx][on] if m.out_mean is not None else outputs)
+
     def _at_load(self, live: dict[str, int], redundancy: int, pool_rows: dict[str, dict[str, Any]]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:func:`planner.pool_latency.unified_at_load`'s ``ttft_at_load_ms``, ``tpot_at_load_ms``, ``itl_at_load_ms``,
@@ -461,11 +507,7 @@ class _Level:
             _chosen_batch_ratio,
             _itl_quantile_s,
             _tpot_quantile_s,
-            instance_arrival_cv,
-            lane_chunk_step_s,
-            pool_lane_units,
             slot_tail_applies,
-            unified_load,
             unified_slot_tails,
             unified_ttft_s,
         )
@@ -481,21 +523,15 @@ class _Level:
         if not ok.any():
             return ttft_at, tpot_at, itl_at, lane_in, slot_in
         tails = unified_slot_tails(pool_rows)
-        lam, pools, units, outputs = self.lam, self.pool, m.units[idx], m.outputs[idx]
-        overhead_s, ca_all, new_tokens = m.overhead_s[idx], self.cv, m.new_tokens[idx]
-        t_dec_all, t_chunk_all, batch_all = m.t_dec_ms[idx], m.t_chunk_ms[idx], m.max_batch[idx]
+        lam, pools, outputs = self.lam, self.pool, m.outputs[idx]
+        overhead_s, batch_all = m.overhead_s[idx], m.max_batch[idx]
         for pool in sorted(set(pools[ok])):
             on = ok & (pools == pool)
             live_n = max(int(live.get(pool, 0)) - redundancy, 0)
             w = lam[on]
             if live_n < 1 or w.sum() <= 0:
                 continue
-            ca = instance_arrival_cv(float((w * ca_all[on]).sum() / w.sum()), live_n, float((w * units[on]).sum() / w.sum()))
-            t_dec = float((w * t_dec_all[on]).sum() / w.sum()) / 1e3
-            t_chunk = lane_chunk_step_s(w, units[on], t_chunk_all[on])
-            u_pool = pool_lane_units(w, units[on], new_tokens[on])
-            load = unified_load(float(w.sum()) / live_n, t_dec, t_chunk, u_pool, w, ca)
-            o_mean = float((w * outputs[on]).sum() / w.sum())
+            load, o_mean, u_pool = self._pool_load(on, live_n)
             rate_i = load["rate_per_s"]
             tail = tails.get(str(pool))
             lane_on = u_pool * (load["decode_step_s"] + load["delta_s"])
