@@ -237,8 +237,11 @@ def test_solve_with_a_tiny_ttft_quantile_is_no_internal_error() -> None:
     res = CliRunner().invoke(main, ["solve", str(path), "--no-cache"])
     assert res.exit_code in (0, 3), res.output
     assert "internal error" not in res.output
-    # the per-bucket caps admit a mix whose shared lane saturates (TTFT and TPOT inf, no queue wait to budget):
-    # the analytic loop tightens that pool by its largest step (optimize.latency._tighten_factors) until the
-    # plan meets, instead of leaving it missing after one solve
+    # the per-bucket caps once admitted a mix whose shared lane saturated (TTFT and TPOT inf, no queue wait to
+    # budget), which the analytic loop must tighten by its largest step (optimize.latency._tighten_factors) until the
+    # plan meets. Since a shared pool is priced at the load that arrives its first solution meets (2 L40S, checked at
+    # a74bf5b and after); the note "latency check tightened utilisation caps" this test also asserted came from the
+    # disaggregated plan's relaxed re-solve, which is skipped since it could not drop an instance (planner.optimize.
+    # tighten._relaxing_can_shrink). What stays: no internal error, and the winning shared plan meets its targets.
     assert "shared misses its predicted latency targets" not in res.output, res.output
-    assert "latency check tightened utilisation caps" in res.output
+    assert "VERDICT: Shared pool wins" in res.output and "unified:l40s/tp1" in res.output, res.output
