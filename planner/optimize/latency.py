@@ -284,9 +284,10 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
     pts = prep.points
     x = plan_shares(plan, pts)
     inst = {p.name: p.instances for p in plan.pools}
-    pl: dict[str, dict[Any, Any]] = {str(r["pool"]): r for r in pool_latency(pts, x, inst, redundancy).to_dict("records")}
-    waits = {p: float(r["wait_ms"]) for p, r in pl.items()}
-    buckets = bucket_latency(pts, x, waits, instances=inst, redundancy=redundancy, pool_rows=pl)
+    # the analytic check's own pool waits (:func:`_tighten_factors`): a unified pool's lane wait is in ``waits`` and
+    # named in ``lanes``, so a bucket's slack and met are those the check sees (a prefill pool's wait is its slot wait)
+    pl, lanes, waits = pool_waits(pts, x, inst, redundancy)
+    buckets = bucket_latency(pts, x, waits, lanes, instances=inst, redundancy=redundancy, pool_rows=pl)
     given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
     fixed = set(pts.loc[~np.isnan(given), "pool"].astype(str))
     slack: dict[str, float] = {}
@@ -312,7 +313,7 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
         rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), budget_s,
                                    service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]), ceiling=ceiling)
         if util / max(rho_star, 1e-12) >= below:  # the bucket's slack as a whole: what the pool itself may add
-            rho_star = max(rho_star, _pool_meets_up_to(pts, x, inst, redundancy, pl, waits, buckets, p, util, ceiling))
+            rho_star = max(rho_star, _pool_meets_up_to(pts, x, inst, redundancy, pl, waits, lanes, buckets, p, util, ceiling))
         if rho_star > 0 and util / rho_star < below:
             out[p] = util / rho_star
     return out
@@ -332,9 +333,8 @@ def _unified_instances_needed(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[st
 
     def meets(n: int) -> bool:
         at = {**inst, pool: n}
-        rows = {str(r["pool"]): r for r in pool_latency(pts, x, at, redundancy).to_dict("records")}
-        b = bucket_latency(pts, x, {q: float(r["wait_ms"]) for q, r in rows.items()}, instances=at, redundancy=redundancy,
-                           pool_rows=rows)
+        rows, lanes, waits = pool_waits(pts, x, at, redundancy)  # as the analytic check (_tighten_factors)
+        b = bucket_latency(pts, x, waits, lanes, instances=at, redundancy=redundancy, pool_rows=rows)
         return bool(all(bool(m) for i, m in enumerate(b["met"]) if i in through))
 
     lo, hi = redundancy, have  # meets(hi) holds (every bucket through the pool meets); lo never does
@@ -347,14 +347,15 @@ def _unified_instances_needed(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[st
 
 
 def _pool_meets_up_to(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int,
-                      rows: Mapping[str, Mapping[Any, Any]], waits: Mapping[str, float], buckets: pd.DataFrame, pool: str,
-                      util: float, ceiling: float, steps: int = 12) -> float:
+                      rows: Mapping[str, Mapping[Any, Any]], waits: Mapping[str, float], lanes: Mapping[str, float],
+                      buckets: pd.DataFrame, pool: str, util: float, ceiling: float, steps: int = 12) -> float:
     """The largest utilisation ``u`` in ``[util, ceiling]`` of prefill pool ``pool`` at its current servers at which
     every bucket routed through it still meets its targets, the other pools' waits as they are: the pool's arrivals
     scaled to ``u`` (its wait quantile and its wait tail in the length mix follow), :func:`bucket_latency` re-run
     (bisection, ``steps`` halvings; ``util`` when even a step above it misses). A bucket's slack is charged to
     the pool that can use it, not to every pool on its path at once. ``buckets``: :func:`bucket_latency` of the plan
-    as it stands (the caller's), whose rows say which buckets wait in ``pool``."""
+    as it stands (the caller's), whose rows say which buckets wait in ``pool``; ``waits`` and ``lanes`` those of
+    :func:`planner.pool_latency.pool_waits`."""
     from planner.queueing import wait_quantile_s
 
     row = rows[pool]
@@ -365,7 +366,7 @@ def _pool_meets_up_to(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int],
         lam = u * servers / service_s
         w = wait_quantile_s(float(row["quantile"]), lam, servers, service_s, float(row["service_cv"]), float(row["arrival_cv"])) * 1e3
         at = {**rows, pool: {**row, "arrival_rate_per_s": lam, "utilization_peak": u, "wait_ms": w}}
-        b = bucket_latency(pts, x, {**waits, pool: w}, instances=inst, redundancy=redundancy, pool_rows=at)
+        b = bucket_latency(pts, x, {**waits, pool: w}, lanes, instances=inst, redundancy=redundancy, pool_rows=at)
         return bool(all(bool(m) for i, m in enumerate(b["met"]) if i in through))
 
     lo, hi = util, ceiling
