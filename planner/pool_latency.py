@@ -105,6 +105,7 @@ POOL_LATENCY_COLUMNS: tuple[str, ...] = (
     "service_cv", "arrival_cv", "quantile", "wait_ms",
     "lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv", "lane_wait_ms",
     "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s", "lane_wait_balanced_s", "lane_wait_residual_s",
+    "slot_peakedness", "slot_drain_service_s",
 )
 """Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)
 (``wait_ms``: the wait for a server / batch slot); for unified pools also the chunked-prefill
@@ -127,8 +128,6 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     provisioned instances per pool name. Pools without routed traffic are left out; a pool
     with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait.
     """
-    from planner.queueing import wait_quantile_s
-
     x = np.asarray(share, dtype=float)
     sel = x > 0
     lane_s_all, _own = lane_columns(points)
@@ -180,17 +179,20 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         ca = math.sqrt(float(r["ca2"]) / arr) if arr > 0 else 1.0  # a pool carrying nothing (a level at zero traffic): no queue
         servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
         service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
+        peaked, drain_s = 1.0, service_s
         if r["role"] == "decode" and arr > 0:
-            service_s = s1 / arr  # the mean slot holding time (_decode_hold_s); the plan's utilisation stays busy / n
+            service_s = drain_s = s1 / arr  # the mean slot holding time (_decode_hold_s); the plan's utilisation stays busy / n
         elif r["role"] == "unified" and lanes_of is not None and n_eff > 0 and service_s > 0:
-            service_s = min(service_s, unified_slot_hold_s(points, lanes_of, pool, n_eff))
+            hold_s, peaked = unified_slot_queue(points, lanes_of, pool, n_eff)
+            service_s = min(service_s, hold_s)
         util = busy / n_eff if n_eff > 0 else math.inf
         if n_eff <= 0:
             wait = math.inf
         elif r["measured"]:
             wait = 0.0  # measured capacity: queueing inside the measured rate (planner.optimize.extract.measured_pools)
         elif service_s > 0:
-            wait = wait_quantile_s(float(r["q"]), arr, servers, service_s, cs, ca) * 1e3
+            wait = slot_wait_ms({"quantile": float(r["q"]), "arrival_rate_per_s": arr, "servers": servers, "mean_service_s": service_s,
+                                 "service_cv": cs, "arrival_cv": ca, "slot_peakedness": peaked, "slot_drain_service_s": drain_s})
         else:
             wait = 0.0
         lane_wait, lane = math.nan, dict[str, float]()
@@ -200,7 +202,8 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
                      "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
                      "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
-                     **{k: lane.get(k, math.nan) for k in LANE_INFO_KEYS}})
+                     **{k: lane.get(k, math.nan) for k in LANE_INFO_KEYS},
+                     "slot_peakedness": peaked, "slot_drain_service_s": drain_s})
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
 
 
@@ -373,7 +376,7 @@ def pool_wait_tails(names: Iterable[str], pools: Mapping[str, Mapping[str, Any]]
             continue
         pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),
                                       np.array([float(r["mean_service_s"])]), np.array([float(r["service_cv"])]),
-                                      np.array([float(r["arrival_cv"])]))
+                                      np.array([float(r["arrival_cv"])]), *slot_queue_shape(r))
         tails[p] = (float(pw[0]), float(theta[0]) / 1e3)
     return tails
 
@@ -1628,23 +1631,88 @@ def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.
     return load, float((w * outputs[on]).sum() / w.sum()), u_pool
 
 
+def slot_queue_shape(row: Mapping[str, Any]) -> tuple[float, float]:
+    """``(z, s_full)`` of a :func:`pool_latency` row (``slot_peakedness``, ``slot_drain_service_s``): ``(1, s)``
+    — the plain G/G/c — for every pool but a unified one, and for rows that lack the columns."""
+    z = float(row.get("slot_peakedness", 1.0))
+    drain = float(row.get("slot_drain_service_s", math.nan))
+    s = float(row["mean_service_s"])
+    ok = math.isfinite(z) and z >= 1.0 and math.isfinite(drain) and drain > 0
+    return (z, drain) if ok else (1.0, s)
+
+
+def slot_wait_ms(row: Mapping[str, Any], arrival_scale: float = 1.0) -> float:
+    """Wait quantile (ms) of a pool's slot (or server) queue from its :func:`pool_latency` row (``quantile``,
+    ``arrival_rate_per_s``, ``servers``, ``mean_service_s``, the CVs and :func:`slot_queue_shape`), its arrivals
+    scaled by ``arrival_scale`` (the verify-and-tighten loop's bisection, :mod:`planner.optimize.latency`).
+
+    The plain G/G/c (:func:`planner.queueing.wait_quantile_s`) where the shape is ``(1, s)``. A unified pool's slot
+    queue (:func:`unified_slot_queue`): ``0`` when ``C ≤ 1 − q``, else ``ln(C / (1 − q)) / θ`` with ``(C, θ)`` of
+    :func:`planner.ttft_mixture.queue_tail_params` at the busy count's peakedness and the full-batch drain; ``inf``
+    at or past saturation. Scaled arrivals scale the prefill share ``a = 1 − 1/√z`` with them: ``a_f = f a``,
+    ``z_f = 1/(1 − a_f)²`` and the at-load hold ``s (1 − a)/(1 − a_f)`` (the iteration ``t_d/(1 − a)``, at most
+    the drain hold)."""
+    from planner.queueing import wait_quantile_s
+    from planner.ttft_mixture import queue_tail_params
+
+    f = float(arrival_scale)
+    q, arr, servers = float(row["quantile"]), f * float(row["arrival_rate_per_s"]), int(row["servers"])
+    s, cs, ca = float(row["mean_service_s"]), float(row["service_cv"]), float(row["arrival_cv"])
+    if not (servers >= 1 and s > 0 and arr > 0):
+        return 0.0
+    z, drain = slot_queue_shape(row)
+    if z == 1.0 and drain == s:
+        return wait_quantile_s(q, arr, servers, s, cs, ca) * 1e3
+    a = 1.0 - 1.0 / math.sqrt(z)
+    z_f = slot_peakedness(f * a)
+    s_f = min(s * (1.0 - a) / (1.0 - f * a), max(drain, s))
+    pw, theta = queue_tail_params(np.array([float(servers)]), np.array([arr]), np.array([s_f]),
+                                  np.array([cs]), np.array([ca]), z_f, drain)
+    c, th, tail = float(pw[0]), float(theta[0]), 1.0 - q
+    if c <= tail:
+        return 0.0
+    return math.log(c / tail) / th * 1e3 if th > 0 else math.inf
+
+
+def unified_slot_queue(points: pd.DataFrame, lanes: tuple[np.ndarray, ...], pool: str, live: int) -> tuple[float, float]:
+    """A unified pool's slot queue at the load that arrives: ``(s, z)``, the mean slot hold (s,
+    :func:`unified_slot_hold_s`) and the peakedness of the busy-slot count, ``z = 1/(1 − a)²`` with ``a`` the
+    instance's prefill share at that load (:func:`unified_load`'s ``share``); ``(inf, 1)`` without a fixed point.
+
+    Why ``z``: one iteration serves every slot of an instance, and prompts that arrive stretch it for all of them.
+    A request's hold is ``H = o t_d + δ f A_H`` (``A_H`` the prompts that arrive while it decodes), so the busy count
+    ``N = A_H`` — about ``λH`` — moves with the arrivals twice: ``N − N̄ ≈ ξ√N̄ (1 + λδf/(1 − a)) = ξ√N̄/(1 − a)``
+    (``ξ`` standard normal, ``a = λδf``), a variance ``1/(1 − a)²`` times the independent slots' ``N̄``. Erlang C
+    of independent slots at the at-load hold puts ``P(all busy)`` at 1 % where the simulator has a fifth of the
+    prompts wait (one A100, 1,000-token prompts at 95 %, ``a`` 0.58: ``z`` 5.8). Once every slot is busy the
+    instance admits a prompt per departure and iterates at its full batch: the queue drains at the point's
+    full-batch hold (``drain_service_s`` of :func:`slot_wait_quantile_ms`)."""
+    ok, lam, pools, units, outputs, _overhead = lanes
+    on = ok & (pools == pool)
+    if not on.any():
+        return math.inf, 1.0
+    fixed = _pool_load(points, on, lam, units, outputs, live)
+    if fixed is None:
+        return math.inf, 1.0
+    mean_out = pd.to_numeric(points["output_tokens_mean"], errors="coerce").to_numpy(float)[on] \
+        if "output_tokens_mean" in points.columns else outputs[on]
+    return slot_hold_s(fixed[0]["mean_step_s"], lam[on], outputs[on], mean_out), slot_peakedness(fixed[0]["share"])
+
+
+def slot_peakedness(share: float) -> float:
+    """``1/(1 − a)²`` (:func:`unified_slot_queue`) for a prefill share ``a`` in ``[0, 1)``; 1 outside."""
+    a = float(share)
+    return 1.0 / (1.0 - a) ** 2 if 0.0 < a < 1.0 else 1.0
+
+
 def unified_slot_hold_s(points: pd.DataFrame, lanes: tuple[np.ndarray, ...], pool: str, live: int) -> float:
     """Mean slot holding time (s) of unified pool ``pool`` at the load that arrives: its routed points' λ-weighted
     mean output (``output_tokens_mean``, the bucket's mean; the point's own output where that is missing) times
     the mean iteration ``t̄`` of the pool's instance fixed point (:func:`_pool_load` on ``live`` instances);
-    ``inf`` without one. :func:`pool_latency`'s slot queue held each slot for the point's full-batch iteration,
-    ``τ B*`` (40 ms on long-document-nvidia's B200 pool, whose instances iterate in 29 ms at the plan's load):
-    a p99 slot wait of 8.7 s against 15 ms simulated."""
-    ok, lam, pools, units, outputs, _overhead = lanes
-    on = ok & (pools == pool)
-    if not on.any():
-        return math.inf
-    fixed = _pool_load(points, on, lam, units, outputs, live)
-    if fixed is None:
-        return math.inf
-    mean_out = pd.to_numeric(points["output_tokens_mean"], errors="coerce").to_numpy(float)[on] \
-        if "output_tokens_mean" in points.columns else outputs[on]
-    return slot_hold_s(fixed[0]["mean_step_s"], lam[on], outputs[on], mean_out)
+    ``inf`` without one (:func:`unified_slot_queue`'s first element). :func:`pool_latency`'s slot queue held each
+    slot for the point's full-batch iteration, ``τ B*`` (40 ms on long-document-nvidia's B200 pool, whose instances
+    iterate in 29 ms at the plan's load): a p99 slot wait of 8.7 s against 15 ms simulated."""
+    return unified_slot_queue(points, lanes, pool, live)[0]
 
 
 def slot_hold_s(mean_step_s: float, weights: np.ndarray, outputs: np.ndarray, mean_outputs: np.ndarray) -> float:

@@ -102,18 +102,27 @@ def wait_tail(t_s: np.ndarray, erlang_c: np.ndarray, decay_per_s: np.ndarray) ->
 
 
 def queue_tail_params(servers: np.ndarray, arrival_rate_per_s: np.ndarray, service_s: np.ndarray, service_cv: np.ndarray,
-                      arrival_cv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                      arrival_cv: np.ndarray, peakedness: object = 1.0, drain_service_s: object = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """``(C, θ)`` per queue (broadcast) for :func:`wait_tail`: Erlang C of ``a = λ s`` on ``c`` servers and
-    ``θ = (c/s − λ) / k``, ``k = (c_a² + c_s²)/2`` (:func:`planner.queueing.wait_tail_probability`)."""
+    ``θ = (c/s − λ) / k``, ``k = (c_a² + c_s²)/2`` (:func:`planner.queueing.wait_tail_probability`).
+
+    A unified pool's slot queue (:func:`planner.pool_latency.unified_slot_queue`) passes its busy count's
+    ``peakedness`` ``z`` and the slot's hold when every slot is busy, ``drain_service_s`` ``s_full``: then
+    ``C = C(c/z, a/z)`` (Hayward's scaling of Erlang C to a busy count whose variance is ``z`` times its
+    mean) and ``θ = (c/s_full − λ)/k``. With ``z = 1`` and ``s_full = s`` (the defaults) the plain G/G/c."""
     from planner.queueing import erlang_c_many
 
-    c, lam, s, cs, ca = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
-                                              (servers, arrival_rate_per_s, service_s, service_cv, arrival_cv)))
+    c, lam, s, cs, ca, z, s_full = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
+                                                         (servers, arrival_rate_per_s, service_s, service_cv, arrival_cv,
+                                                          peakedness, service_s if drain_service_s is None else drain_service_s)))
     a = lam * s
-    pw = np.asarray(erlang_c_many(np.maximum(c, 1.0), a), dtype=float)
+    plain = bool(np.all(z == 1.0))
+    pw = np.asarray(erlang_c_many(np.maximum(c, 1.0), a) if plain else
+                    erlang_c_many(np.maximum(c / z, 1.0), np.minimum(a / z, np.maximum(c / z, 1.0))), dtype=float)
     k = (ca**2 + cs**2) / 2.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        theta = np.where(k > 0, (c / s - lam) / k, math.inf)
+        theta = np.where(k > 0, (c / s_full - lam) / k, math.inf)
     saturated = (a >= c) | ~(theta > 0)
     return np.where(saturated, 1.0, np.where(a > 0, pw, 0.0)), np.where(saturated, 0.0, theta)
 

@@ -419,8 +419,7 @@ class _Level:
 
     def _pool_rows(self, live: dict[str, int], redundancy: int) -> dict[str, dict[str, Any]]:
         """:func:`planner.pool_latency.pool_latency`'s rows by pool (the columns the level check reads)."""
-        from planner.pool_latency import lane_wait_quantile_ms
-        from planner.queueing import wait_quantile_s
+        from planner.pool_latency import lane_wait_quantile_ms, slot_wait_ms
 
         rows: dict[str, dict[str, Any]] = {}
         sums = self.sums
@@ -436,16 +435,20 @@ class _Level:
             ca = math.sqrt(float(sums["ca2"][g]) / arr) if arr > 0 else 1.0
             servers = max(1, int(n_eff * b)) if n_eff > 0 else 0
             service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
+            peaked, drain_s = 1.0, service_s
             if role == "decode" and arr > 0:
-                service_s = s1 / arr
-            elif role == "unified" and n_eff > 0 and service_s > 0:
-                service_s = min(service_s, self._slot_hold_s(pool, n_eff))
+                service_s = drain_s = s1 / arr
+            elif role == "unified" and n_eff > 0 and service_s > 0 and self.m.lane_cols:
+                hold_s, peaked = self._slot_queue(pool, n_eff)
+                service_s = min(service_s, hold_s)
             if n_eff <= 0:
                 wait = math.inf
             elif self.measured[g]:
                 wait = 0.0
             elif service_s > 0:
-                wait = wait_quantile_s(float(self.q[g]), arr, servers, service_s, cs, ca) * 1e3
+                wait = slot_wait_ms({"quantile": float(self.q[g]), "arrival_rate_per_s": arr, "servers": servers,
+                                     "mean_service_s": service_s, "service_cv": cs, "arrival_cv": ca,
+                                     "slot_peakedness": peaked, "slot_drain_service_s": drain_s})
             else:
                 wait = 0.0
             lane_wait = math.nan
@@ -454,7 +457,8 @@ class _Level:
                 lane_wait, _lane = lane_wait_quantile_ms(float(self.q[g]), self.lam[on], self.lane_s[on], n_eff, ca)
             rows[pool] = {"pool": pool, "role": role, "instances": n, "servers": servers, "arrival_rate_per_s": arr,
                           "mean_service_s": service_s, "service_cv": cs, "arrival_cv": ca, "quantile": float(self.q[g]),
-                          "wait_ms": float(wait), "lane_wait_ms": float(lane_wait)}
+                          "wait_ms": float(wait), "lane_wait_ms": float(lane_wait), "slot_peakedness": peaked,
+                          "slot_drain_service_s": drain_s}
         return rows
 
     def _pool_load(self, on: np.ndarray, live_n: int) -> tuple[dict[str, float], float, np.ndarray]:
@@ -484,19 +488,18 @@ class _Level:
         load = unified_load(float(w.sum()) / live_n, t_dec, t_chunk, u_pool, w, ca)
         return load, float((w * m.outputs[idx][on]).sum() / w.sum()), u_pool
 
-    def _slot_hold_s(self, pool: str, live_n: int) -> float:
-        """:func:`planner.pool_latency.unified_slot_hold_s` of ``pool`` on ``live_n`` live instances."""
-        from planner.pool_latency import slot_hold_s
+    def _slot_queue(self, pool: str, live_n: int) -> tuple[float, float]:
+        """:func:`planner.pool_latency.unified_slot_queue` of ``pool`` on ``live_n`` live instances: (hold s, peakedness)."""
+        from planner.pool_latency import slot_hold_s, slot_peakedness
 
         m, idx = self.m, self.idx
-        if not m.lane_cols:
-            return math.inf
         on = m.lane_ok[idx] & (self.pool == pool)
         if not on.any() or self.lam[on].sum() <= 0:
-            return math.inf
+            return math.inf, 1.0
         load = self._pool_load(on, live_n)[0]
         outputs = m.outputs[idx][on]
-        return slot_hold_s(load["mean_step_s"], self.lam[on], outputs, m.out_mean[idx][on] if m.out_mean is not None else outputs)
+        hold = slot_hold_s(load["mean_step_s"], self.lam[on], outputs, m.out_mean[idx][on] if m.out_mean is not None else outputs)
+        return hold, slot_peakedness(load["share"])
 
     def _at_load(self, live: dict[str, int], redundancy: int, pool_rows: dict[str, dict[str, Any]]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

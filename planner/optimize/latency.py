@@ -207,16 +207,15 @@ def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: 
     """Largest factor ``s ≤ 1`` on a unified pool's peak arrivals (same size) with slot wait + lane
     wait ≤ ``budget_ms`` (:func:`pool_latency` row; the lane's routed rates and service times of
     its points); bisection, both waits grow with the load."""
-    from planner.queueing import wait_quantile_s
+    from planner.pool_latency import slot_wait_ms
 
     q = float(row["quantile"])
-    arr, servers, s_slot = float(row["arrival_rate_per_s"]), int(row["servers"]), float(row["mean_service_s"])
+    servers = int(row["servers"])
     ca = float(row["arrival_cv"])
 
     def total_ms(f: float) -> float:
-        slot = wait_quantile_s(q, f * arr, servers, s_slot, float(row["service_cv"]), ca) if s_slot > 0 else 0.0
         lane, _info = lane_wait_quantile_ms(q, f * lane_rates_per_s, lane_service_s, live_instances, ca)
-        return 1e3 * slot + lane
+        return slot_wait_ms(row, f) + lane
 
     if not (servers >= 1 and live_instances >= 1 and len(lane_service_s)) or total_ms(1.0) <= budget_ms:
         return 1.0
