@@ -48,6 +48,13 @@ _unified_instances_needed): long-document-nvidia shared 83,773 / 83,770 / 83,765
 long-context-assistant 84,457 at every count (was 95,601 / 95,602 / 95,602), code-completion-8b 87,909 at every
 count; disaggregated unchanged (105,240 / 105,242 / 105,812; 118,597 / 117,140 / 120,028; 93,039 / 93,039 /
 122,315); every winner's spread 0.0 %, the same winner at every count.
+2026-12-06, late, the simulated shared lane doing the prefill work its points priced (planner.simulate.adapter
+unified_lane: the chunk from the length mix's mean input, not each bucket's longest; ``python
+benchmarks/bench_buckets.py instances/code-completion-8b.yaml``, 36 s): code-completion-8b shared 112,851 / 126,798 /
+128,902 (14.2 %), disaggregated 93,039 / 93,039 / 122,315 (31.5 %), **winner disaggregated at every count, its cost
+31.5 % apart: not met** (the 16-bucket plan is the simulated tightening chasing a TTFT miss from one prefill
+configuration to the next: H100 tp1 x1/1.47, L40S x1/1.43, then an untightened tp2 pool; 72 prefill devices against
+38 at 4 buckets). The other examples' objectives at 4 buckets identical (their shared plans meet with room).
 """
 
 from __future__ import annotations

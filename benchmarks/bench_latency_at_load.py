@@ -42,6 +42,19 @@ and ITL (a resolved verdict, adaptive seeds; 3 replicated seeds before 2026-12-0
 pools as solved, and shared pools at 1, 4, 17 and 64 instances (``at_instances``: rates and KV
 scaled with the count, so each instance carries the same load). ~35 s.
 
+Run of 2026-12-06, late (a shared pool's slots busy together: the busy-slot count's peakedness ``1/(1 − a)²`` and the
+full-batch drain, :func:`planner.pool_latency.unified_slot_queue`; ``python benchmarks/bench_latency_at_load.py``,
+adaptive seeds, 236 s beside the test suite): as solved **138 within / 4 beyond / 2 unresolved** of 144, instance
+counts **261 / 25 / 2** of 288 — the totals of the full-batch hold's adaptive run below, against 130 / 4 / 10 (3 seeds)
+for the at-load hold with independent slots. One instance of 1,000-token prompts TTFT p99 at 95 % 4,245 against 4,088
+ms simulated (45 seeds; the independent slots said 1,060, −74 %); its slot wait p99 3,769 ms analytic against 1,583 /
+2,116 / 3,094 / 3,338 ms simulated (seeds 0–3), mean 279 against 62–321 ms; P(all busy) 0.23 where independent slots
+give 0.0097. Misses left: shared 8,000-token (4 instances) TTFT p50 at 50 / 85 % −23 / −19 %, p99 at 70 % −23 %, p99
+at 95 % 10,192 / 8,082 **+26 % ± 4 %** (24 seeds); one instance's 8,000-token TPOT p50 at 95 % −23 %; over 17 / 64
+instances TTFT p50 −15…−26 % at 50–85 % and 8,000-token p99 −21…−27 % at 30–50 %, +16 / +40 % at 85 / 95 % (17), +35 %
+at 95 % (64). The grid has no length mix; the example plans' long-prompt shared pools are analytic-optimistic by 62–82 %
+since the simulated lane does its priced work (README *How far to trust*).
+
 Run of 2026-12-06, night (a shared pool's slot held for its mean output at the instance's mean iteration at the load
 that arrives, :func:`planner.pool_latency.unified_slot_hold_s`, not at the point's full batch; ``--fixed-seeds --counts
 4``, 40 s, against the same command before): as solved 130 within / 4 beyond / 10 unresolved of 144 (131 / 2 / 11

@@ -31,7 +31,11 @@ EXPECTED_WINNER: dict[str, str] = {
     # L40S prefill is gone; $110,919 before), both meet in simulation
     # (disaggregated $114,416 before the peak simulation measured steady state, planner.verify.run_window)
     # (was disaggregated $169,739 vs shared $222,215, the shared lane priced at each bucket's longest prompt)
-    "code-completion-8b": "shared",
+    # Disaggregated since the simulated shared lane does the prefill work its points priced (2026-12-06,
+    # planner.simulate.adapter.unified_lane: the chunk from the length mix's mean input, not the bucket's longest):
+    # replayed bursts then need 13 tp4 H100 instead of 10 to meet the 500 ms p99 TTFT in the peak simulation,
+    # shared $112,851 against disaggregated $93,039 (17.6 %); shared by 5.5 % before
+    "code-completion-8b": "disaggregated",
     # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $149,209 vs $152,368 (2.1 %; 2026-12-06 culprit pools; 0.8 % before; $0.15 dearer with the pool's one chunk)
     "agentic-assistant": "shared",
     # 121k-token prompts at a 15 s p99 TTFT and 60 ms token interval. Shared since buckets pay their mean work: before,

@@ -151,13 +151,14 @@ def test_agentic_simulation_uses_every_planned_pool() -> None:
     refined (one tp4 pool since), so the case is code-completion-8b at 1/20 of its traffic (rate_multiplier 1.03
     instead of 20: 1 tp2 + 1 tp4 H100, the integer rounding of ~1.5 tp4 instances), solved to a plan file and
     simulated with --plan --architecture shared. (Since the analytic tightening charges a missed bucket to the pools
-    it would meet without, agentic-assistant's shipped shared plan has two pools again: 17 tp2 + 12 tp4 H200.)"""
+    it would meet without, agentic-assistant's shipped shared plan has two pools again: 17 tp2 + 12 tp4 H200.) Since
+    the simulated lane does the prefill work its points priced (2026-12-06) code-completion-8b at 1/20 of its traffic
+    is one tp4 pool, so the case is agentic-assistant as shipped (16 tp2 + 12 tp4 H200)."""
     import tempfile
 
-    path = str(Path(INSTANCE).with_name("code-completion-8b.yaml"))
+    path = str(Path(INSTANCE).with_name("agentic-assistant.yaml"))
     with tempfile.TemporaryDirectory() as tmp:
-        s = CliRunner().invoke(main, ["solve", path, "--set", "services.code.traffic.rate_multiplier=1.03",
-                                      "--out", tmp, "-q", "--no-cache"])
+        s = CliRunner().invoke(main, ["solve", path, "--out", tmp, "-q", "--no-cache"])
         assert s.exit_code == 0, s.output
         r = CliRunner().invoke(main, ["simulate", path, "--plan", str(Path(tmp) / "plan.json"), "--architecture", "shared",
                                       "--duration", "120", "--scenario", "peak", "--json"])

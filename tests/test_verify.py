@@ -162,6 +162,25 @@ def test_unified_lane_from_the_points_by_hand() -> None:
     assert unified_lane(rows.assign(prefill_chunk_tokens=[np.nan, 500.0])) is None
 
 
+def test_unified_lane_chunk_follows_the_inputs_the_simulated_requests_carry() -> None:
+    """A bucket with a length mix: its simulated requests draw their inputs from the mix (mean
+    ``input_tokens_work``), not the representative (the mix's longest). Bucket of 30,000 new tokens at
+    q_b 1,000 (30 chunk iterations), mix mean 40,000, representative 110,000: the chunk is 40,000 / 30 =
+    1,333 tokens, so a mean simulated prompt takes the 30 iterations its point priced; with the
+    representative the chunk was 3,667 and the lane did 11 (long-context-assistant's shared pool: lane
+    busy 0.32 simulated against the prefill share 0.57 its points priced)."""
+    from planner.simulate.adapter import unified_lane
+
+    rows = pd.DataFrame({"lam": [2.0], "input_tokens_rep": [110_000.0], "input_tokens_work": [40_000.0],
+                         "prefill_tokens": [30_000.0], "prefill_chunk_tokens": [1_000.0], "decode_only_step_ms": [15.0],
+                         "mean_step_ms": [40.0], "step_ms": [60.0]})
+    lane = unified_lane(rows)
+    assert lane is not None and lane.chunk_tokens == 1333
+    assert 40_000 / lane.chunk_tokens == pytest.approx(30.0, rel=1e-3)
+    without_mix = unified_lane(rows.drop(columns=["input_tokens_work"]))
+    assert without_mix is not None and without_mix.chunk_tokens == 3667  # a bucket without a mix carries its representative
+
+
 def test_unified_lane_full_chunk_iteration_keeps_the_points_lane_time() -> None:
     """The full-chunk iteration of a pool mixing chunk sizes is the points' ``step_ms`` weighted by the chunk
     iterations their prompts take: A 8,000 tokens in one 8,000-token chunk of 700 ms, B 8,000 in three 2,667-token

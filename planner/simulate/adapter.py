@@ -395,10 +395,14 @@ def unified_lane(rows: pd.DataFrame) -> UnifiedLane | None:
     """One chunk size and iteration times for a unified pool mixing buckets (module docstring);
     ``None`` when the rows lack the lane columns of :data:`planner.schema.capacity.POINT_OPTIONAL_COLUMNS`.
 
-    ``q = Σ λ_b N_b / Σ λ_b (n_b / q_b)`` with ``N_b`` the representative input (what the
-    simulated request carries and prefills) and ``n_b`` the new tokens the point prefills (input
-    minus cached prefix): the simulated lane does the lane work the points priced (``n_b / q_b``
-    chunk iterations per prompt) while the request keeps its whole context in KV."""
+    ``q = Σ λ_b N_b / Σ λ_b (n_b / q_b)`` with ``N_b`` the mean input the simulated requests carry and
+    prefill (``input_tokens_work``: the bucket's length-mix mean, :func:`_work_lengths`; the representative
+    where a bucket has no mix) and ``n_b`` the new tokens the point prefills (input minus cached prefix): the
+    simulated lane does the lane work the points priced (``n_b / q_b`` chunk iterations per prompt) while the
+    request keeps its whole context in KV. Until 2026-12-06 ``N_b`` was the representative input, the longest
+    of the bucket's mix, while the requests drew their inputs from the mix: long-context-assistant's shared pool
+    got a 3,099-token chunk where its prompts average a third of their representative, and the simulated lane
+    did about half the work its points priced (lane busy 0.32 against the analytic prefill share 0.57)."""
     cols = ("prefill_tokens", "prefill_chunk_tokens", "decode_only_step_ms", "mean_step_ms")
     if any(c not in rows.columns for c in cols):
         return None
@@ -407,7 +411,8 @@ def unified_lane(rows: pd.DataFrame) -> UnifiedLane | None:
         return None
     lam = rows["lam"].to_numpy(float)
     n, q = sub[:, 0], sub[:, 1]
-    full = rows["input_tokens_rep"].to_numpy(float) if "input_tokens_rep" in rows.columns else n
+    full = (rows["input_tokens_work"].to_numpy(float) if "input_tokens_work" in rows.columns
+            else rows["input_tokens_rep"].to_numpy(float) if "input_tokens_rep" in rows.columns else n)
     chunk = float((lam * full).sum() / (lam * n / q).sum())
     # a bucket's prompts take n_b / q_b full-chunk iterations of its own t_b: weighted by rate alone, a mix of
     # one-chunk 8,000-token prompts (t_b 700 ms) and three-chunk ones (241 ms each) gave the pool's
