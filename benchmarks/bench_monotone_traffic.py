@@ -16,6 +16,12 @@ Measured 2026-12-06 (lead), the default factors 0.8-1.2 by 0.05, ``--jobs 2``, ~
 room and the analytic tightening's culprit pools (planner/optimize/latency.py) 15 inversions over the 14 series, 7 in
 the cheapest plan's cost, largest 49.8 % (code-completion-8b shared at x0.95: $175,228 against $87,909 at x1, the
 verdict flipped); after, 9, 3, largest 19.7 %, all of them code-completion-8b (its peak simulation's tightening rounds).
+Late 2026-12-06, after a shared pool's slot queue took its common mode (planner.pool_latency.unified_slot_queue) and the
+simulated shared lane its priced prefill work (planner.simulate.adapter.unified_lane), ``--jobs 1``, 237 s: 13, 9,
+largest 19.7 %. code-completion-8b 10 (disaggregated x0.9 / x0.95 / x1 / x1.05 / x1.1 / x1.15, shared x0.85 / x1 /
+x1.1 / x1.2; the winner shared at x0.85 and x1.2, disaggregated elsewhere); new: long-context-assistant shared x1
+-3.2 % (x0.95 $87,265: 14 tp4 + a one-instance tp1 pool, where 13 tp4 at 0.94 of their capacity now miss on the
+common-mode slot wait; $81,697 before) and long-document-nvidia shared x0.95 / x1.1 -1.8 / -4.5 %.
 """
 
 from __future__ import annotations

@@ -426,8 +426,8 @@ def point_row(ids: dict[str, Any], op: Any, kv_capacity_bytes: float, spec: Any,
         "kv_transfer_bytes_per_request": float(op.kv_transfer_bytes_per_request) if role == "prefill" else 0.0,
         "energy_j_per_request": float(op.energy_j_per_request), "ttft_ms": float(op.ttft_ms),
         "tpot_ms": float(op.tpot_ms), "service_time_cv": float(op.service_time_cv), "source": op.source,
-        **{c: float(op.detail.get(c, math.nan)) if role == "unified" or c == "itl_ms" else math.nan
-           for c in POINT_OPTIONAL_COLUMNS},
+        **{c: float(op.detail.get("prefill_tokens_ttft" if c == "prefill_tokens_rep" else c, math.nan))
+           if role == "unified" or c == "itl_ms" else math.nan for c in POINT_OPTIONAL_COLUMNS},
         # a speculative point's instance also holds the draft's weights (planner.perf.speculative)
         POINT_KV_CAPACITY_COLUMN: (float(op.detail.get("spec_kv_capacity_bytes", kv_capacity_bytes)) if role != "prefill" else 0.0),
         **spec_columns(spec, op.detail),

@@ -98,3 +98,38 @@ def test_one_instance_of_short_prompts_at_95_percent(one_instance_at_95) -> None
     ttft = float(plan_latency_quantiles(res, "shared", 0.99).iloc[0]["ttft_ms"])
     assert ttft == pytest.approx(4088.0, rel=0.15)
     assert math.isfinite(ttft)
+
+
+def test_ttft_prompt_ratio_by_hand() -> None:
+    from planner.pool_latency import ttft_prompt_ratio
+
+    pts = pd.DataFrame({"prefill_tokens": [30_000.0, 1_000.0, 500.0, np.nan], "prefill_tokens_rep": [90_000.0, 800.0, np.nan, 10.0]})
+    assert ttft_prompt_ratio(pts).tolist() == [3.0, 1.0, 1.0, 1.0]  # the representative's chunks; never fewer than the mean's
+    assert ttft_prompt_ratio(pts.drop(columns=["prefill_tokens_rep"])).tolist() == [1.0] * 4  # older tables: as before
+
+
+def test_a_unified_points_own_ttft_at_load_counts_its_representative_prompt() -> None:
+    """long-context-assistant's top bucket: an eighth of its prompts are 112,878 tokens; its unified points price the
+    lane at the mix's mean new tokens (prefill_tokens) but the TTFT checks the representative (prefill_tokens_rep,
+    the point's own ttft prompt), as the full-batch ttft_ms does. At load the own chunks are the representative's:
+    the TTFT rises by at least the extra chunk iterations at the decode-only step."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.pool_latency import unified_at_load
+
+    root = Path(__file__).resolve().parents[1]
+    tables = build_capacity_tables(load_instance(root / "instances" / "long-context-assistant.yaml"))
+    pts = tables.points.merge(tables.demand[["service", "bucket", "rate_peak_per_s", "interarrival_cv", "ttft_quantile",
+                                             "ttft_target_ms", "tpot_quantile", "tpot_target_ms", "output_tokens_mean",
+                                             "input_tokens_mean", "token_metric"]], on=["service", "bucket"])
+    pick = (pts["role"] == "unified") & (pts["config"].astype(str).str.contains("mi300x/tp4")) & pts["feasible"].astype(bool)
+    pts = pts[pick].reset_index(drop=True).assign(pool="u")
+    top = int(np.argmax(pts["prefill_tokens"].to_numpy(float)))
+    rep, mean = float(pts.loc[top, "prefill_tokens_rep"]), float(pts.loc[top, "prefill_tokens"])
+    assert rep > 2.0 * mean  # 112,878-token representative against the mix's mean
+    share = np.full(len(pts), 1.0 / len(pts))
+    with_rep = unified_at_load(pts, share, {"u": 16}, 0)
+    without = unified_at_load(pts.drop(columns=["prefill_tokens_rep"]), share, {"u": 16}, 0)
+    extra_s = (rep - mean) / float(pts.loc[top, "prefill_chunk_tokens"]) * float(pts.loc[top, "decode_only_step_ms"]) / 1e3
+    gained_ms = float(with_rep.loc[top, "ttft_at_load_ms"]) - float(without.loc[top, "ttft_at_load_ms"])
+    assert gained_ms >= 1e3 * extra_s

@@ -1167,6 +1167,8 @@ class _UnifiedScan:
     targets: _Targets
     spec: SpecCost | None
     blocks: dict[int, _ScanBlock]
+    n_first: float = math.nan
+    """New tokens of the prompt whose TTFT is checked (``n_ttft``, the bucket's representative; else the point's own)."""
 
     def block(self, start: int) -> _ScanBlock:
         """The block of ``cand`` from ``start`` (:data:`_SCAN_BLOCK` pairs), evaluated on first use."""
@@ -1289,7 +1291,7 @@ def _build_unified_scan(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
                   ttft_lb=ttft_lb, tpot_lb=tpot_lb, itl_all=itl_all, cand=cand, tau_flat=tau_flat)
     return _UnifiedScan(**{k: _frozen(np.asarray(v)) for k, v in arrays.items()}, busy=busy, idle_step=idle_step,
                         tpot_q=tpot_q, itl_q=itl_q, wait_q=wait_q, e2e_q=e2e_q, osl=osl, osl_tpot=osl_tpot, overhead_ms=overhead_ms,
-                        targets=targets, spec=spec, blocks={})
+                        targets=targets, spec=spec, blocks={}, n_first=float(n_first))
 
 
 def _unified_steps(inst: InstanceArrays, eff: Efficiency, batches: np.ndarray, *, isl: float, osl: float, n_new: float,
@@ -1384,7 +1386,8 @@ def _unified_chosen(sc: _UnifiedScan, out: dict[str, np.ndarray], cost: np.ndarr
     t_busy, t_idle, t_mean = sc.t_busy, sc.t_idle, sc.t_mean
     detail = {"step_ms": 1e3 * float(t_busy[i, j]), "mean_step_ms": 1e3 * float(t_mean[i, j]),
               "decode_only_step_ms": 1e3 * float(t_idle[i, 0]), "batch": float(b_star), "batch_memory_limit": float(b_mem),
-              "prefill_chunk_tokens": q_star, "prefill_tokens": float(n_new), "lane_service_ms": 1e3 * float(sc.service[i, j]),
+              "prefill_chunk_tokens": q_star, "prefill_tokens": float(n_new), "prefill_tokens_ttft": float(sc.n_first),
+              "lane_service_ms": 1e3 * float(sc.service[i, j]),
               "chunk_iteration_share": float(sc.u_iter[i, j]), "lane_utilization": float(sc.rho_lane[i, j]),
               "lane_wait_ms": 1e3 * float(wait[i, j]), "ttft_iterations": float(sc.chunks[i, j]), "ttft_overhead_ms": overhead_ms,
               "itl_ms": 1e3 * float(itl_s[i, j]), "e2e_ms": float(e2e_ms[i, j]),

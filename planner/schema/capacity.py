@@ -52,6 +52,8 @@ lane of a unified point (:mod:`planner.perf.points`), read by the latency check 
 pools (:func:`planner.optimize.extract.lane_wait_quantile_ms`) and the simulator adapter::
 
     prefill_tokens                  float new prompt tokens the lane prefills per request (input minus cached prefix)
+    prefill_tokens_rep              float the same for the bucket's representative prompt (its TTFT's own chunks; a
+                                          bucket's prefill_tokens is its length mix's mean, planner.capacity.bucket_work)
     prefill_chunk_tokens            float chunk size q_max the TPOT target allows at the point's batch
     lane_service_ms                 float lane time of one prompt, prefill_tokens / q_max x step_ms
     lane_wait_ms                    float the lane-wait quantile included in ttft_ms (the bucket alone at full load)
@@ -112,7 +114,7 @@ DEMAND_LATENCY_COLUMNS: tuple[str, ...] = ("itl_quantile", "itl_target_ms", "e2e
 """Optional latency columns of ``demand`` (module docstring)."""
 POINT_OPTIONAL_COLUMNS: tuple[str, ...] = (
     "prefill_tokens", "prefill_chunk_tokens", "lane_service_ms", "lane_wait_ms", "step_ms",
-    "decode_only_step_ms", "mean_step_ms", "itl_ms", "e2e_ms", "tpot_mean_ms",
+    "decode_only_step_ms", "mean_step_ms", "itl_ms", "e2e_ms", "tpot_mean_ms", "prefill_tokens_rep",
 )
 """Optional unified-lane columns of ``points`` (module docstring); taken from ``OperatingPoint.detail``."""
 LENGTH_MIX_COLUMN = "length_mix"
