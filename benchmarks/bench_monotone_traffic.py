@@ -21,7 +21,11 @@ simulated shared lane its priced prefill work (planner.simulate.adapter.unified_
 largest 19.7 %. code-completion-8b 10 (disaggregated x0.9 / x0.95 / x1 / x1.05 / x1.1 / x1.15, shared x0.85 / x1 /
 x1.1 / x1.2; the winner shared at x0.85 and x1.2, disaggregated elsewhere); new: long-context-assistant shared x1
 -3.2 % (x0.95 $87,265: 14 tp4 + a one-instance tp1 pool, where 13 tp4 at 0.94 of their capacity now miss on the
-common-mode slot wait; $81,697 before) and long-document-nvidia shared x0.95 / x1.1 -1.8 / -4.5 %.
+common-mode slot wait; $81,697 before) and long-document-nvidia shared x0.95 / x1.1 -1.8 / -4.5 %. Then a unified
+point's own TTFT at load counting its bucket's representative prompt (23428f0; ``--jobs 1``, 236 s): 10, 7, largest
+19.7 %: code-completion-8b disaggregated 6 (as before), shared x1 / x1.05 -6.9 / -2.2 % (the winner shared at x0.8,
+x0.85, x1.2), long-context-assistant shared x0.85 -7.0 % ($78,497 at x0.8, $73,020 at x0.85), long-document-nvidia
+shared x0.95 -5.1 %.
 """
 
 from __future__ import annotations

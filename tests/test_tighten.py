@@ -141,7 +141,7 @@ def test_every_simulated_step_is_refined_so_eight_buckets_cost_what_four_do() ->
     into one more device ($91,493 against $87,914) until every simulated step was refined (tighten.REFINE_MIN_STEP =
     the smallest simulated step, 1.05): $87,909 at 4, 8 and 16. Since the simulated shared lane does the prefill work
     its points priced (planner.simulate.adapter.unified_lane) the winner is disaggregated, $93,039 at 4 and 8 buckets
-    (the shared loser $112,851 / $126,798 / $128,902 at 4 / 8 / 16 and the disaggregated plan at 16 $122,315:
+    (the shared loser $112,851 / $126,808 / $129,480 at 4 / 8 / 16 and the disaggregated plan at 16 $122,315:
     benchmarks/bench_buckets.py, not met there)."""
     from dataclasses import replace
 
