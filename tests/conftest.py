@@ -67,6 +67,18 @@ def root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def latency_bench() -> Any:
+    """``benchmarks/bench_latency_at_load.py`` as a module: its grid's instance, scalings and measurements."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_latency_at_load", ROOT / "benchmarks" / "bench_latency_at_load.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
 def catalog():
     from planner.catalog import load_catalog
 

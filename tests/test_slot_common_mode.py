@@ -5,7 +5,6 @@ and once every slot is busy the queue drains at the point's full-batch hold."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -22,16 +21,6 @@ from planner.pool_latency import (
 )
 from planner.queueing import erlang_c, wait_quantile_s
 from planner.ttft_mixture import queue_tail_params
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_latency_at_load.py"
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("bench_latency_at_load", BENCH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_peakedness_by_hand() -> None:
@@ -72,10 +61,9 @@ def test_scaled_common_mode_wait_falls_with_the_load() -> None:
 
 
 @pytest.fixture(scope="module")
-def one_instance_at_95(tmp_path_factory: pytest.TempPathFactory):
-    bench = _bench()
-    res = bench.solved_plan("shared", 1000, tmp_path_factory.mktemp("slot-common-mode"))
-    return bench.at_utilisation(res, "shared", 0.95)[0]
+def one_instance_at_95(tmp_path_factory: pytest.TempPathFactory, latency_bench):  # the grid's cell (conftest)
+    res = latency_bench.solved_plan("shared", 1000, tmp_path_factory.mktemp("slot-common-mode"))
+    return latency_bench.at_utilisation(res, "shared", 0.95)[0]
 
 
 def test_one_instance_of_short_prompts_at_95_percent(one_instance_at_95) -> None:
