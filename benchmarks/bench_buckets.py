@@ -54,7 +54,9 @@ benchmarks/bench_buckets.py instances/code-completion-8b.yaml``, 36 s): code-com
 128,902 (14.2 %), disaggregated 93,039 / 93,039 / 122,315 (31.5 %), **winner disaggregated at every count, its cost
 31.5 % apart: not met** (the 16-bucket plan is the simulated tightening chasing a TTFT miss from one prefill
 configuration to the next: H100 tp1 x1/1.47, L40S x1/1.43, then an untightened tp2 pool; 72 prefill devices against
-38 at 4 buckets). The other examples' objectives at 4 buckets identical (their shared plans meet with room).
+38 at 4 buckets; restricted to H100 tp1, ``--set 'catalog.devices=["h100-sxm"]' --set 'catalog.tp_degrees=[1]'``, the
+16-bucket solve finds the 4-bucket plan, 93,039, meeting in simulation). The other examples' objectives at 4 buckets
+identical (their shared plans meet with room).
 Then a unified point's own TTFT at load counting its bucket's representative prompt (planner.pool_latency
 ttft_prompt_ratio; ``python benchmarks/bench_buckets.py instances/long-context-assistant.yaml
 instances/long-document-nvidia.yaml instances/enterprise-chat.yaml instances/agentic-assistant.yaml``, 97 s):
