@@ -53,7 +53,13 @@ give 0.0097. Misses left: shared 8,000-token (4 instances) TTFT p50 at 50 / 85 %
 at 95 % 10,192 / 8,082 **+26 % ± 4 %** (24 seeds); one instance's 8,000-token TPOT p50 at 95 % −23 %; over 17 / 64
 instances TTFT p50 −15…−26 % at 50–85 % and 8,000-token p99 −21…−27 % at 30–50 %, +16 / +40 % at 85 / 95 % (17), +35 %
 at 95 % (64). The grid has no length mix; the example plans' long-prompt shared pools are analytic-optimistic by 62–82 %
-since the simulated lane does its priced work (README *How far to trust*).
+since the simulated lane does its priced work (README *How far to trust*). ``--spread-outputs --fixed-seeds --counts
+4,17`` (27 s): as solved 124 / 7 / 13 (unchanged), counts 112 / 19 / 13 (112 / 20 / 12), but a **new pessimistic miss**:
+one instance of 1,000-token prompts, TTFT p99 at 95 % 974 → 4,406 ms against 1,136 simulated (−14 → +288 %). The
+simulated pool runs 410 slots (the adapter's capacity-preserving batch over the eight output buckets) where the analytic
+queue has 338 and ``planner deploy`` launches 339 (``--max-num-seqs``): at 338 slots the common-mode queue fills, at 410
+it does not. The three batch figures of a mixed pool (README *Accuracy*) were open before; the independent-slot model hid
+them here.
 
 Run of 2026-12-06, night (a shared pool's slot held for its mean output at the instance's mean iteration at the load
 that arrives, :func:`planner.pool_latency.unified_slot_hold_s`, not at the point's full batch; ``--fixed-seeds --counts
