@@ -62,7 +62,7 @@ it does not. The three batch figures of a mixed pool (README *Accuracy*) were op
 them here.
 
 Run of 2026-12-06, night (a shared pool's slot held for its mean output at the instance's mean iteration at the load
-that arrives, :func:`planner.pool_latency.unified_slot_hold_s`, not at the point's full batch; ``--fixed-seeds --counts
+that arrives, :func:`planner.pool_latency.unified_slot_queue`'s hold, not at the point's full batch; ``--fixed-seeds --counts
 4``, 40 s, against the same command before): as solved 130 within / 4 beyond / 10 unresolved of 144 (131 / 2 / 11
 before), 4 instances 65 / 3 / 4 of 72 (65 / 2 / 5); ``--spread-outputs --fixed-seeds --counts 4,17`` 112 / 20 / 12 of
 144 (111 / 20 / 13), as solved 124 / 7 / 13 (the same). It moves the cells at 85–95 %: one instance of 1,000-token

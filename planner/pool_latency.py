@@ -113,8 +113,9 @@ def ttft_prompt_ratio(points: pd.DataFrame) -> np.ndarray:
     rep = pd.to_numeric(points["prefill_tokens_rep"], errors="coerce").to_numpy(float)
     mean = pd.to_numeric(points["prefill_tokens"], errors="coerce").to_numpy(float)
     ok = np.isfinite(rep) & np.isfinite(mean) & (mean > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(ok, np.maximum(np.where(ok, rep / np.where(ok, mean, 1.0), 1.0), 1.0), 1.0)
+    ratio = np.ones(n)
+    ratio[ok] = np.maximum(rep[ok] / mean[ok], 1.0)
+    return ratio
 
 
 POOL_LATENCY_COLUMNS: tuple[str, ...] = (
@@ -1692,8 +1693,10 @@ def slot_wait_ms(row: Mapping[str, Any], arrival_scale: float = 1.0) -> float:
 
 
 def unified_slot_queue(points: pd.DataFrame, lanes: tuple[np.ndarray, ...], pool: str, live: int) -> tuple[float, float]:
-    """A unified pool's slot queue at the load that arrives: ``(s, z)``, the mean slot hold (s,
-    :func:`unified_slot_hold_s`) and the peakedness of the busy-slot count, ``z = 1/(1 − a)²`` with ``a`` the
+    """A unified pool's slot queue at the load that arrives: ``(s, z)``, the mean slot hold (s: its routed points'
+    λ-weighted mean output — ``output_tokens_mean``, the bucket's mean; the point's own output where that is missing —
+    times the mean iteration ``t̄`` of the pool's instance fixed point, :func:`_pool_load` on ``live`` instances,
+    :func:`slot_hold_s`) and the peakedness of the busy-slot count, ``z = 1/(1 − a)²`` with ``a`` the
     instance's prefill share at that load (:func:`unified_load`'s ``share``); ``(inf, 1)`` without a fixed point.
 
     Why ``z``: one iteration serves every slot of an instance, and prompts that arrive stretch it for all of them.
@@ -1703,7 +1706,9 @@ def unified_slot_queue(points: pd.DataFrame, lanes: tuple[np.ndarray, ...], pool
     of independent slots at the at-load hold puts ``P(all busy)`` at 1 % where the simulator has a fifth of the
     prompts wait (one A100, 1,000-token prompts at 95 %, ``a`` 0.58: ``z`` 5.8). Once every slot is busy the
     instance admits a prompt per departure and iterates at its full batch: the queue drains at the point's
-    full-batch hold (``drain_service_s`` of :func:`slot_wait_quantile_ms`)."""
+    full-batch hold (``slot_drain_service_s`` of :func:`slot_wait_ms`). The hold at load replaced the full-batch
+    iteration ``τ B*`` as the slot's hold (40 ms on long-document-nvidia's B200 pool, whose instances iterate in 29 ms
+    at the plan's load: a p99 slot wait of 8.7 s against 15 ms simulated)."""
     ok, lam, pools, units, outputs, _overhead = lanes
     on = ok & (pools == pool)
     if not on.any():
@@ -1722,18 +1727,8 @@ def slot_peakedness(share: float) -> float:
     return 1.0 / (1.0 - a) ** 2 if 0.0 < a < 1.0 else 1.0
 
 
-def unified_slot_hold_s(points: pd.DataFrame, lanes: tuple[np.ndarray, ...], pool: str, live: int) -> float:
-    """Mean slot holding time (s) of unified pool ``pool`` at the load that arrives: its routed points' λ-weighted
-    mean output (``output_tokens_mean``, the bucket's mean; the point's own output where that is missing) times
-    the mean iteration ``t̄`` of the pool's instance fixed point (:func:`_pool_load` on ``live`` instances);
-    ``inf`` without one (:func:`unified_slot_queue`'s first element). :func:`pool_latency`'s slot queue held each
-    slot for the point's full-batch iteration, ``τ B*`` (40 ms on long-document-nvidia's B200 pool, whose instances
-    iterate in 29 ms at the plan's load): a p99 slot wait of 8.7 s against 15 ms simulated."""
-    return unified_slot_queue(points, lanes, pool, live)[0]
-
-
 def slot_hold_s(mean_step_s: float, weights: np.ndarray, outputs: np.ndarray, mean_outputs: np.ndarray) -> float:
-    """``Σλ o / Σλ · t̄`` (:func:`unified_slot_hold_s`): ``mean_outputs`` where finite and positive, else ``outputs``;
+    """``Σλ o / Σλ · t̄`` (:func:`unified_slot_queue`'s hold): ``mean_outputs`` where finite and positive, else ``outputs``;
     ``inf`` when not finite and positive (the horizon's level check calls it with its own arrays)."""
     o = np.where(np.isfinite(mean_outputs) & (mean_outputs > 0), mean_outputs, outputs)
     hold = float((weights * o).sum() / weights.sum()) * float(mean_step_s)
