@@ -179,6 +179,22 @@ def test_snapshot_attack_is_caught_with_the_instance(plan: dict[str, Any], tmp_p
     assert f"load[{pool['name']}]" in r.output
 
 
+@pytest.mark.parametrize("column, value", [("prefill_tokens_rep", 1e12), ("prefill_tokens_rep", -5.0), ("prefill_tokens", None)])
+def test_a_unified_points_lane_columns_are_checked_with_the_instance(plan: dict[str, Any], tmp_path: Path, column: str,
+                                                                    value: float | None, recompute_once: None) -> None:
+    """The lane columns the analytic latency at load reads (``prefill_tokens``, the TTFT's ``prefill_tokens_rep``, the
+    steps) are compared with the re-derived snapshot: edited, every shared pool's predicted TTFT moves (a 1e12-token
+    representative prompt, a negative one, a missing mean), and the plan read as valid before."""
+    data = copy.deepcopy(plan)
+    hit = [p for p in data["capacity"]["points"] if p["role"] == "unified" and p.get(column) is not None]
+    assert hit
+    for p in hit:
+        p[column] = value
+    r = _check(tmp_path, data, "--instance", INSTANCE)
+    assert r.exit_code == 1, r.output
+    assert f".{column} = " in r.output and "differs from the instance's" in r.output
+
+
 def test_missing_instance_path_falls_back_with_a_note(plan: dict[str, Any], tmp_path: Path) -> None:
     data = copy.deepcopy(plan)
     data["instance_path"] = str(tmp_path / "gone.yaml")

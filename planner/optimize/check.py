@@ -64,7 +64,13 @@ from planner.optimize.extract import cost_breakdown
 from planner.optimize.latency import RELAX_CEILING
 from planner.optimize.prepare import ARCH_ROLES, ENCODE_HOST
 from planner.optimize.verdict import meets_targets
-from planner.schema.capacity import TTFT_MIX_COLUMN, CostParams, config_devices, token_metric
+from planner.schema.capacity import (
+    POINT_OPTIONAL_COLUMNS,
+    TTFT_MIX_COLUMN,
+    CostParams,
+    config_devices,
+    token_metric,
+)
 from planner.schema.plan import (
     COST_TERMS,
     E2E_MISS,
@@ -82,6 +88,10 @@ _POINT_NUMBERS = ("rate_peak_per_s", "rate_mean_per_s", "instance_seconds_per_re
                   "input_tokens_mean", "output_tokens_mean", "max_batch", "tp", "ttft_quantile", "tpot_quantile",
                   "service_time_cv", "interarrival_cv")
 """Numeric point columns that must be finite and (with the instance) equal the recomputed ones."""
+_POINT_LANE_NUMBERS = POINT_OPTIONAL_COLUMNS
+"""A unified point's lane columns (``nan`` elsewhere): with the instance they must equal the recomputed ones too — the
+analytic latency at load reads them (``prefill_tokens``, ``prefill_tokens_rep``, the steps), so a tampered one moves
+every shared pool's predicted TTFT while the plan still read as valid."""
 _DEMAND_NUMBERS = ("weight", "rate_mean_per_s", "rate_peak_per_s", "input_tokens_mean", "output_tokens_mean",
                    "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms")
 _CONFIG_NUMBERS = ("tp", "equipment_usd_per_device_hour", "busy_power_w", "idle_power_w", "host_power_w",
@@ -123,7 +133,7 @@ def _has_text_numbers(snap: CapacitySnapshot) -> bool:
     def text(v: Any) -> bool:
         return v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)))
 
-    return (any(text(r[c]) for r in snap.points for c in _POINT_NUMBERS if c in r)
+    return (any(text(r[c]) for r in snap.points for c in (*_POINT_NUMBERS, *_POINT_LANE_NUMBERS) if c in r)
             or any(text(r[c]) for r in snap.demand for c in _DEMAND_NUMBERS if c in r)
             or any(text(r.get(c)) for r in snap.configs for c in _CONFIG_NUMBERS))
 
@@ -223,7 +233,8 @@ def _snapshot_problems(snap: CapacitySnapshot, truth: CapacitySnapshot) -> list[
     out = _diff_rows("demand", ("service", "bucket"), _DEMAND_NUMBERS, snap.demand, truth.demand, require_all=True)
     measured = [p for p in snap.points if str(p.get("source", "")).startswith("measured")]
     if not measured:  # measured capacity (--capacity FILE) cannot be re-derived from the instance
-        out += _diff_rows("points", ("service", "bucket", "role", "config"), _POINT_NUMBERS, snap.points, truth.points, require_all=False)
+        out += _diff_rows("points", ("service", "bucket", "role", "config"), (*_POINT_NUMBERS, *_POINT_LANE_NUMBERS), snap.points,
+                          truth.points, require_all=False)
     out += _diff_rows("configs", ("config",), _CONFIG_NUMBERS, snap.configs, truth.configs, require_all=False)
     for k, v in truth.costs.items():
         if k not in snap.costs or not _close(float(snap.costs[k]), float(v)):
