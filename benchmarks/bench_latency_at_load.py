@@ -249,8 +249,8 @@ scratch edit of the adapter), the spread grid's worst miss (one instance, 1,000-
 falls from +312 to +89 % (as solved 124 within, 6 beyond; 4 and 17 instances 111 / 19), the one-bucket grid is
 unchanged — but code-completion-8b's shared plan rises from $87,909 to $93,534 (its 10 H100 tp4 tightened after a
 simulated miss with fewer slots) and the verdict becomes a 0.5 % disaggregated near-tie at 4 and 8 buckets, shared
-at 16 (the losing plan's 16-bucket outlier, $122,315): the winner would flip with the bucket count, so it waits
-for that outlier's fix. What it says: the shipped shared plan for code-completion-8b meets its targets in a
+at 16 (the losing plan's 16-bucket outlier, $122,315): the winner would flip with the bucket count, so it waited
+for that outlier's fix (since 2026-12-06 the 16-bucket plan is $90,921, planner.verify.ttft_miss_pool; not re-tried). What it says: the shipped shared plan for code-completion-8b meets its targets in a
 simulation with more slots than the deployment launches. Left: shared
 8,000-token TPOT p99 −31…−47 % (analytic 114–229 ms against 166–376: the short outputs' TPOT in simulation is
 near one chunk iteration a token; counting the lane's backlog at the request's first token with the arrivals in

@@ -10,8 +10,9 @@ The loop:
    that passes the analytic check is simulated at peak (:func:`planner.verify.simulate_plan`,
    bursts replayed from the log). Each service missing a quantile names a pool
    (``SimulatedService.miss_pool``: for TTFT the pool with the largest simulated wait on the
-   worst bucket's path — the larger of its mean and its SLO quantile —, ties to the first-token phase, :func:`planner.verify.ttft_miss_pool`; for
-   TPOT its decode / unified pool). The factor is the simulated/target ratio
+   worst bucket's path — the larger of its mean and its SLO quantile —, ties to the first-token phase, and a near
+   tie of two phases' pools (waits within ``MISS_TIE_BAND``, 15 %) to the one with fewer instances,
+   :func:`planner.verify.ttft_miss_pool`; for TPOT its decode / unified pool). The factor is the simulated/target ratio
    ``f_p = clamp(sim_q / T, 1.05, 4)`` (largest over the services naming the pool); it divides the
    caps of the pool's points. When the miss has *moved* — the pool was not named before but a
    pool of the same phase (service, bucket, role) was — the factor divides the caps of the whole
