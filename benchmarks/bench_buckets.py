@@ -69,6 +69,14 @@ instances (planner.verify.ttft_miss_pool; all eight, 5 min): code-completion-8b 
 (2.3 %; its 16-bucket plan 37 prefill + 3 decode H100 tp1 where the loop had chased a prefill/decode tie across prefill
 configurations to 72 prefill devices), shared unchanged (14.7 %); **every example's winner's spread ≤ 2.3 % with the
 same winner at every count: met**. Every other figure identical (long-context disaggregated 2.5 %, long-document 0.5 %).
+2026-12-06, night, a prefill pool's wait counting its replayed log's bursts (planner.workload.replay_wait) and the
+simulated check holding every latency group at the quantile (planner.verify._service_metrics), with the loop's three
+mends (planner.optimize.tighten step 5; all eight, 5 min): code-completion-8b disaggregated 114,225 / 112,107 / 112,107
+(1.9 %), shared 129,480 / 129,480 / 133,059 (2.8 %, was 14.7 %); long-context-assistant shared 88,749 / 88,744 / 90,029
+(1.4 %: its 16-bucket plan's top latency group now held in simulation), disaggregated 137,219 / 117,140 / 120,028 (17.1 %,
+the loser: its 4-bucket plan's top bucket missed 15 s in simulation, 15,722 ms at 15 tp4, where 8 and 16 buckets route
+the longest prompts apart); the other six identical. **Every winner's spread ≤ 1.9 %, the same winner at every count:
+met.**
 """
 
 from __future__ import annotations

@@ -25,7 +25,15 @@ common-mode slot wait; $81,697 before) and long-document-nvidia shared x0.95 / x
 point's own TTFT at load counting its bucket's representative prompt (23428f0; ``--jobs 1``, 236 s): 10, 7, largest
 19.7 %: code-completion-8b disaggregated 6 (as before), shared x1 / x1.05 -6.9 / -2.2 % (the winner shared at x0.8,
 x0.85, x1.2), long-context-assistant shared x0.85 -7.0 % ($78,497 at x0.8, $73,020 at x0.85), long-document-nvidia
-shared x0.95 -5.1 %.
+shared x0.95 -5.1 %. Night of 2026-12-06, after a prefill pool's wait counted its replayed log's bursts
+(planner.workload.replay_wait), the simulated check held every latency group and a near tie / a service-time miss /
+a slack pool got their own tightening rules (``--jobs 1``, 271 s): 9, 6, largest 12.8 %. code-completion-8b
+disaggregated 115,817 / 119,357 / 113,039 / 123,032 / 114,225 / 122,956 / 119,988 / 124,230 / 124,239 (x0.9 / x1 /
+x1.1 -5.3 / -7.2 / -2.5 %; was 105,939 ... 133,628, largest 19.7 %), shared 129,427 / 121,127 / 112,825 / 124,732 /
+129,480 / 121,180 / 130,974 / 133,099 / 139,320 (x0.85 / x0.9 / x0.95 / x1.05 -6.4 / -12.8 / -3.6 / -6.4 %: sized by the
+simulated check alone, whose top-group p99 over ~2,800 requests moves a tp4 instance from one traffic to the next;
+the shared lane has no burst model); the winner shared at x0.85, x0.9, x1.05 (margins 1.4-11 %), disaggregated
+elsewhere; long-context-assistant shared x0.85 -7.0 % and long-document-nvidia shared x0.95 -5.1 % as before.
 """
 
 from __future__ import annotations

@@ -101,6 +101,7 @@ from planner.schema.capacity import (
 )
 from planner.ttft_mixture import mix_text
 from planner.workload.buckets import latency_groups
+from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, curve_json
 
 ROLES = ("prefill", "decode", "unified")
 
@@ -178,6 +179,7 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
         cv, cv_note = peak_interarrival_cv(prof.arrivals, svc.traffic.peak_window, svc.traffic.interarrival_cv)
         if cv_note:
             notes.append(f"{name}: {cv_note}")
+        replay = _replay_wait_text(svc.traffic, prof)
         means = [b.input_tokens_mean for b in prof.buckets]
         # latency groups (planner.workload.buckets item 6) of buckets in ascending input order (a log's, a PMF's); else each its own
         groups = (latency_groups([b.weight for b in prof.buckets]) if all(x <= y for x, y in zip(means, means[1:], strict=False))
@@ -193,13 +195,26 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
                 LENGTH_MIX_COLUMN: json.dumps([list(m) for m in b.length_mix]) if b.length_mix else "",
                 LATENCY_GROUP_COLUMN: int(group), INPUT_TAIL_COLUMN: float(b.input_tail_share),
+                REPLAY_WAIT_COLUMN: replay,
             })
     beyond, context_notes = context_findings(resolved, profiles)  # requests beyond the model's context window
     if beyond:
         raise InputError(beyond)
     notes += context_notes
     return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
-                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN]), profiles, notes
+                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN, REPLAY_WAIT_COLUMN]), profiles, notes
+
+
+def _replay_wait_text(traffic: Any, prof: Any) -> str:
+    """The service's replayed-burst wait curve (:mod:`planner.workload.replay_wait`) as the demand column's text, where
+    the peak simulation replays its log (as :func:`planner.verify.peak_arrivals_from_instance` decides: a log with
+    timestamps, no ``interarrival_cv`` override, one service, replayable over ``peak_window``); ``""`` elsewhere (the
+    simulation draws renewal arrivals there, and the G/G/c wait with the CV is the whole model)."""
+    if traffic.trace is None or traffic.interarrival_cv is not None:
+        return ""
+    if traffic.columns.get("service") or traffic.service_column_value is not None:
+        return ""
+    return curve_json(prof.arrivals.replay_wait.get(traffic.peak_window))
 
 
 def length_mix(row: Any) -> list[tuple[float, float, float]]:

@@ -123,10 +123,12 @@ POOL_LATENCY_COLUMNS: tuple[str, ...] = (
     "service_cv", "arrival_cv", "quantile", "wait_ms",
     "lane_utilization", "lane_mean_service_s", "lane_service_cv", "lane_arrival_cv", "lane_wait_ms",
     "lane_instance_arrival_cv", "lane_wait_random_s", "lane_wait_pooled_s", "lane_wait_balanced_s", "lane_wait_residual_s",
-    "slot_peakedness", "slot_drain_service_s",
+    "slot_peakedness", "slot_drain_service_s", "replay_wait_ms", "replay_pw", "replay_theta_per_s",
 )
 """Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)
-(``wait_ms``: the wait for a server / batch slot); for unified pools also the chunked-prefill
+(``wait_ms``: the wait for a server / batch slot; for a prefill pool fed by a replayed log the larger of the G/G/c
+wait and the wait its bursts cause, ``replay_wait_ms``, whose exponential tail is ``replay_pw``, ``replay_theta_per_s``:
+:mod:`planner.workload.replay_wait`, ``nan`` elsewhere); for unified pools also the chunked-prefill
 lanes of its live instances (:func:`lane_wait_quantile_ms`: per-lane
 utilisation, the service mixture's mean and CV, the pool's and one lane's arrival CV, the wait
 and its four terms;
@@ -182,6 +184,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     if quantile is not None:
         agg["q"] = float(quantile)
     lanes_of = _lane_points(points, share) if (agg["role"] == "unified").any() else None
+    replay = replay_curves(points, sel) if (agg["role"] == "prefill").any() else None
     rows = []
     recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
     for r in recs:
@@ -213,6 +216,10 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
                                  "service_cv": cs, "arrival_cv": ca, "slot_peakedness": peaked, "slot_drain_service_s": drain_s})
         else:
             wait = 0.0
+        replay_ms, replay_pw, replay_theta = math.nan, math.nan, math.nan
+        if r["role"] == "prefill" and replay is not None and pool in replay and n_eff > 0 and not r["measured"]:
+            replay_ms, replay_pw, replay_theta = replay_wait_at(replay[pool], util, float(r["q"]))
+            wait = max(wait, replay_ms)
         lane_wait, lane = math.nan, dict[str, float]()
         if r["role"] == "unified":
             g = frame[frame["pool"] == pool]
@@ -221,8 +228,50 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
                      "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
                      "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
                      **{k: lane.get(k, math.nan) for k in LANE_INFO_KEYS},
-                     "slot_peakedness": peaked, "slot_drain_service_s": drain_s})
+                     "slot_peakedness": peaked, "slot_drain_service_s": drain_s,
+                     "replay_wait_ms": replay_ms, "replay_pw": replay_pw, "replay_theta_per_s": replay_theta})
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
+
+
+def replay_curves(points: pd.DataFrame, sel: np.ndarray) -> dict[str, list[tuple[np.ndarray, float]]] | None:
+    """Per prefill pool among the routed rows ``sel``: the replayed-burst wait curves of the services it serves, each
+    with the service's peak rate (the sum over its routed buckets: the bursts are the service's, whatever share of them
+    the pool carries; :mod:`planner.workload.replay_wait`); None when no point carries a curve."""
+    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, parse_curve
+
+    if REPLAY_WAIT_COLUMN not in points.columns:
+        return None
+    on = sel & (points["role"].astype(str).to_numpy() == "prefill") & (points[REPLAY_WAIT_COLUMN].astype(str).str.len().to_numpy() > 0)
+    if not on.any():
+        return None
+    keys = points.loc[sel, ["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
+    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    out: dict[str, list[tuple[np.ndarray, float]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for pool, svc, text in zip(points.loc[on, "pool"].astype(str), points.loc[on, "service"].astype(str),
+                               points.loc[on, REPLAY_WAIT_COLUMN].astype(str), strict=True):
+        if (pool, svc) in seen:
+            continue
+        seen.add((pool, svc))
+        curve = parse_curve(text)
+        if curve is not None and float(rate.get(svc, 0.0)) > 0:
+            out.setdefault(pool, []).append((curve, float(rate[svc])))
+    return out or None
+
+
+def replay_wait_at(curves: list[tuple[np.ndarray, float]], utilization: float, quantile: float) -> tuple[float, float, float]:
+    """``(wait ms at quantile, C, θ per s)`` of a prefill pool at ``utilization`` fed by the bursts of its services
+    (:func:`replay_curves`): the service whose bursts make it wait longest (a pool carrying two services' bursts sees
+    them interleaved, which the larger of the two bounds from below)."""
+    from planner.workload import replay_wait as rw
+
+    best = (0.0, 0.0, math.inf)
+    for curve, rate in curves:
+        w = rw.wait_quantile_s(curve, utilization, rate, quantile) * 1e3
+        if w >= best[0]:
+            c, theta = rw.tail_params(curve, utilization, rate, quantile)
+            best = (w, c, theta)
+    return best
 
 
 def pool_waits(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, int], redundancy: int,
@@ -391,6 +440,10 @@ def pool_wait_tails(names: Iterable[str], pools: Mapping[str, Mapping[str, Any]]
         r = pools.get(p)
         if r is None or not math.isfinite(float(waits_ms.get(p, math.inf))) or int(r["servers"]) < 1 or not float(r["mean_service_s"]) > 0:
             tails[p] = (1.0, 0.0)  # no live instance or a full pool: every request waits without end
+            continue
+        rep = float(r.get("replay_wait_ms", math.nan))
+        if rep == rep and rep >= float(r["wait_ms"]) and rep > 0:  # the log's bursts set the wait (pool_latency)
+            tails[p] = (float(r["replay_pw"]), float(r["replay_theta_per_s"]) / 1e3)
             continue
         pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),
                                       np.array([float(r["mean_service_s"])]), np.array([float(r["service_cv"])]),

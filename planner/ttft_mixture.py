@@ -60,6 +60,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from planner.workload.replay_wait import tail_params as replay_tail
+
 MIX_TOLERANCE = 1e-9
 """Relative slack on ``m(T) <= 1 − q`` (rounding of the sums)."""
 
@@ -129,12 +131,15 @@ def queue_tail_params(servers: np.ndarray, arrival_rate_per_s: np.ndarray, servi
 
 def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray,
                  quantile: np.ndarray, target_s: np.ndarray, mixes: Sequence[tuple[np.ndarray, np.ndarray]], *,
-                 ceiling: float, tolerance: float = 1e-6) -> np.ndarray:
+                 ceiling: float, tolerance: float = 1e-6,
+                 replay: Sequence[tuple[np.ndarray, float] | None] | None = None) -> np.ndarray:
     """Per queue: the largest utilisation ``ρ = λ s / c`` (at most ``ceiling``) with
     ``sum_s v_s P(W > T − t_s) <= 1 − q`` (module docstring), by bisection on ``ρ`` for all queues at
     once (the miss share grows with ``ρ``); ``mixes[i]`` the (shares, TTFT seconds) of queue ``i``'s
     requests. 0 where even an empty queue misses (the sub-bins slower than the target alone hold more
-    than ``1 − q`` of the requests)."""
+    than ``1 − q`` of the requests). ``replay[i]``: queue ``i``'s replayed-burst wait curve and its service's peak rate
+    (:mod:`planner.workload.replay_wait`), whose tail replaces the G/G/c one where its wait at ``q`` is the longer (as
+    :func:`planner.pool_latency.pool_latency` takes the larger of the two)."""
     from planner.queueing import bisect_largest
 
     n = len(mixes)
@@ -156,8 +161,26 @@ def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndar
 
     def ok(rho: np.ndarray, idx: np.ndarray) -> np.ndarray:
         pw, theta = queue_tail_params(c[idx], rho * c[idx] / s[idx], s[idx], cs[idx], ca[idx])
+        if replay is not None:
+            pw, theta = _with_replay(pw, theta, rho, idx)
         miss = (v[idx] * wait_tail(slack[idx], pw[:, None], theta[:, None])).sum(axis=1)
         return np.asarray(miss <= allowed[idx])
+
+    qs = np.asarray(quantile, dtype=float)
+
+    def _with_replay(pw: np.ndarray, theta: np.ndarray, rho: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The replayed-burst tail where its wait at the queue's quantile is the longer."""
+        assert replay is not None
+        pw, theta = np.array(pw, dtype=float), np.array(theta, dtype=float)
+        for k, i in enumerate(idx):
+            got = replay[int(i)]
+            if got is None:
+                continue
+            q_i = float(qs[i])
+            cb, tb = replay_tail(got[0], float(rho[k]), got[1], q_i)
+            if _tail_wait(cb, tb, q_i) > _tail_wait(float(pw[k]), float(theta[k]), q_i):
+                pw[k], theta[k] = cb, tb
+        return pw, theta
 
     usable = np.flatnonzero(np.isfinite(s) & (s > 0) & (c >= 1) & ~np.isnan(slack).any(axis=1))
     if not usable.size:
@@ -169,6 +192,15 @@ def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndar
     todo = usable[~top]
     out[todo] = bisect_largest(lambda rho: ok(rho, todo), np.zeros(todo.size), np.full(todo.size, float(ceiling)), tolerance)
     return out
+
+
+def _tail_wait(erlang_c: float, decay_per_s: float, quantile: float) -> float:
+    """The quantile of the wait whose tail is ``min(1, C e^{−θ t})`` (s): 0 when ``C ≤ 1 − q``, ``inf`` when ``θ = 0``."""
+    if erlang_c <= 1.0 - quantile:
+        return 0.0
+    if not decay_per_s > 0:
+        return math.inf
+    return math.log(erlang_c / (1.0 - quantile)) / decay_per_s
 
 
 def mixture_quantile_ms(quantile: float, weights: np.ndarray, ttft_ms: np.ndarray, erlang_c: np.ndarray,

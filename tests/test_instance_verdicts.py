@@ -34,7 +34,9 @@ EXPECTED_WINNER: dict[str, str] = {
     # Disaggregated since the simulated shared lane does the prefill work its points priced (2026-12-06,
     # planner.simulate.adapter.unified_lane: the chunk from the length mix's mean input, not the bucket's longest):
     # replayed bursts then need 13 tp4 H100 instead of 10 to meet the 500 ms p99 TTFT in the peak simulation,
-    # shared $112,851 against disaggregated $93,039 (17.6 %); shared by 5.5 % before
+    # shared $112,851 against disaggregated $93,039 (17.6 %); shared by 5.5 % before. Since a prefill pool waits for the
+    # log's replayed bursts (planner.workload.replay_wait) and the simulated check holds every latency group:
+    # shared $129,480 (15 tp4) against disaggregated $114,225 (4 decode + 47 prefill H100 tp1), 11.8 %
     "code-completion-8b": "disaggregated",
     # a near tie since the per-sub-bin work and H200's measured GEMM efficiency: $149,209 vs $152,368 (2.1 %; 2026-12-06 culprit pools; 0.8 % before; $0.15 dearer with the pool's one chunk)
     "agentic-assistant": "shared",

@@ -297,6 +297,20 @@ def _grid_up(v: np.ndarray, step: float) -> np.ndarray:
     return step ** np.ceil(np.log(np.maximum(v, 1e-12)) / math.log(step) - 1e-9)
 
 
+def without_replay(tables: CapacityTables) -> CapacityTables:
+    """``tables`` without the log's replayed-burst wait curve (:mod:`planner.workload.replay_wait`): a horizon's level
+    carries its slot's rate and burstiness (``interarrival_cv`` per slot), not the log's busiest windows replayed, and
+    its levels are checked analytically, not by replaying the log; so its pools are the G/G/c queues of the level.
+    ``planner solve`` on the same instance (the log's rate) keeps the curve."""
+    from dataclasses import replace
+
+    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN
+
+    if REPLAY_WAIT_COLUMN not in tables.demand.columns:
+        return tables
+    return replace(tables, demand=tables.demand.drop(columns=[REPLAY_WAIT_COLUMN]))
+
+
 def _caps_by_rate(sub: pd.DataFrame, keys: list[tuple[float, float]], base_rate: np.ndarray, base_cv: np.ndarray,
                   max_utilization: float | None) -> np.ndarray:
     """Caps of the points ``sub`` at each key ``(rate multiplier, burstiness)`` (``-1``: the points' own), one row per key,
@@ -308,6 +322,9 @@ def _caps_by_rate(sub: pd.DataFrame, keys: list[tuple[float, float]], base_rate:
     little from one ×1.5 step to the next (on the 162-client fleet at 100 %/month, most not at all), so two evaluations
     find most of them where a bisection from scratch takes ~10; every cap is still one that meets with ``ρ`` + 0.002
     missing (the bisection's tolerance), priced at its own rate."""
+    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN
+
+    sub = sub.drop(columns=[REPLAY_WAIT_COLUMN], errors="ignore")  # a level's arrivals are its slot's (without_replay)
     n = len(sub)
     order = sorted(range(len(keys)), key=lambda j: keys[j])
     before: list[int] = []
@@ -961,7 +978,7 @@ def build_horizon(tables: CapacityTables, inputs: HorizonInputs, *, static_pools
     if tables.agents is not None:
         raise InputError(Problem("", "services", "plans over time do not cover the tool execution phase yet",
                                  "plan agentic services with `planner solve`"))
-    prep = like.prep if like is not None else prepare(tables, max_utilization=None)
+    prep = like.prep if like is not None else prepare(without_replay(tables), max_utilization=None)
     lv = like.levels if like is not None else levels_for(prep, inputs)
     f = _frame(tables, inputs, prep, lv, static_pools=static_pools, buy_only=buy_only, integer=integer, switching=switching)
     lp = LinearModel()

@@ -71,6 +71,7 @@ from planner.schema.capacity import (
     TTFT_MIX_COLUMN,
     CapacityTables,
 )
+from planner.workload.replay_wait import REPLAY_WAIT_COLUMN
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -322,6 +323,14 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     if todo.any():
         rho[todo] = max_utilization_many(servers[todo], service_s[todo], q[todo], budget_s[todo],
                                          service_cv[todo], points["interarrival_cv"].to_numpy(float)[todo])
+    replay = _replay_by_point(points, todo & (role == "prefill"))
+    if replay:
+        from planner.workload.replay_wait import max_utilization as replay_cap
+
+        for i, (curve, rate) in replay.items():
+            rho[i] = min(rho[i], replay_cap(curve, rate, float(q[i]), float(budget_s[i])))
+        method += ("; prefill points fed by a replayed log also within the wait its bursts cause at the cap "
+                   "(planner.workload.replay_wait: the fluid backlog over the log's replayed peak-like windows)")
     unified = todo & (role == "unified")
     if unified.any():
         at_load = unified_caps_at_load(group_point(points.loc[unified], _rows(strings, unified)), busy_group[unified], batch[unified], service_s[unified], q[unified],
@@ -345,7 +354,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
             at_mix = mixture_caps(servers[idx].astype(float), service_s[idx], service_cv[idx],
                                   points["interarrival_cv"].to_numpy(float)[idx], q[idx], ttft_t[idx] / 1e3,
                                   [(m[0], m[1] / 1e3) for m, h in zip(mixes, has, strict=True) if h and m is not None],
-                                  ceiling=UTILIZATION_CEILING)
+                                  ceiling=UTILIZATION_CEILING, replay=[replay.get(int(i)) for i in idx] if replay else None)
             rho[idx] = np.maximum(rho[idx], at_mix)
             method += ("; prefill points at their latency group's length mix (planner.ttft_mixture: sum_s v_s P(W > T - t_s) <= 1 - q "
                        "over the sub-bins' TTFTs, the input tail as misses; never below the representative's cap, which a group "
@@ -356,6 +365,31 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         rho = np.minimum(rho, max_utilization)
         method += f"; bounded by options.max_utilization = {max_utilization:g}"
     return rho, method
+
+
+def _replay_by_point(points: pd.DataFrame, mask: np.ndarray) -> dict[int, tuple[np.ndarray, float]]:
+    """Per row of ``mask`` whose service replays a log: its replayed-burst wait curve and the service's peak rate (the
+    sum over its buckets; :mod:`planner.workload.replay_wait`)."""
+    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, parse_curve
+
+    if REPLAY_WAIT_COLUMN not in points.columns or not mask.any():
+        return {}
+    text = points[REPLAY_WAIT_COLUMN].astype(str).to_numpy()
+    on = mask & (np.char.str_len(text.astype(str)) > 0)
+    if not on.any():
+        return {}
+    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
+    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    svc = points["service"].astype(str).to_numpy()
+    parsed: dict[str, np.ndarray | None] = {}
+    out: dict[int, tuple[np.ndarray, float]] = {}
+    for i in np.flatnonzero(on):
+        if text[i] not in parsed:
+            parsed[text[i]] = parse_curve(text[i])
+        curve = parsed[text[i]]
+        if curve is not None and float(rate.get(svc[i], 0.0)) > 0:
+            out[int(i)] = (curve, float(rate[svc[i]]))
+    return out
 
 
 def _subset_links(previous: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -717,7 +751,7 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
                     "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
                     "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
-                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN) if c in tables.demand.columns]]]
+                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, REPLAY_WAIT_COLUMN) if c in tables.demand.columns]]]
     pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
     infeasible = pts[~feasible_mask].reset_index(drop=True)

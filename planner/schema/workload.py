@@ -95,6 +95,10 @@ class ArrivalStats(StrictModel):
     """The ``peak_quantile`` of per-window rates, keyed by window: a less extreme peak to plan for."""
     unreliable_peak_windows: list[str] = []
     """Windows whose peak is not trustworthy (timestamps coarser than a tenth of the window)."""
+    replay_wait: dict[str, list[list[float]]] = {}
+    """Per window key: the normalised wait the log's replayed peak-like windows cause at each utilisation, rows
+    ``[u, Q_0.5, Q_0.9, Q_0.99, Q_0.999]`` (:func:`planner.workload.replay_wait.replay_wait_curve`); a window is left
+    out where the peak simulation would not replay the log (bucketed timestamps, too few arrivals)."""
 
 
 class ToolLatency(StrictModel):

@@ -11,7 +11,6 @@ CV > 1 burstier). Lengths are drawn with replacement from given (input, output) 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -182,42 +181,6 @@ def replay_requests(frame: pd.DataFrame, *, services: Sequence[str] | None = Non
                      None if append is None else append[a:b])
 
 
-PEAK_LIKE_SHARE = 0.5
-"""Windows replayed at peak: those with at least this share of the busiest window's count."""
-
-
-def peak_window_times(arrival_s: np.ndarray, window_s: float, rate_per_s: float, duration_s: float,
-                      *, peak_like_share: float = PEAK_LIKE_SHARE) -> np.ndarray:
-    """Arrival times in ``[0, duration_s)`` replaying a log's busiest windows at ``rate_per_s``.
-
-    The log is cut into windows of ``window_s`` aligned to its first arrival (as
-    :mod:`planner.workload.arrivals` does); the *peak-like* windows — those holding at least
-    ``peak_like_share`` of the busiest window's count, at least 11 arrivals — are taken
-    busiest first (ties: earlier first). Window ``j`` with ``m_j`` arrivals is time-scaled by
-    ``m_j / (window_s · rate_per_s)`` so that it plays at exactly the planned rate, keeping
-    its burst structure (who arrives close to whom); scaled windows are laid end to end and
-    cycled until ``duration_s`` is filled. Deterministic (no randomness). Cycling repeats
-    the same bursts: a run longer than the peak-like windows adds no new burst patterns.
-    """
-    t = np.sort(np.asarray(arrival_s, dtype=float))
-    if t.size < 2 or rate_per_s <= 0 or window_s <= 0 or duration_s <= 0:
-        raise ValueError("need >= 2 arrivals and positive window, rate and duration")
-    t = t - t[0]
-    idx = np.floor(t / window_s).astype(np.int64)
-    wins, counts = np.unique(idx, return_counts=True)  # occupied windows only: memory follows the arrivals, not the span
-    keep = max(11, int(math.ceil(peak_like_share * counts.max())))
-    order = [int(wins[p]) for p in np.argsort(-counts, kind="stable") if counts[p] >= keep]
-    if not order:
-        order = [int(wins[int(np.argmax(counts))])]
-    pieces: list[np.ndarray] = []
-    start = 0.0
-    while start < duration_s:
-        for j in order:
-            tj = t[idx == j] - j * window_s
-            scale = tj.size / (window_s * rate_per_s)
-            pieces.append(start + tj * scale)
-            start += window_s * scale
-            if start >= duration_s:
-                break
-    out = np.concatenate(pieces)
-    return out[out < duration_s]
+# The replay of a log's peak-like windows lives with the workload (planner.workload.replay_wait), which prices the
+# waits its bursts cause from the same arrivals; the simulator plays them.
+from planner.workload.replay_wait import PEAK_LIKE_SHARE, peak_window_times  # noqa: E402,F401

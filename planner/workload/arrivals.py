@@ -166,6 +166,14 @@ def arrival_stats(
             unreliable.append(key)
         if span < w:
             notes.append(f"the log spans {span:.3g} s, less than one {key} window: the {key} peak is a lower bound")
+    replay: dict[str, list[list[float]]] = {}
+    if not bucketed:
+        from planner.workload.replay_wait import replay_wait_curve
+
+        for key, w in WINDOWS_S.items():
+            curve = replay_wait_curve(t, w)
+            if curve is not None:
+                replay[key] = curve
     gaps = np.diff(t)
     mean_gap = float(gaps.mean())
     cv = float(gaps.std() / mean_gap) if mean_gap > 0 else 0.0
@@ -185,4 +193,5 @@ def arrival_stats(
         peak_quantile=peak_quantile,
         rate_quantile_per_s=quant,
         unreliable_peak_windows=unreliable,
+        replay_wait=replay,
     )

@@ -1,0 +1,214 @@
+"""The queueing wait a log's own bursts cause at a pool's utilisation (issue 24 item 3).
+
+Why. A pool is priced as a G/G/c queue whose arrivals have the log's inter-arrival CV
+(:mod:`planner.queueing`): Erlang C decides whether a request waits and the CV only scales how long.
+At many servers and moderate load Erlang C is ~0 whatever the CV, while a replayed log's bursts —
+code-completion-8b's Azure code trace holds 185 requests in 3 s of a 3 req/s log — arrive faster than
+the pool drains: its 38-instance prefill pool at 36 % utilisation waited p99 0 ms analytic against
+208 ms simulated (the peak simulation replays the same bursts, :mod:`planner.simulate.arrivals`).
+
+The model. The peak simulation plays a log's *peak-like* windows (those with at least
+:data:`PEAK_LIKE_SHARE` of the busiest window's count) end to end, each time-scaled to the planned
+peak rate ``λ`` (:func:`peak_window_times`). Over those arrivals a pool of ``c`` servers of mean
+service ``s`` at utilisation ``u = λ s / c`` is taken as one work-conserving server of speed ``c``
+(a fluid pool): the backlog an arrival finds, in seconds,
+
+    V_n = max(0, V_{n−1} + s / c − (t_n − t_{n−1})),
+
+is its wait. With ``x_n = λ (t_n − t_{n−1})`` (gaps in mean gaps) this is ``λ V_n = max(0, λ V_{n−1}
++ u − x_n)``: the normalised wait depends on ``u`` and the log's burst shape only — not on ``c``,
+``s`` or ``λ`` apart. So one curve per log (:func:`replay_wait_curve`: quantiles of ``λ V`` over
+:data:`U_GRID`, computed once from the arrivals at rate 1) gives every pool's wait as ``Q_q(u) / λ``,
+``λ`` the service's peak rate. Random thinning (a pool carrying some buckets, or a share of them)
+keeps the burst shape: at the same ``u`` the wait is the same in seconds.
+
+How approximate (``/tmp``-free check: the exact FCFS ``c``-server queue with deterministic service
+over the same replayed arrivals). code-completion's log at 241 req/s, ``s`` = 57.3 ms: ``c`` = 38
+(u 0.36) p99 199 ms fluid against 195 exact and 208 simulated (the simulator's prefill pool, service
+CV 0.74); ``c`` = 30 (u 0.46) 351 against 344; ``c`` = 50 (u 0.28) 94 against 87; thinned to a half
+(``c`` = 19) 217 against 209, to a quarter (``c`` = 10) 241 against 233. The fluid pool ignores that a
+request needs a server of its own for ``s``: for a Poisson log it is M/D/1 at speed ``c``, far below
+Erlang C's wait near saturation at small ``c``, so a pool's wait is the larger of the two
+(:mod:`planner.pool_latency`), never their sum. It is the prefill pool's model (one request per
+server, ``s`` short against a burst); a decode or unified pool's slots hold a request for its whole
+generation, many times a burst's length, and are not priced by it (README *Accuracy*).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+REPLAY_WAIT_COLUMN = "replay_wait"
+"""Optional ``demand`` (and points') column: the service's curve as JSON (:func:`replay_wait_curve`), ``""`` where
+the peak simulation does not replay a log (:func:`planner.verify.peak_arrivals_from_instance`)."""
+
+PEAK_LIKE_SHARE = 0.5
+"""Windows replayed at peak: those with at least this share of the busiest window's count."""
+
+U_GRID = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8,
+                   0.85, 0.9, 0.93, 0.96, 0.98])
+"""Utilisations the curve is tabulated at; between them linear, above the last ``∝ 1/(1 − u)`` (heavy traffic)."""
+
+LEVELS = (0.5, 0.9, 0.99, 0.999)
+"""Quantile levels of the normalised wait the curve keeps."""
+
+MAX_REPLAY_ARRIVALS = 200_000
+"""Arrivals of the replay the curve is computed over (the busiest windows first): the peak simulation itself plays
+a few tens of thousands (planner.verify.MAX_REQUESTS)."""
+
+MIN_WINDOW_ARRIVALS = 11
+"""A log is replayed only when its busiest aligned window holds at least this many arrivals."""
+
+
+def peak_window_times(arrival_s: np.ndarray, window_s: float, rate_per_s: float, duration_s: float,
+                      *, peak_like_share: float = PEAK_LIKE_SHARE) -> np.ndarray:
+    """Arrival times in ``[0, duration_s)`` replaying a log's busiest windows at ``rate_per_s``.
+
+    The log is cut into windows of ``window_s`` aligned to its first arrival (as
+    :mod:`planner.workload.arrivals` does); the *peak-like* windows — those holding at least
+    ``peak_like_share`` of the busiest window's count, at least 11 arrivals — are taken
+    busiest first (ties: earlier first). Window ``j`` with ``m_j`` arrivals is time-scaled by
+    ``m_j / (window_s · rate_per_s)`` so that it plays at exactly the planned rate, keeping
+    its burst structure (who arrives close to whom); scaled windows are laid end to end and
+    cycled until ``duration_s`` is filled. Deterministic (no randomness). Cycling repeats
+    the same bursts: a run longer than the peak-like windows adds no new burst patterns.
+    """
+    t = np.sort(np.asarray(arrival_s, dtype=float))
+    if t.size < 2 or rate_per_s <= 0 or window_s <= 0 or duration_s <= 0:
+        raise ValueError("need >= 2 arrivals and positive window, rate and duration")
+    t = t - t[0]
+    idx = np.floor(t / window_s).astype(np.int64)
+    wins, counts = np.unique(idx, return_counts=True)  # occupied windows only: memory follows the arrivals, not the span
+    keep = max(MIN_WINDOW_ARRIVALS, int(math.ceil(peak_like_share * counts.max())))
+    order = [int(wins[p]) for p in np.argsort(-counts, kind="stable") if counts[p] >= keep]
+    if not order:
+        order = [int(wins[int(np.argmax(counts))])]
+    pieces: list[np.ndarray] = []
+    start = 0.0
+    while start < duration_s:
+        for j in order:
+            tj = t[idx == j] - j * window_s
+            scale = tj.size / (window_s * rate_per_s)
+            pieces.append(start + tj * scale)
+            start += window_s * scale
+            if start >= duration_s:
+                break
+    out = np.concatenate(pieces)
+    return out[out < duration_s]
+
+
+def replay_refusal(arrival_s: np.ndarray, window_s: float) -> str:
+    """Why the peak simulation would not replay these arrivals over ``window_s`` windows (``""``: it would): more
+    than half of them share a timestamp (a bucketed log: replay would make artificial bursts), or the busiest aligned
+    window holds fewer than :data:`MIN_WINDOW_ARRIVALS`."""
+    a = np.sort(np.asarray(arrival_s, dtype=float))
+    dup = float(np.mean(np.diff(a) == 0.0)) if a.size > 1 else 1.0
+    if dup > 0.5:
+        return f"{dup:.0%} of its arrivals share a timestamp (bucketed log: replay would create artificial bursts)"
+    if a.size < 2 or int(np.unique(np.floor((a - a[0]) / window_s).astype(np.int64), return_counts=True)[1].max()) < MIN_WINDOW_ARRIVALS:
+        return f"its busiest window holds fewer than {MIN_WINDOW_ARRIVALS} arrivals"
+    return ""
+
+
+def replay_wait_curve(arrival_s: np.ndarray, window_s: float) -> list[list[float]] | None:
+    """Rows ``[u, Q_0.5, Q_0.9, Q_0.99, Q_0.999]`` over :data:`U_GRID`: the :data:`LEVELS` quantiles of the normalised
+    fluid wait ``λ V`` (module docstring) over the log's replayed peak-like windows (at most
+    :data:`MAX_REPLAY_ARRIVALS` arrivals, one pass, no cycling). None when the log is not replayed
+    (:func:`replay_refusal`).
+
+    ``λ V_n = S_n − min_{k ≤ n} S_k`` with ``S_n = Σ_{i < n} (u − x_{i+1})`` (Lindley's recursion unrolled), one
+    cumulative sum per ``u``: memory and time follow the arrivals, never their values or span."""
+    if replay_refusal(arrival_s, window_s):
+        return None
+    a = np.sort(np.asarray(arrival_s, dtype=float))
+    t = a - a[0]
+    counts = np.unique(np.floor(t / window_s).astype(np.int64), return_counts=True)[1]
+    keep = max(MIN_WINDOW_ARRIVALS, int(math.ceil(PEAK_LIKE_SHARE * counts.max())))
+    total = int(counts[counts >= keep].sum())  # one pass over the peak-like windows: at rate 1 they last `total` s
+    times = peak_window_times(a, window_s, 1.0, float(min(total, MAX_REPLAY_ARRIVALS)))
+    if times.size < 2:
+        return None
+    x = np.diff(times)  # gaps in mean gaps (rate 1)
+    rows = []
+    for u in U_GRID:
+        s = np.concatenate([[0.0], np.cumsum(u - x)])
+        v = s - np.minimum.accumulate(s)
+        rows.append([float(u), *(float(np.quantile(v, lv)) for lv in LEVELS)])
+    return rows
+
+
+def curve_json(curve: list[list[float]] | None) -> str:
+    """The demand column's text of a curve (``""`` for none)."""
+    return json.dumps([[round(c, 6) for c in row] for row in curve]) if curve else ""
+
+
+def parse_curve(text: object) -> np.ndarray | None:
+    """The curve of a demand / point cell, rows ``[u, Q at each level]``; None for an empty or missing cell."""
+    if not isinstance(text, str) or not text:
+        return None
+    arr = np.asarray(json.loads(text), dtype=float)
+    return arr if arr.ndim == 2 and arr.shape[0] >= 2 and arr.shape[1] == 1 + len(LEVELS) else None
+
+
+def _at_u(curve: np.ndarray, u: float) -> np.ndarray:
+    """The normalised wait quantiles (one per level) at utilisation ``u``: linear between grid points, ``∝ u``
+    below the first, ``∝ 1/(1 − u)`` above the last (the heavy-traffic growth of any queue's wait), ``inf`` at 1."""
+    grid, q = curve[:, 0], curve[:, 1:]
+    if u >= 1.0:
+        return np.full(q.shape[1], math.inf)
+    if u <= grid[0]:
+        return q[0] * max(u, 0.0) / grid[0]
+    if u >= grid[-1]:
+        return q[-1] * (1.0 - grid[-1]) / (1.0 - u)
+    return np.array([float(np.interp(u, grid, q[:, j])) for j in range(q.shape[1])])
+
+
+def tail_params(curve: np.ndarray, utilization: float, rate_per_s: float, quantile: float) -> tuple[float, float]:
+    """``(C, θ per s)`` of the exponential tail ``P(W > t) = min(1, C e^{−θ t})`` through the curve's two levels around
+    ``quantile`` at ``utilization`` (the service's peak ``rate_per_s``): exact at both, so at the SLO quantile when it
+    is one of :data:`LEVELS`. ``(1, 0)`` at or above saturation, ``(0, inf)`` for no wait at all."""
+    if not (rate_per_s > 0 and utilization < 1.0):
+        return 1.0, 0.0
+    w = _at_u(curve, utilization) / rate_per_s
+    lv = np.array(LEVELS)
+    j = int(np.clip(np.searchsorted(lv, quantile), 1, len(lv) - 1))
+    (l1, l2), (w1, w2) = lv[j - 1:j + 1], w[j - 1:j + 1]
+    if not math.isfinite(w2):
+        return 1.0, 0.0
+    if w2 <= 0.0:
+        return 0.0, math.inf
+    if w2 <= w1:
+        return 1.0 - l2, math.inf  # the tail's mass sits at w2: no decay to fit (a step)
+    theta = math.log((1.0 - l1) / (1.0 - l2)) / (w2 - w1)
+    return float((1.0 - l2) * math.exp(theta * w2)), float(theta)
+
+
+def wait_quantile_s(curve: np.ndarray, utilization: float, rate_per_s: float, quantile: float) -> float:
+    """The wait at ``quantile`` (s) of a pool at ``utilization`` fed by the service's bursts at ``rate_per_s``
+    (:func:`tail_params`' exponential through the curve; exact at the curve's levels)."""
+    c, theta = tail_params(curve, utilization, rate_per_s, quantile)
+    if theta == 0.0:
+        return math.inf
+    if c <= 1.0 - quantile or not math.isfinite(theta):
+        return 0.0
+    return math.log(c / (1.0 - quantile)) / theta
+
+
+def max_utilization(curve: np.ndarray, rate_per_s: float, quantile: float, budget_s: float, *, ceiling: float = 0.999,
+                    tolerance: float = 1e-4) -> float:
+    """The largest utilisation whose :func:`wait_quantile_s` stays within ``budget_s`` (bisection: the fluid wait grows
+    with ``u`` on every path); 0 when even the emptiest pool waits longer, ``ceiling`` when the fullest does not."""
+    def ok(u: float) -> bool:
+        return wait_quantile_s(curve, u, rate_per_s, quantile) <= budget_s
+    if budget_s < 0 or not ok(1e-6):
+        return 0.0
+    if ok(ceiling):
+        return ceiling
+    lo, hi = 1e-6, ceiling
+    while hi - lo > tolerance:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
