@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.workload import replay_wait as rw
 
@@ -109,3 +111,25 @@ def test_code_completions_prefill_pool_waits_its_bursts() -> None:
     assert r["replay_wait_ms"] == pytest.approx(204.0, rel=0.10)  # 208 / 200 ms simulated
     assert waits[prefill] == r["wait_ms"] == pytest.approx(max(r["replay_wait_ms"], 0.0))
     assert math.isnan(rows[decode]["replay_wait_ms"])  # slots held for a whole generation: not this model
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=1e7, allow_nan=False, allow_infinity=False), min_size=0, max_size=400),
+       st.sampled_from([1.0, 60.0, 600.0]))
+def test_any_arrivals_give_a_curve_that_grows_with_load_and_level(times: list[float], window: float) -> None:
+    """Hostile logs (duplicates, gaps of months, a handful of arrivals): no error; a curve, when the log is replayed,
+    whose waits never fall as utilisation or the quantile level rises (Lindley's backlog grows with the work each
+    arrival brings, path by path), and a cap whose wait is within its budget."""
+    t = np.asarray(times, dtype=float)
+    curve = rw.replay_wait_curve(t, window)
+    if curve is None:
+        return
+    c = np.asarray(curve)
+    assert np.all(np.isfinite(c)) and np.all(c[:, 1:] >= 0.0)
+    assert np.all(np.diff(c[:, 1:], axis=0) >= -1e-9)  # in u
+    assert np.all(np.diff(c[:, 1:], axis=1) >= -1e-9)  # in the level
+    waits = [rw.wait_quantile_s(c, u, 3.0, 0.99) for u in (0.1, 0.5, 0.9, 0.99)]
+    assert all(b >= a - 1e-12 for a, b in zip(waits, waits[1:], strict=False))
+    budget = waits[1]
+    cap = rw.max_utilization(c, 3.0, 0.99, budget)
+    assert 0.0 <= cap <= 0.999 and rw.wait_quantile_s(c, cap, 3.0, 0.99) <= budget + 1e-12

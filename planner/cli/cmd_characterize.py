@@ -62,6 +62,11 @@ def characterize(file: str, fmt_name: str | None, service_column: str | None, co
         if j["duration_s"] is not None:
             peaks = j["arrival_rate_peak_per_s"]
             click.echo(f"  span {fmt(j['duration_s'])} s, mean {fmt(j['arrival_rate_mean_per_s'])}/s, peak " + ", ".join(f"{fmt(v)}/s over {k}" for k, v in peaks.items()) + f"; inter-arrival CV {fmt(j['interarrival_cv'])}; timestamps {j['timestamps']} (resolution {fmt(j['timestamp_resolution_s'])} s)")
+            for key, rows_u in j.get("replay_wait", {}).items():
+                at = {round(r[0], 2): r[3] for r in rows_u}  # the p99 column (planner.workload.replay_wait.LEVELS)
+                if key == "60s" and all(u in at for u in (0.3, 0.5, 0.7)):
+                    click.echo(f"  its busiest {key} windows replayed: p99 wait of a pool {' / '.join(f'{fmt(at[u])}' for u in (0.3, 0.5, 0.7))} "
+                               "mean gaps at 30 / 50 / 70 % busy (a prefill pool's burst wait, planner.workload.replay_wait)")
         else:
             click.echo("  no arrival span (no timestamps, or every request at one instant): lengths only")
         rows = [[k, *(j[f"{k}_tokens"][q] for q in ("mean", "p50", "p90", "p99", "max"))] for k in ("input", "output")]

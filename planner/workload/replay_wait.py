@@ -55,12 +55,27 @@ U_GRID = np.array([0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 
 LEVELS = (0.5, 0.9, 0.99, 0.999)
 """Quantile levels of the normalised wait the curve keeps."""
 
-MAX_REPLAY_ARRIVALS = 200_000
+MAX_REPLAY_ARRIVALS = 50_000
 """Arrivals of the replay the curve is computed over (the busiest windows first): the peak simulation itself plays
-a few tens of thousands (planner.verify.MAX_REQUESTS)."""
+at most 40,000 (planner.verify.MAX_REQUESTS)."""
 
 MIN_WINDOW_ARRIVALS = 11
 """A log is replayed only when its busiest aligned window holds at least this many arrivals."""
+
+
+def _sorted(arrival_s: np.ndarray) -> np.ndarray:
+    """The arrivals as a sorted float array (not sorted again when they already are: a log's are)."""
+    t = np.asarray(arrival_s, dtype=float)
+    return t if t.size < 2 or bool(np.all(t[1:] >= t[:-1])) else np.sort(t)
+
+
+def _window_runs(t: np.ndarray, window_s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Occupied windows of sorted arrivals ``t`` (from ``t[0]``): their ids ``floor((t − t[0]) / w)``, the index of
+    each one's first arrival and its count. One pass (the window ids of sorted arrivals never decrease), no sort."""
+    idx = np.floor((t - t[0]) / window_s).astype(np.int64)
+    first = np.concatenate([[0], np.flatnonzero(idx[1:] != idx[:-1]) + 1])
+    counts = np.diff(np.append(first, t.size))
+    return idx[first], first, counts
 
 
 def peak_window_times(arrival_s: np.ndarray, window_s: float, rate_per_s: float, duration_s: float,
@@ -76,21 +91,21 @@ def peak_window_times(arrival_s: np.ndarray, window_s: float, rate_per_s: float,
     cycled until ``duration_s`` is filled. Deterministic (no randomness). Cycling repeats
     the same bursts: a run longer than the peak-like windows adds no new burst patterns.
     """
-    t = np.sort(np.asarray(arrival_s, dtype=float))
+    t = _sorted(arrival_s)
     if t.size < 2 or rate_per_s <= 0 or window_s <= 0 or duration_s <= 0:
         raise ValueError("need >= 2 arrivals and positive window, rate and duration")
     t = t - t[0]
-    idx = np.floor(t / window_s).astype(np.int64)
-    wins, counts = np.unique(idx, return_counts=True)  # occupied windows only: memory follows the arrivals, not the span
+    # occupied windows only, each a slice of the sorted arrivals: memory and time follow the arrivals, not the span
+    wins, first, counts = _window_runs(t, window_s)
     keep = max(MIN_WINDOW_ARRIVALS, int(math.ceil(peak_like_share * counts.max())))
-    order = [int(wins[p]) for p in np.argsort(-counts, kind="stable") if counts[p] >= keep]
+    order = [int(p) for p in np.argsort(-counts, kind="stable") if counts[p] >= keep]
     if not order:
-        order = [int(wins[int(np.argmax(counts))])]
+        order = [int(np.argmax(counts))]
     pieces: list[np.ndarray] = []
     start = 0.0
     while start < duration_s:
-        for j in order:
-            tj = t[idx == j] - j * window_s
+        for p in order:
+            tj = t[first[p]:first[p] + counts[p]] - wins[p] * window_s
             scale = tj.size / (window_s * rate_per_s)
             pieces.append(start + tj * scale)
             start += window_s * scale
@@ -104,11 +119,16 @@ def replay_refusal(arrival_s: np.ndarray, window_s: float) -> str:
     """Why the peak simulation would not replay these arrivals over ``window_s`` windows (``""``: it would): more
     than half of them share a timestamp (a bucketed log: replay would make artificial bursts), or the busiest aligned
     window holds fewer than :data:`MIN_WINDOW_ARRIVALS`."""
-    a = np.sort(np.asarray(arrival_s, dtype=float))
+    a = _sorted(arrival_s)
+    return _refusal(a, _window_runs(a, window_s)[2] if a.size else np.zeros(0, dtype=np.int64))
+
+
+def _refusal(a: np.ndarray, counts: np.ndarray) -> str:
+    """:func:`replay_refusal` of sorted arrivals ``a`` whose windows hold ``counts``."""
     dup = float(np.mean(np.diff(a) == 0.0)) if a.size > 1 else 1.0
     if dup > 0.5:
         return f"{dup:.0%} of its arrivals share a timestamp (bucketed log: replay would create artificial bursts)"
-    if a.size < 2 or int(np.unique(np.floor((a - a[0]) / window_s).astype(np.int64), return_counts=True)[1].max()) < MIN_WINDOW_ARRIVALS:
+    if a.size < 2 or int(counts.max()) < MIN_WINDOW_ARRIVALS:
         return f"its busiest window holds fewer than {MIN_WINDOW_ARRIVALS} arrivals"
     return ""
 
@@ -121,11 +141,12 @@ def replay_wait_curve(arrival_s: np.ndarray, window_s: float) -> list[list[float
 
     ``λ V_n = S_n − min_{k ≤ n} S_k`` with ``S_n = Σ_{i < n} (u − x_{i+1})`` (Lindley's recursion unrolled), one
     cumulative sum per ``u``: memory and time follow the arrivals, never their values or span."""
-    if replay_refusal(arrival_s, window_s):
+    a = _sorted(arrival_s)
+    if a.size < 2:
         return None
-    a = np.sort(np.asarray(arrival_s, dtype=float))
-    t = a - a[0]
-    counts = np.unique(np.floor(t / window_s).astype(np.int64), return_counts=True)[1]
+    counts = _window_runs(a, window_s)[2]
+    if _refusal(a, counts):
+        return None
     keep = max(MIN_WINDOW_ARRIVALS, int(math.ceil(PEAK_LIKE_SHARE * counts.max())))
     total = int(counts[counts >= keep].sum())  # one pass over the peak-like windows: at rate 1 they last `total` s
     times = peak_window_times(a, window_s, 1.0, float(min(total, MAX_REPLAY_ARRIVALS)))
@@ -136,7 +157,7 @@ def replay_wait_curve(arrival_s: np.ndarray, window_s: float) -> list[list[float
     for u in U_GRID:
         s = np.concatenate([[0.0], np.cumsum(u - x)])
         v = s - np.minimum.accumulate(s)
-        rows.append([float(u), *(float(np.quantile(v, lv)) for lv in LEVELS)])
+        rows.append([float(u), *(float(w) for w in np.quantile(v, LEVELS))])
     return rows
 
 
