@@ -79,8 +79,10 @@ The rule (the same for every log):
    $89k / $132k / $146k at 4 / 8 / 16 buckets). A prefill point's TTFT is held at its group's length
    mix (:mod:`planner.ttft_mixture`), the same sub-bins at every bucket count; what this is not: the
    service-wide condition ``sum_b w_b P_b(latency > target) <= 1 - q`` across groups (each group holds
-   its own ``1 - q``, a sufficient condition), nor the mix for shared pools. At most 4 buckets: every
-   bucket is its own group (unchanged).
+   its own ``1 - q``, a sufficient condition), nor the mix for shared pools. The peak simulation holds
+   the same groups since 2026-12-06 (:func:`planner.verify._service_metrics`: every group's simulated
+   quantile within the target, not only the service's), so the two checks state one criterion. At most 4
+   buckets: every bucket is its own group (unchanged).
 
 7. **Enough requests per bucket** (:func:`supported_buckets`). A bucket is a length class estimated from the
    log, so it must hold requests enough to estimate it: at least :data:`MIN_REQUESTS_PER_BUCKET` (5) of the
