@@ -101,7 +101,7 @@ from planner.schema.capacity import (
 )
 from planner.ttft_mixture import mix_text
 from planner.workload.buckets import latency_groups
-from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, curve_json
+from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, curve_json, traffic_refusal
 
 ROLES = ("prefill", "decode", "unified")
 
@@ -210,9 +210,7 @@ def _replay_wait_text(traffic: Any, prof: Any) -> str:
     the peak simulation replays its log (as :func:`planner.verify.peak_arrivals_from_instance` decides: a log with
     timestamps, no ``interarrival_cv`` override, one service, replayable over ``peak_window``); ``""`` elsewhere (the
     simulation draws renewal arrivals there, and the G/G/c wait with the CV is the whole model)."""
-    if traffic.trace is None or traffic.interarrival_cv is not None:
-        return ""
-    if traffic.columns.get("service") or traffic.service_column_value is not None:
+    if traffic_refusal(traffic):
         return ""
     return curve_json(prof.arrivals.replay_wait.get(traffic.peak_window))
 

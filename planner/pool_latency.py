@@ -233,29 +233,41 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
 
 
-def replay_curves(points: pd.DataFrame, sel: np.ndarray) -> dict[str, list[tuple[np.ndarray, float]]] | None:
-    """Per prefill pool among the routed rows ``sel``: the replayed-burst wait curves of the services it serves, each
-    with the service's peak rate (the sum over its routed buckets: the bursts are the service's, whatever share of them
-    the pool carries; :mod:`planner.workload.replay_wait`); None when no point carries a curve."""
+def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray) -> dict[int, tuple[np.ndarray, float]]:
+    """Per row position of ``mask`` whose service replays a log: its replayed-burst wait curve
+    (:mod:`planner.workload.replay_wait`) and the service's peak rate, the sum over the distinct (service, bucket) rows of
+    ``rate_rows`` (the bursts are the service's, whatever share of them a pool carries)."""
     from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, parse_curve
 
-    if REPLAY_WAIT_COLUMN not in points.columns:
-        return None
-    on = sel & (points["role"].astype(str).to_numpy() == "prefill") & (points[REPLAY_WAIT_COLUMN].astype(str).str.len().to_numpy() > 0)
+    if REPLAY_WAIT_COLUMN not in points.columns or not mask.any():
+        return {}
+    text = points[REPLAY_WAIT_COLUMN].astype(str).to_numpy()
+    on = mask & (points[REPLAY_WAIT_COLUMN].astype(str).str.len().to_numpy() > 0)
     if not on.any():
-        return None
-    keys = points.loc[sel, ["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
+        return {}
+    keys = points.loc[rate_rows, ["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
     rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    svc = points["service"].astype(str).to_numpy()
+    out: dict[int, tuple[np.ndarray, float]] = {}
+    for i in np.flatnonzero(on):
+        curve = parse_curve(str(text[i]))
+        if curve is not None and float(rate.get(svc[i], 0.0)) > 0:
+            out[int(i)] = (curve, float(rate[svc[i]]))
+    return out
+
+
+def replay_curves(points: pd.DataFrame, sel: np.ndarray) -> dict[str, list[tuple[np.ndarray, float]]] | None:
+    """Per prefill pool among the routed rows ``sel``: the replayed-burst wait curves of the services it serves, each
+    with the service's routed peak rate (:func:`replay_by_row`); None when no point carries a curve."""
+    rows = replay_by_row(points, sel & (points["role"].astype(str).to_numpy() == "prefill"), sel)
+    pool = points["pool"].astype(str).to_numpy()
+    svc = points["service"].astype(str).to_numpy()
     out: dict[str, list[tuple[np.ndarray, float]]] = {}
     seen: set[tuple[str, str]] = set()
-    for pool, svc, text in zip(points.loc[on, "pool"].astype(str), points.loc[on, "service"].astype(str),
-                               points.loc[on, REPLAY_WAIT_COLUMN].astype(str), strict=True):
-        if (pool, svc) in seen:
-            continue
-        seen.add((pool, svc))
-        curve = parse_curve(text)
-        if curve is not None and float(rate.get(svc, 0.0)) > 0:
-            out.setdefault(pool, []).append((curve, float(rate[svc])))
+    for i, got in rows.items():
+        if (pool[i], svc[i]) not in seen:
+            seen.add((pool[i], svc[i]))
+            out.setdefault(pool[i], []).append(got)
     return out or None
 
 

@@ -61,6 +61,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from planner.workload.replay_wait import tail_params as replay_tail
+from planner.workload.replay_wait import tail_quantile_s
 
 MIX_TOLERANCE = 1e-9
 """Relative slack on ``m(T) <= 1 − q`` (rounding of the sums)."""
@@ -178,7 +179,7 @@ def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndar
                 continue
             q_i = float(qs[i])
             cb, tb = replay_tail(got[0], float(rho[k]), got[1], q_i)
-            if _tail_wait(cb, tb, q_i) > _tail_wait(float(pw[k]), float(theta[k]), q_i):
+            if tail_quantile_s(cb, tb, q_i) > tail_quantile_s(float(pw[k]), float(theta[k]), q_i):
                 pw[k], theta[k] = cb, tb
         return pw, theta
 
@@ -192,15 +193,6 @@ def mixture_caps(servers: np.ndarray, service_s: np.ndarray, service_cv: np.ndar
     todo = usable[~top]
     out[todo] = bisect_largest(lambda rho: ok(rho, todo), np.zeros(todo.size), np.full(todo.size, float(ceiling)), tolerance)
     return out
-
-
-def _tail_wait(erlang_c: float, decay_per_s: float, quantile: float) -> float:
-    """The quantile of the wait whose tail is ``min(1, C e^{−θ t})`` (s): 0 when ``C ≤ 1 − q``, ``inf`` when ``θ = 0``."""
-    if erlang_c <= 1.0 - quantile:
-        return 0.0
-    if not decay_per_s > 0:
-        return math.inf
-    return math.log(erlang_c / (1.0 - quantile)) / decay_per_s
 
 
 def mixture_quantile_ms(quantile: float, weights: np.ndarray, ttft_ms: np.ndarray, erlang_c: np.ndarray,

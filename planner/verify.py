@@ -16,7 +16,7 @@ The run
 * Arrivals (the choice, with evidence): a service whose traffic is a timestamped log
   **replays the log's busiest windows** (``traffic.peak_window``; the windows holding at least
   half the busiest one's count), each time-scaled to the planned peak rate
-  (:func:`planner.simulate.arrivals.peak_window_times`, :func:`peak_arrivals_from_instance`).
+  (:func:`planner.workload.replay_wait.peak_window_times`, :func:`peak_arrivals_from_instance`).
   Why not the gamma renewal with the within-window CV: on the Azure code trace (CV 4.72 inside
   60 s windows) the renewal reproduces the burstiness at ≤ 1 s (index of dispersion of
   per-second counts in the peak minute 24 real vs 12–26 synthetic) but not the multi-second
@@ -218,11 +218,10 @@ def peak_arrivals_from_instance(resolved: Any) -> tuple[dict[str, PeakArrivals],
     (module docstring, *Arrival model*); and notes for services that fall back to the renewal
     process (no log, an ``interarrival_cv`` override, bucketed timestamps, several services in one
     log, too few arrivals in the busiest window)."""
-    from planner.simulate.arrivals import peak_window_times
     from planner.workload.arrivals import WINDOWS_S
     from planner.workload.log import RequestLog
     from planner.workload.readers import read_trace
-    from planner.workload.replay_wait import replay_refusal
+    from planner.workload.replay_wait import peak_window_times, replay_refusal, traffic_refusal
 
     out: dict[str, PeakArrivals] = {}
     notes: list[str] = []
@@ -230,12 +229,8 @@ def peak_arrivals_from_instance(resolved: Any) -> tuple[dict[str, PeakArrivals],
         t = svc.traffic
         if t.trace is None:
             continue
-        why = ""
-        if t.interarrival_cv is not None:
-            why = "traffic.interarrival_cv is given"
-        elif t.columns.get("service") or t.service_column_value is not None:
-            why = "the log holds several services"
-        else:
+        why = traffic_refusal(t)
+        if not why:
             log = read_trace(resolved.resolve_path(t.trace), t.format, None, "skip")
             frame = log.frame if isinstance(log, RequestLog) else None
             if frame is None or "arrival_s" not in frame.columns:
@@ -255,7 +250,7 @@ def peak_arrivals_from_instance(resolved: Any) -> tuple[dict[str, PeakArrivals],
 def _replayed_times(rt: pd.DataFrame, arrivals: Mapping[str, PeakArrivals] | None, duration_s: float
                     ) -> tuple[dict[str, np.ndarray] | None, list[str]]:
     """Per service with a log: its busiest windows time-scaled to the planned peak rate."""
-    from planner.simulate.arrivals import peak_window_times
+    from planner.workload.replay_wait import peak_window_times
 
     if not arrivals:
         return None, []
@@ -478,7 +473,7 @@ def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: flo
         # not only the service as a whole; the groups' worst figure over every route (a unified bucket's too)
         group_v = -1.0
         if lvl is not None and metric == "ttft" and groups:
-            for _name, rows in _group_units(g, groups):
+            for _name, rows in _comparison_units(g, groups, every_route=True):
                 hb = _metric_histogram(res, sim, rows, metric)
                 v = _quantile_all(hb, lvl, _late(res, sim, rows))
                 if v == v and v > group_v:
@@ -507,20 +502,12 @@ def _latency_groups(demand: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return out
 
 
-def _group_units(g: pd.DataFrame, groups: Mapping[tuple[str, str], str]) -> list[tuple[str, list[Any]]]:
-    """A service's routes merged per latency group (every route, whatever its pools): the units the simulated check
-    holds at the quantile, as the analytic check holds each group (:func:`_service_metrics`)."""
-    units: dict[str, list[Any]] = {}
-    for bucket, gb in g.groupby("bucket", sort=True):
-        svc = str(gb["service"].iloc[0]) if "service" in gb.columns else ""
-        units.setdefault(str(groups.get((svc, str(bucket)), f"bucket:{bucket}")), []).extend(gb.index.tolist())
-    return list(units.items())
-
-
-def _comparison_units(g: pd.DataFrame, groups: Mapping[tuple[str, str], str] | None) -> list[tuple[str, list[Any]]]:
+def _comparison_units(g: pd.DataFrame, groups: Mapping[tuple[str, str], str] | None, *,
+                      every_route: bool = False) -> list[tuple[str, list[Any]]]:
     """The units a service's worst simulated figure is taken over: each bucket (its routes), or, with ``groups``,
     the buckets of one latency group whose routes all go through a prefill pool and no unified one merged
-    (named by their buckets joined with ``+``)."""
+    (named by their buckets joined with ``+``). ``every_route``: a group's buckets merged whatever their pools — the
+    units the simulated check holds at the quantile, as the analytic check holds each group (:func:`_service_metrics`)."""
     units: dict[str, list[Any]] = {}
     names: dict[str, list[str]] = {}
     for bucket, gb in g.groupby("bucket", sort=True):
@@ -528,7 +515,7 @@ def _comparison_units(g: pd.DataFrame, groups: Mapping[tuple[str, str], str] | N
         prefill_only = ("prefill" in gb.columns and gb["prefill"].notna().all()
                         and ("unified" not in gb.columns or gb["unified"].isna().all()))
         group = (groups or {}).get((svc, str(bucket)))
-        key = f"group:{group}" if group is not None and prefill_only else f"bucket:{bucket}"
+        key = f"group:{group}" if group is not None and (prefill_only or every_route) else f"bucket:{bucket}"
         units.setdefault(key, []).extend(gb.index.tolist())
         names.setdefault(key, []).append(str(bucket))
     return [("+".join(names[k]), rows) for k, rows in units.items()]
@@ -550,7 +537,8 @@ def _miss_findings(architecture: str, svc: str, g: pd.DataFrame, out: Mapping[st
         o = out[metric]
         if o["met"]:
             continue
-        worst = max(o["sim"], o["group_worst"]) if o.get("group_worst") == o.get("group_worst") and o.get("group_worst") is not None else o["sim"]
+        group_ms = float(o.get("group_worst", math.nan))
+        worst = max(o["sim"], group_ms) if group_ms == group_ms else o["sim"]  # the held latency groups' worst too
         share = worst / o["target_ms"] - 1.0 if o["target_ms"] > 0 else math.inf
         if share <= miss_share and miss_pool is not None:
             continue

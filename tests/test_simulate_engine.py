@@ -230,7 +230,7 @@ def test_peak_window_replay_memory_follows_the_arrivals_not_the_span() -> None:
     occupied windows, so this runs in kilobytes (a per-window count array would need ~130 GB)."""
     import tracemalloc
 
-    from planner.simulate.arrivals import peak_window_times
+    from planner.workload.replay_wait import peak_window_times
 
     rng = np.random.default_rng(0)
     a = np.concatenate([rng.uniform(0, 60, 300), 1e12 + rng.uniform(0, 60, 200)])

@@ -221,7 +221,7 @@ def test_unified_pool_simulated_with_its_chunk_meets_and_analytic_is_conservativ
 def test_peak_window_times_replays_busiest_windows_at_the_planned_rate() -> None:
     import numpy as np
 
-    from planner.simulate.arrivals import peak_window_times
+    from planner.workload.replay_wait import peak_window_times
 
     # 10 s windows: 20 arrivals in a burst (0..1.9 s), 12 spread over 10..18.8 s, 3 late ones (fewer than 11: not replayed)
     t = np.concatenate([np.arange(20) * 0.1, 10.0 + np.arange(12) * 0.8, [25.0, 26.0, 27.0]])

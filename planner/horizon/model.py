@@ -322,9 +322,6 @@ def _caps_by_rate(sub: pd.DataFrame, keys: list[tuple[float, float]], base_rate:
     little from one ×1.5 step to the next (on the 162-client fleet at 100 %/month, most not at all), so two evaluations
     find most of them where a bisection from scratch takes ~10; every cap is still one that meets with ``ρ`` + 0.002
     missing (the bisection's tolerance), priced at its own rate."""
-    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN
-
-    sub = sub.drop(columns=[REPLAY_WAIT_COLUMN], errors="ignore")  # a level's arrivals are its slot's (without_replay)
     n = len(sub)
     order = sorted(range(len(keys)), key=lambda j: keys[j])
     before: list[int] = []

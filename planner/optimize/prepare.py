@@ -284,6 +284,7 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     once by :func:`planner.queueing.max_utilization_many` (the same bisection, vectorised over
     points, each distinct row evaluated once). ``previous`` (per point, ``-1`` where none): the row of the same
     point one rate step lower, for :func:`unified_caps_at_load`'s search by rate step (a horizon's levels)."""
+    from planner.pool_latency import replay_by_row
     from planner.queueing import max_utilization_many
 
     method = "planner.queueing.max_utilization (Erlang-C / Allen-Cunneen G/G/c wait quantile), nominal pool n0 = ceil(sum over the bucket's latency group of lambda_peak*tau) on the point's (role, config)"
@@ -323,7 +324,8 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
     if todo.any():
         rho[todo] = max_utilization_many(servers[todo], service_s[todo], q[todo], budget_s[todo],
                                          service_cv[todo], points["interarrival_cv"].to_numpy(float)[todo])
-    replay = _replay_by_point(points, todo & (role == "prefill"))
+    # the service's peak rate over every bucket of the table (planner.pool_latency.replay_by_row)
+    replay = replay_by_row(points, todo & (role == "prefill"), np.ones(len(points), dtype=bool))
     if replay:
         from planner.workload.replay_wait import max_utilization as replay_cap
 
@@ -365,31 +367,6 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         rho = np.minimum(rho, max_utilization)
         method += f"; bounded by options.max_utilization = {max_utilization:g}"
     return rho, method
-
-
-def _replay_by_point(points: pd.DataFrame, mask: np.ndarray) -> dict[int, tuple[np.ndarray, float]]:
-    """Per row of ``mask`` whose service replays a log: its replayed-burst wait curve and the service's peak rate (the
-    sum over its buckets; :mod:`planner.workload.replay_wait`)."""
-    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, parse_curve
-
-    if REPLAY_WAIT_COLUMN not in points.columns or not mask.any():
-        return {}
-    text = points[REPLAY_WAIT_COLUMN].astype(str).to_numpy()
-    on = mask & (np.char.str_len(text.astype(str)) > 0)
-    if not on.any():
-        return {}
-    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
-    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
-    svc = points["service"].astype(str).to_numpy()
-    parsed: dict[str, np.ndarray | None] = {}
-    out: dict[int, tuple[np.ndarray, float]] = {}
-    for i in np.flatnonzero(on):
-        if text[i] not in parsed:
-            parsed[text[i]] = parse_curve(text[i])
-        curve = parsed[text[i]]
-        if curve is not None and float(rate.get(svc[i], 0.0)) > 0:
-            out[int(i)] = (curve, float(rate[svc[i]]))
-    return out
 
 
 def _subset_links(previous: np.ndarray, mask: np.ndarray) -> np.ndarray:

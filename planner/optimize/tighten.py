@@ -317,8 +317,7 @@ class _Loop:
         same plan."""
         from planner.pool_latency import plan_shares
 
-        x = plan_shares(self.plan, pts)
-        load = pts["rate_peak_per_s"].to_numpy(float) * pts["instance_seconds_per_request"].to_numpy(float) / raised * x
+        load = _load_rows(pts, plan_shares(self.plan, pts), raised)
         pool = pts["pool"].astype(str).to_numpy()
         have = {p.name: p.instances for p in self.plan.pools}
         k = int(self.settings.redundancy)
@@ -494,8 +493,7 @@ def _with_slack(factors: Mapping[str, float], prep: Prepared, plan: Architecture
     if not factors:
         return {}
     pts = prep.points
-    x = plan_shares(plan, pts)
-    load = pts["rate_peak_per_s"].to_numpy(float) * pts["instance_seconds_per_request"].to_numpy(float) / pts["rho"].to_numpy(float) * x
+    load = _load_rows(pts, plan_shares(plan, pts), pts["rho"].to_numpy(float))
     pool = pts["pool"].astype(str).to_numpy()
     have = {p.name: p.instances for p in plan.pools}
     out = {}
@@ -504,6 +502,12 @@ def _with_slack(factors: Mapping[str, float], prep: Prepared, plan: Architecture
         r = float(load[pool == p].sum()) / working if working > 0 else 1.0
         out[p] = float(f) / r if 0.0 < r < 1.0 else float(f)
     return out
+
+
+def _load_rows(pts: pd.DataFrame, x: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Per point: its term of its pool's load row ``λ τ x / ρ`` (instances; :mod:`planner.optimize.model`) at caps
+    ``rho``."""
+    return pts["rate_peak_per_s"].to_numpy(float) * pts["instance_seconds_per_request"].to_numpy(float) / rho * x
 
 
 def _miss_shares(check: Any) -> dict[str, float]:

@@ -587,7 +587,7 @@ def bucket_stream(inputs: BucketSimInputs, *, load: str = "peak", duration_s: fl
     ``seed`` and the service's position.
 
     ``arrival_times``: per service name, given arrival seconds (e.g. a log's busiest windows
-    replayed at the peak rate, :func:`planner.simulate.arrivals.peak_window_times`) used
+    replayed at the peak rate, :func:`planner.workload.replay_wait.peak_window_times`) used
     instead of the renewal process; routes are still drawn as above."""
     from planner.simulate.arrivals import _chunk
 

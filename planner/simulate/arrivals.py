@@ -181,6 +181,3 @@ def replay_requests(frame: pd.DataFrame, *, services: Sequence[str] | None = Non
                      None if append is None else append[a:b])
 
 
-# The replay of a log's peak-like windows lives with the workload (planner.workload.replay_wait), which prices the
-# waits its bursts cause from the same arrivals; the simulator plays them.
-from planner.workload.replay_wait import PEAK_LIKE_SHARE, peak_window_times  # noqa: E402,F401

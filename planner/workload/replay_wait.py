@@ -36,8 +36,10 @@ generation, many times a burst's length, and are not priced by it (README *Accur
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +117,20 @@ def peak_window_times(arrival_s: np.ndarray, window_s: float, rate_per_s: float,
     return out[out < duration_s]
 
 
+def traffic_refusal(traffic: Any) -> str:
+    """Why the peak simulation would not replay a service's log, from its traffic settings alone (``""``: it would, if
+    the arrivals allow, :func:`replay_refusal`): no log, an ``interarrival_cv`` override, or a log of several
+    services. The one rule :func:`planner.verify.peak_arrivals_from_instance` and the demand's curve
+    (:mod:`planner.capacity`) both apply."""
+    if traffic.trace is None:
+        return "no log"
+    if traffic.interarrival_cv is not None:
+        return "traffic.interarrival_cv is given"
+    if traffic.columns.get("service") or traffic.service_column_value is not None:
+        return "the log holds several services"
+    return ""
+
+
 def replay_refusal(arrival_s: np.ndarray, window_s: float) -> str:
     """Why the peak simulation would not replay these arrivals over ``window_s`` windows (``""``: it would): more
     than half of them share a timestamp (a bucketed log: replay would make artificial bursts), or the busiest aligned
@@ -167,11 +183,32 @@ def curve_json(curve: list[list[float]] | None) -> str:
 
 
 def parse_curve(text: object) -> np.ndarray | None:
-    """The curve of a demand / point cell, rows ``[u, Q at each level]``; None for an empty or missing cell."""
+    """The curve of a demand / point cell, rows ``[u, Q at each level]`` (read-only: one parse per text is shared by
+    every point and check that reads it); None for an empty or missing cell."""
     if not isinstance(text, str) or not text:
         return None
+    return _parsed(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> np.ndarray | None:
     arr = np.asarray(json.loads(text), dtype=float)
-    return arr if arr.ndim == 2 and arr.shape[0] >= 2 and arr.shape[1] == 1 + len(LEVELS) else None
+    if not (arr.ndim == 2 and arr.shape[0] >= 2 and arr.shape[1] == 1 + len(LEVELS)):
+        return None
+    arr.setflags(write=False)
+    return arr
+
+
+def tail_quantile_s(erlang_c: float, decay_per_s: float, quantile: float) -> float:
+    """The ``quantile`` of a wait whose tail is ``min(1, C e^{−θ t})`` (s): 0 when ``C ≤ 1 − q``, ``inf`` when
+    ``θ = 0`` (a saturated queue)."""
+    if erlang_c <= 1.0 - quantile:
+        return 0.0
+    if not decay_per_s > 0:
+        return math.inf
+    if not math.isfinite(decay_per_s):
+        return 0.0
+    return math.log(erlang_c / (1.0 - quantile)) / decay_per_s
 
 
 def _at_u(curve: np.ndarray, u: float) -> np.ndarray:
@@ -210,12 +247,7 @@ def tail_params(curve: np.ndarray, utilization: float, rate_per_s: float, quanti
 def wait_quantile_s(curve: np.ndarray, utilization: float, rate_per_s: float, quantile: float) -> float:
     """The wait at ``quantile`` (s) of a pool at ``utilization`` fed by the service's bursts at ``rate_per_s``
     (:func:`tail_params`' exponential through the curve; exact at the curve's levels)."""
-    c, theta = tail_params(curve, utilization, rate_per_s, quantile)
-    if theta == 0.0:
-        return math.inf
-    if c <= 1.0 - quantile or not math.isfinite(theta):
-        return 0.0
-    return math.log(c / (1.0 - quantile)) / theta
+    return tail_quantile_s(*tail_params(curve, utilization, rate_per_s, quantile), quantile)
 
 
 def max_utilization(curve: np.ndarray, rate_per_s: float, quantile: float, budget_s: float, *, ceiling: float = 0.999,
