@@ -40,6 +40,10 @@ bucket alone at its full load on one instance (``lane_wait_ms``, M/D/1, included
 ``ttft_ms``); a pool mixing buckets replaces it by the lane wait of the mix at the pool's actual
 peak load over its ``c = n − k`` live instances, each instance's lane one server (the queue's
 parameters and the least-loaded router's three terms: :mod:`planner.optimize.extract`'s docstring).
+Fed by a replayed log, the lanes also wait the log's bursts at their utilisation
+(:mod:`planner.workload.replay_wait`): the pool's slot wait is the larger of the two, and its tail joins
+the points' TTFT law (:func:`unified_slot_tails`, :func:`slot_sum_quantile_s`), in the check, the caps
+(:func:`planner.optimize.prepare.unified_caps_at_load`) and the tightening alike.
 
 Measured pools (every routed point from a measured capacity file) add no wait: a measured rate
 is what one instance sustains within the SLO, its own queueing included.
@@ -126,9 +130,11 @@ POOL_LATENCY_COLUMNS: tuple[str, ...] = (
     "slot_peakedness", "slot_drain_service_s", "replay_wait_ms", "replay_pw", "replay_theta_per_s",
 )
 """Columns of :func:`pool_latency`: per pool the G/G/c queue at peak and its wait quantile (ms)
-(``wait_ms``: the wait for a server / batch slot; for a prefill pool fed by a replayed log the larger of the G/G/c
-wait and the wait its bursts cause, ``replay_wait_ms``, whose exponential tail is ``replay_pw``, ``replay_theta_per_s``:
-:mod:`planner.workload.replay_wait`, ``nan`` elsewhere); for unified pools also the chunked-prefill
+(``wait_ms``: the wait for a server / batch slot; for a pool fed by a replayed log the larger of that and the wait
+its bursts cause, ``replay_wait_ms`` — a prefill pool's servers at its utilisation, a unified pool's chunked-prefill
+lanes at theirs (``lane_utilization``) —, whose exponential tail is ``replay_pw``, ``replay_theta_per_s``
+(:mod:`planner.workload.replay_wait`; a unified pool's tail then joins its points' TTFT law as the slot wait's,
+:func:`unified_slot_tails`), ``nan`` elsewhere); for unified pools also the chunked-prefill
 lanes of its live instances (:func:`lane_wait_quantile_ms`: per-lane
 utilisation, the service mixture's mean and CV, the pool's and one lane's arrival CV, the wait
 and its four terms;
@@ -184,7 +190,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     if quantile is not None:
         agg["q"] = float(quantile)
     lanes_of = _lane_points(points, share) if (agg["role"] == "unified").any() else None
-    replay = replay_curves(points, sel) if (agg["role"] == "prefill").any() else None
+    replay = replay_curves(points, sel) if agg["role"].isin(["prefill", "unified"]).any() else None
     rows = []
     recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
     for r in recs:
@@ -216,14 +222,16 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
                                  "service_cv": cs, "arrival_cv": ca, "slot_peakedness": peaked, "slot_drain_service_s": drain_s})
         else:
             wait = 0.0
-        replay_ms, replay_pw, replay_theta = math.nan, math.nan, math.nan
-        if r["role"] == "prefill" and replay is not None and pool in replay and n_eff > 0 and not r["measured"]:
-            replay_ms, replay_pw, replay_theta = replay_wait_at(replay[pool], util, float(r["q"]))
-            wait = max(wait, replay_ms)
         lane_wait, lane = math.nan, dict[str, float]()
         if r["role"] == "unified":
             g = frame[frame["pool"] == pool]
             lane_wait, lane = lane_wait_quantile_ms(float(r["q"]), g["arr"].to_numpy(float), g["lane_s"].to_numpy(float), n_eff, ca)
+        replay_ms, replay_pw, replay_theta = math.nan, math.nan, math.nan
+        # the log's bursts: a prefill pool's servers at its utilisation, a unified pool's chunked-prefill lanes at theirs
+        burst_u = util if r["role"] == "prefill" else float(lane.get("lane_utilization", math.nan))
+        if replay is not None and pool in replay and n_eff > 0 and not r["measured"] and not math.isnan(burst_u):
+            replay_ms, replay_pw, replay_theta = replay_wait_at(replay[pool], burst_u, float(r["q"]))
+            wait = max(wait, replay_ms)
         rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
                      "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
                      "quantile": float(r["q"]), "wait_ms": wait, "lane_wait_ms": lane_wait,
@@ -257,9 +265,9 @@ def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray)
 
 
 def replay_curves(points: pd.DataFrame, sel: np.ndarray) -> dict[str, list[tuple[np.ndarray, float]]] | None:
-    """Per prefill pool among the routed rows ``sel``: the replayed-burst wait curves of the services it serves, each
-    with the service's routed peak rate (:func:`replay_by_row`); None when no point carries a curve."""
-    rows = replay_by_row(points, sel & (points["role"].astype(str).to_numpy() == "prefill"), sel)
+    """Per prefill or unified pool among the routed rows ``sel``: the replayed-burst wait curves of the services it
+    serves, each with the service's routed peak rate (:func:`replay_by_row`); None when no point carries a curve."""
+    rows = replay_by_row(points, sel & np.isin(points["role"].astype(str).to_numpy(), ("prefill", "unified")), sel)
     pool = points["pool"].astype(str).to_numpy()
     svc = points["service"].astype(str).to_numpy()
     out: dict[str, list[tuple[np.ndarray, float]]] = {}

@@ -89,6 +89,9 @@ def test_tail_params_are_exact_at_the_levels_and_the_cap_inverts_the_wait() -> N
     assert rw.max_utilization(curve, 4.0, 0.99, budget) == pytest.approx(0.37, abs=2e-4)
     assert rw.max_utilization(curve, 4.0, 0.99, -1.0) == 0.0
     assert rw.wait_quantile_s(curve, 1.0, 4.0, 0.99) == math.inf
+    # ten arrivals at once wait ∝ u below the grid: at a trickle (4e-9/s) the cap is tiny, exact, and not 0
+    tiny = rw.max_utilization(curve, 4e-9, 0.99, 0.5)
+    assert 0.0 < tiny < float(curve[0, 0]) and rw.wait_quantile_s(curve, tiny, 4e-9, 0.99) == pytest.approx(0.5, rel=1e-9)
 
 
 def test_code_completions_prefill_pool_waits_its_bursts() -> None:
@@ -133,3 +136,35 @@ def test_any_arrivals_give_a_curve_that_grows_with_load_and_level(times: list[fl
     budget = waits[1]
     cap = rw.max_utilization(c, 3.0, 0.99, budget)
     assert 0.0 <= cap <= 0.999 and rw.wait_quantile_s(c, cap, 3.0, 0.99) <= budget + 1e-12
+
+
+def test_code_completions_shared_lanes_wait_their_bursts() -> None:
+    """The example's shared plan on H100 tp4 (13, 14, 15 instances): a unified pool's chunked-prefill lanes wait the
+    log's bursts too (planner.pool_latency.pool_latency: the slot wait is the larger of it and the replayed-burst wait
+    at the lanes' utilisation, whose tail joins the TTFT law). Without it the top group's p99 TTFT was 294 / 281 /
+    274 ms analytic against 525 / 478 / 425 ms simulated (seed 0; seed 1: 501 / 446 / 415; the plan's pool resized,
+    as `planner simulate` runs it) and 13 instances passed the analytic check while missing in simulation. Now every
+    group within 20 % of the two seeds' mean (measured: −18 % to +7 %; the fluid backlog pools the lanes, the
+    least-loaded lanes wait longer), and 13 misses the 500 ms target as the simulator says."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.optimize.prepare import prepare
+    from planner.pool_latency import bucket_latency, pool_waits
+
+    resolved = load_instance(ROOT / "instances" / "code-completion-8b.yaml",
+                             {"catalog.devices": ["h100-sxm"], "catalog.tp_degrees": [4], "options.architectures": ["shared"]})
+    pts = prepare(build_capacity_tables(resolved)).points
+    x = np.where(pts["role"].astype(str) == "unified", 1.0, 0.0)
+    pool = next(p for p in pts["pool"].astype(str).unique() if p.startswith("unified:"))
+    seeds = {13: ((451, 478, 511, 525), (448, 468, 484, 501)), 14: ((403, 426, 477, 478), (398, 414, 444, 446)),
+             15: ((381, 382, 418, 425), (363, 373, 403, 415))}  # b0..b3 simulated, seeds 0 and 1
+    simulated = {n: tuple(0.5 * (a + b) for a, b in zip(*s, strict=True)) for n, s in seeds.items()}
+    for n, sim in simulated.items():
+        rows, lanes, waits = pool_waits(pts, x, {pool: n}, 0)
+        r = rows[pool]
+        assert r["replay_wait_ms"] > 3 * r["lane_wait_ms"]  # the bursts, not the lanes' own queue, set the wait
+        assert r["wait_ms"] == pytest.approx(r["replay_wait_ms"])
+        b = bucket_latency(pts, x, waits, lanes, instances={pool: n}, redundancy=0, pool_rows=rows)
+        ttft = b["ttft_predicted_ms"].to_numpy(float)
+        assert np.all(np.abs(ttft / np.array(sim) - 1.0) <= 0.20), (n, ttft)
+        assert bool(b["met"].all()) == (n > 13), (n, ttft)  # 13 misses its top group, as in simulation

@@ -174,12 +174,12 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
             on_p = (pts["pool"].astype(str).to_numpy() == p) & (x > 0)
             lane_s, _own = lane_columns(pts)  # per point: lane service time (s)
             scale = _max_load_scale(row, b_ms, pts["rate_peak_per_s"].to_numpy(float)[on_p] * x[on_p], lane_s[on_p],
-                                    max(int(row["instances"]) - redundancy, 0))
+                                    max(int(row["instances"]) - redundancy, 0), (replay or {}).get(p))
             f = 1.0 / scale if scale > 0 else max_step
         else:
             rho_star = max_utilization(servers, float(row["mean_service_s"]), float(row["quantile"]), b_ms / 1e3,
                                        service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]))
-            for curve, rate in (replay or {}).get(p, []):  # and within the wait the log's bursts cause (pool_latency)
+            for curve, rate in (replay or {}).get(p, []) if row["role"] == "prefill" else []:  # within its bursts' wait (pool_latency)
                 rho_star = min(rho_star, replay_cap(curve, rate, float(row["quantile"]), b_ms / 1e3))
             f = util / rho_star if rho_star > 0 else max_step
         factors[p] = float(min(max_step, max(min_step, f)))
@@ -208,19 +208,26 @@ def _culprits(pts: pd.DataFrame, x: np.ndarray, waits: Mapping[str, float], lane
 
 
 def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: np.ndarray, lane_service_s: np.ndarray,
-                    live_instances: int, tolerance: float = 1e-4) -> float:
+                    live_instances: int, replay: list[tuple[np.ndarray, float]] | None = None, tolerance: float = 1e-4) -> float:
     """Largest factor ``s ≤ 1`` on a unified pool's peak arrivals (same size) with slot wait + lane
     wait ≤ ``budget_ms`` (:func:`pool_latency` row; the lane's routed rates and service times of
-    its points); bisection, both waits grow with the load."""
-    from planner.pool_latency import slot_wait_ms
+    its points); bisection, both waits grow with the load. With ``replay`` (the pool's services' replayed-burst
+    curves, :func:`planner.pool_latency.replay_curves`) the slot wait is the larger of it and the wait the log's
+    bursts cause at the lanes' utilisation, as :func:`pool_latency` takes it (the curve read at the services' own
+    rates: a cap spreads the same bursts over more lanes)."""
+    from planner.pool_latency import replay_wait_at, slot_wait_ms
 
     q = float(row["quantile"])
     servers = int(row["servers"])
     ca = float(row["arrival_cv"])
 
     def total_ms(f: float) -> float:
-        lane, _info = lane_wait_quantile_ms(q, f * lane_rates_per_s, lane_service_s, live_instances, ca)
-        return slot_wait_ms(row, f) + lane
+        lane, info = lane_wait_quantile_ms(q, f * lane_rates_per_s, lane_service_s, live_instances, ca)
+        slot = slot_wait_ms(row, f)
+        u_lane = float(info.get("lane_utilization", math.nan))
+        if replay and not math.isnan(u_lane):
+            slot = max(slot, replay_wait_at(replay, u_lane, q)[0])
+        return slot + lane
 
     if not (servers >= 1 and live_instances >= 1 and len(lane_service_s)) or total_ms(1.0) <= budget_ms:
         return 1.0

@@ -58,7 +58,7 @@ is where the remaining dependence of cost on the bucket count comes from (``benc
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -335,15 +335,20 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
                    "(planner.workload.replay_wait: the fluid backlog over the log's replayed peak-like windows)")
     unified = todo & (role == "unified")
     if unified.any():
+        bursts = replay_by_row(points, unified, np.ones(len(points), dtype=bool))
         at_load = unified_caps_at_load(group_point(points.loc[unified], _rows(strings, unified)), busy_group[unified], batch[unified], service_s[unified], q[unified],
                                        service_cv[unified],
                                        points["interarrival_cv"].to_numpy(float)[unified], guess=rho[unified],
-                                       slot_busy=n0[unified], previous=None if previous is None else _subset_links(previous, unified))
+                                       slot_busy=n0[unified], previous=None if previous is None else _subset_links(previous, unified),
+                                       replay=[bursts.get(int(i)) for i in np.flatnonzero(unified)] if bursts else None)
         priced = ~np.isnan(at_load)
         if priced.any():
             rho[np.flatnonzero(unified)[priced]] = at_load[priced]
             method += ("; unified points at the load that arrives (planner.pool_latency.unified_at_utilization_many: "
                        "the quantile of slot wait + TTFT, taken as independent, and the per-token quantile at the cap's load)")
+            if bursts:
+                method += ("; unified points fed by a replayed log: the slot wait at least the wait its bursts cause in the "
+                           "chunked-prefill lanes at the cap (planner.workload.replay_wait)")
     prefill_mix = todo & (role == "prefill") & (TTFT_MIX_COLUMN in points.columns)
     if prefill_mix.any():  # a prefill point's TTFT quantile is its latency group's length mix's (planner.ttft_mixture)
         from planner.queueing import UTILIZATION_CEILING
@@ -418,7 +423,8 @@ def encode_split_ttft(pts: pd.DataFrame, demand: pd.DataFrame) -> pd.DataFrame:
 def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.ndarray, service_s: np.ndarray,
                          quantile: np.ndarray, service_cv: np.ndarray, arrival_cv: np.ndarray, *,
                          guess: np.ndarray | None = None, tolerance: float = 2e-3,
-                         slot_busy: np.ndarray | None = None, previous: np.ndarray | None = None) -> np.ndarray:
+                         slot_busy: np.ndarray | None = None, previous: np.ndarray | None = None,
+                         replay: Sequence[tuple[np.ndarray, float] | None] | None = None) -> np.ndarray:
     """Per unified point: its utilisation cap priced at the load that arrives (issue 24 item 3);
     ``nan`` where the point is not modelled (no lane columns, measured).
 
@@ -437,7 +443,13 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
       law at that load, lane queue of the ``n(ρ)`` lanes included, points ``(t_i, w_i)``; the two independent, so
       ``Σ_i w_i min(1, C e^{−θ (target − t_i)}) ≤ 1 − q`` (:func:`planner.pool_latency.unified_ttft_meets`, the rule of
       the plan's prediction :func:`planner.pool_latency.unified_ttft_s`; before, ``W_q + TTFT_q ≤ target``, the sum of
-      the two quantiles). A degenerate tail (no wait: ``C = 0``; a saturated queue) adds its quantile, 0 or ``∞``;
+      the two quantiles). A degenerate tail (no wait: ``C = 0``; a saturated queue) adds its quantile, 0 or ``∞``.
+      ``replay`` (per point, the service's replayed-burst curve and peak rate, or None; :func:`planner.pool_latency.
+      replay_by_row`): where the wait the log's bursts cause in the chunked-prefill lanes at their utilisation at the
+      cap, ``ρ · lane_service / τ`` (each instance carries ``ρ/τ`` requests/s, each holds its lane ``lane_service``), is
+      at least the slot wait, it stands in for it, quantile and tail (:func:`planner.pool_latency.replay_wait_at`), as
+      the plan's check takes it (:func:`planner.pool_latency.pool_latency`: a unified pool's wait is the larger of the
+      two, whose tail joins the TTFT law);
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
     the prediction a plan is checked against after the solve (:func:`planner.pool_latency.bucket_latency`
@@ -462,11 +474,13 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     misses at most ``tolerance`` above it, both priced at its own rate: the chain only says where to look),
     but it is another number within ``tolerance`` than the bisection without ``previous`` returns, which
     ``planner solve`` keeps (its caps bit for bit)."""
-    from planner.pool_latency import UnifiedRows, slot_tail_applies
+    from planner.pool_latency import UnifiedRows, lane_columns, replay_wait_at, slot_tail_applies
     from planner.queueing import wait_quantile_many
     from planner.ttft_mixture import queue_tail_params
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lane_per_work = lane_columns(points)[0] / points["instance_seconds_per_request"].to_numpy(float)  # lane s per busy s
     every = np.arange(len(points))
     slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
     rows = UnifiedRows(points)
@@ -479,7 +493,14 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         arrivals = rho * servers / service_s[on]
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], arrivals, servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
-        return n_rho, slot_ms, queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
+        c_w, theta_w = queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
+        for j, i in enumerate(on.tolist()):
+            got = None if replay is None else replay[i]
+            if got is not None and math.isfinite(float(lane_per_work[i])):  # the log's bursts in the lanes at the cap (docstring): the larger wait, its tail
+                burst_ms, c_b, theta_b = replay_wait_at([got], float(rho[j] * lane_per_work[i]), float(quantile[i]))
+                if burst_ms > 0 and burst_ms >= slot_ms[j]:
+                    slot_ms[j], c_w[j], theta_w[j] = burst_ms, c_b, theta_b
+        return n_rho, slot_ms, (c_w, theta_w)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
         """Whether each modelled point ``on`` meets both targets at cap ``rho``: its TTFT with the slot wait within the
@@ -521,7 +542,38 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         effort = np.where(rows.prompt_units() < 1.0, 2.0, 1.0)
         return _caps_by_chain(fits, modelled, np.asarray(previous, dtype=int), None if guess is None else np.asarray(guess, dtype=float),
                               tolerance, out, effort)
-    return _caps_bisected(fits, modelled, None if guess is None else np.asarray(guess, dtype=float), tolerance, out)
+    _caps_bisected(fits, modelled, None if guess is None else np.asarray(guess, dtype=float), tolerance, out)
+    if replay is not None:
+        fed = np.array([replay[int(i)] is not None for i in modelled], dtype=bool)
+        _small_caps(fits, modelled[fed & (out[modelled] == 0.0)], busy_peak, tolerance, out)
+    return out
+
+
+SMALL_CAP_INSTANCES = 10_000
+"""The largest pool :func:`_small_caps` prices a cap for (``busy_peak / ρ``)."""
+
+
+def _small_caps(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], rows: np.ndarray, busy_peak: np.ndarray,
+                tolerance: float, out: np.ndarray) -> None:
+    """Caps below the bisection's ``tolerance`` for the points ``rows`` that missed at every cap it priced, into
+    ``out``: a bisection of ``ln ρ`` (relative ``tolerance``) between ``tolerance`` and the cap at which the latency
+    group fills :data:`SMALL_CAP_INSTANCES` instances; 0 where even that misses. A unified point fed by a replayed
+    log waits ``∝`` its lanes' utilisation at a trickle (:func:`planner.workload.replay_wait.max_utilization`), so
+    its cap is ``∝`` the rate — enterprise-chat at ``rate_multiplier`` 10⁻⁹ got 0 from the bisection and no shared
+    plan."""
+    floor = np.log(np.maximum(busy_peak[rows] / SMALL_CAP_INSTANCES, 1e-300)) if rows.size else np.zeros(0)
+    keep = floor < math.log(tolerance)
+    rows, lo = rows[keep], floor[keep]
+    if not rows.size:
+        return
+    good = fits(np.exp(lo), rows)
+    rows, lo = rows[good], lo[good]
+    hi = np.full(rows.size, math.log(tolerance))
+    while rows.size and float(np.max(hi - lo)) > math.log1p(tolerance):
+        mid = 0.5 * (lo + hi)
+        ok = fits(np.exp(mid), rows)
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    out[rows] = np.exp(lo)
 
 
 def _caps_bisected(fits: Callable[[np.ndarray, np.ndarray], np.ndarray], modelled: np.ndarray, guess: np.ndarray | None,

@@ -63,7 +63,8 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    made the plan meet tightened some cap by ``REFINE_MIN_STEP`` (×1.05, the smallest simulated step) or more, the exponent
    ``t`` of that round's per-point factors is bisected (``SolveSettings.refine_rounds`` solves,
    from ``t = 1/2``): a plan at ``factors ** t`` that costs less and meets the analytic and the
-   simulated checks replaces the current one; the first ``t`` that is not cheaper stops it. Every simulated
+   simulated checks replaces the current one; the first ``t`` that is not cheaper stops it, and a plan with the pools
+   and routing of one that missed earlier in the bisection is taken as missing without a second check. Every simulated
    step is refined (:data:`REFINE_MIN_STEP`), not only those of x1.5 or more.
    The last analytic round is refined the same way, whatever its size (a step of ×1.05 or more
    can overshoot when the pool is small): a looser target's first solution missed and its
@@ -277,6 +278,7 @@ class _Loop:
         if simulated and (float(np.max(step)) < REFINE_MIN_STEP or settings.simulation_check is None):
             return
         lo, hi = 0.0, 1.0
+        missed: set[tuple[Any, ...]] = set()  # the plans (pools, routing) a round of this bisection saw miss
         for _ in range(settings.refine_rounds):
             t = 0.5 * (lo + hi)
             cand, nxt = _solve_tightened(before, np.power(step, t), self.architecture, settings, self.remodel)
@@ -284,6 +286,9 @@ class _Loop:
             assert self.plan.costs is not None
             if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < self.plan.costs.total_usd_per_month - 0.005):
                 break  # no cheaper plan with less tightening: keep the current one
+            if _plan_key(cand) in missed:
+                lo = t  # the same pools and routing as a plan that missed: it misses again (the checks read only those)
+                continue
             chk = None
             passes = self._passes(nxt.prep, cand)
             if passes and simulated:
@@ -296,6 +301,7 @@ class _Loop:
                 hi = t
             else:
                 lo = t
+                missed.add(_plan_key(cand))
 
     def analytic_loop(self) -> None:
         """Step 4: tighten the pools the analytic check names until it passes (bounded rounds), then refine."""
@@ -508,6 +514,12 @@ def _load_rows(pts: pd.DataFrame, x: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """Per point: its term of its pool's load row ``λ τ x / ρ`` (instances; :mod:`planner.optimize.model`) at caps
     ``rho``."""
     return pts["rate_peak_per_s"].to_numpy(float) * pts["instance_seconds_per_request"].to_numpy(float) / rho * x
+
+
+def _plan_key(plan: ArchitecturePlan) -> tuple[Any, ...]:
+    """What the analytic and simulated checks of a plan read from it: its pools' sizes and its routing (to 10⁻⁹)."""
+    return (tuple(sorted((p.name, p.instances) for p in plan.pools)),
+            tuple(sorted((r.service, r.bucket, r.role, r.pool, round(r.share, 9)) for r in plan.routing)))
 
 
 def _miss_shares(check: Any) -> dict[str, float]:

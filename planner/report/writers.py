@@ -54,6 +54,11 @@ def parallelism_lines(plan: ArchitecturePlan) -> list[str]:
     return [f"parallelism of {p.name}: {p.parallelism} ({p.tp} devices per instance, {p.instances} instance(s))" for p in plan.pools]
 
 
+def _share(value: float) -> float | str:
+    """A utilisation or cap to three decimals; below 0.0005 (a trickle of traffic) three significant digits, not 0."""
+    return f"{value:.3g}" if 0.0 < value < 5e-4 else round(value, 3)
+
+
 def _arch_lines(result: PlanResult, arch: str) -> list[str]:
     plan = result.architectures[arch]
     s = plan.solver
@@ -64,7 +69,7 @@ def _arch_lines(result: PlanResult, arch: str) -> list[str]:
         out += [f"  - {d.service}/{d.bucket}: {d.constraint}: {d.message} (to make it feasible: {d.fix})" for d in plan.diagnosis]
         return out
     out.append(table(["pool", "instances", "devices", "util_mean", "util_peak", "cap", "USD/month"],
-                     [[p.name, p.instances, p.devices, round(p.utilization_mean, 3), round(p.utilization_peak, 3), round(p.utilization_cap, 3), round(p.cost_usd_per_month)] for p in plan.pools]))
+                     [[p.name, p.instances, p.devices, _share(p.utilization_mean), _share(p.utilization_peak), _share(p.utilization_cap), round(p.cost_usd_per_month)] for p in plan.pools]))
     out += [f"  {line}" for line in parallelism_lines(plan)]
     out.append("")
     out.append(table(["service", "TTFT pred ms", "target", "TPOT/ITL pred ms", "target", "met"],
