@@ -339,3 +339,50 @@ def test_refining_goes_on_past_a_miss_and_never_simulates_a_plan_that_missed_aga
     assert ts == [0.5, 0.75, 0.875, 0.8125]
     assert simulated == [12, 13, 14]  # 13 at t = 13/16 is not simulated again
     assert lp.plan.pools[0].instances == 14 and lp.rounds == 5
+
+
+def test_descent_drops_an_instance_while_the_simulation_allows_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Step 7 by hand. One pool of 15 instances ($1,000 each) carrying 10 req/s of τ = 1 s at cap 0.7 (load 14.3);
+    the simulation meets from 13 instances. Each descent raises the pool's caps so that its load fits one instance
+    fewer (0.7 × 14.29 / 14 = 0.714, then × 14 / 13) and re-solves: 14 meets, 13 meets, 12 misses and is not kept —
+    long-context-assistant at traffic ×0.8 kept 13 MI300X tp4 after its loop where 12 meet (×0.85 found 12)."""
+    import math
+    from types import SimpleNamespace
+
+    import planner.optimize.tighten as tighten
+    import planner.pool_latency as pool_latency
+    from planner.optimize.settings import SolveSettings
+
+    def plan_of(n: int) -> ArchitecturePlan:
+        return ArchitecturePlan.model_construct(
+            architecture="shared", feasible=True, solver=SolverInfo(status="optimal"), routing=[],
+            simulation=SimpleNamespace(met=n >= 13), costs=SimpleNamespace(total_usd_per_month=1_000.0 * n),
+            pools=[SimpleNamespace(name="unified:x", role="unified", instances=n, cost_usd_per_month=1_000.0 * n)])
+
+    def solve(nxt, _solver, _arch, _settings):  # type: ignore[no-untyped-def]
+        pts = nxt.prep.points
+        return plan_of(math.ceil(float(pts["rate_peak_per_s"].iloc[0] * pts["instance_seconds_per_request"].iloc[0] / pts["rho"].iloc[0]) - 1e-9))
+
+    simulated: list[int] = []
+
+    def check(result: object, _arch: str) -> object:
+        n = result.pools[0].instances  # type: ignore[attr-defined]
+        simulated.append(n)
+        return SimpleNamespace(met=n >= 13, services=[])
+
+    monkeypatch.setattr(tighten, "_model_of", lambda prep, settings, remodel: (SimpleNamespace(prep=prep), None))
+    monkeypatch.setattr(tighten, "solve_architecture", solve)
+    monkeypatch.setattr(tighten, "_check_result", lambda _prep, _arch, plan, _s: plan)
+    monkeypatch.setattr(tighten._Loop, "_passes", lambda self, prep, plan: True)
+    monkeypatch.setattr(pool_latency, "plan_shares", lambda plan, pts: np.ones(len(pts)))
+    pts = pd.DataFrame({"pool": ["unified:x"], "rho": [0.7], "rate_peak_per_s": [10.0], "instance_seconds_per_request": [1.0],
+                        "utilization_cap": [np.nan]})
+    cur = SimpleNamespace(prep=SimpleNamespace(points=pts, max_utilization=None))
+    monkeypatch.setattr(tighten, "replace", lambda prep, points: SimpleNamespace(points=points, max_utilization=None))
+    lp = tighten._Loop(built=cur, architecture="shared", settings=SolveSettings(simulation_check=check),  # type: ignore[arg-type]
+                       plan=plan_of(15), cur=cur, rounds=1, total_time=0.0, total_build=0.0, base_rho=np.full(1, 0.7))  # type: ignore[arg-type]
+    lp.descend()
+    assert simulated == [14, 13, 12]
+    assert lp.plan.pools[0].instances == 13 and lp.rounds == 4
+    assert float(lp.cur.prep.points["rho"].iloc[0]) == pytest.approx(10.0 / 13.0)
+    assert sum("descent:" in h for h in lp.history) == 2

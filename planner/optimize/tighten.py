@@ -70,6 +70,20 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    can overshoot when the pool is small): a looser target's first solution missed and its
    tightened re-solve cost more than the tighter target's plan (synthetic tables, seed 598, rate
    ×4.5, TTFT ×2: shared $87,301 → $91,699; now $87,301 both; ``tests/test_monotone.py``).
+7. One instance fewer in a shared pool (:meth:`_Loop.descend`, with the peak simulation): the final plan's unified
+   pools, dearest first, each in turn has its caps raised so that its load at the plan's routing fits one instance
+   fewer (``ρ · L / (n − 1 − k)``, ``L`` its load row; never above
+   :func:`planner.optimize.latency.relax_ceiling`, nor for measured caps), the model re-solved; a plan that costs
+   less and meets the analytic and the simulated checks replaces the current one (``SolveSettings.descent_rounds``
+   solves). A unified pool's caps come from the nominal pool of one latency group, which grows with the traffic
+   (step 4b's unified branch sizes the pool by count for the same reason), so a lower traffic's loop can end one
+   instance above what its simulation needs: long-context-assistant at traffic ×0.8 kept 13 MI300X tp4 ($78,497)
+   after its relaxed path had put a two-instance tp1 pool beside 12 and the simulation named it, where ×0.85 solved
+   to 12 tp4 ($73,020); 12 meet at ×0.8 too ($72,924 now). Not prefill or decode pools: there one instance fewer in
+   one phase moves the simulated miss to the other (their waits near a tie, step 5), and the descent's reach depends
+   on the path — code-completion-8b's disaggregated plan dropped three prefill instances at 8 length buckets and
+   none at 4 (4 → 3 decode instead), its bucket spread 3.9 → 8.2 %, and at ×0.8–×1.2 its series moved more, not
+   less (8 inversions, largest 9.5 %, against 7 and 8.1 %).
 
 The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
 module does not import :mod:`planner.verify`, which sits above the optimiser
@@ -196,7 +210,7 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
     ``remodel``: where the tightened and relaxed models come from (:data:`Remodel`; None: built afresh; the
     LP is the same either way, so is the plan).
     The steps (module docstring): the analytic loop (4), relaxing over-tight caps (4b), the simulated
-    loop (5) on both paths, refining (6); :class:`_Loop` carries the state they share.
+    loop (5) on both paths, refining (6), one instance fewer (7); :class:`_Loop` carries the state they share.
     """
     plan = first if first is not None else solve_architecture(built, solver, architecture, settings)
     loop = _Loop(built=built, architecture=architecture, settings=settings, plan=plan, cur=built, rounds=1,
@@ -208,6 +222,7 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
         loop.sim_loop()
         if relaxed_state is not None:
             loop.sim_relaxed(relaxed_state)
+        loop.descend()
     elif relaxed_state is not None:
         loop.plan, loop.cur = relaxed_state[0], relaxed_state[1]
         loop.history[:] = relaxed_state[2]
@@ -416,6 +431,60 @@ class _Loop:
             self.last_step = (before, per_point)
         if self.plan.simulation is not None and self.plan.simulation.met and self.last_step is not None:
             self.refine(*self.last_step)
+
+    def descend(self) -> None:
+        """Step 7: one instance fewer, where the simulation allows it (module docstring)."""
+        from planner.pool_latency import plan_shares
+
+        settings = self.settings
+        if settings.simulation_check is None:
+            return
+        top = relax_ceiling(user_max_utilization(self.cur.prep, settings))
+        k = int(settings.redundancy)
+        tried: set[tuple[Any, ...]] = set()
+        for _ in range(settings.descent_rounds):
+            sim = self.plan.simulation
+            if not (self.plan.feasible and self.plan.costs is not None and sim is not None and sim.met):
+                return
+            pts = self.cur.prep.points
+            rho = pts["rho"].to_numpy(float)
+            load = _load_rows(pts, plan_shares(self.plan, pts), rho)
+            pool = pts["pool"].astype(str).to_numpy()
+            given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
+            cand_model = None
+            for p in sorted(self.plan.pools, key=lambda q: -q.cost_usd_per_month):
+                if str(p.role) != "unified":
+                    continue  # a shared pool's count only (module docstring, step 7)
+                on = pool == p.name
+                need = float(load[on].sum())
+                room = p.instances - 1 - k  # the pool one instance smaller
+                if room < 1 or not need > room or not np.isnan(given[on]).all():
+                    continue
+                raised = np.where(on, rho * need / room, rho)
+                if float(np.max(raised[on])) > top + 1e-12:
+                    continue  # past the ceiling (options.max_utilization): not by relaxing
+                key = (p.name, p.instances, _plan_key(self.plan))
+                if key in tried:
+                    continue
+                tried.add(key)
+                cand_model = (p, raised)
+                break
+            if cand_model is None:
+                return
+            p, raised = cand_model
+            prep = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
+            nxt, solver = _model_of(prep, settings, self.remodel)
+            cand = solve_architecture(nxt, solver, self.architecture, settings)
+            self._count(cand)
+            if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < self.plan.costs.total_usd_per_month - 0.005
+                    and self._passes(nxt.prep, cand)):
+                continue
+            chk = settings.simulation_check(_check_result(nxt.prep, self.architecture, cand, settings), self.architecture)
+            if not chk.met:
+                continue
+            self.history.append(f"descent: {p.name} one instance fewer ({p.instances} -> {p.instances - 1} at the plan's routing) also "
+                                f"meets and costs {self.plan.costs.total_usd_per_month - cand.costs.total_usd_per_month:,.0f} USD/month less")
+            self.plan, self.cur = cand.model_copy(update={"simulation": chk}), nxt
 
     def sim_relaxed(self, relaxed_state: tuple[ArchitecturePlan, Built, list[str]]) -> None:
         """The relaxed path through the simulated check too; keep the cheaper of the two that meets."""
