@@ -353,20 +353,22 @@ def test_descent_drops_an_instance_while_the_simulation_allows_it(monkeypatch) -
     import planner.pool_latency as pool_latency
     from planner.optimize.settings import SolveSettings
 
-    def plan_of(n: int) -> ArchitecturePlan:
+    def plan_of(n: int, m: int = 50) -> ArchitecturePlan:
         return ArchitecturePlan.model_construct(
             architecture="shared", feasible=True, solver=SolverInfo(status="optimal"), routing=[],
-            simulation=SimpleNamespace(met=n >= 13), costs=SimpleNamespace(total_usd_per_month=1_000.0 * n),
-            pools=[SimpleNamespace(name="unified:x", role="unified", instances=n, cost_usd_per_month=1_000.0 * n)])
+            simulation=SimpleNamespace(met=n >= 13), costs=SimpleNamespace(total_usd_per_month=1_000.0 * (n + m)),
+            pools=[SimpleNamespace(name="prefill:y", role="prefill", instances=m, cost_usd_per_month=1_000.0 * m),  # dearer
+                   SimpleNamespace(name="unified:x", role="unified", instances=n, cost_usd_per_month=1_000.0 * n)])
 
     def solve(nxt, _solver, _arch, _settings):  # type: ignore[no-untyped-def]
         pts = nxt.prep.points
-        return plan_of(math.ceil(float(pts["rate_peak_per_s"].iloc[0] * pts["instance_seconds_per_request"].iloc[0] / pts["rho"].iloc[0]) - 1e-9))
+        n = pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / pts["rho"]
+        return plan_of(math.ceil(float(n.iloc[0]) - 1e-9), math.ceil(float(n.iloc[1]) - 1e-9))
 
     simulated: list[int] = []
 
     def check(result: object, _arch: str) -> object:
-        n = result.pools[0].instances  # type: ignore[attr-defined]
+        n = result.pools[1].instances  # type: ignore[attr-defined]
         simulated.append(n)
         return SimpleNamespace(met=n >= 13, services=[])
 
@@ -375,14 +377,14 @@ def test_descent_drops_an_instance_while_the_simulation_allows_it(monkeypatch) -
     monkeypatch.setattr(tighten, "_check_result", lambda _prep, _arch, plan, _s: plan)
     monkeypatch.setattr(tighten._Loop, "_passes", lambda self, prep, plan: True)
     monkeypatch.setattr(pool_latency, "plan_shares", lambda plan, pts: np.ones(len(pts)))
-    pts = pd.DataFrame({"pool": ["unified:x"], "rho": [0.7], "rate_peak_per_s": [10.0], "instance_seconds_per_request": [1.0],
-                        "utilization_cap": [np.nan]})
+    pts = pd.DataFrame({"pool": ["unified:x", "prefill:y"], "rho": [0.7, 0.8], "rate_peak_per_s": [10.0, 39.5],
+                        "instance_seconds_per_request": [1.0, 1.0], "utilization_cap": [np.nan, np.nan]})
     cur = SimpleNamespace(prep=SimpleNamespace(points=pts, max_utilization=None))
     monkeypatch.setattr(tighten, "replace", lambda prep, points: SimpleNamespace(points=points, max_utilization=None))
     lp = tighten._Loop(built=cur, architecture="shared", settings=SolveSettings(simulation_check=check),  # type: ignore[arg-type]
-                       plan=plan_of(15), cur=cur, rounds=1, total_time=0.0, total_build=0.0, base_rho=np.full(1, 0.7))  # type: ignore[arg-type]
+                       plan=plan_of(15), cur=cur, rounds=1, total_time=0.0, total_build=0.0, base_rho=np.array([0.7, 0.8]))  # type: ignore[arg-type]
     lp.descend()
-    assert simulated == [14, 13, 12]
-    assert lp.plan.pools[0].instances == 13 and lp.rounds == 4
+    assert simulated == [14, 13, 12]  # the prefill pool beside it (below) is never tried
+    assert lp.plan.pools[1].instances == 13 and lp.rounds == 4
     assert float(lp.cur.prep.points["rho"].iloc[0]) == pytest.approx(10.0 / 13.0)
     assert sum("descent:" in h for h in lp.history) == 2
