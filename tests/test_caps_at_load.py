@@ -118,3 +118,28 @@ def test_load_that_arrives_loosens_the_full_batch_cap(tables, monkeypatch: pytes
     both = _unified(at_load).merge(_unified(full), on=key, suffixes=("_load", "_full"))
     assert len(both)
     assert np.all(both["rho_load"] > both["rho_full"] + 0.01), both[[*key, "rho_load", "rho_full"]]
+
+
+def test_a_replayed_logs_bursts_lower_a_unified_cap_and_even_arrivals_do_not(tables) -> None:
+    """A unified point fed by a replayed log (planner.workload.replay_wait) waits the bursts in its chunked-prefill
+    lanes at the cap (`unified_caps_at_load`'s ``replay``): clumps of 20 requests within 20 ms every 20 s lower every
+    cap the TTFT target binds; evenly spaced arrivals (no wait at any utilisation below 1) leave every cap as it is."""
+    from dataclasses import replace
+
+    from planner.workload import replay_wait as rw
+
+    base = tables[1000]
+    clumps = (np.repeat(np.arange(150) * 20.0, 20) + np.tile(np.arange(20) * 1e-3, 150))  # 1 req/s, 20 within 20 ms
+    even = np.arange(3000) * 1.0
+    caps = {}
+    for name, t in (("none", None), ("clumps", clumps), ("even", even)):
+        text = "" if t is None else rw.curve_json(rw.replay_wait_curve(t, 60.0))
+        caps[name] = _unified(prepare(replace(base, demand=base.demand.assign(**{rw.REPLAY_WAIT_COLUMN: text}))))
+    assert "bursts cause in the chunked-prefill lanes" in prepare(replace(base, demand=base.demand.assign(
+        **{rw.REPLAY_WAIT_COLUMN: rw.curve_json(rw.replay_wait_curve(clumps, 60.0))}))).caps_method
+    key = ["bucket", "config"]
+    none, even_, clump = (caps[k].set_index(key)["rho"] for k in ("none", "even", "clumps"))
+    assert np.array_equal(none.to_numpy(), even_.loc[none.index].to_numpy())
+    assert np.all(clump.loc[none.index].to_numpy() <= none.to_numpy() + 1e-12)
+    binding = none < UTILIZATION_CEILING - 0.01
+    assert binding.any() and np.all(clump.loc[none.index][binding].to_numpy() < none[binding].to_numpy() - 0.01)
