@@ -388,3 +388,62 @@ def test_descent_drops_an_instance_while_the_simulation_allows_it(monkeypatch) -
     assert lp.plan.pools[1].instances == 13 and lp.rounds == 4
     assert float(lp.cur.prep.points["rho"].iloc[0]) == pytest.approx(10.0 / 13.0)
     assert sum("descent:" in h for h in lp.history) == 2
+
+
+def test_descent_moves_two_shared_pools_onto_the_dearer_when_that_costs_less(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Step 7's second move, by hand. Bucket b0 (3 req/s, τ = 1 s) on pool A at cap 0.6 (5 instances, $3,000 each),
+    b1 (2.4 req/s) on the dearer pool B at cap 0.5 (5 instances, $5,000 each), $500 a pool: $41,000. One fewer in B, then in A,
+    re-solve to plans the simulation rejects (it meets with 5 + 5, or with B alone from 6). Moving b0 onto B: the
+    analytic check's fewest B instances (6, stubbed) within the ceiling (5.4 busy / 0.95 → 6), B's caps raised from
+    0.5 to 0.9 (its load 5.4 / 0.5 = 10.8 over 6 rooms), re-solved: 6 B instances, $30,500, meeting — long-document-
+    nvidia at traffic ×0.9 kept 9 B200 tp1 + 9 tp2 ($82,353) where 13 tp2 cost $78,072 and meet."""
+    import math
+    from types import SimpleNamespace
+
+    import planner.optimize.latency as latency
+    import planner.optimize.tighten as tighten
+    import planner.pool_latency as pool_latency
+    from planner.optimize.settings import SolveSettings
+
+    cost = {"unified:A": 3_000.0, "unified:B": 5_000.0}
+
+    def plan_of(sizes: dict[str, int]) -> ArchitecturePlan:
+        total = sum(cost[p] * n for p, n in sizes.items()) + 500.0 * len(sizes)  # $500 a pool
+        return ArchitecturePlan.model_construct(
+            architecture="shared", feasible=True, solver=SolverInfo(status="optimal"), routing=[], simulation=SimpleNamespace(met=True),
+            costs=SimpleNamespace(total_usd_per_month=total),
+            pools=[SimpleNamespace(name=p, role="unified", instances=n, cost_usd_per_month=cost[p] * n) for p, n in sizes.items()])
+
+    def solve(nxt, _solver, _arch, _settings):  # type: ignore[no-untyped-def]
+        rho = nxt.prep.points["rho"].to_numpy(float)  # rows: (b0, A), (b1, A), (b0, B), (b1, B)
+        options = [{"unified:A": math.ceil(3.0 / rho[0] - 1e-9), "unified:B": math.ceil(2.4 / rho[3] - 1e-9)},
+                   {"unified:B": math.ceil(5.4 / rho[2] - 1e-9)}]
+        return plan_of(min(options, key=lambda o: sum(cost[p] * n for p, n in o.items()) + 500.0 * len(o)))
+
+    simulated: list[dict[str, int]] = []
+
+    def check(result: object, _arch: str) -> object:
+        sizes = {p.name: p.instances for p in result.pools}  # type: ignore[attr-defined]
+        simulated.append(sizes)
+        return SimpleNamespace(met=sizes == {"unified:A": 5, "unified:B": 5} or sizes.get("unified:B", 0) >= 6 and len(sizes) == 1)
+
+    pts = pd.DataFrame({"pool": ["unified:A", "unified:A", "unified:B", "unified:B"], "service": ["s"] * 4,
+                        "bucket": ["b0", "b1", "b0", "b1"], "rho": [0.6, 0.6, 0.5, 0.5], "rate_peak_per_s": [3.0, 2.4, 3.0, 2.4],
+                        "instance_seconds_per_request": [1.0] * 4, "utilization_cap": [np.nan] * 4})
+    monkeypatch.setattr(tighten, "_model_of", lambda prep, settings, remodel: (SimpleNamespace(prep=prep), None))
+    monkeypatch.setattr(tighten, "solve_architecture", solve)
+    monkeypatch.setattr(tighten, "_check_result", lambda _prep, _arch, plan, _s: plan)
+    monkeypatch.setattr(tighten._Loop, "_passes", lambda self, prep, plan: True)
+    monkeypatch.setattr(pool_latency, "plan_shares", lambda plan, p: np.array([1.0, 0.0, 0.0, 1.0]))
+    monkeypatch.setattr(latency, "unified_instances_meeting", lambda p, x, inst, k, pool, most: 6 if pool == "unified:B" and most >= 6 else None)
+    monkeypatch.setattr(tighten, "replace", lambda prep, points: SimpleNamespace(points=points, max_utilization=None))
+    cur = SimpleNamespace(prep=SimpleNamespace(points=pts, max_utilization=None))
+    lp = tighten._Loop(built=cur, architecture="shared", settings=SolveSettings(simulation_check=check),  # type: ignore[arg-type]
+                       plan=plan_of({"unified:A": 5, "unified:B": 5}), cur=cur, rounds=1, total_time=0.0, total_build=0.0,  # type: ignore[arg-type]
+                       base_rho=pts["rho"].to_numpy(float))
+    lp.descend()
+    assert simulated == [{"unified:A": 5, "unified:B": 4}, {"unified:A": 4, "unified:B": 5}, {"unified:B": 6}]
+    assert {p.name: p.instances for p in lp.plan.pools} == {"unified:B": 6}
+    assert lp.plan.costs is not None and lp.plan.costs.total_usd_per_month == 30_500.0
+    assert list(lp.cur.prep.points["rho"]) == pytest.approx([0.6, 0.6, 0.9, 0.9])
+    assert any("moved onto unified:B" in h for h in lp.history)

@@ -30,7 +30,8 @@ def test_the_simulated_figure_beside_the_plan_by_role() -> None:
 
 def test_the_lane_busy_share_is_measured_in_unified_pools(solved_example: Any) -> None:
     """long-context-assistant's shared pools (prompts up to 123k tokens, chunked; 14 tp4 + 2 tp1 MI300X since a
-    unified point's own TTFT at load counts its bucket's representative prompt): each lane runs chunks part of the
+    unified point's own TTFT at load counts its bucket's representative prompt, 14 tp4 since the descent merges shared
+    pools, planner.optimize.tighten step 7): each lane runs chunks part of the
     time, never more than the instance iterates; the plan's simulated utilisation is the larger of slots and lane."""
     from planner.simulate.adapter import bucket_stream, plan_to_sim_by_bucket
     from planner.simulate.engine import simulate

@@ -357,6 +357,29 @@ def _unified_instances_needed(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[st
     return hi if hi < have else None
 
 
+def unified_instances_meeting(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int, pool: str,
+                              most: int) -> int | None:
+    """The fewest instances, at most ``most``, of unified pool ``pool`` at which every bucket routed through it (routing
+    ``x``) meets its targets in the analytic check, the other pools of ``inst`` as they are (:func:`pool_waits` and
+    :func:`bucket_latency` at each count, bisection on the count as :func:`_unified_instances_needed`); None when even
+    ``most`` misses. :func:`planner.optimize.tighten` step 7 asks it of a routing that moves every shared pool's
+    traffic onto one."""
+    def meets(n: int) -> bool:
+        at = {**inst, pool: n}
+        rows, lanes, waits = pool_waits(pts, x, at, redundancy)
+        b = bucket_latency(pts, x, waits, lanes, instances=at, redundancy=redundancy, pool_rows=rows)
+        through = [pool in [str(q) for q in ps] for ps in b["pools"]]
+        return bool(any(through)) and bool(all(bool(m) for m, t in zip(b["met"], through, strict=True) if t))
+
+    lo, hi = redundancy, int(most)
+    if hi <= lo or not meets(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi
+
+
 def _pool_meets_up_to(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int,
                       rows: Mapping[str, Mapping[Any, Any]], waits: Mapping[str, float], lanes: Mapping[str, float],
                       buckets: pd.DataFrame, pool: str, util: float, ceiling: float, steps: int = 12) -> float:

@@ -41,8 +41,9 @@ class SolveSettings:
     3/4 of its last ×1.7 step (11 and 13 tp4, both missing in simulation) and kept 15 tp4 ($129,480), where 14 meet
     ($121,166, found at ``t`` = 7/8) — and traffic ×1.05 had found 14, so more traffic cost less."""
     descent_rounds: int = 3
-    """Solves spent trying the final plan with one instance fewer in a shared (unified) pool, kept when it meets the
-    analytic and the simulated checks and costs less (:mod:`planner.optimize.tighten`, step 7; 0: off)."""
+    """Solves spent trying the final plan with one instance fewer in a shared (unified) pool, or its shared pools merged
+    into one, kept when it meets the analytic and the simulated checks and costs less (:mod:`planner.optimize.tighten`,
+    step 7; 0: off)."""
     confidence: str = "off"
     """How robust the verdict is (:mod:`planner.optimize.confidence`): ``exact`` (re-solving scaled
     capacity tables as a sweep does, tens of solves; :func:`planner.optimize.resolve.with_confidence`,

@@ -71,15 +71,25 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    tightened re-solve cost more than the tighter target's plan (synthetic tables, seed 598, rate
    ×4.5, TTFT ×2: shared $87,301 → $91,699; now $87,301 both; ``tests/test_monotone.py``).
 7. One instance fewer in a shared pool (:meth:`_Loop.descend`, with the peak simulation): the final plan's unified
-   pools, dearest first, each in turn has its caps raised so that its load at the plan's routing fits one instance
-   fewer (``ρ · L / (n − 1 − k)``, ``L`` its load row; never above
-   :func:`planner.optimize.latency.relax_ceiling`, nor for measured caps), the model re-solved; a plan that costs
+   pools, dearest first, each in turn has its caps raised by the smallest common factor at which its load at the
+   plan's routing fits one instance fewer (:func:`_caps_to_fit`: each cap at most
+   :func:`planner.optimize.latency.relax_ceiling`, a cap near it stopping there while the others rise; never measured
+   caps), the model re-solved; a plan that costs
    less and meets the analytic and the simulated checks replaces the current one (``SolveSettings.descent_rounds``
    solves). A unified pool's caps come from the nominal pool of one latency group, which grows with the traffic
    (step 4b's unified branch sizes the pool by count for the same reason), so a lower traffic's loop can end one
    instance above what its simulation needs: long-context-assistant at traffic ×0.8 kept 13 MI300X tp4 ($78,497)
    after its relaxed path had put a two-instance tp1 pool beside 12 and the simulation named it, where ×0.85 solved
-   to 12 tp4 ($73,020); 12 meet at ×0.8 too ($72,924 now). Not prefill or decode pools: there one instance fewer in
+   to 12 tp4 ($73,020); 12 meet at ×0.8 too ($72,924 now). When no pool can lose an instance, the shared pools'
+   traffic is moved onto the dearest of them (:meth:`_Loop._merge_move`): its caps raised to what the merged load
+   needs at the fewest instances at which every bucket through it meets the analytic check
+   (:func:`planner.optimize.latency.unified_instances_meeting`) and the ceiling holds, if that count costs less than
+   the pools do; re-solved and checked the same way. Neither the relaxation (4b: each pool at its own routing) nor
+   one fewer merges pools: long-document-nvidia at ×0.9 kept 9 B200 tp1 + 9 tp2 ($82,353) where 13 tp2 meet
+   ($78,072), and long-context-assistant's own plan 14 MI300X tp4 + 2 tp1 ($88,749) where 14 tp4 meet ($84,457) —
+   at 4, 8 and 16 length buckets alike (at 16 its loop ended at 15 tp4, $90,029, and scaling every cap alike stopped at
+   the first to reach the ceiling, so one fewer was never tried).
+   Not prefill or decode pools: there one instance fewer in
    one phase moves the simulated miss to the other (their waits near a tie, step 5), and the descent's reach depends
    on the path — code-completion-8b's disaggregated plan dropped three prefill instances at 8 length buckets and
    none at 4 (4 → 3 decode instead), its bucket spread 3.9 → 8.2 %, and at ×0.8–×1.2 its series moved more, not
@@ -108,7 +118,7 @@ from planner.optimize.model import Built, build_model
 from planner.optimize.prepare import Prepared, pool_n_max
 from planner.optimize.settings import SolveSettings
 from planner.optimize.verdict import make_verdict
-from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult
+from planner.schema.plan import ArchitecturePlan, CapacitySnapshot, PlanResult, PoolPlan
 
 REFINE_MIN_STEP = 1.05
 """A simulated tightening whose largest factor reaches this is refined (module docstring, step 6): the smallest
@@ -433,7 +443,8 @@ class _Loop:
             self.refine(*self.last_step)
 
     def descend(self) -> None:
-        """Step 7: one instance fewer, where the simulation allows it (module docstring)."""
+        """Step 7: one instance fewer in a shared pool, or its shared pools merged, where the simulation allows it
+        (module docstring)."""
         from planner.pool_latency import plan_shares
 
         settings = self.settings
@@ -448,10 +459,11 @@ class _Loop:
                 return
             pts = self.cur.prep.points
             rho = pts["rho"].to_numpy(float)
-            load = _load_rows(pts, plan_shares(self.plan, pts), rho)
+            x = plan_shares(self.plan, pts)
+            load = _load_rows(pts, x, rho)
             pool = pts["pool"].astype(str).to_numpy()
             given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
-            cand_model = None
+            cand_model: tuple[PoolPlan | str, np.ndarray] | None = None
             for p in sorted(self.plan.pools, key=lambda q: -q.cost_usd_per_month):
                 if str(p.role) != "unified":
                     continue  # a shared pool's count only (module docstring, step 7)
@@ -460,9 +472,9 @@ class _Loop:
                 room = p.instances - 1 - k  # the pool one instance smaller
                 if room < 1 or not need > room or not np.isnan(given[on]).all():
                     continue
-                raised = np.where(on, rho * need / room, rho)
-                if float(np.max(raised[on])) > top + 1e-12:
-                    continue  # past the ceiling (options.max_utilization): not by relaxing
+                raised = _caps_to_fit(pts, x, rho, on, room, top)
+                if raised is None:
+                    continue  # not within the ceiling (options.max_utilization): not by relaxing
                 key = (p.name, p.instances, _plan_key(self.plan))
                 if key in tried:
                     continue
@@ -470,8 +482,10 @@ class _Loop:
                 cand_model = (p, raised)
                 break
             if cand_model is None:
-                return
-            p, raised = cand_model
+                cand_model = self._merge_move(pts, rho, tried, top, k)
+                if cand_model is None:
+                    return
+            move, raised = cand_model
             prep = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
             nxt, solver = _model_of(prep, settings, self.remodel)
             cand = solve_architecture(nxt, solver, self.architecture, settings)
@@ -482,9 +496,58 @@ class _Loop:
             chk = settings.simulation_check(_check_result(nxt.prep, self.architecture, cand, settings), self.architecture)
             if not chk.met:
                 continue
-            self.history.append(f"descent: {p.name} one instance fewer ({p.instances} -> {p.instances - 1} at the plan's routing) also "
-                                f"meets and costs {self.plan.costs.total_usd_per_month - cand.costs.total_usd_per_month:,.0f} USD/month less")
+            saved = self.plan.costs.total_usd_per_month - cand.costs.total_usd_per_month
+            self.history.append(f"descent: the other shared pools' traffic moved onto {move} also meets and costs {saved:,.0f} USD/month less"
+                                if isinstance(move, str) else
+                                f"descent: {move.name} one instance fewer ({move.instances} -> {move.instances - 1} at the plan's routing) "
+                                f"also meets and costs {saved:,.0f} USD/month less")
             self.plan, self.cur = cand.model_copy(update={"simulation": chk}), nxt
+
+    def _merge_move(self, pts: pd.DataFrame, rho: np.ndarray, tried: set[tuple[Any, ...]], top: float,
+                    k: int) -> tuple[PoolPlan | str, np.ndarray] | None:
+        """Step 7's second move: every unified pool's traffic on the dearest one, whose caps are raised to what its
+        load needs at the fewest instances at which every bucket through it meets the analytic check (the other pools'
+        caps as they are: the re-solve may keep some of them); None when the plan has one unified pool, a bucket has no
+        point on the dearest pool's configuration, or the merged pool would not cost less."""
+        from planner.optimize.latency import unified_instances_meeting
+        from planner.pool_latency import plan_shares
+
+        uni = [p for p in self.plan.pools if str(p.role) == "unified"]
+        if len(uni) < 2 or self.plan.costs is None:
+            return None
+        big = max(uni, key=lambda q: q.cost_usd_per_month)
+        key = ("merge", big.name, _plan_key(self.plan))
+        if key in tried:
+            return None
+        tried.add(key)
+        x = plan_shares(self.plan, pts)
+        pool = pts["pool"].astype(str).to_numpy()
+        on_big = pool == big.name
+        given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
+        if not np.isnan(given[on_big]).all():
+            return None
+        svc, bkt = pts["service"].astype(str).to_numpy(), pts["bucket"].astype(str).to_numpy()
+        row_of = {(svc[i], bkt[i]): int(i) for i in np.flatnonzero(on_big)}
+        merged = x.copy()
+        for other in uni:
+            if other.name == big.name:
+                continue
+            for i in np.flatnonzero((pool == other.name) & (x > 0)):
+                j = row_of.get((svc[i], bkt[i]))
+                if j is None:
+                    return None
+                merged[j] += merged[i]
+                merged[i] = 0.0
+        inst = {p.name: p.instances for p in self.plan.pools if p.name not in {q.name for q in uni} or p.name == big.name}
+        per_instance = big.cost_usd_per_month / max(big.instances, 1)
+        most = math.ceil(sum(q.cost_usd_per_month for q in uni) / per_instance) - 1  # fewer instances than the pools cost
+        need = unified_instances_meeting(pts, merged, inst, k, big.name, most)
+        busy = float(_load_rows(pts, merged, np.ones(len(pts)))[on_big].sum())  # Σ λ τ x: busy instances at peak
+        if need is None or max(need, math.ceil(busy / top - 1e-9) + k) > most:
+            return None  # no count below the pools' cost meets, or none within the ceiling
+        room = max(need, math.ceil(busy / top - 1e-9) + k) - k
+        raised = _caps_to_fit(pts, merged, rho, on_big, room, top) if room >= 1 else None
+        return None if raised is None else (big.name, raised)
 
     def sim_relaxed(self, relaxed_state: tuple[ArchitecturePlan, Built, list[str]]) -> None:
         """The relaxed path through the simulated check too; keep the cheaper of the two that meets."""
@@ -583,6 +646,31 @@ def _load_rows(pts: pd.DataFrame, x: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """Per point: its term of its pool's load row ``λ τ x / ρ`` (instances; :mod:`planner.optimize.model`) at caps
     ``rho``."""
     return pts["rate_peak_per_s"].to_numpy(float) * pts["instance_seconds_per_request"].to_numpy(float) / rho * x
+
+
+def _caps_to_fit(pts: pd.DataFrame, x: np.ndarray, rho: np.ndarray, on: np.ndarray, room: float, top: float) -> np.ndarray | None:
+    """Caps ``rho`` with those of the rows ``on`` raised by the smallest common factor at which their load row at routing
+    ``x`` fits ``room`` instances (strictly inside: the MIP's feasibility tolerance), each raised cap at most ``top`` (and
+    never lowered); None when even every cap at ``top`` leaves the load over the room. A cap already near ``top`` stops
+    there while the others rise (step 7: scaling every cap alike stopped at the first to reach the ceiling)."""
+    lowest = max(float(rho[on].min()), 1e-12) if on.any() else 1.0
+
+    def raised_by(scale: float) -> np.ndarray:
+        return np.where(on, np.maximum(rho, np.minimum(rho * scale, top)), rho)
+
+    def carried(scale: float) -> float:
+        return float(_load_rows(pts, x, raised_by(scale))[on].sum())
+
+    fits = room * (1.0 - 1e-9)
+    if room < 1 or carried(max(1.0, top / lowest)) > fits:
+        return None
+    if carried(1.0) <= fits:
+        return rho
+    lo, hi = 1.0, max(1.0, top / lowest)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if carried(mid) <= fits else (mid, hi)
+    return raised_by(hi)
 
 
 def _plan_key(plan: ArchitecturePlan) -> tuple[Any, ...]:
