@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -311,7 +311,7 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
         if p in fixed or not (slack.get(p, -math.inf) > 0) or not math.isfinite(slack[p]):
             continue
         if row["role"] == "unified":
-            need = _unified_instances_needed(pts, x, inst, redundancy, buckets, p)
+            need = _unified_instances_needed(pts, x, inst, redundancy, p)
             if need is not None:  # any instance fewer: the count is exact, the relaxed plan is kept only when it passes and costs less
                 out[p] = need / inst[p]
             continue
@@ -331,7 +331,7 @@ def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, b
 
 
 def _unified_instances_needed(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int,
-                              buckets: pd.DataFrame, pool: str) -> int | None:
+                              pool: str) -> int | None:
     """The fewest instances of unified pool ``pool`` at which every bucket routed through it still meets its
     targets, the routing and the other pools as they are (:func:`pool_latency` and :func:`bucket_latency` re-run at
     each count: the pool's slot queue, its chunked-prefill lane and its iteration at the load that arrives all
@@ -339,41 +339,41 @@ def _unified_instances_needed(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[st
     count is the least. A unified pool's caps come from the nominal pool of one latency group
     (:func:`planner.optimize.prepare.utilization_caps`); on bursty arrivals they are far below what the plan's
     pool, which merges every bucket, needs — the unified twin of the prefill relaxation above."""
-    through = {i for i, ps in enumerate(buckets["pools"]) if pool in [str(q) for q in ps]}
     have = int(inst[pool])
-
-    def meets(n: int) -> bool:
-        at = {**inst, pool: n}
-        rows, lanes, waits = pool_waits(pts, x, at, redundancy)  # as the analytic check (_tighten_factors)
-        b = bucket_latency(pts, x, waits, lanes, instances=at, redundancy=redundancy, pool_rows=rows)
-        return bool(all(bool(m) for i, m in enumerate(b["met"]) if i in through))
-
-    lo, hi = redundancy, have  # meets(hi) holds (every bucket through the pool meets); lo never does
-    if hi - lo <= 1:
+    if have - redundancy <= 1:  # meets at ``have`` (every bucket through the pool meets); ``redundancy`` never does
         return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    hi = _fewest_meeting(_meets_at(pts, x, inst, redundancy, pool), redundancy, have)
     return hi if hi < have else None
 
 
 def unified_instances_meeting(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int, pool: str,
                               most: int) -> int | None:
     """The fewest instances, at most ``most``, of unified pool ``pool`` at which every bucket routed through it (routing
-    ``x``) meets its targets in the analytic check, the other pools of ``inst`` as they are (:func:`pool_waits` and
-    :func:`bucket_latency` at each count, bisection on the count as :func:`_unified_instances_needed`); None when even
-    ``most`` misses. :func:`planner.optimize.tighten` step 7 asks it of a routing that moves every shared pool's
-    traffic onto one."""
+    ``x``) meets its targets in the analytic check, the other pools of ``inst`` as they are (as
+    :func:`_unified_instances_needed`); None when even ``most`` misses. :func:`planner.optimize.tighten` step 7 asks it
+    of a routing that moves every shared pool's traffic onto one."""
+    meets = _meets_at(pts, x, inst, redundancy, pool)
+    if int(most) <= redundancy or not meets(int(most)):
+        return None
+    return _fewest_meeting(meets, redundancy, int(most))
+
+
+def _meets_at(pts: pd.DataFrame, x: np.ndarray, inst: Mapping[str, int], redundancy: int, pool: str) -> Callable[[int], bool]:
+    """Whether every bucket routed through unified pool ``pool`` meets its targets with ``n`` instances in it, the
+    routing ``x`` and the other pools of ``inst`` as they are (:func:`pool_waits` and :func:`bucket_latency` re-run at
+    the count, as the analytic check, :func:`_tighten_factors`)."""
     def meets(n: int) -> bool:
         at = {**inst, pool: n}
         rows, lanes, waits = pool_waits(pts, x, at, redundancy)
         b = bucket_latency(pts, x, waits, lanes, instances=at, redundancy=redundancy, pool_rows=rows)
         through = [pool in [str(q) for q in ps] for ps in b["pools"]]
         return bool(any(through)) and bool(all(bool(m) for m, t in zip(b["met"], through, strict=True) if t))
+    return meets
 
-    lo, hi = redundancy, int(most)
-    if hi <= lo or not meets(hi):
-        return None
+
+def _fewest_meeting(meets: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The fewest count in ``(lo, hi]`` that ``meets``, by bisection: ``meets(hi)`` holds, ``meets(lo)`` does not, and
+    more instances never wait longer."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if meets(mid) else (mid, hi)

@@ -479,8 +479,16 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     from planner.ttft_mixture import queue_tail_params
 
     ttft_t = points["ttft_target_ms"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lane_per_work = lane_columns(points)[0] / points["instance_seconds_per_request"].to_numpy(float)  # lane s per busy s
+    # the points fed by a replayed log, their curve and service rate, and their lane seconds per busy second (docstring):
+    # found once here, so that every pricing of the caps loops over these points only
+    curves: dict[int, tuple[np.ndarray, float]] = {}
+    fed = np.zeros(len(points), dtype=bool)
+    lane_per_work = np.full(len(points), math.nan)
+    if replay is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lane_per_work = lane_columns(points)[0] / points["instance_seconds_per_request"].to_numpy(float)
+        curves = {i: got for i, got in enumerate(replay) if got is not None and math.isfinite(float(lane_per_work[i]))}
+        fed[list(curves)] = True
     every = np.arange(len(points))
     slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
     rows = UnifiedRows(points)
@@ -494,12 +502,11 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], arrivals, servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
         c_w, theta_w = queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
-        for j, i in enumerate(on.tolist()):
-            got = None if replay is None else replay[i]
-            if got is not None and math.isfinite(float(lane_per_work[i])):  # the log's bursts in the lanes at the cap (docstring): the larger wait, its tail
-                burst_ms, c_b, theta_b = replay_wait_at([got], float(rho[j] * lane_per_work[i]), float(quantile[i]))
-                if burst_ms > 0 and burst_ms >= slot_ms[j]:
-                    slot_ms[j], c_w[j], theta_w[j] = burst_ms, c_b, theta_b
+        for j in np.flatnonzero(fed[on]):  # the log's bursts in the lanes at the cap (docstring): the larger wait, its tail
+            i = int(on[j])
+            burst_ms, c_b, theta_b = replay_wait_at([curves[i]], float(rho[j] * lane_per_work[i]), float(quantile[i]))
+            if burst_ms > 0 and burst_ms >= slot_ms[j]:
+                slot_ms[j], c_w[j], theta_w[j] = burst_ms, c_b, theta_b
         return n_rho, slot_ms, (c_w, theta_w)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
@@ -543,9 +550,8 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         return _caps_by_chain(fits, modelled, np.asarray(previous, dtype=int), None if guess is None else np.asarray(guess, dtype=float),
                               tolerance, out, effort)
     _caps_bisected(fits, modelled, None if guess is None else np.asarray(guess, dtype=float), tolerance, out)
-    if replay is not None:
-        fed = np.array([replay[int(i)] is not None for i in modelled], dtype=bool)
-        _small_caps(fits, modelled[fed & (out[modelled] == 0.0)], busy_peak, tolerance, out)
+    if curves:
+        _small_caps(fits, modelled[fed[modelled] & (out[modelled] == 0.0)], busy_peak, tolerance, out)
     return out
 
 

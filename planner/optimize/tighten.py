@@ -372,8 +372,7 @@ class _Loop:
         raised = np.minimum(pts["rho"].to_numpy(float) / pts["pool"].astype(str).map(relax).fillna(1.0).to_numpy(float), ceiling)
         if not self._relaxing_can_shrink(pts, raised, relax):
             return None
-        relaxed = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
-        nxt, solver = _model_of(relaxed, settings, self.remodel)
+        nxt, solver = _model_of(_with_caps(self.cur.prep, raised), settings, self.remodel)
         cand = solve_architecture(nxt, solver, self.architecture, settings)
         self._count(cand)
         if cand.feasible:
@@ -482,12 +481,11 @@ class _Loop:
                 cand_model = (p, raised)
                 break
             if cand_model is None:
-                cand_model = self._merge_move(pts, rho, tried, top, k)
+                cand_model = self._merge_move(pts, rho, x, given, tried, top, k)
                 if cand_model is None:
                     return
             move, raised = cand_model
-            prep = replace(self.cur.prep, points=pts.assign(rho=raised, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / raised))
-            nxt, solver = _model_of(prep, settings, self.remodel)
+            nxt, solver = _model_of(_with_caps(self.cur.prep, raised), settings, self.remodel)
             cand = solve_architecture(nxt, solver, self.architecture, settings)
             self._count(cand)
             if not (cand.feasible and cand.costs is not None and cand.costs.total_usd_per_month < self.plan.costs.total_usd_per_month - 0.005
@@ -503,14 +501,13 @@ class _Loop:
                                 f"also meets and costs {saved:,.0f} USD/month less")
             self.plan, self.cur = cand.model_copy(update={"simulation": chk}), nxt
 
-    def _merge_move(self, pts: pd.DataFrame, rho: np.ndarray, tried: set[tuple[Any, ...]], top: float,
-                    k: int) -> tuple[PoolPlan | str, np.ndarray] | None:
+    def _merge_move(self, pts: pd.DataFrame, rho: np.ndarray, x: np.ndarray, given: np.ndarray, tried: set[tuple[Any, ...]],
+                    top: float, k: int) -> tuple[PoolPlan | str, np.ndarray] | None:
         """Step 7's second move: every unified pool's traffic on the dearest one, whose caps are raised to what its
         load needs at the fewest instances at which every bucket through it meets the analytic check (the other pools'
         caps as they are: the re-solve may keep some of them); None when the plan has one unified pool, a bucket has no
         point on the dearest pool's configuration, or the merged pool would not cost less."""
         from planner.optimize.latency import unified_instances_meeting
-        from planner.pool_latency import plan_shares
 
         uni = [p for p in self.plan.pools if str(p.role) == "unified"]
         if len(uni) < 2 or self.plan.costs is None:
@@ -520,10 +517,8 @@ class _Loop:
         if key in tried:
             return None
         tried.add(key)
-        x = plan_shares(self.plan, pts)
         pool = pts["pool"].astype(str).to_numpy()
         on_big = pool == big.name
-        given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
         if not np.isnan(given[on_big]).all():
             return None
         svc, bkt = pts["service"].astype(str).to_numpy(), pts["bucket"].astype(str).to_numpy()
@@ -543,9 +538,10 @@ class _Loop:
         most = math.ceil(sum(q.cost_usd_per_month for q in uni) / per_instance) - 1  # fewer instances than the pools cost
         need = unified_instances_meeting(pts, merged, inst, k, big.name, most)
         busy = float(_load_rows(pts, merged, np.ones(len(pts)))[on_big].sum())  # Σ λ τ x: busy instances at peak
-        if need is None or max(need, math.ceil(busy / top - 1e-9) + k) > most:
+        count = None if need is None else max(need, math.ceil(busy / top - 1e-9) + k)
+        if count is None or count > most:
             return None  # no count below the pools' cost meets, or none within the ceiling
-        room = max(need, math.ceil(busy / top - 1e-9) + k) - k
+        room = count - k
         raised = _caps_to_fit(pts, merged, rho, on_big, room, top) if room >= 1 else None
         return None if raised is None else (big.name, raised)
 
@@ -640,6 +636,13 @@ def _with_slack(factors: Mapping[str, float], prep: Prepared, plan: Architecture
         r = float(load[pool == p].sum()) / working if working > 0 else 1.0
         out[p] = float(f) / r if 0.0 < r < 1.0 else float(f)
     return out
+
+
+def _with_caps(prep: Prepared, rho: np.ndarray) -> Prepared:
+    """``prep`` with the caps ``rho`` raised to (relaxing, step 4b; the descent, step 7) and the load coefficients that
+    carry ``1/ρ``; the big-M bounds stay (higher caps need fewer instances)."""
+    pts = prep.points
+    return replace(prep, points=pts.assign(rho=rho, load_peak_coef=pts["rate_peak_per_s"] * pts["instance_seconds_per_request"] / rho))
 
 
 def _load_rows(pts: pd.DataFrame, x: np.ndarray, rho: np.ndarray) -> np.ndarray:
