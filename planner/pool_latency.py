@@ -134,7 +134,8 @@ POOL_LATENCY_COLUMNS: tuple[str, ...] = (
 its bursts cause, ``replay_wait_ms`` — a prefill pool's servers at its utilisation, a unified pool's chunked-prefill
 lanes at theirs (``lane_utilization``) —, whose exponential tail is ``replay_pw``, ``replay_theta_per_s``
 (:mod:`planner.workload.replay_wait`; a unified pool's tail then joins its points' TTFT law as the slot wait's,
-:func:`unified_slot_tails`), ``nan`` elsewhere); for unified pools also the chunked-prefill
+:func:`unified_slot_tails`); a decode pool's slots held for its mean hold at its slots over its share of the service
+(:func:`replay_slot_wait_ms`, ``replay_wait_ms`` only), ``nan`` elsewhere); for unified pools also the chunked-prefill
 lanes of its live instances (:func:`lane_wait_quantile_ms`: per-lane
 utilisation, the service mixture's mean and CV, the pool's and one lane's arrival CV, the wait
 and its four terms;
@@ -191,6 +192,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         agg["q"] = float(quantile)
     lanes_of = _lane_points(points, share) if (agg["role"] == "unified").any() else None
     replay = replay_curves(points, sel) if agg["role"].isin(["prefill", "unified"]).any() else None
+    slot_replay = replay_slots(points, np.asarray(share, dtype=float)) if (agg["role"] == "decode").any() else {}
     rows = []
     recs: list[dict[Any, Any]] = agg.reset_index().to_dict("records")
     for r in recs:
@@ -231,6 +233,10 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         burst_u = util if r["role"] == "prefill" else float(lane.get("lane_utilization", math.nan))
         if replay is not None and pool in replay and n_eff > 0 and not r["measured"] and not math.isnan(burst_u):
             replay_ms, replay_pw, replay_theta = replay_wait_at(replay[pool], burst_u, float(r["q"]))
+            wait = max(wait, replay_ms)
+        elif pool in slot_replay and n_eff > 0 and not r["measured"] and service_s > 0:
+            # a decode pool's slots under the log's bursts (planner.workload.replay_wait.replay_slot_table)
+            replay_ms = replay_slot_wait_ms(slot_replay[pool], servers, service_s, float(r["q"]))
             wait = max(wait, replay_ms)
         rows.append({"pool": str(pool), "role": str(r["role"]), "instances": n, "servers": servers, "arrival_rate_per_s": arr,
                      "mean_service_s": service_s, "utilization_peak": util, "service_cv": cs, "arrival_cv": ca,
@@ -277,6 +283,57 @@ def replay_curves(points: pd.DataFrame, sel: np.ndarray) -> dict[str, list[tuple
             seen.add((pool[i], svc[i]))
             out.setdefault(pool[i], []).append(got)
     return out or None
+
+
+def replay_slots(points: pd.DataFrame, share: np.ndarray) -> dict[str, list[tuple[np.ndarray, float, float]]]:
+    """Per decode pool routed by ``share``: ``(slot table, the service's peak rate, the pool's arrivals from it per s)``
+    of every service it serves whose log the peak simulation replays (:func:`planner.workload.replay_wait.replay_slot_table`;
+    the rate summed over the service's distinct buckets, as :func:`replay_by_row`)."""
+    from planner.workload.replay_wait import REPLAY_SLOT_COLUMN, parse_slot_table
+
+    x = np.asarray(share, dtype=float)
+    if REPLAY_SLOT_COLUMN not in points.columns:
+        return {}
+    on = (x > 0) & (points["role"].astype(str).to_numpy() == "decode")
+    if not on.any():
+        return {}
+    text = points[REPLAY_SLOT_COLUMN].astype(str).to_numpy()
+    on &= np.char.str_len(text.astype(str)) > 0
+    if not on.any():
+        return {}
+    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
+    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    svc = points["service"].astype(str).to_numpy()
+    pool = points["pool"].astype(str).to_numpy()
+    arr = points["rate_peak_per_s"].to_numpy(float) * x
+    got: dict[tuple[str, str], list[Any]] = {}
+    for i in np.flatnonzero(on):
+        table = parse_slot_table(str(text[i]))
+        r = float(rate.get(svc[i], 0.0))
+        if table is None or not r > 0:
+            continue
+        key = (pool[i], svc[i])
+        if key in got:
+            got[key][2] += float(arr[i])
+        else:
+            got[key] = [table, r, float(arr[i])]
+    out: dict[str, list[tuple[np.ndarray, float, float]]] = {}
+    for (p, _s), (table, r, a) in got.items():
+        out.setdefault(p, []).append((table, r, a))
+    return out
+
+
+def replay_slot_wait_ms(tables: list[tuple[np.ndarray, float, float]], servers: float, hold_s: float, quantile: float) -> float:
+    """A decode pool's slot wait (ms) at ``quantile`` under its services' replayed bursts (:func:`replay_slots`): the
+    longest over its services, each read at the pool's slots over its share of the service ``c / p`` (a thinned burst
+    of ``k`` arrivals takes ``k p`` of the pool's slots) and the pool's mean hold."""
+    from planner.workload.replay_wait import slot_wait_quantile_s
+
+    worst = 0.0
+    for table, rate, arr in tables:
+        if arr > 0 and servers >= 1:
+            worst = max(worst, slot_wait_quantile_s(table, servers * rate / arr, hold_s, rate, quantile) * 1e3)
+    return worst
 
 
 def replay_wait_at(curves: list[tuple[np.ndarray, float]], utilization: float, quantile: float) -> tuple[float, float, float]:
@@ -462,7 +519,8 @@ def pool_wait_tails(names: Iterable[str], pools: Mapping[str, Mapping[str, Any]]
             tails[p] = (1.0, 0.0)  # no live instance or a full pool: every request waits without end
             continue
         rep = float(r.get("replay_wait_ms", math.nan))
-        if rep == rep and rep >= float(r["wait_ms"]) and rep > 0:  # the log's bursts set the wait (pool_latency)
+        if rep == rep and rep >= float(r["wait_ms"]) and rep > 0 and math.isfinite(float(r.get("replay_pw", math.nan))):
+            # the log's bursts set the wait (pool_latency)
             tails[p] = (float(r["replay_pw"]), float(r["replay_theta_per_s"]) / 1e3)
             continue
         pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),

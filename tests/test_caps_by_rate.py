@@ -33,7 +33,7 @@ def points():
 
     prep = prepare(build_capacity_tables(load_instance(ROOT / "instances" / "enterprise-chat.yaml")))
     # as a horizon prices its levels: without the log's replayed bursts (planner.horizon.model.without_replay)
-    pts = encode_split_ttft(prep.points, prep.demand).reset_index(drop=True).drop(columns=["replay_wait"], errors="ignore")
+    pts = encode_split_ttft(prep.points, prep.demand).reset_index(drop=True).drop(columns=["replay_wait", "replay_slot_spacing"], errors="ignore")
     assert (pts["role"] == "unified").sum() >= 20
     return pts
 

@@ -142,6 +142,32 @@ def test_split_routes_follow_plan_shares(plan: PlanResult) -> None:
         assert share == pytest.approx(r.share, abs=1e-9)
 
 
+def test_a_route_without_queueing_has_its_prefill_points_ttft_at_the_representative(plan: PlanResult) -> None:
+    """A disaggregated route's KV-transfer delay, charged per prompt token, is what the prefill point's TTFT at the
+    bucket's representative input leaves after the simulated prefill pool's time for that input and the first decode
+    step: ``p(n_rep) + transfer · n_rep + t_dec = ttft_ms`` wherever the delay is positive
+    (planner.simulate.adapter.plan_to_sim_by_bucket). Until 2026-12-07 the delay subtracted the point's τ, priced at
+    the bucket's length mix, so the finer the buckets the shorter a long-prompt route's simulated TTFT."""
+    from planner.simulate.adapter import plan_to_sim_by_bucket
+
+    sim = plan_to_sim_by_bucket(plan, "disaggregated")
+    pools = {p.name: p for p in sim.pools}
+    pts = pd.DataFrame(plan.capacity.points)
+    checked = 0
+    for route, (_i, row) in zip(sim.routes, sim.route_table.iterrows(), strict=True):
+        if route.prefill is None or route.transfer_s_per_token <= 0:
+            continue
+        n = int(row["input_tokens"])
+        pf = pts[(pts["service"] == row["service"]) & (pts["bucket"] == row["bucket"]) & (pts["role"] == "prefill")
+                 & (pts["config"] == pools[route.prefill].name.split(":")[1])]
+        dec = pts[(pts["service"] == row["service"]) & (pts["bucket"] == row["bucket"]) & (pts["role"] == "decode")
+                  & (pts["config"] == pools[str(route.decode)].name.split(":")[1])]
+        got = pools[route.prefill].prefill_time_s(n) + route.transfer_s_per_token * n + float(dec["tpot_ms"].iloc[0]) / 1e3
+        assert got == pytest.approx(float(pf["ttft_ms"].iloc[0]) / 1e3, rel=1e-9)
+        checked += 1
+    assert checked > 0
+
+
 def test_unified_lane_from_the_points_by_hand() -> None:
     """Chunk q = Σλ N / Σλ (n/q_b): bucket A 1000 new of 1000 tokens at q 250 (4 chunk iterations),
     bucket B 500 new of 2000 (75% cached) at q 500 (1 iteration), rates 1 and 3:

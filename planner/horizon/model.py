@@ -304,11 +304,12 @@ def without_replay(tables: CapacityTables) -> CapacityTables:
     ``planner solve`` on the same instance (the log's rate) keeps the curve."""
     from dataclasses import replace
 
-    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN
+    from planner.workload.replay_wait import REPLAY_SLOT_COLUMN, REPLAY_WAIT_COLUMN
 
-    if REPLAY_WAIT_COLUMN not in tables.demand.columns:
+    drop = [c for c in (REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN) if c in tables.demand.columns]
+    if not drop:
         return tables
-    return replace(tables, demand=tables.demand.drop(columns=[REPLAY_WAIT_COLUMN]))
+    return replace(tables, demand=tables.demand.drop(columns=drop))
 
 
 def _caps_by_rate(sub: pd.DataFrame, keys: list[tuple[float, float]], base_rate: np.ndarray, base_cv: np.ndarray,

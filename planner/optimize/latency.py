@@ -121,8 +121,9 @@ def _finite_ms(*values: Any) -> bool:
 
 def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, min_step: float,
                      max_step: float) -> tuple[dict[str, float], pd.DataFrame]:
-    from planner.pool_latency import replay_curves
+    from planner.pool_latency import replay_curves, replay_slots
     from planner.queueing import max_utilization
+    from planner.workload.replay_wait import max_slot_occupancy
     from planner.workload.replay_wait import max_utilization as replay_cap
 
     pts = prep.points
@@ -160,6 +161,7 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
             budget[p] = min(budget.get(p, math.inf), room * float(waits[p]) / total)
     factors: dict[str, float] = {}
     replay = replay_curves(pts, x > 0) if budget else None
+    slots = replay_slots(pts, x) if budget else {}
     for p, b_ms in budget.items():
         row = pl[p]
         servers = int(row["servers"])
@@ -181,6 +183,8 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
                                        service_cv=float(row["service_cv"]), arrival_cv=float(row["arrival_cv"]))
             for curve, rate in (replay or {}).get(p, []) if row["role"] == "prefill" else []:  # within its bursts' wait (pool_latency)
                 rho_star = min(rho_star, replay_cap(curve, rate, float(row["quantile"]), b_ms / 1e3))
+            for table, rate, _arr in slots.get(p, []) if row["role"] == "decode" else []:  # a decode pool's slots under them
+                rho_star = min(rho_star, max_slot_occupancy(table, float(row["mean_service_s"]), rate, float(row["quantile"]), b_ms / 1e3))
             f = util / rho_star if rho_star > 0 else max_step
         factors[p] = float(min(max_step, max(min_step, f)))
     return factors, buckets

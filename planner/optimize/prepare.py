@@ -30,6 +30,13 @@ operating point itself:
   $439,172 at 10 s (identical capacity tables; the looser admission loaded the decode pools harder
   and the peak simulation tightened them ×4; issue 13 item 6).
 
+A decode point whose service replays a log (the peak simulation replays its busiest windows) is also held within
+the slot wait the log's bursts cause (:func:`_decode_replay_caps`, :mod:`planner.workload.replay_wait`'s slot table):
+its slots are held for the bucket's mean output at the point's step, request ``i`` served when request ``i − c``
+leaves, at any pool size (a pool carrying a share ``p`` of the service is read at ``c / p`` slots). G/G/c alone
+admitted code-completion-8b's H100 tp1 decode points at 82 % busy, 2 instances whose 310 slots the peak simulation
+saw wait 272–282 ms p99 when a burst of 185 requests arrived within ~37 ms; now 36–38 %, 3 instances.
+
 Servers: prefill ``c = n`` instances, service ``s = tau``; decode/unified ``c = n * B`` slots
 with holding time ``s = tau * B`` (continuous batching). ``n`` is unknown before solving, so
 the cap uses a nominal pool, the one the bucket's latency group needs on the point's (role, config),
@@ -71,7 +78,7 @@ from planner.schema.capacity import (
     TTFT_MIX_COLUMN,
     CapacityTables,
 )
-from planner.workload.replay_wait import REPLAY_WAIT_COLUMN
+from planner.workload.replay_wait import REPLAY_SLOT_COLUMN, REPLAY_WAIT_COLUMN
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -333,6 +340,13 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
             rho[i] = min(rho[i], replay_cap(curve, rate, float(q[i]), float(budget_s[i])))
         method += ("; prefill points fed by a replayed log also within the wait its bursts cause at the cap "
                    "(planner.workload.replay_wait: the fluid backlog over the log's replayed peak-like windows)")
+    decode_bursts = _decode_replay_caps(points, todo & decode, tau * b, q, budget_s)
+    if decode_bursts:
+        for i, cap in decode_bursts.items():
+            rho[i] = min(rho[i], cap)
+        method += ("; decode points fed by a replayed log also within the slot wait its bursts cause at the cap "
+                   "(planner.workload.replay_wait.replay_slot_table: c slots held for the mean output, request i served when "
+                   "request i - c leaves)")
     unified = todo & (role == "unified")
     if unified.any():
         bursts = replay_by_row(points, unified, np.ones(len(points), dtype=bool))
@@ -372,6 +386,45 @@ def utilization_caps(points: pd.DataFrame, *, max_utilization: float | None = No
         rho = np.minimum(rho, max_utilization)
         method += f"; bounded by options.max_utilization = {max_utilization:g}"
     return rho, method
+
+
+def _decode_replay_caps(points: pd.DataFrame, mask: np.ndarray, full_batch_hold_s: np.ndarray, quantile: np.ndarray,
+                        budget_s: np.ndarray) -> dict[int, float]:
+    """Per decode point of ``mask`` whose service replays a log: the largest utilisation (busy / n) at which the slot
+    wait its bursts cause stays within the point's admission budget (:func:`planner.workload.replay_wait.max_slot_occupancy`,
+    any pool size: a pool carrying a share ``p`` of the service is read at ``c / p`` slots). The slots are held for the
+    mean output at the point's step (:func:`planner.pool_latency._decode_hold_s`, as the check prices them), so the
+    slot occupancy is ``ρ h / (τ B)``."""
+    from planner.pool_latency import _decode_hold_s
+    from planner.workload.replay_wait import (
+        REPLAY_SLOT_COLUMN,
+        max_slot_occupancy,
+        parse_slot_table,
+    )
+
+    if REPLAY_SLOT_COLUMN not in points.columns or not mask.any():
+        return {}
+    text = points[REPLAY_SLOT_COLUMN].astype(str).to_numpy()
+    rows = np.flatnonzero(mask & (np.char.str_len(text.astype(str)) > 0))
+    if not rows.size:
+        return {}
+    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
+    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    svc = points["service"].astype(str).to_numpy()
+    hold = _decode_hold_s(points.iloc[rows], full_batch_hold_s[rows])
+    out: dict[int, float] = {}
+    seen: dict[tuple[str, float, float, float, float], float] = {}
+    for k, i in enumerate(rows):
+        table = parse_slot_table(str(text[i]))
+        r = float(rate.get(svc[i], 0.0))
+        h = float(hold[k])
+        if table is None or not (r > 0 and h > 0 and full_batch_hold_s[i] > 0):
+            continue
+        key = (str(text[i]), r, h, float(quantile[i]), float(budget_s[i]))
+        if key not in seen:
+            seen[key] = max_slot_occupancy(table, h, r, float(quantile[i]), float(budget_s[i]))
+        out[int(i)] = seen[key] * float(full_batch_hold_s[i]) / h
+    return out
 
 
 def _subset_links(previous: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -774,7 +827,14 @@ def pool_n_max(points: pd.DataFrame, pools: pd.DataFrame) -> np.ndarray:
     kv = points.groupby(["pool", "d"])["kv_peak_coef"].max().groupby(level=0).sum().reindex(pools["pool"]).fillna(0.0).to_numpy(float)
     with np.errstate(invalid="ignore"):
         n_kv = np.where(kvcap > 0, np.ceil(kv / np.where(kvcap > 0, kvcap, 1.0) + 1e-9), 0.0)
-    return (np.maximum(n_load, n_kv) + 1).astype(int)
+    n = (np.maximum(n_load, n_kv) + 1).astype(int)
+    if CLOSED_COLUMN in pools.columns:  # a configuration the loop's reroute closed (planner.optimize.tighten, step 8)
+        n = np.where(pools[CLOSED_COLUMN].to_numpy(bool), 0, n)
+    return n
+
+
+CLOSED_COLUMN = "closed"
+"""Optional ``pools`` column: True for a pool whose instances are bounded to 0 (its big-M, :func:`pool_n_max`)."""
 
 
 def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> Prepared:
@@ -786,7 +846,7 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
                     "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
                     "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
-                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, REPLAY_WAIT_COLUMN) if c in tables.demand.columns]]]
+                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN) if c in tables.demand.columns]]]
     pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
     infeasible = pts[~feasible_mask].reset_index(drop=True)

@@ -44,6 +44,10 @@ class SolveSettings:
     """Solves spent trying the final plan with one instance fewer in a shared (unified) pool, or its shared pools merged
     into one, kept when it meets the analytic and the simulated checks and costs less (:mod:`planner.optimize.tighten`,
     step 7; 0: off)."""
+    reroute_tries: int = 2
+    """Configurations the final plan's phases are tried without — most tightened pool first, one per usable core —,
+    each a fresh path through every step (:meth:`planner.optimize.tighten._Loop.reroute`, step 8; 0: off); the
+    cheapest that meets both checks and costs less is kept."""
     confidence: str = "off"
     """How robust the verdict is (:mod:`planner.optimize.confidence`): ``exact`` (re-solving scaled
     capacity tables as a sweep does, tens of solves; :func:`planner.optimize.resolve.with_confidence`,

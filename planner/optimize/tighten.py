@@ -94,6 +94,18 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    on the path — code-completion-8b's disaggregated plan dropped three prefill instances at 8 length buckets and
    none at 4 (4 → 3 decode instead), its bucket spread 3.9 → 8.2 %, and at ×0.8–×1.2 its series moved more, not
    less (8 inversions, largest 9.5 %, against 7 and 8.1 %).
+8. Another route for a phase (:meth:`_Loop.reroute`, with the peak simulation): the final plan's prefill and decode
+   pools in a phase it serves with two pools or more, most tightened first (the largest ``ρ_base / ρ`` over a pool's
+   points), ``SolveSettings.reroute_tries`` of them, one per usable core: each pool's configuration closed (its big-M 0,
+   :data:`planner.optimize.prepare.CLOSED_COLUMN`) and the instance solved afresh from the base caps through every
+   step above, its simulated loops stopping once it cannot undercut the plan in hand (``bar_usd_per_month``, as the
+   relaxed path's do); the cheapest plan that meets the analytic and the simulated checks and costs less replaces the
+   final one. Why: the loops tighten a pool's caps for every bucket on it, so a bucket whose own service time leaves little
+   room (code-completion-8b's 1,402–2,733-token prompts on L40S at traffic ×0.8) drags the whole pool to a low
+   utilisation round after round (55 L40S beside 30 H100, $119,346), where without that configuration the same
+   traffic meets on 39 H100 ($95,122); the path, not the traffic, set the cost (×0.8 $119,346, ×0.9 $109,512, ×1
+   $117,299). Closing a pool is the one move the caps cannot express: the MIP sees the tightened caps of the
+   bucket that caused them on every bucket of the pool.
 
 The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
 module does not import :mod:`planner.verify`, which sits above the optimiser
@@ -211,21 +223,23 @@ def _solve_tightened(cur: Built, factors: Mapping[str, float] | np.ndarray, arch
 
 
 def solve_verified(built: Built, solver: Any, architecture: str, settings: SolveSettings, *,
-                   first: ArchitecturePlan | None = None,
-                   remodel: Remodel | None = None) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
+                   first: ArchitecturePlan | None = None, remodel: Remodel | None = None,
+                   bar_usd_per_month: float | None = None) -> tuple[ArchitecturePlan, Built, list[dict[str, Any]]]:
     """Solve one architecture, then verify tail latency and tighten caps until met (bounded rounds).
 
     Returns the final plan, the model it came from and the tightened caps (records for the snapshot).
     ``first``: the plan of ``built`` as it stands, when the caller has solved it already (not solved again).
     ``remodel``: where the tightened and relaxed models come from (:data:`Remodel`; None: built afresh; the
-    LP is the same either way, so is the plan).
+    LP is the same either way, so is the plan). ``bar_usd_per_month``: a plan another path found (step 8): the simulated
+    loops stop once this path cannot undercut it (:meth:`_Loop._cannot_undercut`).
     The steps (module docstring): the analytic loop (4), relaxing over-tight caps (4b), the simulated
-    loop (5) on both paths, refining (6), one instance fewer (7); :class:`_Loop` carries the state they share.
+    loop (5) on both paths, refining (6), one instance fewer (7), another route for a phase (8); :class:`_Loop`
+    carries the state they share.
     """
     plan = first if first is not None else solve_architecture(built, solver, architecture, settings)
     loop = _Loop(built=built, architecture=architecture, settings=settings, plan=plan, cur=built, rounds=1,
                  total_time=plan.solver.time_s, total_build=plan.solver.build_s,
-                 base_rho=built.prep.points["rho"].to_numpy(float), remodel=remodel)
+                 base_rho=built.prep.points["rho"].to_numpy(float), remodel=remodel, bar_usd_per_month=bar_usd_per_month)
     loop.analytic_loop()
     relaxed_state = loop.relaxed() if loop.plan.feasible and settings.relax else None
     if settings.simulation_check is not None and loop.plan.feasible and loop.plan.pools:
@@ -233,6 +247,7 @@ def solve_verified(built: Built, solver: Any, architecture: str, settings: Solve
         if relaxed_state is not None:
             loop.sim_relaxed(relaxed_state)
         loop.descend()
+        loop.reroute()
     elif relaxed_state is not None:
         loop.plan, loop.cur = relaxed_state[0], relaxed_state[1]
         loop.history[:] = relaxed_state[2]
@@ -262,16 +277,20 @@ class _Loop:
     beat_usd_per_month: float | None = None
     """Set on the relaxed path when the first path's plan meets in simulation: the cost the relaxed
     path must undercut to be kept (:meth:`sim_relaxed`); :meth:`sim_loop` stops once it cannot."""
+    bar_usd_per_month: float | None = None
+    """The cost of a plan another path found (step 8, :meth:`reroute`): every simulated loop of this solve stops once
+    it cannot undercut it, as it does for :attr:`beat_usd_per_month`."""
 
     def _cannot_undercut(self) -> bool:
         """Whether no later plan of this path can cost less than :attr:`beat_usd_per_month`: each
         later model (a simulated round, a refined step) divides caps of the current one, so its
         optimum is at least the current optimum, which is at least the current plan's cost less the
         MIP gap when HiGHS proved it optimal (relative gap ``mip_gap``, absolute 1e-6)."""
-        if self.beat_usd_per_month is None or self.plan.costs is None or self.plan.solver.status != "optimal":
+        bars = [b for b in (self.beat_usd_per_month, self.bar_usd_per_month) if b is not None]
+        if not bars or self.plan.costs is None or self.plan.solver.status != "optimal":
             return False
         lower = self.plan.costs.total_usd_per_month * (1.0 - self.settings.mip_gap) - 1e-6
-        return lower >= self.beat_usd_per_month - 0.005
+        return lower >= min(bars) - 0.005
 
     def _count(self, cand: ArchitecturePlan) -> None:
         self.rounds += 1
@@ -402,8 +421,9 @@ class _Loop:
             assert settings.simulation_check is not None
             if self._cannot_undercut():
                 cost = self.plan.costs.total_usd_per_month if self.plan.costs is not None else math.nan
+                bar = min(b for b in (self.beat_usd_per_month, self.bar_usd_per_month) if b is not None)
                 self.history.append(f"simulation: stopped after {sim_rounds} round(s) at {cost:,.0f} USD/month, no less than "
-                                    f"the {self.beat_usd_per_month or math.nan:,.0f} of the plan that meets")
+                                    f"the {bar:,.0f} of the plan that meets")
                 break
             check = settings.simulation_check(_check_result(self.cur.prep, self.architecture, self.plan, settings), self.architecture)
             self.plan = self.plan.model_copy(update={"simulation": check})
@@ -440,6 +460,50 @@ class _Loop:
             self.last_step = (before, per_point)
         if self.plan.simulation is not None and self.plan.simulation.met and self.last_step is not None:
             self.refine(*self.last_step)
+
+    def reroute(self) -> None:
+        """Step 8: the final plan's phase without the configuration of one of its pools, most tightened first, solved
+        afresh through every step (module docstring); the cheapest that meets both checks and costs less is kept. The
+        tries are independent: one per usable core (:func:`planner.forked.fork_map`; each the same, forked or not)."""
+        from planner.forked import fork_map
+
+        settings = self.settings
+        plan = self.plan
+        sim = plan.simulation
+        if not (settings.reroute_tries > 0 and settings.simulation_check is not None and plan.feasible and plan.costs is not None
+                and sim is not None and sim.met and self.built.prep.tool is None):
+            return
+        bar = plan.costs.total_usd_per_month
+        base = self.built.prep
+
+        def attempt(pool: str) -> tuple[str, ArchitecturePlan, np.ndarray | None]:
+            """The try without ``pool``: its plan, and its final caps where it meets both checks for less (picklable)."""
+            nxt, solver = _model_of(_closed(base, pool), settings, None)
+            alt, alt_cur, _caps = solve_verified(nxt, solver, self.architecture, replace(settings, reroute_tries=0),
+                                                 bar_usd_per_month=bar)
+            ok = (alt.feasible and alt.costs is not None and alt.costs.total_usd_per_month < bar - 0.005
+                  and alt.simulation is not None and alt.simulation.met and self._passes(alt_cur.prep, alt))
+            return pool, alt, alt_cur.prep.points["rho"].to_numpy(float) if ok else None
+
+        best: tuple[str, ArchitecturePlan, np.ndarray] | None = None
+        for pool, alt, rho in fork_map(attempt, _by_tightening(base, self.cur.prep, plan)[:settings.reroute_tries]):
+            self.rounds += alt.solver.rounds
+            self.total_time += alt.solver.time_s
+            self.total_build += alt.solver.build_s
+            if rho is None:
+                self.history.append(f"rerouting without {pool} gave no cheaper plan that meets")
+            elif best is None or (alt.costs is not None and best[1].costs is not None
+                                  and alt.costs.total_usd_per_month < best[1].costs.total_usd_per_month):
+                best = (pool, alt, rho)
+        if best is not None:
+            pool, alt, rho = best
+            assert alt.costs is not None
+            self.history.append(f"rerouted: without {pool} the plan meets at {alt.costs.total_usd_per_month:,.0f} USD/month, "
+                                f"{bar - alt.costs.total_usd_per_month:,.0f} less")
+            # the model of the kept plan, rebuilt from its caps (a forked try returns its plan and caps, not its model)
+            at = _with_caps(_closed(base, pool), rho)
+            at.pools["n_max"] = np.maximum(at.pools["n_max"].to_numpy(int), pool_n_max(at.points, at.pools))  # tightened caps need more
+            self.plan, self.cur = alt, _model_of(at, settings, None)[0]
 
     def descend(self) -> None:
         """Step 7: one instance fewer in a shared pool, or its shared pools merged, where the simulation allows it
@@ -636,6 +700,35 @@ def _with_slack(factors: Mapping[str, float], prep: Prepared, plan: Architecture
         r = float(load[pool == p].sum()) / working if working > 0 else 1.0
         out[p] = float(f) / r if 0.0 < r < 1.0 else float(f)
     return out
+
+
+def _by_tightening(base: Prepared, cur: Prepared, plan: ArchitecturePlan) -> list[str]:
+    """The plan's prefill and decode pools in phases it serves with two pools or more, most tightened first (the largest
+    ``ρ_base / ρ`` over a pool's points; step 8). Untightened pools too: the try's own relaxation can find what the
+    first path's did not (code-completion-8b at traffic ×0.95 and ×1.05, both pools at or above their base caps:
+    $101,755 and $109,540 without them tried, $97,268 and $101,523 with them, the second a 2.3 % inversion at ×1)."""
+    by_role: dict[str, list[str]] = {}
+    for p in plan.pools:
+        if str(p.role) in ("prefill", "decode") and p.instances > 0:
+            by_role.setdefault(str(p.role), []).append(p.name)
+    names = [n for pools in by_role.values() if len(pools) >= 2 for n in pools]
+    if not names or len(base.points) != len(cur.points):
+        return []
+    factor = base.points["rho"].to_numpy(float) / cur.points["rho"].to_numpy(float)
+    pool = cur.points["pool"].astype(str).to_numpy()
+    tight = {n: float(factor[pool == n].max()) if (pool == n).any() else 1.0 for n in names}
+    return sorted(names, key=lambda n: (-tight[n], n))
+
+
+def _closed(prep: Prepared, pool: str) -> Prepared:
+    """``prep`` with ``pool`` closed: its big-M 0, so no instance and no routing (:data:`planner.optimize.prepare.CLOSED_COLUMN`)."""
+    from planner.optimize.prepare import CLOSED_COLUMN
+
+    pools = prep.pools.copy()
+    flag = pools[CLOSED_COLUMN].to_numpy(bool) if CLOSED_COLUMN in pools.columns else np.zeros(len(pools), dtype=bool)
+    pools[CLOSED_COLUMN] = flag | (pools["pool"].astype(str).to_numpy() == pool)
+    pools["n_max"] = pool_n_max(prep.points, pools)
+    return replace(prep, pools=pools)
 
 
 def _with_caps(prep: Prepared, rho: np.ndarray) -> Prepared:

@@ -99,6 +99,10 @@ class ArrivalStats(StrictModel):
     """Per window key: the normalised wait the log's replayed peak-like windows cause at each utilisation, rows
     ``[u, Q_0.5, Q_0.9, Q_0.99, Q_0.999]`` (:func:`planner.workload.replay_wait.replay_wait_curve`); a window is left
     out where the peak simulation would not replay the log (bucketed timestamps, too few arrivals)."""
+    replay_slot_spacing: dict[str, list[list[float]]] = {}
+    """Per window key, as ``replay_wait``: the lower quantiles of the time ``c`` consecutive replayed arrivals span, rows
+    ``[c, g_0.5, g_0.1, g_0.01, g_0.001]`` then ``[0, span, n, 0, 0]`` (:func:`planner.workload.replay_wait.replay_slot_table`:
+    the slot wait of a decode pool under the log's bursts)."""
 
 
 class ToolLatency(StrictModel):

@@ -167,13 +167,17 @@ def arrival_stats(
         if span < w:
             notes.append(f"the log spans {span:.3g} s, less than one {key} window: the {key} peak is a lower bound")
     replay: dict[str, list[list[float]]] = {}
+    slots: dict[str, list[list[float]]] = {}
     if not bucketed:
-        from planner.workload.replay_wait import replay_wait_curve
+        from planner.workload.replay_wait import replay_slot_table, replay_wait_curve
 
         for key, w in WINDOWS_S.items():
             curve = replay_wait_curve(t, w)
             if curve is not None:
                 replay[key] = curve
+            table = replay_slot_table(t, w)
+            if table is not None:
+                slots[key] = table
     gaps = np.diff(t)
     mean_gap = float(gaps.mean())
     cv = float(gaps.std() / mean_gap) if mean_gap > 0 else 0.0
@@ -194,4 +198,5 @@ def arrival_stats(
         rate_quantile_per_s=quant,
         unreliable_peak_windows=unreliable,
         replay_wait=replay,
+        replay_slot_spacing=slots,
     )

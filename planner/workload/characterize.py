@@ -121,6 +121,7 @@ class Characterization:
             "timestamp_resolution_s": a.timestamp_resolution_s if a else None,
             "unreliable_peak_windows": list(a.unreliable_peak_windows) if a else [],
             "replay_wait": {k: [list(r) for r in v] for k, v in a.replay_wait.items()} if a else {},
+            "replay_slot_spacing": {k: [list(r) for r in v] for k, v in a.replay_slot_spacing.items()} if a else {},
             "input_tokens": self.input_tokens.model_dump(),
             "output_tokens": self.output_tokens.model_dump(),
             "cached_prefix_share": self.cached_prefix_share,

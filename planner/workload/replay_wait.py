@@ -37,7 +37,8 @@ per instance, held ``lane_service_ms``; ``u`` the lanes' utilisation): code-comp
 420 ms simulated (two seeds' mean); with the bursts 534 / 397 / 364 ms (+4 / −14 / −13 %; every group
 −18 % to +7 %: the fluid pools the lanes, while least-loaded lanes wait longer, the simulator's lane wait
 p99 321 / 257 / 235 ms). A decode pool's slots hold a request for its whole generation, many times a
-burst's length, and are not priced by it (README *Accuracy*).
+burst's length, and are not priced by it: :func:`replay_slot_table` is their model (the same replay, the FCFS queue of
+``c`` slots each held for the mean output).
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ import numpy as np
 REPLAY_WAIT_COLUMN = "replay_wait"
 """Optional ``demand`` (and points') column: the service's curve as JSON (:func:`replay_wait_curve`), ``""`` where
 the peak simulation does not replay a log (:func:`planner.verify.peak_arrivals_from_instance`)."""
+
+REPLAY_SLOT_COLUMN = "replay_slot_spacing"
+"""Optional ``demand`` (and points') column: the service's slot table as JSON (:func:`replay_slot_table`), ``""``
+where the peak simulation does not replay a log (a decode pool's slot wait under the log's bursts)."""
 
 PEAK_LIKE_SHARE = 0.5
 """Windows replayed at peak: those with at least this share of the busiest window's count."""
@@ -163,16 +168,8 @@ def replay_wait_curve(arrival_s: np.ndarray, window_s: float) -> list[list[float
 
     ``λ V_n = S_n − min_{k ≤ n} S_k`` with ``S_n = Σ_{i < n} (u − x_{i+1})`` (Lindley's recursion unrolled), one
     cumulative sum per ``u``: memory and time follow the arrivals, never their values or span."""
-    a = _sorted(arrival_s)
-    if a.size < 2:
-        return None
-    counts = _window_runs(a, window_s)[2]
-    if _refusal(a, counts):
-        return None
-    keep = max(MIN_WINDOW_ARRIVALS, int(math.ceil(PEAK_LIKE_SHARE * counts.max())))
-    total = int(counts[counts >= keep].sum())  # one pass over the peak-like windows: at rate 1 they last `total` s
-    times = peak_window_times(a, window_s, 1.0, float(min(total, MAX_REPLAY_ARRIVALS)))
-    if times.size < 2:
+    times = _replayed_once(arrival_s, window_s)
+    if times is None:
         return None
     x = np.diff(times)  # gaps in mean gaps (rate 1)
     rows = []
@@ -181,6 +178,190 @@ def replay_wait_curve(arrival_s: np.ndarray, window_s: float) -> list[list[float
         v = s - np.minimum.accumulate(s)
         rows.append([float(u), *(float(w) for w in np.quantile(v, LEVELS))])
     return rows
+
+
+def _replayed_once(arrival_s: np.ndarray, window_s: float) -> np.ndarray | None:
+    """:func:`_replay_at_rate_one` of the arrivals, or None when the log is not replayed (:func:`replay_refusal`) or
+    the replay holds fewer than two arrivals."""
+    a = _sorted(arrival_s)
+    if a.size < 2:
+        return None
+    counts = _window_runs(a, window_s)[2]
+    if _refusal(a, counts):
+        return None
+    times = _replay_at_rate_one(a, counts, window_s)
+    return times if times.size >= 2 else None
+
+
+def _replay_at_rate_one(a: np.ndarray, counts: np.ndarray, window_s: float) -> np.ndarray:
+    """The log's peak-like windows replayed once at rate 1 (times in mean gaps), at most :data:`MAX_REPLAY_ARRIVALS`
+    arrivals: what :func:`replay_wait_curve` and :func:`replay_slot_table` read."""
+    keep = max(MIN_WINDOW_ARRIVALS, int(math.ceil(PEAK_LIKE_SHARE * counts.max())))
+    total = int(counts[counts >= keep].sum())  # one pass over the peak-like windows: at rate 1 they last `total` s
+    return peak_window_times(a, window_s, 1.0, float(min(total, MAX_REPLAY_ARRIVALS)))
+
+
+def slot_waits(times: np.ndarray, slots: int, hold: float) -> np.ndarray:
+    """Per arrival: its wait in the FCFS queue of ``slots`` identical slots, each request holding one for exactly
+    ``hold`` (the same units as ``times``, sorted) — the reference :func:`replay_slot_table`'s model is exact against.
+    With equal holds the slot that frees first for request ``i`` is request ``i − c``'s, so its start is
+    ``s_i = max(t_i, s_{i−c} + h)``: within each residue class ``i mod c`` a Lindley recursion, unrolled as
+    ``s_i − j h = max_{k ≤ j} (t_k − k h)`` over the class's ``j``-th member — one cumulative maximum over a
+    ``(⌈n / c⌉, c)`` array; memory and time follow the arrivals."""
+    t = np.asarray(times, dtype=float)
+    c = max(1, int(slots))
+    n = t.size
+    rows = -(-n // c)
+    block = np.full(rows * c, np.inf)
+    block[:n] = t
+    a = block.reshape(rows, c)
+    j = np.arange(rows, dtype=float)[:, None] * float(hold)
+    with np.errstate(invalid="ignore"):
+        start = np.maximum.accumulate(a - j, axis=0) + j
+    return start.reshape(-1)[:n] - t
+
+
+def _slot_grid(n: int) -> np.ndarray:
+    """Slot counts :func:`replay_slot_table` is tabulated at: every count to 32, then steps of ``2^{1/8}`` (9 %) up to
+    ``n`` (the replay's arrivals; past them the replay's cycle gives the spacing, :func:`_spacing_at`)."""
+    geo = np.round(32.0 * 2.0 ** (np.arange(1, 8 * 24) / 8.0))
+    grid = np.unique(np.concatenate([np.arange(1.0, 33.0), geo]))
+    return grid[grid <= max(n, 1)]
+
+
+def replay_slot_table(arrival_s: np.ndarray, window_s: float) -> list[list[float]] | None:
+    """Rows ``[c, g_0.5, g_0.1, g_0.01, g_0.001]``: per slot count ``c`` (:func:`_slot_grid`), the lower quantiles
+    at ``1 − q`` (``q`` in :data:`LEVELS`) of the spacing ``t_i − t_{i−c}`` of the log's replayed peak-like windows
+    at rate 1 (in mean gaps), and a last row ``[0, span, n, 0, 0]`` (one replay's length and arrivals). None when the
+    log is not replayed (:func:`replay_refusal`).
+
+    The model (a decode pool's slots, held for a whole generation, many bursts long, where the fluid pool of
+    :func:`replay_wait_curve` does not apply): ``c`` slots each held ``h`` by every request, FCFS. Request ``i``
+    finds its slot when request ``i − c`` leaves (:func:`slot_waits`), so it waits ``W_i = max(0, h − (t_i − t_{i−c}))``
+    as long as request ``i − c`` did not wait itself — below saturation, on the replays tried, exactly the recursion's
+    quantiles (code-completion-8b's log, ``c`` 256–465, ``u`` 0.18–0.93: identical to the millisecond): the wait's
+    ``q``-quantile is ``max(0, h − g_{1−q}(c) / λ)``, one table per log for every hold, slot count and rate. A pool
+    carrying a share ``p`` of the service (a random thinning) sees ``c`` consecutive arrivals of its own in about
+    ``c / p`` of the service's (:func:`slot_wait_quantile_s`).
+
+    How approximate against the peak simulation (its decode steps slow while a burst fills the batch, and holds
+    vary with the output): code-completion-8b at 241 req/s, holds 0.7 s: 310 slots p99 410 ms against 272–282 ms
+    simulated, 465 slots 0 against 25 ms (one step). The replay is played twice end to end and the spacings read
+    on the second pass (the simulation cycles the same windows)."""
+    once = _replayed_once(arrival_s, window_s)
+    if once is None:
+        return None
+    n = once.size
+    span = float(once[-1]) + float(np.mean(np.diff(once)))
+    times = np.concatenate([once, once + span])
+    low = [1.0 - q for q in LEVELS]
+    rows = []
+    for c in _slot_grid(n):
+        k = int(c)
+        spacing = times[n:] - times[n - k:2 * n - k]
+        rows.append([float(k), *(float(v) for v in np.quantile(spacing, low))])
+    rows.append([0.0, span, float(n), 0.0, 0.0])
+    return rows
+
+
+def slot_table_json(table: list[list[float]] | None) -> str:
+    """The demand column's text of a slot table (``""`` for none)."""
+    return json.dumps([[round(v, 6) for v in row] for row in table]) if table else ""
+
+
+def parse_slot_table(text: object) -> np.ndarray | None:
+    """A slot table (:func:`replay_slot_table`) as an array, rows ``[c, g…]`` then ``[0, span, n, 0, 0]``; None for
+    an empty, missing or malformed cell."""
+    if not isinstance(text, str) or not text:
+        return None
+    return _parsed_slots(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_slots(text: str) -> np.ndarray | None:
+    arr = np.asarray(json.loads(text), dtype=float)
+    if not (arr.ndim == 2 and arr.shape[1] == 1 + len(LEVELS) and arr.shape[0] >= 2 and arr[-1, 0] == 0.0
+            and arr[-1, 1] > 0 and arr[-1, 2] >= 1 and bool(np.all(np.diff(arr[:-1, 0]) > 0)) and arr[0, 0] >= 1):
+        return None
+    arr.setflags(write=False)
+    return arr
+
+
+def _spacing_at(table: np.ndarray, slots: float) -> np.ndarray:
+    """The spacing quantiles (one per level, in mean gaps) at ``slots`` consecutive arrivals: linear between the
+    table's counts; past the replay's ``n`` arrivals, ``k`` whole cycles of its ``span`` plus the spacing of the rest
+    (the simulation cycles the replay); below one slot, one slot's scaled down."""
+    grid, g = table[:-1, 0], table[:-1, 1:]
+    span, n = float(table[-1, 1]), float(table[-1, 2])
+    c = float(slots)
+    if not math.isfinite(c):
+        return np.full(g.shape[1], math.inf)
+    cycles = 0.0
+    if c > n:
+        cycles = math.floor(c / n)
+        c -= cycles * n
+    if c < grid[0]:
+        base = g[0] * (c / grid[0]) if c > 0 else np.zeros(g.shape[1])
+    elif c >= grid[-1]:
+        # between the last tabulated count and a whole cycle: linear towards the cycle's span
+        f = 0.0 if n <= grid[-1] else (c - grid[-1]) / (n - grid[-1])
+        base = (1.0 - f) * g[-1] + f * span
+    else:
+        base = np.array([float(np.interp(c, grid, g[:, j])) for j in range(g.shape[1])])
+    return cycles * span + base
+
+
+def slot_level_waits_s(table: np.ndarray, slots_eff: float, hold_s: float, rate_per_s: float) -> np.ndarray:
+    """The slot wait (s) at each of :data:`LEVELS`: ``max(0, h − g_{1−q}(c) / λ)`` with ``c`` the effective slots
+    (the pool's slots over its share of the service) and ``λ`` the service's peak rate."""
+    if not (rate_per_s > 0 and hold_s > 0):
+        return np.zeros(len(LEVELS))
+    return np.maximum(0.0, hold_s - _spacing_at(table, slots_eff) / rate_per_s)
+
+
+def slot_wait_quantile_s(table: np.ndarray, slots_eff: float, hold_s: float, rate_per_s: float, quantile: float) -> float:
+    """The slot wait at ``quantile`` (s): exact at the table's levels (:func:`slot_level_waits_s`), linear in
+    ``ln(1 − q)`` between them (an exponential tail; a step where two levels wait alike), the last two levels' slope
+    past them, the first level's wait below it."""
+    w = slot_level_waits_s(table, slots_eff, hold_s, rate_per_s)
+    x = -np.log1p(-np.array(LEVELS))
+    xq = -math.log1p(-min(max(float(quantile), 0.0), 1.0 - 1e-12))
+    if xq <= x[0]:
+        return float(w[0])
+    if xq >= x[-1]:
+        return float(w[-1] + max(0.0, w[-1] - w[-2]) * (xq - x[-1]) / (x[-1] - x[-2]))
+    return float(np.interp(xq, x, w))
+
+
+def slots_needed(table: np.ndarray, hold_s: float, rate_per_s: float, quantile: float, budget_s: float) -> float:
+    """The fewest effective slots whose :func:`slot_wait_quantile_s` stays within ``budget_s`` (bisection on the
+    slots: every spacing grows with them); ``0`` when no hold outlasts the budget."""
+    def ok(c: float) -> bool:
+        return slot_wait_quantile_s(table, c, hold_s, rate_per_s, quantile) <= budget_s
+    if hold_s <= max(budget_s, 0.0) or ok(0.0):
+        return 0.0
+    lo, hi = 0.0, max(1.0, float(table[-1, 2]))
+    while not ok(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e15:
+            return math.inf
+    while hi - lo > 1e-3 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def max_slot_occupancy(table: np.ndarray, hold_s: float, rate_per_s: float, quantile: float, budget_s: float,
+                       *, ceiling: float = 0.999) -> float:
+    """The largest slot occupancy ``u = p λ h / c`` of a pool carrying a share ``p`` of the service at which its slot
+    wait stays within ``budget_s``: ``λ h / C`` with ``C`` the effective slots :func:`slots_needed` (the pool's ``c / p``
+    must reach it), whatever the pool's size; ``ceiling`` where no slot count waits longer."""
+    need = slots_needed(table, hold_s, rate_per_s, quantile, budget_s)
+    if need <= 0.0:
+        return ceiling
+    if not math.isfinite(need):
+        return 0.0
+    return min(ceiling, rate_per_s * hold_s / need)
 
 
 def curve_json(curve: list[list[float]] | None) -> str:
