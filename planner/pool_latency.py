@@ -12,7 +12,7 @@ view of a plan quotes one analytic number.
    different lengths in one queue: ``c_s² = E[S²]/E[S]² − 1``). Every pool (prefill, decode, unified) sees
    the service's arrivals thinned to its share ``P``: ``c_a² = P·c² + 1 − P`` (:func:`_thinned_cv2`),
    and a decode slot is held for the bucket's mean output at the point's step, ``s = o_mean·TPOT``
-   (:func:`_decode_hold_s`; the plan's utilisation keeps τ at the representative lengths).
+   (:func:`decode_hold_s`; the plan's utilisation keeps τ at the representative lengths).
    Its wait quantile ``W_p`` (:func:`planner.queueing.wait_quantile_s`)
    at the service's TTFT quantile. A unified pool adds the chunked-prefill lane wait of its bucket
    mix over its live instances behind a least-loaded router (:func:`lane_wait_quantile_ms`,
@@ -173,8 +173,8 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     # a decode slot is held for the request's output at the point's step: the bucket's mean output
     # (as the optimiser's KV holding ``kv_hold_s``), not τ·B*, which prices the bucket's
     # representative (tail) output — 2,000 tokens against a mean of 385 in N5's bucket b3, a
-    # 75 s holding time where the simulator holds ~15 s (_decode_hold_s)
-    s_pt = np.where(pts["role"].to_numpy(str) == "decode", _decode_hold_s(points.loc[sel], s_pt), s_pt)
+    # 75 s holding time where the simulator holds ~15 s (decode_hold_s)
+    s_pt = np.where(pts["role"].to_numpy(str) == "decode", decode_hold_s(points.loc[sel], s_pt), s_pt)
     cv_pt = pts["service_time_cv"].to_numpy(float)
     frame = pd.DataFrame({
         "pool": pts["pool"].to_numpy(str), "role": pts["role"].to_numpy(str), "arr": lam, "busy": lam * tau,
@@ -210,7 +210,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         service_s = busy / n_eff * servers / arr if n_eff > 0 and arr > 0 else 0.0
         peaked, drain_s = 1.0, service_s
         if r["role"] == "decode" and arr > 0:
-            service_s = drain_s = s1 / arr  # the mean slot holding time (_decode_hold_s); the plan's utilisation stays busy / n
+            service_s = drain_s = s1 / arr  # the mean slot holding time (decode_hold_s); the plan's utilisation stays busy / n
         elif r["role"] == "unified" and lanes_of is not None and n_eff > 0 and service_s > 0:
             hold_s, peaked = unified_slot_queue(points, lanes_of, pool, n_eff)
             service_s = min(service_s, hold_s)
@@ -247,6 +247,13 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     return pd.DataFrame(rows, columns=list(POOL_LATENCY_COLUMNS))
 
 
+def service_peak_rates(points: pd.DataFrame) -> dict[str, float]:
+    """Per service of ``points``: its peak rate, the sum over its distinct (service, bucket) rows (a bucket's rate is
+    repeated on every point that serves it)."""
+    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
+    return {str(k): float(v) for k, v in keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().items()}
+
+
 def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray) -> dict[int, tuple[np.ndarray, float]]:
     """Per row position of ``mask`` whose service replays a log: its replayed-burst wait curve
     (:mod:`planner.workload.replay_wait`) and the service's peak rate, the sum over the distinct (service, bucket) rows of
@@ -259,8 +266,7 @@ def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray)
     on = mask & (points[REPLAY_WAIT_COLUMN].astype(str).str.len().to_numpy() > 0)
     if not on.any():
         return {}
-    keys = points.loc[rate_rows, ["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
-    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    rate = service_peak_rates(points.loc[rate_rows])
     svc = points["service"].astype(str).to_numpy()
     out: dict[int, tuple[np.ndarray, float]] = {}
     for i in np.flatnonzero(on):
@@ -301,8 +307,7 @@ def replay_slots(points: pd.DataFrame, share: np.ndarray) -> dict[str, list[tupl
     on &= np.char.str_len(text.astype(str)) > 0
     if not on.any():
         return {}
-    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
-    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    rate = service_peak_rates(points)
     svc = points["service"].astype(str).to_numpy()
     pool = points["pool"].astype(str).to_numpy()
     arr = points["rate_peak_per_s"].to_numpy(float) * x
@@ -361,7 +366,7 @@ def pool_waits(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str, 
     return rows, lanes, {p: float(r["wait_ms"]) + lanes.get(p, 0.0) for p, r in rows.items()}
 
 
-def _decode_hold_s(pts: pd.DataFrame, full_batch_hold_s: np.ndarray) -> np.ndarray:
+def decode_hold_s(pts: pd.DataFrame, full_batch_hold_s: np.ndarray) -> np.ndarray:
     """Mean slot holding time (s) of decode points: ``output_tokens_mean × tpot_ms / 1e3`` (the step
     at the point's full batch, an upper bound on a smaller batch's); ``full_batch_hold_s`` (τ·B*)
     where a table lacks those columns or they are not finite and positive."""

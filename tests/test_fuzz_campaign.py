@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from planner.cli import main
 from planner.errors import InputError
 from planner.horizon.demand import _read_window_csv
-from planner.pool_latency import _decode_hold_s, _thinned_cv2, pool_latency
+from planner.pool_latency import _thinned_cv2, decode_hold_s, pool_latency
 from planner.queueing import wait_quantile_s
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,8 +121,8 @@ def test_a_decode_slot_is_held_for_the_mean_output() -> None:
     not τ·B* = 60 s (the representative output's holding: ρ = 2.0, an infinite wait before the fix)."""
     pts = _points()
     x = np.array([1.0, 0.5, 0.5])
-    assert _decode_hold_s(pts.iloc[[2]], np.array([60.0])) == pytest.approx([12.0])
-    assert _decode_hold_s(pts.drop(columns=["tpot_ms"]).iloc[[2]], np.array([60.0])) == pytest.approx([60.0])  # no columns: τ·B*
+    assert decode_hold_s(pts.iloc[[2]], np.array([60.0])) == pytest.approx([12.0])
+    assert decode_hold_s(pts.drop(columns=["tpot_ms"]).iloc[[2]], np.array([60.0])) == pytest.approx([60.0])  # no columns: τ·B*
     pl = pool_latency(pts, x, {"P": 4, "D": 1}, 0).set_index("pool")
     d = pl.loc["D"]
     assert d["mean_service_s"] == pytest.approx(12.0) and d["servers"] == 60

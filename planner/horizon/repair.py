@@ -281,7 +281,7 @@ class _LevelModel:
         self.ttft_q = pts["ttft_quantile"].to_numpy(float)
         self.lane_s, self.own = lane_columns(pts)
         self.measured = ~np.isnan(pts["utilization_cap"].to_numpy(float)) if "utilization_cap" in cols else np.zeros(n, dtype=bool)
-        # _decode_hold_s, element-wise
+        # decode_hold_s, element-wise
         self.hold: np.ndarray | None = None
         if "output_tokens_mean" in cols and "tpot_ms" in cols:
             self.hold = (pd.to_numeric(pts["output_tokens_mean"], errors="coerce").to_numpy(float)

@@ -166,7 +166,7 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
         row = pl[p]
         servers = int(row["servers"])
         # the queue's own utilisation λ·s/c: the plan's busy / n except for decode pools, whose slot
-        # wait holds a slot for the mean output (pool_latency._decode_hold_s); the cap scales both alike
+        # wait holds a slot for the mean output (pool_latency.decode_hold_s); the cap scales both alike
         util = (float(row["arrival_rate_per_s"]) * float(row["mean_service_s"]) / servers if servers >= 1
                 else float(row["utilization_peak"]))
         if b_ms <= 0 or servers < 1 or not math.isfinite(util):

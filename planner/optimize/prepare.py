@@ -393,9 +393,9 @@ def _decode_replay_caps(points: pd.DataFrame, mask: np.ndarray, full_batch_hold_
     """Per decode point of ``mask`` whose service replays a log: the largest utilisation (busy / n) at which the slot
     wait its bursts cause stays within the point's admission budget (:func:`planner.workload.replay_wait.max_slot_occupancy`,
     any pool size: a pool carrying a share ``p`` of the service is read at ``c / p`` slots). The slots are held for the
-    mean output at the point's step (:func:`planner.pool_latency._decode_hold_s`, as the check prices them), so the
+    mean output at the point's step (:func:`planner.pool_latency.decode_hold_s`, as the check prices them), so the
     slot occupancy is ``ρ h / (τ B)``."""
-    from planner.pool_latency import _decode_hold_s
+    from planner.pool_latency import decode_hold_s, service_peak_rates
     from planner.workload.replay_wait import (
         REPLAY_SLOT_COLUMN,
         max_slot_occupancy,
@@ -408,10 +408,9 @@ def _decode_replay_caps(points: pd.DataFrame, mask: np.ndarray, full_batch_hold_
     rows = np.flatnonzero(mask & (np.char.str_len(text.astype(str)) > 0))
     if not rows.size:
         return {}
-    keys = points[["service", "bucket", "rate_peak_per_s"]].drop_duplicates(["service", "bucket"])
-    rate = keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().to_dict()
+    rate = service_peak_rates(points)
     svc = points["service"].astype(str).to_numpy()
-    hold = _decode_hold_s(points.iloc[rows], full_batch_hold_s[rows])
+    hold = decode_hold_s(points.iloc[rows], full_batch_hold_s[rows])
     out: dict[int, float] = {}
     seen: dict[tuple[str, float, float, float, float], float] = {}
     for k, i in enumerate(rows):
