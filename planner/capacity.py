@@ -105,7 +105,6 @@ from planner.workload.replay_wait import (
     REPLAY_SLOT_COLUMN,
     REPLAY_WAIT_COLUMN,
     curve_json,
-    slot_table_json,
     traffic_refusal,
 )
 
@@ -186,7 +185,7 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
         if cv_note:
             notes.append(f"{name}: {cv_note}")
         replay = _replay_wait_text(svc.traffic, prof)
-        slots = "" if not replay else slot_table_json(prof.arrivals.replay_slot_spacing.get(svc.traffic.peak_window))
+        slots = "" if not replay else curve_json(prof.arrivals.replay_slot_spacing.get(svc.traffic.peak_window))
         means = [b.input_tokens_mean for b in prof.buckets]
         # latency groups (planner.workload.buckets item 6) of buckets in ascending input order (a log's, a PMF's); else each its own
         groups = (latency_groups([b.weight for b in prof.buckets]) if all(x <= y for x, y in zip(means, means[1:], strict=False))

@@ -254,23 +254,31 @@ def service_peak_rates(points: pd.DataFrame) -> dict[str, float]:
     return {str(k): float(v) for k, v in keys.groupby(keys["service"].astype(str))["rate_peak_per_s"].sum().items()}
 
 
-def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray) -> dict[int, tuple[np.ndarray, float]]:
+def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray, *,
+                  slots: bool = False) -> dict[int, tuple[np.ndarray, float]]:
     """Per row position of ``mask`` whose service replays a log: its replayed-burst wait curve
-    (:mod:`planner.workload.replay_wait`) and the service's peak rate, the sum over the distinct (service, bucket) rows of
-    ``rate_rows`` (the bursts are the service's, whatever share of them a pool carries)."""
-    from planner.workload.replay_wait import REPLAY_WAIT_COLUMN, parse_curve
+    (:mod:`planner.workload.replay_wait`; with ``slots``, its decode slot table, :func:`replay_wait.replay_slot_table`)
+    and the service's peak rate, the sum over the distinct (service, bucket) rows of ``rate_rows`` (the bursts are the
+    service's, whatever share of them a pool carries)."""
+    from planner.workload.replay_wait import (
+        REPLAY_SLOT_COLUMN,
+        REPLAY_WAIT_COLUMN,
+        parse_curve,
+        parse_slot_table,
+    )
 
-    if REPLAY_WAIT_COLUMN not in points.columns or not mask.any():
+    column, parse = (REPLAY_SLOT_COLUMN, parse_slot_table) if slots else (REPLAY_WAIT_COLUMN, parse_curve)
+    if column not in points.columns or not mask.any():
         return {}
-    text = points[REPLAY_WAIT_COLUMN].astype(str).to_numpy()
-    on = mask & (points[REPLAY_WAIT_COLUMN].astype(str).str.len().to_numpy() > 0)
+    text = points[column].astype(str).to_numpy()
+    on = mask & (points[column].astype(str).str.len().to_numpy() > 0)
     if not on.any():
         return {}
     rate = service_peak_rates(points.loc[rate_rows])
     svc = points["service"].astype(str).to_numpy()
     out: dict[int, tuple[np.ndarray, float]] = {}
     for i in np.flatnonzero(on):
-        curve = parse_curve(str(text[i]))
+        curve = parse(str(text[i]))
         if curve is not None and float(rate.get(svc[i], 0.0)) > 0:
             out[int(i)] = (curve, float(rate[svc[i]]))
     return out
@@ -293,30 +301,18 @@ def replay_curves(points: pd.DataFrame, sel: np.ndarray) -> dict[str, list[tuple
 
 def replay_slots(points: pd.DataFrame, share: np.ndarray) -> dict[str, list[tuple[np.ndarray, float, float]]]:
     """Per decode pool routed by ``share``: ``(slot table, the service's peak rate, the pool's arrivals from it per s)``
-    of every service it serves whose log the peak simulation replays (:func:`planner.workload.replay_wait.replay_slot_table`;
-    the rate summed over the service's distinct buckets, as :func:`replay_by_row`)."""
-    from planner.workload.replay_wait import REPLAY_SLOT_COLUMN, parse_slot_table
-
+    of every service it serves whose log the peak simulation replays (:func:`replay_by_row` with ``slots``: the
+    rate summed over the service's distinct buckets)."""
     x = np.asarray(share, dtype=float)
-    if REPLAY_SLOT_COLUMN not in points.columns:
+    rows = replay_by_row(points, (x > 0) & (points["role"].astype(str).to_numpy() == "decode"), np.ones(len(points), dtype=bool),
+                         slots=True)
+    if not rows:
         return {}
-    on = (x > 0) & (points["role"].astype(str).to_numpy() == "decode")
-    if not on.any():
-        return {}
-    text = points[REPLAY_SLOT_COLUMN].astype(str).to_numpy()
-    on &= np.char.str_len(text.astype(str)) > 0
-    if not on.any():
-        return {}
-    rate = service_peak_rates(points)
     svc = points["service"].astype(str).to_numpy()
     pool = points["pool"].astype(str).to_numpy()
     arr = points["rate_peak_per_s"].to_numpy(float) * x
     got: dict[tuple[str, str], list[Any]] = {}
-    for i in np.flatnonzero(on):
-        table = parse_slot_table(str(text[i]))
-        r = float(rate.get(svc[i], 0.0))
-        if table is None or not r > 0:
-            continue
+    for i, (table, r) in rows.items():
         key = (pool[i], svc[i])
         if key in got:
             got[key][2] += float(arr[i])

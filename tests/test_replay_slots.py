@@ -66,7 +66,7 @@ def test_the_tables_closed_form_is_the_recursion_below_saturation() -> None:
     over the same replay, ``c`` 256–465 slots, holds 0.35–1.4 s (occupancy 0.18–0.93). Tabulated counts exactly; the
     others within the table's interpolation between counts 9 % apart (measured: 400 slots 269 ms against 279)."""
     t = _code_log_s()
-    table = rw.parse_slot_table(rw.slot_table_json(rw.replay_slot_table(t, 60.0)))
+    table = rw.parse_slot_table(rw.curve_json(rw.replay_slot_table(t, 60.0)))
     assert table is not None
     once = rw._replayed_once(t, 60.0)
     assert once is not None
@@ -94,7 +94,7 @@ def test_any_log_gives_a_table_that_never_waits_longer_with_more_slots(times: li
     table = rw.replay_slot_table(np.asarray(times, dtype=float), window)
     if table is None:
         return
-    arr = rw.parse_slot_table(rw.slot_table_json(table))
+    arr = rw.parse_slot_table(rw.curve_json(table))
     assert arr is not None and np.all(np.isfinite(arr))
     g = arr[:-1, 1:]
     # spacings grow with the slots; the columns are lower quantiles at 1 − q, smaller as the level q rises

@@ -395,31 +395,22 @@ def _decode_replay_caps(points: pd.DataFrame, mask: np.ndarray, full_batch_hold_
     any pool size: a pool carrying a share ``p`` of the service is read at ``c / p`` slots). The slots are held for the
     mean output at the point's step (:func:`planner.pool_latency.decode_hold_s`, as the check prices them), so the
     slot occupancy is ``ρ h / (τ B)``."""
-    from planner.pool_latency import decode_hold_s, service_peak_rates
-    from planner.workload.replay_wait import (
-        REPLAY_SLOT_COLUMN,
-        max_slot_occupancy,
-        parse_slot_table,
-    )
+    from planner.pool_latency import decode_hold_s, replay_by_row
+    from planner.workload.replay_wait import max_slot_occupancy
 
-    if REPLAY_SLOT_COLUMN not in points.columns or not mask.any():
+    fed = replay_by_row(points, mask, np.ones(len(points), dtype=bool), slots=True)
+    if not fed:
         return {}
-    text = points[REPLAY_SLOT_COLUMN].astype(str).to_numpy()
-    rows = np.flatnonzero(mask & (np.char.str_len(text.astype(str)) > 0))
-    if not rows.size:
-        return {}
-    rate = service_peak_rates(points)
-    svc = points["service"].astype(str).to_numpy()
+    rows = np.array(sorted(fed), dtype=int)
     hold = decode_hold_s(points.iloc[rows], full_batch_hold_s[rows])
     out: dict[int, float] = {}
-    seen: dict[tuple[str, float, float, float, float], float] = {}
+    seen: dict[tuple[int, float, float, float, float], float] = {}  # one parsed table per text (its lru cache): keyed by identity
     for k, i in enumerate(rows):
-        table = parse_slot_table(str(text[i]))
-        r = float(rate.get(svc[i], 0.0))
+        table, r = fed[int(i)]
         h = float(hold[k])
-        if table is None or not (r > 0 and h > 0 and full_batch_hold_s[i] > 0):
+        if not (h > 0 and full_batch_hold_s[i] > 0):
             continue
-        key = (str(text[i]), r, h, float(quantile[i]), float(budget_s[i]))
+        key = (id(table), r, h, float(quantile[i]), float(budget_s[i]))
         if key not in seen:
             seen[key] = max_slot_occupancy(table, h, r, float(quantile[i]), float(budget_s[i]))
         out[int(i)] = seen[key] * float(full_batch_hold_s[i]) / h

@@ -264,11 +264,6 @@ def replay_slot_table(arrival_s: np.ndarray, window_s: float) -> list[list[float
     return rows
 
 
-def slot_table_json(table: list[list[float]] | None) -> str:
-    """The demand column's text of a slot table (``""`` for none)."""
-    return json.dumps([[round(v, 6) for v in row] for row in table]) if table else ""
-
-
 def parse_slot_table(text: object) -> np.ndarray | None:
     """A slot table (:func:`replay_slot_table`) as an array, rows ``[c, g…]`` then ``[0, span, n, 0, 0]``; None for
     an empty, missing or malformed cell."""
@@ -365,7 +360,7 @@ def max_slot_occupancy(table: np.ndarray, hold_s: float, rate_per_s: float, quan
 
 
 def curve_json(curve: list[list[float]] | None) -> str:
-    """The demand column's text of a curve (``""`` for none)."""
+    """The demand column's text of a curve or a slot table (:func:`replay_slot_table`; ``""`` for none)."""
     return json.dumps([[round(c, 6) for c in row] for row in curve]) if curve else ""
 
 
