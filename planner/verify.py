@@ -26,12 +26,23 @@ The run
   services without a usable log (no timestamps, ``traffic.interarrival_cv`` given, several
   services in one log, bucketed timestamps — replay would create artificial bursts — or a
   busiest window with < 11 arrivals); a note says so. Routes are drawn seeded either way.
-* Size: adaptive. Start with ``requests`` measured requests (default :data:`DEFAULT_REQUESTS`);
-  while some SLO quantile's interval half-width exceeds :data:`PRECISION` (5 %) of its target,
-  re-run (same seed) with ``n · max(2, 1.2 (half/goal)²)`` requests, up to :data:`MAX_REQUESTS`;
-  the method string reports the achieved half-width. The intervals assume independent
-  samples; under bursts the samples are correlated and the true uncertainty is larger (and a
-  replay longer than the peak-like windows repeats them).
+* Size: adaptive. Start with ``requests · c²`` measured requests (default :data:`DEFAULT_REQUESTS`; ``c²`` the
+  largest squared inter-arrival CV of a service simulated as a renewal process, at least 1,
+  :func:`renewal_dispersion`: such a process's count over a window of ``n`` arrivals varies as ``c² n``, so ``n / c²``
+  of them pin the window's load as ``n`` Poisson arrivals do); while some SLO quantile's interval half-width exceeds
+  :data:`PRECISION` (5 %) of its target, re-run (same seed) with ``n · max(2, 1.2 (half/goal)²)`` requests, up to
+  :data:`MAX_REQUESTS`; the method string reports the achieved half-width. The interval of a TTFT or TPOT quantile is
+  the wider of the order statistics' (independent samples) and the *sectioning* one (the measured window cut in
+  :data:`SECTIONS` (10) by arrival, :class:`planner.simulate.stats.SectionCounts`: the spread of the ten sections' quantiles, Student's
+  ``t``), which counts the correlation a burst puts between a queue's waits; ITL's stays the order statistics'.
+  Why ``c²``: long-document-nvidia's disaggregated plan (gamma renewal at CV 2.94) was checked over 413 s (6,252
+  requests) and its p99 prefill wait came out 2.7 and 4.6 s at seeds 0 and 1 where 8,562-s runs give 5.3-6.0 s (the
+  G/G/c 7.2 s), its decode pool's p99 wait 0.04 s where they give 3.2-5.2 s, with an order-statistics interval of
+  ±1 %: a short run of a bursty renewal rarely meets its largest clumps. In runs sized so (25,000-47,000 requests)
+  the shared plans the short runs had passed miss at seeds 0, 1 and 2: long-context-assistant's 14 MI300X tp4 (its
+  top latency group 15.6-18.9 s against 15 s) and agentic-assistant's 16 H200 tp2 + 12 tp4 (p99 TTFT 4.2-9.9 s
+  against 4 s).
+  A replay longer than the peak-like windows repeats them; a replayed service is not scaled.
 * Run length (:func:`run_window`, issue 24): with ``L`` the longest holding time (a request's
   TTFT + output × TPOT over the operating points the plan routes to, :func:`routed_points`), a warm-up of ``max(10 % of the run, 2 L)``,
   then a measured window of ``max(requests / rate, MIN_LIVES · L)`` seconds (the requests
@@ -93,6 +104,9 @@ MIN_LIVES = 5.0
 DISAGREEMENT_TOLERANCE = 0.15
 """Analytic and simulated p99 further apart than this (relative) are reported."""
 CI_LEVEL = 0.95
+SECTIONS = 10
+"""Equal parts of a check's measured window by arrival whose TTFT and TPOT quantiles give the sectioning interval
+(module docstring, *Size*; :class:`planner.simulate.stats.SectionCounts`)."""
 MISS_TIE_BAND = 0.15
 """Simulated waits of two phases' pools within this share of the larger are a near tie (:func:`ttft_miss_pool`):
 two seeds of one plan differ by up to ~8 % in a pool's p99 wait (code-completion-8b, `ttft_miss_pool`'s docstring)."""
@@ -266,6 +280,30 @@ def _replayed_times(rt: pd.DataFrame, arrivals: Mapping[str, PeakArrivals] | Non
     return given, said
 
 
+def renewal_dispersion(rt: pd.DataFrame, arrivals: Mapping[str, PeakArrivals] | None) -> float:
+    """How many times the requests a run needs for its arrivals to carry the information of Poisson ones (module
+    docstring, *Size*): the largest squared inter-arrival CV ``c²`` (at least 1) of a service whose arrivals are the
+    renewal process (a service that replays its log, :func:`_replayed_times`, is not counted). A renewal process's
+    count over a long window has variance ``c² λ T`` (its index of dispersion is ``c²``), so ``n`` of its arrivals
+    pin the window's load as ``n / c²`` Poisson ones do."""
+    replayed = set(arrivals or {})
+    cv = rt[~rt["service"].astype(str).isin(replayed)].groupby("service")["interarrival_cv"].first() if len(rt) else pd.Series(dtype=float)
+    cv = pd.to_numeric(cv, errors="coerce").dropna()
+    return float(max(1.0, float((cv.clip(lower=1.0) ** 2).max()))) if len(cv) else 1.0
+
+
+def _sectioned(res: Any, sim: Any, route_ids: list[int], metric: str, q: float, ci_level: float) -> float:
+    """Half-width (s) of the sectioning interval of the ``q`` quantile of ``metric`` over ``route_ids``
+    (:func:`planner.simulate.stats.sectioned_half_width` over the run's sections, :class:`planner.simulate.stats.SectionCounts`);
+    NaN where the run kept no sections (ITL: every token gap, recorded per pool, is not sectioned)."""
+    from planner.simulate.stats import sectioned_half_width
+
+    counts = getattr(res, "sections", {}).get(metric)
+    if counts is None:
+        return math.nan
+    return sectioned_half_width(counts.quantiles(list(route_ids), q), ci_level)
+
+
 def _widest_interval(res: Any, sim: Any, rt: pd.DataFrame, ci_level: float) -> float:
     """Largest half-width of a service's SLO-quantile interval, as a share of its target (``inf`` when unbounded)."""
     from planner.simulate.stats import quantile_interval
@@ -289,7 +327,9 @@ def _widest_interval(res: Any, sim: Any, rt: pd.DataFrame, ci_level: float) -> f
                 # more unfinished than the tail allows: the quantile is unbounded and known to miss
                 continue
             lo, hi = quantile_interval(h, qq, ci_level)
-            widest = max(widest, (hi - lo) / 2.0 / target_s if math.isfinite(hi) else math.inf)
+            sec = _sectioned(res, sim, list(g.index), metric, q, ci_level)
+            half = max((hi - lo) / 2.0, sec if sec == sec else 0.0)
+            widest = max(widest, half / target_s if math.isfinite(hi) else math.inf)
     return widest
 
 
@@ -363,11 +403,12 @@ def _run_until_resolved(sim: Any, points: pd.DataFrame, arrivals: Mapping[str, P
     rt = sim.route_table
     cap = max(requests, max_requests)
     n, runs = requests, 0
+    n = int(min(cap, math.ceil(requests * renewal_dispersion(rt, arrivals))))
     while True:
         win = run_window(rt, points, n)
         n = max(n, win.measured_requests)  # the MIN_LIVES floor may measure more than asked
         duration, warm = win.duration_s, win.warmup_s
-        cfg = SimConfig(warmup_s=warm, measure_end_s=win.measure_end_s, max_drain_s=max(60.0, duration),
+        cfg = SimConfig(warmup_s=warm, measure_end_s=win.measure_end_s, max_drain_s=max(60.0, duration), sections=SECTIONS,
                         sample_interval_s=duration / 50.0)
         given, replayed = _replayed_times(rt, arrivals, duration)
         res = simulate(sim.pools, sim.routes, bucket_stream(sim, load="peak", duration_s=duration, seed=seed, arrival_times=given),
@@ -453,6 +494,9 @@ def _service_metrics(res: Any, sim: Any, g: pd.DataFrame, lp: Any, ci_level: flo
         else:
             sim_q = _quantile_all(h, lvl, late)
             lo, hi = quantile_interval(h, min(lvl * (h.n + late) / h.n, 1.0) if h.n else lvl, ci_level) if h.n else (math.nan, math.nan)
+            sec = _sectioned(res, sim, idx, metric, lvl, ci_level)
+            if sec == sec and math.isfinite(sim_q):  # the wider of the order-statistics and the sectioning intervals
+                lo, hi = min(lo, max(0.0, sim_q - sec)), max(hi, sim_q + sec)
         if sim_q == math.inf:
             hi = math.inf
         # a per-token metric with no sample at all: every measured request has one output token (no token gap, no
@@ -739,7 +783,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
             + (f" (goal {100 * precision:g}%, cap {cap:,} measured requests reached)" if widest > precision else f" (goal {100 * precision:g}%)"))
     method = (f"discrete-event simulation at peak: {res.requests:,} requests over {duration:,.0f} s "
               f"({warm:,.0f} s warm-up and the arrivals after {mend:,.0f} s not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
-              f"{lengths_drawn(sim.route_table)}; approximations in planner.simulate.adapter; {ci_level:.0%} intervals from order statistics; {prec}")
+              f"{lengths_drawn(sim.route_table)}; approximations in planner.simulate.adapter; {ci_level:.0%} intervals the wider of the order statistics' and the sections' (TTFT, TPOT: the window cut in {SECTIONS} by arrival); {prec}")
     method += "".join(f"; {n}" for n in sim.base.notes if n.startswith("encode phase not simulated"))  # multimodal plans (issue 26)
     if widest > precision:
         findings.append(f"{architecture}: simulated p-quantiles not resolved to ±{100 * precision:g}% of their targets within "

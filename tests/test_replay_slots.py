@@ -147,3 +147,10 @@ def test_code_completions_decode_pool_waits_its_bursts() -> None:
     assert "replay_slot_table" in method
     assert np.all(with_table[on] <= without[on] + 1e-12) and np.any(with_table[on] < 0.8 * without[on])
     assert not math.isnan(float(with_table[on].min()))
+
+
+def test_a_replay_spanning_no_time_gives_no_table() -> None:
+    """Found by the property test above: arrivals 1e-300 s apart replay into a span its text rounds to 0 (a table
+    that read back as malformed); now no table, as for a log that is not replayed."""
+    times = np.array([0.0] * 9 + [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1e-300, 1.3707574440182267e-304])
+    assert rw.replay_slot_table(times, 1.0) is None

@@ -86,7 +86,8 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    (:func:`planner.optimize.latency.unified_instances_meeting`) and the ceiling holds, if that count costs less than
    the pools do; re-solved and checked the same way. Neither the relaxation (4b: each pool at its own routing) nor
    one fewer merges pools: long-document-nvidia at ×0.9 kept 9 B200 tp1 + 9 tp2 ($82,353) where 13 tp2 meet
-   ($78,072), and long-context-assistant's own plan 14 MI300X tp4 + 2 tp1 ($88,749) where 14 tp4 meet ($84,457) —
+   ($78,072), and long-context-assistant's own plan 14 MI300X tp4 + 2 tp1 ($88,749) where 14 tp4 meet ($84,457; in the check's 400-s run of then: the
+   runs ``c²`` times longer since miss with them, :mod:`planner.verify` *Size*) —
    at 4, 8 and 16 length buckets alike (at 16 its loop ended at 15 tp4, $90,029, and scaling every cap alike stopped at
    the first to reach the ceiling, so one fewer was never tried).
    Not prefill or decode pools: there one instance fewer in

@@ -341,8 +341,9 @@ class SimulatedService(StrictModel):
     """One service at peak in the discrete-event check (:mod:`planner.verify`), ms.
 
     ``*_sim_ms`` is the simulated quantile at the SLO's quantile over all the service's
-    requests (what the SLO is about), with a ``ci_level`` confidence interval from the
-    order statistics (``*_ci_low_ms``, ``*_ci_high_ms``). ``*_analytic_ms`` is the plan's
+    requests (what the SLO is about), with a ``ci_level`` confidence interval (``*_ci_low_ms``, ``*_ci_high_ms``):
+    the wider of the order statistics' and, for TTFT and TPOT, the sectioning one (:mod:`planner.verify`, *Size*:
+    the measured window cut in ten by arrival, which counts the correlation of a burst's waits). ``*_analytic_ms`` is the plan's
     prediction, which is for the worst bucket; it is compared with the simulated quantile
     of that worst bucket (``*_sim_worst_bucket_ms``): ``*_disagreement`` = sim / analytic − 1.
     """
@@ -457,7 +458,8 @@ class SimulationCheck(StrictModel):
     measured_requests: int
     wall_s: float
     ci_level: float
-    """Confidence level of the quantile intervals (normal approximation to the binomial order statistic)."""
+    """Confidence level of the quantile intervals (normal approximation to the binomial order statistic; Student's t
+    over the sections for TTFT and TPOT, the wider of the two)."""
     met: bool
     """Every service meets its TTFT and TPOT targets at the simulated quantile."""
     services: list[SimulatedService] = []

@@ -34,7 +34,7 @@ from typing import Any
 from planner.simulate.arrivals import RequestChunk
 from planner.simulate.results import PoolResult, ServiceResult, SimResult
 from planner.simulate.spec import PoolSpec, ServiceRoute, SimConfig
-from planner.simulate.stats import LogHistogram, Summary
+from planner.simulate.stats import LogHistogram, SectionCounts, Summary
 
 EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END = range(6)
 _EPS = 1e-9
@@ -221,6 +221,9 @@ class _Sim:
         self.ttft = [LogHistogram() for _ in range(nsvc)]
         self.tpot = [LogHistogram() for _ in range(nsvc)]
         self.e2e = [LogHistogram() for _ in range(nsvc)]
+        self.sections: dict[str, SectionCounts] = {}
+        if config.sections > 0 and math.isfinite(config.measure_end_s) and config.measure_end_s > config.warmup_s:
+            self.sections = {m: SectionCounts(nsvc, config.sections, config.warmup_s, config.measure_end_s) for m in ("ttft", "tpot")}
         self.itl = {name: p.itl for name, p in self.pools.items()}
         self.ttft_ok = [0] * nsvc
         self.tpot_ok = [0] * nsvc
@@ -376,6 +379,8 @@ class _Sim:
         if req.measured:
             svc = req.svc
             self.ttft[svc].add(t + self.routes[svc].ttft_overhead_s - req.turn_arrival)
+            if self.sections:
+                self.sections["ttft"].add(svc, req.turn_arrival, t + self.routes[svc].ttft_overhead_s - req.turn_arrival)
 
     def join(self, inst: _Inst, req: _Req) -> None:
         """Add a sequence to the decode batch at the instance's current boundary."""
@@ -419,6 +424,8 @@ class _Sim:
             if req.out > 1:
                 tpot = (t - req.first) / (req.out - 1)
                 self.tpot[svc].add(tpot)
+                if self.sections:
+                    self.sections["tpot"].add(svc, req.turn_arrival, tpot)
                 if tpot <= route.tpot_target_s:
                     self.tpot_ok[svc] += 1
                 else:
@@ -907,7 +914,7 @@ class _Sim:
             hist[f"pool:{name}:itl"] = h
         return SimResult(services=services, pools=pools, requests=self.requests, events=self.events,
                          wall_s=wall_s, sim_end_s=end, last_arrival_s=last_arrival,
-                         timeline=self.timeline, histograms=hist)
+                         timeline=self.timeline, histograms=hist, sections=self.sections)
 
 
 def simulate(pools: Sequence[PoolSpec], routes: Sequence[ServiceRoute],

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from planner.simulate.stats import LogHistogram, Summary
+from planner.simulate.stats import LogHistogram, SectionCounts, Summary
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,9 @@ class SimResult:
     histograms: dict[str, LogHistogram] = field(default_factory=dict, repr=False)
     """Fixed-size histograms keyed ``pool:<name>:wait``, ``pool:<name>:itl`` (every token gap of the
     pool's sequences) and ``service:<name>:<ttft|tpot|e2e>``."""
+    sections: dict[str, SectionCounts] = field(default_factory=dict, repr=False)
+    """Per request metric (``ttft``, ``tpot``): its samples per route and section of the measured window
+    (:class:`planner.simulate.stats.SectionCounts`; empty when the window is not finite or ``SimConfig.sections`` is 0)."""
     note: str = ""
     """How the arrivals were placed when the stream alone would have measured nothing (:func:`planner.simulate.scenarios.after_warmup`)."""
 

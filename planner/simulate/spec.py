@@ -159,4 +159,7 @@ class SimConfig:
     """Stop this long after the last arrival even if work remains (overload)."""
     sample_interval_s: float = 0.0
     """Queue/batch/KV sampling period; 0 chooses ``horizon / 200``."""
+    sections: int = 10
+    """Equal parts of a finite measured window ``[warmup_s, measure_end_s)`` whose TTFT and TPOT samples are also kept
+    apart (:class:`planner.simulate.stats.SectionCounts`: the sectioning interval of a quantile); 0 keeps none."""
     outages: tuple[Outage, ...] = field(default_factory=tuple)

@@ -158,3 +158,82 @@ def quantile_interval(h: LogHistogram, q: float, level: float = 0.95) -> tuple[f
     lo = h.quantile(lo_rank / n) if lo_rank >= 1 else 0.0
     hi = h.quantile(hi_rank / n) if hi_rank <= n else math.inf
     return lo, hi
+
+
+class SectionCounts:
+    """One per-request metric's samples per (route, section of the measured window), in coarse logarithmic bins: what
+    the *sectioning* (batch) estimate of a quantile's uncertainty reads (:func:`sectioned_half_width`).
+
+    Why: :func:`quantile_interval` takes the samples as independent, but a queue's waits are correlated over its
+    bursts. long-document-nvidia's disaggregated plan (gamma-renewal arrivals at inter-arrival CV 2.9) simulated over
+    its 413 s check window claimed TTFT p99 11.2 s within ±1 % while seeds 0 and 1 gave a b200 prefill-pool wait p99
+    of 2.7 and 4.6 s and 8,000 s runs 5.2-5.5 s. A request's section is its arrival's place in
+    ``[start_s, end_s)`` (``sections`` equal parts); samples of requests that arrive outside it are not kept.
+    ``BINS_PER_DECADE`` bins per decade (a quantile to within half a bin, ±2.4 %, enough for an interval's width) keep the memory at
+    ``routes x sections x 601`` counts whatever the run's length."""
+
+    BINS_PER_DECADE = 50
+    FLUSH = 4096
+
+    def __init__(self, routes: int, sections: int, start_s: float, end_s: float) -> None:
+        self.sections = int(sections)
+        self.start_s, self.end_s = float(start_s), float(end_s)
+        self.counts = np.zeros((int(routes), self.sections, self.BINS_PER_DECADE * DECADES + 2), dtype=np.int64)
+        self.buf: list[tuple[int, float, float]] = []
+
+    def add(self, route: int, arrival_s: float, x: float) -> None:
+        self.buf.append((route, arrival_s, x))
+        if len(self.buf) >= self.FLUSH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        a = np.asarray(self.buf, dtype=float)
+        self.buf = []
+        span = self.end_s - self.start_s
+        pos_s = np.floor((a[:, 1] - self.start_s) / span * self.sections) if span > 0 else np.zeros(len(a))
+        keep = (pos_s >= 0) & (pos_s < self.sections)
+        a = a[keep]
+        sec: np.ndarray = pos_s[keep].astype(np.int64)
+        x = a[:, 2]
+        # bin 0: values <= MIN_S (no wait); bin 1 + i: the i-th logarithmic bin from MIN_S
+        b = np.zeros(x.size, dtype=np.int64)
+        pos = x > MIN_S
+        b[pos] = 1 + np.clip(((np.log10(x[pos]) + 6.0) * self.BINS_PER_DECADE).astype(np.int64), 0,
+                             self.BINS_PER_DECADE * DECADES)
+        np.add.at(self.counts, (a[:, 0].astype(np.int64), sec, b), 1)
+
+    def quantiles(self, routes: list[int], q: float) -> np.ndarray:
+        """The ``q`` quantile of each section over ``routes`` merged (seconds; NaN for a section without a sample)."""
+        self.flush()
+        c = self.counts[np.asarray(routes, dtype=np.int64)].sum(axis=0)  # (sections, bins)
+        n = c.sum(axis=1)
+        cum = np.cumsum(c, axis=1)
+        out = np.full(self.sections, math.nan)
+        for k in range(self.sections):
+            if n[k] == 0:
+                continue
+            i = int(np.searchsorted(cum[k], q * n[k], side="left"))
+            out[k] = 0.0 if i == 0 else 10 ** ((i - 0.5) / self.BINS_PER_DECADE - 6.0)
+        return out
+
+
+def sectioned_half_width(values: np.ndarray, level: float = 0.95) -> float:
+    """Half-width of the sectioning interval of an estimate from its per-section values (Asmussen & Glynn, *Stochastic
+    Simulation*, III.5): ``t_{K-1} · s / √K`` over the ``K`` sections with a value (Student's ``t`` at ``level``); NaN
+    with fewer than two. It holds when the sections are long against the queue's memory; it is wider than
+    :func:`quantile_interval` where the samples are correlated (bursts), which that interval ignores."""
+    from statistics import NormalDist
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    k = v.size
+    if k < 2:
+        return math.nan
+    p = 0.5 + level / 2.0
+    # Student's t quantile by the Cornish-Fisher expansion in 1/df (within 0.3 % of the tables at df >= 4)
+    z = NormalDist().inv_cdf(p)
+    df = k - 1.0
+    t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2) + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    return float(t * v.std(ddof=1) / math.sqrt(k))

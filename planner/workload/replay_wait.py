@@ -233,7 +233,8 @@ def replay_slot_table(arrival_s: np.ndarray, window_s: float) -> list[list[float
     """Rows ``[c, g_0.5, g_0.1, g_0.01, g_0.001]``: per slot count ``c`` (:func:`_slot_grid`), the lower quantiles
     at ``1 − q`` (``q`` in :data:`LEVELS`) of the spacing ``t_i − t_{i−c}`` of the log's replayed peak-like windows
     at rate 1 (in mean gaps), and a last row ``[0, span, n, 0, 0]`` (one replay's length and arrivals). None when the
-    log is not replayed (:func:`replay_refusal`).
+    log is not replayed (:func:`replay_refusal`), or when its replay spans under 5e-7 mean gaps (arrivals at one
+    instant up to 1e-300 s apart, found by the hypothesis test: a span its text would round to 0).
 
     The model (a decode pool's slots, held for a whole generation, many bursts long, where the fluid pool of
     :func:`replay_wait_curve` does not apply): ``c`` slots each held ``h`` by every request, FCFS. Request ``i``
@@ -253,6 +254,8 @@ def replay_slot_table(arrival_s: np.ndarray, window_s: float) -> list[list[float
         return None
     n = once.size
     span = float(once[-1]) + float(np.mean(np.diff(once)))
+    if not round(span, 6) > 0:
+        return None  # the replay spans no time the table's text (6 decimals, curve_json) can hold: no table
     times = np.concatenate([once, once + span])
     low = [1.0 - q for q in LEVELS]
     rows = []
