@@ -117,8 +117,11 @@ def solve_tables(tables: CapacityTables, settings: SolveSettings, *, instance_na
     notes = list(settings.extra_notes) + [f"utilisation caps: {prep.caps_method}"]
     for arch, plan in plans.items():
         if plan.solver.rounds > 1:
-            notes.append(f"{arch}: the latency check tightened utilisation caps and re-solved ({plan.solver.rounds} solves); "
-                         "tightened caps are listed in capacity.utilization_caps")
+            if any(c.get("architecture") == arch for c in caps):
+                notes.append(f"{arch}: the latency check tightened utilisation caps and re-solved ({plan.solver.rounds} solves); "
+                             "tightened caps are listed in capacity.utilization_caps")
+            else:  # e.g. step 8's tries (planner.optimize.tighten), which change no cap of the plan kept
+                notes.append(f"{arch}: the latency check re-solved ({plan.solver.rounds} solves) and kept every utilisation cap")
             notes += [h for h in history if h.startswith(f"{arch}:")]
         if plan.feasible and not all(lp.ttft_met and lp.tpot_met for lp in plan.latency):
             notes.append(f"{arch}: predicted latency misses a target after {plan.solver.rounds} solve(s); see the latency table")

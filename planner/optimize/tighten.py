@@ -81,10 +81,12 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    instance above what its simulation needs: long-context-assistant at traffic ×0.8 kept 13 MI300X tp4 ($78,497)
    after its relaxed path had put a two-instance tp1 pool beside 12 and the simulation named it, where ×0.85 solved
    to 12 tp4 ($73,020); 12 meet at ×0.8 too ($72,924 now). When no pool can lose an instance, the shared pools'
-   traffic is moved onto the dearest of them (:meth:`_Loop._merge_move`): its caps raised to what the merged load
-   needs at the fewest instances at which every bucket through it meets the analytic check
-   (:func:`planner.optimize.latency.unified_instances_meeting`) and the ceiling holds, if that count costs less than
-   the pools do; re-solved and checked the same way. Neither the relaxation (4b: each pool at its own routing) nor
+   traffic is moved onto the dearest of them (:meth:`_Loop._merge`): its caps raised to what the merged load
+   needs at a count between the fewest instances at which every bucket through it meets the analytic check
+   (:func:`planner.optimize.latency.unified_instances_meeting`) and the ceiling holds and the most that cost less than
+   the pools do — the most first, then lower by bisection while a count meets (``descent_rounds`` solves; the
+   analytic check of a shared pool's long prompts is optimistic, so its fewest can miss in simulation where one more
+   meets) —; re-solved and checked the same way. Neither the relaxation (4b: each pool at its own routing) nor
    one fewer merges pools: long-document-nvidia at ×0.9 kept 9 B200 tp1 + 9 tp2 ($82,353) where 13 tp2 meet
    ($78,072), and long-context-assistant's own plan 14 MI300X tp4 + 2 tp1 ($88,749) where 14 tp4 meet ($84,457; in the check's 400-s run of then: the
    runs ``c²`` times longer since miss with them, :mod:`planner.verify` *Size*) —
@@ -95,8 +97,8 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    on the path — code-completion-8b's disaggregated plan dropped three prefill instances at 8 length buckets and
    none at 4 (4 → 3 decode instead), its bucket spread 3.9 → 8.2 %, and at ×0.8–×1.2 its series moved more, not
    less (8 inversions, largest 9.5 %, against 7 and 8.1 %).
-8. Another route for a phase (:meth:`_Loop.reroute`, with the peak simulation): the final plan's prefill and decode
-   pools in a phase it serves with two pools or more, most tightened first (the largest ``ρ_base / ρ`` over a pool's
+8. Another route for a phase (:meth:`_Loop.reroute`, with the peak simulation): the final plan's prefill, decode and
+   unified pools in a phase it serves with two pools or more, most tightened first (the largest ``ρ_base / ρ`` over a pool's
    points), ``SolveSettings.reroute_tries`` of them, one per usable core: each pool's configuration closed (its big-M 0,
    :data:`planner.optimize.prepare.CLOSED_COLUMN`) and the instance solved afresh from the base caps through every
    step above, its simulated loops stopping once it cannot undercut the plan in hand (``bar_usd_per_month``, as the
@@ -106,7 +108,10 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    utilisation round after round (55 L40S beside 30 H100, $119,346), where without that configuration the same
    traffic meets on 39 H100 ($95,122); the path, not the traffic, set the cost (×0.8 $119,346, ×0.9 $109,512, ×1
    $117,299). Closing a pool is the one move the caps cannot express: the MIP sees the tightened caps of the
-   bucket that caused them on every bucket of the pool.
+   bucket that caused them on every bucket of the pool. Shared (unified) pools too, since the peak simulation runs
+   long enough for its bursts (:mod:`planner.verify`, *Size*): code-completion-8b's shared plan at traffic ×1.05 ended
+   at 17 H100 tp1 + 15 tp4 ($166,332, its tp1 pool's caps divided by 4) between $121,136 at ×1 and $125,317 at ×1.1;
+   without tp1 it meets on 28 tp2 ($121,148). An agent service's plan (a tool phase) is not rerouted.
 
 The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
 module does not import :mod:`planner.verify`, which sits above the optimiser
@@ -527,7 +532,7 @@ class _Loop:
             load = _load_rows(pts, x, rho)
             pool = pts["pool"].astype(str).to_numpy()
             given = pts["utilization_cap"].to_numpy(float) if "utilization_cap" in pts.columns else np.full(len(pts), np.nan)
-            cand_model: tuple[PoolPlan | str, np.ndarray] | None = None
+            cand_model: tuple[PoolPlan, np.ndarray] | None = None
             for p in sorted(self.plan.pools, key=lambda q: -q.cost_usd_per_month):
                 if str(p.role) != "unified":
                     continue  # a shared pool's count only (module docstring, step 7)
@@ -546,9 +551,9 @@ class _Loop:
                 cand_model = (p, raised)
                 break
             if cand_model is None:
-                cand_model = self._merge_move(pts, rho, x, given, tried, top, k)
-                if cand_model is None:
+                if not self._merge(pts, rho, x, given, tried, top, k):
                     return
+                continue
             move, raised = cand_model
             nxt, solver = _model_of(_with_caps(self.cur.prep, raised), settings, self.remodel)
             cand = solve_architecture(nxt, solver, self.architecture, settings)
@@ -560,32 +565,36 @@ class _Loop:
             if not chk.met:
                 continue
             saved = self.plan.costs.total_usd_per_month - cand.costs.total_usd_per_month
-            self.history.append(f"descent: the other shared pools' traffic moved onto {move} also meets and costs {saved:,.0f} USD/month less"
-                                if isinstance(move, str) else
-                                f"descent: {move.name} one instance fewer ({move.instances} -> {move.instances - 1} at the plan's routing) "
+            self.history.append(f"descent: {move.name} one instance fewer ({move.instances} -> {move.instances - 1} at the plan's routing) "
                                 f"also meets and costs {saved:,.0f} USD/month less")
             self.plan, self.cur = cand.model_copy(update={"simulation": chk}), nxt
 
-    def _merge_move(self, pts: pd.DataFrame, rho: np.ndarray, x: np.ndarray, given: np.ndarray, tried: set[tuple[Any, ...]],
-                    top: float, k: int) -> tuple[PoolPlan | str, np.ndarray] | None:
-        """Step 7's second move: every unified pool's traffic on the dearest one, whose caps are raised to what its
-        load needs at the fewest instances at which every bucket through it meets the analytic check (the other pools'
-        caps as they are: the re-solve may keep some of them); None when the plan has one unified pool, a bucket has no
-        point on the dearest pool's configuration, or the merged pool would not cost less."""
+    def _merge(self, pts: pd.DataFrame, rho: np.ndarray, x: np.ndarray, given: np.ndarray, tried: set[tuple[Any, ...]],
+               top: float, k: int) -> bool:
+        """Step 7's second move: every unified pool's traffic on the dearest one, at a count between the fewest
+        instances at which every bucket through it meets the analytic check (the other pools' caps as they are: the
+        re-solve may keep some of them) and the most that still cost less than the pools do. The largest is tried
+        first, then the counts below it by bisection (``SolveSettings.descent_rounds`` solves): a count whose plan meets
+        the analytic and the simulated checks and costs less is kept and the next tried lower, one that misses ends the
+        search above it. Why not the fewest alone: the analytic check of a shared pool's long prompts is optimistic
+        (long-context-assistant's top latency group 10.6 s analytic against 14.6 s simulated), so at 4 buckets the
+        merge was tried at 14 MI300X tp4, missed in simulation and kept 16 tp4 + 2 tp1 ($99,894), where at 8 buckets
+        the path had reached 17 tp4 and one instance fewer met at 16 ($95,602). False when the plan has one unified pool,
+        a bucket has no point on the dearest pool's configuration, or no count below the pools' cost meets."""
         from planner.optimize.latency import unified_instances_meeting
 
         uni = [p for p in self.plan.pools if str(p.role) == "unified"]
         if len(uni) < 2 or self.plan.costs is None:
-            return None
+            return False
         big = max(uni, key=lambda q: q.cost_usd_per_month)
         key = ("merge", big.name, _plan_key(self.plan))
         if key in tried:
-            return None
+            return False
         tried.add(key)
         pool = pts["pool"].astype(str).to_numpy()
         on_big = pool == big.name
         if not np.isnan(given[on_big]).all():
-            return None
+            return False
         svc, bkt = pts["service"].astype(str).to_numpy(), pts["bucket"].astype(str).to_numpy()
         row_of = {(svc[i], bkt[i]): int(i) for i in np.flatnonzero(on_big)}
         merged = x.copy()
@@ -595,7 +604,7 @@ class _Loop:
             for i in np.flatnonzero((pool == other.name) & (x > 0)):
                 j = row_of.get((svc[i], bkt[i]))
                 if j is None:
-                    return None
+                    return False
                 merged[j] += merged[i]
                 merged[i] = 0.0
         inst = {p.name: p.instances for p in self.plan.pools if p.name not in {q.name for q in uni} or p.name == big.name}
@@ -603,12 +612,39 @@ class _Loop:
         most = math.ceil(sum(q.cost_usd_per_month for q in uni) / per_instance) - 1  # fewer instances than the pools cost
         need = unified_instances_meeting(pts, merged, inst, k, big.name, most)
         busy = float(_load_rows(pts, merged, np.ones(len(pts)))[on_big].sum())  # Σ λ τ x: busy instances at peak
-        count = None if need is None else max(need, math.ceil(busy / top - 1e-9) + k)
-        if count is None or count > most:
-            return None  # no count below the pools' cost meets, or none within the ceiling
-        room = count - k
-        raised = _caps_to_fit(pts, merged, rho, on_big, room, top) if room >= 1 else None
-        return None if raised is None else (big.name, raised)
+        lo = None if need is None else max(need, math.ceil(busy / top - 1e-9) + k, k + 1)
+        if lo is None or lo > most:
+            return False  # no count below the pools' cost meets, or none within the ceiling
+        settings = self.settings
+        assert settings.simulation_check is not None
+        hi, count = most, most
+        kept: tuple[ArchitecturePlan, Built] | None = None
+        for _ in range(max(1, settings.descent_rounds)):
+            raised = _caps_to_fit(pts, merged, rho, on_big, count - k, top)
+            ok = False
+            if raised is not None:
+                nxt, solver = _model_of(_with_caps(self.cur.prep, raised), settings, self.remodel)
+                cand = solve_architecture(nxt, solver, self.architecture, settings)
+                self._count(cand)
+                bar = (kept[0] if kept is not None else self.plan).costs
+                if (cand.feasible and cand.costs is not None and bar is not None
+                        and cand.costs.total_usd_per_month < bar.total_usd_per_month - 0.005 and self._passes(nxt.prep, cand)):
+                    chk = settings.simulation_check(_check_result(nxt.prep, self.architecture, cand, settings), self.architecture)
+                    if chk.met:
+                        kept, ok = (cand.model_copy(update={"simulation": chk}), nxt), True
+            if ok:
+                hi = count - 1  # met: a smaller count may too
+            else:
+                lo = count + 1  # missed (or not within the ceiling): the counts at and below it are not tried
+            if lo > hi:
+                break
+            count = (lo + hi + 1) // 2
+        if kept is None or self.plan.costs is None or kept[0].costs is None:
+            return False
+        saved = self.plan.costs.total_usd_per_month - kept[0].costs.total_usd_per_month
+        self.history.append(f"descent: the other shared pools' traffic moved onto {big.name} also meets and costs {saved:,.0f} USD/month less")
+        self.plan, self.cur = kept
+        return True
 
     def sim_relaxed(self, relaxed_state: tuple[ArchitecturePlan, Built, list[str]]) -> None:
         """The relaxed path through the simulated check too; keep the cheaper of the two that meets."""
@@ -704,13 +740,13 @@ def _with_slack(factors: Mapping[str, float], prep: Prepared, plan: Architecture
 
 
 def _by_tightening(base: Prepared, cur: Prepared, plan: ArchitecturePlan) -> list[str]:
-    """The plan's prefill and decode pools in phases it serves with two pools or more, most tightened first (the largest
+    """The plan's prefill, decode and unified pools in phases it serves with two pools or more, most tightened first (the largest
     ``ρ_base / ρ`` over a pool's points; step 8). Untightened pools too: the try's own relaxation can find what the
     first path's did not (code-completion-8b at traffic ×0.95 and ×1.05, both pools at or above their base caps:
     $101,755 and $109,540 without them tried, $97,268 and $101,523 with them, the second a 2.3 % inversion at ×1)."""
     by_role: dict[str, list[str]] = {}
     for p in plan.pools:
-        if str(p.role) in ("prefill", "decode") and p.instances > 0:
+        if str(p.role) in ("prefill", "decode", "unified") and p.instances > 0:
             by_role.setdefault(str(p.role), []).append(p.name)
     names = [n for pools in by_role.values() if len(pools) >= 2 for n in pools]
     if not names or len(base.points) != len(cur.points):
