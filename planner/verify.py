@@ -289,7 +289,7 @@ def renewal_dispersion(rt: pd.DataFrame, arrivals: Mapping[str, PeakArrivals] | 
     replayed = set(arrivals or {})
     cv = rt[~rt["service"].astype(str).isin(replayed)].groupby("service")["interarrival_cv"].first() if len(rt) else pd.Series(dtype=float)
     cv = pd.to_numeric(cv, errors="coerce").dropna()
-    return float(max(1.0, float((cv.clip(lower=1.0) ** 2).max()))) if len(cv) else 1.0
+    return max(1.0, float((cv.clip(lower=1.0) ** 2).max())) if len(cv) else 1.0
 
 
 def _sectioned(res: Any, sim: Any, route_ids: list[int], metric: str, q: float, ci_level: float) -> float:
@@ -402,8 +402,7 @@ def _run_until_resolved(sim: Any, points: pd.DataFrame, arrivals: Mapping[str, P
 
     rt = sim.route_table
     cap = max(requests, max_requests)
-    n, runs = requests, 0
-    n = int(min(cap, math.ceil(requests * renewal_dispersion(rt, arrivals))))
+    n, runs = int(min(cap, math.ceil(requests * renewal_dispersion(rt, arrivals)))), 0
     while True:
         win = run_window(rt, points, n)
         n = max(n, win.measured_requests)  # the MIN_LIVES floor may measure more than asked

@@ -378,9 +378,10 @@ class _Sim:
         req.first = t
         if req.measured:
             svc = req.svc
-            self.ttft[svc].add(t + self.routes[svc].ttft_overhead_s - req.turn_arrival)
+            ttft = t + self.routes[svc].ttft_overhead_s - req.turn_arrival
+            self.ttft[svc].add(ttft)
             if self.sections:
-                self.sections["ttft"].add(svc, req.turn_arrival, t + self.routes[svc].ttft_overhead_s - req.turn_arrival)
+                self.sections["ttft"].add(svc, req.turn_arrival, ttft)
 
     def join(self, inst: _Inst, req: _Req) -> None:
         """Add a sequence to the decode batch at the instance's current boundary."""

@@ -18,6 +18,16 @@ BINS_PER_DECADE = 1000
 DECADES = 12  # 1 µs .. 1e6 s
 
 
+def log_bins(x: np.ndarray, per_decade: int) -> np.ndarray:
+    """The logarithmic bin of each value ``> MIN_S`` (``per_decade`` bins per decade from ``MIN_S``, bin 0 first)."""
+    return ((np.log10(x) + 6.0) * per_decade).astype(np.int64)
+
+
+def bin_middle_s(i: int, per_decade: int) -> float:
+    """The geometric middle of logarithmic bin ``i`` (:func:`log_bins`)."""
+    return float(10 ** ((i + 0.5) / per_decade - 6.0))
+
+
 class LogHistogram:
     """Streaming histogram: samples are buffered (at most ``FLUSH`` of them) and binned in
     vectorised batches, so adding is cheap and memory stays bounded."""
@@ -72,7 +82,7 @@ class LogHistogram:
         self.maximum = max(self.maximum, float(x.max()))
         pos = x[x > MIN_S]
         self.zeros += int(x.size - pos.size)
-        idx = ((np.log10(pos) + 6.0) * BINS_PER_DECADE).astype(np.int64)
+        idx = log_bins(pos, BINS_PER_DECADE)
         np.clip(idx, 0, self.counts.size - 1, out=idx)
         self.counts += np.bincount(idx, minlength=self.counts.size)
 
@@ -92,7 +102,7 @@ class LogHistogram:
         cum = np.cumsum(self.counts) + self.zeros
         i = int(np.searchsorted(cum, rank, side="left"))
         i = min(i, self.counts.size - 1)
-        return min(10 ** ((i + 0.5) / BINS_PER_DECADE - 6.0), self.maximum)
+        return min(bin_middle_s(i, BINS_PER_DECADE), self.maximum)
 
     def share_above(self, t: float) -> float:
         """Share of samples greater than ``t`` (to bin resolution)."""
@@ -200,8 +210,7 @@ class SectionCounts:
         # bin 0: values <= MIN_S (no wait); bin 1 + i: the i-th logarithmic bin from MIN_S
         b = np.zeros(x.size, dtype=np.int64)
         pos = x > MIN_S
-        b[pos] = 1 + np.clip(((np.log10(x[pos]) + 6.0) * self.BINS_PER_DECADE).astype(np.int64), 0,
-                             self.BINS_PER_DECADE * DECADES)
+        b[pos] = 1 + np.clip(log_bins(x[pos], self.BINS_PER_DECADE), 0, self.BINS_PER_DECADE * DECADES)
         np.add.at(self.counts, (a[:, 0].astype(np.int64), sec, b), 1)
 
     def quantiles(self, routes: list[int], q: float) -> np.ndarray:
@@ -215,7 +224,7 @@ class SectionCounts:
             if n[k] == 0:
                 continue
             i = int(np.searchsorted(cum[k], q * n[k], side="left"))
-            out[k] = 0.0 if i == 0 else 10 ** ((i - 0.5) / self.BINS_PER_DECADE - 6.0)
+            out[k] = 0.0 if i == 0 else bin_middle_s(i - 1, self.BINS_PER_DECADE)
         return out
 
 

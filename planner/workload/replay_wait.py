@@ -270,19 +270,7 @@ def replay_slot_table(arrival_s: np.ndarray, window_s: float) -> list[list[float
 def parse_slot_table(text: object) -> np.ndarray | None:
     """A slot table (:func:`replay_slot_table`) as an array, rows ``[c, g…]`` then ``[0, span, n, 0, 0]``; None for
     an empty, missing or malformed cell."""
-    if not isinstance(text, str) or not text:
-        return None
-    return _parsed_slots(text)
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed_slots(text: str) -> np.ndarray | None:
-    arr = np.asarray(json.loads(text), dtype=float)
-    if not (arr.ndim == 2 and arr.shape[1] == 1 + len(LEVELS) and arr.shape[0] >= 2 and arr[-1, 0] == 0.0
-            and arr[-1, 1] > 0 and arr[-1, 2] >= 1 and bool(np.all(np.diff(arr[:-1, 0]) > 0)) and arr[0, 0] >= 1):
-        return None
-    arr.setflags(write=False)
-    return arr
+    return _parsed(text, slots=True) if isinstance(text, str) and text else None
 
 
 def _spacing_at(table: np.ndarray, slots: float) -> np.ndarray:
@@ -370,15 +358,20 @@ def curve_json(curve: list[list[float]] | None) -> str:
 def parse_curve(text: object) -> np.ndarray | None:
     """The curve of a demand / point cell, rows ``[u, Q at each level]`` (read-only: one parse per text is shared by
     every point and check that reads it); None for an empty or missing cell."""
-    if not isinstance(text, str) or not text:
-        return None
-    return _parsed(text)
+    return _parsed(text, slots=False) if isinstance(text, str) and text else None
 
 
-@functools.lru_cache(maxsize=64)
-def _parsed(text: str) -> np.ndarray | None:
+@functools.lru_cache(maxsize=128)
+def _parsed(text: str, *, slots: bool) -> np.ndarray | None:
+    """The read-only array of a curve's or (``slots``) a slot table's text, None when malformed: both have rows of
+    ``1 + len(LEVELS)`` values, at least two; a slot table's counts rise from 1 and its last row is ``[0, span > 0,
+    n ≥ 1, …]``."""
     arr = np.asarray(json.loads(text), dtype=float)
-    if not (arr.ndim == 2 and arr.shape[0] >= 2 and arr.shape[1] == 1 + len(LEVELS)):
+    ok = arr.ndim == 2 and arr.shape[0] >= 2 and arr.shape[1] == 1 + len(LEVELS)
+    if ok and slots:
+        ok = (arr[-1, 0] == 0.0 and arr[-1, 1] > 0 and arr[-1, 2] >= 1 and bool(np.all(np.diff(arr[:-1, 0]) > 0))
+              and arr[0, 0] >= 1)
+    if not ok:
         return None
     arr.setflags(write=False)
     return arr
