@@ -1677,13 +1677,25 @@ def unified_ttft_overhead_ms(points: pd.DataFrame) -> np.ndarray:
     """Per unified point: the fixed part of its TTFT (ms) beyond the lane — the engine's TTFT
     overhead (scheduling, tokenisation: the calibration's ``ttft_overhead_ms``, inside the point's
     ``ttft_ms``, :mod:`planner.perf.points`): ``ttft_ms − lane_wait_ms − ⌈n / q⌉ · step_ms`` (one
-    iteration when the prompt fits the chunk), at least 0; ``nan`` without the lane columns. The
-    analytic TTFT at load adds it (:func:`unified_at_load`) and so does the simulator
-    (:func:`planner.simulate.adapter.plan_to_sim_by_bucket`): engines' TTFT includes it."""
+    iteration when the prompt fits the chunk), at least 0; ``nan`` without the lane columns. ``n`` is the prompt
+    whose TTFT the point checks (``prefill_tokens_rep`` where the table has it, at least ``prefill_tokens``), the
+    chunks the point's ``ttft_ms`` counts (:func:`planner.perf.points` ``_evaluate``: ``W_q + ⌈n_first / q⌉ t_it +
+    overhead``). The analytic TTFT at load adds it (:func:`unified_at_load`) and so does the simulator
+    (:func:`planner.simulate.adapter.plan_to_sim_by_bucket`): engines' TTFT includes it.
+
+    Until 2026-12-07 ``n`` was the length mix's mean ``prefill_tokens``, so the "overhead" also held the chunks
+    between the mean prompt and the representative one: 3,275 ms for long-context-assistant's 17k–123k bucket at
+    four buckets (31 chunk iterations of 60 ms for its 28,430-token mean, 86 for its representative) against the
+    calibration's tens of ms. Both sides then counted those chunks twice: the analytic TTFT already prices the
+    representative's chunks (:func:`ttft_prompt_ratio`) and the simulator each request's own, and the coarser the
+    buckets the larger the excess (issue 24: long-context's shared cost 4.5 % apart over 4 / 8 / 16 buckets)."""
     need = ("ttft_ms", "lane_wait_ms", "prefill_tokens", "prefill_chunk_tokens", "step_ms")
     if any(c not in points.columns for c in need):
         return np.full(len(points), np.nan)
     ttft, own, n_new, q_b, t_chunk = (pd.to_numeric(points[c], errors="coerce").to_numpy(float) for c in need)
+    if "prefill_tokens_rep" in points.columns:
+        rep = pd.to_numeric(points["prefill_tokens_rep"], errors="coerce").to_numpy(float)
+        n_new = np.where(np.isfinite(rep), np.fmax(rep, n_new), n_new)
     with np.errstate(divide="ignore", invalid="ignore"):
         chunks = np.where(q_b >= n_new, 1.0, np.ceil(n_new / q_b))
         return np.maximum(ttft - own - chunks * t_chunk, 0.0)

@@ -144,8 +144,8 @@ def test_code_completions_shared_lanes_wait_their_bursts() -> None:
     at the lanes' utilisation, whose tail joins the TTFT law). Without it the top group's p99 TTFT was 294 / 281 /
     274 ms analytic against 525 / 478 / 425 ms simulated (seed 0; seed 1: 501 / 446 / 415; the plan's pool resized,
     as `planner simulate` runs it) and 13 instances passed the analytic check while missing in simulation. Now every
-    group within 20 % of the two seeds' mean (measured: −18 % to +7 %; the fluid backlog pools the lanes, the
-    least-loaded lanes wait longer), and 13 misses the 500 ms target as the simulator says."""
+    group within 20 % of the two seeds' mean (the fluid backlog pools the lanes, the least-loaded lanes wait longer),
+    and 13 misses the 500 ms target as the simulator says."""
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance
     from planner.optimize.prepare import prepare
@@ -156,8 +156,10 @@ def test_code_completions_shared_lanes_wait_their_bursts() -> None:
     pts = prepare(build_capacity_tables(resolved)).points
     x = np.where(pts["role"].astype(str) == "unified", 1.0, 0.0)
     pool = next(p for p in pts["pool"].astype(str).unique() if p.startswith("unified:"))
-    seeds = {13: ((451, 478, 511, 525), (448, 468, 484, 501)), 14: ((403, 426, 477, 478), (398, 414, 444, 446)),
-             15: ((381, 382, 418, 425), (363, 373, 403, 415))}  # b0..b3 simulated, seeds 0 and 1
+    # b0..b3 simulated, seeds 0 and 1 (since a unified point's fixed TTFT overhead is the engine's own, 2026-12-07:
+    # `planner solve instances/code-completion-8b.yaml` restricted as above, its pool resized to n, the peak check's run)
+    seeds = {13: ((444, 457, 467, 501), (460, 467, 472, 522)), 14: ((402, 405, 429, 456), (409, 419, 428, 474)),
+             15: ((363, 373, 383, 416), (369, 382, 393, 431))}
     simulated = {n: tuple(0.5 * (a + b) for a, b in zip(*s, strict=True)) for n, s in seeds.items()}
     for n, sim in simulated.items():
         rows, lanes, waits = pool_waits(pts, x, {pool: n}, 0)

@@ -117,7 +117,36 @@ def test_a_unified_points_own_ttft_at_load_counts_its_representative_prompt() ->
     assert rep > 2.0 * mean  # 112,878-token representative against the mix's mean
     share = np.full(len(pts), 1.0 / len(pts))
     with_rep = unified_at_load(pts, share, {"u": 16}, 0)
-    without = unified_at_load(pts.drop(columns=["prefill_tokens_rep"]), share, {"u": 16}, 0)
+    # the same points had their representative been the mean prompt (their ttft_ms then counts the mean's chunks)
+    q, step = pts["prefill_chunk_tokens"].to_numpy(float), pts["step_ms"].to_numpy(float)
+    fewer = (np.ceil(pts["prefill_tokens_rep"].to_numpy(float) / q) - np.ceil(pts["prefill_tokens"].to_numpy(float) / q)) * step
+    without = unified_at_load(pts.assign(prefill_tokens_rep=pts["prefill_tokens"], ttft_ms=pts["ttft_ms"] - fewer), share, {"u": 16}, 0)
     extra_s = (rep - mean) / float(pts.loc[top, "prefill_chunk_tokens"]) * float(pts.loc[top, "decode_only_step_ms"]) / 1e3
     gained_ms = float(with_rep.loc[top, "ttft_at_load_ms"]) - float(without.loc[top, "ttft_at_load_ms"])
     assert gained_ms >= 1e3 * extra_s
+
+
+def test_a_unified_points_fixed_ttft_overhead_is_the_engines_whatever_its_bucket() -> None:
+    """The fixed part of a unified point's TTFT beyond its lane (what the analytic TTFT at load and the simulator add
+    to every request) is the calibration's engine overhead: ``ttft_ms − lane_wait_ms − ⌈n_rep / q⌉ step_ms`` with the
+    representative prompt ``n_rep`` the point's ``ttft_ms`` counts. With the length mix's mean prompt in its place the
+    chunks between the mean and the representative were counted twice (3.3 s for long-context-assistant's 17k–123k
+    bucket at four buckets; issue 24). By hand: 700 ms = 150 wait + ⌈1,000 / 100⌉ · 50 + 50."""
+    from planner.capacity import build_capacity_tables
+    from planner.instance import load_instance
+    from planner.perf.instance_calibration import instance_calibration
+    from planner.pool_latency import unified_ttft_overhead_ms
+
+    hand = pd.DataFrame({"ttft_ms": [700.0, 700.0], "lane_wait_ms": [150.0, 150.0], "prefill_tokens": [400.0, 400.0],
+                         "prefill_tokens_rep": [1000.0, np.nan], "prefill_chunk_tokens": [100.0, 100.0], "step_ms": [50.0, 50.0]})
+    assert unified_ttft_overhead_ms(hand).tolist() == [50.0, 350.0]  # no representative: the mean's chunks, as before
+    root = Path(__file__).resolve().parents[1]
+    resolved = load_instance(root / "instances" / "long-context-assistant.yaml")
+    pts = build_capacity_tables(resolved).points
+    unified = pts[(pts["role"] == "unified") & pts["feasible"].astype(bool)]
+    assert unified["bucket"].nunique() == 4 and len(unified) > 30
+    cal, _ref = instance_calibration(resolved)
+    assert cal is not None
+    expected = cal.for_engine(next(iter(resolved.instance.services.values())).engine)[0].ttft_overhead_ms
+    assert 0.0 < expected < 200.0
+    assert unified_ttft_overhead_ms(unified) == pytest.approx(np.full(len(unified), expected), rel=1e-9)

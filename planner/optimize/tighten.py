@@ -579,7 +579,8 @@ class _Loop:
         search above it. Why not the fewest alone: the analytic check of a shared pool's long prompts is optimistic
         (long-context-assistant's top latency group 10.6 s analytic against 14.6 s simulated), so at 4 buckets the
         merge was tried at 14 MI300X tp4, missed in simulation and kept 16 tp4 + 2 tp1 ($99,894), where at 8 buckets
-        the path had reached 17 tp4 and one instance fewer met at 16 ($95,602). False when the plan has one unified pool,
+        the path had reached 17 tp4 and one instance fewer met at 16 ($95,602) (figures from before a unified point's
+        fixed TTFT overhead was the engine's own, 2026-12-07: 15 tp4 at every count since). False when the plan has one unified pool,
         a bucket has no point on the dearest pool's configuration, or no count below the pools' cost meets."""
         from planner.optimize.latency import unified_instances_meeting
 
