@@ -1205,6 +1205,12 @@ class _LongTtftLaw(NamedTuple):
     M/G/1 law switches formula at the shortest service time, so not claimed there."""
 
 
+_EINSUM_SERVICES = 8
+"""Up to this many lane services :func:`_long_ttft_law` sums ``E[(S − r)⁺]`` over them directly (one einsum); above
+it (a pool's length sub-bins, :func:`lane_service_mixture`) from the sorted services' tail sums — the same sum, in
+another order (equal to ~10⁻¹⁵ relative), at ``O(log j)`` per point instead of ``O(j)``."""
+
+
 def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.ndarray, lane_weights: np.ndarray,
                    live: int, batch: float) -> _LongTtftLaw | None:
     """:func:`_long_ttft_quantile_s`'s law (its docstring); ``None`` where the lane or the instance saturates."""
@@ -1239,6 +1245,14 @@ def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.n
         tail = np.cumsum(p_ahead[::-1])[::-1]
         p_ahead = p_ahead[:max(1, int(np.count_nonzero(tail > 1e-17)))]
     offsets = s_mean * np.arange(len(p_ahead))  # k E[S] behind the residual, k = 0, 1, ...
+    # a mixture of many services (a pool's buckets over their length sub-bins, lane_service_mixture): E[(S − r)⁺] from
+    # the sorted services' tail sums, Σ_{S_j > r} w_j S_j − r Σ_{S_j > r} w_j, in place of the (x, M, k, j) array
+    many = len(s) > _EINSUM_SERVICES
+    if many:
+        order = np.argsort(s, kind="stable")
+        s_sorted, w_sorted = s[order], w[order]
+        w_tail = np.append(np.cumsum(w_sorted[::-1])[::-1], 0.0)
+        ws_tail = np.append(np.cumsum((w_sorted * s_sorted)[::-1])[::-1], 0.0)
 
     def cdf_many(x: np.ndarray) -> np.ndarray:
         """``F`` at each of the points ``x`` (one row each; every row the number the former one-point
@@ -1251,11 +1265,16 @@ def _long_ttft_law(load: Mapping[str, float], units: float, lane_service_s: np.n
                 # k prompts ahead (_jsq_ahead_pmf): the residual R of the one in progress and k − 1
                 # whole prompts, P(R + (k − 1) E[S] ≤ t) with P(R > r) = E[(S − r)⁺] / E[S]
                 r = tt[:, :, None] - offsets[None, None, :]                # (x, M, k)
-                excess = np.maximum(s[None, None, None, :] - np.maximum(r, 0.0)[:, :, :, None], 0.0)
-                # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term;
-                # several: one einsum over every row (each entry the same sum over j, in the same order, as the
-                # per-row einsum it replaces: tests/test_slot_sum.py; the law of _ttft_law_points prices 129 rows)
-                mixed = excess[:, :, :, 0] if len(s) == 1 else np.einsum("j,xmkj->xmk", w, excess)
+                if many:
+                    rp = np.maximum(r, 0.0)
+                    at = np.searchsorted(s_sorted, rp, side="right")
+                    mixed = np.maximum(ws_tail[at] - rp * w_tail[at], 0.0)
+                else:
+                    excess = np.maximum(s[None, None, None, :] - np.maximum(r, 0.0)[:, :, :, None], 0.0)
+                    # one service time (a point alone, as the cap pricing asks): weight 1, the mixture's sum is the term;
+                    # several: one einsum over every row (each entry the same sum over j, in the same order, as the
+                    # per-row einsum it replaces: tests/test_slot_sum.py; the law of _ttft_law_points prices 129 rows)
+                    mixed = excess[:, :, :, 0] if len(s) == 1 else np.einsum("j,xmkj->xmk", w, excess)
                 resid = 1.0 - mixed / s_mean
                 wait = np.where(t <= 0, 0.0, (np.where(r > 0, np.clip(resid, 0.0, 1.0), 0.0) * p_ahead[None, None, :]).sum(axis=2))
             else:
@@ -1650,6 +1669,73 @@ AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at
 """Columns of :func:`unified_at_load` (aligned with the points; ``nan`` / False where not applicable)."""
 
 
+@lru_cache(maxsize=4096)
+def _mix_sizes(raw: str) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """A length mix's (``planner.capacity.length_mix``, JSON ``[[share, input, output], ...]``) shares, summing to 1,
+    its input sizes relative to the share-weighted mean input, and that mean (tokens); ``None`` for an empty,
+    malformed or degenerate mix. Memoised on the text; the arrays are read-only."""
+    import json
+
+    try:
+        rows = json.loads(raw)
+        share = np.array([float(r[0]) for r in rows], dtype=float)
+        size = np.array([float(r[1]) for r in rows], dtype=float)
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+    if not len(share) or not (np.all(np.isfinite(share)) and np.all(np.isfinite(size))) or np.any(share < 0) or np.any(size < 0):
+        return None
+    total = float(share.sum())
+    mean = float((share * size).sum()) / total if total > 0 else 0.0
+    if not (total > 0 and mean > 0):
+        return None
+    share, size = share / total, size / mean
+    share.setflags(write=False)
+    size.setflags(write=False)
+    return share, size, mean
+
+
+def lane_mixes(points: pd.DataFrame) -> list[tuple[np.ndarray, np.ndarray] | None]:
+    """Per point: its bucket's length mix as ``(shares, sizes relative to the mix's mean)`` (:func:`_mix_sizes`), or
+    ``None`` where the points carry none (older plans, hand-written tables, one-length buckets)."""
+    from planner.schema.capacity import LENGTH_MIX_COLUMN
+
+    if LENGTH_MIX_COLUMN not in points.columns:
+        return [None] * len(points)
+    out: list[tuple[np.ndarray, np.ndarray] | None] = []
+    for v in points[LENGTH_MIX_COLUMN].tolist():
+        mix = _mix_sizes(v) if isinstance(v, str) and v else None
+        out.append(None if mix is None else (mix[0], mix[1]))
+    return out
+
+
+def lane_service_mixture(lane_service_s: np.ndarray, weights: np.ndarray,
+                         mixes: list[tuple[np.ndarray, np.ndarray] | None]) -> tuple[np.ndarray, np.ndarray]:
+    """The lane service-time mixture of a pool's points (or one point): each point's lane service ``S_b`` (the
+    mean over its bucket's prompts, ``lane_service_ms`` in the pool's chunk) spread over its length mix's sub-bins,
+    ``S_b n_f / n̄_b`` with weight ``w_b s_f`` (``n_f`` a sub-bin's input, ``s_f`` its share, ``n̄_b`` the mix's
+    mean: the new tokens taken in proportion to the input, a cached prefix the same share of every prompt); a point
+    without a mix keeps its one service. The mean is the points' own. Why: a prompt waits for the residual of the
+    one in its lane's progress, and that residual's tail is the bucket's longest prompts, not its mean — with a
+    bucket's mean alone long-context-assistant's 17k–123k bucket (28,430 new tokens on average, 77,671 for its
+    eighth at 112,878) put every prompt's p99 TTFT at 3.1–7.6 s against 7.0–10.0 s simulated with Poisson arrivals
+    (15 MI300X tp4; 5.3–9.7 s with its sub-bins). The sub-bins are the same at every bucket count
+    (:mod:`planner.workload.buckets` item 5), so the mixture of a pool carrying a service's buckets is too."""
+    s = np.asarray(lane_service_s, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    if all(m is None for m in mixes):
+        return s, w
+    svc: list[np.ndarray] = []
+    wts: list[np.ndarray] = []
+    for s_b, w_b, mix in zip(s.tolist(), w.tolist(), mixes, strict=True):
+        if mix is None:
+            svc.append(np.array([s_b]))
+            wts.append(np.array([w_b]))
+        else:
+            svc.append(s_b * mix[1])
+            wts.append(w_b * mix[0])
+    return np.concatenate(svc), np.concatenate(wts)
+
+
 def _lane_points(points: pd.DataFrame, share: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The routed unified points with lane columns (modelled, not measured): mask, routed peak rate
@@ -1907,6 +1993,7 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         return pd.DataFrame(cols, index=points.index)
     ok, lam, pools, units, outputs, overhead_s = lp
     own_ratio = ttft_prompt_ratio(points)
+    mixes = lane_mixes(points)
     ttft_q = points["ttft_quantile"].to_numpy()
     metric_of = points["token_metric"].astype(str).to_numpy() if "token_metric" in points.columns else None
     level_cols = {m: points[f"{m}_quantile"].to_numpy() for m in ("tpot", "itl") if f"{m}_quantile" in points.columns}
@@ -1919,8 +2006,10 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         load, o_mean, u_pool = fixed
         rate_i = load["rate_per_s"]
         idx = np.flatnonzero(on)
-        # in the pool's chunk (pool_lane_units): each prompt's iterations, and the lane services of its mix
-        lane_on = u_pool * (load["decode_step_s"] + load["delta_s"])
+        # in the pool's chunk (pool_lane_units): each prompt's iterations, and the lane services of its mix, spread
+        # over the buckets' length sub-bins (lane_service_mixture)
+        lane_on, lane_w = lane_service_mixture(u_pool * (load["decode_step_s"] + load["delta_s"]), lam[on],
+                                               [mixes[j] for j in np.flatnonzero(on)])
         for i, units_i in zip(idx, (u_pool * own_ratio[on]).tolist(), strict=True):  # its own chunks: the representative's
             tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
@@ -1928,8 +2017,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
             lane_in = True  # the lane queue is inside this TTFT (short prompts: _ttft_quantile_s; long: _long_ttft_quantile_s)
             tail = None if slot_tails is None else slot_tails.get(str(pool))
             slot_in = slot_tail_applies(tail)
-            ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"], tail)
-            own_s = unified_ttft_s(load, tq, units_i, lane_on, lam[on], live, rate_i * o_mean * load["mean_step_s"]) \
+            ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, rate_i * o_mean * load["mean_step_s"], tail)
+            own_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, rate_i * o_mean * load["mean_step_s"]) \
                 if slot_in else ttft_s
             tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))

@@ -256,7 +256,12 @@ class _LevelModel:
     """The points' per-point inputs of :func:`level_latency`, read once (section comment above)."""
 
     def __init__(self, hb: HorizonBuilt) -> None:
-        from planner.pool_latency import lane_columns, ttft_prompt_ratio, unified_ttft_overhead_ms
+        from planner.pool_latency import (
+            lane_columns,
+            lane_mixes,
+            ttft_prompt_ratio,
+            unified_ttft_overhead_ms,
+        )
         from planner.schema.capacity import LATENCY_GROUP_COLUMN, TTFT_MIX_COLUMN, quantile_level
         from planner.ttft_mixture import parse_mix
 
@@ -305,6 +310,7 @@ class _LevelModel:
                 self.lane_ok &= np.isnan(pts["utilization_cap"].to_numpy(float))
             self.units = vals[:, 0] / vals[:, 1]
             self.units_ttft_ratio = ttft_prompt_ratio(pts)
+            self.mixes = lane_mixes(pts)
             self.new_tokens = vals[:, 0]
             self.out_mean = (pd.to_numeric(pts["output_tokens_mean"], errors="coerce").to_numpy(float)
                              if "output_tokens_mean" in cols else None)
@@ -511,6 +517,7 @@ class _Level:
             _chosen_batch_ratio,
             _itl_quantile_s,
             _tpot_quantile_s,
+            lane_service_mixture,
             slot_tail_applies,
             unified_slot_tails,
             unified_ttft_s,
@@ -538,11 +545,12 @@ class _Level:
             load, o_mean, u_pool = self._pool_load(on, live_n)
             rate_i = load["rate_per_s"]
             tail = tails.get(str(pool))
-            lane_on = u_pool * (load["decode_step_s"] + load["delta_s"])
+            lane_on, lane_w = lane_service_mixture(u_pool * (load["decode_step_s"] + load["delta_s"]), w,
+                                                   [m.mixes[int(idx[j])] for j in np.flatnonzero(on)])
             for i, units_i in zip(np.flatnonzero(on), (u_pool * m.units_ttft_ratio[idx][on]).tolist(), strict=True):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
-                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lam[on], live_n, rate_i * o_mean * load["mean_step_s"], tail)
+                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, rate_i * o_mean * load["mean_step_s"], tail)
                 slot_in[i] = slot_tail_applies(tail)
                 tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]))
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(
