@@ -77,6 +77,12 @@ mends (planner.optimize.tighten step 5; all eight, 5 min): code-completion-8b di
 the loser: its 4-bucket plan's top bucket missed 15 s in simulation, 15,722 ms at 15 tp4, where 8 and 16 buckets route
 the longest prompts apart); the other six identical. **Every winner's spread ≤ 1.9 %, the same winner at every count:
 met.**
+2026-12-07, morning, after a unified point's fixed TTFT overhead became the engine's own (planner.pool_latency
+unified_ttft_overhead_ms: it had also held the chunks between a bucket's mean and representative prompts, counted
+twice by the analytic TTFT and the simulator; all eight, 269 s): long-context-assistant shared 90,029 / 90,030 / 90,029
+(was 99,894 / 95,602 / 95,602, 4.5 %), code-completion-8b shared 116,401 at every count (was 3.6 %); **every winner
+0.0 %, the same winner at every count**, every loser 0.0 % but long-document's disaggregated 0.5 %. The same after the
+lane's residual was spread over the length sub-bins (planner.pool_latency.lane_service_mixture; 234 s).
 """
 
 from __future__ import annotations

@@ -34,6 +34,11 @@ x1.1 -5.3 / -7.2 / -2.5 %; was 105,939 ... 133,628, largest 19.7 %), shared 129,
 simulated check alone, whose top-group p99 over ~2,800 requests moves a tp4 instance from one traffic to the next;
 the shared lane has no burst model); the winner shared at x0.85, x0.9, x1.05 (margins 1.4-11 %), disaggregated
 elsewhere; long-context-assistant shared x0.85 -7.0 % and long-document-nvidia shared x0.95 -5.1 % as before.
+Late 2026-12-07 (the peak check's runs of ``2,500 c²`` requests, step 8 for shared pools; ``--jobs 2``, 337 s): 1,
+long-context-assistant shared x1.1 -1.1 %. 2026-12-07, morning, after a unified point's fixed TTFT overhead became the
+engine's own (planner.pool_latency.unified_ttft_overhead_ms; ``--jobs 2``, 352 s): **0 inversions over the 14 series**
+(long-context shared 72,924 78,593 78,690 84,371 90,029 94,414 95,801 101,469 101,568); after the lane's residual was
+spread over the length sub-bins (343 s): 0, long-context shared x1.05 94,428, every other figure identical.
 """
 
 from __future__ import annotations
