@@ -1680,13 +1680,14 @@ def _mix_sizes(raw: str) -> tuple[np.ndarray, np.ndarray, float] | None:
         rows = json.loads(raw)
         share = np.array([float(r[0]) for r in rows], dtype=float)
         size = np.array([float(r[1]) for r in rows], dtype=float)
-    except (ValueError, TypeError, IndexError, KeyError):
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError):
         return None
     if not len(share) or not (np.all(np.isfinite(share)) and np.all(np.isfinite(size))) or np.any(share < 0) or np.any(size < 0):
         return None
-    total = float(share.sum())
-    mean = float((share * size).sum()) / total if total > 0 else 0.0
-    if not (total > 0 and mean > 0):
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(share.sum())
+        mean = float((share * size).sum()) / total if total > 0 else 0.0
+    if not (0 < total < math.inf and 0 < mean < math.inf):  # 1e308 shares or sizes overflow the sums: not a mix
         return None
     share, size = share / total, size / mean
     share.setflags(write=False)

@@ -27,7 +27,8 @@ def test_a_mix_is_read_as_shares_and_sizes_relative_to_its_mean() -> None:
     share, size, mean = _mix_sizes(json.dumps([[1, 100, 10], [3, 500, 20]])) or (None, None, None)
     assert share is not None and size is not None
     assert share.tolist() == [0.25, 0.75] and mean == 400.0 and size.tolist() == [0.25, 1.25]
-    for bad in ("", "[]", "not json", "[[1, -5, 3]]", "[[0, 100, 1]]", '[["a", 1, 1]]', "[[1, 0, 4]]", "[[1]]"):
+    for bad in ("", "[]", "not json", "[[1, -5, 3]]", "[[0, 100, 1]]", '[["a", 1, 1]]', "[[1, 0, 4]]", "[[1]]", "{}", "7",
+                "[[1e308, 1e308, 1], [1e308, 1e308, 1]]", "[[1, 1e400, 1]]", "[" * 100_000 + "]" * 100_000):
         assert _mix_sizes(bad) is None, bad
     pts = pd.DataFrame({"length_mix": [json.dumps([[1, 100, 10], [3, 500, 20]]), "", None]})
     got = lane_mixes(pts)
@@ -92,6 +93,10 @@ def test_long_context_short_prompts_wait_behind_the_buckets_longest() -> None:
     x = np.ones(len(pts))
     mixed = unified_at_load(pts, x, {pool: 15}, 0)["ttft_at_load_ms"].to_numpy(float)
     means = unified_at_load(pts.drop(columns=["length_mix"]), x, {pool: 15}, 0)["ttft_at_load_ms"].to_numpy(float)
+    # a plan whose points' mixes were tampered with (not JSON, overflowing) prices as one without them
+    for bad in ("garbage", "[[1e308, 1e308, 1], [1e308, 1e308, 1]]"):
+        tampered = unified_at_load(pts.assign(length_mix=bad), x, {pool: 15}, 0)["ttft_at_load_ms"].to_numpy(float)
+        assert tampered.tolist() == means.tolist()
     order = np.argsort(pts["prefill_tokens"].to_numpy(float))
     short, top = int(order[0]), int(order[-1])
     assert mixed[short] > means[short] + 1500.0 and mixed[top] > means[top] + 1500.0
