@@ -1673,13 +1673,15 @@ AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at
 def _mix_sizes(raw: str) -> tuple[np.ndarray, np.ndarray, float] | None:
     """A length mix's (``planner.capacity.length_mix``, JSON ``[[share, input, output], ...]``) shares, summing to 1,
     its input sizes relative to the share-weighted mean input, and that mean (tokens); ``None`` for an empty,
-    malformed or degenerate mix. Memoised on the text; the arrays are read-only."""
-    import json
+    malformed or degenerate mix (read by :func:`planner.capacity.length_mix`, which trusts its text: a plan's may be
+    anything). Memoised on the text; the arrays are read-only."""
+    from planner.capacity import length_mix
+    from planner.schema.capacity import LENGTH_MIX_COLUMN
 
     try:
-        rows = json.loads(raw)
-        share = np.array([float(r[0]) for r in rows], dtype=float)
-        size = np.array([float(r[1]) for r in rows], dtype=float)
+        rows = length_mix({LENGTH_MIX_COLUMN: raw})
+        share = np.array([r[0] for r in rows], dtype=float)
+        size = np.array([r[1] for r in rows], dtype=float)
     except (ValueError, TypeError, IndexError, KeyError, RecursionError):
         return None
     if not len(share) or not (np.all(np.isfinite(share)) and np.all(np.isfinite(size))) or np.any(share < 0) or np.any(size < 0):
@@ -2010,7 +2012,7 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         # in the pool's chunk (pool_lane_units): each prompt's iterations, and the lane services of its mix, spread
         # over the buckets' length sub-bins (lane_service_mixture)
         lane_on, lane_w = lane_service_mixture(u_pool * (load["decode_step_s"] + load["delta_s"]), lam[on],
-                                               [mixes[j] for j in np.flatnonzero(on)])
+                                               [mixes[j] for j in idx])
         for i, units_i in zip(idx, (u_pool * own_ratio[on]).tolist(), strict=True):  # its own chunks: the representative's
             tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
