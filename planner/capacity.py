@@ -102,9 +102,11 @@ from planner.schema.capacity import (
 from planner.ttft_mixture import mix_text
 from planner.workload.buckets import latency_groups
 from planner.workload.replay_wait import (
+    RENEWAL_WAIT_COLUMN,
     REPLAY_SLOT_COLUMN,
     REPLAY_WAIT_COLUMN,
     curve_json,
+    renewal_curve,
     traffic_refusal,
 )
 
@@ -186,6 +188,7 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
             notes.append(f"{name}: {cv_note}")
         replay = _replay_wait_text(svc.traffic, prof)
         slots = "" if not replay else curve_json(prof.arrivals.replay_slot_spacing.get(svc.traffic.peak_window))
+        renewal = "" if replay else renewal_curve(cv)  # renewal arrivals at peak: their bursts, for shared lanes
         means = [b.input_tokens_mean for b in prof.buckets]
         # latency groups (planner.workload.buckets item 6) of buckets in ascending input order (a log's, a PMF's); else each its own
         groups = (latency_groups([b.weight for b in prof.buckets]) if all(x <= y for x, y in zip(means, means[1:], strict=False))
@@ -201,14 +204,15 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
                 "model": f"{svc.model}@{svc.weight_precision}", "cached_prefix_share": b.cached_prefix_share,
                 LENGTH_MIX_COLUMN: json.dumps([list(m) for m in b.length_mix]) if b.length_mix else "",
                 LATENCY_GROUP_COLUMN: int(group), INPUT_TAIL_COLUMN: float(b.input_tail_share),
-                REPLAY_WAIT_COLUMN: replay, REPLAY_SLOT_COLUMN: slots,
+                REPLAY_WAIT_COLUMN: replay, REPLAY_SLOT_COLUMN: slots, RENEWAL_WAIT_COLUMN: renewal,
             })
     beyond, context_notes = context_findings(resolved, profiles)  # requests beyond the model's context window
     if beyond:
         raise InputError(beyond)
     notes += context_notes
     return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
-                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN]), profiles, notes
+                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN,
+                                       RENEWAL_WAIT_COLUMN]), profiles, notes
 
 
 def _replay_wait_text(traffic: Any, prof: Any) -> str:

@@ -232,7 +232,7 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
         # the log's bursts: a prefill pool's servers at its utilisation, a unified pool's chunked-prefill lanes at theirs
         burst_u = util if r["role"] == "prefill" else float(lane.get("lane_utilization", math.nan))
         if replay is not None and pool in replay and n_eff > 0 and not r["measured"] and not math.isnan(burst_u):
-            replay_ms, replay_pw, replay_theta = replay_wait_at(replay[pool], burst_u, float(r["q"]))
+            replay_ms, replay_pw, replay_theta = replay_wait_at(replay[pool], burst_u, float(r["q"]), lanes=r["role"] == "unified")
             wait = max(wait, replay_ms)
         elif pool in slot_replay and n_eff > 0 and not r["measured"] and service_s > 0:
             # a decode pool's slots under the log's bursts (planner.workload.replay_wait.replay_slot_table)
@@ -257,10 +257,12 @@ def service_peak_rates(points: pd.DataFrame) -> dict[str, float]:
 def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray, *,
                   slots: bool = False) -> dict[int, tuple[np.ndarray, float]]:
     """Per row position of ``mask`` whose service replays a log: its replayed-burst wait curve
-    (:mod:`planner.workload.replay_wait`; with ``slots``, its decode slot table, :func:`replay_wait.replay_slot_table`)
+    (:mod:`planner.workload.replay_wait`; with ``slots``, its decode slot table, :func:`replay_wait.replay_slot_table`;
+    a unified row whose service replays none, the renewal stream's curve, :func:`replay_wait.renewal_curve`)
     and the service's peak rate, the sum over the distinct (service, bucket) rows of ``rate_rows`` (the bursts are the
     service's, whatever share of them a pool carries)."""
     from planner.workload.replay_wait import (
+        RENEWAL_WAIT_COLUMN,
         REPLAY_SLOT_COLUMN,
         REPLAY_WAIT_COLUMN,
         parse_curve,
@@ -268,10 +270,15 @@ def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray,
     )
 
     column, parse = (REPLAY_SLOT_COLUMN, parse_slot_table) if slots else (REPLAY_WAIT_COLUMN, parse_curve)
-    if column not in points.columns or not mask.any():
+    if not mask.any():
         return {}
-    text = points[column].astype(str).to_numpy()
-    on = mask & (points[column].astype(str).str.len().to_numpy() > 0)
+    text = points[column].astype(str).to_numpy() if column in points.columns else np.full(len(points), "")
+    if not slots and RENEWAL_WAIT_COLUMN in points.columns:
+        # a shared pool's lanes: the renewal stream's curve where no log is replayed (replay_wait.renewal_curve)
+        renewal = points[RENEWAL_WAIT_COLUMN].astype(str).to_numpy()
+        lanes = (points["role"].astype(str).to_numpy() == "unified") & (np.char.str_len(text.astype(str)) == 0)
+        text = np.where(lanes, renewal, text)
+    on = mask & (np.char.str_len(text.astype(str)) > 0)
     if not on.any():
         return {}
     rate = service_peak_rates(points.loc[rate_rows])
@@ -337,14 +344,23 @@ def replay_slot_wait_ms(tables: list[tuple[np.ndarray, float, float]], servers: 
     return worst
 
 
-def replay_wait_at(curves: list[tuple[np.ndarray, float]], utilization: float, quantile: float) -> tuple[float, float, float]:
+def replay_wait_at(curves: list[tuple[np.ndarray, float]], utilization: float, quantile: float,
+                   *, lanes: bool = False) -> tuple[float, float, float]:
     """``(wait ms at quantile, C, θ per s)`` of a prefill pool at ``utilization`` fed by the bursts of its services
     (:func:`replay_curves`): the service whose bursts make it wait longest (a pool carrying two services' bursts sees
-    them interleaved, which the larger of the two bounds from below)."""
+    them interleaved, which the larger of the two bounds from below). ``lanes``: a shared pool's chunked-prefill lanes,
+    whose own law prices their queue under Poisson arrivals — the bursts' backlog beyond a Poisson stream's
+    (:func:`planner.workload.replay_wait.beyond_poisson_wait_s`), added to the TTFT at load (:func:`burst_sets_wait`),
+    with no tail (``C``, ``θ`` nan)."""
     from planner.workload import replay_wait as rw
 
     best = (0.0, 0.0, math.inf)
     for curve, rate in curves:
+        if lanes:
+            w = rw.beyond_poisson_wait_s(curve, utilization, rate, quantile) * 1e3
+            if w >= best[0]:
+                best = (w, math.nan, math.nan)
+            continue
         w = rw.wait_quantile_s(curve, utilization, rate, quantile) * 1e3
         if w >= best[0]:
             c, theta = rw.tail_params(curve, utilization, rate, quantile)
@@ -1659,9 +1675,27 @@ def unified_slot_tails(pool_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, 
     """Per unified pool of ``pool_rows`` (:func:`pool_latency`'s rows by name): its slot queue's tail ``(C, θ)``,
     θ per second (:func:`pool_wait_tails`: ``(1, 0)`` for a pool with no live instance or an infinite wait), for
     :func:`unified_at_load` / :func:`unified_ttft_s`."""
-    names = [p for p, r in pool_rows.items() if str(r["role"]) == "unified"]
+    names = [p for p, r in pool_rows.items() if str(r["role"]) == "unified" and not burst_sets_wait(r)]
     tails = pool_wait_tails(names, pool_rows, {p: float(pool_rows[p]["wait_ms"]) for p in names})
     return {p: (c, 1e3 * theta_ms) for p, (c, theta_ms) in tails.items()}
+
+
+def burst_sets_wait(row: Mapping[str, Any]) -> bool:
+    """Whether a :func:`pool_latency` row's wait is its bursts' (the replayed log's, or the renewal stream's, fluid
+    backlog at the lanes' utilisation: ``replay_wait_ms`` positive and at least the slot queue's): a unified pool
+    whose wait is the bursts' has no slot tail (:func:`unified_slot_tails`), so its TTFT is the at-load quantile plus
+    the bursts' quantile, added (comonotone), not the quantile of their independent sum (:func:`slot_sum_quantile_s`).
+
+    Why: the fluid backlog is the lanes' own backlog in a burst, and a prompt that arrives in one waits both it and the
+    congested lane its at-load law prices; an Erlang slot wait ends when some decode ends, unrelated to the lane the
+    request then joins (the sum rule's premise). Measured against the peak simulation (2026-12-07): long-context-
+    assistant's 15 MI300X tp4 under the gamma stream of CV 2.94 (:func:`planner.workload.replay_wait.renewal_curve`),
+    top latency group p99 12.8 s simulated (seed 0), 10.4 s with the independent sum, 12.5 s added; code-completion's
+    shared plan on 13 H100 tp4 under its replayed log, 511 ms simulated (two seeds' mean; a miss of its 500 ms target),
+    442 ms with the independent sum (a pass), above 500 ms added. Until then which of the two applied turned on the burst
+    tail's fitted ``C`` (above 1: degenerate, added), a 2 s jump in long-context's prediction between two draws."""
+    rep = float(row.get("replay_wait_ms", math.nan))
+    return rep == rep and rep > 0 and rep >= float(row["wait_ms"])
 
 
 AT_LOAD_COLUMNS = ("ttft_at_load_ms", "lane_in_ttft", "tpot_at_load_ms", "itl_at_load_ms", "lane_share", "mean_step_at_load_ms",

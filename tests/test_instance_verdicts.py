@@ -116,9 +116,11 @@ EXPECTED_COST_USD_PER_MONTH = {
     # agentic's and long-context's shared plans since the peak check runs c² times longer for a renewal of CV c and
     # its interval counts the bursts' correlation, 2026-12-07 late: their former plans miss at seeds 0-2 in such runs;
     # code-completion's and long-context's shared plans since a unified point's fixed TTFT overhead is the engine's,
-    # not the chunks between its bucket's mean and representative prompts counted twice, 2026-12-07 morning)
+    # not the chunks between its bucket's mean and representative prompts counted twice, 2026-12-07 morning;
+    # code-completion's shared loser since a shared pool's bursts add their backlog beyond a Poisson stream's to the TTFT
+    # at load, planner.pool_latency.burst_sets_wait, 2026-12-07)
     "agentic-assistant": (149_207, 152_368),
-    "code-completion-8b": (116_401, 99_395),
+    "code-completion-8b": (121_166, 99_395),
     "deepseek-v3-wide-ep": (460_818, 246_804),
     "enterprise-chat": (10_157, 10_356),
     "fleet-horizon": (7_045, 8_300),

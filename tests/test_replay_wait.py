@@ -143,9 +143,11 @@ def test_code_completions_shared_lanes_wait_their_bursts() -> None:
     log's bursts too (planner.pool_latency.pool_latency: the slot wait is the larger of it and the replayed-burst wait
     at the lanes' utilisation, whose tail joins the TTFT law). Without it the top group's p99 TTFT was 294 / 281 /
     274 ms analytic against 525 / 478 / 425 ms simulated (seed 0; seed 1: 501 / 446 / 415; the plan's pool resized,
-    as `planner simulate` runs it) and 13 instances passed the analytic check while missing in simulation. Now every
-    group within 20 % of the two seeds' mean (the fluid backlog pools the lanes, the least-loaded lanes wait longer),
-    and 13 misses the 500 ms target as the simulator says."""
+    as `planner simulate` runs it) and 13 instances passed the analytic check while missing in simulation. With the
+    bursts' whole fluid backlog as a tail summed with the TTFT at load as independent, the top group was 442 ms at 13
+    (−14 %: a pass where the simulator misses); since 2026-12-07 the backlog beyond a Poisson stream's is added
+    (planner.pool_latency.burst_sets_wait, planner.workload.replay_wait.beyond_poisson_wait_s): 530 / 473 / 434 ms, every
+    group within 10 % of the two seeds' mean (+6 % at most), and 13 misses the 500 ms target as the simulator says."""
     from planner.capacity import build_capacity_tables
     from planner.instance import load_instance
     from planner.optimize.prepare import prepare
@@ -168,5 +170,5 @@ def test_code_completions_shared_lanes_wait_their_bursts() -> None:
         assert r["wait_ms"] == pytest.approx(r["replay_wait_ms"])
         b = bucket_latency(pts, x, waits, lanes, instances={pool: n}, redundancy=0, pool_rows=rows)
         ttft = b["ttft_predicted_ms"].to_numpy(float)
-        assert np.all(np.abs(ttft / np.array(sim) - 1.0) <= 0.20), (n, ttft)
+        assert np.all(np.abs(ttft / np.array(sim) - 1.0) <= 0.10), (n, ttft)
         assert bool(b["met"].all()) == (n > 13), (n, ttft)  # 13 misses its top group, as in simulation

@@ -79,7 +79,7 @@ def test_a_shared_pools_slot_is_held_for_the_iteration_at_its_load(solved_exampl
 
     import pandas as pd
 
-    from planner.pool_latency import plan_shares, pool_latency, unified_at_load
+    from planner.pool_latency import plan_shares, pool_latency, slot_wait_ms, unified_at_load
     from planner.schema.plan import PlanResult
 
     solved = solved_example("long-document-nvidia")
@@ -103,6 +103,10 @@ def test_a_shared_pools_slot_is_held_for_the_iteration_at_its_load(solved_exampl
                      / lam.sum())
         assert hold < full
         assert rows.at[pool, "mean_service_s"] == pytest.approx(hold, rel=1e-12)
-        assert math.isfinite(rows.at[pool, "wait_ms"]) and rows.at[pool, "wait_ms"] < 1000.0  # was 8,718 ms
+        slot_ms = slot_wait_ms(rows.loc[pool].to_dict())  # the slot queue alone
+        assert math.isfinite(slot_ms) and slot_ms < 1000.0  # was 8,718 ms
+        # the pool's wait: the larger of it and the bursts' wait in the lanes (the gamma renewal the peak simulation draws
+        # for the bucketed Mooncake log, planner.workload.replay_wait.renewal_curve: 3.5 s against 10.3 s simulated)
+        assert rows.at[pool, "wait_ms"] == pytest.approx(max(slot_ms, rows.at[pool, "replay_wait_ms"]), rel=1e-12)
     sim = plan.simulation
     assert sim is not None and sim.met

@@ -298,15 +298,20 @@ def _grid_up(v: np.ndarray, step: float) -> np.ndarray:
 
 
 def without_replay(tables: CapacityTables) -> CapacityTables:
-    """``tables`` without the log's replayed-burst wait curve (:mod:`planner.workload.replay_wait`): a horizon's level
+    """``tables`` without the log's replayed-burst wait curve, its slot table and the renewal stream's curve
+    (:mod:`planner.workload.replay_wait`): a horizon's level
     carries its slot's rate and burstiness (``interarrival_cv`` per slot), not the log's busiest windows replayed, and
     its levels are checked analytically, not by replaying the log; so its pools are the G/G/c queues of the level.
     ``planner solve`` on the same instance (the log's rate) keeps the curve."""
     from dataclasses import replace
 
-    from planner.workload.replay_wait import REPLAY_SLOT_COLUMN, REPLAY_WAIT_COLUMN
+    from planner.workload.replay_wait import (
+        RENEWAL_WAIT_COLUMN,
+        REPLAY_SLOT_COLUMN,
+        REPLAY_WAIT_COLUMN,
+    )
 
-    drop = [c for c in (REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN) if c in tables.demand.columns]
+    drop = [c for c in (REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN, RENEWAL_WAIT_COLUMN) if c in tables.demand.columns]
     if not drop:
         return tables
     return replace(tables, demand=tables.demand.drop(columns=drop))

@@ -230,7 +230,7 @@ def _max_load_scale(row: Mapping[str, Any], budget_ms: float, lane_rates_per_s: 
         slot = slot_wait_ms(row, f)
         u_lane = float(info.get("lane_utilization", math.nan))
         if replay and not math.isnan(u_lane):
-            slot = max(slot, replay_wait_at(replay, u_lane, q)[0])
+            slot = max(slot, replay_wait_at(replay, u_lane, q, lanes=True)[0])
         return slot + lane
 
     if not (servers >= 1 and live_instances >= 1 and len(lane_service_s)) or total_ms(1.0) <= budget_ms:

@@ -79,7 +79,7 @@ from planner.schema.capacity import (
     TTFT_MIX_COLUMN,
     CapacityTables,
 )
-from planner.workload.replay_wait import REPLAY_SLOT_COLUMN, REPLAY_WAIT_COLUMN
+from planner.workload.replay_wait import RENEWAL_WAIT_COLUMN, REPLAY_SLOT_COLUMN, REPLAY_WAIT_COLUMN
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -491,9 +491,10 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
       ``replay`` (per point, the service's replayed-burst curve and peak rate, or None; :func:`planner.pool_latency.
       replay_by_row`): where the wait the log's bursts cause in the chunked-prefill lanes at their utilisation at the
       cap, ``ρ · lane_service / τ`` (each instance carries ``ρ/τ`` requests/s, each holds its lane ``lane_service``), is
-      at least the slot wait, it stands in for it, quantile and tail (:func:`planner.pool_latency.replay_wait_at`), as
-      the plan's check takes it (:func:`planner.pool_latency.pool_latency`: a unified pool's wait is the larger of the
-      two, whose tail joins the TTFT law);
+      at least the slot wait, it stands in for it (:func:`planner.pool_latency.replay_wait_at`), as the plan's check
+      takes it (:func:`planner.pool_latency.pool_latency`: a unified pool's wait is the larger of the two), and its
+      quantile is added to the TTFT at load, not summed with it as independent
+      (:func:`planner.pool_latency.burst_sets_wait`);
     * its per-token metric at that load (TPOT or ITL quantile, the same function) ``≤`` its target;
 
     the prediction a plan is checked against after the solve (:func:`planner.pool_latency.bucket_latency`
@@ -548,9 +549,10 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         c_w, theta_w = queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
         for j in np.flatnonzero(fed[on]):  # the log's bursts in the lanes at the cap (docstring): the larger wait, its tail
             i = int(on[j])
-            burst_ms, c_b, theta_b = replay_wait_at([curves[i]], float(rho[j] * lane_per_work[i]), float(quantile[i]))
+            burst_ms, _c_b, _theta_b = replay_wait_at([curves[i]], float(rho[j] * lane_per_work[i]), float(quantile[i]), lanes=True)
             if burst_ms > 0 and burst_ms >= slot_ms[j]:
-                slot_ms[j], c_w[j], theta_w[j] = burst_ms, c_b, theta_b
+                # the bursts' wait, added to the TTFT at load (no tail: planner.pool_latency.burst_sets_wait)
+                slot_ms[j], c_w[j], theta_w[j] = burst_ms, math.nan, math.nan
         return n_rho, slot_ms, (c_w, theta_w)
 
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
@@ -837,7 +839,8 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
                     "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
                     "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
-                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN, LENGTH_MIX_COLUMN)
+                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN, RENEWAL_WAIT_COLUMN,
+                                   LENGTH_MIX_COLUMN)
                       if c in tables.demand.columns]]]
     pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)
