@@ -82,7 +82,9 @@ unified_ttft_overhead_ms: it had also held the chunks between a bucket's mean an
 twice by the analytic TTFT and the simulator; all eight, 269 s): long-context-assistant shared 90,029 / 90,030 / 90,029
 (was 99,894 / 95,602 / 95,602, 4.5 %), code-completion-8b shared 116,401 at every count (was 3.6 %); **every winner
 0.0 %, the same winner at every count**, every loser 0.0 % but long-document's disaggregated 0.5 %. The same after the
-lane's residual was spread over the length sub-bins (planner.pool_latency.lane_service_mixture; 234 s).
+lane's residual was spread over the length sub-bins (planner.pool_latency.lane_service_mixture; 234 s), and after a
+shared pool's lanes waited their bursts' backlog beyond a Poisson stream's (planner.pool_latency.burst_sets_wait, later
+on 2026-12-07): code-completion-8b's shared loser 121,166 at every count, every other figure identical.
 """
 
 from __future__ import annotations

@@ -38,7 +38,13 @@ Late 2026-12-07 (the peak check's runs of ``2,500 c²`` requests, step 8 for sha
 long-context-assistant shared x1.1 -1.1 %. 2026-12-07, morning, after a unified point's fixed TTFT overhead became the
 engine's own (planner.pool_latency.unified_ttft_overhead_ms; ``--jobs 2``, 352 s): **0 inversions over the 14 series**
 (long-context shared 72,924 78,593 78,690 84,371 90,029 94,414 95,801 101,469 101,568); after the lane's residual was
-spread over the length sub-bins (343 s): 0, long-context shared x1.05 94,428, every other figure identical.
+spread over the length sub-bins (343 s): 0, long-context shared x1.05 94,428, every other figure identical. After a
+shared pool's lanes waited their bursts' backlog beyond a Poisson stream's (planner.pool_latency.burst_sets_wait, later
+on 2026-12-07; 448 s, the machine shared with a fuzz campaign): **1 inversion, code-completion-8b's shared loser at
+x1.05, -3.4 %** (104,461 104,472 108,641 112,810 121,166 116,991 121,160 125,329 125,341), none in the cheapest plan's
+cost: at x1 the loops end at 14 H100 tp4 ($121,166, simulated 456 ms against 500) where 27 tp2 meet ($116,979 with the
+catalog cut to tp2, 478 ms simulated; at x1.05 the loops find 27 tp2, $116,991, 496 ms) — the search's path, not the
+model's prices.
 """
 
 from __future__ import annotations

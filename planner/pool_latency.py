@@ -1843,7 +1843,11 @@ def instance_arrival_cv(pool_arrival_cv: float, live: int, units_mean: float) ->
     * Prompts longer than the lane (``f̄ ≥ 1``): a prompt holds its instance's lane for ``f̄`` or more
       iterations and counts in flight all that time, so the router sees the lane's queue and spreads
       the prompts nearly in turn: ``c_a² = min(c_a, 1)² / c`` (as
-      :func:`planner.queueing.least_loaded_lane_wait_quantile_s` and :func:`_jsq_ahead_pmf`)."""
+      :func:`planner.queueing.least_loaded_lane_wait_quantile_s` and :func:`_jsq_ahead_pmf`).
+
+    The bursts above Poisson are priced beside this law, not in it: the fluid backlog of the service's replayed log,
+    or of the renewal stream the peak simulation draws (:func:`planner.workload.replay_wait.renewal_curve`), beyond a
+    Poisson stream's, added to the TTFT at load (:func:`burst_sets_wait`)."""
     ca = min(float(pool_arrival_cv), 1.0)
     c = max(int(live), 1)
     if units_mean < 1.0:

@@ -125,3 +125,53 @@ def test_long_prompt_shared_plans_analytic_ttft_against_the_simulated(solved_exa
     assert svc.ttft_analytic_ms == pytest.approx(analytic_ms, rel=0.02)
     assert svc.ttft_sim_worst_bucket_ms == pytest.approx(simulated_ms, rel=0.02)
     assert svc.ttft_disagreement is not None and abs(svc.ttft_disagreement) <= within, svc
+
+
+@pytest.mark.parametrize("column", ["renewal_wait", "replay_wait", "replay_slot_spacing"])
+@pytest.mark.parametrize("bad", ["not json", "[" * 100_000 + "]" * 100_000, "[[0.5, 1, 2, 3, 4], [0.6, 1, 2]]",
+                                 "[[0.5, 1, 2, 3, Infinity], [0.6, 1, 2, 3, 4]]", "[[0.5, 1, 2, 3, -4], [0.6, 1, 2, 3, 4]]",
+                                 "[[0.5, 1, 2, 3, 4]]", "true", "{}"],
+                         ids=["text", "deep", "ragged", "infinite", "negative", "one-row", "true", "object"])
+def test_a_tampered_burst_table_is_refused_by_name(solved_example, tmp_path: Path, column: str, bad: str) -> None:
+    """A plan's burst tables are read into arrays when it is checked or simulated: text that is not JSON, nested past
+    the parser's depth or ragged raised there (an internal error); now the plan is refused when read, naming the row
+    and the column."""
+    import json
+
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    doc = solved_example("long-context-assistant").plan_data()
+    for table in ("demand", "points"):
+        doc["capacity"][table][0][column] = bad
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc), encoding="utf-8")
+    r = CliRunner().invoke(main, ["check", str(plan)])
+    assert r.exit_code == 2, r.output
+    assert column in r.output and "Traceback" not in r.output and "internal error" not in r.output, r.output
+
+
+@pytest.mark.parametrize(("table", "column"), [("demand", "bucket"), ("points", "service"), ("points", "role"),
+                                               ("points", "config"), ("configs", "config")])
+@pytest.mark.parametrize("bad", [{"x": 1}, [1, 2]], ids=["mapping", "list"])
+def test_a_plans_cell_holding_a_mapping_or_a_list_is_refused_by_name(solved_example, tmp_path: Path, table: str, column: str,
+                                                                   bad: object) -> None:
+    """The plan fuzz campaign of 2026-12-07 (seed 2035) found `planner simulate --plan` failing with an internal
+    ``TypeError: unhashable type: 'dict'`` on a key cell replaced by a mapping; every cell of a plan's capacity tables is
+    now a scalar or the plan is refused when read."""
+    import json
+
+    from click.testing import CliRunner
+
+    from planner.cli import main
+
+    doc = solved_example("enterprise-chat").plan_data()
+    doc["capacity"][table][0][column] = bad
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc), encoding="utf-8")
+    for args in (["simulate", str(ROOT / "instances" / "enterprise-chat.yaml"), "--plan", str(plan), "--scenario", "peak",
+                  "--duration", "5", "--json"], ["check", str(plan)]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, (args, r.output)
+        assert f"capacity.{table}" in r.output and column in r.output and "internal error" not in r.output, r.output

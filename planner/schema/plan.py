@@ -678,6 +678,19 @@ class CapacitySnapshot(StrictModel):
                     raise ValueError(f"row {i}: {k} is {v!r}, not a number")
         return rows
 
+    @field_validator("demand", "points", "configs")
+    @classmethod
+    def _cells_are_scalars(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every cell is a scalar — text, a number, true/false or null —, never a list or a mapping: the readers group
+        and match rows by their key columns (``service``, ``bucket``, ``role``, ``config``), and a mapping there was an
+        internal ``TypeError: unhashable type`` in ``planner simulate --plan`` (the plan fuzz campaign of 2026-12-07,
+        seed 2035; every cell of the example plans is a scalar)."""
+        for i, row in enumerate(rows):
+            for k, v in row.items():
+                if isinstance(v, (list, dict)):
+                    raise ValueError(f"row {i}: {k} is a {type(v).__name__}, not text, a number, true/false or null")
+        return rows
+
     @field_validator("demand")
     @classmethod
     def _length_mix_is_a_mix(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -709,6 +722,45 @@ class CapacitySnapshot(StrictModel):
             if LENGTH_MIX_COLUMN in row and not ok(row[LENGTH_MIX_COLUMN]):
                 raise ValueError(f"row {i}: {LENGTH_MIX_COLUMN} is {str(row[LENGTH_MIX_COLUMN])[:60]!r}, not \"\" or a JSON list of "
                                  "[share, input tokens, output tokens] (finite, non-negative)")
+        return rows
+
+    @field_validator("demand", "points")
+    @classmethod
+    def _burst_tables_are_tables(cls, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A row's burst table — ``replay_wait`` (a replayed log's fluid curve), ``renewal_wait`` (the drawn renewal
+        stream's) or ``replay_slot_spacing`` (the decode slots' spacings), :mod:`planner.workload.replay_wait` — is ``""``
+        or JSON rows of five finite non-negative numbers, at least two: what the readers parse into an array (text that
+        is not JSON, nested past the parser's depth or ragged raised in them; found writing the renewal stream's column,
+        2026-12-07)."""
+        import json
+
+        columns = ("replay_wait", "renewal_wait", "replay_slot_spacing")
+
+        def ok(raw: object) -> bool:
+            if raw == "":
+                return True
+            if not isinstance(raw, str):
+                return False
+            try:
+                table = json.loads(raw)
+            except (ValueError, RecursionError):
+                return False
+            return isinstance(table, list) and len(table) >= 2 and all(
+                isinstance(r, list) and len(r) == 5 and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in r)
+                for r in table)
+
+        seen: dict[str, bool] = {}  # a service's table repeats on each of its rows: judged once
+        for i, row in enumerate(rows):
+            for c in columns:
+                if c in row:
+                    raw = row[c]
+                    key = raw if isinstance(raw, str) else repr(raw)
+                    if key not in seen:
+                        seen[key] = ok(raw)
+                    if not seen[key]:
+                        raise ValueError(f"row {i}: {c} is {str(raw)[:60]!r}, not \"\" or JSON rows of five finite, non-negative "
+                                         "numbers (planner.workload.replay_wait)")
         return rows
 
     @field_validator("demand", "points")

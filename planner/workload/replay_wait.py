@@ -39,6 +39,13 @@ per instance, held ``lane_service_ms``; ``u`` the lanes' utilisation): code-comp
 p99 321 / 257 / 235 ms). A decode pool's slots hold a request for its whole generation, many times a
 burst's length, and are not priced by it: :func:`replay_slot_table` is their model (the same replay, the FCFS queue of
 ``c`` slots each held for the mean output).
+
+A shared pool's lanes (2026-12-07): their own queue law prices them under Poisson arrivals, so what the bursts add is
+the backlog beyond a Poisson stream's at the same utilisation (:func:`beyond_poisson_wait_s`, against
+:func:`poisson_curve`), added to the TTFT at load (:func:`planner.pool_latency.burst_sets_wait`): code-completion's
+shared plan on 13 / 14 / 15 H100 tp4, top group 530 / 473 / 434 ms against 511 / 465 / 424 simulated (the whole
+backlog as an independent tail: 442 ms at 13, a pass where the simulator misses). Where the peak simulation replays no
+log it draws gamma renewal arrivals; :func:`renewal_curve` tabulates that stream for the lanes.
 """
 
 from __future__ import annotations
