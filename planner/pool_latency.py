@@ -1682,17 +1682,19 @@ def unified_slot_tails(pool_rows: Mapping[str, Mapping[str, Any]]) -> dict[str, 
 
 def burst_sets_wait(row: Mapping[str, Any]) -> bool:
     """Whether a :func:`pool_latency` row's wait is its bursts' (the replayed log's, or the renewal stream's, fluid
-    backlog at the lanes' utilisation: ``replay_wait_ms`` positive and at least the slot queue's): a unified pool
-    whose wait is the bursts' has no slot tail (:func:`unified_slot_tails`), so its TTFT is the at-load quantile plus
-    the bursts' quantile, added (comonotone), not the quantile of their independent sum (:func:`slot_sum_quantile_s`).
+    backlog beyond a Poisson stream's at the lanes' utilisation, :func:`replay_wait_at` with ``lanes``:
+    ``replay_wait_ms`` positive and at least the slot queue's): a unified pool whose wait is the bursts' has no slot
+    tail (:func:`unified_slot_tails`), so its TTFT is the at-load quantile plus the bursts' quantile, added
+    (comonotone), not the quantile of their independent sum (:func:`slot_sum_quantile_s`).
 
     Why: the fluid backlog is the lanes' own backlog in a burst, and a prompt that arrives in one waits both it and the
-    congested lane its at-load law prices; an Erlang slot wait ends when some decode ends, unrelated to the lane the
-    request then joins (the sum rule's premise). Measured against the peak simulation (2026-12-07): long-context-
-    assistant's 15 MI300X tp4 under the gamma stream of CV 2.94 (:func:`planner.workload.replay_wait.renewal_curve`),
-    top latency group p99 12.8 s simulated (seed 0), 10.4 s with the independent sum, 12.5 s added; code-completion's
-    shared plan on 13 H100 tp4 under its replayed log, 511 ms simulated (two seeds' mean; a miss of its 500 ms target),
-    442 ms with the independent sum (a pass), above 500 ms added. Until then which of the two applied turned on the burst
+    congested lane its at-load law prices (which holds the lanes' Poisson queue: hence the excess over it); an Erlang
+    slot wait ends when some decode ends, unrelated to the lane the request then joins (the sum rule's premise).
+    Measured against the peak simulation (2026-12-07): long-context-assistant's 15 MI300X tp4 under the gamma stream of
+    CV 2.94 (:func:`planner.workload.replay_wait.renewal_curve`), top latency group p99 12.8 s simulated (seed 0), 10.4 s
+    with the whole backlog as an independent tail, 12.4 s with the excess added; code-completion's shared plan on 13
+    H100 tp4 under its replayed log, 511 ms simulated (two seeds' mean; a miss of its 500 ms target), 442 ms with the
+    independent tail (a pass), 530 ms with the excess added. Until then which of the two applied turned on the burst
     tail's fitted ``C`` (above 1: degenerate, added), a 2 s jump in long-context's prediction between two draws."""
     rep = float(row.get("replay_wait_ms", math.nan))
     return rep == rep and rep > 0 and rep >= float(row["wait_ms"])
