@@ -272,13 +272,12 @@ def replay_by_row(points: pd.DataFrame, mask: np.ndarray, rate_rows: np.ndarray,
     column, parse = (REPLAY_SLOT_COLUMN, parse_slot_table) if slots else (REPLAY_WAIT_COLUMN, parse_curve)
     if not mask.any():
         return {}
-    text = points[column].astype(str).to_numpy() if column in points.columns else np.full(len(points), "")
+    text = points[column].astype(str).to_numpy() if column in points.columns else np.full(len(points), "", dtype=object)
     if not slots and RENEWAL_WAIT_COLUMN in points.columns:
         # a shared pool's lanes: the renewal stream's curve where no log is replayed (replay_wait.renewal_curve)
-        renewal = points[RENEWAL_WAIT_COLUMN].astype(str).to_numpy()
-        lanes = (points["role"].astype(str).to_numpy() == "unified") & (np.char.str_len(text.astype(str)) == 0)
-        text = np.where(lanes, renewal, text)
-    on = mask & (np.char.str_len(text.astype(str)) > 0)
+        lanes = (points["role"].astype(str).to_numpy() == "unified") & (text == "")
+        text = np.where(lanes, points[RENEWAL_WAIT_COLUMN].astype(str).to_numpy(), text)
+    on = mask & (text != "")
     if not on.any():
         return {}
     rate = service_peak_rates(points.loc[rate_rows])
@@ -535,9 +534,8 @@ def pool_wait_tails(names: Iterable[str], pools: Mapping[str, Mapping[str, Any]]
         if r is None or not math.isfinite(float(waits_ms.get(p, math.inf))) or int(r["servers"]) < 1 or not float(r["mean_service_s"]) > 0:
             tails[p] = (1.0, 0.0)  # no live instance or a full pool: every request waits without end
             continue
-        rep = float(r.get("replay_wait_ms", math.nan))
-        if rep == rep and rep >= float(r["wait_ms"]) and rep > 0 and math.isfinite(float(r.get("replay_pw", math.nan))):
-            # the log's bursts set the wait (pool_latency)
+        if burst_sets_wait(r) and math.isfinite(float(r.get("replay_pw", math.nan))):
+            # the log's bursts set the wait, with a tail (pool_latency; a shared pool's lanes have none: burst_sets_wait)
             tails[p] = (float(r["replay_pw"]), float(r["replay_theta_per_s"]) / 1e3)
             continue
         pw, theta = queue_tail_params(np.array([float(r["servers"])]), np.array([float(r["arrival_rate_per_s"])]),

@@ -549,7 +549,7 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         c_w, theta_w = queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
         for j in np.flatnonzero(fed[on]):  # the log's bursts in the lanes at the cap (docstring): the larger wait, its tail
             i = int(on[j])
-            burst_ms, _c_b, _theta_b = replay_wait_at([curves[i]], float(rho[j] * lane_per_work[i]), float(quantile[i]), lanes=True)
+            burst_ms = replay_wait_at([curves[i]], float(rho[j] * lane_per_work[i]), float(quantile[i]), lanes=True)[0]
             if burst_ms > 0 and burst_ms >= slot_ms[j]:
                 # the bursts' wait, added to the TTFT at load (no tail: planner.pool_latency.burst_sets_wait)
                 slot_ms[j], c_w[j], theta_w[j] = burst_ms, math.nan, math.nan

@@ -125,6 +125,20 @@ LATENCY_GROUP_COLUMN = "latency_group"
 the buckets that share one latency representative and one queue in the utilisation caps); absent: each bucket its own."""
 INPUT_TAIL_COLUMN = "input_tail_share"
 """Optional column of ``demand``: :attr:`planner.schema.workload.LengthBucket.input_tail_share` (0 when absent)."""
+REPLAY_WAIT_COLUMN = "replay_wait"
+"""Optional ``demand`` (and points') column: the service's replayed-burst curve as JSON
+(:func:`planner.workload.replay_wait.replay_wait_curve`), ``""`` where the peak simulation does not replay a log
+(:func:`planner.verify.peak_arrivals_from_instance`)."""
+RENEWAL_WAIT_COLUMN = "renewal_wait"
+"""Optional ``demand`` (and points') column: the fluid-pool curve of the renewal stream the peak simulation draws where
+it replays no log (:func:`planner.workload.replay_wait.renewal_curve`), ``""`` elsewhere; read for shared pools' lanes
+only."""
+REPLAY_SLOT_COLUMN = "replay_slot_spacing"
+"""Optional ``demand`` (and points') column: the service's slot table as JSON
+(:func:`planner.workload.replay_wait.replay_slot_table`), ``""`` where the peak simulation does not replay a log (a
+decode pool's slot wait under the log's bursts)."""
+BURST_TABLE_COLUMNS: tuple[str, ...] = (REPLAY_WAIT_COLUMN, RENEWAL_WAIT_COLUMN, REPLAY_SLOT_COLUMN)
+"""The burst tables: JSON rows of five finite non-negative numbers (:mod:`planner.workload.replay_wait`)."""
 TTFT_MIX_COLUMN = "ttft_mix"
 """Optional column of ``points``: a prefill point's sub-bins as JSON ``[[share, ttft_ms], ...]`` (:func:`planner.capacity.mix_work`),
 ``""`` elsewhere; its TTFT quantile is that of the mix (:mod:`planner.ttft_mixture`)."""

@@ -651,6 +651,28 @@ def _numeric_column(name: str) -> bool:
     return name in _NUMERIC_NAMES or name.endswith(_NUMERIC_SUFFIXES)
 
 
+def _json_rows(raw: object, width: int) -> list[list[float]] | None:
+    """A JSON table cell (``length_mix``, a burst table) as its rows: ``[]`` for ``""``; the rows when ``raw`` is JSON
+    text of a list of rows of ``width`` finite non-negative numbers (not true/false); ``None`` otherwise (not text, not
+    JSON, nested past the parser's depth, another shape)."""
+    import json
+
+    if raw == "":
+        return []
+    if not isinstance(raw, str):
+        return None
+    try:
+        rows = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == width and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in r)
+            for r in rows):
+        return None
+    return rows
+
+
 class CapacitySnapshot(StrictModel):
     """The capacity-table rows a plan uses (records of the tidy frames) and the cost scalars."""
 
@@ -697,26 +719,11 @@ class CapacitySnapshot(StrictModel):
         """A demand row's ``length_mix`` (:data:`planner.schema.capacity.LENGTH_MIX_COLUMN`) is ``""`` or JSON
         ``[[share, input tokens, output tokens], ...]`` of finite non-negative numbers with some share above 0, as
         :func:`planner.capacity.length_mix` reads it (a fuzzed plan's ``"true"`` failed the simulator's adapter)."""
-        import json
-
         from planner.schema.capacity import LENGTH_MIX_COLUMN
 
         def ok(raw: object) -> bool:
-            if raw == "":
-                return True
-            if not isinstance(raw, str):
-                return False
-            try:
-                mix = json.loads(raw)
-            except (ValueError, RecursionError):
-                return False
-            if not isinstance(mix, list) or not mix:
-                return False
-            for sub in mix:
-                if not (isinstance(sub, list) and len(sub) == 3 and all(
-                        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in sub)):
-                    return False
-            return any(sub[0] > 0 for sub in mix)
+            mix = _json_rows(raw, 3)
+            return mix is not None and (raw == "" or (len(mix) >= 1 and any(sub[0] > 0 for sub in mix)))
 
         for i, row in enumerate(rows):
             if LENGTH_MIX_COLUMN in row and not ok(row[LENGTH_MIX_COLUMN]):
@@ -732,27 +739,15 @@ class CapacitySnapshot(StrictModel):
         or JSON rows of five finite non-negative numbers, at least two: what the readers parse into an array (text that
         is not JSON, nested past the parser's depth or ragged raised in them; found writing the renewal stream's column,
         2026-12-07)."""
-        import json
-
-        columns = ("replay_wait", "renewal_wait", "replay_slot_spacing")
+        from planner.schema.capacity import BURST_TABLE_COLUMNS
 
         def ok(raw: object) -> bool:
-            if raw == "":
-                return True
-            if not isinstance(raw, str):
-                return False
-            try:
-                table = json.loads(raw)
-            except (ValueError, RecursionError):
-                return False
-            return isinstance(table, list) and len(table) >= 2 and all(
-                isinstance(r, list) and len(r) == 5 and all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in r)
-                for r in table)
+            table = _json_rows(raw, 5)
+            return table is not None and (raw == "" or len(table) >= 2)
 
         seen: dict[str, bool] = {}  # a service's table repeats on each of its rows: judged once
         for i, row in enumerate(rows):
-            for c in columns:
+            for c in BURST_TABLE_COLUMNS:
                 if c in row:
                     raw = row[c]
                     key = raw if isinstance(raw, str) else repr(raw)

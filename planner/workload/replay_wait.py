@@ -57,17 +57,10 @@ from typing import Any
 
 import numpy as np
 
-REPLAY_WAIT_COLUMN = "replay_wait"
-"""Optional ``demand`` (and points') column: the service's curve as JSON (:func:`replay_wait_curve`), ``""`` where
-the peak simulation does not replay a log (:func:`planner.verify.peak_arrivals_from_instance`)."""
-
-RENEWAL_WAIT_COLUMN = "renewal_wait"
-"""Optional ``demand`` (and points') column: the fluid-pool curve of the renewal stream the peak simulation draws where
-it replays no log (:func:`renewal_curve`), ``""`` elsewhere; read for shared pools' lanes only."""
-
-REPLAY_SLOT_COLUMN = "replay_slot_spacing"
-"""Optional ``demand`` (and points') column: the service's slot table as JSON (:func:`replay_slot_table`), ``""``
-where the peak simulation does not replay a log (a decode pool's slot wait under the log's bursts)."""
+# the demand's burst-table columns, named in the schema (its plan validator reads them) and re-exported here
+from planner.schema.capacity import RENEWAL_WAIT_COLUMN as RENEWAL_WAIT_COLUMN
+from planner.schema.capacity import REPLAY_SLOT_COLUMN as REPLAY_SLOT_COLUMN
+from planner.schema.capacity import REPLAY_WAIT_COLUMN as REPLAY_WAIT_COLUMN
 
 PEAK_LIKE_SHARE = 0.5
 """Windows replayed at peak: those with at least this share of the busiest window's count."""
