@@ -44,7 +44,9 @@ on 2026-12-07; 448 s, the machine shared with a fuzz campaign): **1 inversion, c
 x1.05, -3.4 %** (104,461 104,472 108,641 112,810 121,166 116,991 121,160 125,329 125,341), none in the cheapest plan's
 cost: at x1 the loops end at 14 H100 tp4 ($121,166, simulated 456 ms against 500) where 27 tp2 meet ($116,979 with the
 catalog cut to tp2, 478 ms simulated; at x1.05 the loops find 27 tp2, $116,991, 496 ms) — the search's path, not the
-model's prices.
+model's prices. After the loops' step 8 re-solved a shared plan's one tightened pool without its configuration
+(planner.optimize.tighten._by_tightening; 303 s): **0 inversions over the 14 series** (code-completion-8b shared
+104,461 104,472 108,641 112,810 116,979 116,991 121,160 125,329 125,341), every other figure identical.
 """
 
 from __future__ import annotations

@@ -118,9 +118,10 @@ EXPECTED_COST_USD_PER_MONTH = {
     # code-completion's and long-context's shared plans since a unified point's fixed TTFT overhead is the engine's,
     # not the chunks between its bucket's mean and representative prompts counted twice, 2026-12-07 morning;
     # code-completion's shared loser since a shared pool's bursts add their backlog beyond a Poisson stream's to the TTFT
-    # at load, planner.pool_latency.burst_sets_wait, 2026-12-07)
+    # at load, planner.pool_latency.burst_sets_wait, 2026-12-07; and since the loops' step 8 re-solves a shared plan's one
+    # tightened pool without its configuration, planner.optimize.tighten._by_tightening: 27 H100 tp2, 2026-12-07 later)
     "agentic-assistant": (149_207, 152_368),
-    "code-completion-8b": (121_166, 99_395),
+    "code-completion-8b": (116_979, 99_395),
     "deepseek-v3-wide-ep": (460_818, 246_804),
     "enterprise-chat": (10_157, 10_356),
     "fleet-horizon": (7_045, 8_300),

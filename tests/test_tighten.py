@@ -464,8 +464,8 @@ def test_descent_moves_two_shared_pools_onto_the_dearer_when_that_costs_less(mon
 def test_the_pools_to_reroute_are_those_of_a_shared_phase_most_tightened_first() -> None:
     """Step 8's order (planner.optimize.tighten._by_tightening): prefill and decode pools of a phase the plan serves
     with two pools or more, by the largest ρ_base / ρ over each pool's points (untightened ones too: the try's own
-    relaxation can find what the first path's did not); a pool alone in its phase is not a candidate (closing it leaves
-    the phase nothing). Closing one bounds its instances to 0 and nothing else."""
+    relaxation can find what the first path's did not); a prefill or decode pool alone in its phase is not a candidate,
+    a shared plan's one pool only when tightened and another shared configuration is open. Closing one bounds its instances to 0 and nothing else."""
     from types import SimpleNamespace
 
     from planner.optimize.prepare import CLOSED_COLUMN, Prepared, pool_n_max
@@ -489,10 +489,22 @@ def test_the_pools_to_reroute_are_those_of_a_shared_phase_most_tightened_first()
     upts = pts.assign(pool=["unified:a", "unified:a", "unified:b", "unified:b"], role="unified")
     uplan = plan.model_copy(update={"architecture": "shared", "pools": [_pool("unified:a", "unified", "h/tp1"),
                                                                          _pool("unified:b", "unified", "h/tp4")]})
-    assert _by_tightening(SimpleNamespace(points=upts), SimpleNamespace(points=upts.assign(rho=[0.8, 0.4, 0.5, 0.1])),  # type: ignore[arg-type]
+    upools = pd.DataFrame({"pool": ["unified:a", "unified:b"], "role": "unified", "n_max": [8, 8]})
+    ubase = SimpleNamespace(points=upts, pools=upools)
+    assert _by_tightening(ubase, SimpleNamespace(points=upts.assign(rho=[0.8, 0.4, 0.5, 0.1])),  # type: ignore[arg-type]
                           uplan) == ["unified:b", "unified:a"]  # b: x5 on one point, a: x2
-    assert _by_tightening(SimpleNamespace(points=upts), SimpleNamespace(points=upts),  # type: ignore[arg-type]
-                          uplan.model_copy(update={"pools": uplan.pools[:1]})) == []  # one shared pool: nothing to close
+    # a shared plan's one pool: closed only when its caps were tightened (x1.05 or more) and the table has another
+    # shared configuration (code-completion-8b's shared plan ended at 14 H100 tp4, $121,166, where 27 tp2 meet,
+    # $116,979, and x1.05 cost $116,991: more traffic for less)
+    only_a = uplan.model_copy(update={"pools": uplan.pools[:1]})
+    assert _by_tightening(ubase, SimpleNamespace(points=upts), only_a) == []  # type: ignore[arg-type]  # untightened
+    assert _by_tightening(ubase, SimpleNamespace(points=upts.assign(rho=[0.8, 0.77, 0.6, 0.5])),  # type: ignore[arg-type]
+                          only_a) == []  # x1.039: below the smallest simulated step
+    assert _by_tightening(ubase, SimpleNamespace(points=upts.assign(rho=[0.8, 0.75, 0.6, 0.5])),  # type: ignore[arg-type]
+                          only_a) == ["unified:a"]  # x1.067
+    alone_in_table = SimpleNamespace(points=upts, pools=upools.assign(n_max=[8, 0]))  # b closed or unusable
+    assert _by_tightening(alone_in_table, SimpleNamespace(points=upts.assign(rho=[0.8, 0.4, 0.5, 0.1])),  # type: ignore[arg-type]
+                          only_a) == []  # nothing else to route to
     pools = pd.DataFrame({"pool": ["prefill:a", "prefill:b", "decode:c"], "kv_capacity_bytes": [0.0, 0.0, 0.0]})
     prep = Prepared(tables=None, demand=pd.DataFrame(), points=pts, pools=pools.assign(n_max=pool_n_max(pts, pools)),  # type: ignore[arg-type]
                     device_types=[], procurement={}, caps_method="")

@@ -111,7 +111,10 @@ of each architecture are recorded in ``CapacitySnapshot.utilization_caps`` (so t
    bucket that caused them on every bucket of the pool. Shared (unified) pools too, since the peak simulation runs
    long enough for its bursts (:mod:`planner.verify`, *Size*): code-completion-8b's shared plan at traffic ×1.05 ended
    at 17 H100 tp1 + 15 tp4 ($166,332, its tp1 pool's caps divided by 4) between $121,136 at ×1 and $125,317 at ×1.1;
-   without tp1 it meets on 28 tp2 ($121,148). An agent service's plan (a tool phase) is not rerouted.
+   without tp1 it meets on 28 tp2 ($121,148). A shared plan's one pool too, when the loops tightened its caps (×1.05 or
+   more) and another shared configuration is open: the loops tighten the configuration they are on and never go back to
+   the one they left (code-completion-8b's shared plan at ×1 ended at 14 H100 tp4, $121,166, above ×1.05's $116,991;
+   without tp4 it meets on 27 tp2, $116,979). An agent service's plan (a tool phase) is not rerouted.
 
 The discrete-event check is injected (``SolveSettings.simulation_check``, a callable): this
 module does not import :mod:`planner.verify`, which sits above the optimiser
@@ -744,18 +747,33 @@ def _by_tightening(base: Prepared, cur: Prepared, plan: ArchitecturePlan) -> lis
     """The plan's prefill, decode and unified pools in phases it serves with two pools or more, most tightened first (the largest
     ``ρ_base / ρ`` over a pool's points; step 8). Untightened pools too: the try's own relaxation can find what the
     first path's did not (code-completion-8b at traffic ×0.95 and ×1.05, both pools at or above their base caps:
-    $101,755 and $109,540 without them tried, $97,268 and $101,523 with them, the second a 2.3 % inversion at ×1)."""
+    $101,755 and $109,540 without them tried, $97,268 and $101,523 with them, the second a 2.3 % inversion at ×1).
+    And a shared plan's one pool when its caps were tightened by the smallest simulated step (``REFINE_MIN_STEP``) or
+    more and the table has another shared configuration open: the loops tighten the configuration they are on, and
+    the one they left for it is not tried again (code-completion-8b's shared plan went 24 H100 tp2 → 17 tp2 + 4 tp4 →
+    16 tp4 → 14 tp4, $121,166, where 27 tp2 meet, $116,979, and traffic ×1.05 cost $116,991). A prefill or decode
+    pool alone in its phase is not closed: not measured, and each try is a whole path of the solve."""
     by_role: dict[str, list[str]] = {}
     for p in plan.pools:
         if str(p.role) in ("prefill", "decode", "unified") and p.instances > 0:
             by_role.setdefault(str(p.role), []).append(p.name)
-    names = [n for pools in by_role.values() if len(pools) >= 2 for n in pools]
-    if not names or len(base.points) != len(cur.points):
+    if len(base.points) != len(cur.points):
         return []
     factor = base.points["rho"].to_numpy(float) / cur.points["rho"].to_numpy(float)
     pool = cur.points["pool"].astype(str).to_numpy()
-    tight = {n: float(factor[pool == n].max()) if (pool == n).any() else 1.0 for n in names}
-    return sorted(names, key=lambda n: (-tight[n], n))
+
+    def tightness(n: str) -> float:
+        return float(factor[pool == n].max()) if (pool == n).any() else 1.0
+
+    names = [n for pools in by_role.values() if len(pools) >= 2 for n in pools]
+    lone = by_role.get("unified", [])
+    if len(lone) == 1 and tightness(lone[0]) >= REFINE_MIN_STEP:
+        # a shared plan's one pool, tightened, where the table has another shared configuration to route to
+        pools = base.pools
+        usable = (pools["role"].astype(str).to_numpy() == "unified") & (pools["n_max"].to_numpy(int) > 0)
+        if (pools["pool"].astype(str).to_numpy()[usable] != lone[0]).any():
+            names += lone
+    return sorted(names, key=lambda n: (-tightness(n), n))
 
 
 def _closed(prep: Prepared, pool: str) -> Prepared:
