@@ -69,6 +69,30 @@ def test_code_completion_costs_grow_with_traffic() -> None:
     assert not _never_lower(totals[0], totals[1]), totals
 
 
+@pytest.mark.slow
+def test_code_completion_shared_costs_grow_from_its_own_traffic_to_x1_05(solved_example) -> None:
+    """The example's own traffic (the session's ``planner solve``) against ×1.05 of it: the shared plan at ×1 ended at
+    14 H100 tp4 ($121,166) where ×1.05 found 27 tp2 ($116,991) — the loops tighten the configuration a miss names and
+    never return to one they left — until their step 8 re-solved a shared plan's one tightened pool without its
+    configuration (planner.optimize.tighten._by_tightening; ×1 now 27 tp2, $116,979). Both meet in simulation."""
+    from pathlib import Path
+
+    from planner.instance import load_instance
+    from planner.solve_instance import settings_from_instance, solve_instance
+
+    base = solved_example("code-completion-8b")
+    assert base.exit_code == 0, base.output
+    archs = base.json()["architectures"]
+    assert all(a["simulation"]["met"] for a in archs.values() if a["feasible"])
+    at_1 = {n: (a["costs"]["total_usd_per_month"] if a["feasible"] and a.get("costs") else None) for n, a in archs.items()}
+    path = Path(__file__).resolve().parents[1] / "instances" / "code-completion-8b.yaml"
+    own = load_instance(path).instance.services["code"].traffic.rate_multiplier
+    r = load_instance(path, {"services.code.traffic.rate_multiplier": 1.05 * own})
+    res = solve_instance(r, replace(settings_from_instance(r.instance), confidence="off")).result
+    assert all(p.simulation is not None and p.simulation.met for p in res.architectures.values() if p.feasible)
+    assert not _never_lower(at_1, _totals_of(res)), (at_1, _totals_of(res))
+
+
 def _totals_of(res: object) -> dict[str, float | None]:
     return {a: (p.costs.total_usd_per_month if p.feasible and p.costs else None) for a, p in res.architectures.items()}  # type: ignore[attr-defined]
 
