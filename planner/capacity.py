@@ -83,6 +83,7 @@ from planner.instance import ResolvedInstance
 from planner.perf.moe import Parallelism
 from planner.pricing import equipment_usd_per_device_hour
 from planner.schema.capacity import (
+    BURST_TABLE_COLUMNS,
     CONFIG_COLUMNS,
     CONFIG_PARALLELISM_COLUMN,
     DEMAND_COLUMNS,
@@ -211,8 +212,7 @@ def _demand(resolved: ResolvedInstance) -> tuple[pd.DataFrame, dict[str, Any], l
         raise InputError(beyond)
     notes += context_notes
     return pd.DataFrame(rows, columns=[*DEMAND_COLUMNS, *DEMAND_LATENCY_COLUMNS, "model", "cached_prefix_share", "interarrival_cv_whole_log",
-                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN,
-                                       RENEWAL_WAIT_COLUMN]), profiles, notes
+                                       LENGTH_MIX_COLUMN, LATENCY_GROUP_COLUMN, INPUT_TAIL_COLUMN, *BURST_TABLE_COLUMNS]), profiles, notes
 
 
 def _replay_wait_text(traffic: Any, prof: Any) -> str:

@@ -305,13 +305,9 @@ def without_replay(tables: CapacityTables) -> CapacityTables:
     ``planner solve`` on the same instance (the log's rate) keeps the curve."""
     from dataclasses import replace
 
-    from planner.workload.replay_wait import (
-        RENEWAL_WAIT_COLUMN,
-        REPLAY_SLOT_COLUMN,
-        REPLAY_WAIT_COLUMN,
-    )
+    from planner.schema.capacity import BURST_TABLE_COLUMNS
 
-    drop = [c for c in (REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN, RENEWAL_WAIT_COLUMN) if c in tables.demand.columns]
+    drop = [c for c in BURST_TABLE_COLUMNS if c in tables.demand.columns]
     if not drop:
         return tables
     return replace(tables, demand=tables.demand.drop(columns=drop))

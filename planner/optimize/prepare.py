@@ -73,13 +73,13 @@ import numpy as np
 import pandas as pd
 
 from planner.schema.capacity import (
+    BURST_TABLE_COLUMNS,
     DEMAND_LATENCY_COLUMNS,
     LATENCY_GROUP_COLUMN,
     LENGTH_MIX_COLUMN,
     TTFT_MIX_COLUMN,
     CapacityTables,
 )
-from planner.workload.replay_wait import RENEWAL_WAIT_COLUMN, REPLAY_SLOT_COLUMN, REPLAY_WAIT_COLUMN
 
 ROLES: tuple[str, ...] = ("prefill", "decode", "unified")
 ARCH_ROLES: dict[str, frozenset[str]] = {
@@ -839,8 +839,7 @@ def prepare(tables: CapacityTables, *, max_utilization: float | None = None) -> 
     keyed = demand[["service", "bucket", "d", "model", "rate_peak_per_s", "rate_mean_per_s",
                     "input_tokens_mean", "output_tokens_mean", "interarrival_cv",
                     "ttft_quantile", "ttft_target_ms", "tpot_quantile", "tpot_target_ms",
-                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN, RENEWAL_WAIT_COLUMN,
-                                   LENGTH_MIX_COLUMN)
+                    *[c for c in (*DEMAND_LATENCY_COLUMNS, LATENCY_GROUP_COLUMN, *BURST_TABLE_COLUMNS, LENGTH_MIX_COLUMN)
                       if c in tables.demand.columns]]]
     pts = tables.points.merge(keyed, on=["service", "bucket"], how="inner", validate="many_to_one")
     feasible_mask = pts["feasible"].astype(bool) & (pts["instance_seconds_per_request"] > 0)

@@ -137,8 +137,9 @@ REPLAY_SLOT_COLUMN = "replay_slot_spacing"
 """Optional ``demand`` (and points') column: the service's slot table as JSON
 (:func:`planner.workload.replay_wait.replay_slot_table`), ``""`` where the peak simulation does not replay a log (a
 decode pool's slot wait under the log's bursts)."""
-BURST_TABLE_COLUMNS: tuple[str, ...] = (REPLAY_WAIT_COLUMN, RENEWAL_WAIT_COLUMN, REPLAY_SLOT_COLUMN)
-"""The burst tables: JSON rows of five finite non-negative numbers (:mod:`planner.workload.replay_wait`)."""
+BURST_TABLE_COLUMNS: tuple[str, ...] = (REPLAY_WAIT_COLUMN, REPLAY_SLOT_COLUMN, RENEWAL_WAIT_COLUMN)
+"""The burst tables: JSON rows of five finite non-negative numbers (:mod:`planner.workload.replay_wait`), in the order
+the demand frame holds them (:func:`planner.capacity._demand`)."""
 TTFT_MIX_COLUMN = "ttft_mix"
 """Optional column of ``points``: a prefill point's sub-bins as JSON ``[[share, ttft_ms], ...]`` (:func:`planner.capacity.mix_work`),
 ``""`` elsewhere; its TTFT quantile is that of the mix (:mod:`planner.ttft_mixture`)."""
