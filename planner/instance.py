@@ -50,6 +50,15 @@ class ResolvedInstance:
 def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, scenario: str | None = None) -> ResolvedInstance:
     """Read, validate and resolve an instance file; every problem is reported at once."""
     p = Path(path)
+    data = instance_mapping(p, scenario)
+    if overrides:
+        data = apply_overrides(data, overrides, source=str(p))
+    return resolve_instance(data, p, load_catalog(extra=_catalog_path(data, p)))
+
+
+def instance_mapping(path: str | Path, scenario: str | None = None) -> dict[str, Any]:
+    """The instance file's mapping with its named ``scenario``'s overrides applied, not validated (what ``--set`` applies to)."""
+    p = Path(path)
     data = read_mapping(p)
     if scenario is not None:
         scenarios = data.get("scenarios") or {}
@@ -60,9 +69,7 @@ def load_instance(path: str | Path, overrides: dict[str, Any] | None = None, *, 
         if not isinstance(scenarios[scenario], dict):
             raise InputError(Problem(str(p), f"scenarios.{scenario}", "must be a mapping of dot-path: value", "e.g. services.chat.traffic.rate_multiplier: 1.5"))
         data = apply_overrides(data, scenarios[scenario], source=f"{p} (scenario {scenario})")
-    if overrides:
-        data = apply_overrides(data, overrides, source=str(p))
-    return resolve_instance(data, p, load_catalog(extra=_catalog_path(data, p)))
+    return data
 
 
 def _catalog_path(data: dict[str, Any], path: Path) -> tuple[Path, ...]:

@@ -7,6 +7,7 @@ bad path or value gets the same file/field/fix error as a bad file.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from planner.errors import InputError, Problem
@@ -92,3 +93,47 @@ def replaced_by_set(scenario: str, scenario_overrides: dict[str, Any], overrides
     return [f"--set {path}={overrides[path]!r} replaces scenario {scenario}'s {path}: {scenario_overrides[path]!r} "
             "(the scenario's other overrides apply)" for path in overrides
             if path in scenario_overrides and overrides[path] != scenario_overrides[path]]
+
+
+_MISSING = object()
+
+
+def _at_path(data: Any, path: str) -> Any:
+    """The value at the dot-path ``path`` of a raw instance mapping (list items by position), or ``_MISSING``."""
+    node = data
+    for part in path.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def multipliers_replaced(raw: Mapping[str, Any], values: Mapping[str, Sequence[Any]], *, option: str = "--set") -> list[str]:
+    """One note per ``*multiplier`` field the instance itself sets that ``option`` gives other values: the option sets the
+    field, it does not scale the instance's value. ``services.vqa.traffic.rate_multiplier=1.1`` on an instance that
+    writes ``rate_multiplier: 20`` plans 1.1x the log's rate, 0.055x the instance's traffic, which read as "traffic
+    x1.1" would be a study of another deployment (``values``: path -> the values given; ``raw``: the instance's mapping
+    before ``option``, after its scenario)."""
+    out: list[str] = []
+    for path, given in values.items():
+        if not path.rsplit(".", 1)[-1].endswith("multiplier"):
+            continue
+        old = _number(_at_path(raw, path))
+        nums = [n for n in (_number(v) for v in given) if n is not None]
+        if old is None or old <= 0 or not nums or all(n == old for n in nums):
+            continue
+        lo, hi = min(nums) / old, max(nums) / old
+        share = f"x{lo:.3g}" if lo == hi else f"x{lo:.3g} to x{hi:.3g}"
+        shown = ",".join(f"{n:g}" for n in nums)
+        fix = (f"; for x{nums[0]:g} of it give {path}={old * nums[0]:g}" if len(nums) == 1 else
+               f"; for factors on it give their products with {old:g}")
+        out.append(f"{option} {path}={shown} replaces the instance's {old:g}, it does not multiply it ({share} of the "
+                   f"instance's value){fix}")
+    return out

@@ -131,3 +131,36 @@ def test_a_set_path_a_scenario_also_sets_is_noted(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     notes = json.loads(r.stdout)["notes"]
     assert any(n.startswith("--set services.chat.traffic.rate_multiplier=0.5 replaces scenario growth-2x's") for n in notes)
+
+
+def test_a_set_multiplier_the_instance_writes_is_noted_as_replaced() -> None:
+    """`--set services.vqa.traffic.rate_multiplier=1.1` on multimodal-image (which writes `rate_multiplier: 20`) plans
+    1.1x the log's rate, 0.055x the instance's traffic; read as "traffic x1.1" that is another deployment, so `solve`,
+    the studies and `horizon` say what the value replaced and what to give for a factor."""
+    from planner.overrides import multipliers_replaced
+
+    raw = {"services": {"a": {"traffic": {"rate_multiplier": 20, "rate_per_s": 3}}}, "costs": {"pue": 1.5}}
+    assert multipliers_replaced(raw, {"services.a.traffic.rate_multiplier": [1.1]}) == [
+        "--set services.a.traffic.rate_multiplier=1.1 replaces the instance's 20, it does not multiply it (x0.055 of the "
+        "instance's value); for x1.1 of it give services.a.traffic.rate_multiplier=22"]
+    assert multipliers_replaced(raw, {"services.a.traffic.rate_multiplier": [10, 40]}) == [
+        "--set services.a.traffic.rate_multiplier=10,40 replaces the instance's 20, it does not multiply it (x0.5 to x2 of "
+        "the instance's value); for factors on it give their products with 20"]
+    # the instance's own value, a field it does not write, a field that is not a multiplier: nothing to say
+    assert multipliers_replaced(raw, {"services.a.traffic.rate_multiplier": [20]}) == []
+    assert multipliers_replaced({"services": {"a": {"traffic": {}}}}, {"services.a.traffic.rate_multiplier": [2]}) == []
+    assert multipliers_replaced(raw, {"services.a.traffic.rate_per_s": [6], "costs.pue": [1.2]}) == []
+    example = str(Path(__file__).resolve().parent.parent / "instances" / "multimodal-image.yaml")
+    r = CliRunner().invoke(main, ["solve", example, "--set", "services.vqa.traffic.rate_multiplier=1", "--confidence", "off",
+                                  "--architectures", "shared", "--json", "-q"])
+    assert r.exit_code == 0, r.output
+    assert [n for n in json.loads(r.stdout)["notes"] if "rate_multiplier" in n] == [
+        "--set services.vqa.traffic.rate_multiplier=1 replaces the instance's 20, it does not multiply it (x0.05 of the "
+        "instance's value); for x1 of it give services.vqa.traffic.rate_multiplier=20"]
+    r = CliRunner().invoke(main, ["sweep", example, "--set", "services.vqa.traffic.rate_multiplier=1,2"])
+    assert r.exit_code == 0, r.output
+    assert ("note: --set services.vqa.traffic.rate_multiplier=1,2 replaces the instance's 20, it does not multiply it "
+            "(x0.05 to x0.1 of the instance's value)") in r.output
+    r = CliRunner().invoke(main, ["horizon", example, "--set", "services.vqa.traffic.rate_multiplier=2"])
+    assert r.exit_code == 2 and "no horizon section" in r.output  # the note comes first, from the instance as read
+    assert "note: --set services.vqa.traffic.rate_multiplier=2 replaces the instance's 20" in r.output

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from planner.cli.output import echo_json, wrote
+from planner.cli.output import echo_json, note, wrote
 from planner.errors import Diagnosis, InfeasibleError, InputError, Problem, SolverError
 
 
@@ -72,6 +72,12 @@ def horizon(instance: str, as_json: bool, out_dir: str | None, architectures: st
                                      "e.g. --per-slot-architecture shared,disaggregated"))
         overrides["horizon.per_slot_architecture"] = pair
     resolved = load_instance(instance, overrides or None)
+    if overrides:
+        from planner.instance import instance_mapping
+        from planner.overrides import multipliers_replaced
+
+        for line in multipliers_replaced(instance_mapping(instance), {k: [v] for k, v in overrides.items()}):
+            note(f"note: {line}")
     inst = resolved.instance
     if any(s.tools or s.tools_from_trace for s in inst.services.values()) or inst.catalog.cpu_servers:
         raise InputError(Problem(instance, "services", "plans over time do not cover the tool execution phase yet",

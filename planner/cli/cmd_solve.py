@@ -106,10 +106,12 @@ def solve(ctx: click.Context, instance: str, as_json: bool, out_dir: str | None,
 
         result, _status = cached_solve(resolved, settings, capacity_file=capacity_file, scenario=scenario, overrides=overrides,
                                        capacity_only=capacity_only, resolution=resolution)
-    if scenario and overrides:
-        from planner.overrides import replaced_by_set
+    if overrides:
+        from planner.instance import instance_mapping
+        from planner.overrides import multipliers_replaced, replaced_by_set
 
-        replaced = replaced_by_set(scenario, dict(resolved.instance.scenarios.get(scenario, {})), overrides)
+        replaced = replaced_by_set(scenario, dict(resolved.instance.scenarios.get(scenario, {})), overrides) if scenario else []
+        replaced += multipliers_replaced(instance_mapping(instance, scenario), {k: [v] for k, v in overrides.items()})
         if replaced:
             result = result.model_copy(update={"notes": [*result.notes, *replaced]})
     if out_dir:

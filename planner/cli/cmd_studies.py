@@ -29,6 +29,14 @@ def _load(instance: str, scenario: str | None) -> Any:
     return load_instance(instance, scenario=scenario)
 
 
+def _note_multipliers(raw: dict[str, Any], spec: Any) -> None:
+    """A note per ``*multiplier`` field the instance sets that ``--set`` replaces (:func:`planner.overrides.multipliers_replaced`)."""
+    from planner.overrides import multipliers_replaced
+
+    for line in multipliers_replaced(raw, {**{k: [v] for k, v in spec.fixed.items()}, **spec.grid}):
+        note(f"note: {line}")
+
+
 def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], monte_carlo: int, seed: int,
            extra_paths: tuple[str, ...] = ()) -> tuple[Any, list[Any]]:
     """Parse and check ``--set`` (plus the instance's forecasts for --monte-carlo), expand to scenarios."""
@@ -43,6 +51,7 @@ def _study(resolved: Any, sets: tuple[str, ...], scenarios: tuple[str, ...], mon
                                  "add --set PATH=dist:lognormal(1.5,0.3), or a forecasts: mapping to the instance"))
     check_paths(resolved.raw, list(spec.fixed) + spec.paths + list(extra_paths), file=file)
     check_values(resolved.raw, spec, file=file)
+    _note_multipliers(resolved.raw, spec)
     for name in scenarios:
         if name not in resolved.instance.scenarios:
             raise InputError(f"scenario {name!r} is not defined (defined: {', '.join(resolved.instance.scenarios) or 'none'})", file=file)
@@ -174,6 +183,7 @@ def budget_cmd(instance: str, budgets: str, sets: tuple[str, ...], scenario: str
     refuse_horizon(resolved, "budget", "--budget-per-year USD")
     check_paths(resolved.raw, list(spec.fixed), file=str(resolved.path))
     check_values(resolved.raw, spec, file=str(resolved.path))
+    _note_multipliers(resolved.raw, spec)
     if spec.fixed:
         resolved = resolved.with_overrides(spec.fixed)
     with progress(len(values), f"{len(values)} budget(s)") as bar:
@@ -363,6 +373,7 @@ def solve_robust_cmd(instance: str, scenarios: tuple[str, ...], sets: tuple[str,
         raise InputError(Problem("--set", next(iter(spec.distributions)), "solve-robust takes values, not distributions", "give PATH=V or PATH=V1,V2"))
     check_paths(resolved.raw, list(spec.fixed) + spec.paths, file=file)
     check_values(resolved.raw, spec, file=file)
+    _note_multipliers(resolved.raw, spec)
     study = expand(spec, bases=bases)
     w = None
     if weights and objective == "worst":  # the worst case takes every scenario whole: weights were printed and ignored
