@@ -62,6 +62,24 @@ def test_unified_chunked_prefill_hand_computed() -> None:
     assert s.tpot.mean == pytest.approx(0.011, rel=1e-9)
 
 
+def test_an_inline_encode_is_prompt_work_without_kv_or_transfer() -> None:
+    """ServiceRoute.encode_tokens (a multimodal request's vision tower run inline, planner.simulate.adapter.inline_encode_tokens):
+    its tokens take prefill time and a unified chunk's budget, not the KV transfer (which sends the prompt's KV only)."""
+    pools = [PoolSpec("pf", "prefill", 1, prefill_time_s=prefill_s),
+             PoolSpec("dec", "decode", 1, prefill_time_s=prefill_s, step_time_s=step_s, max_batch=4)]
+    routes = [ServiceRoute("s", prefill="pf", decode="dec", transfer_s_per_token=1e-6, encode_tokens=500)]
+    res = simulate(pools, routes, replay_requests(_log([(5.0, 1000, 5)])))
+    # prefill of 1,000 + 500 tokens 0.016, transfer of the 1,000 prompt tokens 0.001, first step 0.011
+    assert res.services["s"].ttft.mean == pytest.approx(0.028, rel=1e-9)
+    assert res.services["s"].tpot.mean == pytest.approx(0.011, rel=1e-9)
+    unified = [PoolSpec("u", "unified", 1, prefill_time_s=prefill_s, step_time_s=step_s, max_batch=4, chunk_tokens=256)]
+    res = simulate(unified, [ServiceRoute("s", unified="u", encode_tokens=24)], replay_requests(_log([(0.0, 1000, 5)])))
+    # 1,024 tokens of lane work: four full chunks, 4 x (0.001 + 0.00256) = 0.01424 (1,000 alone: 0.014)
+    assert res.services["s"].ttft.mean == pytest.approx(0.01424, rel=1e-9)
+    with pytest.raises(ValueError, match="encode_tokens"):
+        ServiceRoute("s", unified="u", encode_tokens=-1)
+
+
 def test_unified_prefill_interferes_with_decode() -> None:
     # a long prompt arriving while another sequence decodes stretches that sequence's TPOT:
     # each shared iteration costs step(1) + prefill(chunk)

@@ -76,6 +76,14 @@ approximated, and each approximation is stated here:
   representative, which bounds the analytic TTFT), or the bucket's *representative* lengths when
   it has no mix. The capacity-preserving pool parameters (per-token prefill time, effective batch,
   lane chunk, KV per token) use the same mix's mean lengths (:func:`_work_lengths`).
+* **Encode phase** (multimodal requests, :mod:`planner.capacity_encode`) — an inline encode
+  (``encode_prefill`` / ``encode_unified`` rows) is prompt work in the pool that prefills the
+  request: per route ``ServiceRoute.encode_tokens`` = the mean encode seconds of what the route's
+  pool prefills of its bucket (routed rate x encode time over the rate the pool prefills) at the
+  pool's time per prompt token (:func:`inline_encode_tokens`), so the pool is as busy as the MIP
+  charged it; those tokens take a unified iteration's chunk budget (vLLM runs the tower in the same
+  step, under its own encoder budget) and hold no KV. A separate ``encode`` pool is not simulated:
+  its requests start at their prefill / unified pool without the stage (said in the notes).
 * **Agent sessions** are simulated call by call (each LLM call an independent request at
   the demand rate); tool waits and the KV they hold are not simulated here.
 """
@@ -163,28 +171,74 @@ def _itl_fields(d: Any) -> dict[str, Any]:
             "e2e_quantile": float(get("e2e_quantile", 0.99))}
 
 
-def drop_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+INLINE_ENCODE_ROLES: dict[str, str] = {"encode_prefill": "prefill", "encode_unified": "unified"}
+"""The inline encode roles (:mod:`planner.capacity_encode`) and the role of the pool whose prompts carry them."""
+
+
+def split_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Routing without the encode phase of multimodal requests (roles ``encode*``, :mod:`planner.capacity_encode`),
-    and a note when there was one: the simulator does not model the vision tower (an encode pool is not simulated,
-    an inline encode's time is not added to its prefill / unified pool's steps)."""
-    enc = routing["role"].astype(str).str.startswith("encode") if len(routing) else pd.Series(dtype=bool)
+    its inline rows (``encode_prefill`` / ``encode_unified``: simulated as prompt work in that pool,
+    :func:`inline_encode_tokens`), and a note when a separate encode pool is left out: the simulator has no encode
+    station, so the requests it encodes start at their prefill / unified pool without that stage's wait and time."""
+    if not len(routing):
+        return routing, routing, ""
+    role = routing["role"].astype(str)
+    enc = role.str.startswith("encode")
     if not bool(enc.any()):
-        return routing, ""
-    return routing[~enc], ("encode phase not simulated: encode pools are left out and inline encode time is not added to "
-                           "prefill / unified steps (the plan sizes both; planner.capacity_encode)")
+        return routing, routing.iloc[0:0], ""
+    separate = role == "encode"
+    note = ("encode pools not simulated: the requests a separate encode pool serves start at their prefill / unified pool "
+            "without the encode stage's wait and time (the plan sizes the pool; planner.capacity_encode)") if bool(separate.any()) else ""
+    return routing[~enc], routing[role.isin(list(INLINE_ENCODE_ROLES))], note
 
 
-def _routed_points(plan: PlanResult, architecture: str | None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """The plan's capacity points as a frame, its routing rows with a share (encode phase dropped,
-    :func:`drop_encode_phase`) left-joined to their operating points, and the encode note.
+def inline_encode_tokens(pool: PoolSpec, encode_s: float) -> int:
+    """Prompt tokens of ``pool``'s work that take ``encode_s`` seconds (an inline encode, :attr:`ServiceRoute.encode_tokens`):
+    a prefill pool's time per token; a unified pool's lane time per chunk token, ``(t(q) − t(0)) / q`` of its iteration
+    (the full-chunk iteration over its chunk where the iteration does not grow with the chunk: no lane columns)."""
+    if not (encode_s > 0 and math.isfinite(encode_s)):
+        return 0
+    if pool.role == "prefill":
+        per_token = float(pool.prefill_time_s(1000)) / 1000.0
+    else:
+        q = int(pool.chunk_tokens)
+        it = pool.iteration_time_s
+        step = pool.step_table()[1] if pool.max_batch >= 1 else 0.0
+        full, empty = (float(it(0, q)), float(it(0, 0))) if it is not None else (step + float(pool.prefill_time_s(q)), step)
+        per_token = (full - empty) / q if full > empty else full / q
+    return int(round(encode_s / per_token)) if per_token > 0 else 0
+
+
+def _inline_encode_s(encode: pd.DataFrame, service: str, bucket: str | None, pool: str, pool_rate: float) -> float:
+    """Mean inline-encode seconds per request that ``pool`` prefills for ``service`` (one ``bucket``, or all): the inline
+    rows' routed rate x encode time over the rate the pool prefills (a pool encoding part of what it prefills: the mean)."""
+    if not len(encode) or pool_rate <= 0:
+        return 0.0
+    g = encode[(encode["service"].astype(str) == service) & (encode["pool"].astype(str) == pool)]
+    if bucket is not None:
+        g = g[g["bucket"].astype(str) == bucket]
+    if not len(g):
+        return 0.0
+    lam = g["rate_peak_per_s"].astype(float).clip(lower=0.0)
+    return float((lam * g["instance_seconds_per_request"].astype(float)).sum()) / pool_rate
+
+
+def _routed_points(plan: PlanResult, architecture: str | None) -> tuple[pd.DataFrame, pd.DataFrame, str, pd.DataFrame]:
+    """The plan's capacity points as a frame, its routing rows with a share (encode phase split off,
+    :func:`split_encode_phase`) left-joined to their operating points, the encode note, and the inline encode rows
+    with their points' ``instance_seconds_per_request``.
     Built once per plan: :func:`plan_to_sim` and :func:`plan_to_sim_by_bucket` both read the join
     (neither mutates it: every later step makes a new frame)."""
     arch = choose_architecture(plan, architecture)
     points = pd.DataFrame(plan.capacity.points)
     routing = pd.DataFrame([r.model_dump() for r in arch.routing])
-    routing, encode_note = drop_encode_phase(routing[routing["share"] > 1e-9])
+    routing, inline, encode_note = split_encode_phase(routing[routing["share"] > 1e-9])
     routed = routing.merge(points, on=["service", "bucket", "role", "config"], how="left", suffixes=("", "_pt"))
-    return points, routed, encode_note
+    if len(inline):
+        inline = inline.merge(points[["service", "bucket", "role", "config", "instance_seconds_per_request"]],
+                              on=["service", "bucket", "role", "config"], how="left")
+        inline = inline.assign(instance_seconds_per_request=inline["instance_seconds_per_request"].astype(float).fillna(0.0))
+    return points, routed, encode_note, inline
 
 
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
@@ -193,11 +247,11 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
 
 
 def _plan_to_sim(plan: PlanResult, architecture: str | None,
-                 routed_points: tuple[pd.DataFrame, pd.DataFrame, str]) -> SimInputs:
+                 routed_points: tuple[pd.DataFrame, pd.DataFrame, str, pd.DataFrame]) -> SimInputs:
     """:func:`plan_to_sim` from the plan's routing joined to its points (:func:`_routed_points`)."""
     arch = choose_architecture(plan, architecture)
     demand = pd.DataFrame(plan.capacity.demand)
-    points, rows, encode_note = routed_points
+    points, rows, encode_note, inline = routed_points
     configs = pd.DataFrame(plan.capacity.configs).set_index("config") if plan.capacity.configs else pd.DataFrame()
     rows = rows.merge(demand[["service", "bucket", "input_tokens_rep", "output_tokens_rep",
                               "input_tokens_mean", "output_tokens_mean"]], on=["service", "bucket"], how="left")
@@ -317,9 +371,18 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
         missing = [pl for pl in chosen.values() if pl not in known]
         if missing:
             raise ValueError(f"service {svc}: routed to pools without instances: {', '.join(missing)}")
+        first = "prefill" if "prefill" in chosen else "unified" if "unified" in chosen else None
+        enc_tokens = 0
+        if first is not None and len(inline):
+            on = g[(g["role"] == first) & (g["pool"] == chosen[first])]
+            enc_s = _inline_encode_s(inline, str(svc), None, chosen[first], float(on["rate_peak_per_s"].sum()))
+            enc_tokens = inline_encode_tokens(next(ps for ps in pools if ps.name == chosen[first]), enc_s)
+            if enc_tokens:
+                notes.append(f"service {svc}: inline encode simulated as prompt work in {chosen[first]}: {enc_tokens} tokens "
+                             f"per request, its {enc_s * 1e3:.1f} ms at the pool's time per prompt token")
         routes.append(ServiceRoute(
             str(svc), prefill=chosen.get("prefill"), decode=chosen.get("decode"), unified=chosen.get("unified"),
-            transfer_s_per_token=transfer,
+            transfer_s_per_token=transfer, encode_tokens=enc_tokens,
             ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
             tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
             **_itl_fields(d),
@@ -513,8 +576,9 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
     routed_points = _routed_points(plan, architecture)
     base = _plan_to_sim(plan, architecture, routed_points)
     demand = base.demand
-    routing = routed_points[1]
+    routing, inline = routed_points[1], routed_points[3]
     known = {ps.name for ps in base.pools}
+    spec_of = {ps.name: ps for ps in base.pools}
     prefill_of = {ps.name: ps for ps in base.pools if ps.role == "prefill"}
     # a share the MIP leaves on a pool it did not open is solver noise (below its feasibility tolerance): dropped
     # (long-document-nvidia at a 3 s TTFT target routed a sliver of a bucket to a decode pool with 0 instances)
@@ -548,10 +612,15 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                     raise ValueError(f"service {svc}: routed to pools without instances: {', '.join(missing)}")
                 unified = dec_role == "unified"
                 delay = max(0.0, pf_extra_s - dec_tpot / 1e3) if pf_pool is not None else 0.0
+                # an inline encode: the mean encode time of what the route's first pool prefills of this bucket, as prompt work
+                first = dec_pool if unified else pf_pool
+                first_rate = float(g.loc[g["pool"].astype(str) == first, "rate_peak_per_s"].sum()) if first is not None else 0.0
+                enc_tokens = (inline_encode_tokens(spec_of[first], _inline_encode_s(inline, str(svc), str(bucket), first, first_rate))
+                              if first is not None and len(inline) else 0)
                 routes.append(ServiceRoute(
                     f"{svc}|{bucket}|{len(routes)}", prefill=pf_pool,
                     decode=None if unified else dec_pool, unified=dec_pool if unified else None,
-                    transfer_s_per_token=delay / n_rep,
+                    transfer_s_per_token=delay / n_rep, encode_tokens=enc_tokens,
                     ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
                     tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
                     **_itl_fields(d), ttft_overhead_s=float(dec_overhead_ms) / 1e3 if unified else 0.0,

@@ -53,7 +53,7 @@ class _Req:
     __slots__ = ("turn_arrival", "out", "svc", "turns_left", "tool_wait", "append", "context",
                  "ctx", "pf_tokens", "pf_left", "generated", "gen_base", "first", "join_id",
                  "join_step", "kv_off", "inst", "enter", "recompute", "measured", "held_inst",
-                 "held_epoch", "held_tokens", "waited")
+                 "held_epoch", "held_tokens", "waited", "enc")
 
     def __init__(self, t: float, inp: int, out: int, svc: int, turns: int, tool_wait: float,
                  append: int, measured: bool) -> None:
@@ -65,8 +65,9 @@ class _Req:
         self.append = append
         self.context = inp      # tokens of the session so far (prompt of this turn)
         self.ctx = inp          # tokens in KV when (re)joining decode
-        self.pf_tokens = inp    # tokens to prefill for this turn
+        self.pf_tokens = inp    # tokens to prefill for this turn (an inline encode's tokens included: ServiceRoute.encode_tokens)
         self.pf_left = inp
+        self.enc = 0            # of pf_tokens, the inline encode's (prefill work that holds no KV and sends none)
         self.generated = 0
         self.gen_base = 0
         self.first = -1.0
@@ -212,6 +213,7 @@ class _Sim:
                     raise ValueError(f"service {r.service}: pool {name!r} is a {self.pools[name].role} pool, not {role}")
         self.r_pre = [self.pools[r.prefill] if r.prefill else None for r in self.routes]
         self.r_dec = [self.pools[r.decode or r.unified or ""] for r in self.routes]
+        self.r_enc = [int(r.encode_tokens) for r in self.routes]
         self.heap: list[tuple[float, int, int, Any, int]] = []
         self.seq = 0
         self.join_seq = 0
@@ -307,7 +309,7 @@ class _Sim:
         touched = set()
         for req in batch:
             route = self.routes[req.svc]
-            delay = route.transfer_s_per_token * req.pf_tokens
+            delay = route.transfer_s_per_token * (req.pf_tokens - req.enc)
             if delay > 0:
                 self.push(now + delay, EV_DEC_ENQ, req)
             else:
@@ -467,6 +469,7 @@ class _Sim:
         req.ctx = req.context
         req.pf_tokens = req.context if route.tool_policy == "recompute" else max(req.append, 1)
         req.pf_left = req.pf_tokens
+        req.enc = 0  # a later turn's prompt carries no new image here
         req.generated = 0
         req.first = -1.0
         req.recompute = False
@@ -858,7 +861,13 @@ class _Sim:
                     raise ValueError(f"request stream names service index {svc}, but only {nsvc} routes exist")
                 self.now = now
                 self.requests += 1
-                self.arrive(_Req(t, inp, out, svc, turns, wait, append, warm <= t < mend), now)
+                req = _Req(t, inp, out, svc, turns, wait, append, warm <= t < mend)
+                enc = self.r_enc[svc]
+                if enc:  # an inline encode: its time as prompt work in the route's prefill / unified pool
+                    req.enc = enc
+                    req.pf_tokens += enc
+                    req.pf_left += enc
+                self.arrive(req, now)
                 last_arrival = t
                 next_arr = arr[pos][0] if pos < n_arr else load()
                 if next_arr == math.inf:

@@ -129,12 +129,19 @@ class ServiceRoute:
     scheduling/tokenisation overhead; the pools' work does not): set on unified routes from the
     operating point (:func:`planner.pool_latency.unified_ttft_overhead_ms`); on a disaggregated
     route the KV-transfer delay carries the prefill point's."""
+    encode_tokens: int = 0
+    """An inline encode (multimodal requests, :mod:`planner.capacity_encode`): prompt tokens of work added to each
+    request's first prefill in the route's prefill or unified pool, the vision tower's time at that pool's time per
+    prompt token (:func:`planner.simulate.adapter.inline_encode_tokens`). They take prefill time and a unified
+    iteration's chunk budget, hold no KV and send none to decode."""
 
     def __post_init__(self) -> None:
         if (self.unified is None) == (self.decode is None):
             raise ValueError(f"service {self.service}: route to exactly one of a unified or a decode pool")
         if self.unified is not None and self.prefill is not None:
             raise ValueError(f"service {self.service}: a unified route has no separate prefill pool")
+        if self.encode_tokens < 0:
+            raise ValueError(f"service {self.service}: encode_tokens must be >= 0")
 
 
 @dataclass(frozen=True)
