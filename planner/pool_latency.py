@@ -59,6 +59,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from planner.inline_encode import fold_inline_encode
 from planner.schema.plan import ArchitecturePlan, PlanResult
 
 
@@ -153,8 +154,10 @@ def pool_latency(points: pd.DataFrame, share: np.ndarray, instances: Mapping[str
     ``points`` are operating-point rows (capacity-table columns plus ``pool``, ``rate_peak_per_s``,
     ``interarrival_cv``, ``ttft_quantile``), ``share`` their routing shares, ``instances`` the
     provisioned instances per pool name. Pools without routed traffic are left out; a pool
-    with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait.
+    with no surviving instance (``n ≤ k``) or at utilisation ≥ 1 has an infinite wait. An inline encode in a prefill
+    pool rides in its host row (:func:`planner.inline_encode.fold_inline_encode`).
     """
+    points, share = fold_inline_encode(points, share)
     x = np.asarray(share, dtype=float)
     sel = x > 0
     lane_s_all, _own = lane_columns(points)
@@ -443,9 +446,10 @@ def bucket_latency(points: pd.DataFrame, share: np.ndarray, waits_ms: Mapping[st
     inside its points' TTFT at load, the quantile of the sum of the two (:func:`unified_ttft_s`,
     :func:`slot_sum_quantile_s`), not added as its own quantile. With ``pool_rows``: the TTFT of a bucket served by prefill
     and decode pools is the quantile of its latency group's length mix (:func:`_mixture_ttft`,
-    :mod:`planner.ttft_mixture`), never above the representative rule's ``ttft_ms + W``.
+    :mod:`planner.ttft_mixture`), never above the representative rule's ``ttft_ms + W``. An inline encode in a prefill
+    pool rides in its host row (:func:`planner.inline_encode.fold_inline_encode`): its time is in the host's TTFT.
     """
-
+    points, share = fold_inline_encode(points, share)
     x = np.asarray(share, dtype=float)
     sel = x > 0
     pts = points.loc[sel]
