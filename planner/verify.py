@@ -783,8 +783,8 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     method = (f"discrete-event simulation at peak: {res.requests:,} requests over {duration:,.0f} s "
               f"({warm:,.0f} s warm-up and the arrivals after {mend:,.0f} s not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
               f"{lengths_drawn(sim.route_table)}; approximations in planner.simulate.adapter; {ci_level:.0%} intervals the wider of the order statistics' and the sections' (TTFT, TPOT: the window cut in {SECTIONS} by arrival); {prec}")
-    # multimodal plans (issue 26): how the encode phase is simulated (inline: as prompt work), or what is left out
-    method += "".join(f"; {n}" for n in sim.base.notes if n.startswith("encode pools not simulated") or "inline encode simulated" in n)
+    # multimodal plans (issue 26): how the encode phase is simulated (inline: as prompt work; separate: its own pool)
+    method += "".join(f"; {n}" for n in sim.base.notes if "encode" in n)
     if widest > precision:
         findings.append(f"{architecture}: simulated p-quantiles not resolved to ±{100 * precision:g}% of their targets within "
                         f"{cap:,} measured requests (widest half-width {_txt(100 * widest, '.1f')}%): the verdict is uncertain")

@@ -187,7 +187,10 @@ def test_separate_placement_plans_an_encode_pool_and_deploy_says_it_is_not_emitt
     assert {p["role"] for p in plan["pools"]} == {"encode", "unified"}
     assert {r["role"] for r in plan["routing"]} == {"encode", "unified"}
     assert "separate encode pool" in (out / "report.md").read_text(encoding="utf-8")
-    assert "encode pools not simulated" in plan["simulation"]["method"]  # the simulator says what it leaves out
+    # the peak simulation visits the encode pool first (planner.simulate.adapter: role encode), as busy as planned
+    assert "encoded in the separate pool encode:" in plan["simulation"]["method"]
+    sim_enc = [p for p in plan["simulation"]["pools"] if p["role"] == "encode"]
+    assert len(sim_enc) == 1 and 0.85 < sim_enc[0]["utilization_sim"] / sim_enc[0]["utilization_plan"] < 1.1, sim_enc
     dep = CliRunner().invoke(main, ["deploy", str(out / "plan.json"), "--target", "vllm", "--out", str(tmp_path / "dep")])
     assert dep.exit_code == 0, dep.output
     assert "encode (vision-tower) pool" in (tmp_path / "dep" / "NOTES.md").read_text(encoding="utf-8")

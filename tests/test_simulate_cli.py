@@ -181,9 +181,9 @@ def test_adapter_shared_routing_join_matches_unshared(plan_file: Path, architect
 
     plan = PlanResult.model_validate_json(plan_file.read_text())
     shared = adapter.plan_to_sim_by_bucket(plan, architecture)
-    points, routed, note, inline = adapter._routed_points(plan, architecture)
+    points, routed, encode = adapter._routed_points(plan, architecture)
     before = routed.copy(deep=True)
-    base = adapter._plan_to_sim(plan, architecture, (points, routed, note, inline))
+    base = adapter._plan_to_sim(plan, architecture, (points, routed, encode))
     pd.testing.assert_frame_equal(routed, before)  # the body does not write into the shared join
     assert base.points is not None and shared.base.points is not None
     pd.testing.assert_frame_equal(shared.base.points, pd.DataFrame(plan.capacity.points))

@@ -257,3 +257,24 @@ def test_peak_window_replay_memory_follows_the_arrivals_not_the_span() -> None:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 5e6 and out.size > 0 and out.max() < 120.0
+
+
+def test_a_separate_encode_pool_is_visited_first_and_waits_its_own_queue() -> None:
+    """ServiceRoute.encode (E/P/D): the request is encoded in a pool of its own (role encode, one request per instance),
+    its embeddings take encode_transfer_s, then it prefills; TTFT counts all of it, and two requests arriving together
+    queue at the one encoder."""
+    pools = [PoolSpec("enc", "encode", 1, prefill_time_s=lambda n: 0.020),
+             PoolSpec("pf", "prefill", 1, prefill_time_s=prefill_s),
+             PoolSpec("dec", "decode", 1, prefill_time_s=prefill_s, step_time_s=step_s, max_batch=4)]
+    routes = [ServiceRoute("s", prefill="pf", decode="dec", transfer_s_per_token=1e-6, encode="enc", encode_transfer_s=0.004)]
+    res = simulate(pools, routes, replay_requests(_log([(5.0, 1000, 5)])))
+    # encode 0.020 + embeddings 0.004 + prefill 0.011 + KV 0.001 + first step 0.011
+    assert res.services["s"].ttft.mean == pytest.approx(0.047, rel=1e-9)
+    assert res.pools["enc"].role == "encode" and res.pools["enc"].plan_comparable_utilization > 0
+    two = simulate(pools, routes, replay_requests(_log([(5.0, 1000, 5), (5.0, 1000, 5)])))
+    assert two.pools["enc"].wait.max == pytest.approx(0.020, rel=1e-6)  # the second waits for the first's encode
+    with pytest.raises(ValueError, match="not both"):
+        ServiceRoute("s", unified="u", encode="enc", encode_tokens=3)
+    with pytest.raises(ValueError, match="not encode"):
+        simulate([PoolSpec("x", "prefill", 1, prefill_time_s=prefill_s), *pools[1:]],
+                 [ServiceRoute("s", prefill="pf", decode="dec", encode="x")], replay_requests(_log([(0.0, 10, 2)])))

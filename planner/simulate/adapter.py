@@ -82,8 +82,13 @@ approximated, and each approximation is stated here:
   pool prefills of its bucket (routed rate x encode time over the rate the pool prefills) at the
   pool's time per prompt token (:func:`inline_encode_tokens`), so the pool is as busy as the MIP
   charged it; those tokens take a unified iteration's chunk budget (vLLM runs the tower in the same
-  step, under its own encoder budget) and hold no KV. A separate ``encode`` pool is not simulated:
-  its requests start at their prefill / unified pool without the stage (said in the notes).
+  step, under its own encoder budget) and hold no KV. A separate ``encode`` pool is a pool of role
+  ``encode`` (one request per instance for the tower's time, its routed rows' rate-weighted
+  ``instance_seconds_per_request``) the request visits first, then its embeddings take
+  ``ttft_ms − instance_seconds_per_request`` of the encode point (``ServiceRoute.encode_transfer_s``).
+  :func:`plan_to_sim_by_bucket` draws a bucket's placement by its shares (:func:`_encode_options`),
+  independently of its prefill / decode pools; :func:`plan_to_sim` takes the placement carrying most
+  of the service (said in the notes).
 * **Agent sessions** are simulated call by call (each LLM call an independent request at
   the demand rate); tool waits and the KV they hold are not simulated here.
 """
@@ -175,21 +180,14 @@ INLINE_ENCODE_ROLES: dict[str, str] = {"encode_prefill": "prefill", "encode_unif
 """The inline encode roles (:mod:`planner.capacity_encode`) and the role of the pool whose prompts carry them."""
 
 
-def split_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str]:
-    """Routing without the encode phase of multimodal requests (roles ``encode*``, :mod:`planner.capacity_encode`),
-    its inline rows (``encode_prefill`` / ``encode_unified``: simulated as prompt work in that pool,
-    :func:`inline_encode_tokens`), and a note when a separate encode pool is left out: the simulator has no encode
-    station, so the requests it encodes start at their prefill / unified pool without that stage's wait and time."""
+def split_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Routing without the encode phase of multimodal requests (roles ``encode*``, :mod:`planner.capacity_encode`), and
+    its encode rows: inline (``encode_prefill`` / ``encode_unified``, simulated as prompt work in that pool,
+    :func:`inline_encode_tokens`) and separate (``encode``, a pool of its own the request visits first)."""
     if not len(routing):
-        return routing, routing, ""
-    role = routing["role"].astype(str)
-    enc = role.str.startswith("encode")
-    if not bool(enc.any()):
-        return routing, routing.iloc[0:0], ""
-    separate = role == "encode"
-    note = ("encode pools not simulated: the requests a separate encode pool serves start at their prefill / unified pool "
-            "without the encode stage's wait and time (the plan sizes the pool; planner.capacity_encode)") if bool(separate.any()) else ""
-    return routing[~enc], routing[role.isin(list(INLINE_ENCODE_ROLES))], note
+        return routing, routing
+    enc = routing["role"].astype(str).str.startswith("encode")
+    return routing[~enc], routing[enc]
 
 
 def inline_encode_tokens(pool: PoolSpec, encode_s: float) -> int:
@@ -209,36 +207,45 @@ def inline_encode_tokens(pool: PoolSpec, encode_s: float) -> int:
     return int(round(encode_s / per_token)) if per_token > 0 else 0
 
 
-def _inline_encode_s(encode: pd.DataFrame, service: str, bucket: str | None, pool: str, pool_rate: float) -> float:
-    """Mean inline-encode seconds per request that ``pool`` prefills for ``service`` (one ``bucket``, or all): the inline
-    rows' routed rate x encode time over the rate the pool prefills (a pool encoding part of what it prefills: the mean)."""
-    if not len(encode) or pool_rate <= 0:
+def _inline_encode_s(encode: pd.DataFrame, service: str, bucket: str | None, pool: str) -> float:
+    """Mean encode seconds per request ``pool`` encodes inline for ``service`` (one ``bucket``, or all): the inline rows'
+    routed-rate-weighted encode time (a pool that encodes every request it prefills, as the MIP's ``encode_host`` rows
+    have it in the examples, so the mean over what it prefills)."""
+    if not len(encode):
         return 0.0
-    g = encode[(encode["service"].astype(str) == service) & (encode["pool"].astype(str) == pool)]
+    g = encode[(encode["service"].astype(str) == service) & (encode["pool"].astype(str) == pool)
+               & encode["role"].astype(str).isin(list(INLINE_ENCODE_ROLES))]
     if bucket is not None:
         g = g[g["bucket"].astype(str) == bucket]
-    if not len(g):
-        return 0.0
     lam = g["rate_peak_per_s"].astype(float).clip(lower=0.0)
-    return float((lam * g["instance_seconds_per_request"].astype(float)).sum()) / pool_rate
+    return float((lam * g["instance_seconds_per_request"].astype(float)).sum() / lam.sum()) if len(g) and lam.sum() > 0 else 0.0
 
 
-def _routed_points(plan: PlanResult, architecture: str | None) -> tuple[pd.DataFrame, pd.DataFrame, str, pd.DataFrame]:
+def _encode_transfer_s(rows: pd.DataFrame) -> float:
+    """The embeddings' transfer of separate encode rows (s): the point's ``ttft_ms`` (encode + transfer) less its
+    ``instance_seconds_per_request`` (the encode), routed-rate weighted."""
+    lam = rows["rate_peak_per_s"].astype(float).clip(lower=0.0)
+    extra = (rows["ttft_ms"].astype(float) / 1e3 - rows["instance_seconds_per_request"].astype(float)).clip(lower=0.0)
+    return float((lam * extra).sum() / lam.sum()) if lam.sum() > 0 else 0.0
+
+
+def _routed_points(plan: PlanResult, architecture: str | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The plan's capacity points as a frame, its routing rows with a share (encode phase split off,
-    :func:`split_encode_phase`) left-joined to their operating points, the encode note, and the inline encode rows
-    with their points' ``instance_seconds_per_request``.
+    :func:`split_encode_phase`) left-joined to their operating points, and the encode rows with their points'
+    ``instance_seconds_per_request`` and ``ttft_ms``.
     Built once per plan: :func:`plan_to_sim` and :func:`plan_to_sim_by_bucket` both read the join
     (neither mutates it: every later step makes a new frame)."""
     arch = choose_architecture(plan, architecture)
     points = pd.DataFrame(plan.capacity.points)
     routing = pd.DataFrame([r.model_dump() for r in arch.routing])
-    routing, inline, encode_note = split_encode_phase(routing[routing["share"] > 1e-9])
+    routing, encode = split_encode_phase(routing[routing["share"] > 1e-9])
     routed = routing.merge(points, on=["service", "bucket", "role", "config"], how="left", suffixes=("", "_pt"))
-    if len(inline):
-        inline = inline.merge(points[["service", "bucket", "role", "config", "instance_seconds_per_request"]],
+    if len(encode):
+        encode = encode.merge(points[["service", "bucket", "role", "config", "instance_seconds_per_request", "ttft_ms"]],
                               on=["service", "bucket", "role", "config"], how="left")
-        inline = inline.assign(instance_seconds_per_request=inline["instance_seconds_per_request"].astype(float).fillna(0.0))
-    return points, routed, encode_note, inline
+        encode = encode.assign(instance_seconds_per_request=encode["instance_seconds_per_request"].astype(float).fillna(0.0),
+                               ttft_ms=encode["ttft_ms"].astype(float).fillna(0.0))
+    return points, routed, encode
 
 
 def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
@@ -247,17 +254,17 @@ def plan_to_sim(plan: PlanResult, architecture: str | None = None) -> SimInputs:
 
 
 def _plan_to_sim(plan: PlanResult, architecture: str | None,
-                 routed_points: tuple[pd.DataFrame, pd.DataFrame, str, pd.DataFrame]) -> SimInputs:
+                 routed_points: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> SimInputs:
     """:func:`plan_to_sim` from the plan's routing joined to its points (:func:`_routed_points`)."""
     arch = choose_architecture(plan, architecture)
     demand = pd.DataFrame(plan.capacity.demand)
-    points, rows, encode_note, inline = routed_points
+    points, rows, encode = routed_points
     configs = pd.DataFrame(plan.capacity.configs).set_index("config") if plan.capacity.configs else pd.DataFrame()
     rows = rows.merge(demand[["service", "bucket", "input_tokens_rep", "output_tokens_rep",
                               "input_tokens_mean", "output_tokens_mean"]], on=["service", "bucket"], how="left")
     rows = rows.merge(_work_lengths(demand), on=["service", "bucket"], how="left")
     rows["lam"] = rows["rate_peak_per_s"].clip(lower=1e-12)
-    notes: list[str] = [encode_note] if encode_note else []
+    notes: list[str] = []
     pool_plans = {p.name: p for p in arch.pools}
 
     # per-service prefill seconds per token (for decode recompute), from any prefill/unified row
@@ -281,7 +288,15 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
         rows.loc[no_tpot, "tpot_ms"] = derived[no_tpot]  # t_b = min(τ_b / o_b, TPOT target) (module docstring, measured pools)
     rows["measured"] = measured_row
     pools: list[PoolSpec] = []
+    separate = encode[encode["role"].astype(str) == "encode"] if len(encode) else encode
     for p in arch.pools:
+        if p.role == "encode":  # a separate encode pool: the tower's time per request, its routed rows' mean
+            ge = separate[separate["pool"].astype(str) == p.name] if len(separate) else separate
+            lam_e = ge["rate_peak_per_s"].astype(float).clip(lower=0.0) if len(ge) else None
+            if lam_e is not None and p.instances > 0 and lam_e.sum() > 0:
+                t_enc = float((lam_e * ge["instance_seconds_per_request"].astype(float)).sum() / lam_e.sum())
+                pools.append(PoolSpec(p.name, "encode", p.instances, prefill_time_s=_constant1(t_enc)))
+            continue
         g = rows[rows["pool"] == p.name]
         if g.empty or p.instances <= 0:
             continue
@@ -372,17 +387,30 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
         if missing:
             raise ValueError(f"service {svc}: routed to pools without instances: {', '.join(missing)}")
         first = "prefill" if "prefill" in chosen else "unified" if "unified" in chosen else None
-        enc_tokens = 0
-        if first is not None and len(inline):
-            on = g[(g["role"] == first) & (g["pool"] == chosen[first])]
-            enc_s = _inline_encode_s(inline, str(svc), None, chosen[first], float(on["rate_peak_per_s"].sum()))
-            enc_tokens = inline_encode_tokens(next(ps for ps in pools if ps.name == chosen[first]), enc_s)
-            if enc_tokens:
-                notes.append(f"service {svc}: inline encode simulated as prompt work in {chosen[first]}: {enc_tokens} tokens "
-                             f"per request, its {enc_s * 1e3:.1f} ms at the pool's time per prompt token")
+        enc_tokens, enc_pool, enc_transfer = 0, None, 0.0
+        e_svc = encode[encode["service"].astype(str) == str(svc)] if len(encode) else encode
+        if first is not None and len(e_svc):
+            # one route per service: the encode placement carrying most of its requests (separate pools by name)
+            sep = e_svc[e_svc["role"].astype(str) == "encode"]
+            by_pool = sep.groupby("pool")["rate_peak_per_s"].sum().sort_values(ascending=False) if len(sep) else pd.Series(dtype=float)
+            inline_rate = float(e_svc.loc[e_svc["role"].astype(str).isin(list(INLINE_ENCODE_ROLES)), "rate_peak_per_s"].sum())
+            if len(by_pool) and float(by_pool.sum()) > inline_rate and str(by_pool.index[0]) in known:
+                enc_pool = str(by_pool.index[0])
+                enc_transfer = _encode_transfer_s(sep[sep["pool"].astype(str) == enc_pool])
+                notes.append(f"service {svc}: encoded in the separate pool {enc_pool}, then prefilled after "
+                             f"{enc_transfer * 1e3:.1f} ms of embedding transfer")
+            else:
+                enc_s = _inline_encode_s(e_svc, str(svc), None, chosen[first])
+                enc_tokens = inline_encode_tokens(next(ps for ps in pools if ps.name == chosen[first]), enc_s)
+                if enc_tokens:
+                    notes.append(f"service {svc}: inline encode simulated as prompt work in {chosen[first]}: {enc_tokens} "
+                                 f"tokens per request, its {enc_s * 1e3:.1f} ms at the pool's time per prompt token")
+            if len(by_pool) and inline_rate > 0 or len(by_pool) > 1:
+                notes.append(f"service {svc}: its encode is split over {len(by_pool) + (inline_rate > 0)} placements in the plan; "
+                             f"simulated all {'in ' + enc_pool if enc_pool else 'inline'}")
         routes.append(ServiceRoute(
             str(svc), prefill=chosen.get("prefill"), decode=chosen.get("decode"), unified=chosen.get("unified"),
-            transfer_s_per_token=transfer, encode_tokens=enc_tokens,
+            transfer_s_per_token=transfer, encode_tokens=enc_tokens, encode=enc_pool, encode_transfer_s=enc_transfer,
             ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
             tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
             **_itl_fields(d),
@@ -576,7 +604,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
     routed_points = _routed_points(plan, architecture)
     base = _plan_to_sim(plan, architecture, routed_points)
     demand = base.demand
-    routing, inline = routed_points[1], routed_points[3]
+    routing, encode = routed_points[1], routed_points[2]
     known = {ps.name for ps in base.pools}
     spec_of = {ps.name: ps for ps in base.pools}
     prefill_of = {ps.name: ps for ps in base.pools if ps.role == "prefill"}
@@ -598,6 +626,7 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
             [(str(pl), float(sh), float(tt) / 1e3 - _prefill_s(prefill_of, str(pl), n_rep, float(ta))) for pl, sh, tt, ta in
              zip(pf["pool"], pf["share"], pf["ttft_ms"], pf["instance_seconds_per_request"], strict=True)] or [(None, 1.0, 0.0)])
         overhead_ms = np.nan_to_num(unified_ttft_overhead_ms(dec), nan=0.0)
+        enc_opts = _encode_options(encode, str(svc), str(bucket), known)
         for dec_pool, dec_role, dec_share, dec_tpot, dec_overhead_ms in zip(
                 dec["pool"].astype(str), dec["role"].astype(str), dec["share"].astype(float), dec["tpot_ms"].astype(float),
                 overhead_ms, strict=True):
@@ -612,27 +641,47 @@ def plan_to_sim_by_bucket(plan: PlanResult, architecture: str | None = None) -> 
                     raise ValueError(f"service {svc}: routed to pools without instances: {', '.join(missing)}")
                 unified = dec_role == "unified"
                 delay = max(0.0, pf_extra_s - dec_tpot / 1e3) if pf_pool is not None else 0.0
-                # an inline encode: the mean encode time of what the route's first pool prefills of this bucket, as prompt work
                 first = dec_pool if unified else pf_pool
-                first_rate = float(g.loc[g["pool"].astype(str) == first, "rate_peak_per_s"].sum()) if first is not None else 0.0
-                enc_tokens = (inline_encode_tokens(spec_of[first], _inline_encode_s(inline, str(svc), str(bucket), first, first_rate))
-                              if first is not None and len(inline) else 0)
-                routes.append(ServiceRoute(
-                    f"{svc}|{bucket}|{len(routes)}", prefill=pf_pool,
-                    decode=None if unified else dec_pool, unified=dec_pool if unified else None,
-                    transfer_s_per_token=delay / n_rep, encode_tokens=enc_tokens,
-                    ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
-                    tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
-                    **_itl_fields(d), ttft_overhead_s=float(dec_overhead_ms) / 1e3 if unified else 0.0,
-                ))
-                table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
-                              "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,
-                              "probability": w * pair * dec_share, "input_tokens": n_rep, "output_tokens": o_rep,
-                              "length_mix": _route_mix(d, n_rep, o_rep),
-                              "rate_peak_per_s": float(d_all["rate_peak_per_s"].sum()),
-                              "rate_mean_per_s": float(d_all["rate_mean_per_s"].sum()),
-                              "interarrival_cv": float(d["interarrival_cv"]) if "interarrival_cv" in d else 1.0})
+                # the encode options (module docstring): a separate pool, or inline as prompt work in the route's first pool
+                for enc_pool, enc_share, enc_transfer in enc_opts:
+                    enc_tokens = (inline_encode_tokens(spec_of[first], _inline_encode_s(encode, str(svc), str(bucket), first))
+                                  if enc_pool is None and first is not None and len(encode) else 0)
+                    routes.append(ServiceRoute(
+                        f"{svc}|{bucket}|{len(routes)}", prefill=pf_pool,
+                        decode=None if unified else dec_pool, unified=dec_pool if unified else None,
+                        transfer_s_per_token=delay / n_rep, encode_tokens=enc_tokens, encode=enc_pool, encode_transfer_s=enc_transfer,
+                        ttft_target_s=float(d["ttft_target_ms"]) / 1e3, ttft_quantile=float(d["ttft_quantile"]),
+                        tpot_target_s=float(d["tpot_target_ms"]) / 1e3, tpot_quantile=float(d["tpot_quantile"]),
+                        **_itl_fields(d), ttft_overhead_s=float(dec_overhead_ms) / 1e3 if unified else 0.0,
+                    ))
+                    table.append({"service": str(svc), "bucket": str(bucket), "prefill": pf_pool,
+                                  "decode": None if unified else dec_pool, "unified": dec_pool if unified else None,
+                                  "encode": enc_pool,
+                                  "probability": w * pair * dec_share * enc_share, "input_tokens": n_rep, "output_tokens": o_rep,
+                                  "length_mix": _route_mix(d, n_rep, o_rep),
+                                  "rate_peak_per_s": float(d_all["rate_peak_per_s"].sum()),
+                                  "rate_mean_per_s": float(d_all["rate_mean_per_s"].sum()),
+                                  "interarrival_cv": float(d["interarrival_cv"]) if "interarrival_cv" in d else 1.0})
     return BucketSimInputs(base=base, routes=routes, route_table=pd.DataFrame(table))
+
+
+def _encode_options(encode: pd.DataFrame, service: str, bucket: str, known: set[str]) -> list[tuple[str | None, float, float]]:
+    """A bucket's encode placements as (separate pool or ``None`` for inline / no encode, share, embedding transfer s):
+    each separate pool's routing share, the rest inline (its share the inline rows', the MIP routes a multimodal bucket
+    wholly through an encode phase); ``[(None, 1, 0)]`` for a bucket without encode rows. The placement is drawn
+    independently of the prefill / decode pools (the MIP ties an inline encode to the pool that prefills; a bucket split
+    between placements is simulated with that tie loosened)."""
+    if not len(encode):
+        return [(None, 1.0, 0.0)]
+    g = encode[(encode["service"].astype(str) == service) & (encode["bucket"].astype(str) == bucket)]
+    sep = g[(g["role"].astype(str) == "encode") & g["pool"].astype(str).isin(known)]
+    opts: list[tuple[str | None, float, float]] = [
+        (str(pl), float(rows["share"].sum()), _encode_transfer_s(rows)) for pl, rows in sep.groupby("pool", sort=True)]
+    rest = 1.0 - sum(o[1] for o in opts)
+    if rest > ROUTING_NOISE_SHARE or not opts:
+        opts.append((None, max(rest, 0.0) if opts else 1.0, 0.0))
+    total = sum(o[1] for o in opts)
+    return [(pl, sh / total, tr) for pl, sh, tr in opts] if total > 0 else [(None, 1.0, 0.0)]
 
 
 def _route_mix(d: Any, n_rep: int, o_rep: int) -> list[tuple[float, int, int]]:

@@ -36,7 +36,7 @@ from planner.simulate.results import PoolResult, ServiceResult, SimResult
 from planner.simulate.spec import PoolSpec, ServiceRoute, SimConfig
 from planner.simulate.stats import LogHistogram, SectionCounts, Summary
 
-EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END = range(6)
+EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END, EV_ENCODED = range(7)
 _EPS = 1e-9
 INDEX_MIN_INSTANCES = {"decode": 32, "unified": 8}
 """Decode and unified pools of at least this many instances keep their instances filed by load
@@ -53,7 +53,7 @@ class _Req:
     __slots__ = ("turn_arrival", "out", "svc", "turns_left", "tool_wait", "append", "context",
                  "ctx", "pf_tokens", "pf_left", "generated", "gen_base", "first", "join_id",
                  "join_step", "kv_off", "inst", "enter", "recompute", "measured", "held_inst",
-                 "held_epoch", "held_tokens", "waited", "enc")
+                 "held_epoch", "held_tokens", "waited", "enc", "to_encode")
 
     def __init__(self, t: float, inp: int, out: int, svc: int, turns: int, tool_wait: float,
                  append: int, measured: bool) -> None:
@@ -68,6 +68,7 @@ class _Req:
         self.pf_tokens = inp    # tokens to prefill for this turn (an inline encode's tokens included: ServiceRoute.encode_tokens)
         self.pf_left = inp
         self.enc = 0            # of pf_tokens, the inline encode's (prefill work that holds no KV and sends none)
+        self.to_encode = False  # first visits its route's separate encode pool (ServiceRoute.encode)
         self.generated = 0
         self.gen_base = 0
         self.first = -1.0
@@ -124,6 +125,8 @@ class _Pool:
         self.spec = spec
         self.name = spec.name
         self.role = spec.role
+        self.serial = spec.role in ("prefill", "encode")
+        """One batch of requests per instance at a time (prefill and encode pools: :meth:`_Sim.start_prefill`)."""
         self.queue: deque[_Req] = deque()
         self.free = (1 << spec.instances) - 1
         """Prefill pools: bit ``i`` set while instance ``i`` is up without a batch (:meth:`_Sim.start_prefill`
@@ -203,7 +206,7 @@ class _Sim:
         self.warmup_s = config.warmup_s
         self.measure_end_s = config.measure_end_s
         for r in self.routes:
-            for key, role in (("prefill", "prefill"), ("decode", "decode"), ("unified", "unified")):
+            for key, role in (("prefill", "prefill"), ("decode", "decode"), ("unified", "unified"), ("encode", "encode")):
                 name = getattr(r, key)
                 if name is None:
                     continue
@@ -214,6 +217,7 @@ class _Sim:
         self.r_pre = [self.pools[r.prefill] if r.prefill else None for r in self.routes]
         self.r_dec = [self.pools[r.decode or r.unified or ""] for r in self.routes]
         self.r_enc = [int(r.encode_tokens) for r in self.routes]
+        self.r_enc_pool = [self.pools[r.encode] if r.encode else None for r in self.routes]
         self.heap: list[tuple[float, int, int, Any, int]] = []
         self.seq = 0
         self.join_seq = 0
@@ -258,6 +262,19 @@ class _Sim:
             return
         if req.measured:
             self.started[svc] += 1
+        enc = self.r_enc_pool[svc]
+        if req.to_encode and enc is not None:  # the tower first, in its own pool; dispatch() after it
+            enc.queue.append(req)
+            if len(enc.queue) > enc.queue_max:
+                enc.queue_max = len(enc.queue)
+            self.start_prefill(enc, now)
+            return
+        self.dispatch(req, now)
+
+    def dispatch(self, req: _Req, now: float) -> None:
+        """Queue an arrived (or just encoded) request at its route's prefill pool, else its decode / unified pool."""
+        svc = req.svc
+        dec = self.r_dec[svc]
         pre = self.r_pre[svc]
         if pre is not None:
             pre.queue.append(req)
@@ -306,6 +323,16 @@ class _Sim:
         batch = inst.pf_batch
         inst.pf_batch = []
         _mark_free(inst)
+        if inst.pool.role == "encode":
+            for req in batch:
+                req.to_encode = False
+                delay = self.routes[req.svc].encode_transfer_s
+                if delay > 0:
+                    self.push(now + delay, EV_ENCODED, req)
+                else:
+                    self.encoded(req, now)
+            self.start_prefill(inst.pool, now)
+            return
         touched = set()
         for req in batch:
             route = self.routes[req.svc]
@@ -323,6 +350,12 @@ class _Sim:
             if len(dec.queue) > dec.queue_max:
                 dec.queue_max = len(dec.queue)
             self.admit(dec, now)
+
+    def encoded(self, req: _Req, now: float) -> None:
+        """The request's embeddings reached its prefill / unified pool: it waits there from ``now``."""
+        req.enter = now
+        req.waited = False
+        self.dispatch(req, now)
 
     # ---------------------------------------------------------------- decode / unified
     def advance(self, inst: _Inst, now: float) -> None:
@@ -470,6 +503,7 @@ class _Sim:
         req.pf_tokens = req.context if route.tool_policy == "recompute" else max(req.append, 1)
         req.pf_left = req.pf_tokens
         req.enc = 0  # a later turn's prompt carries no new image here
+        req.to_encode = False
         req.generated = 0
         req.first = -1.0
         req.recompute = False
@@ -479,7 +513,7 @@ class _Sim:
 
     def admit(self, pool: _Pool, now: float) -> None:
         """FCFS admission from the pool queue to the least-loaded instance with room."""
-        if pool.role == "prefill":
+        if pool.serial:
             self.start_prefill(pool, now)
             return
         by_load = pool.by_load
@@ -714,7 +748,7 @@ class _Sim:
         pool = inst.pool
         self.advance(inst, now)
         evicted: list[_Req] = []
-        if pool.role == "prefill":
+        if pool.serial:
             evicted = list(inst.pf_batch)
             inst.pf_batch = []
         else:
@@ -763,7 +797,7 @@ class _Sim:
         tl["time_s"].append(t)
         for p in self.pools.values():
             tl[f"{p.name}.queue"].append(float(len(p.queue)))
-            if p.role == "prefill":
+            if p.serial:
                 tl[f"{p.name}.active"].append(float(sum(1 for i in p.insts if i.pf_batch)))
                 tl[f"{p.name}.kv_used_share"].append(0.0)
             else:
@@ -846,6 +880,8 @@ class _Sim:
                     self.admit(dec, now)
                 elif kind == EV_TURN:
                     self.next_turn(obj, now)
+                elif kind == EV_ENCODED:
+                    self.encoded(obj, now)
                 elif kind == EV_OUT_START:
                     self.outage_start(obj, now)
                 elif kind == EV_OUT_END:
@@ -867,6 +903,7 @@ class _Sim:
                     req.enc = enc
                     req.pf_tokens += enc
                     req.pf_left += enc
+                req.to_encode = self.r_enc_pool[svc] is not None
                 self.arrive(req, now)
                 last_arrival = t
                 next_arr = arr[pos][0] if pos < n_arr else load()
@@ -909,9 +946,9 @@ class _Sim:
             pools[p.name] = PoolResult(
                 name=p.name, role=p.role, instances=n, wait=Summary.of(p.wait),
                 utilization=busy / inst_time if n else math.nan,
-                slot_utilization=(slots / (inst_time * p.max_batch) if n and p.role != "prefill" else math.nan),
+                slot_utilization=(slots / (inst_time * p.max_batch) if n and not p.serial else math.nan),
                 lane_utilization=(lane / inst_time if n and p.role == "unified" else math.nan),
-                kv_utilization=(kv / (inst_time * p.cap) if n and p.cap < math.inf and p.role != "prefill" else math.nan),
+                kv_utilization=(kv / (inst_time * p.cap) if n and p.cap < math.inf and not p.serial else math.nan),
                 preemptions=p.preemptions, kv_blocked_admissions=p.kv_blocked, rejected=p.rejected,
                 recompute_s=p.recompute_s, queue_max=p.queue_max,
             )

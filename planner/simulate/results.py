@@ -96,15 +96,15 @@ class PoolResult:
 
     @property
     def plan_comparable_utilization(self) -> float:
-        """The simulated figure shown beside the plan's utilisation (``sum lambda tau / n``): a prefill pool's busy
-        share; a decode pool's slot occupancy (mean batch / ``max_batch``, the capacity-preserving batch); a unified
+        """The simulated figure shown beside the plan's utilisation (``sum lambda tau / n``): a prefill or encode pool's
+        busy share; a decode pool's slot occupancy (mean batch / ``max_batch``, the capacity-preserving batch); a unified
         pool's larger of its slot occupancy and its lane's busy share, as a unified point's ``tau`` is per request the
         larger of its slot time and its prompt's lane time (:func:`planner.capacity.bucket_work`). Approximate for
         decode and unified pools: the plan counts a request's time at the operating point's full batch, while the
         batch that arrives runs faster steps, so the simulated occupancy is lower where a per-token target rather
         than the slots sizes the pool (the example shared pools: 0.30-0.80 simulated against 0.55-0.92 planned,
         their per-token latency at its target in both)."""
-        if self.role == "prefill":
+        if self.role in ("prefill", "encode"):
             return self.utilization
         if self.role == "unified" and math.isfinite(self.lane_utilization):
             return max(self.slot_utilization, self.lane_utilization) if math.isfinite(self.slot_utilization) else self.lane_utilization

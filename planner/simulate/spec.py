@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-PoolRole = Literal["prefill", "decode", "unified"]
+PoolRole = Literal["prefill", "decode", "unified", "encode"]
 ToolPolicy = Literal["hold", "offload", "recompute"]
 
 StepTime = Callable[[int], float] | Sequence[float]
@@ -34,6 +34,10 @@ class PoolSpec:
       step; when the next step would exceed ``kv_capacity_tokens`` the newest sequence is
       preempted and requeued at the head, and on re-admission the instance stalls for
       ``prefill_time_s(context)`` to recompute its KV (vLLM's recompute preemption).
+    * ``encode``: a multimodal request's vision tower in a pool of its own (E/P/D): served like a
+      prefill pool, one request per instance for ``prefill_time_s(tokens)`` seconds (the adapter:
+      a constant, the tower's time per request); the request then goes on to its route's prefill
+      or unified pool after ``ServiceRoute.encode_transfer_s`` (the embeddings sent).
     * ``unified``: continuous batching with chunked prefill: each iteration carries the
       decode batch plus up to ``chunk_tokens`` prompt tokens (FCFS over the instance's
       admitted prompts) and takes ``iteration_time_s(b, chunk)``; by default
@@ -129,6 +133,11 @@ class ServiceRoute:
     scheduling/tokenisation overhead; the pools' work does not): set on unified routes from the
     operating point (:func:`planner.pool_latency.unified_ttft_overhead_ms`); on a disaggregated
     route the KV-transfer delay carries the prefill point's."""
+    encode: str | None = None
+    """A separate encode pool the request visits first (role ``encode``); ``None``: none, or inline (``encode_tokens``)."""
+    encode_transfer_s: float = 0.0
+    """Seconds from the end of the encode to the request joining its prefill / unified queue (the embeddings' transfer;
+    a delay that occupies no pool)."""
     encode_tokens: int = 0
     """An inline encode (multimodal requests, :mod:`planner.capacity_encode`): prompt tokens of work added to each
     request's first prefill in the route's prefill or unified pool, the vision tower's time at that pool's time per
@@ -142,6 +151,10 @@ class ServiceRoute:
             raise ValueError(f"service {self.service}: a unified route has no separate prefill pool")
         if self.encode_tokens < 0:
             raise ValueError(f"service {self.service}: encode_tokens must be >= 0")
+        if self.encode is not None and self.encode_tokens:
+            raise ValueError(f"service {self.service}: a request encodes in a separate pool or inline, not both")
+        if not (self.encode_transfer_s >= 0 and math.isfinite(self.encode_transfer_s)):
+            raise ValueError(f"service {self.service}: encode_transfer_s must be finite and >= 0")
 
 
 @dataclass(frozen=True)
