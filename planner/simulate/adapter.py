@@ -176,8 +176,8 @@ def _itl_fields(d: Any) -> dict[str, Any]:
             "e2e_quantile": float(get("e2e_quantile", 0.99))}
 
 
-INLINE_ENCODE_ROLES: dict[str, str] = {"encode_prefill": "prefill", "encode_unified": "unified"}
-"""The inline encode roles (:mod:`planner.capacity_encode`) and the role of the pool whose prompts carry them."""
+INLINE_ENCODE_ROLES: tuple[str, ...] = ("encode_prefill", "encode_unified")
+"""The inline encode roles (:mod:`planner.capacity_encode`): the tower's time riding in the prefill / unified pool."""
 
 
 def split_encode_phase(routing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -214,7 +214,7 @@ def _inline_encode_s(encode: pd.DataFrame, service: str, bucket: str | None, poo
     if not len(encode):
         return 0.0
     g = encode[(encode["service"].astype(str) == service) & (encode["pool"].astype(str) == pool)
-               & encode["role"].astype(str).isin(list(INLINE_ENCODE_ROLES))]
+               & encode["role"].astype(str).isin(INLINE_ENCODE_ROLES)]
     if bucket is not None:
         g = g[g["bucket"].astype(str) == bucket]
     lam = g["rate_peak_per_s"].astype(float).clip(lower=0.0)
@@ -393,7 +393,7 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
             # one route per service: the encode placement carrying most of its requests (separate pools by name)
             sep = e_svc[e_svc["role"].astype(str) == "encode"]
             by_pool = sep.groupby("pool")["rate_peak_per_s"].sum().sort_values(ascending=False) if len(sep) else pd.Series(dtype=float)
-            inline_rate = float(e_svc.loc[e_svc["role"].astype(str).isin(list(INLINE_ENCODE_ROLES)), "rate_peak_per_s"].sum())
+            inline_rate = float(e_svc.loc[e_svc["role"].astype(str).isin(INLINE_ENCODE_ROLES), "rate_peak_per_s"].sum())
             if len(by_pool) and float(by_pool.sum()) > inline_rate and str(by_pool.index[0]) in known:
                 enc_pool = str(by_pool.index[0])
                 enc_transfer = _encode_transfer_s(sep[sep["pool"].astype(str) == enc_pool])
