@@ -278,3 +278,37 @@ def test_a_separate_encode_pool_is_visited_first_and_waits_its_own_queue() -> No
     with pytest.raises(ValueError, match="not encode"):
         simulate([PoolSpec("x", "prefill", 1, prefill_time_s=prefill_s), *pools[1:]],
                  [ServiceRoute("s", prefill="pf", decode="dec", encode="x")], replay_requests(_log([(0.0, 10, 2)])))
+
+
+def test_the_encode_stage_never_loses_a_request_and_always_precedes_its_first_token() -> None:
+    """Property (hypothesis) of ServiceRoute.encode / encode_tokens over random pools, placements and logs: every request
+    ends (the run drains), each TTFT is at least the tower's time and embedding transfer (a separate pool) or the
+    prefill of its prompt and encode tokens (inline), and an encode pool's busy time is the tower's time per request."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None)
+    @given(enc_s=st.floats(0.001, 0.05), transfer_s=st.floats(0.0, 0.01), enc_tokens=st.integers(0, 2000),
+           separate=st.booleans(), unified=st.booleans(), encoders=st.integers(1, 3),
+           reqs=st.lists(st.tuples(st.floats(0.0, 5.0), st.integers(1, 3000), st.integers(1, 20)), min_size=1, max_size=30))
+    def run(enc_s: float, transfer_s: float, enc_tokens: int, separate: bool, unified: bool, encoders: int,
+            reqs: list[tuple[float, int, int]]) -> None:
+        pools = [PoolSpec("enc", "encode", encoders, prefill_time_s=lambda n: enc_s),
+                 PoolSpec("pf", "prefill", 2, prefill_time_s=prefill_s),
+                 PoolSpec("dec", "decode", 2, prefill_time_s=prefill_s, step_time_s=step_s, max_batch=8),
+                 PoolSpec("u", "unified", 2, prefill_time_s=prefill_s, step_time_s=step_s, max_batch=8, chunk_tokens=512)]
+        placement = dict(encode="enc", encode_transfer_s=transfer_s) if separate else dict(encode_tokens=enc_tokens)
+        route = (ServiceRoute("s", unified="u", **placement) if unified  # type: ignore[arg-type]
+                 else ServiceRoute("s", prefill="pf", decode="dec", **placement))  # type: ignore[arg-type]
+        res = simulate(pools, [route], replay_requests(_log(sorted(reqs))))
+        s = res.services["s"]
+        assert s.completed == len(reqs) and s.unfinished == 0 and s.rejected == 0
+        shortest = min(n for _, n, _ in reqs)
+        floor = enc_s + transfer_s + prefill_s(shortest) if separate else prefill_s(shortest + enc_tokens)
+        h = res.histograms["service:s:ttft"]
+        assert h.quantile(0.5 / h.n) >= floor * (1 - 3e-3)  # the shortest TTFT, its bin's middle (bins 0.23 %)
+        if separate:
+            busy = res.pools["enc"].utilization * encoders * res.sim_end_s
+            assert busy == pytest.approx(enc_s * len(reqs), rel=1e-6)
+
+    run()
