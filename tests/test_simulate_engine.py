@@ -312,3 +312,19 @@ def test_the_encode_stage_never_loses_a_request_and_always_precedes_its_first_to
             assert busy == pytest.approx(enc_s * len(reqs), rel=1e-6)
 
     run()
+
+
+def test_the_failure_scenario_names_a_pool_it_leaves_without_an_instance() -> None:
+    """N−1 of a one-instance pool is none (a lone encoder, a lone decode instance at redundancy 0): the failure scenario's
+    note says which pool lost every request, so "lost" reads as that pool's single point of failure."""
+    from planner.simulate.scenarios import run_scenarios
+
+    pools = [PoolSpec("pf", "prefill", 2, prefill_time_s=prefill_s),
+             PoolSpec("dec", "decode", 1, prefill_time_s=prefill_s, step_time_s=step_s, max_batch=4)]
+    routes = [ServiceRoute("s", prefill="pf", decode="dec")]
+    runs = run_scenarios(pools, routes, lambda load, seed: replay_requests(_log([(t, 100, 5) for t in range(1, 50)])),
+                         duration_s=60.0, seed=0, scenarios=("failure", "peak"))
+    failure, peak = runs
+    assert failure.note == ("dec has one instance, which this scenario takes down: every request routed through it is lost "
+                            "(redundancy k >= 1 keeps one more)")
+    assert failure.result.services["s"].completed == 0 and not peak.note

@@ -105,6 +105,11 @@ def run_scenarios(pools: list[PoolSpec], routes: list[ServiceRoute], stream: Str
         cfg = SimConfig(warmup_s=warm, max_drain_s=max(duration_s, 60.0), outages=outages,
                         sample_interval_s=duration_s / 200.0)
         said: list[str] = []
+        if name == "failure":
+            alone = [p.name for p in pools if p.instances == 1]
+            if alone:  # N−1 of one instance is none: what "lost" counts there is the pool's single point of failure
+                said.append(f"{', '.join(alone)} {'has' if len(alone) == 1 else 'have'} one instance, which this scenario "
+                            "takes down: every request routed through it is lost (redundancy k >= 1 keeps one more)")
         res = simulate(pools, routes, after_warmup(iter(stream(load, seed)), warm, duration_s, said), cfg, duration_hint_s=duration_s)
         if said:
             res = replace(res, note="; ".join(said))
