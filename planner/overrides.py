@@ -95,11 +95,8 @@ def replaced_by_set(scenario: str, scenario_overrides: dict[str, Any], overrides
             if path in scenario_overrides and overrides[path] != scenario_overrides[path]]
 
 
-_MISSING = object()
-
-
 def _at_path(data: Any, path: str) -> Any:
-    """The value at the dot-path ``path`` of a raw instance mapping (list items by position), or ``_MISSING``."""
+    """The value at the dot-path ``path`` of a raw instance mapping (list items by position), ``None`` where it has none."""
     node = data
     for part in path.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -107,7 +104,7 @@ def _at_path(data: Any, path: str) -> Any:
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            return _MISSING
+            return None
     return node
 
 

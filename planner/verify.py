@@ -721,7 +721,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
     (:func:`_run_until_resolved`), per pool (:func:`_simulated_pools`), per service
     (:func:`_service_metrics`, :func:`_miss_findings`, the E2E target)."""
     from planner.pool_latency import predicted_pool_quantiles
-    from planner.simulate.adapter import lengths_drawn, plan_to_sim_by_bucket
+    from planner.simulate.adapter import ENCODE_NOTE, lengths_drawn, plan_to_sim_by_bucket
 
     if requests < 100:
         raise ValueError(f"requests must be >= 100 for a tail estimate, got {requests}")
@@ -784,7 +784,7 @@ def simulate_plan(result: PlanResult, architecture: str, *, requests: int = DEFA
               f"({warm:,.0f} s warm-up and the arrivals after {mend:,.0f} s not measured), seed {seed}; {src}; routes per (service, bucket) split by the plan's shares, "
               f"{lengths_drawn(sim.route_table)}; approximations in planner.simulate.adapter; {ci_level:.0%} intervals the wider of the order statistics' and the sections' (TTFT, TPOT: the window cut in {SECTIONS} by arrival); {prec}")
     # multimodal plans (issue 26): how the encode phase is simulated (inline: as prompt work; separate: its own pool)
-    method += "".join(f"; {n}" for n in sim.base.notes if "encode" in n)
+    method += "".join(f"; {n}" for n in sim.base.notes if n.startswith(ENCODE_NOTE))
     if widest > precision:
         findings.append(f"{architecture}: simulated p-quantiles not resolved to ±{100 * precision:g}% of their targets within "
                         f"{cap:,} measured requests (widest half-width {_txt(100 * widest, '.1f')}%): the verdict is uncertain")

@@ -176,6 +176,9 @@ def _itl_fields(d: Any) -> dict[str, Any]:
             "e2e_quantile": float(get("e2e_quantile", 0.99))}
 
 
+ENCODE_NOTE = "encode phase, "
+"""How every note on the encode phase begins (:func:`plan_to_sim`), so :func:`planner.verify.simulate_plan` can put them in
+its method line and nothing else (a service or pool whose name holds "encode")."""
 INLINE_ENCODE_ROLES: tuple[str, ...] = ("encode_prefill", "encode_unified")
 """The inline encode roles (:mod:`planner.capacity_encode`): the tower's time riding in the prefill / unified pool."""
 
@@ -397,16 +400,16 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
             if len(by_pool) and float(by_pool.sum()) > inline_rate and str(by_pool.index[0]) in known:
                 enc_pool = str(by_pool.index[0])
                 enc_transfer = _encode_transfer_s(sep[sep["pool"].astype(str) == enc_pool])
-                notes.append(f"service {svc}: encoded in the separate pool {enc_pool}, then prefilled after "
+                notes.append(f"{ENCODE_NOTE}service {svc}: encoded in the separate pool {enc_pool}, then prefilled after "
                              f"{enc_transfer * 1e3:.1f} ms of embedding transfer")
             else:
                 enc_s = _inline_encode_s(e_svc, str(svc), None, chosen[first])
                 enc_tokens = inline_encode_tokens(next(ps for ps in pools if ps.name == chosen[first]), enc_s)
                 if enc_tokens:
-                    notes.append(f"service {svc}: inline encode simulated as prompt work in {chosen[first]}: {enc_tokens} "
+                    notes.append(f"{ENCODE_NOTE}service {svc}: inline encode simulated as prompt work in {chosen[first]}: {enc_tokens} "
                                  f"tokens per request, its {enc_s * 1e3:.1f} ms at the pool's time per prompt token")
             if len(by_pool) and inline_rate > 0 or len(by_pool) > 1:
-                notes.append(f"service {svc}: its encode is split over {len(by_pool) + (inline_rate > 0)} placements in the plan; "
+                notes.append(f"{ENCODE_NOTE}service {svc}: its encode is split over {len(by_pool) + (inline_rate > 0)} placements in the plan; "
                              f"simulated all {'in ' + enc_pool if enc_pool else 'inline'}")
         routes.append(ServiceRoute(
             str(svc), prefill=chosen.get("prefill"), decode=chosen.get("decode"), unified=chosen.get("unified"),
