@@ -329,21 +329,35 @@ def _option(name: str, default: str) -> str:
     return args[args.index(name) + 1] if name in args[:-1] else default
 
 
+def _positive(name: str, default: str, kind: type[int] | type[float] = int) -> Any:
+    """``--name VALUE`` as a positive finite ``kind``; one line on stderr and exit 2 otherwise (no traceback)."""
+    text = _option(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        print(f"error: {name} {text!r}: give a positive {'whole number' if kind is int else 'number'}, e.g. {name} {default}",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return value
+
+
 SEEDS = (0, 1) if QUICK else (0, 1, 2)
-REQUESTS = int(_option("--requests", "2000" if QUICK else "4000"))  # measured requests per seed
+REQUESTS = _positive("--requests", "2000" if QUICK else "4000")  # measured requests per seed
 UTILISATIONS = (0.1, 0.5, 0.9) if QUICK else (0.1, 0.3, 0.5, 0.7, 0.85, 0.95)
 TOLERANCE = 0.15
 INSTANCE_COUNTS = tuple(int(c) for c in _option("--counts", "1,4,17,64").split(","))  # "--counts 17": that count only
 ONLY_COUNTS = "--only-counts" in sys.argv  # skip the as-solved grid
-MIN_LIVES = float(_option("--min-lives", "5"))  # measured window at least this many request lives
+MIN_LIVES = _positive("--min-lives", "5", float)  # measured window at least this many request lives
 FIXED_SEEDS = "--fixed-seeds" in sys.argv  # SEEDS only (the 3-seed protocol before 2026-12-06)
-MAX_SEEDS = int(_option("--max-seeds", "48"))  # adaptive: seeds per cell at most
+MAX_SEEDS = _positive("--max-seeds", "48")  # adaptive: seeds per cell at most
 SEED_GROUP = 3  # adaptive: seeds added at a time while a figure of the cell is unresolved
 METRICS = ("ttft", "tpot", "itl")
 QUANTILES = (0.5, 0.99)
 SPREAD_OUTPUTS = "--spread-outputs" in sys.argv
 """Outputs of 25, 75, …, 375 tokens (mean 200, eight buckets of equal weight) instead of 200 for every request."""
-OUTPUTS = int(_option("--outputs", "200"))
+OUTPUTS = _positive("--outputs", "200")
 """Output tokens of every request (without ``--spread-outputs``): 200, or e.g. ``--outputs 40`` (multimodal-image's
 mean 39, short answers: fewer gaps per request, so the per-request TPOT's tail is wider)."""
 
