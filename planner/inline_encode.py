@@ -14,16 +14,19 @@ simulator's model of the same tower (:func:`planner.simulate.adapter.inline_enco
 prompt work). multimodal-image's disaggregated plan: prefill wait p99 216 ms analytic against 203 simulated, TTFT
 p99 517 against 536 ms (−4 %); with two arrivals 117 ms and 418 ms (+28 %).
 
-A **unified** host (``encode_unified``) is not folded: its tower stays its own row, its time added to the bucket's
-TTFT, and the chunked-prefill lane runs without it. Folded in the same way (the tower as
-``e · q / (t_chunk − t_dec)`` more prompt tokens of lane work, as the simulator runs it), multimodal-image's shared
-plan (4 H100) was predicted at TTFT p50 / p90 / p99 242 / 413 / 661 ms and TPOT p50 / p99 32.6 / 50.7 ms against
-218 / 328 / 454 and 32.5 / 40.1 simulated (600 s, seed 0): the means right, the tails +26 to +46 % — the lane's
-per-token law (:func:`planner.pool_latency._tpot_quantile_s`, its count's dispersion ``c_a² / (1 − a)²``) is
-pessimistic at a lane share of 0.6 with 39-token outputs, and the check's TPOT 50.7 against the 50 ms target
-tightened the plan to 14 L40S (+$1,053/month) that the simulation shows is not needed (TPOT p99 40.1 ms). Unfolded
-the shared plan is predicted at TTFT p99 293 and TPOT p99 27.5 ms (optimistic against 399 / 39.9 in the solve's peak
-simulation, which checks it). Measured 2026-12-07; open until the per-token law's tail is right at that load.
+A **unified** host (``encode_unified``) carries its tower as lane work: ``e · q / δ`` more prompt tokens
+(``δ = step_ms − decode_only_step_ms``, the lane time of a full chunk of ``q`` tokens beyond the decode step: the
+tower takes the time of that many prompt tokens, as the simulator runs it, :func:`planner.simulate.adapter.inline_encode_tokens`)
+on its ``prefill_tokens`` (and ``prefill_tokens_rep``), ``lane_service_ms`` and ``ttft_ms``; its own time per
+request (its decode, from which the lane model takes its output count) is kept. A host without lane columns (a
+measured point) keeps the tower as its own row, its time added to the bucket's TTFT. multimodal-image's shared plan
+(4 H100, 39-token outputs), peak simulation against analytic: TPOT p99 39.9 ms against 41.1 (−3 %; 24.3, +65 %
+optimistic, with the tower outside the lane) and TTFT p99 399 against 661 ms (pessimistic −40 %; 293, +36 %
+optimistic, before): the short-output TTFT law behind several instances is pessimistic
+(``benchmarks/bench_latency_at_load.py --outputs 40``). When this fold was first tried (2026-12-07) the TPOT law's
+window count (negative binomial, dispersion ``c_a² / (1 − a)²``) put TPOT p99 at 50.7 ms and the check bought 14
+L40S the simulation did not need; with the window's law behind the router
+(:func:`planner.pool_latency._tpot_quantile_s`) the plan is unchanged (12,876 USD/month).
 """
 
 from __future__ import annotations
@@ -36,31 +39,65 @@ FOLDED_COLUMN = "encode_folded"
 
 
 def fold_inline_encode(points: pd.DataFrame, share: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
-    """``(points, share)`` with every routed ``encode_prefill`` row folded into its host prefill row (module docstring);
-    the same objects when there is nothing to fold or the frame is already folded."""
+    """``(points, share)`` with every routed ``encode_prefill`` row folded into its host prefill row and every routed
+    ``encode_unified`` row into its host unified row as lane work (module docstring); the same objects when there is
+    nothing to fold or the frame is already folded."""
     x = np.asarray(share, dtype=float)
     if FOLDED_COLUMN in points.columns or "role" not in points.columns or not len(points):
         return points, x
     roles = points["role"].to_numpy(str)
-    enc = (roles == "encode_prefill") & (x > 0)
+    lane_cols = all(c in points.columns for c in (*_LANE_TOKEN_COLUMNS, "step_ms", "decode_only_step_ms", "prefill_chunk_tokens"))
+    enc = ((roles == "encode_prefill") | ((roles == "encode_unified") & lane_cols)) & (x > 0)
     if not enc.any():
         return points, x
     out = points.copy()
     out[FOLDED_COLUMN] = True
     x = x.copy()
     key = list(zip(out["service"].astype(str), out["bucket"].astype(str), out["pool"].astype(str), roles, strict=True))
-    host_of = {k[:3]: i for i, k in enumerate(key) if x[i] > 0 and k[3] == "prefill"}
+    host_role = {"encode_prefill": "prefill", "encode_unified": "unified"}
+    host_of = {(*k[:3], k[3]): i for i, k in enumerate(key) if x[i] > 0 and k[3] in ("prefill", "unified")}
     tau = out["instance_seconds_per_request"].to_numpy(float).copy()
     ttft = out["ttft_ms"].to_numpy(float).copy()
+    lane = {c: pd.to_numeric(out[c], errors="coerce").to_numpy(float).copy()
+            for c in (*_LANE_TOKEN_COLUMNS, "prefill_tokens_rep") if c in out.columns}
+    chunk_s = _chunk_seconds(out)
     for j in np.flatnonzero(enc):
-        h = host_of.get(key[j][:3])
+        h = host_of.get((*key[j][:3], host_role[key[j][3]]))
         if h is None:
             continue  # no routed host in the pool (the MIP's encode_host rows forbid it): left as its own row
         e_s = x[j] * float(tau[j]) / x[h]
-        if e_s > 0 and np.isfinite(e_s):
+        if not (e_s > 0 and np.isfinite(e_s)):
+            x[j] = 0.0
+            continue
+        if key[j][3] == "encode_prefill":
             tau[h] += e_s
+            ttft[h] += 1e3 * e_s
+        else:
+            delta_s, it_s, q = chunk_s[h]
+            if not (delta_s > 0 and np.isfinite(delta_s) and q > 0):
+                continue  # no lane on the host (a measured point): the tower stays its own row, added to the TTFT
+            tokens = e_s * q / delta_s  # the prompt tokens whose lane time the tower takes (the simulator's inline_encode_tokens)
+            lane["prefill_tokens"][h] += tokens
+            if "prefill_tokens_rep" in lane and np.isfinite(lane["prefill_tokens_rep"][h]):
+                lane["prefill_tokens_rep"][h] += tokens
+            lane["lane_service_ms"][h] += 1e3 * tokens * it_s / q
             ttft[h] += 1e3 * e_s
         x[j] = 0.0
     out["instance_seconds_per_request"] = tau
     out["ttft_ms"] = ttft
+    for c, v in lane.items():
+        out[c] = v
     return out, x
+
+
+_LANE_TOKEN_COLUMNS = ("prefill_tokens", "lane_service_ms")
+
+
+def _chunk_seconds(points: pd.DataFrame) -> list[tuple[float, float, float]]:
+    """Per row ``(δ, t_it, q)``: a unified point's lane time per chunk beyond the decode step (s), its full-chunk
+    iteration (s) and its chunk tokens; ``nan`` without lane columns."""
+    need = ("step_ms", "decode_only_step_ms", "prefill_chunk_tokens")
+    if any(c not in points.columns for c in need):
+        return [(float("nan"),) * 3] * len(points)
+    step, dec, q = (points[c].to_numpy(float) for c in need)
+    return [(float((s - d) / 1e3), float(s / 1e3), float(qq)) for s, d, qq in zip(step, dec, q, strict=True)]

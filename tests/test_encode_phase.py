@@ -235,7 +235,8 @@ def test_the_peak_simulation_runs_the_inline_encode_the_plan_priced(solved_examp
 def test_an_inline_encode_in_a_prefill_pool_is_one_job_with_its_prompt() -> None:
     """planner.inline_encode.fold_inline_encode, by hand: half a bucket's requests encode inline (20 ms) in the pool that
     prefills all of them (100 ms), so each request the host prefills carries 10 ms more; the encode row leaves the
-    routing (the pool queues one arrival per request, not two), the busy time is kept, a unified host is not folded."""
+    routing (the pool queues one arrival per request, not two), the busy time is kept, a unified host without lane
+    columns (a measured point) is not folded."""
     from planner.inline_encode import FOLDED_COLUMN, fold_inline_encode
     from planner.pool_latency import pool_latency
 
@@ -258,6 +259,29 @@ def test_an_inline_encode_in_a_prefill_pool_is_one_job_with_its_prompt() -> None
     assert pf["arrival_rate_per_s"] == pytest.approx(5.0)  # one arrival per request (7.5 as two jobs)
     assert pf["utilization_peak"] == pytest.approx(5.0 * 0.110)  # the busy time of both rows
     assert pf["mean_service_s"] == pytest.approx(0.110)
+
+
+def test_an_inline_encode_in_a_unified_pool_is_lane_work_of_its_prompt() -> None:
+    """fold_inline_encode, by hand, for a unified host with lane columns: a 20 ms tower on a lane whose full chunk of
+    512 tokens costs 40 ms beyond the 20 ms decode step is 20 · 512 / 40 = 256 prompt tokens of lane work (the
+    simulator's inline_encode_tokens), so the host's prompt grows 1,000 → 1,256 tokens, its lane service by
+    256 / 512 of the 60 ms iteration (+30 ms) and its TTFT by the tower's 20 ms; the encode row leaves the routing, and
+    the host's own time per request (its decode, which fixes its output count) is kept."""
+    from planner.inline_encode import fold_inline_encode
+
+    rows = pd.DataFrame({
+        "service": ["s", "s"], "bucket": ["b", "b"], "pool": ["u", "u"], "role": ["unified", "encode_unified"],
+        "instance_seconds_per_request": [0.050, 0.020], "ttft_ms": [300.0, 20.0], "rate_peak_per_s": [5.0, 5.0],
+        "max_batch": [8, 1], "prefill_tokens": [1000.0, 0.0], "prefill_tokens_rep": [1200.0, 0.0],
+        "lane_service_ms": [1000 * 60.0 / 512, 0.0], "step_ms": [60.0, 60.0], "decode_only_step_ms": [20.0, 20.0],
+        "prefill_chunk_tokens": [512.0, 512.0]})
+    folded, x = fold_inline_encode(rows, [1.0, 1.0])
+    assert x.tolist() == [1.0, 0.0]
+    assert folded["prefill_tokens"].tolist() == pytest.approx([1256.0, 0.0])
+    assert folded["prefill_tokens_rep"].tolist() == pytest.approx([1456.0, 0.0])
+    assert folded["lane_service_ms"].tolist() == pytest.approx([1000 * 60.0 / 512 + 30.0, 0.0])
+    assert folded["ttft_ms"].tolist() == pytest.approx([320.0, 20.0])
+    assert folded["instance_seconds_per_request"].tolist() == pytest.approx([0.050, 0.020])
 
 
 def test_the_disaggregated_multimodal_plan_is_predicted_as_simulated(solved_example) -> None:  # noqa: ANN001

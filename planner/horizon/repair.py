@@ -552,7 +552,7 @@ class _Level:
                 lvl = m.token_level[int(idx[i])]
                 ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, rate_i * o_mean * load["mean_step_s"], tail)
                 slot_in[i] = slot_tail_applies(tail)
-                tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]))
+                tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]), live_n)
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                     load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live_n))
                 ttft_at[i] = 1e3 * (ttft_s + overhead_s[i])
