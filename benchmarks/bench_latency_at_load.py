@@ -44,7 +44,11 @@ check. Run of 2026-12-07 (``--outputs 40``, adaptive seeds, 99 s): as solved 121
 p50 13 ms analytic against 30-82 simulated at 50-95 %, TTFT p99 +68...+102 % behind 4 instances — and over 1-64
 instances 159 / 125 / 4 of 288: behind 17 / 64 instances 8,000-token TTFT p99 up to +296 %, ITL p99 684 against 13 ms
 at 30-70 % (``_itl_quantile_s`` leaves the chosen batch ratio out below one chunk), 1,000-token TTFT p50 / p99
--25...-54 % behind 4-64 at 30-85 %. README *How far to trust the numbers* has the reading.
+-25...-54 % behind 4-64 at 30-85 %. Run of 2026-12-07 evening, after the TPOT window's count behind the router
+(:func:`planner.pool_latency._tpot_quantile_s`; adaptive, 199 s on a loaded VM): as solved 129 / 13 / 2 of 144, over
+1-64 instances 196 / 89 / 3 of 288 — TPOT agrees but for 8,000-token p50 behind 4-64 at 50-85 % (one chunk high);
+the TTFT and ITL misses above stay. At 200 outputs (``--fixed-seeds``) as solved 132 / 2 / 10 of 144 before and
+after, over the counts 249 / 19 / 20 -> 252 / 18 / 18. README *How far to trust the numbers* has the reading.
 
 Acceptance (issue 24 item 3): analytic within ±15 % of the simulator for p50 / p99 of TTFT, TPOT
 and ITL (a resolved verdict, adaptive seeds; 3 replicated seeds before 2026-12-06), 10–95 % utilisation, short and long prompts, shared and disaggregated

@@ -913,10 +913,10 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
     * One instance (``c = 1``): every arrival joins the lane. The immigrants are the arrivals during the lead and
       during the bare decode window ``(o − 1) t_d`` (count law of mean ``λ ((o − 1) t_d + lead)`` and dispersion
       ``c_a²``), and each prompt whose chunk runs in the window lengthens it by ``δ f`` so that more arrive: a
-      Borel(``a``) family per immigrant (Poisson offspring of mean ``a = λ f̄ δ``), the total by Borel–Tanner
-      (:func:`_family_count_quantile`; mean ``λ ((o − 1) t_d + lead) / (1 − a)``, the window's ``(o − 1) t̄``
-      included). A negative binomial of that mean and dispersion ``c_a² / (1 − a)²`` (the law before) puts too much
-      mass on no prompt at all: at 50 % the median window was empty against one chunk simulated.
+      Borel(``a``) family per immigrant (Poisson offspring of mean ``a = λ f̄ δ``), the total's law
+      (:func:`_family_count_quantile`) of mean ``λ ((o − 1) t_d + lead) / (1 − a)`` (the window's ``(o − 1) t̄``
+      included; dispersion ``(a + c_a² (1 − a)) / (1 − a)²``). The law before counted the decode window's arrivals
+      only, ``λ (o − 1) t̄``: the lead's prompts, and the window they lengthen in turn, were missing.
     * Behind the router (``c > 1``): an arrival goes to the instance with the fewest requests, so it joins the
       request's instance only when that count is the least. With the pool's ``N`` requests (the request and
       ``Poisson(c λ (o t̄ + lead))`` others) spread as evenly as the router keeps them, ``⌊N/c⌋`` on the least
@@ -927,8 +927,8 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
       dispersion ``(c_a,pool² / c) / (1 − a)²`` (:func:`instance_arrival_cv`'s ``f̄ ≥ 1`` law; prompts within one
       iteration, ``f̄ < 1``, meet the router blind to their lane at the iteration's scale, not over a life). The
       lead here is the prompt's own iterations: the router sends what arrives meanwhile to the instances with fewer
-      requests. With the window's Poisson count (the law before) the TPOT p99 of 1,000-token prompts behind 17 / 64
-      instances was +36…+76 % at 40 outputs and +9…+15 % at 200.
+      requests. With the law before (no router share, the instance's iteration-scale ``c_a²`` in the dispersion) the
+      TPOT p99 of 1,000-token prompts behind 17 / 64 instances was +36…+76 % at 40 outputs and +9…+15 % at 200.
 
     The prompts are at most ``B* − 1`` (``max_batch``, the point's batch, less the request's own slot): a prompt
     joins only into a free slot, and over one request's decode each other slot frees up about once (their outputs
@@ -974,38 +974,17 @@ def _tpot_lead_s(load: Mapping[str, float], queued: bool) -> float:
     return own + (1.0 + load["arrival_cv"] ** 2) / 2.0 * a / (1.0 - a) * load["units_eff"] * delta / 2.0
 
 
-@lru_cache(maxsize=65536)
-def _family_count_quantile(quantile: float, immigrants: float, a: float, ca2: float, cap: float) -> float:
-    """Smallest ``n`` with ``P(T ≤ n) ≥ quantile`` (``cap`` when above it) of ``T``, the total of ``K`` families,
-    ``K`` a count of mean ``immigrants`` and dispersion ``ca2`` (:func:`_count_pmf`), each family an immigrant and its
-    descendants with Poisson(``a``) children each: given ``K = k ≥ 1``, Borel–Tanner
-    ``P(T = n) = (k/n) e^{−a n} (a n)^{n−k} / (n − k)!`` (``n ≥ k``), ``T = 0`` with ``K = 0``. Memoised."""
+def _family_count_quantile(quantile: float, immigrants: float, a: float, ca2: float, cap: float = math.inf) -> float:
+    """``quantile`` of ``T``, the total of ``K`` families (``cap`` when above it): ``K`` a count of mean ``immigrants``
+    and dispersion ``ca2``, each family an immigrant and its descendants, Poisson(``a``) children each (a Borel(``a``)
+    size ``F``: ``E F = 1/(1 − a)``, ``Var F = a/(1 − a)³``). By its two moments, ``E T = μ/(1 − a)`` and
+    ``Var T / E T = (a + c_a² (1 − a)) / (1 − a)²`` (``Var T = E K Var F + Var K (E F)²``), in :func:`_count_quantile`'s
+    law: on the loads of tests/test_tpot_window.py its 30th–99th percentiles are the branching process's (a
+    Monte-Carlo, to 1 % of probability), as the exact Borel–Tanner total's were (tried: at most one prompt apart
+    from this law, at an O(n²) cost per quantile)."""
     if immigrants <= 0.0:
         return 0.0
-    mean_t = immigrants / (1.0 - a)
-    nmax = int(mean_t + 12.0 * math.sqrt(max(ca2, 1.0) * mean_t) / (1.0 - a) + 12.0)
-    if math.isfinite(cap):
-        nmax = min(nmax, int(math.ceil(cap)) + 1)
-    pk = _count_pmf(immigrants, max(ca2, 1e-3), nmax)
-    n = np.arange(1, nmax + 1, dtype=float)[None, :]
-    k = np.arange(1, nmax + 1, dtype=float)[:, None]
-    if a > 0.0:
-        gap = np.maximum(n - k, 0.0)
-        log_bt = np.log(k / n) - a * n + gap * np.log(a * n) - _log_factorial(gap)
-        bt = np.where(n >= k, np.exp(log_bt), 0.0)
-    else:
-        bt = (n == k).astype(float)
-    total = np.concatenate([pk[:1], pk[1:nmax + 1] @ bt])
-    hit = np.flatnonzero(np.cumsum(total) >= quantile - 1e-12)
-    if hit.size and hit[0] <= cap:
-        return float(hit[0])
-    return float(cap) if math.isfinite(cap) else float(nmax)
-
-
-def _log_factorial(x: np.ndarray) -> np.ndarray:
-    from scipy.special import gammaln
-
-    return np.asarray(gammaln(x + 1.0), dtype=float)
+    return _count_quantile(quantile, immigrants / (1.0 - a), (a + ca2 * (1.0 - a)) / (1.0 - a) ** 2, cap)
 
 
 @lru_cache(maxsize=65536)
@@ -2128,6 +2107,7 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
     ``tpot_quantile`` / ``itl_quantile``; a mean target: the mean) unless given."""
     from planner.schema.capacity import quantile_level
 
+    points, share = fold_inline_encode(points, share)  # an inline encode is its prompt's lane work (planner.inline_encode)
     n = len(points)
     cols: dict[str, np.ndarray] = {"ttft_at_load_ms": np.full(n, np.nan), "lane_in_ttft": np.zeros(n, dtype=bool),
                                    "tpot_at_load_ms": np.full(n, np.nan), "itl_at_load_ms": np.full(n, np.nan),
