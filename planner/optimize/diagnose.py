@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from planner.optimize.prepare import ARCH_ROLES, Prepared
+from planner.schema.capacity import LANE_BOUND_MARK
 from planner.schema.plan import DiagnosisItem
 
 if TYPE_CHECKING:
@@ -119,6 +120,14 @@ def _explain(svc: str, bucket: str, phase: str, architecture: str, row: Any, can
     first = fits[fits["role"].isin(["prefill", "unified"]) & fits["ttft_ms"].map(lambda v: math.isfinite(float(v)))]
     if phase == "prefill" and len(first):
         best = first.iloc[int(np.argmin(first["ttft_ms"].to_numpy(float)))]
+        if float(best["ttft_ms"]) >= ttft_t and LANE_BOUND_MARK in str(best["reason"]):
+            # a unified point whose prompt prefills in time but whose lane is full at its full batch (planner/perf/points.py
+            # _unified_infeasible): its TTFT is not the fastest prefill, and a faster device is not the only way out
+            return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_ttft",
+                                 message=(f"{where}: TTFT p{row['ttft_quantile'] * 100:g} target {ttft_t:g} ms is below the TTFT of every "
+                                          f"unified operating point at its full batch; on {best['config']}: {best['reason']}"),
+                                 fix=(f"raise the TTFT target above {float(best['ttft_ms']):.0f} ms, or plan this service disaggregated "
+                                      "(a prefill pool is sized for its TTFT whatever the output length)"))
         if float(best["ttft_ms"]) >= ttft_t:
             return DiagnosisItem(service=svc, bucket=bucket, constraint="slo_ttft",
                                  message=(f"{where}: TTFT p{row['ttft_quantile'] * 100:g} target {ttft_t:g} ms is below the fastest prefill of the "

@@ -152,7 +152,7 @@ from planner.perf.roofline import (
     kv_capacity_bytes,
     max_batch,
 )
-from planner.schema.capacity import OperatingPoint
+from planner.schema.capacity import LANE_BOUND_MARK, OperatingPoint
 from planner.schema.hardware import DeviceProfile
 from planner.schema.llm import LLMProfile
 from planner.schema.speculative import SpeculativeDecoding
@@ -832,10 +832,15 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
                         source: str, *, kv_req: float, ctx: float, n_new: float, cached: float, osl: float, stable: np.ndarray,
                         pre: np.ndarray, tpot_q: float | None, u_c: np.ndarray, chunks: np.ndarray, t_busy: np.ndarray,
                         t_idle: np.ndarray, itl_all: np.ndarray, tpot_lb: np.ndarray, ttft_lb: np.ndarray,
-                        ttft_ms: np.ndarray, e2e_ms: np.ndarray, mixed: bool = True) -> OperatingPoint:
+                        ttft_ms: np.ndarray, e2e_ms: np.ndarray, mixed: bool = True,
+                        rho_lane: np.ndarray | None = None) -> OperatingPoint:
     """Why no (batch, chunk) pair of a unified point is feasible, in the order: per-token target,
     memory, TTFT, E2E. TTFT and E2E are exact where :func:`_unified_point` evaluated them (every
-    screened pair: no early stop happened) and their lower bounds elsewhere ("at least")."""
+    screened pair: no early stop happened) and their lower bounds elsewhere ("at least"). Where the
+    prompt's own iterations meet the TTFT target and the lane's wait at the point's full batch does not
+    (``rho_lane``, its utilisation there), the reason says so: the prompts that refill the slots as outputs
+    finish keep the lane that busy at every batch (short outputs or long prompts), so the lane, not the slots,
+    is full (a point at a load below its full batch is not modelled)."""
     from planner.queueing import tpot_quantile_s
 
     label = targets.token_label()
@@ -867,6 +872,15 @@ def _unified_infeasible(inst: InstanceArrays, eff: Efficiency, batches: np.ndarr
     if not ttft_can.any():
         best = float(np.min(np.where(feas, ttft_best, np.inf)))
         exact = bool((feas & done & (ttft_ms <= best)).any())
+        k = int(np.argmin(np.where(feas & done, ttft_ms, np.inf)))  # the pair of that TTFT (when exact)
+        own_k = float(np.asarray(ttft_lb).reshape(-1)[k])            # its prompt's own iterations and the overhead, unqueued
+        if rho_lane is not None and exact and own_k <= targets.ttft_ms:
+            rho = float(np.asarray(rho_lane).reshape(-1)[k])
+            return _infeasible(f"TTFT {best:.0f} ms > target {targets.ttft_ms:.0f} ms with every chunk the {label} target allows: "
+                               f"the prompt's own iterations take {own_k:.0f} ms, the rest is the prefill lane's wait at the "
+                               f"point's full batch (the lane {100 * rho:.0f} % busy with the prompts that refill its slots as "
+                               f"{osl:.0f}-token outputs finish: {LANE_BOUND_MARK}; a unified point below its full batch is not "
+                               "modelled)", _bound(busy, (0, 0)), source, kv=kv_req, ttft=best)
         return _infeasible(f"TTFT {'' if exact else 'at least '}{best:.0f} ms > target {targets.ttft_ms:.0f} ms (prefill lane wait "
                            f"included) with every chunk the {label} target allows", _bound(busy, (0, 0)), source, kv=kv_req,
                            ttft=best)
@@ -1373,7 +1387,7 @@ def _unified_chosen(sc: _UnifiedScan, out: dict[str, np.ndarray], cost: np.ndarr
         return _unified_infeasible(inst, eff, batches, busy, targets, source, kv_req=kv_req, ctx=ctx, n_new=n_new, cached=cached,
                                    osl=osl, stable=sc.stable, pre=sc.pre, tpot_q=sc.tpot_q, u_c=sc.u_c, chunks=sc.chunks,
                                    t_busy=sc.t_busy, t_idle=sc.t_idle_full, itl_all=sc.itl_all, tpot_lb=sc.tpot_lb,
-                                   ttft_lb=sc.ttft_lb, ttft_ms=ttft_ms, e2e_ms=e2e_ms, mixed=mixed)
+                                   ttft_lb=sc.ttft_lb, ttft_ms=ttft_ms, e2e_ms=e2e_ms, mixed=mixed, rho_lane=sc.rho_lane)
     score = np.where(ok, cost, np.inf)
     ij = np.unravel_index(int(np.argmin(score)), score.shape)
     i, j = int(ij[0]), int(ij[1])

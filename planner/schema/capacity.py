@@ -257,3 +257,9 @@ class CapacityTables:
             raise InputError([Problem(where, f"services.{s}.traffic", f"planned peak {v:g} req/s exceeds {MAX_PEAK_RATE_PER_S:,.0f} req/s "
                                       "(the log's peak x rate_multiplier)", "lower traffic.rate_multiplier or plan one region or cluster "
                                       "(a share of the traffic) and replicate the plan") for s, v in over])
+
+
+LANE_BOUND_MARK = "the lane, not the slots, is full"
+"""In the reason of an infeasible unified point whose prompt prefills within the TTFT target but whose chunked-prefill
+lane is full at every batch it could run (short outputs: :func:`planner.perf.points._unified_infeasible`); the
+diagnosis (:mod:`planner.optimize.diagnose`) then does not call its TTFT the fastest prefill."""
