@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.inline_encode import fold_inline_encode
 from planner.optimize.memo import frame_key
 from planner.optimize.prepare import Prepared
 from planner.pool_latency import (
@@ -126,8 +127,11 @@ def _tighten_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *,
     from planner.workload.replay_wait import max_slot_occupancy
     from planner.workload.replay_wait import max_utilization as replay_cap
 
-    pts = prep.points
-    x = plan_shares(plan, pts)
+    # an inline encode rides in its host's row (planner.inline_encode), as in pool_waits and bucket_latency: the lane
+    # service times read below must be the host's with the tower, and no encode row (no lane columns: a NaN lane
+    # service made the bisection of _max_load_scale fail at every load, so a per-token miss of multimodal-image's
+    # 4 H100 at rate x1.15 tightened their caps x4 and bought 16 L40S for 15,277 where 5 H100 at 14,967 meet)
+    pts, x = fold_inline_encode(prep.points, plan_shares(plan, prep.points))
     inst = {p.name: p.instances for p in plan.pools}
     pl, lanes, waits = pool_waits(pts, x, inst, redundancy)
     buckets = bucket_latency(pts, x, waits, lanes, instances=inst, redundancy=redundancy, pool_rows=pl)
@@ -296,8 +300,7 @@ def relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, be
 def _relax_factors(prep: Prepared, plan: ArchitecturePlan, redundancy: int, *, below: float, ceiling: float) -> dict[str, float]:
     from planner.queueing import max_utilization
 
-    pts = prep.points
-    x = plan_shares(plan, pts)
+    pts, x = fold_inline_encode(prep.points, plan_shares(plan, prep.points))  # as _tighten_factors
     inst = {p.name: p.instances for p in plan.pools}
     # the analytic check's own pool waits (:func:`_tighten_factors`): a unified pool's lane wait is in ``waits`` and
     # named in ``lanes``, so a bucket's slack and met are those the check sees (a prefill pool's wait is its slot wait)
