@@ -686,9 +686,11 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
 #   of the gaps weighted by the batch of the instance a least-loaded router picks against the mean
 #   (:func:`_chosen_batch_ratio`: a prompt goes to the instance with the fewest sequences).
 # * TPOT of a bucket with ``o`` outputs (the mean of its ``o − 1`` gaps):
-#   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompt units arriving during its
-#   ``(o − 1) t̄`` seconds of decode (window dispersion), at most the point's ``B*`` prompts (the
-#   slots that free up during one request's decode; :func:`_tpot_quantile_s`).
+#   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompts that join the request's
+#   instance after it (the lane is FCFS: those queued behind it at its first token and those arriving
+#   during its decode), each chunk lengthening the window for more; behind ``c`` instances at the share
+#   of arrivals the least-loaded router sends to its instance; at most ``B* − 1`` prompts (the other
+#   slots, each freeing up about once during one request's decode; :func:`_tpot_quantile_s`).
 # * TTFT of a bucket prompt of ``f_b`` units that fits one iteration's lane (``f̄ < 1``): it
 #   arrives during an iteration of length ``T(K') = t_d + δ min(1, f_eff K')`` (length-biased:
 #   weight ``T P(K')``, ``K'`` the prompts pending at its start from the lane's embedded chain with
