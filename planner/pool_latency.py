@@ -997,10 +997,23 @@ def _least_loaded_share(live: int, others: float) -> float:
     c = max(int(live), 1)
     if c == 1:
         return 1.0
-    hi = int(others + 12.0 * math.sqrt(max(others, 0.0)) + 24.0)
-    w = _count_pmf(others, 1.0, hi + 1)[: hi + 1] if others > 0 else np.eye(1, hi + 1)[0]
-    n = np.arange(hi + 1, dtype=float) + 1.0
+    if not math.isfinite(others):
+        return 1.0 if others > 0 else 0.0
+    if others > _LEAST_LOADED_EXACT_MAX:
+        # memory follows the inputs' size, not their values: beyond 10⁵ requests the Poisson count is its normal law
+        # on ±8 sd (4,001 points; the floor's step is then far finer than the spread, or the share is ~1)
+        sd = math.sqrt(others)
+        n = np.linspace(max(1.0, others + 1.0 - 8.0 * sd), others + 1.0 + 8.0 * sd, 4001)
+        w = np.exp(-0.5 * ((n - others - 1.0) / sd) ** 2)
+    else:
+        hi = int(others + 12.0 * math.sqrt(max(others, 0.0)) + 24.0)
+        w = _count_pmf(others, 1.0, hi + 1)[: hi + 1] if others > 0 else np.eye(1, hi + 1)[0]
+        n = np.arange(hi + 1, dtype=float) + 1.0
     return float((w * c * np.floor(n / c) / n).sum() / w.sum())
+
+
+_LEAST_LOADED_EXACT_MAX = 1e5
+"""Pool request counts above which :func:`_least_loaded_share` takes the normal law (arrays of ~``others`` floats below)."""
 
 
 def _lane_count_pmf(load: Mapping[str, float]) -> np.ndarray:

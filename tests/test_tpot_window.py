@@ -90,3 +90,16 @@ def test_tpot_is_bounded_monotone_and_capped(rate: float, live: int, units: floa
     assert vals == sorted(vals)
     gaps = max(outputs - 1.0, 1.0)
     assert vals[-1] <= t_d + delta * min(1.0, f_eff * max(batch - 1.0, 1.0) / gaps) + 1e-12  # the other slots
+
+
+def test_least_loaded_share_of_huge_pools_takes_the_normal_law() -> None:
+    """A hostile pool (10¹² requests, a million instances) costs no memory beyond a few thousand floats: past 10⁵
+    requests the Poisson count is its normal law, within 10⁻⁵ of the exact sum at the switch and of the asymptote
+    ``1 − (c − 1)/(2 (m + 1))`` where ``m ≫ c``; an infinite count is an even share, a pool of fewer requests than
+    instances none."""
+    exact = pl._least_loaded_share(4, pl._LEAST_LOADED_EXACT_MAX)
+    normal = pl._least_loaded_share(4, pl._LEAST_LOADED_EXACT_MAX * (1 + 1e-9))
+    assert normal == pytest.approx(exact, abs=1e-5)
+    assert pl._least_loaded_share(17, 1e12) == pytest.approx(1.0 - 16 / (2 * (1e12 + 1)), abs=1e-9)
+    assert pl._least_loaded_share(10**6, 5e5) == 0.0
+    assert pl._least_loaded_share(3, math.inf) == 1.0
