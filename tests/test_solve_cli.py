@@ -63,43 +63,14 @@ def test_infeasible_tpot_is_diagnosed_with_exit_3() -> None:
     assert "chat/" in r.output and "slo_tpot" in r.output and "raise the TPOT target" in r.output
 
 
-LANE_BOUND = """
-name: lane-bound
-services:
-  rerank:
-    model: llama-3.1-8b
-    weight_precision: bf16
-    engine: vllm
-    slo:
-      ttft: {quantile: 0.99, target_ms: 20000}
-      tpot: {quantile: 0.99, target_ms: 2000}
-    traffic:
-      rate_per_s: 4.0
-      lengths:
-        - {input_tokens: 8000, output_tokens: 5, weight: 1.0}
-catalog:
-  devices: [a100-sxm-80gb]
-  pricing: rent
-  tp_degrees: [1]
-costs:
-  electricity_usd_per_kwh: 0.10
-  pue: 1.3
-  ops_usd_per_pool_month: 500
-  ops_usd_per_device_type_month: 1000
-  network:
-    nic_usd_per_device_month: 50
-options:
-  architectures: [shared]
-  redundancy: 0
-"""
-
-
-def test_a_lane_bound_shared_pool_is_diagnosed_as_such(tmp_path: Path) -> None:
-    """8,000-token prompts with 5-token outputs on one A100: the prompt prefills in ~0.7 s, but at any full batch the
-    outputs free a slot so often that the chunked-prefill lane is ~94 % busy and its wait breaks the 20 s TTFT target.
-    The diagnosis says that (not "the fastest prefill takes 26,566 ms", as before) and names the way out."""
+def test_a_lane_bound_shared_pool_is_diagnosed_as_such(tmp_path: Path, latency_bench) -> None:  # noqa: ANN001
+    """8,000-token prompts with 5-token outputs on one A100 (the latency grid's instance, benchmarks/
+    bench_latency_at_load.py, shared only): the prompt prefills in ~0.7 s, but at any full batch the outputs free a slot
+    so often that the chunked-prefill lane is ~94 % busy and its wait breaks the 20 s TTFT target. The diagnosis says
+    that (not "the fastest prefill takes 26,566 ms", as before) and names the way out."""
     f = tmp_path / "lane-bound.yaml"
-    f.write_text(LANE_BOUND, encoding="utf-8")
+    lengths = "        - {input_tokens: 8000, output_tokens: 5, weight: 1.0}"
+    f.write_text(latency_bench.INSTANCE.replace("LENGTHS", lengths).replace("ARCH", "shared"), encoding="utf-8")
     r = CliRunner().invoke(main, ["solve", str(f), "--no-cache"])
     assert r.exit_code == 3, r.output
     assert "slo_ttft" in r.output and "fastest prefill" not in r.output
