@@ -21,7 +21,7 @@ Each has ``max_batch`` 1 and ``energy_j_per_request`` = busy power x tp x t_enco
 the queueing cap of an encode point uses the TTFT target minus its own ``ttft_ms`` as its budget, like a
 prefill point, so the encode and prefill stages each fit the TTFT target on their own when the caps are set (the
 plan's check adds them, :func:`planner.pool_latency.bucket_latency`, and queues an inline encode in a prefill pool
-with its prompt, :mod:`planner.inline_encode`; a unified pool's lane does not carry the tower: measured there); the tower's weights (≈1.4 GB for
+with its prompt, :mod:`planner.inline_encode`, and a unified pool's lane carries it as prompt work); the tower's weights (≈1.4 GB for
 Qwen2.5-VL-7B) are not subtracted from an inline pool's KV capacity; an inline encode on a unified pool
 stalls that iteration's decode steps, which the TPOT prediction does not include.
 """

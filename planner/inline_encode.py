@@ -60,7 +60,9 @@ def fold_inline_encode(points: pd.DataFrame, share: np.ndarray) -> tuple[pd.Data
     ttft = out["ttft_ms"].to_numpy(float).copy()
     lane = {c: pd.to_numeric(out[c], errors="coerce").to_numpy(float).copy()
             for c in (*_LANE_TOKEN_COLUMNS, "prefill_tokens_rep") if c in out.columns}
-    chunk_s = _chunk_seconds(out)
+    step_s, dec_s, q_tok = (out[c].to_numpy(float) if lane_cols else np.full(len(out), np.nan)
+                            for c in ("step_ms", "decode_only_step_ms", "prefill_chunk_tokens"))
+    step_s, delta_s = step_s / 1e3, (step_s - dec_s) / 1e3   # a unified host's full-chunk iteration, and its lane part
     for j in np.flatnonzero(enc):
         h = host_of.get((*key[j][:3], host_role[key[j][3]]))
         if h is None:
@@ -73,14 +75,14 @@ def fold_inline_encode(points: pd.DataFrame, share: np.ndarray) -> tuple[pd.Data
             tau[h] += e_s
             ttft[h] += 1e3 * e_s
         else:
-            delta_s, it_s, q = chunk_s[h]
-            if not (delta_s > 0 and np.isfinite(delta_s) and q > 0):
+            d, q = float(delta_s[h]), float(q_tok[h])
+            if not (d > 0 and np.isfinite(d) and q > 0):
                 continue  # no lane on the host (a measured point): the tower stays its own row, added to the TTFT
-            tokens = e_s * q / delta_s  # the prompt tokens whose lane time the tower takes (the simulator's inline_encode_tokens)
+            tokens = e_s * q / d  # the prompt tokens whose lane time the tower takes (the simulator's inline_encode_tokens)
             lane["prefill_tokens"][h] += tokens
             if "prefill_tokens_rep" in lane and np.isfinite(lane["prefill_tokens_rep"][h]):
                 lane["prefill_tokens_rep"][h] += tokens
-            lane["lane_service_ms"][h] += 1e3 * tokens * it_s / q
+            lane["lane_service_ms"][h] += 1e3 * tokens * float(step_s[h]) / q
             ttft[h] += 1e3 * e_s
         x[j] = 0.0
     out["instance_seconds_per_request"] = tau
@@ -91,13 +93,3 @@ def fold_inline_encode(points: pd.DataFrame, share: np.ndarray) -> tuple[pd.Data
 
 
 _LANE_TOKEN_COLUMNS = ("prefill_tokens", "lane_service_ms")
-
-
-def _chunk_seconds(points: pd.DataFrame) -> list[tuple[float, float, float]]:
-    """Per row ``(δ, t_it, q)``: a unified point's lane time per chunk beyond the decode step (s), its full-chunk
-    iteration (s) and its chunk tokens; ``nan`` without lane columns."""
-    need = ("step_ms", "decode_only_step_ms", "prefill_chunk_tokens")
-    if any(c not in points.columns for c in need):
-        return [(float("nan"),) * 3] * len(points)
-    step, dec, q = (points[c].to_numpy(float) for c in need)
-    return [(float((s - d) / 1e3), float(s / 1e3), float(qq)) for s, d, qq in zip(step, dec, q, strict=True)]

@@ -957,10 +957,12 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
         share = _least_loaded_share(c, round(others, 6))
         if share <= 0.0:
             return t_d
+        # an instance fed every c-th arrival, c_a,pool² / c: the instance's own c_a² where the router spreads the prompts in
+        # turn (f̄ ≥ 1, instance_arrival_cv), and c_a² − 1 + 1/c undoing its thinning where it is blind to them (f̄ < 1)
         cv2 = load["arrival_cv"] ** 2
-        ca2_pool = cv2 * c if load["units_mean"] >= 1.0 else max(c * (cv2 - 1.0) + 1.0, 0.0)  # instance_arrival_cv inverted
+        window_ca2 = cv2 if load["units_mean"] >= 1.0 else max(cv2 - 1.0 + 1.0 / c, 0.0)
         mean = lam_units * share * (gaps * load["mean_step_s"] + lead)
-        n = min(_count_quantile(quantile, mean, max(ca2_pool / c, 1e-3) / (1.0 - a) ** 2, cap), cap)
+        n = min(_count_quantile(quantile, mean, max(window_ca2, 1e-3) / (1.0 - a) ** 2, cap), cap)
     return t_d + delta * min(1.0, f_eff * n / gaps)
 
 

@@ -220,16 +220,20 @@ def _inline_encode_s(encode: pd.DataFrame, service: str, bucket: str | None, poo
                & encode["role"].astype(str).isin(INLINE_ENCODE_ROLES)]
     if bucket is not None:
         g = g[g["bucket"].astype(str) == bucket]
-    lam = g["rate_peak_per_s"].astype(float).clip(lower=0.0)
-    return float((lam * g["instance_seconds_per_request"].astype(float)).sum() / lam.sum()) if len(g) and lam.sum() > 0 else 0.0
+    return _rate_mean(g, g["instance_seconds_per_request"].astype(float)) if len(g) else 0.0
 
 
 def _encode_transfer_s(rows: pd.DataFrame) -> float:
     """The embeddings' transfer of separate encode rows (s): the point's ``ttft_ms`` (encode + transfer) less its
     ``instance_seconds_per_request`` (the encode), routed-rate weighted."""
-    lam = rows["rate_peak_per_s"].astype(float).clip(lower=0.0)
     extra = (rows["ttft_ms"].astype(float) / 1e3 - rows["instance_seconds_per_request"].astype(float)).clip(lower=0.0)
-    return float((lam * extra).sum() / lam.sum()) if lam.sum() > 0 else 0.0
+    return _rate_mean(rows, extra)
+
+
+def _rate_mean(rows: pd.DataFrame, values: pd.Series) -> float:
+    """``values`` of the encode ``rows`` weighted by their routed peak rates (negative rates as 0); 0 without rate."""
+    lam = rows["rate_peak_per_s"].astype(float).clip(lower=0.0)
+    return float((lam * values).sum() / lam.sum()) if lam.sum() > 0 else 0.0
 
 
 def _routed_points(plan: PlanResult, architecture: str | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -295,9 +299,8 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
     for p in arch.pools:
         if p.role == "encode":  # a separate encode pool: the tower's time per request, its routed rows' mean
             ge = separate[separate["pool"].astype(str) == p.name] if len(separate) else separate
-            lam_e = ge["rate_peak_per_s"].astype(float).clip(lower=0.0) if len(ge) else None
-            if lam_e is not None and p.instances > 0 and lam_e.sum() > 0:
-                t_enc = float((lam_e * ge["instance_seconds_per_request"].astype(float)).sum() / lam_e.sum())
+            if p.instances > 0 and len(ge) and float(ge["rate_peak_per_s"].astype(float).clip(lower=0.0).sum()) > 0:
+                t_enc = _rate_mean(ge, ge["instance_seconds_per_request"].astype(float))
                 pools.append(PoolSpec(p.name, "encode", p.instances, prefill_time_s=_constant1(t_enc)))
             continue
         g = rows[rows["pool"] == p.name]
@@ -408,7 +411,7 @@ def _plan_to_sim(plan: PlanResult, architecture: str | None,
                 if enc_tokens:
                     notes.append(f"{ENCODE_NOTE}service {svc}: inline encode simulated as prompt work in {chosen[first]}: {enc_tokens} "
                                  f"tokens per request, its {enc_s * 1e3:.1f} ms at the pool's time per prompt token")
-            if len(by_pool) and inline_rate > 0 or len(by_pool) > 1:
+            if (len(by_pool) and inline_rate > 0) or len(by_pool) > 1:
                 notes.append(f"{ENCODE_NOTE}service {svc}: its encode is split over {len(by_pool) + (inline_rate > 0)} placements in the plan; "
                              f"simulated all {'in ' + enc_pool if enc_pool else 'inline'}")
         routes.append(ServiceRoute(
