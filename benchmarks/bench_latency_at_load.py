@@ -52,7 +52,22 @@ after, over the counts 249 / 19 / 20 -> 252 / 18 / 18. ``--spread-outputs --outp
 (outputs 5-75, 63 s): as solved 89 / 5 / 14 of 108, counts 49 / 20 / 3 of 72 — TTFT p50 behind 4 / 17 agrees (the
 constant outputs' misses were their synchronisation), TTFT p99 +18...+79 % there, the 5-token bucket's TPOT p99 behind
 17 -20...-33 %; the shared 8,000-token plan is infeasible (a lane-bound unified point, README) and its cells are
-skipped with the diagnosis. README *How far to trust the numbers* has the reading.
+skipped with the diagnosis. README *How far to trust the numbers* has the reading. Tried on 2026-12-07, night, and
+not shipped: the short prompts' TTFT grid tilted to the instance the router picks (the lane law of
+:func:`planner.pool_latency._jsq_ahead_pmf`, :func:`planner.pool_latency._jsq_tilt`, over ``K' + (1 − u) M``) with the
+gaps' chunk share weighted by the chosen batch, its lane counted. ``--outputs 40`` (adaptive, 67 s): as solved 134 / 6 /
+4 of 144 (129 / 13 / 2), over 1-64 instances 213 / 70 / 5 of 288 (196 / 89 / 3): 8,000-token TTFT p99 behind 4-64
+within 15 % but at three single-prompt cliffs, ITL p99 684 against 13 ms gone but at two. But 200 outputs: over the
+counts 258 / 28 / 2 (262 / 24 / 2), 1,000-token TTFT p50 behind 17 / 64 −15…−22 % → −21…−33 %; ``--only-counts
+--spread-outputs --fixed-seeds`` 220 / 45 / 23 (228 / 34 / 26); ``--spread-outputs --outputs 40 --fixed-seeds --counts
+4,17`` counts 44 / 22 / 6 (49 / 20 / 3), TTFT p50 −18…−40 % where it agreed; and code-completion-8b's shared groups
+at 13 H100 tp4 −11…−13 % against the simulator (within 10 % untilted, tests/test_replay_wait.py), its shared loser
+$116,979 → $116,430. Limited to prompts of at least half a chunk it still moved code-completion (its pool's f̄ ≥ 1/2).
+The tilt's lane share is the simulator's (the chosen lane's prompts 0.84 / 0.67 / 0.52 of the mean predicted behind 4
+/ 17 / 64 instances, 0.84 / 0.72 / 0.65 probed; 1,000-token prompts, 70 %, outputs spread around 200); what it misses
+is the iteration the newcomer then waits (``python benchmarks/bench_router_lane.py --input-tokens 1000
+--spread-outputs --counts 4,64 --utilisations 0.7``: 108 / 148 ms left of the chosen instance's iteration against 93
+/ 99 ms for a random one) and, under bursts, the lanes filling together.
 
 Acceptance (issue 24 item 3): analytic within ±15 % of the simulator for p50 / p99 of TTFT, TPOT
 and ITL (a resolved verdict, adaptive seeds; 3 replicated seeds before 2026-12-06), 10–95 % utilisation, short and long prompts, shared and disaggregated

@@ -1,7 +1,8 @@
 """The lane a least-loaded router sends a long prompt to: the simulator's law against the analytic one (issue 24 item 3).
 
-Run: ``python benchmarks/bench_router_lane.py [--counts 4,17,64] [--utilisations 0.3,0.5,0.7,0.85,0.95]``
-(~1 minute per count on the 2-core VM).
+Run: ``python benchmarks/bench_router_lane.py [--counts 4,17,64] [--utilisations 0.3,0.5,0.7,0.85,0.95]
+[--input-tokens 8000] [--outputs 200] [--spread-outputs]`` (~1 minute per count on the 2-core VM; the last two are
+the grid's, :mod:`bench_latency_at_load`).
 
 The grid plan of ``benchmarks/bench_latency_at_load.py`` (one A100, Llama-3.1-8B bf16, vLLM calibration,
 8,000-token prompts and 200-token outputs: every prompt holds its instance's chunked-prefill lane for
@@ -40,6 +41,24 @@ analytic law leaves out:
   at dispersion ``1/√c`` or 1: the 4-instance p50 still −17…−29 %. No law with the decode count independent of
   the lane fits both the body (random) and the tail (cut, more so with ``c``); the count's compensation has to
   be modelled. Open (issue 24 item 3).
+
+Measured 2026-12-07, night (the chosen instance against the others, printed since: its lane and decoding counts,
+the time left of its iteration in progress against a random instance's, the counts' spread):
+
+* **The counts stay within about one of each other at every batch**: sd of ``X`` across instances 0.87 / 0.48
+  (8,000-token prompts, 200 outputs, 70 %, behind 4 / 64), 0.73 / 0.51 (1,000-token, outputs spread around 200,
+  ``--input-tokens 1000 --spread-outputs``), 0.46–0.58 (8,000-token, 40 outputs, ``--outputs 40``, 50–70 % behind 4 /
+  17), for decode batches from 0.6 to 158: the independent counts of dispersion ``1/√c`` spread as ``√(B/√c)``, 4.4
+  at a batch of 158 behind 64.
+* **The chosen instance decodes more than the least of independent counts**: ratio to the mean 0.934 / 0.957
+  (``_chosen_batch_ratio`` 0.824 / 0.753) at a batch of 17, 0.996 / 0.995 (0.942 / 0.931) at 158, 0.13–0.66
+  (0.00–0.33) below 1.2.
+* **A short prompt's instance has just ended an iteration**: 108 / 148 ms left of its iteration against 93 / 99 ms
+  for a random instance (1,000-token, behind 4 / 64); 16–120 ms against 149–215 ms (8,000-token, 40 outputs: the
+  router puts it in an idle lane); none at 200 outputs for 8,000-token prompts (157 / 158 against 155 / 153 ms).
+* The chosen lane holds 0.84 / 0.65 of the mean lane's prompts (1,000-token behind 4 / 64); the lane tilt of
+  ``_jsq_ahead_pmf``'s law over the short prompts' grid predicts 0.84 / 0.52 — tried as the short prompts' TTFT law
+  and not shipped (``bench_latency_at_load.py``'s docstring).
 """
 
 from __future__ import annotations
@@ -67,6 +86,7 @@ def _option(name: str, default: str) -> str:
 
 
 COUNTS = tuple(int(c) for c in _option("--counts", "4,17,64").split(","))
+INPUT_TOKENS = int(_option("--input-tokens", "8000"))  # the grid's prompt length (1000 or 8000)
 UTILISATIONS = tuple(float(u) for u in _option("--utilisations", "0.3,0.5,0.7,0.85,0.95").split(","))
 SEEDS = (0, 1)
 REQUESTS = 4000
@@ -78,8 +98,23 @@ class Observer:
     def __init__(self) -> None:
         self.k: list[int] = []
         self.states: list[np.ndarray] = []
+        self.residual_s: list[tuple[float, float]] = []
+        """Per admission: the time left of the chosen instance's iteration in progress, and of a random instance's."""
         self._admitting: Any = None
         self._last: dict[int, Any] = {}
+        self._rng = np.random.default_rng(0)
+
+    @staticmethod
+    def left_s(inst: Any, now: float) -> float:
+        """Time (s) to the end of ``inst``'s iteration in progress: a chunk iteration in flight, the decode step the
+        instance is in (its steps run back to back from its anchor ``t``), or 0 when it is idle."""
+        pool = inst.pool
+        if inst.in_iter:
+            return inst.t + pool.iter_time(inst.n, sum(take for _req, take in inst.plan)) - now
+        if inst.n == 0:
+            return 0.0
+        step = pool.table[inst.n]
+        return inst.t - now if inst.t >= now else step - ((now - inst.t) % step)
 
     def install(self) -> Callable[[], None]:
         admit, reschedule = engine._Sim.admit, engine._Sim.reschedule
@@ -98,6 +133,8 @@ class Observer:
                 obs._last[id(inst)] = inst.pf[-1]  # the prompt just appended to the chosen lane (admit, unified)
                 obs.k.append(len(inst.pf) - 1)
                 obs.states.append(np.array([(i.n, len(i.pf) - (i is inst)) for i in pool.insts], dtype=float))
+                other = pool.insts[int(obs._rng.integers(len(pool.insts)))]
+                obs.residual_s.append((obs.left_s(inst, now), obs.left_s(other, now)))
             reschedule(sim, inst, now)
 
         engine._Sim.admit = admit_observed  # type: ignore[method-assign,assignment]
@@ -151,7 +188,7 @@ def tails(pmf: np.ndarray, kmax: int = 5) -> str:
 def main() -> None:
     print(__doc__.split("\n\n")[0])
     with tempfile.TemporaryDirectory() as d:
-        base = grid.solved_plan("shared", 8000, Path(d))
+        base = grid.solved_plan("shared", INPUT_TOKENS, Path(d))
         for c in COUNTS:
             plan_c = grid.at_instances(base, "shared", c)
             print(f"\n== {c} instances: P(K >= 1..5) of the chosen lane; analytic / simulated TTFT (ms)")
@@ -176,6 +213,13 @@ def main() -> None:
                 print(f"    across instances Var N {n.var(1).mean():.2f}  Var L {lane.var(1).mean():.2f}  Var X "
                       f"{x.var(1).mean():.2f}  Cov(N, L) {cov:+.2f}  mean L {lane.mean():.2f}; TTFT p50 "
                       f"{ana['ttft'][0]:,.0f} / {sim['ttft'][0]:,.0f}  p99 {ana['ttft'][1]:,.0f} / {sim['ttft'][1]:,.0f}")
+                chosen = np.array([row[np.argmin(row.sum(1))] for row in st])  # the chosen one is a least X (ties aside)
+                left = 1e3 * np.asarray(obs.residual_s)
+                print(f"    chosen instance against the mean: lane {chosen[:, 1].mean():.2f} / {lane.mean():.2f}, decoding "
+                      f"{chosen[:, 0].mean():.2f} / {n.mean():.2f} (ratio {chosen[:, 0].mean() / max(n.mean(), 1e-12):.3f}; "
+                      f"_chosen_batch_ratio {PL._chosen_batch_ratio(batch, live):.3f}); left of its iteration "
+                      f"{left[:, 0].mean():.0f} ms against {left[:, 1].mean():.0f} ms for a random instance; X range "
+                      f"{(x.max(1) - x.min(1)).mean():.2f}, sd {x.std(1).mean():.2f}")
 
 
 if __name__ == "__main__":

@@ -869,9 +869,31 @@ def _chosen_batch_ratio(batch: float, live: int) -> float:
     c = int(live)
     if c <= 1 or b <= 0.0 or not math.isfinite(b):  # a saturated lane (infinite step): its TTFT is inf already
         return 1.0
+    if b > _ROUTER_BATCH_MAX:
+        return 1.0  # the minimum of the counts is within 1 % of B (their spread √(B/√c) ≪ B) and the law has ~B entries
     kmax = int(b + 12.0 * math.sqrt(b) + 14.0)
     tail = np.clip(1.0 - np.cumsum(_count_pmf(b, 1.0 / math.sqrt(c), kmax)), 0.0, 1.0)
     return float(min(1.0, (tail ** c).sum() / b))
+
+
+_ROUTER_BATCH_MAX = 1e5
+"""Decode batches above which the router's laws (:func:`_chosen_batch_ratio`, :func:`_jsq_tilt`) take the router as
+blind to the lanes (ratio 1, no tilt): their arrays have ~``B`` entries, so memory follows the inputs' size, not their
+values (an instance near saturation has a batch of 10⁹ and more)."""
+
+_GEOMETRIC_LANE_MAX = 4096
+"""Entries of :func:`_geometric_lane_pmf` at most (its 10⁻¹² tail needs more only above ρ 0.9933)."""
+
+
+def _geometric_lane_pmf(rho: float) -> np.ndarray:
+    """``P(L = k) = (1 − ρ) ρ^k``, ``0 < ρ < 1``, up to its 10⁻¹² tail or :data:`_GEOMETRIC_LANE_MAX` entries, the mass
+    beyond on the last: at ρ 1 − 10⁻⁹ (the clamp of :func:`_jsq_ahead_pmf`) the tail alone asked 2.8·10¹⁰ entries,
+    206 GiB — found when a change of this session counted the lane in :func:`_chosen_batch_ratio` and the deepseek
+    example's solve reached it; the same law below ρ 0.9933."""
+    kl = min(int(math.ceil(math.log(1e-12) / math.log(rho))) + 1, _GEOMETRIC_LANE_MAX)
+    pl = (1.0 - rho) * rho ** np.arange(kl + 1, dtype=float)
+    pl[-1] += max(0.0, 1.0 - pl.sum())
+    return pl
 
 
 def _itl_quantile_s(load: Mapping[str, float], quantile: float, batch_ratio: float = 1.0) -> float:
@@ -1284,27 +1306,38 @@ def _jsq_ahead_pmf(lane_utilization: float, batch: float, live: int) -> np.ndarr
     Memoised on its values; the array returned is read-only."""
     rho = min(max(float(lane_utilization), 0.0), 1.0 - 1e-9)
     c = max(int(live), 1)
-    kl = int(math.ceil(math.log(1e-12) / math.log(rho))) + 1 if rho > 0 else 1
-    pl = (1.0 - rho) * rho ** np.arange(kl + 1, dtype=float)
-    pl[-1] += max(0.0, 1.0 - pl.sum())
+    pl = _geometric_lane_pmf(rho) if rho > 0 else np.array([1.0, 0.0])
     if c <= 1 or rho <= 0.0:
         pl.setflags(write=False)
         return pl
+    out = pl * _jsq_tilt(pl, batch, c)
+    law = out / out.sum() if out.sum() > 0 else pl
+    law.setflags(write=False)
+    return law
+
+
+def _jsq_tilt(lane_pmf: np.ndarray, batch: float, live: int) -> np.ndarray:
+    """``r(k) = P(L = k | chosen) / P(L = k)``, ``k = 0 … len(lane_pmf) − 1``: how much likelier the least-loaded
+    router picks an instance with ``k`` prompts in its lane than one at random (:func:`_jsq_ahead_pmf`'s model:
+    instance ``j`` holds ``X_j = N_j + L_j``, ``N_j`` of mean ``batch`` and dispersion ``1/√c``, ``L_j`` of law
+    ``lane_pmf``, independently over the ``c = live`` instances; the minimum is ``x`` with probability
+    ``(g + G)^c − G^c``), so ``r(k) = Σ_n P(N = n) P(min = n + k) / g(n + k)`` and ``Σ_k P(L = k) r(k) = 1``.
+    Flat (1) above :data:`_ROUTER_BATCH_MAX`."""
+    c = int(live)
     b = max(float(batch), 0.0)
+    if not b <= _ROUTER_BATCH_MAX:
+        return np.ones(len(lane_pmf))
     kmax = int(b + 12.0 * math.sqrt(b) + 14.0)
-    pn = _count_pmf(b, 1.0 / math.sqrt(c), kmax)  # the router's balancing: dispersion 1/√c (calibrated, docstring)
-    px = np.convolve(pn, pl)                               # X = N + L on 0..kmax + kl
+    pn = _count_pmf(b, 1.0 / math.sqrt(c), kmax)  # the router's balancing: dispersion 1/√c (calibrated, _jsq_ahead_pmf)
+    px = np.convolve(pn, lane_pmf)                         # X = N + L on 0..kmax + len − 1
     tail = np.clip(1.0 - np.cumsum(px), 0.0, 1.0)          # G(x)
     pmin = np.clip((px + tail) ** c - tail**c, 0.0, 1.0)   # P(min_j X_j = x)
     with np.errstate(divide="ignore", invalid="ignore"):
         per = np.where(px > 1e-300, pmin / px, 0.0)        # P(min = x) / g(x)
     # row k: Σ_x P(N = x − k) P(min = x) / g(x) over x = k .. k + kmax (a window of per; each row summed
     # alone, as a 1-D sum of its own: the same number as a loop over k)
-    windows = np.lib.stride_tricks.sliding_window_view(per, kmax + 1)[:kl + 1]
-    out = pl * (pn[None, :] * windows).sum(axis=1)
-    law = out / out.sum() if out.sum() > 0 else pl
-    law.setflags(write=False)
-    return law
+    windows = np.lib.stride_tricks.sliding_window_view(per, kmax + 1)[:len(lane_pmf)]
+    return np.asarray((pn[None, :] * windows).sum(axis=1), dtype=float)
 
 
 class _LongTtftLaw(NamedTuple):

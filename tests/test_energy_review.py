@@ -66,7 +66,8 @@ def test_shipped_fit_prints_bounds_in_microseconds(shipped_energy_fit) -> None: 
 
 def test_shipped_numbers_are_what_the_fit_writes(shipped_energy_fit) -> None:  # noqa: ANN001 - fixture
     """Hard constraint: models/calibration/power.yaml's numbers are what calibrate-energy writes today
-    (only the source/description strings may differ). (``calibrate-energy MEASURED``: the session's one run.)"""
+    (only the source/description strings may differ; its numbers to 2e-3 relative, the fit's drift across scipy / BLAS
+    versions). (``calibrate-energy MEASURED``: the session's one run.)"""
     out = shipped_energy_fit.out
     assert shipped_energy_fit.exit_code == 0
     fresh, shipped = load_power_calibration(out), load_power_calibration(ROOT / "models" / "calibration" / "power.yaml")
@@ -78,7 +79,21 @@ def test_shipped_numbers_are_what_the_fit_writes(shipped_energy_fit) -> None:  #
             c.pop("source")
         return {k: v for k, v in d.items() if k not in ("description", "data_file")}
 
-    assert numbers(fresh) == numbers(shipped)
+    def flat(d, at=""):  # noqa: ANN001, ANN202 - {path: leaf}: numbers compared to the fit's precision, the rest exactly
+        if isinstance(d, dict):
+            return {k: v for key, sub in d.items() for k, v in flat(sub, f"{at}/{key}").items()}
+        if isinstance(d, list):
+            return {k: v for i, sub in enumerate(d) for k, v in flat(sub, f"{at}/{i}").items()}
+        return {at: d}
+
+    got, want = flat(numbers(fresh)), flat(numbers(shipped))
+    assert got.keys() == want.keys()
+    floats = [k for k, v in want.items() if isinstance(v, float)]
+    assert {k: v for k, v in got.items() if k not in floats} == {k: v for k, v in want.items() if k not in floats}
+    # the robust least-squares fit's digits move with scipy / BLAS along the curves' flat directions (scipy 1.17.1 on
+    # 2026-12-07: the A100 curve's max_frac 0.82878 against 0.82893 shipped, w_compute / w_bandwidth alike, 7e-4 relative
+    # at most; the engines' terms 1e-8); a change of the fit or of the data moves them by far more than 2e-3
+    assert {k: got[k] for k in floats} == pytest.approx({k: want[k] for k in floats}, rel=2e-3, abs=1e-9)
 
 
 def test_power_curve_on_its_lower_bound_is_a_warning(tmp_path: Path) -> None:
