@@ -106,8 +106,10 @@ class Observer:
 
     @staticmethod
     def left_s(inst: Any, now: float) -> float:
-        """Time (s) to the end of ``inst``'s iteration in progress: a chunk iteration in flight, the decode step the
-        instance is in (its steps run back to back from its anchor ``t``), or 0 when it is idle."""
+        """Time (s) to the end of ``inst``'s iteration in progress: a chunk iteration in flight (which begins at the end
+        of the decode step in progress, its start ``t`` then ahead of ``now``: at most one step more than the
+        iteration), the decode step the instance is in (its steps run back to back from its anchor ``t``), or 0 when
+        it is idle."""
         pool = inst.pool
         if inst.in_iter:
             return inst.t + pool.iter_time(inst.n, sum(take for _req, take in inst.plan)) - now

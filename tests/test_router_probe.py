@@ -1,0 +1,67 @@
+"""The router probe (benchmarks/bench_router_lane.py) still reads the simulator it instruments, and what README's
+*How far to trust the numbers* says of the simulated router holds: the instances' in-flight counts stay within about
+one of each other, and the probe's times left of an iteration are times within one.
+
+The probe patches :meth:`planner.simulate.engine._Sim.admit` / ``reschedule`` and reads an instance's ``pf``, ``n``,
+``in_iter``, ``plan``, ``t`` and its pool's ``iter_time`` / ``table``; a change of the engine that renames them would
+leave the bench failing long after. One small cell: 8,000-token prompts behind 4 instances at 50 %, one seed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _probe():
+    sys.path.insert(0, str(BENCH_DIR))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_router_lane", BENCH_DIR / "bench_router_lane.py")
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(BENCH_DIR))
+    return mod
+
+
+def test_probe_reads_the_simulated_router(tmp_path: Path) -> None:
+    from planner.simulate import engine
+
+    probe = _probe()
+    grid = probe.grid
+    admit, reschedule = engine._Sim.admit, engine._Sim.reschedule
+    res, _m = grid.at_utilisation(grid.at_instances(grid.solved_plan("shared", 8000, tmp_path), "shared", 4), "shared", 0.5)
+    obs = probe.Observer()
+    restore = obs.install()
+    try:
+        grid.simulated_quantiles(res, "shared", (0,), 1000)
+    finally:
+        restore()
+    assert engine._Sim.admit is admit and engine._Sim.reschedule is reschedule  # the engine is left as it was
+    assert len(obs.k) > 500 and len(obs.residual_s) == len(obs.k) == len(obs.states)
+    st = np.stack(obs.states)
+    x = st[:, :, 0] + st[:, :, 1]
+    assert st.shape[1] == 4
+    # the router holds the counts together: within about one of each other (README; independent Poisson counts of the
+    # same mean would spread by their square root, ~4 here)
+    assert float(x.std(axis=1).mean()) < 1.2
+    left = np.asarray(obs.residual_s)
+    assert np.all(left >= -1e-9)
+    rho, batch, live = probe.lane_inputs(res)
+    assert live == 4 and 0.0 < rho < 1.0 and batch > 0.0
+    # a time left of one iteration: at most the longest, and the decode step it may begin after (Observer.left_s)
+    longest_s = float(max(p.iter_time(p.max_batch, p.spec.chunk_tokens) + max(p.table) for p in _unified_pools(res)))
+    assert float(left.max()) <= longest_s + 1e-9
+
+
+def _unified_pools(res):  # noqa: ANN001, ANN202 - the plan's unified pools as the engine builds them
+    from planner.simulate.adapter import plan_to_sim_by_bucket
+    from planner.simulate.engine import _Pool
+
+    sim = plan_to_sim_by_bucket(res, "shared")
+    return [_Pool(spec) for spec in sim.pools if spec.role == "unified"]
