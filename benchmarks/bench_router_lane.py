@@ -98,6 +98,8 @@ class Observer:
     def __init__(self) -> None:
         self.k: list[int] = []
         self.states: list[np.ndarray] = []
+        self.chosen: list[int] = []
+        """Per admission: the index of the instance the router chose (a row of ``states``)."""
         self.residual_s: list[tuple[float, float]] = []
         """Per admission: the time left of the chosen instance's iteration in progress, and of a random instance's."""
         self._admitting: Any = None
@@ -135,6 +137,7 @@ class Observer:
                 obs._last[id(inst)] = inst.pf[-1]  # the prompt just appended to the chosen lane (admit, unified)
                 obs.k.append(len(inst.pf) - 1)
                 obs.states.append(np.array([(i.n, len(i.pf) - (i is inst)) for i in pool.insts], dtype=float))
+                obs.chosen.append(inst.idx)
                 other = pool.insts[int(obs._rng.integers(len(pool.insts)))]
                 obs.residual_s.append((obs.left_s(inst, now), obs.left_s(other, now)))
             reschedule(sim, inst, now)
@@ -215,7 +218,7 @@ def main() -> None:
                 print(f"    across instances Var N {n.var(1).mean():.2f}  Var L {lane.var(1).mean():.2f}  Var X "
                       f"{x.var(1).mean():.2f}  Cov(N, L) {cov:+.2f}  mean L {lane.mean():.2f}; TTFT p50 "
                       f"{ana['ttft'][0]:,.0f} / {sim['ttft'][0]:,.0f}  p99 {ana['ttft'][1]:,.0f} / {sim['ttft'][1]:,.0f}")
-                chosen = np.array([row[np.argmin(row.sum(1))] for row in st])  # the chosen one is a least X (ties aside)
+                chosen = st[np.arange(len(st)), np.asarray(obs.chosen)]
                 left = 1e3 * np.asarray(obs.residual_s)
                 print(f"    chosen instance against the mean: lane {chosen[:, 1].mean():.2f} / {lane.mean():.2f}, decoding "
                       f"{chosen[:, 0].mean():.2f} / {n.mean():.2f} (ratio {chosen[:, 0].mean() / max(n.mean(), 1e-12):.3f}; "

@@ -888,7 +888,7 @@ _GEOMETRIC_LANE_MAX = 4096
 def _geometric_lane_pmf(rho: float) -> np.ndarray:
     """``P(L = k) = (1 − ρ) ρ^k``, ``0 < ρ < 1``, up to its 10⁻¹² tail or :data:`_GEOMETRIC_LANE_MAX` entries, the mass
     beyond on the last: at ρ 1 − 10⁻⁹ (the clamp of :func:`_jsq_ahead_pmf`) the tail alone asked 2.8·10¹⁰ entries,
-    206 GiB — found when a change of this session counted the lane in :func:`_chosen_batch_ratio` and the deepseek
+    206 GiB — found on 2026-12-07 when a change tried then counted the lane in :func:`_chosen_batch_ratio` and the deepseek
     example's solve reached it; the same law below ρ 0.9933."""
     kl = min(int(math.ceil(math.log(1e-12) / math.log(rho))) + 1, _GEOMETRIC_LANE_MAX)
     pl = (1.0 - rho) * rho ** np.arange(kl + 1, dtype=float)
