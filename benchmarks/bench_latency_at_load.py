@@ -35,7 +35,13 @@ the runs before 2026-12-06; its ``?`` then marks what 3 seeds cannot decide).
 equal weight) instead of 200, so a shared pool mixes operating points as a log's buckets do (each bucket its own
 batch and chunk: 8,189 tokens down to 2,667 for 8,000-token prompts). Each bucket's analytic quantile is then
 compared with its own simulated one, worst against worst (:func:`worst_quantile_s`; one bucket: the same figures
-as before).
+as before). Run of 2026-12-07, late (``--only-counts --spread-outputs --fixed-seeds``, 67 s): 228 / 34 / 26 of 288
+before, with 8,000-token TPOT p99 on one instance −40…−54 % at 30–95 % (a 25-token answer's window capped at its own
+point's 2 other slots, the pool's instance having ~39); after the cap became the pool's free and freed slots and the
+window's count behind the router Poisson for the departures that lose the router's order
+(:func:`planner.pool_latency._tpot_quantile_s`, ``_kept_order``): **241 / 20 / 27**, those figures within 4 % and, behind
+17 / 64 at 50–95 %, within ±11 % but one; left, behind 4 instances −15…−29 % at 10–85 %. README *A short answer's TPOT
+in a pool of long ones*.
 
 ``--outputs N``: every request has ``N`` output tokens instead of 200 (short answers: multimodal-image's mean is 39,
 code-completion-8b's 27-29). Nothing in the laws was fitted at another output length, so this is an out-of-sample

@@ -1,7 +1,7 @@
 """The lane a least-loaded router sends a long prompt to: the simulator's law against the analytic one (issue 24 item 3).
 
 Run: ``python benchmarks/bench_router_lane.py [--counts 4,17,64] [--utilisations 0.3,0.5,0.7,0.85,0.95]
-[--input-tokens 8000] [--outputs 200] [--spread-outputs]`` (~1 minute per count on the 2-core VM; the last two are
+[--input-tokens 8000] [--outputs 200] [--spread-outputs] [--iterations]`` (~1 minute per count on the 2-core VM; the last two are
 the grid's, :mod:`bench_latency_at_load`).
 
 The grid plan of ``benchmarks/bench_latency_at_load.py`` (one A100, Llama-3.1-8B bf16, vLLM calibration,
@@ -59,6 +59,23 @@ the time left of its iteration in progress against a random instance's, the coun
 * The chosen lane holds 0.84 / 0.65 of the mean lane's prompts (1,000-token behind 4 / 64); the lane tilt of
   ``_jsq_ahead_pmf``'s law over the short prompts' grid predicts 0.84 / 0.52 — tried as the short prompts' TTFT law
   and not shipped (``bench_latency_at_load.py``'s docstring).
+
+Measured 2026-12-07, late (``--input-tokens 1000 --counts 1,4,17,64 --utilisations 0.5,0.85 --iterations``, ~4 min: each
+prompt's wait for its first iteration, that iteration, and the share of the chosen instance's iteration still to run):
+
+* **A short prompt waits nearly a whole iteration behind many instances**: at 85 % the wait for its first iteration is
+  122 / 143 / 169 / 178 ms on average behind 1 / 4 / 17 / 64 instances (83 / 97 / 127 / 141 at 50 %), while that
+  iteration is as full (2.63 / 2.46 / 2.58 / 2.43 prompts, 262–275 ms); the share of the chosen instance's iteration
+  left at admission has median 0.52 / 0.73 / 0.91 / 0.96. The router fills the slot a departure left, and departures
+  leave at an iteration's end: that is the −15…−20 % TTFT p50 behind 17 / 64 instances of the grid.
+* **A law of it, tried in a scratch copy and not shipped**: the age of the slot a newcomer fills from a balls-into-bins
+  chain (arrivals to the least-loaded of ``c`` bins, departures from random ones: its median age at filling 1.2 / 2.2 /
+  4.1 pool inter-arrival times behind 4 / 17 / 64, the number of least-loaded bins it implies — mean 2.2 / 6.3 / 15.8 —
+  as probed, 1.8 at 4 and 11.6–13.1 at 64), the iteration in progress unbiased and the arrivals per iteration those of
+  the departures (not the iteration's length): TTFT p50 behind 17 / 64 at 70–95 % −1…−18 % (shipped −11…−20 %), p99
+  −3…−11 % (+6…+17 %); with the iteration length-biased as for a random instance, p50 −6…+13 % but p99 +10…+28 %
+  (``bench_latency_at_load.py --only-counts --counts 4,17,64``).
+  Neither is better across the grid than the law shipped.
 """
 
 from __future__ import annotations
@@ -90,6 +107,7 @@ INPUT_TOKENS = int(_option("--input-tokens", "8000"))  # the grid's prompt lengt
 UTILISATIONS = tuple(float(u) for u in _option("--utilisations", "0.3,0.5,0.7,0.85,0.95").split(","))
 SEEDS = (0, 1)
 REQUESTS = 4000
+ITERATIONS = "--iterations" in sys.argv  # also time each prompt's wait for its first iteration and that iteration
 
 
 class Observer:
@@ -151,6 +169,68 @@ class Observer:
         return restore
 
 
+class IterationObserver:
+    """Records, per prompt admitted to a unified pool (requests kept alive while recorded: ``id`` is their key), its
+    arrival, its admission, the start and length of the first iteration that carries its chunk, the prompts in that
+    iteration, and its first token; and, at each admission, the share of the chosen instance's iteration in progress
+    still to run (:meth:`Observer.left_s` over the iteration's length)."""
+
+    def __init__(self) -> None:
+        self.rec: dict[int, dict[str, Any]] = {}
+        self.left_share: list[float] = []
+
+    def install(self) -> Callable[[], None]:
+        place, start, first = engine._Sim.place, engine._Sim.start_iteration, engine._Sim.first_token
+        obs = self
+
+        def place_observed(sim: Any, pool: Any, chosen: Any, req: Any, now: float) -> None:
+            if pool.role == "unified" and id(req) not in obs.rec:
+                obs.rec[id(req)] = {"req": req, "arrival": req.turn_arrival, "admit": now}
+                if chosen.in_iter:
+                    whole = pool.iter_time(chosen.n, sum(take for _r, take in chosen.plan))
+                else:
+                    whole = pool.table[chosen.n] if chosen.n else 0.0
+                if whole > 0:
+                    obs.left_share.append(Observer.left_s(chosen, now) / whole)
+            place(sim, pool, chosen, req, now)
+
+        def start_observed(sim: Any, inst: Any, now: float) -> None:
+            start(sim, inst, now)
+            length = inst.pool.iter_time(inst.n, sum(take for _r, take in inst.plan))
+            for req, _take in inst.plan:
+                d = obs.rec.get(id(req))
+                if d is not None and "start" not in d:
+                    d.update(start=inst.t, length=length, prompts=len(inst.plan))
+
+        def first_observed(sim: Any, req: Any, t: float) -> None:
+            d = obs.rec.get(id(req))
+            if d is not None and "first" not in d:
+                d.update(first=t, measured=req.measured)
+            first(sim, req, t)
+
+        engine._Sim.place = place_observed  # type: ignore[method-assign,assignment]
+        engine._Sim.start_iteration = start_observed  # type: ignore[method-assign,assignment]
+        engine._Sim.first_token = first_observed  # type: ignore[method-assign,assignment]
+
+        def restore() -> None:
+            engine._Sim.place = place  # type: ignore[method-assign]
+            engine._Sim.start_iteration = start  # type: ignore[method-assign]
+            engine._Sim.first_token = first  # type: ignore[method-assign]
+        return restore
+
+    def summary(self) -> str:
+        done = [d for d in self.rec.values() if d.get("measured") and "start" in d]
+        if not done:
+            return "    no measured prompt"
+        wait = 1e3 * np.array([d["start"] - d["admit"] for d in done])
+        length = 1e3 * np.array([d["length"] for d in done])
+        prompts = np.array([d["prompts"] for d in done], dtype=float)
+        share = np.asarray(self.left_share)
+        return (f"    wait for its first iteration mean {wait.mean():.0f} ms (p50 {np.median(wait):.0f}); that iteration "
+                f"{length.mean():.0f} ms with {prompts.mean():.2f} prompts; share of the chosen instance's iteration left: "
+                f"median {np.median(share):.2f} (q25 {np.quantile(share, 0.25):.2f}, q75 {np.quantile(share, 0.75):.2f})")
+
+
 def md1_number_pmf(rho: float, kmax: int) -> np.ndarray:
     """``P(K = k)``, ``k = 0..kmax``: the number an arrival finds in an M/D/1 queue at ``rho`` (PASTA: the number a
     departure leaves, the embedded chain ``K' = (K − 1)⁺ + A``, ``A ~ Poisson(ρ)``; mass beyond ``kmax`` on ``kmax``)."""
@@ -201,10 +281,14 @@ def main() -> None:
                 res, _m = grid.at_utilisation(plan_c, "shared", u)
                 rho, batch, live = lane_inputs(res)
                 obs = Observer()
+                its = IterationObserver() if ITERATIONS else None
                 restore = obs.install()
+                restore_its = its.install() if its is not None else None
                 try:
                     sim = grid.simulated_quantiles(res, "shared", SEEDS, REQUESTS)
                 finally:
+                    if restore_its is not None:
+                        restore_its()
                     restore()
                 ana = grid.analytic_quantiles(res, "shared")
                 k = np.bincount(np.asarray(obs.k, dtype=int), minlength=6) / max(len(obs.k), 1)
@@ -225,6 +309,8 @@ def main() -> None:
                       f"_chosen_batch_ratio {PL._chosen_batch_ratio(batch, live):.3f}); left of its iteration "
                       f"{left[:, 0].mean():.0f} ms against {left[:, 1].mean():.0f} ms for a random instance; X range "
                       f"{(x.max(1) - x.min(1)).mean():.2f}, sd {x.std(1).mean():.2f}")
+                if its is not None:
+                    print(its.summary())
 
 
 if __name__ == "__main__":

@@ -689,8 +689,8 @@ def predicted_pool_quantiles(result: PlanResult, architecture: str) -> pd.DataFr
 #   ``t_d + δ min(1, f_eff N_p / (o − 1))`` per gap, ``N`` the prompts that join the request's
 #   instance after it (the lane is FCFS: those queued behind it at its first token and those arriving
 #   during its decode), each chunk lengthening the window for more; behind ``c`` instances at the share
-#   of arrivals the least-loaded router sends to its instance; at most ``B* − 1`` prompts (the other
-#   slots, each freeing up about once during one request's decode; :func:`_tpot_quantile_s`).
+#   of arrivals the least-loaded router sends to its instance; at most the slots free when its window
+#   opens and those freed during it (the pool's slots per instance, :func:`pool_slots`; :func:`_tpot_quantile_s`).
 # * TTFT of a bucket prompt of ``f_b`` units that fits one iteration's lane (``f̄ < 1``): it
 #   arrives during an iteration of length ``T(K') = t_d + δ min(1, f_eff K')`` (length-biased:
 #   weight ``T P(K')``, ``K'`` the prompts pending at its start from the lane's embedded chain with
@@ -923,7 +923,8 @@ def _itl_quantile_s(load: Mapping[str, float], quantile: float, batch_ratio: flo
 
 
 def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_tokens: float,
-                     max_batch: float = math.inf, live: int = 1) -> float:
+                     slots: float = math.inf, live: int = 1, batch: float = 0.0,
+                     lives: tuple[np.ndarray, np.ndarray] | None = None) -> float:
     """TPOT quantile (s) of a request of ``o = output_tokens`` on one of ``live`` (``c``) instances of a unified pool
     behind the least-loaded router: ``t_d + δ min(1, f_eff N / (o − 1))``, ``N`` the prompts (in ``f_eff`` units) whose
     chunks run in its ``o − 1`` gaps, at its ``quantile``.
@@ -954,11 +955,19 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
       requests. With the law before (no router share, the instance's iteration-scale ``c_a²`` in the dispersion) the
       TPOT p99 of 1,000-token prompts behind 17 / 64 instances was +36…+76 % at 40 outputs and +9…+15 % at 200.
 
-    The prompts are at most ``B* − 1`` (``max_batch``, the point's batch, less the request's own slot): a prompt
-    joins only into a free slot, and over one request's decode each other slot frees up about once (their outputs
-    are as long), so near saturation the window's count is held by the slots, not by the arrivals' bursts — TPOT
-    then tends to ``t_d + δ f (B* − 1)/(o − 1)``. Without a cap the p99 TPOT at 95 % utilisation was +40 %
-    (8,000-token prompts) and +11 % (1,000); with ``B*`` (the request's own slot counted) +21 % at 40 outputs."""
+    A prompt joins only into a free slot, so the prompts are at most the slots free when the window opens and those
+    that free up during it: ``(S − 1 − B)⁺ + λ W`` requests (in ``f_eff`` units: times ``f̄ / f_eff``), ``S`` the
+    instance's slots (``slots``: the pool's slots per instance, :func:`pool_slots`, its points' busy-weighted batch),
+    ``B`` its batch at load (``batch``, Little's ``λ ō t̄``), ``λ W`` the departures over the window ``W = (o − 1) t̄ +
+    lead`` (departures leave at the rate requests arrive). Near saturation the window's count is then held by the
+    slots, not by the arrivals' bursts. Without a cap the p99 TPOT at 95 % utilisation was +40 % (8,000-token
+    prompts) and +11 % (1,000). With one output length this is about the point's ``B* − 1`` (``λ (o − 1) t̄ ≈ B``: each
+    other slot frees up about once during the request's decode), the cap before 2026-12-07 — which, taken per bucket
+    in a pool mixing output lengths, held a 25-token answer's window to its own point's 2 other slots where the pool's
+    instance has ~50 and its short-lived occupants free them many times over: TPOT p99 of 8,000-token prompts with
+    outputs spread over 25–375 tokens −40…−54 % against the simulator on one instance
+    (``python benchmarks/bench_latency_at_load.py --only-counts --spread-outputs --fixed-seeds``; 88 against 376 ms in
+    the 25-token bucket at 70 %, 377 without the cap)."""
     a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
     if not a < 1.0:
         return math.inf
@@ -967,14 +976,18 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
         return load["mean_step_s"]
     if f_eff <= 0 or delta <= 0:
         return t_d
-    cap = max(float(max_batch) - 1.0, 1.0)
     lam_units = load["rate_per_s"] * load["units_mean"] / f_eff   # prompts of f_eff units per second
     c = max(int(live), 1)
+    lead = _tpot_lead_s(load, queued=c == 1)
+    # the slots free when the request arrives and those their occupants free during its lead and decode (departures at
+    # the arrival rate, at most once each: a prompt that joins meanwhile holds its slot past the window), in f_eff units
+    others = max(float(slots) - 1.0, 0.0)
+    held = min(max(float(batch), 0.0), others)
+    freed = min(load["rate_per_s"] * (gaps * load["mean_step_s"] + lead), held)
+    cap = max((others - held + freed) * load["units_mean"] / f_eff, 1.0)
     if c == 1:
-        lead = _tpot_lead_s(load, queued=True)
-        n = _family_count_quantile(quantile, lam_units * (gaps * t_d + lead), a, load["arrival_cv"] ** 2, cap)
+        n = min(_family_count_quantile(quantile, lam_units * (gaps * t_d + lead), a, load["arrival_cv"] ** 2, cap), cap)
     else:
-        lead = _tpot_lead_s(load, queued=False)
         others = c * load["rate_per_s"] * (output_tokens * load["mean_step_s"] + lead)
         share = _least_loaded_share(c, round(others, 6))
         if share <= 0.0:
@@ -983,9 +996,37 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
         # turn (f̄ ≥ 1, instance_arrival_cv), and c_a² − 1 + 1/c undoing its thinning where it is blind to them (f̄ < 1)
         cv2 = load["arrival_cv"] ** 2
         window_ca2 = cv2 if load["units_mean"] >= 1.0 else max(cv2 - 1.0 + 1.0 / c, 0.0)
+        disp = max(window_ca2, 1e-3) / (1.0 - a) ** 2
+        if window_ca2 < 1.0 and lives is not None:
+            xi = _kept_order(lives, gaps + lead / load["mean_step_s"])
+            disp = xi * disp + (1.0 - xi)
         mean = lam_units * share * (gaps * load["mean_step_s"] + lead)
-        n = min(_count_quantile(quantile, mean, max(window_ca2, 1e-3) / (1.0 - a) ** 2, cap), cap)
+        n = min(_count_quantile(quantile, mean, disp, cap), cap)
     return t_d + delta * min(1.0, f_eff * n / gaps)
+
+
+def _kept_order(lives: tuple[np.ndarray, np.ndarray], window_steps: float) -> float:
+    """``ξ = E[(1 − |o₁ − o₂| / w)⁺]``: how much of the order in which a router refilled an instance's slots its
+    departures keep over a window of ``w`` iterations (``window_steps``), ``o₁, o₂`` two requests' outputs (their lives
+    in iterations) drawn from ``lives = (outputs, weights)`` (the pool's points and their rates).
+
+    Behind a least-loaded router an instance's arrivals are its departures (the router refills what it sees leave),
+    and its departures are its admissions a life later. With one output length the lives are equal and the departures
+    over a window keep the admissions' regularity (the count's dispersion ``c_a,pool² / c`` of an instance fed every
+    ``c``-th arrival, :func:`_tpot_quantile_s`). With spread lengths each admission is displaced by its own life: a
+    point process with i.i.d. displacements keeps its (short-range) covariance only between points whose displacements
+    differ by less than the window, so the dispersion moves from ``d₀`` to ``1 − (1 − d₀) ξ`` — Poisson (1) for a
+    window short against the lives' spread (a 25-token answer among answers of 25–375 tokens), ``d₀`` for equal
+    lives (``ξ = 1``). Exact for a covariance concentrated within one inter-arrival time (the router's regularity) and
+    counts ``≫ 1``; 1 without a window."""
+    o = np.asarray(lives[0], dtype=float)
+    w = np.asarray(lives[1], dtype=float)
+    ok = np.isfinite(o) & np.isfinite(w) & (w > 0)
+    if not ok.any() or not window_steps > 0:
+        return 1.0
+    o, w = o[ok], w[ok] / float(w[ok].sum())
+    kept = np.clip(1.0 - np.abs(o[:, None] - o[None, :]) / float(window_steps), 0.0, 1.0)
+    return float(w @ kept @ w)
 
 
 def _tpot_lead_s(load: Mapping[str, float], queued: bool) -> float:
@@ -2054,6 +2095,17 @@ def _pool_load(points: pd.DataFrame, on: np.ndarray, lam: np.ndarray, units: np.
     return load, float((w * outputs[on]).sum() / w.sum()), u_pool
 
 
+def pool_slots(rates: np.ndarray, instance_s: np.ndarray, max_batch: np.ndarray) -> float:
+    """Slots per instance of a pool serving several points: their batches ``B*`` weighted by busy time,
+    ``Σ λ τ B* / Σ λ τ`` (``rates`` λ, ``instance_s`` τ: instance-seconds per request) — the slot count
+    :func:`pool_latency` queues a decode or unified pool's requests on; ``inf`` without busy time."""
+    busy = np.asarray(rates, dtype=float) * np.asarray(instance_s, dtype=float)
+    total = float(busy.sum())
+    if not total > 0:
+        return math.inf
+    return float((busy * np.maximum(np.asarray(max_batch, dtype=float), 1.0)).sum() / total)
+
+
 def slot_queue_shape(row: Mapping[str, Any]) -> tuple[float, float]:
     """``(z, s_full)`` of a :func:`pool_latency` row (``slot_peakedness``, ``slot_drain_service_s``): ``(1, s)``
     — the plain G/G/c — for every pool but a unified one, and for rows that lack the columns."""
@@ -2186,6 +2238,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
         # over the buckets' length sub-bins (lane_service_mixture)
         lane_on, lane_w = lane_service_mixture(u_pool * (load["decode_step_s"] + load["delta_s"]), lam[on],
                                                [mixes[j] for j in idx])
+        slots = pool_slots(lam[on], points["instance_seconds_per_request"].to_numpy(float)[on],
+                           points["max_batch"].to_numpy(float)[on])
         for i, units_i in zip(idx, (u_pool * own_ratio[on]).tolist(), strict=True):  # its own chunks: the representative's
             tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
@@ -2196,7 +2250,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
             ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, rate_i * o_mean * load["mean_step_s"], tail)
             own_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, rate_i * o_mean * load["mean_step_s"]) \
                 if slot_in else ttft_s
-            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(points["max_batch"].to_numpy(float)[i]), live)
+            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live, rate_i * o_mean * load["mean_step_s"],
+                                    (outputs[on], lam[on]))
             itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))
             for c, v in zip(cols, (1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
                                    1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"], slot_in,
@@ -2363,7 +2418,7 @@ class UnifiedRows:
                 tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                     load, lvl, _chosen_batch_ratio(rate_pool / c * float(self.outputs[i]) * load["mean_step_s"], c))
             else:
-                tok = _tpot_quantile_s(load, lvl, float(self.outputs[i]), float(self.batch[i]), c)
+                tok = _tpot_quantile_s(load, lvl, float(self.outputs[i]), float(self.batch[i]), c, batch_i)
             tgt = float(self.targets[m][i])
             out["ttft_ms"][r] = 1e3 * (ttft_s + oh_i) + lane_ms
             out["token_ms"][r] = 1e3 * tok

@@ -518,6 +518,7 @@ class _Level:
             _itl_quantile_s,
             _tpot_quantile_s,
             lane_service_mixture,
+            pool_slots,
             slot_tail_applies,
             unified_slot_tails,
             unified_ttft_s,
@@ -547,12 +548,14 @@ class _Level:
             tail = tails.get(str(pool))
             lane_on, lane_w = lane_service_mixture(u_pool * (load["decode_step_s"] + load["delta_s"]), w,
                                                    [m.mixes[int(idx[j])] for j in np.flatnonzero(on)])
+            slots = pool_slots(w, m.tau[idx][on], batch_all[on])
             for i, units_i in zip(np.flatnonzero(on), (u_pool * m.units_ttft_ratio[idx][on]).tolist(), strict=True):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
                 ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, rate_i * o_mean * load["mean_step_s"], tail)
                 slot_in[i] = slot_tail_applies(tail)
-                tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), float(batch_all[i]), live_n)
+                tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live_n, rate_i * o_mean * load["mean_step_s"],
+                                        (outputs[on], w))
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(
                     load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live_n))
                 ttft_at[i] = 1e3 * (ttft_s + overhead_s[i])
