@@ -314,7 +314,7 @@ class _Sim:
                     r.waited = True  # a restart after an outage is not a second wait sample
                     pool.wait.add(now - r.enter)
             dur = pool.prefill_time(tokens)
-            inst.busy_s += dur
+            inst.busy_s += dur * self.in_window(now, now + dur)
             inst.pf_batch = batch
             inst.version += 1
             self.push(now + dur, EV_PF_DONE, inst, inst.version)
@@ -357,6 +357,17 @@ class _Sim:
         req.waited = False
         self.dispatch(req, now)
 
+    def in_window(self, t0: float, t1: float) -> float:
+        """Share of ``[t0, t1]`` inside the measured window ``[warmup_s, measure_end_s)``: the pools' busy, slot, lane
+        and KV time are accrued over it (each interval at its mean rate), so a pool's utilisation is that of the
+        steady load the latencies are measured at, not of the warm-up or of the drain after the last arrival."""
+        lo, hi = self.warmup_s, self.measure_end_s
+        if lo <= t0 and t1 <= hi:
+            return 1.0
+        if t1 <= lo or t0 >= hi or t1 <= t0:
+            return 0.0
+        return (min(t1, hi) - max(t0, lo)) / (t1 - t0)
+
     # ---------------------------------------------------------------- decode / unified
     def advance(self, inst: _Inst, now: float) -> None:
         """Move an instance's anchor to the first step boundary at or after ``now``."""
@@ -364,7 +375,7 @@ class _Sim:
             return
         if inst.n == 0:
             if inst.t < now:
-                inst.kv_s += inst.S * (now - inst.t)  # held / reserved KV on an idle instance
+                inst.kv_s += inst.S * (now - inst.t) * self.in_window(inst.t, now)  # held / reserved KV on an idle instance
                 inst.t = now
             return
         if inst.t >= now:
@@ -380,9 +391,10 @@ class _Sim:
             return
         n = inst.n
         dt = k * tc
-        inst.busy_s += dt
-        inst.slot_s += n * dt
-        inst.kv_s += (inst.S + n * inst.step + 0.5 * n * k) * dt
+        w = self.in_window(inst.t, inst.t + dt) * dt
+        inst.busy_s += w
+        inst.slot_s += n * w
+        inst.kv_s += (inst.S + n * inst.step + 0.5 * n * k) * w
         old_step, old_t = inst.step, inst.t
         inst.step = step = old_step + k
         inst.t = old_t + dt
@@ -615,8 +627,9 @@ class _Sim:
         else:
             if req.recompute:
                 stall = pool.prefill_time(req.ctx)
-                chosen.t = max(chosen.t, now) + stall
-                chosen.busy_s += stall
+                begin = max(chosen.t, now)
+                chosen.t = begin + stall
+                chosen.busy_s += stall * self.in_window(begin, begin + stall)
                 pool.recompute_s += stall
                 req.recompute = False
             self.join(chosen, req)
@@ -695,11 +708,12 @@ class _Sim:
             pool.itl.add_many(dt, n)
             if pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per sequence arrive at once
                 pool.itl.add_many(0.0, int(round(pool.burst * n)))
-        inst.busy_s += dt
-        inst.slot_s += n * dt
-        inst.kv_s += (inst.S + n * inst.step) * dt
+        w = self.in_window(inst.t, now) * dt
+        inst.busy_s += w
+        inst.slot_s += n * w
+        inst.kv_s += (inst.S + n * inst.step) * w
         if inst.plan:
-            inst.lane_s += dt
+            inst.lane_s += w
         inst.step += 1
         inst.t = now
         inst.in_iter = False
@@ -936,9 +950,11 @@ class _Sim:
                 itl_met=(gaps is None or gaps.n == 0 or gaps.quantile(r.itl_quantile) <= r.itl_target_s),
             )
         pools = {}
+        # the window the pools' time was accrued over (in_window): the measured one, ended by the run if sooner
+        span = min(end, self.measure_end_s) - max(0.0, self.warmup_s)
         for p in self.pools.values():
             n = len(p.insts)
-            inst_time = n * end if end > 0 else math.nan
+            inst_time = n * span if span > 0 else math.nan
             busy = sum(i.busy_s for i in p.insts)
             slots = sum(i.slot_s for i in p.insts)
             lane = sum(i.lane_s for i in p.insts)
