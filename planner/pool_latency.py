@@ -955,19 +955,26 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
       requests. With the law before (no router share, the instance's iteration-scale ``c_a²`` in the dispersion) the
       TPOT p99 of 1,000-token prompts behind 17 / 64 instances was +36…+76 % at 40 outputs and +9…+15 % at 200.
 
-    A prompt joins only into a free slot, so the prompts are at most the slots free when the window opens and those
-    that free up during it: ``(S − 1 − B)⁺ + λ W`` requests (in ``f_eff`` units: times ``f̄ / f_eff``), ``S`` the
-    instance's slots (``slots``: the pool's slots per instance, :func:`pool_slots`, its points' busy-weighted batch),
-    ``B`` its batch at load (``batch``, Little's ``λ ō t̄``), ``λ W`` the departures over the window ``W = (o − 1) t̄ +
-    lead`` (departures leave at the rate requests arrive). Near saturation the window's count is then held by the
-    slots, not by the arrivals' bursts. Without a cap the p99 TPOT at 95 % utilisation was +40 % (8,000-token
-    prompts) and +11 % (1,000). With one output length this is about the point's ``B* − 1`` (``λ (o − 1) t̄ ≈ B``: each
-    other slot frees up about once during the request's decode), the cap before 2026-12-07 — which, taken per bucket
-    in a pool mixing output lengths, held a 25-token answer's window to its own point's 2 other slots where the pool's
-    instance has ~50 and its short-lived occupants free them many times over: TPOT p99 of 8,000-token prompts with
-    outputs spread over 25–375 tokens −40…−54 % against the simulator on one instance
-    (``python benchmarks/bench_latency_at_load.py --only-counts --spread-outputs --fixed-seeds``; 88 against 376 ms in
-    the 25-token bucket at 70 %, 377 without the cap)."""
+    With spread output lengths (``lives``: the pool's points' outputs and rates) the router's order is kept only by
+    the share ``ξ`` of the departures whose lives differ by less than the window (:func:`_kept_order`): that share's
+    count has the dispersion above, the rest that of Poisson departures, ``ξ c_a,pool²/c / (1 − a)² + (1 − ξ)``; one
+    output length gives ``ξ = 1``, the law above. Before (2026-12-07) the order was kept whatever the lengths: TPOT p99 of
+    1,000-token prompts with answers spread over 25–375 tokens −4…−16 % behind 4–64 instances, of 8,000-token prompts
+    −23…−47 % behind 17 / 64 (now −7…+2 % and, at 50–95 %, within ±11 % but one cell).
+
+    A prompt joins only into a free slot, so the prompts are at most the slots free when the request arrives and those
+    their occupants free during its lead and decode: ``S − 1 − B′ + min(λ W, B′)`` requests, ``B′ = min(B, S − 1)`` (in
+    ``f_eff`` units: times ``f̄ / f_eff``), ``S`` the instance's slots (``slots``: the pool's slots per instance,
+    :func:`pool_slots`, its points' busy-weighted batch), ``B`` its batch at load (``batch``, Little's ``λ ō t̄``),
+    ``λ W`` the departures over the window ``W = (o − 1) t̄ + lead`` (departures leave at the rate requests arrive;
+    each occupant once: a prompt that joins meanwhile holds its slot past the window). Near saturation the window's
+    count is then held by the slots, not by the arrivals' bursts. Without a cap the p99 TPOT at 95 % utilisation was
+    +40 % (8,000-token prompts) and +11 % (1,000). With one output length ``λ W ≥ B`` and the cap is the point's
+    ``B* − 1`` (each other slot frees up once during the request's decode), the cap before 2026-12-07 — which, taken per
+    bucket in a pool mixing output lengths, held a 25-token answer's window to its own point's 2 other slots where the
+    pool's instance has ~39, ~13 of them busy: TPOT p99 of 8,000-token prompts with outputs spread over 25–375 tokens
+    −40…−54 % against the simulator on one instance (``python benchmarks/bench_latency_at_load.py --only-counts
+    --spread-outputs --fixed-seeds``; 88 against 376 ms in the 25-token bucket at 70 %, 377 now)."""
     a, t_d, delta, f_eff = load["share"], load["decode_step_s"], load["delta_s"], load["units_eff"]
     if not a < 1.0:
         return math.inf
@@ -981,10 +988,10 @@ def _tpot_quantile_s(load: Mapping[str, float], quantile: float | None, output_t
     lead = _tpot_lead_s(load, queued=c == 1)
     # the slots free when the request arrives and those their occupants free during its lead and decode (departures at
     # the arrival rate, at most once each: a prompt that joins meanwhile holds its slot past the window), in f_eff units
-    others = max(float(slots) - 1.0, 0.0)
-    held = min(max(float(batch), 0.0), others)
+    other_slots = max(float(slots) - 1.0, 0.0)
+    held = min(max(float(batch), 0.0), other_slots)
     freed = min(load["rate_per_s"] * (gaps * load["mean_step_s"] + lead), held)
-    cap = max((others - held + freed) * load["units_mean"] / f_eff, 1.0)
+    cap = max((other_slots - held + freed) * load["units_mean"] / f_eff, 1.0)
     if c == 1:
         n = min(_family_count_quantile(quantile, lam_units * (gaps * t_d + lead), a, load["arrival_cv"] ** 2, cap), cap)
     else:
@@ -1017,8 +1024,9 @@ def _kept_order(lives: tuple[np.ndarray, np.ndarray], window_steps: float) -> fl
     point process with i.i.d. displacements keeps its (short-range) covariance only between points whose displacements
     differ by less than the window, so the dispersion moves from ``d₀`` to ``1 − (1 − d₀) ξ`` — Poisson (1) for a
     window short against the lives' spread (a 25-token answer among answers of 25–375 tokens), ``d₀`` for equal
-    lives (``ξ = 1``). Exact for a covariance concentrated within one inter-arrival time (the router's regularity) and
-    counts ``≫ 1``; 1 without a window."""
+    lives (``ξ = 1``): ``Var N(w) = λ w (1 + (d₀ − 1) E[(1 − |Δ|/w)⁺])``, ``Δ`` the difference of two displacements,
+    exact where the covariance before displacement lies within one inter-arrival time (the router's regularity);
+    approximate otherwise, and the lives are the points' outputs, not each request's. 1 without traffic or window."""
     o = np.asarray(lives[0], dtype=float)
     w = np.asarray(lives[1], dtype=float)
     ok = np.isfinite(o) & np.isfinite(w) & (w > 0)
