@@ -75,7 +75,13 @@ prompt's wait for its first iteration, that iteration, and the share of the chos
   the departures (not the iteration's length): TTFT p50 behind 17 / 64 at 70–95 % −1…−18 % (shipped −11…−20 %), p99
   −3…−11 % (+6…+17 %); with the iteration length-biased as for a random instance, p50 −6…+13 % but p99 +10…+28 %
   (``bench_latency_at_load.py --only-counts --counts 4,17,64``).
-  Neither is better across the grid than the law shipped.
+  Neither is better across the grid than the law shipped. With the router's lane tilt of the night before
+  (:func:`planner.pool_latency._jsq_tilt` over ``K' + (1 − u) M``) on top of the length-biased variant: 40-token answers'
+  8,000-token TTFT behind 4–64 instances p50 within ±1 % but one cell (+50…+124 % shipped) and p99 within ±16 % but at
+  four single-prompt cliffs (+68…+298 %); 200-token answers' 1,000-token p99 behind 17 / 64 at 50–95 % −13…+11 %, p50
+  −13…−19 %; but 40-token answers' 1,000-token p50 behind 17 / 64 at 30–85 % −23…−62 % (−22…−52 % shipped)
+  (``bench_latency_at_load.py --only-counts --counts 4,17,64 [--outputs 40]``, 2026-12-07, late). The lane tilt is the
+  direction for prompts near a chunk; the short prompts behind many instances wait for something neither law has.
 """
 
 from __future__ import annotations
