@@ -17,7 +17,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,9 +112,35 @@ class SolvedExample:
         return load_plan(self.out_dir / "plan.json")
 
 
+@contextmanager
+def _session_lock(name: str) -> Iterator[None]:
+    """An exclusive lock named ``name`` shared by the processes of this test session (pytest-xdist workers:
+    a file in the session's cache folder, :func:`fcntl.flock`; released when the block ends or the process dies).
+    Without ``fcntl`` (not POSIX) there is no lock, only the duplicated work it saves."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(Path(os.environ[_SESSION_VAR]) / f"{name}.lock", "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def solved_example(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], SolvedExample]:
-    """``solved_example("enterprise-chat")``: the session's solve of that example instance."""
+    """``solved_example("enterprise-chat")``: the session's solve of that example instance.
+
+    Each worker solves an example at most once, and the two workers of ``pytest -n 2`` never solve the same one at
+    the same time: the solve holds a session-wide lock per example, so a worker that asks for an example the other is
+    solving waits for it and then reads the stored plan (``planner solve``'s plan cache, shared by the session's
+    processes) instead of solving it again alongside. Without the lock, a worker that asked before the other had
+    stored the plan solved it too: tests/test_instance_verdicts.py solves every example near the start of one
+    worker's half of the suite, while tests/test_install_wheel.py, tests/test_monotone.py and tests/test_one_path.py
+    ask for them from the start of the other's, and code-completion-8b alone is a ~20 s solve on an idle 2-core VM."""
     from click.testing import CliRunner
 
     from planner.cli import main
@@ -124,7 +151,8 @@ def solved_example(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
         if stem not in done:
             instance = ROOT / "instances" / f"{stem}.yaml"
             out = tmp_path_factory.mktemp(f"solved-{stem}")
-            r = CliRunner().invoke(main, ["solve", str(instance), "--json", "--out", str(out)])
+            with _session_lock(f"solved-{stem}"):  # the other worker's solve of this stem, if running, finishes first
+                r = CliRunner().invoke(main, ["solve", str(instance), "--json", "--out", str(out)])
             done[stem] = SolvedExample(instance, r.exit_code, r.stdout, r.output, out)
         return done[stem]
 
