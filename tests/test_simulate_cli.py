@@ -136,7 +136,7 @@ def test_simulate_reports_per_service_and_routes_by_the_plans_shares(plan_file: 
 
 
 @pytest.mark.slow
-def test_agentic_simulation_uses_every_planned_pool() -> None:
+def test_agentic_simulation_uses_every_planned_pool(solved_example) -> None:  # type: ignore[no-untyped-def]
     """A shared plan with two unified pools of one service (tp2 and tp4): both carry traffic at peak,
     and no pool is said to be missing from the instance. Was agentic-assistant's shared plan (2 tp2 +
     168 tp4 GPUs); with the round-10 perf calibration it is one tp4 pool (172 GPUs), so the case became
@@ -153,15 +153,16 @@ def test_agentic_simulation_uses_every_planned_pool() -> None:
     simulated with --plan --architecture shared. (Since the analytic tightening charges a missed bucket to the pools
     it would meet without, agentic-assistant's shipped shared plan has two pools again: 17 tp2 + 12 tp4 H200.) Since
     the simulated lane does the prefill work its points priced (2026-12-06) code-completion-8b at 1/20 of its traffic
-    is one tp4 pool, so the case is agentic-assistant as shipped (16 tp2 + 12 tp4 H200)."""
-    import tempfile
+    is one tp4 pool, so the case is agentic-assistant as shipped (16 tp2 + 12 tp4 H200).
 
-    path = str(Path(INSTANCE).with_name("agentic-assistant.yaml"))
-    with tempfile.TemporaryDirectory() as tmp:
-        s = CliRunner().invoke(main, ["solve", path, "--out", tmp, "-q", "--no-cache"])
-        assert s.exit_code == 0, s.output
-        r = CliRunner().invoke(main, ["simulate", path, "--plan", str(Path(tmp) / "plan.json"), "--architecture", "shared",
-                                      "--duration", "120", "--scenario", "peak", "--json"])
+    The plan is the session's ``planner solve instances/agentic-assistant.yaml --out DIR`` (``solved_example``,
+    tests/conftest.py): this test solved the same instance again with ``--no-cache`` into a folder of its own
+    (the same plan file; 6-7 s of an idle 2-core VM, a full solve with its peak simulations)."""
+    solved = solved_example("agentic-assistant")
+    assert solved.exit_code == 0, solved.output
+    path = str(solved.instance)
+    r = CliRunner().invoke(main, ["simulate", path, "--plan", str(solved.out_dir / "plan.json"), "--architecture", "shared",
+                                  "--duration", "120", "--scenario", "peak", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     pools = d["scenarios"]["peak"]["pools"]
