@@ -2248,6 +2248,8 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
                                                [mixes[j] for j in idx])
         slots = pool_slots(lam[on], points["instance_seconds_per_request"].to_numpy(float)[on],
                            points["max_batch"].to_numpy(float)[on])
+        batch = rate_i * o_mean * load["mean_step_s"]  # an instance's decode batch at load (Little)
+        lives = (outputs[on], lam[on])
         for i, units_i in zip(idx, (u_pool * own_ratio[on]).tolist(), strict=True):  # its own chunks: the representative's
             tq = ttft_quantile if ttft_quantile is not None else float(ttft_q[i])
             metric = str(metric_of[i]) if metric_of is not None else "tpot"
@@ -2255,14 +2257,13 @@ def unified_at_load(points: pd.DataFrame, share: np.ndarray, instances: Mapping[
             lane_in = True  # the lane queue is inside this TTFT (short prompts: _ttft_quantile_s; long: _long_ttft_quantile_s)
             tail = None if slot_tails is None else slot_tails.get(str(pool))
             slot_in = slot_tail_applies(tail)
-            ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, rate_i * o_mean * load["mean_step_s"], tail)
-            own_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, rate_i * o_mean * load["mean_step_s"]) \
+            ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, batch, tail)
+            own_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live, batch) \
                 if slot_in else ttft_s
-            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live, rate_i * o_mean * load["mean_step_s"],
-                                    (outputs[on], lam[on]))
-            itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live))
+            tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live, batch, lives)
+            itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(load, lvl, _chosen_batch_ratio(batch, live))
             for c, v in zip(cols, (1e3 * (ttft_s + overhead_s[i]), lane_in, 1e3 * tpot, 1e3 * itl, load["share"],
-                                   1e3 * load["mean_step_s"], rate_i * o_mean * load["mean_step_s"], slot_in,
+                                   1e3 * load["mean_step_s"], batch, slot_in,
                                    1e3 * (own_s + overhead_s[i])), strict=True):
                 cols[c][i] = v
     return pd.DataFrame(cols, index=points.index)
@@ -2424,7 +2425,7 @@ class UnifiedRows:
                 tok = math.nan
             elif m == "itl":
                 tok = load["mean_step_s"] if lvl is None else _itl_quantile_s(
-                    load, lvl, _chosen_batch_ratio(rate_pool / c * float(self.outputs[i]) * load["mean_step_s"], c))
+                    load, lvl, _chosen_batch_ratio(batch_i, c))
             else:
                 tok = _tpot_quantile_s(load, lvl, float(self.outputs[i]), float(self.batch[i]), c, batch_i)
             tgt = float(self.targets[m][i])

@@ -549,15 +549,16 @@ class _Level:
             lane_on, lane_w = lane_service_mixture(u_pool * (load["decode_step_s"] + load["delta_s"]), w,
                                                    [m.mixes[int(idx[j])] for j in np.flatnonzero(on)])
             slots = pool_slots(w, m.tau[idx][on], batch_all[on])
+            batch = rate_i * o_mean * load["mean_step_s"]  # an instance's decode batch at load (Little)
+            lives = (outputs[on], w)
             for i, units_i in zip(np.flatnonzero(on), (u_pool * m.units_ttft_ratio[idx][on]).tolist(), strict=True):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
-                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, rate_i * o_mean * load["mean_step_s"], tail)
+                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, batch, tail)
                 slot_in[i] = slot_tail_applies(tail)
-                tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live_n, rate_i * o_mean * load["mean_step_s"],
-                                        (outputs[on], w))
+                tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live_n, batch, lives)
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(
-                    load, lvl, _chosen_batch_ratio(rate_i * o_mean * load["mean_step_s"], live_n))
+                    load, lvl, _chosen_batch_ratio(batch, live_n))
                 ttft_at[i] = 1e3 * (ttft_s + overhead_s[i])
                 lane_in[i] = True
                 tpot_at[i] = 1e3 * tpot
