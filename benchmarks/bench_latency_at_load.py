@@ -75,6 +75,18 @@ is the iteration the newcomer then waits (``python benchmarks/bench_router_lane.
 --spread-outputs --counts 4,64 --utilisations 0.7``: 108 / 148 ms left of the chosen instance's iteration against 93
 / 99 ms for a random one) and, under bursts, the lanes filling together.
 
+Run of 2026-12-07, night, after the iteration the router's instance just began (short prompts behind ``c > 1``
+instances: :func:`planner.pool_latency._hole_age_law` and :func:`planner.pool_latency._routed_span_s`; adaptive seeds
+but the last): default 200 outputs, as solved 138 / 4 / 2 of 144 (unchanged), over 1-64 instances **269 / 17 / 2** of
+288 (262 / 24 / 2): 1,000-token TTFT p50 behind 17 / 64 at 50-85 % -15...-20 % -> within ±15 %, but behind 64 at 30 %
+p50 +22 % (308 against 251 ms) and behind 4 at 95 % p99 -36 % +- 11 % at 6 seeds (940 against 1,460; 1,128 at 24
+seeds before, when the analytic said 1,102). ``--spread-outputs``: as solved 131 / 10 / 3 (unchanged), counts 251 /
+32 / 5 -> **257 / 27 / 4** (1,000-token TTFT behind 4-64 within but behind 17 at 10 %, p99 -17 %). ``--outputs 40``:
+as solved 129 / 13 / 2 -> **133 / 9 / 2**, counts 196 / 89 / 3 -> **206 / 78 / 4** (8,000-token TTFT p99 behind 17 / 64
++97...+298 % -> -14...+120 %; the constant outputs' 1,000-token cells behind 17 / 64, -28...-60 %, are the simulator's
+request cohorts, README *The iteration the router's instance just began*). ``--spread-outputs --outputs 40
+--fixed-seeds --counts 4,17``: as solved 90 / 5 / 13 (unchanged), counts 54 / 14 / 4 -> **57 / 8 / 7** of 72.
+
 Acceptance (issue 24 item 3): analytic within ±15 % of the simulator for p50 / p99 of TTFT, TPOT
 and ITL (a resolved verdict, adaptive seeds; 3 replicated seeds before 2026-12-06), 10–95 % utilisation, short and long prompts, shared and disaggregated
 pools as solved, and shared pools at 1, 4, 17 and 64 instances (``at_instances``: rates and KV

@@ -166,6 +166,20 @@ def test_short_prompts_behind_many_instances(plans, instances: int, utilisation:
         assert ana[metric][1] == pytest.approx(sim[metric][1], rel=0.15), (metric, ana, sim)
 
 
+@pytest.mark.parametrize("instances", [17, 64])
+def test_short_prompts_wait_the_iteration_their_instance_just_began(plans, instances: int) -> None:
+    """1,000-token prompts over 17 / 64 instances at 70 %: TTFT p50 / p99 against the simulator. The router sends a
+    prompt to an instance whose iteration mostly just began after a departure (planner.pool_latency._hole_age_law),
+    and an instance's arrivals follow its departures (_routed_span_s); with the share left uniform, as for one
+    instance, the p50 was −19 / −20 % (319 ms analytic against 396 / 399 simulated)."""
+    bench, solved = plans
+    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", 1000)], "shared", instances), "shared", 0.7)
+    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
+    ana = bench.analytic_quantiles(res, "shared")
+    for j in (0, 1):
+        assert ana["ttft"][j] == pytest.approx(sim["ttft"][j], rel=0.15), (("p50", "p99")[j], ana, sim)
+
+
 def test_instance_arrival_cv_by_the_prompt_length() -> None:
     from planner.pool_latency import instance_arrival_cv
 

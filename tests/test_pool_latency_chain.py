@@ -86,7 +86,7 @@ def _with_law(law: np.ndarray, load: dict[str, float], q: float, units: float) -
     """``_ttft_quantile_s`` priced on ``law`` as the lane-count law."""
     old_pmf = pl._lane_count_pmf
     try:
-        pl._lane_count_pmf = lambda _load: law  # type: ignore[assignment]
+        pl._lane_count_pmf = lambda _load, _live=1: law  # type: ignore[assignment]
         return pl._ttft_quantile_s(load, q, units)
     finally:
         pl._lane_count_pmf = old_pmf  # type: ignore[assignment]

@@ -278,8 +278,9 @@ def test_a_bucket_that_meets_without_one_pools_share_tightens_that_pool_only() -
     divided by the largest step (×4), the tp4 plans were lost and the solve ended at 82 tp1 instances, $175,228
     against $87,909 at ×1 (the verdict flipped to disaggregated there). Without tp1's share the bucket meets;
     without tp4's it does not: only tp1 is named. Since a unified point's own TTFT at load counts its bucket's
-    representative prompt (planner.pool_latency.ttft_prompt_ratio) the next bucket, b2, split alike, misses too (its
-    own TTFT 356 ms, the rest its waits), and b3's own TTFT on tp1 (560 ms) is over the target: still only tp1 named.
+    representative prompt (planner.pool_latency.ttft_prompt_ratio) the next bucket, b2, split alike, missed too (its
+    own TTFT 356 ms, the rest its waits; it meets since the router's picked iteration, 2026-12-07 night), and b3's own
+    TTFT on tp1 (560 ms) is over the target: still only tp1 named.
     The scenario is the table without the log's replayed-burst curve (the shared lanes' bursts, 2026-12-06 late, give
     other caps and another first plan, 5 tp1 + 11 tp4, whose b3 misses on either pool); the rule is the same."""
     from dataclasses import replace as _replace
@@ -304,9 +305,10 @@ def test_a_bucket_that_meets_without_one_pools_share_tightens_that_pool_only() -
     assert sizes == {"h100-sxm/tp1": 3, "h100-sxm/tp4": 8}, sizes  # the scenario
     factors, buckets = tighten_factors(built.prep, plan, settings.redundancy)
     missed = buckets[~buckets["met"].astype(bool)]
-    assert list(missed["bucket"]) == ["b2_in1402-2733", "b3_in2734-7437"]
-    assert all(len(p) == 2 for p in missed["pools"])  # both split between tp1 and tp4
-    assert float(missed["ttft_service_ms"].iloc[0]) < float(missed["ttft_target_ms"].iloc[0])  # b2: room left, a queueing miss
+    # b3 misses (b2 too before the router's picked iteration, planner.pool_latency._hole_age_law: its TTFT at load is
+    # now a few ms under the target), split between tp1 and tp4
+    assert list(missed["bucket"]) == ["b3_in2734-7437"]
+    assert all(len(p) == 2 for p in missed["pools"])
     assert {p.split(":")[1] for p in factors} == {"h100-sxm/tp1"}, factors
 
 
