@@ -25,6 +25,7 @@ the pool's queue.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections import deque
@@ -38,6 +39,7 @@ from planner.simulate.stats import LogHistogram, SectionCounts, Summary
 
 EV_PF_DONE, EV_DEC_ENQ, EV_INST, EV_TURN, EV_OUT_START, EV_OUT_END, EV_ENCODED = range(7)
 _EPS = 1e-9
+_heappush, _heappop = heapq.heappush, heapq.heappop  # module globals: one lookup each, not heapq.<name>'s two
 INDEX_MIN_INSTANCES = {"decode": 32, "unified": 8}
 """Decode and unified pools of at least this many instances keep their instances filed by load
 (:attr:`_Pool.by_load`) for admission; smaller ones are scanned, which costs less than keeping the index
@@ -143,6 +145,7 @@ class _Pool:
         self.cap = float(spec.kv_capacity_tokens)
         self.max_batch = spec.max_batch
         self.prefill_time = spec.prefill_time_s
+        self.chunk_tokens = spec.chunk_tokens
         self.burst = spec.tokens_per_step - 1.0 if spec.role in ("decode", "unified") else 0.0
         """Tokens beyond the first per sequence and step (speculative decoding; 0 otherwise)."""
         self.wait = LogHistogram()
@@ -219,7 +222,8 @@ class _Sim:
         self.r_enc = [int(r.encode_tokens) for r in self.routes]
         self.r_enc_pool = [self.pools[r.encode] if r.encode else None for r in self.routes]
         self.heap: list[tuple[float, int, int, Any, int]] = []
-        self.seq = 0
+        self.next_seq = itertools.count(1).__next__
+        """The tie-breaker of the heap's events: 1, 2, 3, ... in push order."""
         self.join_seq = 0
         self.events = 0
         self.now = 0.0
@@ -239,15 +243,20 @@ class _Sim:
         self.rejected = [0] * nsvc
         self.requests = 0
         self.timeline: dict[str, list[float]] = {"time_s": []}
+        self.series: list[tuple[_Pool, list[float], list[float], list[float]]] = []
+        """Per pool its timeline's queue, active and kv_used_share lists (:meth:`sample` appends to them)."""
         for p in self.pools.values():
-            self.timeline[f"{p.name}.queue"] = []
-            self.timeline[f"{p.name}.active"] = []
-            self.timeline[f"{p.name}.kv_used_share"] = []
+            queue: list[float] = []
+            active: list[float] = []
+            kv_used_share: list[float] = []
+            self.timeline[f"{p.name}.queue"] = queue
+            self.timeline[f"{p.name}.active"] = active
+            self.timeline[f"{p.name}.kv_used_share"] = kv_used_share
+            self.series.append((p, queue, active, kv_used_share))
 
     # ---------------------------------------------------------------- scheduling helpers
     def push(self, t: float, kind: int, obj: Any, ver: int = 0) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, obj, ver))
+        _heappush(self.heap, (t, self.next_seq(), kind, obj, ver))
 
     # ---------------------------------------------------------------- arrivals
     def arrive(self, req: _Req, now: float) -> None:
@@ -314,10 +323,12 @@ class _Sim:
                     r.waited = True  # a restart after an outage is not a second wait sample
                     pool.wait.add(now - r.enter)
             dur = pool.prefill_time(tokens)
-            inst.busy_s += dur * self.in_window(now, now + dur)
+            end = now + dur
+            # in_window's first case inline (a call per batch otherwise); x * 1.0 == x, so the sum is the same
+            inst.busy_s += dur if self.warmup_s <= now and end <= self.measure_end_s else dur * self.in_window(now, end)
             inst.pf_batch = batch
             inst.version += 1
-            self.push(now + dur, EV_PF_DONE, inst, inst.version)
+            self.push(end, EV_PF_DONE, inst, inst.version)
 
     def prefill_done(self, inst: _Inst, now: float) -> None:
         batch = inst.pf_batch
@@ -360,7 +371,8 @@ class _Sim:
     def in_window(self, t0: float, t1: float) -> float:
         """Share of ``[t0, t1]`` inside the measured window ``[warmup_s, measure_end_s)``: the pools' busy, slot, lane
         and KV time are accrued over it (each interval at its mean rate), so a pool's utilisation is that of the
-        steady load the latencies are measured at, not of the warm-up or of the drain after the last arrival."""
+        steady load the latencies are measured at, not of the warm-up or of the drain after the last arrival.
+        The hot callers (:meth:`start_prefill`, :meth:`move`, :meth:`iteration_end`) test its first case inline."""
         lo, hi = self.warmup_s, self.measure_end_s
         if lo <= t0 and t1 <= hi:
             return 1.0
@@ -391,13 +403,15 @@ class _Sim:
             return
         n = inst.n
         dt = k * tc
-        w = self.in_window(inst.t, inst.t + dt) * dt
+        old_step, old_t = inst.step, inst.t
+        new_t = old_t + dt
+        lo, hi = self.warmup_s, self.measure_end_s
+        w = dt if lo <= old_t and new_t <= hi else self.in_window(old_t, new_t) * dt  # in_window's first case inline
         inst.busy_s += w
         inst.slot_s += n * w
-        inst.kv_s += (inst.S + n * inst.step + 0.5 * n * k) * w
-        old_step, old_t = inst.step, inst.t
+        inst.kv_s += (inst.S + n * old_step + 0.5 * n * k) * w
         inst.step = step = old_step + k
-        inst.t = old_t + dt
+        inst.t = new_t
         firsts = 0
         if inst.pending:
             keep = []
@@ -411,13 +425,14 @@ class _Sim:
                 else:
                     keep.append(ent)
             inst.pending = keep
-        if self.warmup_s <= inst.t < self.measure_end_s and n * k > firsts:
-            inst.pool.itl.add_many(tc, n * k - firsts)
-            if inst.pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per step arrive at once
-                inst.pool.itl.add_many(0.0, int(round(inst.pool.burst * n * k)))
+        if lo <= new_t < hi and n * k > firsts:
+            pool = inst.pool
+            pool.itl.add_many(tc, n * k - firsts)
+            if pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per step arrive at once
+                pool.itl.add_many(0.0, int(round(pool.burst * n * k)))
         fin = inst.fin
         while fin and fin[0][0] <= step:
-            f, jid, req = heapq.heappop(fin)
+            f, jid, req = _heappop(fin)
             if req.join_id == jid:
                 self.retire(inst, req, old_t + (f - old_step) * tc)
 
@@ -447,7 +462,7 @@ class _Sim:
         remaining = req.out - req.generated
         if inst.pool.burst > 0.0:  # E tokens per step: the sequence finishes in ceil(remaining / E) steps
             remaining = max(1, math.ceil(remaining / (1.0 + inst.pool.burst) - _EPS))
-        heapq.heappush(inst.fin, (inst.step + remaining, jid, req))
+        _heappush(inst.fin, (inst.step + remaining, jid, req))
         if req.first < 0:
             inst.pending.append((inst.step + 1, jid, req))
 
@@ -552,10 +567,7 @@ class _Sim:
                         best, best_load = inst, inst.n
             if best is None:
                 return
-            # the others with room by load, list order among equals (a stable sort, taken only when best is full)
-            others = (i for i in sorted(pool.insts, key=lambda i: i.n + len(i.pf))
-                      if i is not best and i.up and i.n + len(i.pf) < mb)
-            chosen = self.with_kv_room(best, others, req.ctx + 1, cap, now)
+            chosen = self.with_kv_room(best, self._scan_order(pool, best), req.ctx + 1, cap, now)
             if chosen is None:
                 pool.kv_blocked += 1
                 return
@@ -573,6 +585,17 @@ class _Sim:
             if inst.S + inst.n * (inst.step + 1) + need <= cap:
                 return inst
         return None
+
+    @staticmethod
+    def _scan_order(pool: _Pool, best: _Inst) -> Iterator[_Inst]:
+        """The pool's instances with room but ``best``, by load, list order among equals (a stable sort), for a pool
+        without :attr:`_Pool.by_load`. A generator, so the sort runs only when :meth:`with_kv_room` finds ``best`` full
+        (most admissions never get here); it then runs after ``best`` was advanced, which changes only ``best``'s own
+        load, so the others' order is the one a sort before that advance gives."""
+        mb = pool.max_batch
+        for i in sorted(pool.insts, key=lambda i: i.n + len(i.pf)):
+            if i is not best and i.up and i.n + len(i.pf) < mb:
+                yield i
 
     @staticmethod
     def _by_load_order(pool: _Pool, by_load: list[int], best: _Inst) -> Iterator[_Inst]:
@@ -657,7 +680,8 @@ class _Sim:
         """Replace the instance's pending event after a change of its batch or KV."""
         if inst.in_iter:
             return  # an iteration is in flight; its end event stays valid
-        self.advance(inst, now)
+        if inst.t < now:  # advance() does nothing otherwise (a unified instance's iteration just ended at now)
+            self.advance(inst, now)
         inst.version += 1
         inst.target = -1
         if not inst.up:
@@ -671,7 +695,7 @@ class _Sim:
             return
         fin = inst.fin
         while fin and fin[0][1] != fin[0][2].join_id:
-            heapq.heappop(fin)
+            _heappop(fin)
         target = fin[0][0]
         if pool.cap < math.inf:
             kfull = math.floor((pool.cap - inst.S) / n)
@@ -685,7 +709,7 @@ class _Sim:
 
     def start_iteration(self, inst: _Inst, now: float) -> None:
         pool = inst.pool
-        budget = pool.spec.chunk_tokens
+        budget = chunk_tokens = pool.chunk_tokens
         plan = []
         for req in inst.pf:
             take = req.pf_left if req.pf_left < budget else budget
@@ -693,36 +717,39 @@ class _Sim:
             budget -= take
             if budget == 0:
                 break
-        chunk = pool.spec.chunk_tokens - budget
-        dur = pool.iter_time(inst.n, chunk)
+        dur = pool.iter_time(inst.n, chunk_tokens - budget)
         inst.in_iter = True
         inst.plan = plan
         inst.target = -1
-        self.push(inst.t + dur, EV_INST, inst, inst.version)
+        _heappush(self.heap, (inst.t + dur, self.next_seq(), EV_INST, inst, inst.version))  # push(), inline: once an iteration
 
     def iteration_end(self, inst: _Inst, now: float) -> None:
-        dt = now - inst.t
+        t0 = inst.t
+        dt = now - t0
         n = inst.n
         pool = inst.pool
-        if n and self.warmup_s <= now < self.measure_end_s:
+        lo, hi = self.warmup_s, self.measure_end_s
+        if n and lo <= now < hi:
             pool.itl.add_many(dt, n)
             if pool.burst > 0.0:  # speculative bursts: E - 1 further tokens per sequence arrive at once
                 pool.itl.add_many(0.0, int(round(pool.burst * n)))
-        w = self.in_window(inst.t, now) * dt
+        w = dt if lo <= t0 and now <= hi else self.in_window(t0, now) * dt  # in_window's first case inline
         inst.busy_s += w
         inst.slot_s += n * w
-        inst.kv_s += (inst.S + n * inst.step) * w
-        if inst.plan:
+        step = inst.step
+        inst.kv_s += (inst.S + n * step) * w
+        plan = inst.plan
+        if plan:
             inst.lane_s += w
-        inst.step += 1
+        inst.step = step = step + 1
         inst.t = now
         inst.in_iter = False
         fin = inst.fin
-        while fin and fin[0][0] <= inst.step:
-            f, jid, req = heapq.heappop(fin)
+        while fin and fin[0][0] <= step:
+            f, jid, req = _heappop(fin)
             if req.join_id == jid:
                 self.retire(inst, req, now)
-        for req, take in inst.plan:
+        for req, take in plan:
             req.pf_left -= take
             if req.pf_left <= 0:
                 inst.pf.remove(req)
@@ -807,20 +834,30 @@ class _Sim:
 
     # ---------------------------------------------------------------- main loop
     def sample(self, t: float) -> None:
-        tl = self.timeline
-        tl["time_s"].append(t)
-        for p in self.pools.values():
-            tl[f"{p.name}.queue"].append(float(len(p.queue)))
+        self.timeline["time_s"].append(t)
+        for p, queue, active, kv_used_share in self.series:
+            queue.append(float(len(p.queue)))
             if p.serial:
-                tl[f"{p.name}.active"].append(float(sum(1 for i in p.insts if i.pf_batch)))
-                tl[f"{p.name}.kv_used_share"].append(0.0)
+                active.append(float(sum(1 for i in p.insts if i.pf_batch)))
+                kv_used_share.append(0.0)
             else:
-                tl[f"{p.name}.active"].append(float(sum(i.n + len(i.pf) for i in p.insts)))
+                active.append(float(sum(i.n + len(i.pf) for i in p.insts)))
                 if p.cap < math.inf and p.insts:
                     used = sum(i.S + i.n * i.step for i in p.insts)
-                    tl[f"{p.name}.kv_used_share"].append(used / (p.cap * len(p.insts)))
+                    kv_used_share.append(used / (p.cap * len(p.insts)))
                 else:
-                    tl[f"{p.name}.kv_used_share"].append(0.0)
+                    kv_used_share.append(0.0)
+
+    def sample_until(self, now: float, t: float, interval: float, max_samples: int) -> float:
+        """Sample the timeline at ``t, t + interval, ...`` up to ``now`` (at most ``max_samples`` samples in all);
+        returns the next sample's time, ``inf`` once the timeline is full (so the loop stops asking)."""
+        times = self.timeline["time_s"]
+        while now >= t:
+            if len(times) >= max_samples:
+                return math.inf
+            self.sample(t)
+            t += interval
+        return t
 
     def run(self, stream: Iterable[RequestChunk], duration_hint_s: float | None) -> SimResult:
         wall0 = time.perf_counter()
@@ -844,7 +881,7 @@ class _Sim:
         warm = cfg.warmup_s
         mend = cfg.measure_end_s
         heap = self.heap
-        pop = heapq.heappop
+        pop = _heappop
         chunks = iter(stream)
         arr: list[Any] = []
         pos = 0
@@ -867,23 +904,31 @@ class _Sim:
         next_arr = load()
         nsvc = len(self.routes)
         stop_at = math.inf
+        # the loop's own counters and the hottest handlers as locals (self.now, self.events, self.requests are set
+        # once after the loop: nothing reads them while it runs)
+        now = self.now
+        events = self.events
+        requests = self.requests
+        inst_event, iteration_end, prefill_done, arrive = self.inst_event, self.iteration_end, self.prefill_done, self.arrive
+        r_enc, r_enc_pool = self.r_enc, self.r_enc_pool
         while True:
-            if heap and heap[0][0] < next_arr:
-                now = heap[0][0]
-                if now > stop_at:
+            if heap and (t_next := heap[0][0]) < next_arr:
+                if t_next > stop_at:
                     break
-                while now >= next_sample and len(self.timeline["time_s"]) < max_samples:
-                    self.sample(next_sample)
-                    next_sample += interval
+                now = t_next
+                if now >= next_sample:
+                    next_sample = self.sample_until(now, next_sample, interval, max_samples)
                 _, _, kind, obj, ver = pop(heap)
-                self.now = now
-                self.events += 1
+                events += 1
                 if kind == EV_INST:
                     if ver == obj.version:
-                        self.inst_event(obj, now)
+                        if obj.in_iter:  # inst_event's first case, without its call (a unified pool's every iteration)
+                            iteration_end(obj, now)
+                        else:
+                            inst_event(obj, now)
                 elif kind == EV_PF_DONE:
                     if ver == obj.version:
-                        self.prefill_done(obj, now)
+                        prefill_done(obj, now)
                 elif kind == EV_DEC_ENQ:
                     dec = self.r_dec[obj.svc]
                     obj.enter = now
@@ -902,29 +947,28 @@ class _Sim:
                     self.outage_end(obj, now)
             elif next_arr < math.inf:
                 now = next_arr
-                while now >= next_sample and len(self.timeline["time_s"]) < max_samples:
-                    self.sample(next_sample)
-                    next_sample += interval
+                if now >= next_sample:
+                    next_sample = self.sample_until(now, next_sample, interval, max_samples)
                 t, inp, out, svc, turns, wait, append = arr[pos]
                 pos += 1
                 if not 0 <= svc < nsvc:
                     raise ValueError(f"request stream names service index {svc}, but only {nsvc} routes exist")
-                self.now = now
-                self.requests += 1
+                requests += 1
                 req = _Req(t, inp, out, svc, turns, wait, append, warm <= t < mend)
-                enc = self.r_enc[svc]
+                enc = r_enc[svc]
                 if enc:  # an inline encode: its time as prompt work in the route's prefill / unified pool
                     req.enc = enc
                     req.pf_tokens += enc
                     req.pf_left += enc
-                req.to_encode = self.r_enc_pool[svc] is not None
-                self.arrive(req, now)
+                req.to_encode = r_enc_pool[svc] is not None
+                arrive(req, now)
                 last_arrival = t
                 next_arr = arr[pos][0] if pos < n_arr else load()
                 if next_arr == math.inf:
                     stop_at = last_arrival + cfg.max_drain_s
             else:
                 break
+        self.now, self.events, self.requests = now, events, requests
         return self.result(time.perf_counter() - wall0, last_arrival)
 
     def result(self, wall_s: float, last_arrival: float) -> SimResult:

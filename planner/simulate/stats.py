@@ -23,6 +23,11 @@ def log_bins(x: np.ndarray, per_decade: int) -> np.ndarray:
     return ((np.log10(x) + 6.0) * per_decade).astype(np.int64)
 
 
+def _log_bin(x: float, top: int) -> int:
+    """The logarithmic bin of one value ``> MIN_S`` (:func:`log_bins` in ``math.log10``), clamped to ``[0, top]``."""
+    return min(max(int((math.log10(x) + 6.0) * BINS_PER_DECADE), 0), top)
+
+
 def bin_middle_s(i: int, per_decade: int) -> float:
     """The geometric middle of logarithmic bin ``i`` (:func:`log_bins`)."""
     return float(10 ** ((i + 0.5) / per_decade - 6.0))
@@ -32,7 +37,7 @@ class LogHistogram:
     """Streaming histogram: samples are buffered (at most ``FLUSH`` of them) and binned in
     vectorised batches, so adding is cheap and memory stays bounded."""
 
-    __slots__ = ("counts", "zeros", "n", "total", "maximum", "buf", "bin_of")
+    __slots__ = ("counts", "zeros", "n", "total", "maximum", "buf", "pending")
 
     FLUSH = 4096
 
@@ -43,8 +48,10 @@ class LogHistogram:
         self.total = 0.0
         self.maximum = 0.0
         self.buf: list[float] = []
-        self.bin_of: dict[float, int] = {}
-        """Bin of each value :meth:`add_many` has seen (a simulation repeats a few step times)."""
+        self.pending: dict[float, int] = {}
+        """Samples :meth:`add_many` took and :meth:`flush` has not binned yet: their count by value. A simulation
+        repeats a few step times, so a call costs one dict update here rather than a bin and a numpy element update
+        (at most ``FLUSH`` values are kept)."""
 
     def add(self, x: float) -> None:
         buf = self.buf
@@ -65,14 +72,27 @@ class LogHistogram:
         if x <= MIN_S:
             self.zeros += count
             return
-        idx = self.bin_of.get(x)
-        if idx is None:
-            if len(self.bin_of) > 65536:
-                self.bin_of.clear()
-            idx = self.bin_of[x] = min(max(int((math.log10(x) + 6.0) * BINS_PER_DECADE), 0), self.counts.size - 1)
-        self.counts[idx] += count
+        pending = self.pending
+        c = pending.get(x)
+        if c is None:
+            _log_bin(x, 0)  # a value that has no bin (inf, nan) raises here, as when it was binned at once
+            if len(pending) >= self.FLUSH:
+                self._bin_pending()
+            pending[x] = count
+        else:
+            pending[x] = c + count
+
+    def _bin_pending(self) -> None:
+        counts = self.counts
+        top = counts.size - 1
+        for x, c in self.pending.items():
+            counts[_log_bin(x, top)] += c
+        self.pending.clear()
 
     def flush(self) -> None:
+        """Bin the buffered samples (:meth:`add`) and the pending ones (:meth:`add_many`)."""
+        if self.pending:
+            self._bin_pending()
         if not self.buf:
             return
         x = np.asarray(self.buf, dtype=float)
