@@ -1171,9 +1171,7 @@ def _lane_chains(loads: list[Mapping[str, float]], kmax: int, ca2: float, live: 
     t_d, delta, f_eff, lam, t_mean = (col[:, j:j + 1] for j in range(5))            # (L, 1) each
     n = kmax + 1
     k = np.arange(n, dtype=float)[None, :]
-    span = t_d + delta * np.minimum(1.0, f_eff * k)
-    if live > 1:  # behind the router an instance's arrivals follow its departures (_routed_span_s)
-        span = span / live + (1.0 - 1.0 / live) * t_mean
+    span = _routed_span_s(t_d + delta * np.minimum(1.0, f_eff * k), t_mean, live)  # (L, K): the clock's at one instance
     arr = _count_pmfs_repeated(lam * span, ca2, kmax).reshape(len(loads), n, n)
     # padded copies: arr behind n zeros (column n + A − shift; A < 0 reads a zero) and the tail P(A ≥ m) behind a
     # 1 (column m + 1; a shift of kmax + 1 reads the 1: all of its weight on kmax)
@@ -1295,10 +1293,12 @@ def _ttft_grid(load: Mapping[str, float], quantile: float, units: float, live: i
     t_arr = _routed_span_s(t_prev, load["mean_step_s"], c)                 # the arrivals an iteration gets: λ t_arr
     mmax = int(max(8.0, _count_quantile(1.0 - 1e-6, lam_u * float(t_arr.max()), max(ca2, 1.0))))
     pm = _count_pmfs_repeated(lam_u * t_arr, ca2, mmax)                     # (k, m)
-    # the weight of (K', u, M) is w_K(K') / 48 · P(M | K') whatever u: the (K', M) pairs _weighted_quantile
-    # drops (below 1e-12 of the largest weight) are dropped before the grid is built, which is then built
-    # over the (K', M) box holding the rest only (about a third of it); the kept entries are the same
-    # expressions in the same order, so the quantile is the same number
+    # one instance: the weight of (K', u, M) is w_K(K') / 48 · P(M | K') whatever u: the (K', M) pairs
+    # _weighted_quantile drops (below 1e-12 of the largest weight) are dropped before the grid is built, which is
+    # then built over the (K', M) box holding the rest only (about a third of it); the kept entries are the same
+    # expressions in the same order, so the quantile is the same number. Behind the router the weight is
+    # w_K(K') P(u | K') P(M | K'): a pair is dropped when even its largest u is below 1e-12 of the
+    # largest pair's, which is the grid's largest weight: the same number too
     if c > 1:
         wku = wk[:, None] * _hole_age_law(t_prev, wk, -math.expm1(-load["prompts_per_iteration"]), c)   # (k, u)
         w2 = wku.max(axis=1)[:, None] * pm
@@ -1323,7 +1323,7 @@ def _ttft_grid(load: Mapping[str, float], quantile: float, units: float, live: i
     return vals[sel], wts[sel]
 
 
-def _routed_span_s(t_iter_s: np.ndarray, mean_step_s: float, live: int) -> np.ndarray:
+def _routed_span_s(t_iter_s: np.ndarray, mean_step_s: float | np.ndarray, live: int) -> np.ndarray:
     """The span (s) whose arrivals an instance's iteration of length ``t_iter_s`` receives behind the least-loaded
     router over ``c = live`` instances: ``T / c + (1 − 1/c) t̄``. The router sends a prompt to the instance whose
     in-flight count is lowest, and a count falls only when a sequence ends, at an iteration's end (:func:`_hole_age_law`):
@@ -1335,12 +1335,13 @@ def _routed_span_s(t_iter_s: np.ndarray, mean_step_s: float, live: int) -> np.nd
     instances, 1,000-token prompts at 70 %). Measured without it in the chain of ``K'`` (in ``M`` only): the short
     answers' grids lose what they gained (multimodal-image's shared TTFT p99 −38 % against −2 %), while
     code-completion-8b's replayed log at 13–15 H100 tp4 agrees better (+1…+4 % against −6…−9 %,
-    ``tests/test_replay_wait.py``): in a burst the arrivals outrun the departures, which this law does not see."""
+    ``tests/test_replay_wait.py``): in a burst the arrivals outrun the departures, which this law does not see.
+    ``mean_step_s`` a number, or an array broadcasting with ``t_iter_s`` (:func:`_lane_chains`' loads, one per row)."""
     t = np.asarray(t_iter_s, dtype=float)
     c = max(int(live), 1)
     if c == 1:
         return t
-    return t / c + (1.0 - 1.0 / c) * float(mean_step_s)
+    return np.asarray(t / c + (1.0 - 1.0 / c) * np.asarray(mean_step_s, dtype=float), dtype=float)
 
 
 def _hole_age_law(t_prev: np.ndarray, wk: np.ndarray, p: float, live: int) -> np.ndarray:

@@ -49,6 +49,17 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
     return bench, {(a, n): bench.solved_plan(a, n, d) for a, n in (("shared", 1000), ("disaggregated", 1000), ("shared", 8000))}
 
 
+def _behind(plans, tokens: int, instances: int, utilisation: float, reshape=None) -> tuple[dict, dict]:  # type: ignore[no-untyped-def]
+    """The shared plan of ``tokens``-token prompts over ``instances`` instances at ``utilisation`` (rates and KV scaled
+    with the count, benchmarks/bench_latency_at_load.py's at_instances), optionally reshaped (its arrivals): its
+    analytic and simulated (seeds 0 and 1, 2,000 requests) p50 / p99 of TTFT, TPOT and ITL."""
+    bench, solved = plans
+    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", tokens)], "shared", instances), "shared", utilisation)
+    if reshape is not None:
+        res = reshape(res)
+    return bench.analytic_quantiles(res, "shared"), bench.simulated_quantiles(res, "shared", (0, 1), 2000)
+
+
 def test_the_issue_example_is_no_longer_pessimistic(plans) -> None:
     """One A100, Llama-3.1-8B, 1,000/200 tokens at 4 req/s (the plan's own load, utilisation 0.48):
     the full-batch model said TTFT p99 852 ms and TPOT p99 267 ms against 571 / 130 simulated."""
@@ -130,10 +141,7 @@ def test_long_prompts_behind_many_instances(plans, instances: int, utilisation: 
     with the count, benchmarks/bench_latency_at_load.py's at_instances): TTFT p50 / p99 against the
     simulator. Over 17 and 64 instances the 15 % acceptance is not met (the benchmark's count grid
     shows where); the tolerance here holds what the model reaches."""
-    bench, solved = plans
-    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", 8000)], "shared", instances), "shared", utilisation)
-    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
-    ana = bench.analytic_quantiles(res, "shared")
+    ana, sim = _behind(plans, 8000, instances, utilisation)
     for j in (0, 1):
         assert ana["ttft"][j] == pytest.approx(sim["ttft"][j], rel=tolerance), (("p50", "p99")[j], ana, sim)
 
@@ -144,10 +152,7 @@ def test_long_prompt_itl_behind_many_instances(plans, instances: int) -> None:
     simulator. The chosen instance's batch (planner.pool_latency._chosen_batch_ratio) with the router's
     balanced counts (dispersion 1/√c, as _jsq_ahead_pmf); with independent Poisson counts the ITL p99
     was the decode step, 43 ms against 502 ms simulated (the partial chunk): −56 / −91 %."""
-    bench, solved = plans
-    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", 8000)], "shared", instances), "shared", 0.3)
-    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
-    ana = bench.analytic_quantiles(res, "shared")
+    ana, sim = _behind(plans, 8000, instances, 0.3)
     for j in (0, 1):
         assert ana["itl"][j] == pytest.approx(sim["itl"][j], rel=0.15), (("p50", "p99")[j], ana, sim)
 
@@ -158,10 +163,7 @@ def test_short_prompts_behind_many_instances(plans, instances: int, utilisation:
     simulator. Their instances see the pool's arrivals thinned at random
     (planner.pool_latency.instance_arrival_cv: the router balances decoding counts, not lane work); with
     the thinned CV² = 1/c the analytic TTFT p99 was −30 / −34 % and the ITL p99 −48 % (optimistic)."""
-    bench, solved = plans
-    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", 1000)], "shared", instances), "shared", utilisation)
-    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
-    ana = bench.analytic_quantiles(res, "shared")
+    ana, sim = _behind(plans, 1000, instances, utilisation)
     for metric in ("ttft", "itl"):
         assert ana[metric][1] == pytest.approx(sim[metric][1], rel=0.15), (metric, ana, sim)
 
@@ -172,10 +174,7 @@ def test_short_prompts_wait_the_iteration_their_instance_just_began(plans, insta
     prompt to an instance whose iteration mostly just began after a departure (planner.pool_latency._hole_age_law),
     and an instance's arrivals follow its departures (_routed_span_s); with the share left uniform, as for one
     instance, the p50 was −19 / −20 % (319 ms analytic against 396 / 399 simulated)."""
-    bench, solved = plans
-    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", 1000)], "shared", instances), "shared", 0.7)
-    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
-    ana = bench.analytic_quantiles(res, "shared")
+    ana, sim = _behind(plans, 1000, instances, 0.7)
     for j in (0, 1):
         assert ana["ttft"][j] == pytest.approx(sim["ttft"][j], rel=0.15), (("p50", "p99")[j], ana, sim)
 
@@ -276,10 +275,6 @@ def test_long_prompts_under_bursts_beyond_poisson(plans, instances: int, utilisa
     Poisson stream's, planner.pool_latency.burst_sets_wait) against the simulator's, and p50 within 20 %. Neither
     rule was fitted on these runs. Without the curve the analytic p99 was 2,473 / 3,631 / 1,936 / 2,638 ms against
     6,926 / 10,127 / 3,166 / 5,950 simulated (-64 / -64 / -39 / -56 %); with it 6,902 / 10,683 / 3,118 / 4,485."""
-    bench, solved = plans
-    res, _m = bench.at_utilisation(bench.at_instances(solved[("shared", 8000)], "shared", instances), "shared", utilisation)
-    res = _bursty(res, 2.94)
-    sim = bench.simulated_quantiles(res, "shared", (0, 1), 2000)
-    ana = bench.analytic_quantiles(res, "shared")
+    ana, sim = _behind(plans, 8000, instances, utilisation, lambda res: _bursty(res, 2.94))
     assert ana["ttft"][1] == pytest.approx(sim["ttft"][1], rel=tolerance), (ana, sim)
     assert ana["ttft"][0] == pytest.approx(sim["ttft"][0], rel=0.2), (ana, sim)
