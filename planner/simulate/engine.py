@@ -344,7 +344,7 @@ class _Sim:
                     self.encoded(req, now)
             self.start_prefill(inst.pool, now)
             return
-        touched = set()
+        touched: dict[_Pool, None] = {}  # the decode pools fed, in the batch's order (a set iterated them in id order)
         for req in batch:
             route = self.routes[req.svc]
             delay = route.transfer_s_per_token * (req.pf_tokens - req.enc)
@@ -355,7 +355,7 @@ class _Sim:
                 req.enter = now
                 req.waited = False
                 dec.queue.append(req)
-                touched.add(dec)
+                touched[dec] = None
         self.start_prefill(inst.pool, now)
         for dec in touched:
             if len(dec.queue) > dec.queue_max:
