@@ -87,6 +87,23 @@ as solved 129 / 13 / 2 -> **133 / 9 / 2**, counts 196 / 89 / 3 -> **206 / 78 / 4
 request cohorts, README *The iteration the router's instance just began*). ``--spread-outputs --outputs 40
 --fixed-seeds --counts 4,17``: as solved 90 / 5 / 13 (unchanged), counts 54 / 14 / 4 -> **57 / 8 / 7** of 72.
 
+Run of 2026-12-08, after the router's choice of lane state for prompts within one lane iteration (the picked
+instance's ``K'`` weighted by :func:`planner.pool_latency._jsq_tilt` with Poisson decode counts, nothing fitted; none
+in a pool whose wait is its bursts', :func:`planner.pool_latency._short_batch`; adaptive seeds but the last):
+``--outputs 40`` as solved 133 / 9 / 2 -> **136 / 6 / 2**, counts 206 / 78 / 4 -> **214 / 71 / 3**: 8,000-token TTFT behind
+17 instances within ±15 % at every load (p99 +89 / +99 / +35 / +38 % at 10-70 % before: an instance decodes about one
+sequence, so a prompt in its lane makes it the busiest and the router sends the next prompt elsewhere), behind 4 and 64
+within at 10-85 % but 4 at 50 % p99 +17 %, 64 at 50 % p99 +99 % (1,386 against 697 ms: a single-prompt cliff; +120 %
+before) and at 85-95 % -20...-32 %; the constant outputs' 1,000-token cells (the simulator's cohorts) 69 -> 64 within.
+Default 200 outputs: as solved 138 / 4 / 2 (unchanged), counts 269 / 17 / 2 -> 268 / 18 / 2 (1,000-token TTFT p50 behind
+64 at 30 % +22 -> +1 %, behind 17 / 64 at 95 % +11 / +15 -> 0 / 0 %; p99 at 10 % -14 / -10 -> -17 / -24 %).
+``--spread-outputs``: as solved 131 / 10 / 3 (unchanged), counts 257 / 27 / 4 -> 256 / 28 / 4. ``--spread-outputs
+--outputs 40 --fixed-seeds --counts 4,17``: 57 / 8 / 7 -> 57 / 7 / 8 (1,000-token TTFT p50 behind 17 at 30 % +22 -> +2
+%). With the long prompts' fitted dispersion ``1/√c`` for the decode counts instead (re-priced against the runs of
+2026-12-07 night, simulated values unchanged; the TTFT p50 / p99 behind 4-64 instances of the four grids, 240
+figures): the 40-output 8,000-token cells gain as much, the rest lose more (167 within, as untilted; Poisson counts 173). Without the bursts' exception code-completion-8b's shared
+groups on 13-15 H100 tp4 read -10...-16 % (``tests/test_replay_wait.py``: -5...-9 % with it, as before).
+
 Acceptance (issue 24 item 3): analytic within ±15 % of the simulator for p50 / p99 of TTFT, TPOT
 and ITL (a resolved verdict, adaptive seeds; 3 replicated seeds before 2026-12-06), 10–95 % utilisation, short and long prompts, shared and disaggregated
 pools as solved, and shared pools at 1, 4, 17 and 64 instances (``at_instances``: rates and KV

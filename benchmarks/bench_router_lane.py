@@ -82,6 +82,17 @@ prompt's wait for its first iteration, that iteration, and the share of the chos
   −13…−19 %; but 40-token answers' 1,000-token p50 behind 17 / 64 at 30–85 % −23…−62 % (−22…−52 % shipped)
   (``bench_latency_at_load.py --only-counts --counts 4,17,64 [--outputs 40]``, 2026-12-07, late). The lane tilt is the
   direction for prompts near a chunk; the short prompts behind many instances wait for something neither law has.
+
+Tried on 2026-12-08 and not shipped: the long prompts' lane law with each lane M/G/1 over its services (for these equal
+prompts M/D/1: ``P(L ≥ 5)`` 0.197 at ρ 0.824 against the geometric 0.380) in place of the geometric law, the router's
+tilt (dispersion ``1/√c``) kept. Re-priced against the simulated values of the 2026-12-07 runs (the simulator
+untouched), 8,000-token TTFT behind 4–64 instances: TTFT p99 at 95 % +26 / +40 / +35 % → +16 / +27 / +31 % behind 4 /
+17 / 64, the spread grid 24 → 29 of 36 figures within ±15 %, but the as-solved plan's 4 instances at 50–85 % −7 / −23 /
+−4 % → −18 / −36 / −24 % (``tests/test_latency_at_load.py``'s 70 % cell fails), the one-bucket grid 21 → 19 of 36.
+Behind 4 instances the simulated lane is M/D/1 and the choice nearly blind to it (``P(K ≥ 1..3)`` 0.72 / 0.45 / 0.24
+at 85 % against M/D/1's 0.74 / 0.45 / 0.26): the shipped law's agreement there is the geometric law's heavier tail
+making up for the tilt's; each needs the other's error. With dispersion 1 or ``1/c`` instead: 64 and 63 of 108
+(``1/√c`` 67; geometric, shipped, 64). The examples' costs did not move under it.
 """
 
 from __future__ import annotations

@@ -94,3 +94,27 @@ def test_one_instances_ttft_is_the_law_without_the_router() -> None:
         assert pl._ttft_quantile_s(load, q, 0.18, 1) == pl._ttft_quantile_s(load, q, 0.18)
     # behind many instances the picked instance has just begun an iteration: its median TTFT is longer
     assert pl._ttft_quantile_s(load, 0.5, 0.18, 64) > pl._ttft_quantile_s(load, 0.5, 0.18, 1)
+
+
+def test_the_router_weighs_the_picked_lane_state_by_its_in_flight_count() -> None:
+    """The picked instance's lane state ``K'`` is weighted by ``r(K')`` (planner.pool_latency._jsq_tilt, Poisson decode
+    counts of mean ``batch``): by hand for two states and two instances, flat at an unbounded batch (the default: the
+    law before the choice), never slower than without it (``r`` falls with ``K'``), and none in a pool whose wait is
+    its bursts' (``bursty``: the lanes fill together)."""
+    # two instances, lanes L ∈ {0, 1} with P(L = 1) = 1/2, no decoding (batch 0): X = L; the pick is L = 1 only when
+    # both are 1: P(picked L = 1) = 1/4, so r(1) = 1/2 and r(0) = 3/2
+    assert pl._jsq_tilt(np.array([0.5, 0.5]), 0.0, 2, 1.0) == pytest.approx([1.5, 0.5], rel=1e-12)
+    # 8,000-token prompts with 40-token answers at 30 % (benchmarks/bench_latency_at_load.py --outputs 40): an
+    # instance's load at 17 instances, its decode batch 0.27
+    load = pl.unified_load(0.3866, 0.01311, 0.7000, np.array([0.977]), np.ones(1))
+    pl._LANE_PMF_CACHE.clear()
+    for c in (4, 17):
+        for q in (0.5, 0.99):
+            free = pl._ttft_quantile_s(load, q, 0.977, c)
+            assert pl._ttft_quantile_s(load, q, 0.977, c, math.inf) == free
+            assert pl._ttft_quantile_s(load, q, 0.977, c, 0.27) <= free
+            lane = (np.array([0.69]), np.ones(1))
+            assert pl.unified_ttft_s(load, q, 0.977, *lane, c, 0.27, bursty=True) == free
+    # few sequences decode: one prompt in a lane makes its instance the busiest, and the p99 loses the wait behind it
+    # (1,372 -> 697 ms; the simulator 697)
+    assert pl._ttft_quantile_s(load, 0.99, 0.977, 17, 0.27) < 0.6 * pl._ttft_quantile_s(load, 0.99, 0.977, 17)

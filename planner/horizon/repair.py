@@ -517,6 +517,7 @@ class _Level:
             _chosen_batch_ratio,
             _itl_quantile_s,
             _tpot_quantile_s,
+            bursty_pools,
             lane_service_mixture,
             pool_slots,
             slot_tail_applies,
@@ -535,6 +536,7 @@ class _Level:
         if not ok.any():
             return ttft_at, tpot_at, itl_at, lane_in, slot_in
         tails = unified_slot_tails(pool_rows)
+        bursty = bursty_pools(pool_rows)
         lam, pools, outputs = self.lam, self.pool, m.outputs[idx]
         overhead_s, batch_all = m.overhead_s[idx], m.max_batch[idx]
         for pool in sorted(set(pools[ok])):
@@ -554,7 +556,7 @@ class _Level:
             for i, units_i in zip(np.flatnonzero(on), (u_pool * m.units_ttft_ratio[idx][on]).tolist(), strict=True):
                 tq = float(m.ttft_q[idx[i]])
                 lvl = m.token_level[int(idx[i])]
-                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, batch, tail)
+                ttft_s = unified_ttft_s(load, tq, units_i, lane_on, lane_w, live_n, batch, tail, bursty=str(pool) in bursty)
                 slot_in[i] = slot_tail_applies(tail)
                 tpot = _tpot_quantile_s(load, lvl, float(outputs[i]), slots, live_n, batch, lives)
                 itl = load["mean_step_s"] if lvl is None else _itl_quantile_s(

@@ -538,22 +538,24 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
     slot_load = busy_peak if slot_busy is None else np.asarray(slot_busy, dtype=float)
     rows = UnifiedRows(points)
 
-    def pool_and_slot_wait(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
-        """The latency group's pool ``n(ρ)``, the slot wait quantile (ms) of the points ``on`` at cap ``rho`` and its
-        tail ``(C, θ)`` (θ per second, :func:`planner.ttft_mixture.queue_tail_params`)."""
+    def pool_and_slot_wait(rho: np.ndarray, on: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """The latency group's pool ``n(ρ)``, the slot wait quantile (ms) of the points ``on`` at cap ``rho``, its
+        tail ``(C, θ)`` (θ per second, :func:`planner.ttft_mixture.queue_tail_params`) and whether the wait is the bursts'
+        (no router choice of lane state then: :func:`planner.pool_latency.bursty_pools`)."""
         n_rho = np.maximum(1.0, np.ceil(busy_peak[on] / rho - 1e-9))  # the latency group's pool at cap ρ
         servers = np.maximum(1.0, np.ceil(slot_load[on] - 1e-9)) * batch[on]  # slots: the nominal n0, as the full-batch cap
         arrivals = rho * servers / service_s[on]
         slot_ms = 1e3 * np.asarray(wait_quantile_many(quantile[on], arrivals, servers, service_s[on],
                                                       service_cv[on], arrival_cv[on]), dtype=float)
         c_w, theta_w = queue_tail_params(servers, arrivals, service_s[on], service_cv[on], arrival_cv[on])
+        burst = np.zeros(on.size, dtype=bool)
         for j in np.flatnonzero(fed[on]):  # the log's bursts in the lanes at the cap (docstring): the larger wait, its tail
             i = int(on[j])
             burst_ms = replay_wait_at([curves[i]], float(rho[j] * lane_per_work[i]), float(quantile[i]), lanes=True)[0]
             if burst_ms > 0 and burst_ms >= slot_ms[j]:
                 # the bursts' wait, added to the TTFT at load (no tail: planner.pool_latency.burst_sets_wait)
-                slot_ms[j], c_w[j], theta_w[j] = burst_ms, math.nan, math.nan
-        return n_rho, slot_ms, (c_w, theta_w)
+                slot_ms[j], c_w[j], theta_w[j], burst[j] = burst_ms, math.nan, math.nan, True
+        return n_rho, slot_ms, (c_w, theta_w), burst
 
     def fits(rho: np.ndarray, on: np.ndarray) -> np.ndarray:
         """Whether each modelled point ``on`` meets both targets at cap ``rho``: its TTFT with the slot wait within the
@@ -568,7 +570,7 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
         target is inside :func:`planner.pool_latency.unified_ttft_meets`); the rows priced give the same numbers as
         when every row is priced (each row's depend on that row alone), so every verdict, and so every cap, is the
         same bit for bit."""
-        n_rho, slot_ms, (c_w, theta_w) = pool_and_slot_wait(rho, on)
+        n_rho, slot_ms, (c_w, theta_w), burst = pool_and_slot_wait(rho, on)
         bound = ttft_t[on] * (1 + 1e-6)
         good = np.zeros(on.size, dtype=bool)
         summed = np.array([slot_tail_applies((float(a), float(b))) for a, b in zip(c_w, theta_w, strict=True)], dtype=bool)
@@ -580,7 +582,7 @@ def unified_caps_at_load(points: pd.DataFrame, busy_peak: np.ndarray, batch: np.
                 cand = cand[tok_lat["token_ms"] <= tok_lat["token_target_ms"] * (1 + 1e-6)]
         if cand.size:
             lat = rows.at(on[cand], rho[cand], n_rho[cand], token=False, ttft_budget=(slot_ms[cand], bound[cand]),
-                          slot_tails=(c_w[cand], theta_w[cand]))
+                          slot_tails=(c_w[cand], theta_w[cand]), bursty=burst[cand])
             good[cand] = lat["ttft_fits"]  # the TTFT rule's verdict (unified_ttft_meets), priced only where it decides
         return good
 
