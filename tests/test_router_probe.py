@@ -62,3 +62,30 @@ def _unified_pools(res):  # noqa: ANN001, ANN202 - the plan's unified pools as t
 
     sim = plan_to_sim_by_bucket(res, "shared")
     return [_Pool(spec) for spec in sim.pools if spec.role == "unified"]
+
+
+def test_random_ties_pick_a_least_loaded_instance_not_always_the_first(tmp_path: Path) -> None:
+    """``--random-ties`` (the probe's :func:`random_ties`): the router still picks a least-loaded instance, among tied
+    ones not always the lowest index (the simulator's own rule), and restoring leaves the engine as it was."""
+    from planner.simulate import engine
+
+    probe = _probe()
+    grid = probe.grid
+    indexed, index_min = engine._Sim.admit_indexed, dict(engine.INDEX_MIN_INSTANCES)
+    res, _m = grid.at_utilisation(grid.at_instances(grid.solved_plan("shared", 8000, tmp_path), "shared", 4), "shared", 0.5)
+    obs = probe.Observer()
+    restore_ties = probe.random_ties()
+    restore = obs.install()
+    try:
+        grid.simulated_quantiles(res, "shared", (0,), 1000)
+    finally:
+        restore()
+        restore_ties()
+    assert engine._Sim.admit_indexed is indexed and index_min == engine.INDEX_MIN_INSTANCES
+    st = np.stack(obs.states)
+    x = st[:, :, 0] + st[:, :, 1]
+    chosen = np.asarray(obs.chosen)
+    assert np.all(x[np.arange(len(x)), chosen] == x.min(axis=1))
+    first_min = np.argmax(x == x.min(axis=1, keepdims=True), axis=1)  # the lowest index among the least loaded
+    tied = (x == x.min(axis=1, keepdims=True)).sum(axis=1) > 1
+    assert tied.sum() > 100 and np.any(chosen[tied] != first_min[tied])
