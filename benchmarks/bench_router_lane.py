@@ -111,6 +111,7 @@ and the simulator's tie rule put into the law above:
   list does; ``--random-ties`` draws among them (:func:`random_ties`): ``P(K ≥ 1)`` behind 4 / 17 instances 0.408 /
   0.336 → 0.458 / 0.443 (constant outputs), behind 17 / 64 with spread outputs 0.231 / 0.175 → 0.264 / 0.227, TTFT
   p99 behind 64 at 50 % 1,728 → 1,797 ms. The law has no tie rule in it; which rule a deployment's router follows is its own.
+* **Why the lane is lighter behind more instances**: ``bench_router_stylised.py`` (a model without the engine).
 * **Tried, not shipped**: a short prompt's ITL quantile from the lane chain the TTFT reads (``_lane_count_pmf``: the
   excess over a chunk carried, the router's clock behind ``c`` instances) in place of the branching
   law's two moments (:func:`planner.pool_latency._itl_quantile_s`). Re-priced against the stored simulated ITL of the
