@@ -398,6 +398,9 @@ def main() -> None:
                       f"_chosen_batch_ratio {PL._chosen_batch_ratio(batch, live):.3f}); left of its iteration "
                       f"{left[:, 0].mean():.0f} ms against {left[:, 1].mean():.0f} ms for a random instance; X range "
                       f"{(x.max(1) - x.min(1)).mean():.2f}, sd {x.std(1).mean():.2f}")
+                at_min = (x == x.min(axis=1, keepdims=True)).sum(axis=1)  # the instances the router chooses among
+                print(f"    instances at the router's minimum: one {np.mean(at_min == 1):.3f}, median {np.median(at_min):.0f}, "
+                      f"90th percentile {np.percentile(at_min, 90):.0f}, mean {at_min.mean():.2f} (bench_router_stylised.py --holes)")
                 if its is not None:
                     print(its.summary())
 

@@ -1,7 +1,8 @@
 """The chosen lane behind a least-loaded router in a stylised model, without the engine (issue 24 item 3).
 
 Run: ``python benchmarks/bench_router_stylised.py [--counts 4,17,64] [--rho 0.42] [--batch 7.0] [--ratio 0.086]
-[--decode spread|fixed|exp] [--arrivals N]`` (~1 minute on the 2-core VM).
+[--decode spread|fixed|exp] [--arrivals N] [--holes]`` (~1 minute on the 2-core VM; ``--holes``: how many instances hold
+the router's minimum when a prompt arrives, :func:`print_holes`).
 
 What mechanism does the simulator's law of ``K`` (the prompts already in the lane of the instance a long prompt is
 sent to; ``benchmarks/bench_router_lane.py``) need? A model with only these parts, event by event:
@@ -45,8 +46,14 @@ behind few instances than behind many. The shipped law (decode counts independen
 has the fall with ``c`` but not its size. With every output the same (``--decode fixed --rho 0.434 --batch 8.9``, the
 grid's constant 200 outputs) the freeze gives the echo's heavier lane too: behind 4 / 17 instances, lowest index, 0.374
 / 0.092 and 0.392 / 0.123 against the simulator's 0.408 / 0.137 and 0.336 / 0.096 (random ties 0.421 / 0.116 and 0.444
-/ 0.152 against 0.458 / 0.173 and 0.443 / 0.175). A law from this model (a tagged instance's return to the router's
-minimum within its lane time, its decodes frozen meanwhile) is the open step of item 3.
+/ 0.152 against 0.458 / 0.173 and 0.443 / 0.175). The router's state agrees too (``--holes --arrivals 60000``, 4 s;
+``bench_router_lane.py --spread-outputs --counts 4,17,64 --utilisations 0.5`` prints the simulator's): the instances
+holding the fewest in flight when a prompt arrives — one alone 0.475 / 0.293 / 0.218 of the time behind 4 / 17 / 64
+(simulator 0.487 / 0.309 / 0.239), median 2 / 3 / 6 (2 / 3 / 7), 90th percentile 4 / 12 / 40 (4 / 12 / 36), mean 1.92
+/ 4.85 / 13.7 (1.90 / 4.87 / 13.6), lowest-index ties. Not uniform over 1…c, as a two-level random walk of the
+minimum's holes would have it (tried: that chain's ``P(K ≥ 1)`` 0.186 / 0.093 / 0.058). A law from this model (a
+tagged instance's return to the router's minimum within its lane time, its decodes frozen meanwhile, from this law of
+the minimum's size) is the open step of item 3.
 """
 
 from __future__ import annotations
@@ -72,9 +79,11 @@ def _decode_time(rng: random.Random, mean: float, decode: str) -> float:
 
 
 def chosen_lane_tails(c: int, rho: float, batch: float, *, ratio: float, freeze: bool = True, ties: str = "lowest",
-                      decode: str = "spread", arrivals: int = 150_000, seed: int = 1) -> np.ndarray:
+                      decode: str = "spread", arrivals: int = 150_000, seed: int = 1,
+                      holes: list[int] | None = None) -> np.ndarray:
     """``P(K ≥ k)``, ``k = 1, 2, 3``, of the stylised model (module docstring), the first tenth of the arrivals left out
-    as warm-up. ``S`` is 1: times are in lane times."""
+    as warm-up. ``S`` is 1: times are in lane times. ``holes``: appended with, at each arrival, the number of instances
+    holding the fewest in flight (the router's choice is among them), warm-up included."""
     rng = random.Random(seed)
     lam_i = rho  # per instance, S = 1
     slow = ratio if freeze else 1.0
@@ -105,6 +114,8 @@ def chosen_lane_tails(c: int, rho: float, batch: float, *, ratio: float, freeze:
         if kind == 0:  # an arrival: the router's choice, then the lane
             low = min(in_flight)
             tied = [i for i in range(c) if in_flight[i] == low]
+            if holes is not None:
+                holes.append(len(tied))
             i = rng.choice(tied) if ties == "random" else tied[0]
             q = lane[i]
             while q and q[0] <= t:
@@ -139,6 +150,9 @@ def main() -> None:
     ratio = float(_option("--ratio", str(43.0 / 502.0)))
     decode = _option("--decode", "spread")
     arrivals = int(_option("--arrivals", "150000"))
+    if "--holes" in sys.argv:
+        print_holes(counts, rho, batch, ratio, decode, arrivals)
+        return
     print(f"P(K >= 1 / 2 / 3) of the chosen lane: rho {rho}, decoding batch {batch}, decode clock while prefilling "
           f"{ratio:.3f}, decode times {decode}; M/D/1 (random routing): P(K >= 1) = {rho}")
     for c in counts:
@@ -148,6 +162,18 @@ def main() -> None:
                 p = chosen_lane_tails(c, rho, batch, ratio=ratio, freeze=freeze, ties=ties, decode=decode, arrivals=arrivals)
                 cells.append(f"{'freeze' if freeze else 'no freeze'}, {ties} {p[0]:.3f} / {p[1]:.3f} / {p[2]:.3f}")
         print(f"{c:3d} instances: " + "  |  ".join(cells))
+
+
+def print_holes(counts: tuple[int, ...], rho: float, batch: float, ratio: float, decode: str, arrivals: int) -> None:
+    """``--holes``: per count, with the freeze, how many instances hold the router's minimum when a prompt arrives."""
+    print(f"instances at the router's minimum when a prompt arrives (with the freeze; rho {rho}, batch {batch})")
+    for c in counts:
+        for ties in ("lowest", "random"):
+            seen: list[int] = []
+            p = chosen_lane_tails(c, rho, batch, ratio=ratio, ties=ties, decode=decode, arrivals=arrivals, holes=seen)
+            h = np.asarray(seen[arrivals // 10:])
+            print(f"{c:3d} instances, {ties} ties: P(K >= 1) {p[0]:.3f}; one instance at the minimum {np.mean(h == 1):.3f}, "
+                  f"median {np.median(h):.0f}, 90th percentile {np.percentile(h, 90):.0f}, mean {h.mean():.2f}")
 
 
 if __name__ == "__main__":
