@@ -1314,7 +1314,8 @@ def _ttft_grid(load: Mapping[str, float], quantile: float, units: float, live: i
         # the router's choice of lane state: an instance whose lane holds K' prompts counts K' more sequences in
         # flight (_jsq_tilt; its decode count Poisson, dispersion 1: nothing fitted here)
         picked = wk * _jsq_tilt(wk, batch, c, 1.0)
-        picked = picked / float(picked.sum()) if float(picked.sum()) > 0 else wk
+        picked_sum = float(picked.sum())
+        picked = picked / picked_sum if picked_sum > 0 else wk
         wku = picked[:, None] * _hole_age_law(t_prev, wk, -math.expm1(-load["prompts_per_iteration"]), c)   # (k, u)
         w2 = wku.max(axis=1)[:, None] * pm
     else:

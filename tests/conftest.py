@@ -140,8 +140,8 @@ def solved_example(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
     processes) instead of solving it again alongside. Without the lock, a worker that asked before the other had
     stored the plan solved it too: tests/test_instance_verdicts.py solves every example near the start of one
     worker's half of the suite, while tests/test_install_wheel.py, tests/test_monotone.py and tests/test_one_path.py
-    ask for them from the start of the other's, and code-completion-8b alone is a 52-58 s solve on the 2-core VM (2026-12-08; ~20 s before the peak
-    simulation ran longer for bursty logs)."""
+    ask for them from the start of the other's, and code-completion-8b alone is a 52-58 s solve on the 2-core VM
+    (2026-12-08; ~20 s before the peak simulation ran longer for bursty logs)."""
     from click.testing import CliRunner
 
     from planner.cli import main

@@ -28,15 +28,8 @@ def test_probe_reads_the_simulated_router(tmp_path: Path) -> None:
     from planner.simulate import engine
 
     probe = _probe()
-    grid = probe.grid
     admit, reschedule = engine._Sim.admit, engine._Sim.reschedule
-    res, _m = grid.at_utilisation(grid.at_instances(grid.solved_plan("shared", 8000, tmp_path), "shared", 4), "shared", 0.5)
-    obs = probe.Observer()
-    restore = obs.install()
-    try:
-        grid.simulated_quantiles(res, "shared", (0,), 1000)
-    finally:
-        restore()
+    res, obs = _observed_run(probe, tmp_path)
     assert engine._Sim.admit is admit and engine._Sim.reschedule is reschedule  # the engine is left as it was
     assert len(obs.k) > 500 and len(obs.residual_s) == len(obs.chosen) == len(obs.k) == len(obs.states)
     st = np.stack(obs.states)
@@ -56,6 +49,19 @@ def test_probe_reads_the_simulated_router(tmp_path: Path) -> None:
     assert float(left.max()) <= longest_s + 1e-9
 
 
+def _observed_run(probe, tmp_path: Path):  # noqa: ANN001, ANN202 - (the plan simulated, the probe's Observer)
+    """The grid's 8,000-token shared plan behind 4 instances at 50 %, one seed of 1,000 requests, observed."""
+    grid = probe.grid
+    res, _m = grid.at_utilisation(grid.at_instances(grid.solved_plan("shared", 8000, tmp_path), "shared", 4), "shared", 0.5)
+    obs = probe.Observer()
+    restore = obs.install()
+    try:
+        grid.simulated_quantiles(res, "shared", (0,), 1000)
+    finally:
+        restore()
+    return res, obs
+
+
 def _unified_pools(res):  # noqa: ANN001, ANN202 - the plan's unified pools as the engine builds them
     from planner.simulate.adapter import plan_to_sim_by_bucket
     from planner.simulate.engine import _Pool
@@ -70,16 +76,11 @@ def test_random_ties_pick_a_least_loaded_instance_not_always_the_first(tmp_path:
     from planner.simulate import engine
 
     probe = _probe()
-    grid = probe.grid
     indexed, index_min = engine._Sim.admit_indexed, dict(engine.INDEX_MIN_INSTANCES)
-    res, _m = grid.at_utilisation(grid.at_instances(grid.solved_plan("shared", 8000, tmp_path), "shared", 4), "shared", 0.5)
-    obs = probe.Observer()
     restore_ties = probe.random_ties()
-    restore = obs.install()
     try:
-        grid.simulated_quantiles(res, "shared", (0,), 1000)
+        _res, obs = _observed_run(probe, tmp_path)
     finally:
-        restore()
         restore_ties()
     assert engine._Sim.admit_indexed is indexed and index_min == engine.INDEX_MIN_INSTANCES
     st = np.stack(obs.states)
